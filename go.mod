@@ -1,0 +1,3 @@
+module github.com/deployplane/deployplane
+
+go 1.26
