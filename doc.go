@@ -1,0 +1,41 @@
+// Package deployplane is a deployment control plane for agent servers that a
+// Go service can embed, and the standalone server built from it.
+//
+// It manages deployments of agent servers through the API of the hosted
+// control plane it is compatible with: create, list, get, PATCH and redeploy
+// deployments; immutable revisions; listeners; OAuth helper endpoints.
+// Clients written for that service (curl in CI, example scripts,
+// `langgraph deploy`) work against it unchanged.
+//
+// This package holds no code; it is the map of the module.
+//
+// # Packages
+//
+//   - store: the storage contract (closure transactions over ordered keys in
+//     named collections) that every backend implements.
+//   - store/storetest: the conformance suite every backend runs.
+//   - storemem: in-memory store (tests, development, `-db :memory:`).
+//   - storebolt: durable embedded store over bbolt, the server's default.
+//   - storepg: PostgreSQL store, for several replicas over one database.
+//   - controlplane: the deployment domain; every rule of the API lives here.
+//   - oauthflow: the OAuth helper domain (providers, flows, tokens).
+//   - httphandler: the HTTP API as an http.Handler to mount on any mux.
+//   - cmd/deployplane: the standalone server.
+//   - examples: runnable programs showing the library in use.
+//
+// Imports point one way: cmd and examples use httphandler, which uses
+// controlplane and oauthflow, which use store; the store implementations
+// depend on store alone.
+//
+// # Quick start
+//
+// Run the example program (the standalone server, cmd/deployplane, replaces
+// it as the first command when it lands), then run every test:
+//
+//	go run ./examples/quickstart
+//	go vet ./... && go test -race ./...
+//
+// To embed, open a store, build the domain over it and mount the handler; see
+// the package examples of storemem and, as they land, controlplane and
+// httphandler.
+package deployplane
