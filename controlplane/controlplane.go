@@ -1,0 +1,600 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/deployplane/deployplane/store"
+)
+
+// ControlPlane is the deployment domain over a store.Store: every rule of
+// the wire contract, scoped per tenant. It is safe for concurrent use.
+type ControlPlane struct {
+	st      store.Store
+	clock   func() time.Time
+	newID   func() string
+	sources []Source
+	urlTmpl string
+	log     *slog.Logger
+	tracing TracingProjects
+	lim     Limits
+}
+
+// New returns a ControlPlane over st. A nil opts means defaults.
+func New(st store.Store, opts *Options) *ControlPlane {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	cp := &ControlPlane{
+		st:      st,
+		clock:   o.Clock,
+		newID:   o.NewID,
+		sources: slices.Clone(o.Sources),
+		urlTmpl: o.CustomURLTemplate,
+		log:     o.Logger,
+		tracing: o.TracingProjects,
+		lim:     o.Limits,
+	}
+	if cp.clock == nil {
+		cp.clock = time.Now
+	}
+	if cp.newID == nil {
+		cp.newID = func() string { return uuid.Must(uuid.NewV7()).String() }
+	}
+	if len(cp.sources) == 0 {
+		cp.sources = []Source{SourceGitHub, SourceExternalDocker}
+	}
+	if cp.urlTmpl == "" {
+		cp.urlTmpl = DefaultCustomURLTemplate
+	}
+	if cp.log == nil {
+		cp.log = slog.New(slog.DiscardHandler)
+	}
+	if cp.tracing == nil {
+		cp.tracing = StoreTracingProjects{}
+	}
+	def := DefaultLimits()
+	for _, f := range []struct {
+		v *int
+		d int
+	}{
+		{&cp.lim.MaxStringBytes, def.MaxStringBytes},
+		{&cp.lim.MaxSecrets, def.MaxSecrets},
+		{&cp.lim.MaxSecretValueBytes, def.MaxSecretValueBytes},
+		{&cp.lim.MaxItems, def.MaxItems},
+		{&cp.lim.MaxMapEntries, def.MaxMapEntries},
+		{&cp.lim.MaxObjectBytes, def.MaxObjectBytes},
+		{&cp.lim.MaxTagValueIDs, def.MaxTagValueIDs},
+		{&cp.lim.MaxFilterIDs, def.MaxFilterIDs},
+	} {
+		if *f.v <= 0 {
+			*f.v = f.d
+		}
+	}
+	return cp
+}
+
+// now is the one timestamp of an operation.
+func (cp *ControlPlane) now() time.Time {
+	return cp.clock().UTC().Truncate(time.Microsecond)
+}
+
+func checkTenant(tenant string) error {
+	if tenant == "" || len(tenant) > 64 {
+		return fmt.Errorf("%w: %q", ErrInvalidTenant, tenant)
+	}
+	for i := 0; i < len(tenant); i++ {
+		if b := tenant[i]; !isAlnum(b) && b != '.' && b != '_' && b != '-' {
+			return fmt.Errorf("%w: %q", ErrInvalidTenant, tenant)
+		}
+	}
+	return nil
+}
+
+// pathID canonicalizes an id from a path; ok is false when it cannot be an
+// id at all (the resource is then simply not found).
+func pathID(id string) (string, bool) {
+	u, err := uuid.Parse(id)
+	if err != nil || len(id) != 36 {
+		return id, false
+	}
+	return u.String(), true
+}
+
+// storeErr maps store errors that must not leak to callers.
+func (cp *ControlPlane) storeErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var nf *NotFoundError
+	var ve *ValidationError
+	var de *detailError
+	if errors.As(err, &nf) || errors.As(err, &ve) || errors.As(err, &de) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	cp.log.Error("controlplane: store failure", "op", op, "err", err)
+	// Store sentinels are reported as plain text: callers match domain
+	// errors only.
+	return fmt.Errorf("controlplane: %s: %s", op, err.Error())
+}
+
+func (cp *ControlPlane) offered(s Source) bool { return slices.Contains(cp.sources, s) }
+
+// customURL fills the template for a github deployment.
+func (cp *ControlPlane) customURL(tenant, id, name string) string {
+	slug := strings.Map(func(r rune) rune {
+		if r == '.' || r == '_' {
+			return '-'
+		}
+		return r
+	}, strings.ToLower(name))
+	return strings.NewReplacer("{name}", slug, "{id}", id, "{tenant}", tenant).Replace(cp.urlTmpl)
+}
+
+func (r *deploymentRecord) wire() *Deployment {
+	d := r.Deployment
+	d.TagValueIDs = slices.Clone(r.Tags)
+	if d.Secrets == nil {
+		d.Secrets = []Secret{}
+	}
+	return &d
+}
+
+// normalizeRevisionConfig folds the langgraph_config_path alias into
+// graph_config_path, reporting a conflict.
+func normalizeRevisionConfig(src *SourceRevisionConfig, ps []Problem) []Problem {
+	if a := src.LanggraphConfigPath; a != nil {
+		if g := src.GraphConfigPath; g != nil && *g != *a {
+			ps = append(ps, Problem{Loc: []any{"body", "source_revision_config", "langgraph_config_path"},
+				Type: TypeValueError, Msg: "langgraph_config_path is an alias of graph_config_path; both are given with different values"})
+		} else {
+			src.GraphConfigPath = a
+		}
+		src.LanggraphConfigPath = nil
+	}
+	return ps
+}
+
+// draftOf sees a request as a Deployment so that the rules table applies.
+func draftOf(name *string, source *Source, sc *SourceConfig, src *SourceRevisionConfig, secrets []Secret) (*Deployment, []Problem) {
+	d := &Deployment{Secrets: secrets}
+	if name != nil {
+		d.Name = *name
+	}
+	if source != nil {
+		d.Source = *source
+	}
+	if sc != nil {
+		d.SourceConfig = *sc
+	}
+	if src != nil {
+		d.SourceRevisionConfig = *src
+	}
+	ps := normalizeRevisionConfig(&d.SourceRevisionConfig, nil)
+	d.SourceConfig.IntegrationID = canonicalUUID(d.SourceConfig.IntegrationID)
+	d.SourceConfig.ListenerID = canonicalUUID(d.SourceConfig.ListenerID)
+	if lc := d.SourceConfig.ListenerConfig; lc != nil && lc.K8sNamespace == nil {
+		d.SourceConfig.ListenerConfig = nil // {} says nothing
+	}
+	return d, ps
+}
+
+func isTagRef(ref *string) bool { return ref != nil && strings.HasPrefix(*ref, "refs/tags/") }
+
+// checkTagRef is the cross-field rule on a merged deployment: build_on_push
+// cannot be true with a tag ref.
+func checkTagRef(d *Deployment, ps []Problem) []Problem {
+	if b := d.SourceConfig.BuildOnPush; b != nil && *b && isTagRef(d.SourceRevisionConfig.RepoRef) {
+		ps = append(ps, Problem{Loc: []any{"body", "source_config", "build_on_push"}, Type: TypeBuildOnPushWithTagRef,
+			Msg: "build_on_push cannot be enabled when source_revision_config.repo_ref is a tag (starts with 'refs/tags/')"})
+	}
+	return ps
+}
+
+func validationError(ps []Problem) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: ps}
+}
+
+// CreateDeployment creates a deployment, its first revision (status
+// CREATING, returned as latest_revision_id) and its tracing project, all in
+// one store transaction. The deployment starts AWAITING_DATABASE. Errors: a
+// *ValidationError listing every problem; ErrConflict when the name is
+// taken among the tenant's deployments not yet removed; the tracing hook's
+// error, in which case nothing is left behind.
+func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req *CreateDeploymentRequest) (*Deployment, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	if req == nil {
+		req = &CreateDeploymentRequest{}
+	}
+	d, ps := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig, slices.Clone(req.Secrets))
+	c := &checker{lim: cp.lim, ps: ps}
+	known := d.Source == SourceGitHub || d.Source == SourceExternalDocker
+	switch {
+	case d.Source == "":
+		c.add([]any{"body", "source"}, TypeMissing, "Field required")
+	case !known:
+		c.add([]any{"body", "source"}, TypeLiteralError, "Input should be 'github' or 'external_docker'")
+	case !cp.offered(d.Source):
+		c.add([]any{"body", "source"}, TypeSourceNotOffered, "Source '"+string(d.Source)+"' is not offered by this control plane")
+	}
+	if known {
+		c.ps = applyCreateTable(d, d.Source, c.ps)
+	} else if d.Name == "" {
+		c.add([]any{"body", "name"}, TypeMissing, "Field required")
+	}
+	c.checkDeploymentValues(d)
+	tags := slices.Clone(req.TagValueIDs)
+	c.checkTagValueIDs([]any{"body", "tag_value_ids"}, tags)
+	for i := range tags {
+		tags[i] = *canonicalUUID(&tags[i])
+	}
+	slices.Sort(tags)
+	tags = slices.Compact(tags)
+	if d.Source == SourceGitHub {
+		c.ps = checkTagRef(&Deployment{SourceConfig: d.SourceConfig, SourceRevisionConfig: d.SourceRevisionConfig}, c.ps)
+	}
+	pure := c.ps
+
+	now := cp.now()
+	id, revID := cp.newID(), cp.newID()
+	rec := &deploymentRecord{Deployment: *d, Tags: tags}
+	rec.ID, rec.CreatedAt, rec.UpdatedAt = id, now, now
+	rec.Status = StatusAwaitingDatabase
+	rec.LatestRevisionID = &revID
+	rec.SourceRevisionConfig.RepoCommitSHA = nil
+	if rec.Source == SourceGitHub {
+		if rec.SourceConfig.DeploymentType == nil {
+			rec.SourceConfig.DeploymentType = new(DeploymentTypeProd)
+		}
+		if rec.SourceConfig.BuildOnPush == nil {
+			rec.SourceConfig.BuildOnPush = new(false)
+		}
+		rec.SourceConfig.CustomURL = new(cp.customURL(tenant, id, rec.Name))
+	}
+
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		ps := slices.Clone(pure)
+		ps = cp.checkReferences(tx, tenant, &rec.SourceConfig, ps)
+		if err := validationError(ps); err != nil {
+			return err
+		}
+		if err := tx.Create(colDeploymentNames, key(tenant, rec.Name), []byte(id)); err != nil {
+			if errors.Is(err, store.ErrAlreadyExists) {
+				return conflictf("A deployment named '%s' already exists.", rec.Name)
+			}
+			return err
+		}
+		if err := putDeployment(tx, tenant, nil, rec); err != nil {
+			return err
+		}
+		if err := putRevision(tx, tenant, newRevision(rec, revID, now), true); err != nil {
+			return err
+		}
+		return cp.tracing.CreateTracingProject(ctx, tx, TracingProject{Tenant: tenant, DeploymentID: id, Name: rec.Name, CreatedAt: now})
+	})
+	if err != nil {
+		return nil, cp.storeErr("create deployment", err)
+	}
+	return rec.wire(), nil
+}
+
+// checkReferences checks the ids a create names: the integration of a
+// github deployment, the listener and namespace of an external_docker one.
+func (cp *ControlPlane) checkReferences(r store.Reader, tenant string, sc *SourceConfig, ps []Problem) []Problem {
+	if id := sc.IntegrationID; id != nil && validUUID(*id) {
+		if _, err := r.Get(colIntegrations, key(tenant, *id)); err != nil {
+			ps = append(ps, Problem{Loc: []any{"body", "source_config", "integration_id"}, Type: TypeUnknownReference,
+				Msg: "Integration ID " + *id + " not found."})
+		}
+	}
+	var l *Listener
+	if id := sc.ListenerID; id != nil && validUUID(*id) {
+		var err error
+		if l, err = getListener(r, tenant, *id); err != nil {
+			ps = append(ps, Problem{Loc: []any{"body", "source_config", "listener_id"}, Type: TypeUnknownReference,
+				Msg: "Listener ID " + *id + " not found."})
+		}
+	}
+	if lc := sc.ListenerConfig; lc != nil && lc.K8sNamespace != nil {
+		loc := []any{"body", "source_config", "listener_config", "k8s_namespace"}
+		switch {
+		case sc.ListenerID == nil:
+			ps = append(ps, Problem{Loc: loc, Type: TypeValueError, Msg: "k8s_namespace requires source_config.listener_id"})
+		case l == nil:
+			// the listener problem is already reported
+		case l.ComputeType != ComputeTypeK8s:
+			ps = append(ps, Problem{Loc: loc, Type: TypeValueError, Msg: "k8s_namespace applies only to listeners whose compute type is 'k8s'"})
+		case len(l.ComputeConfig.K8sNamespaces) > 0 && !slices.Contains(l.ComputeConfig.K8sNamespaces, *lc.K8sNamespace):
+			ps = append(ps, Problem{Loc: loc, Type: TypeNamespaceNotOfListener,
+				Msg: "Namespace should be one of the listener's compute_config.k8s_namespaces"})
+		}
+	}
+	return ps
+}
+
+func validUUID(s string) bool { _, ok := pathID(s); return ok }
+
+// newRevision snapshots d as a new revision with status CREATING.
+func newRevision(d *deploymentRecord, id string, now time.Time) *revisionRecord {
+	src := d.SourceRevisionConfig
+	src.RepoCommitSHA = nil
+	return &revisionRecord{
+		Revision: Revision{ID: id, CreatedAt: now, UpdatedAt: now, Status: RevisionCreating, Source: d.Source,
+			SourceRevisionConfig: src},
+		DeploymentID:   d.ID,
+		Secrets:        d.Secrets,
+		ResourceSpec:   d.SourceConfig.ResourceSpec,
+		InstallCommand: d.SourceConfig.InstallCommand,
+		BuildCommand:   d.SourceConfig.BuildCommand,
+	}
+}
+
+// GetDeployment returns a deployment of the tenant, or a *NotFoundError.
+func (cp *ControlPlane) GetDeployment(ctx context.Context, tenant, id string) (*Deployment, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	cid, ok := pathID(id)
+	if !ok {
+		return nil, &NotFoundError{Kind: KindDeployment, ID: id}
+	}
+	var rec *deploymentRecord
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		var err error
+		rec, err = getDeployment(r, tenant, cid)
+		return err
+	})
+	if err != nil {
+		return nil, cp.storeErr("get deployment", err)
+	}
+	return rec.wire(), nil
+}
+
+// UpdateDeployment applies a PATCH: immutable fields must equal the stored
+// values, in-place fields change, and any revision-triggering field (a
+// non-null source_revision_config field, non-empty secrets, non-null
+// resource_spec) creates a new revision, even when equal to the current
+// value. Errors: *NotFoundError, ErrInvalidState while the deployment is
+// AWAITING_DELETE, *ValidationError. A request that changes nothing leaves
+// the deployment, including updated_at, as it was.
+func (cp *ControlPlane) UpdateDeployment(ctx context.Context, tenant, id string, req *UpdateDeploymentRequest) (*Deployment, error) {
+	d, _, err := cp.patch(ctx, tenant, id, req, false)
+	return d, err
+}
+
+// CreateRevision applies req like UpdateDeployment and always creates a new
+// revision, which it returns (POST /v2/deployments/{id}/revisions).
+func (cp *ControlPlane) CreateRevision(ctx context.Context, tenant, deploymentID string, req *UpdateDeploymentRequest) (*Revision, error) {
+	_, rev, err := cp.patch(ctx, tenant, deploymentID, req, true)
+	return rev, err
+}
+
+func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *UpdateDeploymentRequest, force bool) (*Deployment, *Revision, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, nil, err
+	}
+	cid, ok := pathID(id)
+	if !ok {
+		return nil, nil, &NotFoundError{Kind: KindDeployment, ID: id}
+	}
+	if req == nil {
+		req = &UpdateDeploymentRequest{}
+	}
+	p, ps := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig, slices.Clone(req.Secrets))
+	c := &checker{lim: cp.lim, ps: ps}
+	c.checkDeploymentValues(p)
+	pure := c.ps
+
+	now := cp.now()
+	revID := cp.newID()
+	var out *deploymentRecord
+	var outRev *revisionRecord
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		out, outRev = nil, nil
+		stored, err := getDeployment(tx, tenant, cid)
+		if err != nil {
+			return err
+		}
+		if stored.Status == StatusAwaitingDelete {
+			return invalidStatef("Deployment ID %s is being deleted.", cid)
+		}
+		merged := *stored // fields are replaced, never written through
+		ps, trigger := applyPatchTable(&stored.Deployment, p, &merged.Deployment, nil)
+		ps = append(ps, pure...)
+		ps = checkTagRef(&merged.Deployment, ps)
+		if err := validationError(ps); err != nil {
+			return err
+		}
+		if !trigger && !force {
+			if merged.equal(stored) {
+				out = stored
+				return nil
+			}
+			merged.UpdatedAt = now
+			out = &merged
+			return putDeployment(tx, tenant, stored, &merged)
+		}
+		rev := newRevision(&merged, revID, now)
+		merged.LatestRevisionID = &revID
+		merged.SourceRevisionConfig.RepoCommitSHA = nil
+		merged.UpdatedAt = now
+		if err := putRevision(tx, tenant, rev, true); err != nil {
+			return err
+		}
+		out, outRev = &merged, rev
+		return putDeployment(tx, tenant, stored, &merged)
+	})
+	if err != nil {
+		return nil, nil, cp.storeErr("update deployment", err)
+	}
+	if outRev != nil {
+		r := outRev.Revision
+		return out.wire(), &r, nil
+	}
+	return out.wire(), nil, nil
+}
+
+func (r *deploymentRecord) equal(o *deploymentRecord) bool {
+	a, _ := json.Marshal(r)
+	b, _ := json.Marshal(o)
+	return string(a) == string(b)
+}
+
+// DeleteDeployment marks a deployment AWAITING_DELETE; the lifecycle removes
+// it later (its name stays taken until then). Deleting a deployment that is
+// already AWAITING_DELETE succeeds and changes nothing. Errors:
+// *NotFoundError.
+func (cp *ControlPlane) DeleteDeployment(ctx context.Context, tenant, id string) error {
+	if err := checkTenant(tenant); err != nil {
+		return err
+	}
+	cid, ok := pathID(id)
+	if !ok {
+		return &NotFoundError{Kind: KindDeployment, ID: id}
+	}
+	now := cp.now()
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		stored, err := getDeployment(tx, tenant, cid)
+		if err != nil {
+			return err
+		}
+		if stored.Status == StatusAwaitingDelete {
+			return nil
+		}
+		next := *stored
+		next.Status = StatusAwaitingDelete
+		next.UpdatedAt = now
+		return putDeployment(tx, tenant, stored, &next)
+	})
+	return cp.storeErr("delete deployment", err)
+}
+
+// GetRevision returns a revision of the tenant's deployment. Errors:
+// *NotFoundError of kind Deployment or Revision (a revision of another
+// deployment is not found).
+func (cp *ControlPlane) GetRevision(ctx context.Context, tenant, deploymentID, revisionID string) (*Revision, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	did, ok := pathID(deploymentID)
+	if !ok {
+		return nil, &NotFoundError{Kind: KindDeployment, ID: deploymentID}
+	}
+	rid, ok := pathID(revisionID)
+	var rev *revisionRecord
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		if _, err := r.Get(colDeployments, key(tenant, did)); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return &NotFoundError{Kind: KindDeployment, ID: did}
+			}
+			return err
+		}
+		if !ok {
+			return &NotFoundError{Kind: KindRevision, ID: revisionID}
+		}
+		var err error
+		rev, err = getRevision(r, tenant, did, rid)
+		return err
+	})
+	if err != nil {
+		return nil, cp.storeErr("get revision", err)
+	}
+	return &rev.Revision, nil
+}
+
+// RedeployRevision creates a new revision of the deployment copying the
+// named revision's snapshot; the deployment then mirrors it. Errors:
+// *NotFoundError (deployment, or a revision that is not this deployment's),
+// ErrInvalidState while the deployment is AWAITING_DELETE.
+func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deploymentID, revisionID string) (*Deployment, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	did, ok := pathID(deploymentID)
+	if !ok {
+		return nil, &NotFoundError{Kind: KindDeployment, ID: deploymentID}
+	}
+	rid, rok := pathID(revisionID)
+	now := cp.now()
+	newID := cp.newID()
+	var out *deploymentRecord
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		out = nil
+		stored, err := getDeployment(tx, tenant, did)
+		if err != nil {
+			return err
+		}
+		if !rok {
+			return &NotFoundError{Kind: KindRevision, ID: revisionID}
+		}
+		old, err := getRevision(tx, tenant, did, rid)
+		if err != nil {
+			return err
+		}
+		if stored.Status == StatusAwaitingDelete {
+			return invalidStatef("Deployment ID %s is being deleted.", did)
+		}
+		next := *stored
+		next.SourceRevisionConfig = old.SourceRevisionConfig
+		next.SourceRevisionConfig.RepoCommitSHA = nil
+		next.Secrets = old.Secrets
+		next.SourceConfig.ResourceSpec = old.ResourceSpec
+		next.SourceConfig.InstallCommand = old.InstallCommand
+		next.SourceConfig.BuildCommand = old.BuildCommand
+		next.LatestRevisionID = &newID
+		next.UpdatedAt = now
+		if err := putRevision(tx, tenant, newRevision(&next, newID, now), true); err != nil {
+			return err
+		}
+		out = &next
+		return putDeployment(tx, tenant, stored, &next)
+	})
+	if err != nil {
+		return nil, cp.storeErr("redeploy revision", err)
+	}
+	return out.wire(), nil
+}
+
+// StoreTracingProjects is the default TracingProjects: it keeps one record
+// per deployment in the store, in the transaction that creates the
+// deployment.
+type StoreTracingProjects struct{}
+
+// CreateTracingProject records p in tx.
+func (StoreTracingProjects) CreateTracingProject(ctx context.Context, tx store.Tx, p TracingProject) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return tx.Put(colTracingProjects, key(p.Tenant, p.DeploymentID), b)
+}
+
+// Get reads the tracing project of a deployment; the error matches
+// ErrNotFound when there is none.
+func (StoreTracingProjects) Get(r store.Reader, tenant, deploymentID string) (TracingProject, error) {
+	var p TracingProject
+	b, err := r.Get(colTracingProjects, key(tenant, deploymentID))
+	if errors.Is(err, store.ErrNotFound) {
+		return p, &NotFoundError{Kind: "Tracing project", ID: deploymentID}
+	}
+	if err != nil {
+		return p, err
+	}
+	err = json.Unmarshal(b, &p)
+	return p, err
+}

@@ -1,0 +1,399 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/deployplane/deployplane/store"
+)
+
+func (c *checker) page(limit *int, offset int) {
+	if limit != nil {
+		switch {
+		case *limit < 1:
+			c.add([]any{"query", "limit"}, TypeGreaterThanEqual, "Input should be greater than or equal to 1")
+		case *limit > MaxPageLimit:
+			c.add([]any{"query", "limit"}, TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", MaxPageLimit))
+		}
+	}
+	if offset < 0 {
+		c.add([]any{"query", "offset"}, TypeGreaterThanEqual, "Input should be greater than or equal to 0")
+	}
+}
+
+func (c *checker) queryIDs(name string, ids []string) {
+	loc := []any{"query", name}
+	if len(ids) > c.lim.MaxFilterIDs {
+		c.add(loc, TypeTooLong, fmt.Sprintf("List should have at most %d items", c.lim.MaxFilterIDs))
+		return
+	}
+	for _, id := range ids {
+		if !validUUID(id) {
+			c.add(loc, TypeUUIDParsing, "Input should be a comma-separated list of valid UUIDs")
+			return
+		}
+	}
+}
+
+func limitOf(l *int) int {
+	if l == nil {
+		return DefaultPageLimit
+	}
+	return *l
+}
+
+// Validate reports every bad value of q as a *ValidationError with loc
+// ["query", name], using the default limits.
+func (q *ListDeploymentsQuery) Validate() error {
+	return q.validate(DefaultLimits())
+}
+
+func (q *ListDeploymentsQuery) validate(lim Limits) error {
+	c := &checker{lim: lim}
+	c.page(q.Limit, q.Offset)
+	if len(q.NameContains) > 63 {
+		c.add([]any{"query", "name_contains"}, TypeStringTooLong, "String should have at most 63 characters")
+	}
+	switch q.Status {
+	case "", StatusAwaitingDatabase, StatusReady, StatusUnused, StatusAwaitingDelete, StatusUnknown:
+	default:
+		c.add([]any{"query", "status"}, TypeLiteralError,
+			"Input should be 'AWAITING_DATABASE', 'READY', 'UNUSED', 'AWAITING_DELETE' or 'UNKNOWN'")
+	}
+	c.queryIDs("tag_value_ids", q.TagValueIDs)
+	if len(q.ImageVersion) > lim.MaxStringBytes {
+		c.add([]any{"query", "image_version"}, TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", lim.MaxStringBytes))
+	}
+	switch q.DeploymentType {
+	case "", DeploymentTypeDevFree, DeploymentTypeDev, DeploymentTypeProd:
+	default:
+		c.add([]any{"query", "deployment_type"}, TypeLiteralError, "Input should be 'dev_free', 'dev' or 'prod'")
+	}
+	c.queryIDs("deployment_ids", q.DeploymentIDs)
+	return validationError(c.ps)
+}
+
+// Validate reports every bad value of q as a *ValidationError with loc
+// ["query", name].
+func (q *ListRevisionsQuery) Validate() error {
+	c := &checker{lim: DefaultLimits()}
+	c.page(q.Limit, q.Offset)
+	for _, s := range q.Status {
+		if !validRevisionStatus(s) {
+			c.add([]any{"query", "status"}, TypeLiteralError, "Input should be a comma-separated list of revision statuses")
+			break
+		}
+	}
+	return validationError(c.ps)
+}
+
+// Validate reports every bad value of q as a *ValidationError with loc
+// ["query", name].
+func (q *ListListenersQuery) Validate() error {
+	c := &checker{lim: DefaultLimits()}
+	c.page(q.Limit, q.Offset)
+	return validationError(c.ps)
+}
+
+func validRevisionStatus(s RevisionStatus) bool {
+	switch s {
+	case RevisionCreating, RevisionQueued, RevisionAwaitingBuild, RevisionBuilding, RevisionAwaitingDeploy,
+		RevisionDeploying, RevisionCreateFailed, RevisionBuildFailed, RevisionDeployFailed, RevisionDeployed,
+		RevisionSkipped, RevisionInterrupted, RevisionUnknown:
+		return true
+	}
+	return false
+}
+
+// summaryFilter is the part of a list query that a deployment's summary
+// (its order record) can answer.
+type summaryFilter struct {
+	needle  string // lowercased name_contains
+	status  string
+	dtype   string
+	source  string
+	image   string // "=" + version, or "" for no filter
+	enabled bool
+}
+
+func newSummaryFilter(q *ListDeploymentsQuery) summaryFilter {
+	f := summaryFilter{needle: strings.ToLower(q.NameContains), status: string(q.Status), dtype: string(q.DeploymentType)}
+	if q.RemoteReconciled != nil {
+		f.source = string(SourceGitHub)
+		if *q.RemoteReconciled {
+			f.source = string(SourceExternalDocker)
+		}
+	}
+	if q.ImageVersion != "" {
+		f.image = "=" + q.ImageVersion
+	}
+	f.enabled = f.needle != "" || f.status != "" || f.dtype != "" || f.source != "" || f.image != ""
+	return f
+}
+
+// match reports whether an order-record summary passes the filter.
+func (f *summaryFilter) match(s string) bool {
+	name, rest, _ := strings.Cut(s, "\x00")
+	if f.needle != "" && !strings.Contains(name, f.needle) {
+		return false
+	}
+	status, rest, _ := strings.Cut(rest, "\x00")
+	dtype, rest, _ := strings.Cut(rest, "\x00")
+	source, image, _ := strings.Cut(rest, "\x00")
+	return (f.status == "" || f.status == status) && (f.dtype == "" || f.dtype == dtype) &&
+		(f.source == "" || f.source == source) && (f.image == "" || f.image == image)
+}
+
+// ListDeployments returns one page of the tenant's deployments matching
+// every filter of q, newest first (created_at desc, then id desc). A nil q
+// lists everything with the default limit. Errors: *ValidationError at
+// ["query", name].
+//
+// Cost: the page is found through the index records, never by decoding the
+// tenant's deployments. With deployment_ids, each id is one Get. Otherwise
+// one index is walked newest first: a tag index (tag_value_ids), else the
+// image version, deployment type, status or source index, else the
+// tenant's order records, whose values hold a compact summary (lowercased
+// name, status, type, source, image version) against which name_contains
+// and every other filter is checked without decoding a deployment. Offset
+// skips index keys; only the returned page is decoded.
+func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *ListDeploymentsQuery) (*DeploymentPage, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	if q == nil {
+		q = &ListDeploymentsQuery{}
+	}
+	if err := q.validate(cp.lim); err != nil {
+		return nil, err
+	}
+	limit := limitOf(q.Limit)
+	f := newSummaryFilter(q)
+	var page []Deployment
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		page = page[:0]
+		var tails []string // ts/id of the page, newest first
+		var err error
+		switch {
+		case len(q.DeploymentIDs) > 0:
+			return cp.listByIDs(r, tenant, q, &f, limit, &page)
+		case len(q.TagValueIDs) > 0:
+			tails, err = listByTags(r, tenant, q, &f, limit)
+		default:
+			tails, err = listByIndex(r, tenant, q, &f, limit)
+		}
+		if err != nil {
+			return err
+		}
+		for _, t := range tails {
+			_, id, _ := strings.Cut(t, "/")
+			rec, err := getDeployment(r, tenant, id)
+			if err != nil {
+				return fmt.Errorf("controlplane: index names deployment %s: %w", id, err)
+			}
+			page = append(page, *rec.wire())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, cp.storeErr("list deployments", err)
+	}
+	if page == nil {
+		page = []Deployment{}
+	}
+	return &DeploymentPage{Resources: page, Offset: q.Offset + len(page)}, nil
+}
+
+// listByIndex walks one index (or the order records) newest first and
+// returns the ts/id tails of the page.
+func listByIndex(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
+	col, prefix := colDeploymentOrder, tenant+"/"
+	// The index that answers one filter exactly; the others are checked on
+	// the candidate's summary. Priority: most selective first, as a rule.
+	switch {
+	case q.ImageVersion != "":
+		col, prefix = colDeploymentIndex, key(tenant, idxImage, url.QueryEscape(q.ImageVersion))+"/"
+	case q.DeploymentType != "":
+		col, prefix = colDeploymentIndex, key(tenant, idxType, string(q.DeploymentType))+"/"
+	case q.Status != "":
+		col, prefix = colDeploymentIndex, key(tenant, idxStatus, string(q.Status))+"/"
+	case f.source != "":
+		col, prefix = colDeploymentIndex, key(tenant, idxSource, f.source)+"/"
+	}
+	skip := q.Offset
+	var tails []string
+	err := r.Scan(col, prefix, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
+		tail := k[len(prefix):]
+		if f.enabled {
+			summary := string(v)
+			if col == colDeploymentIndex {
+				b, err := r.Get(colDeploymentOrder, tenant+"/"+tail)
+				if err != nil {
+					return false, fmt.Errorf("controlplane: index entry %s has no order record: %w", k, err)
+				}
+				summary = string(b)
+			}
+			if !f.match(summary) {
+				return true, nil
+			}
+		}
+		if skip > 0 {
+			skip--
+			return true, nil
+		}
+		tails = append(tails, tail)
+		return len(tails) < limit, nil
+	})
+	return tails, err
+}
+
+// listByTags merges the tag indexes of the wanted tags (a deployment matches
+// if it carries any of them), newest first, and checks the other filters on
+// the summaries.
+func listByTags(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
+	seen := map[string]bool{}
+	var all []string
+	for _, tag := range q.TagValueIDs {
+		cid, _ := pathID(tag)
+		prefix := key(tenant, idxTag, cid) + "/"
+		err := r.Scan(colDeploymentIndex, prefix, nil, func(k string, _ []byte) (bool, error) {
+			tail := k[len(prefix):]
+			if !seen[tail] {
+				seen[tail] = true
+				all = append(all, tail)
+			}
+			return true, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(all)
+	slices.Reverse(all)
+	skip := q.Offset
+	var tails []string
+	for _, tail := range all {
+		if len(tails) == limit {
+			break
+		}
+		if f.enabled {
+			b, err := r.Get(colDeploymentOrder, tenant+"/"+tail)
+			if err != nil {
+				return nil, fmt.Errorf("controlplane: tag index entry %s has no order record: %w", tail, err)
+			}
+			if !f.match(string(b)) {
+				continue
+			}
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		tails = append(tails, tail)
+	}
+	return tails, nil
+}
+
+// listByIDs gets each named deployment and checks every filter on it.
+func (cp *ControlPlane) listByIDs(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summaryFilter, limit int, page *[]Deployment) error {
+	seen := map[string]bool{}
+	var recs []*deploymentRecord
+	for _, id := range q.DeploymentIDs {
+		cid, _ := pathID(id)
+		if seen[cid] {
+			continue
+		}
+		seen[cid] = true
+		rec, err := getDeployment(r, tenant, cid)
+		if err != nil {
+			if _, ok := err.(*NotFoundError); ok {
+				continue
+			}
+			return err
+		}
+		if !f.match(rec.summary()) {
+			continue
+		}
+		if len(q.TagValueIDs) > 0 && !slices.ContainsFunc(q.TagValueIDs, func(t string) bool {
+			ct, _ := pathID(t)
+			return slices.Contains(rec.Tags, ct)
+		}) {
+			continue
+		}
+		recs = append(recs, rec)
+	}
+	slices.SortFunc(recs, func(a, b *deploymentRecord) int {
+		return strings.Compare(b.orderKey(tenant), a.orderKey(tenant))
+	})
+	for i := q.Offset; i < len(recs) && len(*page) < limit; i++ {
+		*page = append(*page, *recs[i].wire())
+	}
+	return nil
+}
+
+// ListRevisions returns one page of a deployment's revisions, newest first,
+// keeping those whose status is in q.Status (when given). Errors:
+// *NotFoundError, *ValidationError.
+func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID string, q *ListRevisionsQuery) (*RevisionPage, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	if q == nil {
+		q = &ListRevisionsQuery{}
+	}
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	did, ok := pathID(deploymentID)
+	if !ok {
+		return nil, &NotFoundError{Kind: KindDeployment, ID: deploymentID}
+	}
+	limit := limitOf(q.Limit)
+	var page []Revision
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		page = page[:0]
+		d, err := getDeployment(r, tenant, did)
+		if err != nil {
+			return err
+		}
+		if q.RemoteReconciled != nil && *q.RemoteReconciled != (d.Source == SourceExternalDocker) {
+			return nil
+		}
+		prefix := key(tenant, did) + "/"
+		skip := q.Offset
+		var ids []string
+		err = r.Scan(colRevisionOrder, prefix, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
+			if len(q.Status) > 0 && !slices.Contains(q.Status, RevisionStatus(v)) {
+				return true, nil
+			}
+			if skip > 0 {
+				skip--
+				return true, nil
+			}
+			_, id, _ := strings.Cut(k[len(prefix):], "/")
+			ids = append(ids, id)
+			return len(ids) < limit, nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			rev, err := getRevision(r, tenant, did, id)
+			if err != nil {
+				return err
+			}
+			page = append(page, rev.Revision)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, cp.storeErr("list revisions", err)
+	}
+	if page == nil {
+		page = []Revision{}
+	}
+	return &RevisionPage{Resources: page, Offset: q.Offset + len(page)}, nil
+}

@@ -1,0 +1,358 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/deployplane/deployplane/store"
+)
+
+// checkComputeConfig checks a listener's k8s namespaces: DNS labels, no
+// duplicates, at most MaxItems.
+func (c *checker) checkComputeConfig(loc []any, cc *ComputeConfig) {
+	if cc == nil {
+		return
+	}
+	nl := at(loc, "k8s_namespaces")
+	if !c.items(nl, len(cc.K8sNamespaces), c.lim.MaxItems) {
+		return
+	}
+	seen := map[string]bool{}
+	for i, ns := range cc.K8sNamespaces {
+		if c.pattern(at(nl, i), ns, validDNSLabel(ns), dnsLabelPattern) {
+			if seen[ns] {
+				c.add(at(nl, i), TypeDuplicate, "Namespaces should be unique")
+			}
+			seen[ns] = true
+		}
+	}
+}
+
+func listenerComputeKey(tenant, computeID string) string {
+	return key(tenant, url.QueryEscape(computeID))
+}
+
+// CreateListener registers a listener. compute_type must be "k8s";
+// compute_id is required and unique per tenant (ErrConflict). Errors:
+// *ValidationError, ErrConflict.
+func (cp *ControlPlane) CreateListener(ctx context.Context, tenant string, req *CreateListenerRequest) (*Listener, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	if req == nil {
+		req = &CreateListenerRequest{}
+	}
+	c := &checker{lim: cp.lim}
+	switch {
+	case req.ComputeType == nil:
+		c.add([]any{"body", "compute_type"}, TypeMissing, "Field required")
+	case *req.ComputeType != ComputeTypeK8s:
+		c.add([]any{"body", "compute_type"}, TypeLiteralError, "Input should be 'k8s'")
+	}
+	if req.ComputeID == nil {
+		c.add([]any{"body", "compute_id"}, TypeMissing, "Field required")
+	} else {
+		c.str([]any{"body", "compute_id"}, *req.ComputeID, 253)
+	}
+	c.checkComputeConfig([]any{"body", "compute_config"}, req.ComputeConfig)
+	if req.Version != nil && len(*req.Version) > 256 {
+		c.add([]any{"body", "version"}, TypeStringTooLong, "String should have at most 256 bytes")
+	}
+	if err := validationError(c.ps); err != nil {
+		return nil, err
+	}
+	now := cp.now()
+	l := &Listener{ID: cp.newID(), ComputeType: *req.ComputeType, ComputeID: *req.ComputeID,
+		ComputeConfig: ComputeConfig{K8sNamespaces: []string{}}, CreatedAt: now, UpdatedAt: now}
+	if req.ComputeConfig != nil && req.ComputeConfig.K8sNamespaces != nil {
+		l.ComputeConfig.K8sNamespaces = slices.Clone(req.ComputeConfig.K8sNamespaces)
+	}
+	if req.Version != nil {
+		l.Version = *req.Version
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		return nil, err
+	}
+	err = cp.st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.Create(colListenerCompute, listenerComputeKey(tenant, l.ComputeID), []byte(l.ID)); err != nil {
+			if errors.Is(err, store.ErrAlreadyExists) {
+				return conflictf("A listener with compute_id '%s' is already registered.", l.ComputeID)
+			}
+			return err
+		}
+		if err := tx.Create(colListeners, key(tenant, l.ID), b); err != nil {
+			return err
+		}
+		return tx.Put(colListenerOrder, key(tenant, createdKey(now), l.ID), nil)
+	})
+	if err != nil {
+		return nil, cp.storeErr("create listener", err)
+	}
+	return l, nil
+}
+
+// GetListener returns a listener of the tenant, or a *NotFoundError.
+func (cp *ControlPlane) GetListener(ctx context.Context, tenant, id string) (*Listener, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	cid, ok := pathID(id)
+	if !ok {
+		return nil, &NotFoundError{Kind: KindListener, ID: id}
+	}
+	var l *Listener
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		var err error
+		l, err = getListener(r, tenant, cid)
+		return err
+	})
+	if err != nil {
+		return nil, cp.storeErr("get listener", err)
+	}
+	return l, nil
+}
+
+// ListListeners returns one page of the tenant's listeners, newest first.
+// Errors: *ValidationError.
+func (cp *ControlPlane) ListListeners(ctx context.Context, tenant string, q *ListListenersQuery) (*ListenerPage, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	if q == nil {
+		q = &ListListenersQuery{}
+	}
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	limit := limitOf(q.Limit)
+	var page []Listener
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		page = page[:0]
+		prefix := tenant + "/"
+		skip := q.Offset
+		var ids []string
+		err := r.Scan(colListenerOrder, prefix, &store.ScanOptions{Reverse: true}, func(k string, _ []byte) (bool, error) {
+			if skip > 0 {
+				skip--
+				return true, nil
+			}
+			_, id, _ := strings.Cut(k[len(prefix):], "/")
+			ids = append(ids, id)
+			return len(ids) < limit, nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			l, err := getListener(r, tenant, id)
+			if err != nil {
+				return err
+			}
+			page = append(page, *l)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, cp.storeErr("list listeners", err)
+	}
+	if page == nil {
+		page = []Listener{}
+	}
+	return &ListenerPage{Resources: page, Offset: q.Offset + len(page)}, nil
+}
+
+// UpdateListener applies a PATCH to a listener: compute_type and compute_id
+// are accepted only when equal to the stored values (422 immutable_field);
+// compute_config replaces the stored one; version changes in place. Errors:
+// *NotFoundError, *ValidationError.
+func (cp *ControlPlane) UpdateListener(ctx context.Context, tenant, id string, req *UpdateListenerRequest) (*Listener, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	cid, ok := pathID(id)
+	if !ok {
+		return nil, &NotFoundError{Kind: KindListener, ID: id}
+	}
+	if req == nil {
+		req = &UpdateListenerRequest{}
+	}
+	c := &checker{lim: cp.lim}
+	c.checkComputeConfig([]any{"body", "compute_config"}, req.ComputeConfig)
+	if req.Version != nil && len(*req.Version) > 256 {
+		c.add([]any{"body", "version"}, TypeStringTooLong, "String should have at most 256 bytes")
+	}
+	pure := c.ps
+	now := cp.now()
+	var out *Listener
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		out = nil
+		l, err := getListener(tx, tenant, cid)
+		if err != nil {
+			return err
+		}
+		ps := slices.Clone(pure)
+		if req.ComputeType != nil && *req.ComputeType != l.ComputeType {
+			ps = append(ps, Problem{Loc: []any{"body", "compute_type"}, Type: TypeImmutableField, Msg: "Field cannot be changed after creation"})
+		}
+		if req.ComputeID != nil && *req.ComputeID != l.ComputeID {
+			ps = append(ps, Problem{Loc: []any{"body", "compute_id"}, Type: TypeImmutableField, Msg: "Field cannot be changed after creation"})
+		}
+		if err := validationError(ps); err != nil {
+			return err
+		}
+		next := *l
+		if req.ComputeConfig != nil {
+			next.ComputeConfig.K8sNamespaces = slices.Clone(req.ComputeConfig.K8sNamespaces)
+			if next.ComputeConfig.K8sNamespaces == nil {
+				next.ComputeConfig.K8sNamespaces = []string{}
+			}
+		}
+		if req.Version != nil {
+			next.Version = *req.Version
+		}
+		if slices.Equal(next.ComputeConfig.K8sNamespaces, l.ComputeConfig.K8sNamespaces) && next.Version == l.Version {
+			out = l
+			return nil
+		}
+		next.UpdatedAt = now
+		b, err := json.Marshal(&next)
+		if err != nil {
+			return err
+		}
+		out = &next
+		return tx.Put(colListeners, key(tenant, cid), b)
+	})
+	if err != nil {
+		return nil, cp.storeErr("update listener", err)
+	}
+	return out, nil
+}
+
+// DeleteListener removes a listener. A listener that deployments (of any
+// status, until they are removed) still name cannot be deleted:
+// ErrInvalidState. Errors: *NotFoundError, ErrInvalidState.
+func (cp *ControlPlane) DeleteListener(ctx context.Context, tenant, id string) error {
+	if err := checkTenant(tenant); err != nil {
+		return err
+	}
+	cid, ok := pathID(id)
+	if !ok {
+		return &NotFoundError{Kind: KindListener, ID: id}
+	}
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		l, err := getListener(tx, tenant, cid)
+		if err != nil {
+			return err
+		}
+		inUse := false
+		err = tx.Scan(colDeploymentIndex, key(tenant, idxListener, cid)+"/", nil, func(string, []byte) (bool, error) {
+			inUse = true
+			return false, nil
+		})
+		if err != nil {
+			return err
+		}
+		if inUse {
+			return invalidStatef("Listener ID %s is used by deployments.", cid)
+		}
+		for _, k := range []struct{ col, key string }{
+			{colListeners, key(tenant, cid)},
+			{colListenerOrder, key(tenant, createdKey(l.CreatedAt), cid)},
+			{colListenerCompute, listenerComputeKey(tenant, l.ComputeID)},
+		} {
+			if err := tx.Delete(k.col, k.key); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return cp.storeErr("delete listener", err)
+}
+
+// CreateIntegration registers a GitHub App installation for the tenant.
+// installation_id (> 0) and name (1..MaxStringBytes) are required;
+// installation_id is unique per tenant (ErrConflict). Errors:
+// *ValidationError, ErrConflict.
+func (cp *ControlPlane) CreateIntegration(ctx context.Context, tenant string, req *CreateIntegrationRequest) (*Integration, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	if req == nil {
+		req = &CreateIntegrationRequest{}
+	}
+	c := &checker{lim: cp.lim}
+	if req.InstallationID == nil {
+		c.add([]any{"body", "installation_id"}, TypeMissing, "Field required")
+	} else if *req.InstallationID <= 0 {
+		c.add([]any{"body", "installation_id"}, TypeGreaterThan, "Input should be greater than 0")
+	}
+	if req.Name == nil {
+		c.add([]any{"body", "name"}, TypeMissing, "Field required")
+	} else {
+		c.str([]any{"body", "name"}, *req.Name, cp.lim.MaxStringBytes)
+	}
+	if err := validationError(c.ps); err != nil {
+		return nil, err
+	}
+	rec := &integrationRecord{Integration: Integration{ID: cp.newID(), InstallationID: *req.InstallationID, Name: *req.Name},
+		CreatedAt: cp.now()}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	err = cp.st.Update(ctx, func(tx store.Tx) error {
+		inst := key(tenant, strconv.FormatInt(rec.InstallationID, 10))
+		if err := tx.Create(colIntegrationInsts, inst, []byte(rec.ID)); err != nil {
+			if errors.Is(err, store.ErrAlreadyExists) {
+				return conflictf("GitHub installation %d is already registered.", rec.InstallationID)
+			}
+			return err
+		}
+		return tx.Create(colIntegrations, key(tenant, rec.ID), b)
+	})
+	if err != nil {
+		return nil, cp.storeErr("create integration", err)
+	}
+	return &rec.Integration, nil
+}
+
+// ListIntegrations returns the tenant's GitHub integrations, oldest first
+// (created_at, then id). The list is never nil.
+func (cp *ControlPlane) ListIntegrations(ctx context.Context, tenant string) ([]Integration, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	var recs []integrationRecord
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		recs = recs[:0]
+		return r.Scan(colIntegrations, tenant+"/", nil, func(k string, v []byte) (bool, error) {
+			var rec integrationRecord
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return false, fmt.Errorf("controlplane: decoding integration %s: %w", k, err)
+			}
+			recs = append(recs, rec)
+			return true, nil
+		})
+	})
+	if err != nil {
+		return nil, cp.storeErr("list integrations", err)
+	}
+	slices.SortFunc(recs, func(a, b integrationRecord) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	out := make([]Integration, len(recs))
+	for i, r := range recs {
+		out[i] = r.Integration
+	}
+	return out, nil
+}

@@ -1,0 +1,103 @@
+package controlplane
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/deployplane/deployplane/store"
+)
+
+// Options configure a ControlPlane. A nil *Options, and every zero field,
+// means the default.
+type Options struct {
+	// Clock returns the current time; default time.Now. Times are stored in
+	// UTC, truncated to the microsecond.
+	Clock func() time.Time
+	// NewID returns a new id: a lowercase canonical UUID string. Default:
+	// a UUIDv7 from github.com/google/uuid.
+	NewID func() string
+	// Sources lists the sources this control plane offers: cloud installs
+	// offer only SourceGitHub, self-hosted ones only SourceExternalDocker.
+	// Default (nil): both, a hybrid install. Creating a deployment with a
+	// source not offered is a 422 at ["body", "source"].
+	Sources []Source
+	// CustomURLTemplate builds the read-only custom_url of github
+	// deployments. The placeholders {name} (the deployment name lowercased,
+	// with '.' and '_' turned into '-'), {id} and {tenant} are replaced.
+	// Default DefaultCustomURLTemplate.
+	CustomURLTemplate string
+	// Logger receives debug records of rejected requests and errors of the
+	// store. Default: a logger that discards everything.
+	Logger *slog.Logger
+	// TracingProjects creates the tracing project of every new deployment.
+	// Default: StoreTracingProjects, which keeps a record in the store.
+	TracingProjects TracingProjects
+	// Limits caps list sizes and string lengths; zero fields take the
+	// defaults of DefaultLimits.
+	Limits Limits
+}
+
+// DefaultCustomURLTemplate is the default Options.CustomURLTemplate.
+const DefaultCustomURLTemplate = "https://{name}-{id}.deployplane.local"
+
+// Limits are the caps that keep every record bounded whatever a request
+// holds. A request beyond them is a 422 (string_too_long or too_long).
+type Limits struct {
+	// MaxStringBytes caps every free string (URLs, refs, paths, commands,
+	// image URIs, label values, ...). Default 2048.
+	MaxStringBytes int
+	// MaxSecrets caps the number of secrets of a deployment. Default 100.
+	MaxSecrets int
+	// MaxSecretValueBytes caps a secret's value. Default 65536.
+	MaxSecretValueBytes int
+	// MaxItems caps every list inside a resource_spec (volumes, containers,
+	// env, command, ...) and a listener's k8s_namespaces. Default 64.
+	MaxItems int
+	// MaxMapEntries caps labels, annotations and resource requirement
+	// maps. Default 64.
+	MaxMapEntries int
+	// MaxObjectBytes caps each free-form object (volume sources, valueFrom,
+	// envFrom items, securityContext), measured as JSON. Default 16384.
+	MaxObjectBytes int
+	// MaxTagValueIDs caps the tag value ids of a deployment. Default 50.
+	MaxTagValueIDs int
+	// MaxFilterIDs caps the ids of the deployment_ids and tag_value_ids list
+	// filters. Default 100.
+	MaxFilterIDs int
+}
+
+// DefaultLimits returns the limits used for zero fields of Options.Limits.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxStringBytes:      2048,
+		MaxSecrets:          100,
+		MaxSecretValueBytes: 65536,
+		MaxItems:            64,
+		MaxMapEntries:       64,
+		MaxObjectBytes:      16384,
+		MaxTagValueIDs:      50,
+		MaxFilterIDs:        100,
+	}
+}
+
+// TracingProject is the tracing project created with a deployment; it has
+// the deployment's name.
+type TracingProject struct {
+	Tenant       string    `json:"tenant"`
+	DeploymentID string    `json:"deployment_id"`
+	Name         string    `json:"name"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// TracingProjects creates tracing projects.
+//
+// CreateTracingProject is called inside the store Update that creates the
+// deployment, with that Update's Tx: writes made through tx commit with the
+// deployment or not at all, and an error fails the create and leaves nothing
+// behind. Like every Update closure it may run more than once for one
+// deployment, so an implementation that talks to an outside service must be
+// idempotent (keyed by p.DeploymentID) and must not call the Store.
+type TracingProjects interface {
+	CreateTracingProject(ctx context.Context, tx store.Tx, p TracingProject) error
+}

@@ -1,0 +1,231 @@
+package controlplane
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/deployplane/deployplane/store"
+)
+
+// Collections and key layout. Every key starts with the tenant and "/"
+// (tenants are [A-Za-z0-9._-]{1,64}, so no tenant's prefix is another's).
+// ts is createdKey(created_at): 16 hex digits that sort in time order, so
+// reverse scans give newest first (created_at desc, then id desc).
+//
+//	cp_deployments          tenant/id                    -> deploymentRecord JSON
+//	cp_deployment_order     tenant/ts/id                 -> summary (lowercased name, status, type, source, image version)
+//	cp_deployment_index     tenant/field/value/ts/id     -> "" (field: status, type, source, image, tag, listener)
+//	cp_deployment_names     tenant/name                  -> id (names not yet removed)
+//	cp_revisions            tenant/deployment/id         -> revisionRecord JSON
+//	cp_revision_order       tenant/deployment/ts/id      -> status
+//	cp_listeners            tenant/id                    -> Listener JSON
+//	cp_listener_order       tenant/ts/id                 -> ""
+//	cp_listener_compute_ids tenant/escaped compute id    -> id
+//	cp_integrations         tenant/id                    -> integrationRecord JSON
+//	cp_integration_installs tenant/installation id       -> id
+//	cp_tracing_projects     tenant/deployment id         -> TracingProject JSON (StoreTracingProjects)
+const (
+	colDeployments      = "cp_deployments"
+	colDeploymentOrder  = "cp_deployment_order"
+	colDeploymentIndex  = "cp_deployment_index"
+	colDeploymentNames  = "cp_deployment_names"
+	colRevisions        = "cp_revisions"
+	colRevisionOrder    = "cp_revision_order"
+	colListeners        = "cp_listeners"
+	colListenerOrder    = "cp_listener_order"
+	colListenerCompute  = "cp_listener_compute_ids"
+	colIntegrations     = "cp_integrations"
+	colIntegrationInsts = "cp_integration_installs"
+	colTracingProjects  = "cp_tracing_projects"
+)
+
+// Index fields of cp_deployment_index.
+const (
+	idxStatus   = "status"
+	idxType     = "type"
+	idxSource   = "source"
+	idxImage    = "image"
+	idxTag      = "tag"
+	idxListener = "listener"
+)
+
+// createdKey encodes t so that byte order is time order.
+func createdKey(t time.Time) string {
+	return fmt.Sprintf("%016x", uint64(t.UnixMicro())^(1<<63))
+}
+
+func key(parts ...string) string { return strings.Join(parts, "/") }
+
+// deploymentRecord is what cp_deployments holds: the wire shape plus the
+// fields that are not on the wire.
+type deploymentRecord struct {
+	Deployment
+	Tags []string `json:"tag_value_ids"`
+}
+
+func (r *deploymentRecord) orderKey(tenant string) string {
+	return key(tenant, createdKey(r.CreatedAt), r.ID)
+}
+
+// summary is the value of the deployment's order record: what the list
+// filters other than tags and ids look at, in a form that decodes without
+// allocation. The image version comes last so that it may hold any byte.
+func (r *deploymentRecord) summary() string {
+	var t, img string
+	if r.SourceConfig.DeploymentType != nil {
+		t = string(*r.SourceConfig.DeploymentType)
+	}
+	if r.ImageVersion != nil {
+		img = "=" + *r.ImageVersion // "=" marks a non-null version
+	}
+	return strings.ToLower(r.Name) + "\x00" + string(r.Status) + "\x00" + t + "\x00" + string(r.Source) + "\x00" + img
+}
+
+// indexKeys lists r's cp_deployment_index keys.
+func (r *deploymentRecord) indexKeys(tenant string) []string {
+	tail := createdKey(r.CreatedAt) + "/" + r.ID
+	ks := []string{
+		key(tenant, idxStatus, string(r.Status), tail),
+		key(tenant, idxSource, string(r.Source), tail),
+	}
+	if t := r.SourceConfig.DeploymentType; t != nil {
+		ks = append(ks, key(tenant, idxType, string(*t), tail))
+	}
+	if r.ImageVersion != nil {
+		ks = append(ks, key(tenant, idxImage, url.QueryEscape(*r.ImageVersion), tail))
+	}
+	for _, tag := range r.Tags {
+		ks = append(ks, key(tenant, idxTag, tag, tail))
+	}
+	if l := r.SourceConfig.ListenerID; l != nil {
+		ks = append(ks, key(tenant, idxListener, *l, tail))
+	}
+	return ks
+}
+
+// putDeployment writes r and brings its order and index records in line
+// with it; old is the record as stored before (nil when r is new).
+func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if err := tx.Put(colDeployments, key(tenant, r.ID), b); err != nil {
+		return err
+	}
+	if old == nil || old.summary() != r.summary() {
+		if err := tx.Put(colDeploymentOrder, r.orderKey(tenant), []byte(r.summary())); err != nil {
+			return err
+		}
+	}
+	var oldKeys []string
+	if old != nil {
+		oldKeys = old.indexKeys(tenant)
+	}
+	newKeys := r.indexKeys(tenant)
+	for _, k := range oldKeys {
+		if !slices.Contains(newKeys, k) {
+			if err := tx.Delete(colDeploymentIndex, k); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range newKeys {
+		if !slices.Contains(oldKeys, k) {
+			if err := tx.Put(colDeploymentIndex, k, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// getDeployment reads a deployment of the tenant, or a *NotFoundError.
+func getDeployment(r store.Reader, tenant, id string) (*deploymentRecord, error) {
+	b, err := r.Get(colDeployments, key(tenant, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &NotFoundError{Kind: KindDeployment, ID: id}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rec deploymentRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("controlplane: decoding deployment %s: %w", id, err)
+	}
+	return &rec, nil
+}
+
+// revisionRecord is what cp_revisions holds: the wire shape plus the
+// snapshot fields that are not on the wire.
+type revisionRecord struct {
+	Revision
+	DeploymentID   string        `json:"deployment_id"`
+	Secrets        []Secret      `json:"secrets"`
+	ResourceSpec   *ResourceSpec `json:"resource_spec"`
+	InstallCommand *string       `json:"install_command"`
+	BuildCommand   *string       `json:"build_command"`
+}
+
+func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) error {
+	b, err := json.Marshal(rev)
+	if err != nil {
+		return err
+	}
+	k := key(tenant, rev.DeploymentID, rev.ID)
+	if isNew {
+		err = tx.Create(colRevisions, k, b)
+	} else {
+		err = tx.Put(colRevisions, k, b)
+	}
+	if err != nil {
+		return err
+	}
+	return tx.Put(colRevisionOrder, key(tenant, rev.DeploymentID, createdKey(rev.CreatedAt), rev.ID), []byte(rev.Status))
+}
+
+func getRevision(r store.Reader, tenant, deploymentID, id string) (*revisionRecord, error) {
+	b, err := r.Get(colRevisions, key(tenant, deploymentID, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &NotFoundError{Kind: KindRevision, ID: id}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rec revisionRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("controlplane: decoding revision %s: %w", id, err)
+	}
+	return &rec, nil
+}
+
+func getListener(r store.Reader, tenant, id string) (*Listener, error) {
+	b, err := r.Get(colListeners, key(tenant, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &NotFoundError{Kind: KindListener, ID: id}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var l Listener
+	if err := json.Unmarshal(b, &l); err != nil {
+		return nil, fmt.Errorf("controlplane: decoding listener %s: %w", id, err)
+	}
+	return &l, nil
+}
+
+// integrationRecord is what cp_integrations holds.
+type integrationRecord struct {
+	Integration
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}

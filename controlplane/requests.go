@@ -1,0 +1,106 @@
+package controlplane
+
+// CreateDeploymentRequest is the body of POST /v2/deployments. Which fields
+// are required, optional or refused depends on Source, as FieldRules says.
+// Read-only fields (repo_commit_sha) are ignored.
+type CreateDeploymentRequest struct {
+	Name                 *string               `json:"name"`
+	Source               *Source               `json:"source"`
+	SourceConfig         *SourceConfig         `json:"source_config"`
+	SourceRevisionConfig *SourceRevisionConfig `json:"source_revision_config"`
+	Secrets              []Secret              `json:"secrets"`
+	// TagValueIDs (extension, optional) are UUIDs of the tag values the
+	// deployment carries; the list filter tag_value_ids matches them.
+	TagValueIDs []string `json:"tag_value_ids"`
+}
+
+// UpdateDeploymentRequest is the body of PATCH /v2/deployments/{id} and of
+// POST /v2/deployments/{id}/revisions. Null and absent are the same. Name and
+// Source are accepted only when equal to the stored values. Secrets nil or
+// empty means "no change".
+type UpdateDeploymentRequest struct {
+	Name                 *string               `json:"name"`
+	Source               *Source               `json:"source"`
+	SourceConfig         *SourceConfig         `json:"source_config"`
+	SourceRevisionConfig *SourceRevisionConfig `json:"source_revision_config"`
+	Secrets              []Secret              `json:"secrets"`
+}
+
+// CreateListenerRequest is the body of POST /v2/listeners. ComputeType (must
+// be "k8s") and ComputeID (unique per tenant) are required.
+type CreateListenerRequest struct {
+	ComputeType   *string        `json:"compute_type"`
+	ComputeID     *string        `json:"compute_id"`
+	ComputeConfig *ComputeConfig `json:"compute_config"`
+	Version       *string        `json:"version"`
+}
+
+// UpdateListenerRequest is the body of PATCH /v2/listeners/{id}. ComputeType
+// and ComputeID are immutable (accepted when equal); ComputeConfig replaces
+// the stored one whole; Version changes in place.
+type UpdateListenerRequest struct {
+	ComputeType   *string        `json:"compute_type"`
+	ComputeID     *string        `json:"compute_id"`
+	ComputeConfig *ComputeConfig `json:"compute_config"`
+	Version       *string        `json:"version"`
+}
+
+// CreateIntegrationRequest registers a GitHub App installation for the
+// tenant. Both fields are required; installation_id is unique per tenant.
+type CreateIntegrationRequest struct {
+	InstallationID *int64  `json:"installation_id"`
+	Name           *string `json:"name"`
+}
+
+// DefaultPageLimit is the page size when a query gives no limit;
+// MaxPageLimit is the largest accepted.
+const (
+	DefaultPageLimit = 20
+	MaxPageLimit     = 100
+)
+
+// ListDeploymentsQuery is the query of GET /v2/deployments (wire contract
+// section 5), typed. Zero values mean "no filter"; filters combine with AND.
+// Validate reports bad values at ["query", name].
+type ListDeploymentsQuery struct {
+	// Limit is 1..100; nil means DefaultPageLimit.
+	Limit *int
+	// Offset is >= 0: the number of matching deployments to skip.
+	Offset int
+	// NameContains matches a case-insensitive substring of the name.
+	NameContains string
+	// Status matches the deployment status exactly.
+	Status DeploymentStatus
+	// RemoteReconciled, when set, matches external_docker deployments (true)
+	// or the others (false).
+	RemoteReconciled *bool
+	// TagValueIDs matches deployments carrying any of these tag value ids.
+	TagValueIDs []string
+	// ImageVersion matches the image version exactly.
+	ImageVersion string
+	// DeploymentType matches source_config.deployment_type exactly.
+	DeploymentType DeploymentType
+	// DeploymentIDs matches deployments with one of these ids.
+	DeploymentIDs []string
+}
+
+// ListRevisionsQuery is the query of GET /v2/deployments/{id}/revisions.
+type ListRevisionsQuery struct {
+	// Limit is 1..100; nil means DefaultPageLimit.
+	Limit *int
+	// Offset is >= 0.
+	Offset int
+	// Status matches revisions whose status is any of these.
+	Status []RevisionStatus
+	// RemoteReconciled, when set, matches revisions of external_docker
+	// deployments (true) or of the others (false).
+	RemoteReconciled *bool
+}
+
+// ListListenersQuery is the query of GET /v2/listeners.
+type ListListenersQuery struct {
+	// Limit is 1..100; nil means DefaultPageLimit.
+	Limit *int
+	// Offset is >= 0.
+	Offset int
+}

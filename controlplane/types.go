@@ -1,0 +1,294 @@
+package controlplane
+
+import (
+	"time"
+)
+
+// Source says where a deployment's code comes from.
+type Source string
+
+// The sources of the wire contract.
+const (
+	// SourceGitHub builds the deployment from a git repository (cloud).
+	SourceGitHub Source = "github"
+	// SourceExternalDocker runs a prebuilt container image (self-hosted).
+	SourceExternalDocker Source = "external_docker"
+)
+
+// DeploymentStatus is the status of a deployment.
+type DeploymentStatus string
+
+// The deployment statuses of the wire contract (section 7).
+const (
+	StatusAwaitingDatabase DeploymentStatus = "AWAITING_DATABASE"
+	StatusReady            DeploymentStatus = "READY"
+	StatusUnused           DeploymentStatus = "UNUSED"
+	StatusAwaitingDelete   DeploymentStatus = "AWAITING_DELETE"
+	StatusUnknown          DeploymentStatus = "UNKNOWN"
+)
+
+// DeploymentType is the size class of a github deployment.
+type DeploymentType string
+
+// The deployment types of the wire contract.
+const (
+	DeploymentTypeDevFree DeploymentType = "dev_free"
+	DeploymentTypeDev     DeploymentType = "dev"
+	DeploymentTypeProd    DeploymentType = "prod"
+)
+
+// RevisionStatus is the status of a revision (wire contract section 7).
+type RevisionStatus string
+
+// The revision statuses of the wire contract. New revisions start as
+// RevisionCreating; a Deployer moves them along.
+const (
+	RevisionCreating       RevisionStatus = "CREATING"
+	RevisionQueued         RevisionStatus = "QUEUED"
+	RevisionAwaitingBuild  RevisionStatus = "AWAITING_BUILD"
+	RevisionBuilding       RevisionStatus = "BUILDING"
+	RevisionAwaitingDeploy RevisionStatus = "AWAITING_DEPLOY"
+	RevisionDeploying      RevisionStatus = "DEPLOYING"
+	RevisionCreateFailed   RevisionStatus = "CREATE_FAILED"
+	RevisionBuildFailed    RevisionStatus = "BUILD_FAILED"
+	RevisionDeployFailed   RevisionStatus = "DEPLOY_FAILED"
+	RevisionDeployed       RevisionStatus = "DEPLOYED"
+	RevisionSkipped        RevisionStatus = "SKIPPED"
+	RevisionInterrupted    RevisionStatus = "INTERRUPTED"
+	RevisionUnknown        RevisionStatus = "UNKNOWN"
+)
+
+// Deployment is a deployment as it appears on the wire. Timestamps are UTC
+// with microsecond precision. Secrets is never nil in values returned by the
+// ControlPlane (an empty list encodes as []).
+type Deployment struct {
+	ID                   string               `json:"id"`
+	Name                 string               `json:"name"`
+	Source               Source               `json:"source"`
+	SourceConfig         SourceConfig         `json:"source_config"`
+	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
+	Secrets              []Secret             `json:"secrets"`
+	CreatedAt            time.Time            `json:"created_at"`
+	UpdatedAt            time.Time            `json:"updated_at"`
+	Status               DeploymentStatus     `json:"status"`
+	LatestRevisionID     *string              `json:"latest_revision_id"`
+	ActiveRevisionID     *string              `json:"active_revision_id"`
+	ImageVersion         *string              `json:"image_version"`
+	// TagValueIDs are the tag values the deployment carries, matched by the
+	// tag_value_ids list filter. They are set on create and not part of the
+	// wire shape of a deployment.
+	TagValueIDs []string `json:"-"`
+}
+
+// SourceConfig holds the source-specific settings that need no new revision
+// when changed, or cannot be changed (resource_spec is the exception: a
+// non-null value in a PATCH creates a revision). Every field is nullable.
+type SourceConfig struct {
+	IntegrationID  *string         `json:"integration_id"`
+	RepoURL        *string         `json:"repo_url"`
+	DeploymentType *DeploymentType `json:"deployment_type"`
+	BuildOnPush    *bool           `json:"build_on_push"`
+	CustomURL      *string         `json:"custom_url"`
+	ResourceSpec   *ResourceSpec   `json:"resource_spec"`
+	ListenerID     *string         `json:"listener_id"`
+	ListenerConfig *ListenerConfig `json:"listener_config"`
+	InstallCommand *string         `json:"install_command"`
+	BuildCommand   *string         `json:"build_command"`
+}
+
+// SourceRevisionConfig holds the settings whose change creates a revision.
+// On a Deployment it mirrors the latest revision. Every field is nullable.
+type SourceRevisionConfig struct {
+	RepoRef         *string `json:"repo_ref"`
+	GraphConfigPath *string `json:"graph_config_path"`
+	ImageURI        *string `json:"image_uri"`
+	// RepoCommitSHA is read-only: set by the build, ignored in requests.
+	RepoCommitSHA *string `json:"repo_commit_sha"`
+	// LanggraphConfigPath is the hosted service's name for GraphConfigPath,
+	// accepted on input only (compatibility, wire contract section 1). The
+	// ControlPlane folds it into GraphConfigPath and never returns it.
+	LanggraphConfigPath *string `json:"langgraph_config_path,omitempty"`
+}
+
+// Secret is an environment variable of the deployment container.
+type Secret struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// ResourceSpec sizes an external_docker deployment. Every field is nullable;
+// the stored spec is what the client sent. WithDefaults fills the documented
+// defaults (limit = 2x request, queue_* = main values) for deployers. CPU
+// fields take integers and decimals.
+type ResourceSpec struct {
+	MinScale      *int64   `json:"min_scale"`
+	MaxScale      *int64   `json:"max_scale"`
+	CPU           *float64 `json:"cpu"`
+	CPULimit      *float64 `json:"cpu_limit"`
+	MemoryMB      *int64   `json:"memory_mb"`
+	MemoryLimitMB *int64   `json:"memory_limit_mb"`
+
+	QueueMinScale      *int64   `json:"queue_min_scale"`
+	QueueMaxScale      *int64   `json:"queue_max_scale"`
+	QueueCPU           *float64 `json:"queue_cpu"`
+	QueueCPULimit      *float64 `json:"queue_cpu_limit"`
+	QueueMemoryMB      *int64   `json:"queue_memory_mb"`
+	QueueMemoryLimitMB *int64   `json:"queue_memory_limit_mb"`
+
+	// The orchestrator_* and executor_* fields are marked "do not use" by
+	// the seed; they are accepted, validated and stored.
+	OrchestratorCPU           *float64 `json:"orchestrator_cpu"`
+	OrchestratorCPULimit      *float64 `json:"orchestrator_cpu_limit"`
+	OrchestratorMemoryMB      *int64   `json:"orchestrator_memory_mb"`
+	OrchestratorMemoryLimitMB *int64   `json:"orchestrator_memory_limit_mb"`
+	OrchestratorMinScale      *int64   `json:"orchestrator_min_scale"`
+	OrchestratorMaxScale      *int64   `json:"orchestrator_max_scale"`
+	ExecutorCPU               *float64 `json:"executor_cpu"`
+	ExecutorCPULimit          *float64 `json:"executor_cpu_limit"`
+	ExecutorMemoryMB          *int64   `json:"executor_memory_mb"`
+	ExecutorMemoryLimitMB     *int64   `json:"executor_memory_limit_mb"`
+
+	RedisMemoryMB *int64 `json:"redis_memory_mb"`
+
+	Labels             map[string]string      `json:"labels"`
+	Annotations        map[string]string      `json:"annotations"`
+	ServiceAccountName *string                `json:"service_account_name"`
+	ImagePullSecrets   []LocalObjectReference `json:"image_pull_secrets"`
+	Volumes            []Volume               `json:"volumes"`
+	VolumeMounts       []VolumeMount          `json:"volume_mounts"`
+	InitContainers     []Container            `json:"init_containers"`
+	Sidecars           []Container            `json:"sidecars"`
+
+	DBCPU            *float64 `json:"db_cpu"`
+	DBCPULimit       *float64 `json:"db_cpu_limit"`
+	DBMemoryMB       *int64   `json:"db_memory_mb"`
+	DBMemoryLimitMB  *int64   `json:"db_memory_limit_mb"`
+	DBStorageGi      *int64   `json:"db_storage_gi"`
+	DBMaxConnections *int64   `json:"db_max_connections"`
+}
+
+// ListenerConfig places an external_docker deployment on its listener.
+type ListenerConfig struct {
+	K8sNamespace *string `json:"k8s_namespace"`
+}
+
+// LocalObjectReference names a Kubernetes object in the same namespace.
+type LocalObjectReference struct {
+	Name string `json:"name"`
+}
+
+// Volume is a pod volume. Its source objects are free-form (passed through
+// to Kubernetes as given).
+type Volume struct {
+	Name                  string         `json:"name"`
+	ConfigMap             map[string]any `json:"configMap,omitempty"`
+	Secret                map[string]any `json:"secret,omitempty"`
+	EmptyDir              map[string]any `json:"emptyDir,omitempty"`
+	PersistentVolumeClaim map[string]any `json:"persistentVolumeClaim,omitempty"`
+	NFS                   map[string]any `json:"nfs,omitempty"`
+	Projected             map[string]any `json:"projected,omitempty"`
+	DownwardAPI           map[string]any `json:"downwardAPI,omitempty"`
+	CSI                   map[string]any `json:"csi,omitempty"`
+}
+
+// VolumeMount mounts a Volume (by name) into a container.
+type VolumeMount struct {
+	Name             string  `json:"name"`
+	MountPath        string  `json:"mountPath"`
+	SubPath          *string `json:"subPath,omitempty"`
+	MountPropagation *string `json:"mountPropagation,omitempty"`
+	ReadOnly         *bool   `json:"readOnly,omitempty"`
+	SubPathExpr      *string `json:"subPathExpr,omitempty"`
+}
+
+// Container is an init container or a sidecar.
+type Container struct {
+	Name            string                `json:"name"`
+	Image           string                `json:"image"`
+	ImagePullPolicy *string               `json:"imagePullPolicy,omitempty"`
+	Command         []string              `json:"command,omitempty"`
+	Args            []string              `json:"args,omitempty"`
+	WorkingDir      *string               `json:"workingDir,omitempty"`
+	Env             []EnvVar              `json:"env,omitempty"`
+	EnvFrom         []map[string]any      `json:"envFrom,omitempty"`
+	Resources       *ResourceRequirements `json:"resources,omitempty"`
+	VolumeMounts    []VolumeMount         `json:"volumeMounts,omitempty"`
+	SecurityContext map[string]any        `json:"securityContext,omitempty"`
+	RestartPolicy   *string               `json:"restartPolicy,omitempty"`
+}
+
+// EnvVar is a container environment variable. Value and ValueFrom are
+// exclusive.
+type EnvVar struct {
+	Name      string         `json:"name"`
+	Value     *string        `json:"value"`
+	ValueFrom map[string]any `json:"valueFrom"`
+}
+
+// ResourceRequirements are Kubernetes requests and limits of a container.
+type ResourceRequirements struct {
+	Limits   map[string]string `json:"limits"`
+	Requests map[string]string `json:"requests"`
+}
+
+// Revision is an immutable snapshot of a deployment's source_revision_config,
+// secrets, resource_spec and install and build commands, as it appears on the
+// wire. Only Status, StatusMessage, UpdatedAt and build outputs (such as
+// repo_commit_sha) change after creation. Secrets never appear here.
+type Revision struct {
+	ID                   string               `json:"id"`
+	CreatedAt            time.Time            `json:"created_at"`
+	UpdatedAt            time.Time            `json:"updated_at"`
+	Status               RevisionStatus       `json:"status"`
+	Source               Source               `json:"source"`
+	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
+	StatusMessage        *string              `json:"status_message"`
+}
+
+// ComputeConfig is a listener's compute configuration.
+type ComputeConfig struct {
+	K8sNamespaces []string `json:"k8s_namespaces"`
+}
+
+// ComputeTypeK8s is the one compute type a listener may have.
+const ComputeTypeK8s = "k8s"
+
+// Listener is a place where self-hosted (external_docker) deployments run.
+// ComputeConfig.K8sNamespaces is never nil in values returned by the
+// ControlPlane.
+type Listener struct {
+	ID            string        `json:"id"`
+	ComputeType   string        `json:"compute_type"`
+	ComputeID     string        `json:"compute_id"`
+	ComputeConfig ComputeConfig `json:"compute_config"`
+	Version       string        `json:"version"`
+	CreatedAt     time.Time     `json:"created_at"`
+	UpdatedAt     time.Time     `json:"updated_at"`
+}
+
+// Integration is a GitHub App installation of the tenant; github deployments
+// name one in source_config.integration_id.
+type Integration struct {
+	ID             string `json:"id"`
+	InstallationID int64  `json:"installation_id"`
+	Name           string `json:"name"`
+}
+
+// DeploymentPage is one page of ListDeployments. Offset is the offset of the
+// next page: the request offset plus len(Resources). Resources is never nil.
+type DeploymentPage struct {
+	Resources []Deployment `json:"resources"`
+	Offset    int          `json:"offset"`
+}
+
+// RevisionPage is one page of ListRevisions, newest first.
+type RevisionPage struct {
+	Resources []Revision `json:"resources"`
+	Offset    int        `json:"offset"`
+}
+
+// ListenerPage is one page of ListListeners, newest first.
+type ListenerPage struct {
+	Resources []Listener `json:"resources"`
+	Offset    int        `json:"offset"`
+}

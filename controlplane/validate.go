@@ -1,0 +1,585 @@
+package controlplane
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// maxNumber bounds every numeric field of a ResourceSpec, so that the
+// documented defaults (2x a request) cannot overflow.
+const maxNumber = 1_000_000_000
+
+// checker collects problems. Its methods check one value each and report
+// whether it was acceptable.
+type checker struct {
+	lim Limits
+	ps  []Problem
+}
+
+func at(base []any, more ...any) []any {
+	out := make([]any, 0, len(base)+len(more))
+	return append(append(out, base...), more...)
+}
+
+func (c *checker) add(loc []any, typ, msg string) {
+	c.ps = append(c.ps, Problem{Loc: loc, Type: typ, Msg: msg})
+}
+
+// str checks a required-non-empty string of at most max bytes.
+func (c *checker) str(loc []any, s string, max int) bool {
+	if s == "" {
+		c.add(loc, TypeStringTooShort, "String should have at least 1 character")
+		return false
+	}
+	if len(s) > max {
+		c.add(loc, TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", max))
+		return false
+	}
+	return true
+}
+
+// optStr checks an optional string (nil is fine) like str.
+func (c *checker) optStr(loc []any, s *string, max int) {
+	if s != nil {
+		c.str(loc, *s, max)
+	}
+}
+
+// items checks a list length.
+func (c *checker) items(loc []any, n, max int) bool {
+	if n > max {
+		c.add(loc, TypeTooLong, fmt.Sprintf("List should have at most %d items", max))
+		return false
+	}
+	return true
+}
+
+func (c *checker) uuid(loc []any, s string) bool {
+	if _, err := uuid.Parse(s); err != nil || len(s) != 36 {
+		c.add(loc, TypeUUIDParsing, "Input should be a valid UUID")
+		return false
+	}
+	return true
+}
+
+func (c *checker) pattern(loc []any, s string, ok bool, pat string) bool {
+	if !ok {
+		c.add(loc, TypeStringPatternMismatch, "String should match pattern '"+pat+"'")
+	}
+	return ok
+}
+
+func (c *checker) object(loc []any, m map[string]any) {
+	if m == nil {
+		return
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		c.add(loc, TypeValueError, "Value should be a JSON object")
+		return
+	}
+	if len(b) > c.lim.MaxObjectBytes {
+		c.add(loc, TypeTooLong, fmt.Sprintf("Object should encode to at most %d bytes", c.lim.MaxObjectBytes))
+	}
+}
+
+// canonicalUUID lowercases a UUID string that parses, so that ids compare
+// equal whatever case the client used; other strings are left to the check.
+func canonicalUUID(p *string) *string {
+	if p == nil {
+		return nil
+	}
+	if u, err := uuid.Parse(*p); err == nil && len(*p) == 36 {
+		s := u.String()
+		return &s
+	}
+	return p
+}
+
+// Patterns, named in messages.
+const (
+	namePattern     = `^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`
+	dnsLabelPattern = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ (at most 63 characters)`
+	dnsSubPattern   = `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ (at most 253 characters)`
+	cIdentPattern   = `^[A-Za-z_][A-Za-z0-9_]*$`
+	qualNamePattern = `([DNS subdomain]/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])? (name at most 63 characters)`
+	labelValPattern = `(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])? (at most 63 characters)`
+)
+
+func isAlnum(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+}
+
+func isLowerAlnum(b byte) bool { return b >= 'a' && b <= 'z' || b >= '0' && b <= '9' }
+
+// validName reports whether s is a valid deployment name.
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 63 || !isAlnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if b := s[i]; !isAlnum(b) && b != '.' && b != '_' && b != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// validDNSLabel reports whether s is an RFC 1123 label (Kubernetes names of
+// containers, volumes, namespaces).
+func validDNSLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || !isLowerAlnum(s[0]) || !isLowerAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; !isLowerAlnum(b) && b != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// validDNSSubdomain reports whether s is an RFC 1123 subdomain.
+func validDNSSubdomain(s string) bool {
+	if len(s) == 0 || len(s) > 253 || !isLowerAlnum(s[0]) || !isLowerAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; !isLowerAlnum(b) && b != '-' && b != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func validCIdent(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; !isAlnum(b) && b != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// validLabelValue: empty, or at most 63 characters of [-A-Za-z0-9_.]
+// starting and ending alphanumeric.
+func validLabelValue(s string) bool {
+	if s == "" {
+		return true
+	}
+	if len(s) > 63 || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; !isAlnum(b) && b != '-' && b != '_' && b != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// validQualifiedName is a Kubernetes label or annotation key.
+func validQualifiedName(s string) bool {
+	prefix, name, found := strings.Cut(s, "/")
+	if !found {
+		name, prefix = prefix, ""
+	} else if !validDNSSubdomain(prefix) {
+		return false
+	}
+	return name != "" && validLabelValue(name)
+}
+
+// checkDeploymentValues checks the value of every non-null field of d (a
+// request seen as a Deployment), independently of the source rules.
+func (c *checker) checkDeploymentValues(d *Deployment) {
+	if d.Name != "" {
+		c.pattern(bodyLoc([]string{"name"}), d.Name, validName(d.Name), namePattern)
+	}
+	sc, sl := &d.SourceConfig, []string{"source_config"}
+	max := c.lim.MaxStringBytes
+	if sc.IntegrationID != nil {
+		c.uuid(bodyLoc(sl, "integration_id"), *sc.IntegrationID)
+	}
+	c.optStr(bodyLoc(sl, "repo_url"), sc.RepoURL, max)
+	if t := sc.DeploymentType; t != nil && *t != DeploymentTypeDevFree && *t != DeploymentTypeDev && *t != DeploymentTypeProd {
+		c.add(bodyLoc(sl, "deployment_type"), TypeLiteralError, "Input should be 'dev_free', 'dev' or 'prod'")
+	}
+	c.optStr(bodyLoc(sl, "custom_url"), sc.CustomURL, max)
+	if sc.ResourceSpec != nil {
+		c.checkResourceSpec(bodyLoc(sl, "resource_spec"), sc.ResourceSpec)
+	}
+	if sc.ListenerID != nil {
+		c.uuid(bodyLoc(sl, "listener_id"), *sc.ListenerID)
+	}
+	if lc := sc.ListenerConfig; lc != nil && lc.K8sNamespace != nil {
+		ns := *lc.K8sNamespace
+		c.pattern(bodyLoc(sl, "listener_config", "k8s_namespace"), ns, validDNSLabel(ns), dnsLabelPattern)
+	}
+	c.optStr(bodyLoc(sl, "install_command"), sc.InstallCommand, max)
+	c.optStr(bodyLoc(sl, "build_command"), sc.BuildCommand, max)
+
+	src, rl := &d.SourceRevisionConfig, []string{"source_revision_config"}
+	c.optStr(bodyLoc(rl, "repo_ref"), src.RepoRef, max)
+	c.optStr(bodyLoc(rl, "graph_config_path"), src.GraphConfigPath, max)
+	c.optStr(bodyLoc(rl, "image_uri"), src.ImageURI, max)
+
+	c.checkSecrets(bodyLoc([]string{"secrets"}), d.Secrets)
+}
+
+func (c *checker) checkSecrets(loc []any, secrets []Secret) {
+	if !c.items(loc, len(secrets), c.lim.MaxSecrets) {
+		return
+	}
+	seen := make(map[string]bool, len(secrets))
+	for i, s := range secrets {
+		nl := at(loc, i, "name")
+		if s.Name == "" {
+			c.add(nl, TypeMissing, "Field required")
+		} else if c.pattern(nl, s.Name, len(s.Name) <= 256 && validCIdent(s.Name), cIdentPattern+" (at most 256 characters)") {
+			if seen[s.Name] {
+				c.add(nl, TypeDuplicate, "Secret names should be unique")
+			}
+			seen[s.Name] = true
+		}
+		if len(s.Value) > c.lim.MaxSecretValueBytes {
+			c.add(at(loc, i, "value"), TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", c.lim.MaxSecretValueBytes))
+		}
+	}
+}
+
+// checkTagValueIDs checks the create extension tag_value_ids.
+func (c *checker) checkTagValueIDs(loc []any, ids []string) {
+	if !c.items(loc, len(ids), c.lim.MaxTagValueIDs) {
+		return
+	}
+	for i, id := range ids {
+		c.uuid(at(loc, i), id)
+	}
+}
+
+func (c *checker) intRange(loc []any, v *int64, min int64) {
+	if v == nil {
+		return
+	}
+	switch {
+	case *v < min:
+		typ, msg := TypeGreaterThanEqual, fmt.Sprintf("Input should be greater than or equal to %d", min)
+		if min == 1 {
+			typ, msg = TypeGreaterThan, "Input should be greater than 0"
+		}
+		c.add(loc, typ, msg)
+	case *v > maxNumber:
+		c.add(loc, TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", maxNumber))
+	}
+}
+
+func (c *checker) positiveFloat(loc []any, v *float64) {
+	if v == nil {
+		return
+	}
+	switch {
+	case math.IsNaN(*v) || !(*v > 0):
+		c.add(loc, TypeGreaterThan, "Input should be greater than 0")
+	case *v > maxNumber:
+		c.add(loc, TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", maxNumber))
+	}
+}
+
+// resourceNumbers lists the numeric fields of a ResourceSpec with their
+// JSON names, for the range rules.
+func resourceNumbers(r *ResourceSpec) (scales, positiveInts map[string]*int64, cpus map[string]*float64) {
+	scales = map[string]*int64{
+		"min_scale": r.MinScale, "max_scale": r.MaxScale,
+		"queue_min_scale": r.QueueMinScale, "queue_max_scale": r.QueueMaxScale,
+		"orchestrator_min_scale": r.OrchestratorMinScale, "orchestrator_max_scale": r.OrchestratorMaxScale,
+	}
+	positiveInts = map[string]*int64{
+		"memory_mb": r.MemoryMB, "memory_limit_mb": r.MemoryLimitMB,
+		"queue_memory_mb": r.QueueMemoryMB, "queue_memory_limit_mb": r.QueueMemoryLimitMB,
+		"orchestrator_memory_mb": r.OrchestratorMemoryMB, "orchestrator_memory_limit_mb": r.OrchestratorMemoryLimitMB,
+		"executor_memory_mb": r.ExecutorMemoryMB, "executor_memory_limit_mb": r.ExecutorMemoryLimitMB,
+		"redis_memory_mb": r.RedisMemoryMB,
+		"db_memory_mb":    r.DBMemoryMB, "db_memory_limit_mb": r.DBMemoryLimitMB,
+		"db_storage_gi": r.DBStorageGi, "db_max_connections": r.DBMaxConnections,
+	}
+	cpus = map[string]*float64{
+		"cpu": r.CPU, "cpu_limit": r.CPULimit,
+		"queue_cpu": r.QueueCPU, "queue_cpu_limit": r.QueueCPULimit,
+		"orchestrator_cpu": r.OrchestratorCPU, "orchestrator_cpu_limit": r.OrchestratorCPULimit,
+		"executor_cpu": r.ExecutorCPU, "executor_cpu_limit": r.ExecutorCPULimit,
+		"db_cpu": r.DBCPU, "db_cpu_limit": r.DBCPULimit,
+	}
+	return scales, positiveInts, cpus
+}
+
+// Ordered pairs checked on the spec with defaults applied: (low, high)
+// where low <= high must hold.
+var (
+	scalePairs = [][2]string{{"min_scale", "max_scale"}, {"queue_min_scale", "queue_max_scale"}, {"orchestrator_min_scale", "orchestrator_max_scale"}}
+	intLimits  = [][2]string{{"memory_mb", "memory_limit_mb"}, {"queue_memory_mb", "queue_memory_limit_mb"},
+		{"orchestrator_memory_mb", "orchestrator_memory_limit_mb"}, {"executor_memory_mb", "executor_memory_limit_mb"},
+		{"db_memory_mb", "db_memory_limit_mb"}}
+	cpuLimits = [][2]string{{"cpu", "cpu_limit"}, {"queue_cpu", "queue_cpu_limit"}, {"orchestrator_cpu", "orchestrator_cpu_limit"},
+		{"executor_cpu", "executor_cpu_limit"}, {"db_cpu", "db_cpu_limit"}}
+)
+
+func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec) {
+	before := len(c.ps)
+	scales, ints, cpus := resourceNumbers(r)
+	for _, k := range sortedKeys(scales) {
+		c.intRange(at(loc, k), scales[k], 0)
+	}
+	for _, k := range sortedKeys(ints) {
+		c.intRange(at(loc, k), ints[k], 1)
+	}
+	for _, k := range sortedKeys(cpus) {
+		c.positiveFloat(at(loc, k), cpus[k])
+	}
+	if len(c.ps) == before {
+		// Orderings, on the values the deployer will use.
+		d := r.WithDefaults()
+		dScales, dInts, dCPUs := resourceNumbers(&d)
+		for _, p := range scalePairs {
+			if lo, hi := dScales[p[0]], dScales[p[1]]; lo != nil && hi != nil && *lo > *hi {
+				if scales[p[0]] != nil {
+					c.add(at(loc, p[0]), TypeLessThanEqual, "Input should be less than or equal to "+p[1])
+				} else {
+					c.add(at(loc, p[1]), TypeGreaterThanEqual, "Input should be greater than or equal to "+p[0])
+				}
+			}
+		}
+		for _, p := range intLimits {
+			if lo, hi := dInts[p[0]], dInts[p[1]]; lo != nil && hi != nil && *lo > *hi {
+				c.limitProblem(loc, p, ints[p[1]] != nil)
+			}
+		}
+		for _, p := range cpuLimits {
+			if lo, hi := dCPUs[p[0]], dCPUs[p[1]]; lo != nil && hi != nil && *lo > *hi {
+				c.limitProblem(loc, p, cpus[p[1]] != nil)
+			}
+		}
+	}
+
+	c.checkStringMap(at(loc, "labels"), r.Labels, true)
+	c.checkStringMap(at(loc, "annotations"), r.Annotations, false)
+	if r.ServiceAccountName != nil {
+		s := *r.ServiceAccountName
+		c.pattern(at(loc, "service_account_name"), s, validDNSSubdomain(s), dnsSubPattern)
+	}
+	if c.items(at(loc, "image_pull_secrets"), len(r.ImagePullSecrets), c.lim.MaxItems) {
+		for i, ref := range r.ImagePullSecrets {
+			c.k8sName(at(loc, "image_pull_secrets", i, "name"), ref.Name, validDNSSubdomain, dnsSubPattern)
+		}
+	}
+	volumes := map[string]bool{}
+	if c.items(at(loc, "volumes"), len(r.Volumes), c.lim.MaxItems) {
+		for i, v := range r.Volumes {
+			vl := at(loc, "volumes", i)
+			if c.k8sName(at(vl, "name"), v.Name, validDNSLabel, dnsLabelPattern) {
+				if volumes[v.Name] {
+					c.add(at(vl, "name"), TypeDuplicate, "Volume names should be unique in the pod")
+				}
+				volumes[v.Name] = true
+			}
+			for _, o := range []struct {
+				k string
+				m map[string]any
+			}{{"configMap", v.ConfigMap}, {"secret", v.Secret}, {"emptyDir", v.EmptyDir},
+				{"persistentVolumeClaim", v.PersistentVolumeClaim}, {"nfs", v.NFS}, {"projected", v.Projected},
+				{"downwardAPI", v.DownwardAPI}, {"csi", v.CSI}} {
+				c.object(at(vl, o.k), o.m)
+			}
+		}
+	}
+	c.checkMounts(at(loc, "volume_mounts"), r.VolumeMounts, volumes)
+	containers := map[string]bool{}
+	c.checkContainers(at(loc, "init_containers"), r.InitContainers, volumes, containers)
+	c.checkContainers(at(loc, "sidecars"), r.Sidecars, volumes, containers)
+}
+
+func (c *checker) limitProblem(loc []any, p [2]string, limitGiven bool) {
+	if limitGiven {
+		c.add(at(loc, p[1]), TypeGreaterThanEqual, "Limit should be greater than or equal to "+p[0])
+	} else {
+		c.add(at(loc, p[0]), TypeLessThanEqual, "Request should be less than or equal to "+p[1])
+	}
+}
+
+func (c *checker) k8sName(loc []any, s string, valid func(string) bool, pat string) bool {
+	if s == "" {
+		c.add(loc, TypeMissing, "Field required")
+		return false
+	}
+	return c.pattern(loc, s, valid(s), pat)
+}
+
+func (c *checker) checkStringMap(loc []any, m map[string]string, labels bool) {
+	if !c.items(loc, len(m), c.lim.MaxMapEntries) {
+		return
+	}
+	for _, k := range sortedKeys(m) {
+		c.pattern(at(loc, k), k, validQualifiedName(k), qualNamePattern+" (key)")
+		v := m[k]
+		if labels {
+			c.pattern(at(loc, k), v, validLabelValue(v), labelValPattern)
+		} else if len(v) > c.lim.MaxStringBytes {
+			c.add(at(loc, k), TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", c.lim.MaxStringBytes))
+		}
+	}
+}
+
+func (c *checker) checkMounts(loc []any, mounts []VolumeMount, volumes map[string]bool) {
+	if !c.items(loc, len(mounts), c.lim.MaxItems) {
+		return
+	}
+	max := c.lim.MaxStringBytes
+	for i, m := range mounts {
+		ml := at(loc, i)
+		if m.Name == "" {
+			c.add(at(ml, "name"), TypeMissing, "Field required")
+		} else if !volumes[m.Name] {
+			c.add(at(ml, "name"), TypeUnknownReference, "Volume mount should name a volume of resource_spec.volumes")
+		}
+		if m.MountPath == "" {
+			c.add(at(ml, "mountPath"), TypeMissing, "Field required")
+		} else {
+			c.str(at(ml, "mountPath"), m.MountPath, max)
+		}
+		c.optStr(at(ml, "subPath"), m.SubPath, max)
+		c.optStr(at(ml, "mountPropagation"), m.MountPropagation, max)
+		c.optStr(at(ml, "subPathExpr"), m.SubPathExpr, max)
+	}
+}
+
+func (c *checker) checkContainers(loc []any, cs []Container, volumes, names map[string]bool) {
+	if !c.items(loc, len(cs), c.lim.MaxItems) {
+		return
+	}
+	max := c.lim.MaxStringBytes
+	for i, ct := range cs {
+		cl := at(loc, i)
+		if c.k8sName(at(cl, "name"), ct.Name, validDNSLabel, dnsLabelPattern) {
+			if names[ct.Name] {
+				c.add(at(cl, "name"), TypeDuplicate, "Container names should be unique in the pod")
+			}
+			names[ct.Name] = true
+		}
+		if ct.Image == "" {
+			c.add(at(cl, "image"), TypeMissing, "Field required")
+		} else {
+			c.str(at(cl, "image"), ct.Image, max)
+		}
+		if p := ct.ImagePullPolicy; p != nil && *p != "Always" && *p != "Never" && *p != "IfNotPresent" {
+			c.add(at(cl, "imagePullPolicy"), TypeLiteralError, "Input should be 'Always', 'Never' or 'IfNotPresent'")
+		}
+		for _, l := range []struct {
+			k  string
+			ss []string
+		}{{"command", ct.Command}, {"args", ct.Args}} {
+			if c.items(at(cl, l.k), len(l.ss), c.lim.MaxItems) {
+				for j, s := range l.ss {
+					if len(s) > max {
+						c.add(at(cl, l.k, j), TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", max))
+					}
+				}
+			}
+		}
+		c.optStr(at(cl, "workingDir"), ct.WorkingDir, max)
+		if c.items(at(cl, "env"), len(ct.Env), c.lim.MaxItems) {
+			for j, e := range ct.Env {
+				el := at(cl, "env", j)
+				if e.Name == "" {
+					c.add(at(el, "name"), TypeMissing, "Field required")
+				} else {
+					c.pattern(at(el, "name"), e.Name, len(e.Name) <= 256 && validCIdent(e.Name), cIdentPattern+" (at most 256 characters)")
+				}
+				if e.Value != nil && len(*e.Value) > max {
+					c.add(at(el, "value"), TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", max))
+				}
+				if e.ValueFrom != nil && e.Value != nil && *e.Value != "" {
+					c.add(at(el, "valueFrom"), TypeValueError, "valueFrom cannot be used when value is non-empty")
+				}
+				c.object(at(el, "valueFrom"), e.ValueFrom)
+			}
+		}
+		if c.items(at(cl, "envFrom"), len(ct.EnvFrom), c.lim.MaxItems) {
+			for j, o := range ct.EnvFrom {
+				c.object(at(cl, "envFrom", j), o)
+			}
+		}
+		if rr := ct.Resources; rr != nil {
+			for _, m := range []struct {
+				k string
+				m map[string]string
+			}{{"limits", rr.Limits}, {"requests", rr.Requests}} {
+				ml := at(cl, "resources", m.k)
+				if c.items(ml, len(m.m), c.lim.MaxMapEntries) {
+					for _, k := range sortedKeys(m.m) {
+						c.pattern(at(ml, k), k, validQualifiedName(k), qualNamePattern)
+						if v := m.m[k]; v == "" || len(v) > 64 {
+							c.add(at(ml, k), TypeValueError, "Quantity should have 1 to 64 characters")
+						}
+					}
+				}
+			}
+		}
+		c.checkMounts(at(cl, "volumeMounts"), ct.VolumeMounts, volumes)
+		c.object(at(cl, "securityContext"), ct.SecurityContext)
+		if p := ct.RestartPolicy; p != nil && *p != "Always" && *p != "OnFailure" {
+			c.add(at(cl, "restartPolicy"), TypeLiteralError, "Input should be 'Always' or 'OnFailure'")
+		}
+	}
+}
+
+// WithDefaults returns a copy of r with the documented defaults applied:
+// cpu_limit = 2x cpu, memory_limit_mb = 2x memory_mb, queue_min_scale and
+// queue_max_scale = min_scale and max_scale, queue_cpu = cpu,
+// queue_cpu_limit = 2x queue_cpu, queue_memory_mb = memory_mb,
+// queue_memory_limit_mb = 2x queue_memory_mb, db_cpu_limit = 2x db_cpu,
+// db_memory_limit_mb = 2x db_memory_mb. Fields with no default and no value
+// stay nil. Deployers call it; the stored spec is never rewritten.
+func (r ResourceSpec) WithDefaults() ResourceSpec {
+	twiceF := func(v *float64) *float64 {
+		if v == nil {
+			return nil
+		}
+		return new(2 * *v)
+	}
+	twiceI := func(v *int64) *int64 {
+		if v == nil {
+			return nil
+		}
+		return new(2 * *v)
+	}
+	or := func(v, d *int64) *int64 {
+		if v != nil {
+			return v
+		}
+		return d
+	}
+	orF := func(v, d *float64) *float64 {
+		if v != nil {
+			return v
+		}
+		return d
+	}
+	d := r
+	d.CPULimit = orF(r.CPULimit, twiceF(r.CPU))
+	d.MemoryLimitMB = or(r.MemoryLimitMB, twiceI(r.MemoryMB))
+	d.QueueMinScale = or(r.QueueMinScale, r.MinScale)
+	d.QueueMaxScale = or(r.QueueMaxScale, r.MaxScale)
+	d.QueueCPU = orF(r.QueueCPU, r.CPU)
+	d.QueueCPULimit = orF(r.QueueCPULimit, twiceF(d.QueueCPU))
+	d.QueueMemoryMB = or(r.QueueMemoryMB, r.MemoryMB)
+	d.QueueMemoryLimitMB = or(r.QueueMemoryLimitMB, twiceI(d.QueueMemoryMB))
+	d.DBCPULimit = orF(r.DBCPULimit, twiceF(r.DBCPU))
+	d.DBMemoryLimitMB = or(r.DBMemoryLimitMB, twiceI(r.DBMemoryMB))
+	return d
+}
