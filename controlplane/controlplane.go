@@ -269,7 +269,7 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		ps := slices.Clone(pure)
-		ps = cp.checkReferences(tx, tenant, &rec.SourceConfig, ps)
+		ps = cp.checkReferences(tx, tenant, rec.Source, &rec.SourceConfig, ps)
 		if err := validationError(ps); err != nil {
 			return err
 		}
@@ -295,33 +295,38 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 
 // checkReferences checks the ids a create names: the integration of a
 // github deployment, the listener and namespace of an external_docker one.
-func (cp *ControlPlane) checkReferences(r store.Reader, tenant string, sc *SourceConfig, ps []Problem) []Problem {
-	if id := sc.IntegrationID; id != nil && validUUID(*id) {
-		if _, err := r.Get(colIntegrations, key(tenant, *id)); err != nil {
-			ps = append(ps, Problem{Loc: []any{"body", "source_config", "integration_id"}, Type: TypeUnknownReference,
-				Msg: "Integration ID " + *id + " not found."})
+// (Fields that do not apply to the source are reported by the table.)
+func (cp *ControlPlane) checkReferences(r store.Reader, tenant string, src Source, sc *SourceConfig, ps []Problem) []Problem {
+	switch src {
+	case SourceGitHub:
+		if id := sc.IntegrationID; id != nil && validUUID(*id) {
+			if _, err := r.Get(colIntegrations, key(tenant, *id)); err != nil {
+				ps = append(ps, Problem{Loc: []any{"body", "source_config", "integration_id"}, Type: TypeUnknownReference,
+					Msg: "Integration ID " + *id + " not found."})
+			}
 		}
-	}
-	var l *Listener
-	if id := sc.ListenerID; id != nil && validUUID(*id) {
-		var err error
-		if l, err = getListener(r, tenant, *id); err != nil {
-			ps = append(ps, Problem{Loc: []any{"body", "source_config", "listener_id"}, Type: TypeUnknownReference,
-				Msg: "Listener ID " + *id + " not found."})
+	case SourceExternalDocker:
+		var l *Listener
+		if id := sc.ListenerID; id != nil && validUUID(*id) {
+			var err error
+			if l, err = getListener(r, tenant, *id); err != nil {
+				ps = append(ps, Problem{Loc: []any{"body", "source_config", "listener_id"}, Type: TypeUnknownReference,
+					Msg: "Listener ID " + *id + " not found."})
+			}
 		}
-	}
-	if lc := sc.ListenerConfig; lc != nil && lc.K8sNamespace != nil {
-		loc := []any{"body", "source_config", "listener_config", "k8s_namespace"}
-		switch {
-		case sc.ListenerID == nil:
-			ps = append(ps, Problem{Loc: loc, Type: TypeValueError, Msg: "k8s_namespace requires source_config.listener_id"})
-		case l == nil:
-			// the listener problem is already reported
-		case l.ComputeType != ComputeTypeK8s:
-			ps = append(ps, Problem{Loc: loc, Type: TypeValueError, Msg: "k8s_namespace applies only to listeners whose compute type is 'k8s'"})
-		case len(l.ComputeConfig.K8sNamespaces) > 0 && !slices.Contains(l.ComputeConfig.K8sNamespaces, *lc.K8sNamespace):
-			ps = append(ps, Problem{Loc: loc, Type: TypeNamespaceNotOfListener,
-				Msg: "Namespace should be one of the listener's compute_config.k8s_namespaces"})
+		if lc := sc.ListenerConfig; lc != nil && lc.K8sNamespace != nil {
+			loc := []any{"body", "source_config", "listener_config", "k8s_namespace"}
+			switch {
+			case sc.ListenerID == nil:
+				ps = append(ps, Problem{Loc: loc, Type: TypeValueError, Msg: "k8s_namespace requires source_config.listener_id"})
+			case l == nil:
+				// the listener problem is already reported
+			case l.ComputeType != ComputeTypeK8s:
+				ps = append(ps, Problem{Loc: loc, Type: TypeValueError, Msg: "k8s_namespace applies only to listeners whose compute type is 'k8s'"})
+			case len(l.ComputeConfig.K8sNamespaces) > 0 && !slices.Contains(l.ComputeConfig.K8sNamespaces, *lc.K8sNamespace):
+				ps = append(ps, Problem{Loc: loc, Type: TypeNamespaceNotOfListener,
+					Msg: "Namespace should be one of the listener's compute_config.k8s_namespaces"})
+			}
 		}
 	}
 	return ps

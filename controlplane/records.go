@@ -229,3 +229,11 @@ type integrationRecord struct {
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
 }
+
+// Collections returns the names of the store collections the package
+// writes, for tools that back up, copy or inspect a store.
+func Collections() []string {
+	return []string{colDeployments, colDeploymentOrder, colDeploymentIndex, colDeploymentNames, colRevisions,
+		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
+		colTracingProjects}
+}

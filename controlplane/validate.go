@@ -343,11 +343,14 @@ func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec) {
 		c.positiveFloat(at(loc, k), cpus[k])
 	}
 	if len(c.ps) == before {
-		// Orderings, on the values the deployer will use.
+		// Orderings, on the values the deployer will use, for pairs the
+		// client gave at least one side of (a pair that is all defaults
+		// only repeats another pair's problem).
 		d := r.WithDefaults()
 		dScales, dInts, dCPUs := resourceNumbers(&d)
 		for _, p := range scalePairs {
-			if lo, hi := dScales[p[0]], dScales[p[1]]; lo != nil && hi != nil && *lo > *hi {
+			given := scales[p[0]] != nil || scales[p[1]] != nil
+			if lo, hi := dScales[p[0]], dScales[p[1]]; given && lo != nil && hi != nil && *lo > *hi {
 				if scales[p[0]] != nil {
 					c.add(at(loc, p[0]), TypeLessThanEqual, "Input should be less than or equal to "+p[1])
 				} else {
@@ -356,12 +359,14 @@ func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec) {
 			}
 		}
 		for _, p := range intLimits {
-			if lo, hi := dInts[p[0]], dInts[p[1]]; lo != nil && hi != nil && *lo > *hi {
+			given := ints[p[0]] != nil || ints[p[1]] != nil
+			if lo, hi := dInts[p[0]], dInts[p[1]]; given && lo != nil && hi != nil && *lo > *hi {
 				c.limitProblem(loc, p, ints[p[1]] != nil)
 			}
 		}
 		for _, p := range cpuLimits {
-			if lo, hi := dCPUs[p[0]], dCPUs[p[1]]; lo != nil && hi != nil && *lo > *hi {
+			given := cpus[p[0]] != nil || cpus[p[1]] != nil
+			if lo, hi := dCPUs[p[0]], dCPUs[p[1]]; given && lo != nil && hi != nil && *lo > *hi {
 				c.limitProblem(loc, p, cpus[p[1]] != nil)
 			}
 		}
