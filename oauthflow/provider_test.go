@@ -199,7 +199,9 @@ func TestCreateProviderValidation(t *testing.T) {
 		{"provider_id longest", func(p *oauthflow.NewProvider) { p.ProviderID = strings.Repeat("a", 63) }, nil},
 		{"name too long", func(p *oauthflow.NewProvider) { p.Name = strings.Repeat("é", 256) }, []problem{{"body.name", "string_too_long"}}},
 		{"http auth_url", func(p *oauthflow.NewProvider) { p.AuthURL = "http://github.com/authorize" }, []problem{{"body.auth_url", "url_scheme"}}},
-		{"http localhost", func(p *oauthflow.NewProvider) { p.AuthURL, p.TokenURL = "http://localhost:9000/a", "http://127.8.9.10/t" }, nil},
+		{"http localhost", func(p *oauthflow.NewProvider) {
+			p.AuthURL, p.TokenURL = "http://localhost:9000/a", "http://127.8.9.10/t"
+		}, nil},
 		{"http ::1", func(p *oauthflow.NewProvider) { p.TokenURL = "http://[::1]:8080/token" }, nil},
 		{"http 127 lookalike", func(p *oauthflow.NewProvider) { p.TokenURL = "http://127.0.0.1.nip.io/token" }, []problem{{"body.token_url", "url_scheme"}}},
 		{"http localhost lookalike", func(p *oauthflow.NewProvider) { p.TokenURL = "http://localhost.example.com/token" }, []problem{{"body.token_url", "url_scheme"}}},
