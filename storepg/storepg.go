@@ -1,0 +1,253 @@
+package storepg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/deployplane/deployplane/store"
+)
+
+// DefaultSchema is the PostgreSQL schema a Store uses when Options.Schema is
+// empty.
+const DefaultSchema = "deployplane"
+
+// DefaultMaxRetries is how many times a transaction is re-run after a
+// serialization failure or deadlock when Options.MaxRetries is zero.
+const DefaultMaxRetries = 20
+
+// Backoff between tries: a random pause in [0, min(maxBackoff, minBackoff<<retry)).
+const (
+	minBackoff = time.Millisecond
+	maxBackoff = 100 * time.Millisecond
+)
+
+// Options configure a Store. A nil *Options means the defaults.
+type Options struct {
+	// Schema is the PostgreSQL schema that holds the Store's tables,
+	// created if missing. Stores with different schemas share one database
+	// without seeing each other's records; Stores with the same schema share
+	// the records. Empty means DefaultSchema.
+	Schema string
+	// MaxRetries is how many times View and Update re-run a transaction
+	// that PostgreSQL aborted with a serialization failure (SQLSTATE 40001)
+	// or a deadlock (40P01), after a short random pause. Zero means
+	// DefaultMaxRetries; a negative value means never.
+	MaxRetries int
+	// MaxConns caps the connection pool that Open creates. Zero keeps the
+	// DSN's pool_max_conns, or pgxpool's default (the larger of 4 and the
+	// number of CPUs). Other pool settings go in the DSN (pool_min_conns,
+	// pool_max_conn_lifetime, ...; see pgxpool.ParseConfig). OpenPool
+	// ignores it.
+	MaxConns int32
+}
+
+// Store is a store.Store over a PostgreSQL database, safe for concurrent use
+// by several goroutines and by several processes sharing the database.
+type Store struct {
+	pool     *pgxpool.Pool
+	ownsPool bool
+	retries  int
+	q        queries
+
+	mu      sync.Mutex
+	closed  bool
+	running sync.WaitGroup
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the PostgreSQL database named by dsn (a URL such as
+// postgres://user:password@host:5432/db or a keyword/value string, as
+// pgxpool.ParseConfig accepts), creates or migrates the schema, and returns a
+// Store that owns its connection pool: Close closes the pool.
+func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("storepg: %w", err)
+	}
+	if opts != nil && opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("storepg: %w", err)
+	}
+	s, err := OpenPool(ctx, pool, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownsPool = true
+	return s, nil
+}
+
+// OpenPool is Open over a pool the caller already has, for programs that
+// share one pool between the Store and their own queries, or configure it in
+// ways Options do not. The Store does not own the pool: Close leaves it open,
+// and the caller closes it after the Store.
+func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("storepg: nil pool")
+	}
+	schema, retries := DefaultSchema, DefaultMaxRetries
+	if opts != nil {
+		if opts.Schema != "" {
+			schema = opts.Schema
+		}
+		switch {
+		case opts.MaxRetries > 0:
+			retries = opts.MaxRetries
+		case opts.MaxRetries < 0:
+			retries = 0
+		}
+	}
+	// PostgreSQL truncates longer identifiers, which would silently make
+	// two long names one schema.
+	if len(schema) > 63 {
+		return nil, fmt.Errorf("storepg: schema name %q longer than 63 bytes", schema)
+	}
+	if err := migrate(ctx, pool, schema); err != nil {
+		return nil, fmt.Errorf("storepg: preparing schema %q: %w", schema, err)
+	}
+	return &Store{pool: pool, retries: retries, q: newQueries(schema)}, nil
+}
+
+// View runs fn in a SERIALIZABLE READ ONLY transaction, which sees one
+// consistent snapshot that fits the serial order of all Updates. PostgreSQL
+// may abort such a transaction to keep that promise; View then re-runs fn as
+// Update does.
+func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
+	return s.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadOnly}, func(t *txn) error {
+		return fn(reader{t})
+	})
+}
+
+// Update runs fn in a SERIALIZABLE read-write transaction and commits it if
+// fn returns nil. When PostgreSQL aborts the transaction with a
+// serialization failure or a deadlock, Update rolls back and re-runs fn, up
+// to Options.MaxRetries times, with a short random pause between tries.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return s.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadWrite}, func(t *txn) error {
+		return fn(writer{reader{t}})
+	})
+}
+
+// Close waits for running transactions to finish and, if Open created the
+// pool, closes it. It is idempotent; afterwards View and Update return
+// store.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	already := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	s.running.Wait()
+	if !already && s.ownsPool {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// enter registers a transaction about to start, or reports that the Store is
+// closed.
+func (s *Store) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.running.Add(1)
+	return true
+}
+
+// run runs fn in a transaction with the given options, re-running it on
+// serialization failures and deadlocks.
+func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(*txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !s.enter() {
+		return store.ErrClosed
+	}
+	defer s.running.Done()
+	for retry := 0; ; retry++ {
+		retryable, err := s.try(ctx, opts, fn)
+		if !retryable {
+			return err
+		}
+		if retry >= s.retries {
+			return fmt.Errorf("storepg: giving up after %d tries: %w", retry+1, err)
+		}
+		pause := time.Duration(rand.Int64N(int64(min(maxBackoff, minBackoff<<retry))))
+		timer := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("storepg: abandoned before retrying: %w", ctx.Err())
+		case <-timer.C:
+		}
+	}
+}
+
+// try runs fn once in a new transaction. It reports whether the error is
+// one that running fn again may cure.
+func (s *Store) try(ctx context.Context, opts pgx.TxOptions, fn func(*txn) error) (retryable bool, err error) {
+	pgtx, err := s.pool.BeginTx(ctx, opts)
+	if err != nil {
+		// A pooled connection the server has dropped fails before
+		// anything was sent; another connection may do.
+		return pgconn.SafeToRetry(err) && ctx.Err() == nil, fmt.Errorf("storepg: begin: %w", err)
+	}
+	t := &txn{ctx: ctx, tx: pgtx, q: &s.q}
+	done := false
+	defer func() {
+		// Runs on every path that did not commit, including a panic in
+		// fn, which continues unwinding after the rollback.
+		if !done {
+			rollback(ctx, pgtx)
+		}
+	}()
+
+	ferr := fn(t)
+	switch {
+	case t.err != nil && isSerializationFailure(t.err):
+		// Whatever fn made of it, a statement failed because of a
+		// concurrent transaction: this try is void.
+		return true, t.err
+	case ferr != nil:
+		return false, ferr
+	case t.err != nil:
+		// fn ignored a failed statement; PostgreSQL has aborted the
+		// transaction, so there is nothing to commit.
+		return false, fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
+	}
+	done = true
+	if err := pgtx.Commit(ctx); err != nil {
+		return isSerializationFailure(err), fmt.Errorf("storepg: commit: %w", err)
+	}
+	return false, nil
+}
+
+// rollback ends a transaction that will not commit. It runs even when ctx is
+// done, with a short deadline of its own; if it fails, the pool discards the
+// connection and the server rolls back when it notices.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = tx.Rollback(ctx)
+}
+
+// isSerializationFailure reports whether err is PostgreSQL aborting a
+// transaction because of concurrent ones: a serialization failure or a
+// deadlock, the two that re-running the transaction cures.
+func isSerializationFailure(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}

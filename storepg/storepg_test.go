@@ -1,0 +1,107 @@
+package storepg_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/store/storetest"
+	"github.com/deployplane/deployplane/storepg"
+)
+
+// dsnEnv names the environment variable that holds the DSN of the PostgreSQL
+// database the tests use. .ci/postgres.sh starts a throwaway cluster and sets
+// it.
+const dsnEnv = "DEPLOYPLANE_TEST_POSTGRES_DSN"
+
+// testDSN returns the test database's DSN, or skips the test when none is
+// configured.
+func testDSN(tb testing.TB) string {
+	tb.Helper()
+	dsn := os.Getenv(dsnEnv)
+	if dsn == "" {
+		tb.Skipf("storepg: %s is not set; set it to a PostgreSQL DSN (or source .ci/postgres.sh and run pg_start) to run the PostgreSQL tests", dsnEnv)
+	}
+	return dsn
+}
+
+// newSchema returns the name of a schema that no one uses yet, and drops it
+// with everything in it when the test ends. Register it before opening stores
+// on it, so that they are closed before the drop.
+func newSchema(tb testing.TB) string {
+	tb.Helper()
+	dsn := testDSN(tb)
+	var b [8]byte
+	rand.Read(b[:])
+	schema := "storepg_test_" + hex.EncodeToString(b[:])
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			tb.Errorf("dropping schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			tb.Errorf("dropping schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// openSchema opens a Store over schema and closes it when the test ends.
+func openSchema(tb testing.TB, schema string, opts *storepg.Options) *storepg.Store {
+	tb.Helper()
+	o := storepg.Options{Schema: schema}
+	if opts != nil {
+		o = *opts
+		o.Schema = schema
+	}
+	s, err := storepg.Open(context.Background(), testDSN(tb), &o)
+	if err != nil {
+		tb.Fatalf("Open: %v", err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// openStore opens a Store over a new, empty schema.
+func openStore(tb testing.TB, opts *storepg.Options) *storepg.Store {
+	tb.Helper()
+	return openSchema(tb, newSchema(tb), opts)
+}
+
+func TestConformance(t *testing.T) {
+	testDSN(t)
+	var mu sync.Mutex
+	schemas := map[store.Store]string{}
+	storetest.Run(t, storetest.Harness{
+		Open: func(tb testing.TB) store.Store {
+			schema := newSchema(tb)
+			s := openSchema(tb, schema, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			schemas[s] = schema
+			return s
+		},
+		Reopen: func(tb testing.TB, closed store.Store) store.Store {
+			mu.Lock()
+			schema, ok := schemas[closed]
+			mu.Unlock()
+			if !ok {
+				tb.Fatalf("Reopen of a store that Open did not return")
+			}
+			s := openSchema(tb, schema, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			schemas[s] = schema
+			return s
+		},
+	})
+}

@@ -1,0 +1,289 @@
+package storepg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/deployplane/deployplane/store"
+)
+
+// Scan reads pages of rows, each a bounded index range query that starts
+// after the previous page's last key, so a scan that stops early costs what it
+// read, and the callback may use the transaction between pages. Pages start
+// small, for the common early stop, and grow for long walks.
+const (
+	firstScanPage = 16
+	maxScanPage   = 1024
+)
+
+// queries are a Store's SQL statements, with its schema name filled in.
+type queries struct {
+	get, create, put, delete string
+	// scan is the SELECT ... FROM ... WHERE collection part of a Scan page;
+	// txn.Scan adds the key bounds, the order and the limit.
+	scan string
+}
+
+func newQueries(schema string) queries {
+	table := pgx.Identifier{schema, "records"}.Sanitize()
+	// The key's head comes first so that the planner walks the index;
+	// the exact comparisons follow (see headLen).
+	where := ` WHERE ` + collectionHash + ` = sha256($1::bytea) AND collection = $1 AND ` +
+		keyHead + ` = substr($2::bytea, 1, ` + strconv.Itoa(headLen) + `) AND key = $2`
+	return queries{
+		get:    `SELECT value FROM ` + table + where,
+		create: `INSERT INTO ` + table + ` (collection, key, value) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+		put: `INSERT INTO ` + table + ` (collection, key, value) VALUES ($1, $2, $3)` +
+			` ON CONFLICT (` + indexColumns + `) DO UPDATE SET value = excluded.value`,
+		delete: `DELETE FROM ` + table + where,
+		scan:   `SELECT key, value FROM ` + table + ` WHERE ` + collectionHash + ` = sha256($1::bytea) AND collection = $1`,
+	}
+}
+
+// txn is one try of a View or an Update.
+type txn struct {
+	ctx context.Context
+	tx  pgx.Tx
+	q   *queries
+	// err is the first statement that failed. PostgreSQL aborts the
+	// transaction on any failed statement, so later calls fail at once
+	// with it, and Store.try decides from it whether to re-run the closure.
+	err error
+}
+
+// fail records a failed statement and returns the error to give the closure.
+func (t *txn) fail(op string, err error) error {
+	if t.err == nil {
+		t.err = err
+	}
+	return fmt.Errorf("storepg: %s: %w", op, err)
+}
+
+// usable returns an error if an earlier statement has aborted the
+// transaction.
+func (t *txn) usable() error {
+	if t.err != nil {
+		return fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
+	}
+	return nil
+}
+
+// reader is the store.Reader a View's closure gets.
+type reader struct{ t *txn }
+
+// writer is the store.Tx an Update's closure gets.
+type writer struct{ reader }
+
+var (
+	_ store.Reader = reader{}
+	_ store.Tx     = writer{}
+)
+
+// Get implements store.Reader.
+func (r reader) Get(collection, key string) ([]byte, error) {
+	if err := store.CheckKey(collection, key); err != nil {
+		return nil, err
+	}
+	t := r.t
+	if err := t.usable(); err != nil {
+		return nil, err
+	}
+	var value []byte
+	err := t.tx.QueryRow(t.ctx, t.q.get, []byte(collection), []byte(key)).Scan(&value)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("storepg: get %q in %q: %w", key, collection, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, t.fail("get", err)
+	}
+	return value, nil
+}
+
+// bound is one end of a Scan's key range.
+type bound struct {
+	key    string
+	strict bool // exclude key itself
+	set    bool
+}
+
+// Scan implements store.Reader.
+func (r reader) Scan(collection, prefix string, opts *store.ScanOptions, fn func(key string, value []byte) (more bool, err error)) error {
+	if err := store.CheckCollection(collection); err != nil {
+		return err
+	}
+	t := r.t
+	if err := t.usable(); err != nil {
+		return err
+	}
+	var start string
+	var reverse bool
+	if opts != nil {
+		start, reverse = opts.Start, opts.Reverse
+	}
+
+	// The keys with the prefix are [prefix, end); Start narrows that.
+	lo := bound{key: prefix, set: prefix != ""}
+	var hi bound
+	if end, ok := prefixEnd(prefix); ok {
+		hi = bound{key: end, strict: true, set: true}
+	}
+	if start != "" {
+		if !reverse && start > lo.key {
+			lo = bound{key: start, set: true}
+		}
+		if reverse && (!hi.set || start < hi.key) {
+			hi = bound{key: start, set: true}
+		}
+	}
+
+	var keys [][]byte
+	var values [][]byte
+	for page := firstScanPage; ; page = min(2*page, maxScanPage) {
+		sql, args := t.q.scanPage(collection, lo, hi, reverse, page)
+		rows, err := t.tx.Query(t.ctx, sql, args...)
+		if err != nil {
+			return t.fail("scan", err)
+		}
+		keys, values = keys[:0], values[:0]
+		for rows.Next() {
+			var k, v []byte
+			if err := rows.Scan(&k, &v); err != nil {
+				rows.Close()
+				return t.fail("scan", err)
+			}
+			keys, values = append(keys, k), append(values, v)
+		}
+		if err := rows.Err(); err != nil {
+			return t.fail("scan", err)
+		}
+		// The rows are read and the connection is free: fn may call Get.
+		for i := range keys {
+			more, err := fn(string(keys[i]), values[i])
+			if err != nil {
+				return err
+			}
+			if !more {
+				return nil
+			}
+		}
+		if len(keys) < page {
+			return nil
+		}
+		last := string(keys[len(keys)-1])
+		if reverse {
+			hi = bound{key: last, strict: true, set: true}
+		} else {
+			lo = bound{key: last, strict: true, set: true}
+		}
+	}
+}
+
+// scanPage returns the query for one page of a Scan and its arguments.
+func (q *queries) scanPage(collection string, lo, hi bound, reverse bool, limit int) (string, []any) {
+	args := []any{[]byte(collection)}
+	var b strings.Builder
+	b.WriteString(q.scan)
+	// Each bound is a lossy comparison of the head, which the index
+	// answers, and the exact comparison of the key.
+	cond := func(bd bound, op string) {
+		args = append(args, []byte(bd.key))
+		n := "$" + strconv.Itoa(len(args))
+		fmt.Fprintf(&b, ` AND %s %s= substr(%s::bytea, 1, %d) AND key %s`, keyHead, op, n, headLen, op)
+		if !bd.strict {
+			b.WriteString("=")
+		}
+		b.WriteString(" " + n)
+	}
+	if lo.set {
+		cond(lo, ">")
+	}
+	if hi.set {
+		cond(hi, "<")
+	}
+	dir := ""
+	if reverse {
+		dir = " DESC"
+	}
+	args = append(args, limit)
+	fmt.Fprintf(&b, ` ORDER BY %s%s, key%s LIMIT $%d`, keyHead, dir, dir, len(args))
+	return b.String(), args
+}
+
+// prefixEnd returns the smallest string greater than every string that
+// starts with prefix, or false if there is none (prefix is empty or all
+// 0xff bytes).
+func prefixEnd(prefix string) (string, bool) {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] != 0xff {
+			return prefix[:i] + string([]byte{prefix[i] + 1}), true
+		}
+	}
+	return "", false
+}
+
+// Create implements store.Tx.
+func (w writer) Create(collection, key string, value []byte) error {
+	if err := store.CheckKey(collection, key); err != nil {
+		return err
+	}
+	t := w.t
+	if err := t.usable(); err != nil {
+		return err
+	}
+	tag, err := t.tx.Exec(t.ctx, t.q.create, []byte(collection), []byte(key), nonNil(value))
+	if err != nil {
+		return t.fail("create", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("storepg: create %q in %q: %w", key, collection, store.ErrAlreadyExists)
+	}
+	return nil
+}
+
+// Put implements store.Tx.
+func (w writer) Put(collection, key string, value []byte) error {
+	if err := store.CheckKey(collection, key); err != nil {
+		return err
+	}
+	t := w.t
+	if err := t.usable(); err != nil {
+		return err
+	}
+	if _, err := t.tx.Exec(t.ctx, t.q.put, []byte(collection), []byte(key), nonNil(value)); err != nil {
+		return t.fail("put", err)
+	}
+	return nil
+}
+
+// Delete implements store.Tx.
+func (w writer) Delete(collection, key string) error {
+	if err := store.CheckKey(collection, key); err != nil {
+		return err
+	}
+	t := w.t
+	if err := t.usable(); err != nil {
+		return err
+	}
+	tag, err := t.tx.Exec(t.ctx, t.q.delete, []byte(collection), []byte(key))
+	if err != nil {
+		return t.fail("delete", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("storepg: delete %q in %q: %w", key, collection, store.ErrNotFound)
+	}
+	return nil
+}
+
+// nonNil turns a nil value into an empty one: pgx sends a nil []byte as
+// SQL NULL, and an empty value is a value.
+func nonNil(value []byte) []byte {
+	if value == nil {
+		return []byte{}
+	}
+	return value
+}
