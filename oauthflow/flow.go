@@ -62,9 +62,10 @@ func (r AuthResult) LogValue() slog.Value {
 
 // Limits on an AuthRequest.
 const (
-	maxUserIDLen = 1024
-	maxScopes    = 100
-	maxScopeLen  = 256
+	maxAgentIDLen = 1024
+	maxUserIDLen  = 1024
+	maxScopes     = 100
+	maxScopeLen   = 256
 )
 
 // validateAuthRequest checks req and returns its scopes without duplicates.
@@ -74,6 +75,9 @@ func validateAuthRequest(req AuthRequest) ([]string, error) {
 		ps.add("missing", "Field required", "body", "user_id")
 	} else if len(req.UserID) > maxUserIDLen {
 		ps.add("string_too_long", fmt.Sprintf("String should have at most %d characters", maxUserIDLen), "body", "user_id")
+	}
+	if len(req.AgentID) > maxAgentIDLen {
+		ps.add("string_too_long", fmt.Sprintf("String should have at most %d characters", maxAgentIDLen), "body", "agent_id")
 	}
 	if req.Provider == "" {
 		ps.add("missing", "Field required", "body", "provider")
@@ -336,17 +340,10 @@ func (s *Service) providerContext(ctx context.Context) context.Context {
 	return context.WithValue(ctx, oauth2.HTTPClient, s.client)
 }
 
-// tokenRecord seals a token from the provider. Granted scopes are the
-// response's "scope" when present, else the requested ones (RFC 6749
-// section 5.1). The expiry is taken relative to the injected clock.
+// tokenRecord seals a token from the provider. The expiry is taken
+// relative to the injected clock.
 func (s *Service) tokenRecord(key string, t *oauth2.Token, requested []string, now time.Time) tokenRecord {
-	rec := tokenRecord{TokenType: t.TokenType, Scopes: requested, UpdatedAt: now}
-	if sc, ok := t.Extra("scope").(string); ok && strings.TrimSpace(sc) != "" {
-		rec.Scopes = strings.Fields(sc)
-	}
-	if rec.Scopes == nil {
-		rec.Scopes = []string{}
-	}
+	rec := tokenRecord{TokenType: t.TokenType, Scopes: grantedScopes(requested, t.Extra("scope")), UpdatedAt: now}
 	switch {
 	case t.ExpiresIn > 0:
 		rec.Expiry = now.Add(time.Duration(t.ExpiresIn) * time.Second)
@@ -356,6 +353,35 @@ func (s *Service) tokenRecord(key string, t *oauth2.Token, requested []string, n
 	plain, _ := json.Marshal(tokenSecrets{AccessToken: t.AccessToken, RefreshToken: t.RefreshToken})
 	rec.Sealed = s.seal.seal(plain, tokenAAD(key))
 	return rec
+}
+
+// grantedScopes is what a token is taken to cover: the scopes requested
+// plus those the provider's "scope" response field names, split on spaces
+// (RFC 6749 section 3.3) and, for GitHub, commas. Requested scopes count
+// even when the response omits them: providers rename scopes (Google
+// answers "email" with ".../auth/userinfo.email"), and treating a renamed
+// scope as missing would send the user through a new flow on every call.
+// A scope the user declined therefore also counts; the API the token is
+// for has the last word.
+func grantedScopes(requested []string, response any) []string {
+	out := slices.Clone(requested)
+	add := func(sc string) {
+		if sc != "" && !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	if sc, ok := response.(string); ok {
+		for _, f := range strings.Fields(sc) {
+			add(f)
+			for part := range strings.SplitSeq(f, ",") {
+				add(part)
+			}
+		}
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out
 }
 
 func (s *Service) openToken(key string, rec *tokenRecord) (tokenSecrets, error) {

@@ -357,15 +357,35 @@ func TestStoredTokenMustCoverScopes(t *testing.T) {
 	}
 }
 
-func TestGrantedScopesComeFromTheProvider(t *testing.T) {
-	e := newEnv(t, nil)
-	ctx := context.Background()
-	e.addProvider(t, tenantA, "fake", true)
-	e.prov.set(func(p *fakeProvider) { p.scope = "repo" }) // grants less than asked
-	e.login(t, tenantA, "fake", "alice", "repo", "admin")
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: []string{"admin"}})
-	if err != nil || res.Status != oauthflow.StatusPending {
-		t.Errorf("Authenticate for a scope not granted = %+v, %v; want pending", res, err)
+func TestGrantedScopes(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		requested []string
+		granted   string // the token response's "scope"
+		covered   []string
+		uncovered string
+	}{
+		{"as requested", []string{"repo"}, "", []string{"repo"}, "admin"},
+		{"renamed by the provider", []string{"email"}, "https://www.googleapis.com/auth/userinfo.email openid", []string{"email", "openid", "https://www.googleapis.com/auth/userinfo.email"}, "profile"},
+		{"comma-separated (GitHub)", []string{"repo"}, "repo,gist", []string{"repo", "gist"}, "admin:org"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			ctx := context.Background()
+			e.addProvider(t, tenantA, "fake", true)
+			e.prov.set(func(p *fakeProvider) { p.scope = tc.granted })
+			tok := e.login(t, tenantA, "fake", "alice", tc.requested...)
+			for _, sc := range tc.covered {
+				res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: []string{sc}})
+				if err != nil || string(res.Token) != tok {
+					t.Errorf("scope %q: %+v, %v; want the stored token", sc, res, err)
+				}
+			}
+			res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: []string{tc.uncovered}})
+			if err != nil || res.Status != oauthflow.StatusPending {
+				t.Errorf("scope %q: %+v, %v; want pending", tc.uncovered, res, err)
+			}
+		})
 	}
 }
 
