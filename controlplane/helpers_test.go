@@ -48,7 +48,15 @@ func newFixture(t *testing.T, opts *controlplane.Options) *fixture {
 	return f
 }
 
-func decode[T any](t testing.TB, body string) *T {
+// tb is the part of testing.TB that *rapid.T also has.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+func decode[T any](t tb, body string) *T {
 	t.Helper()
 	var v T
 	if err := json.Unmarshal([]byte(body), &v); err != nil {
@@ -103,7 +111,7 @@ func dockerBody(name string) string {
 }
 
 // problems returns the problems of a *ValidationError, or fails.
-func problems(t testing.TB, err error) []controlplane.Problem {
+func problems(t tb, err error) []controlplane.Problem {
 	t.Helper()
 	var ve *controlplane.ValidationError
 	if !errors.As(err, &ve) {
@@ -125,7 +133,7 @@ func locTypes(ps []controlplane.Problem) []string {
 	return out
 }
 
-func diff(t testing.TB, what string, want, got any, opts ...cmp.Option) {
+func diff(t tb, what string, want, got any, opts ...cmp.Option) {
 	t.Helper()
 	if d := cmp.Diff(want, got, opts...); d != "" {
 		t.Errorf("%s mismatch (-want +got):\n%s", what, d)

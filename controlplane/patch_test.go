@@ -143,7 +143,7 @@ func TestPatchRules(t *testing.T) {
 	}
 }
 
-func toMap(t testing.TB, v any) map[string]any {
+func toMap(t tb, v any) map[string]any {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -157,7 +157,7 @@ func toMap(t testing.TB, v any) map[string]any {
 }
 
 // setPath sets a dotted path of a decoded JSON object to a JSON value.
-func setPath(t testing.TB, m map[string]any, path, value string) {
+func setPath(t tb, m map[string]any, path, value string) {
 	t.Helper()
 	var v any
 	if err := json.Unmarshal([]byte(value), &v); err != nil {
