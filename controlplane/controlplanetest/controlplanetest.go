@@ -206,7 +206,9 @@ func classify(err error) string {
 }
 
 // dump reads every record of every collection of system 0.
-func (m *machine) dump(rt *rapid.T) map[string]map[string]string { return m.dumpStore(rt, m.systems[0].st) }
+func (m *machine) dump(rt *rapid.T) map[string]map[string]string {
+	return m.dumpStore(rt, m.systems[0].st)
+}
 
 // dumpStore reads every record of every collection of st.
 func (m *machine) dumpStore(rt *rapid.T, st store.Store) map[string]map[string]string {
