@@ -170,6 +170,8 @@ func validateProvider(in NewProvider, create bool) error {
 func checkEndpointURL(ps *problems, field, raw string) {
 	u, err := url.Parse(raw)
 	switch {
+	case strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r > '~' }):
+		ps.add("url_parsing", "URL must be printable ASCII without spaces (percent-encode the rest, punycode for hosts)", "body", field)
 	case err != nil || !u.IsAbs() || u.Host == "" || u.Hostname() == "":
 		ps.add("url_parsing", "Input should be a valid absolute URL", "body", field)
 	case u.User != nil:
