@@ -335,3 +335,12 @@ func (e *env) login(t testing.TB, tenant, providerID, user string, scopes ...str
 	}
 	return string(w.Token)
 }
+
+func queryParam(t testing.TB, rawURL, name string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Query().Get(name)
+}

@@ -146,46 +146,63 @@ func (s *Service) Authenticate(ctx context.Context, tenant string, req AuthReque
 		return AuthResult{}, err
 	}
 	key := tokenKey(tenant, req.Provider, req.UserID)
-	var prov providerRecord
-	var tok *tokenRecord
+	var (
+		provRaw []byte // decoded only when needed: a stored token needs just its existence
+		tok     *tokenRecord
+	)
 	err = s.st.View(ctx, func(r store.Reader) error {
 		var err error
-		prov, tok, err = readProviderAndToken(r, tenant, req.Provider, key)
+		provRaw, tok, err = readProviderAndToken(r, tenant, req.Provider, key)
 		return err
 	})
 	if err != nil {
 		return AuthResult{}, err
 	}
 	if tok != nil && tok.covers(scopes) {
-		res, ok, err := s.useToken(ctx, tenant, req.UserID, prov, key, tok)
+		res, ok, err := s.useToken(ctx, tenant, provRaw, key, tok, scopes)
 		if err != nil || ok {
 			return res, err
 		}
 	}
+	prov, err := decodeProvider(provRaw)
+	if err != nil {
+		return AuthResult{}, err
+	}
 	return s.startFlow(ctx, tenant, req, prov, scopes)
 }
 
-// readProviderAndToken reads the provider (or *NotFoundError) and the
-// user's token (nil when there is none).
-func readProviderAndToken(r store.Reader, tenant, providerID, key string) (providerRecord, *tokenRecord, error) {
-	var prov providerRecord
-	if err := getProvider(r, tenant, providerID, &prov); err != nil {
-		return prov, nil, err
+// readProviderAndToken reads the provider's record (or *NotFoundError)
+// and the user's token (nil when there is none).
+func readProviderAndToken(r store.Reader, tenant, providerID, key string) ([]byte, *tokenRecord, error) {
+	prov, err := r.Get(collProviders, providerKey(tenant, providerID))
+	if errors.Is(err, store.ErrNotFound) || providerID == "" {
+		return nil, nil, providerNotFound(providerID)
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	var tok tokenRecord
-	err := getJSON(r, collTokens, key, &tok)
+	err = getJSON(r, collTokens, key, &tok)
 	if errors.Is(err, store.ErrNotFound) {
 		return prov, nil, nil
 	}
 	if err != nil {
-		return prov, nil, err
+		return nil, nil, err
 	}
 	return prov, &tok, nil
 }
 
+func decodeProvider(raw []byte) (providerRecord, error) {
+	var rec providerRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return rec, fmt.Errorf("oauthflow: corrupt provider record: %w", err)
+	}
+	return rec, nil
+}
+
 // useToken answers completed with tok if it is unexpired, or with a
 // refreshed one. ok=false means a new flow is needed.
-func (s *Service) useToken(ctx context.Context, tenant, userID string, prov providerRecord, key string, tok *tokenRecord) (AuthResult, bool, error) {
+func (s *Service) useToken(ctx context.Context, tenant string, provRaw []byte, key string, tok *tokenRecord, scopes []string) (AuthResult, bool, error) {
 	secrets, err := s.openToken(key, tok)
 	if err != nil {
 		return AuthResult{}, false, err
@@ -195,6 +212,10 @@ func (s *Service) useToken(ctx context.Context, tenant, userID string, prov prov
 	}
 	if secrets.RefreshToken == "" {
 		return AuthResult{}, false, nil
+	}
+	prov, err := decodeProvider(provRaw)
+	if err != nil {
+		return AuthResult{}, false, err
 	}
 	cfg, err := s.oauthConfig(tenant, prov, "", nil)
 	if err != nil {
@@ -209,7 +230,7 @@ func (s *Service) useToken(ctx context.Context, tenant, userID string, prov prov
 			"tenant", tenant, "provider_id", prov.ProviderID, slog.Group("error", safeErrorAttrs(err)...))
 		// Another replica may have refreshed it first (refresh tokens are
 		// often single-use): take its result if there is one.
-		return s.reread(ctx, tenant, prov.ProviderID, key, tok.Scopes)
+		return s.reread(ctx, tenant, prov.ProviderID, key, scopes)
 	}
 	now := s.clock()
 	rec := s.tokenRecord(key, fresh, tok.Scopes, now)

@@ -479,3 +479,36 @@ func TestExpiredFlowsAreCleanedUp(t *testing.T) {
 		}
 	}
 }
+
+// Concurrent callbacks with one state: exactly one exchanges the code.
+func TestConcurrentCallbacksSpendTheStateOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	e.addProvider(t, tenantA, "fake", true)
+	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := visit(t, res.URL)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() { errs <- e.svc.Callback(ctx, cb) }()
+	}
+	ok, unknown := 0, 0
+	for range 8 {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case errors.Is(err, oauthflow.ErrUnknownState):
+			unknown++
+		default:
+			t.Errorf("Callback: %v", err)
+		}
+	}
+	if ok != 1 || unknown != 7 {
+		t.Errorf("%d callbacks succeeded and %d saw ErrUnknownState, want 1 and 7", ok, unknown)
+	}
+	if exchanges, _, _ := e.prov.counts(); exchanges != 1 {
+		t.Errorf("provider saw %d exchanges, want 1", exchanges)
+	}
+}
