@@ -38,6 +38,10 @@ func (r *request) result() error {
 	return r.err
 }
 
+// maxYields bounds how many times the writer yields the processor to let a
+// batch fill up (see next).
+const maxYields = 8
+
 // writeLoop is the single writer: it takes every queued Update (up to
 // maxBatchSize), runs them in one bbolt transaction, commits, and repeats.
 // There is no timer: a lone Update is committed as soon as it arrives, and
@@ -66,6 +70,25 @@ func (s *Store) next(batch []*request) []*request {
 			return batch
 		}
 		s.cond.Wait()
+	}
+	// The callers the last commit released are runnable but may not have
+	// queued their next Update yet: the first of them to arrive would
+	// otherwise be committed nearly alone, and the rest would pay a second
+	// fsync. Yield the processor while the queue is shorter than the last
+	// batch and still growing. This is a scheduler yield, not a timer: a
+	// lone writer (last batch of one) never yields, and a yield that brings
+	// no one ends the wait.
+	for range maxYields {
+		n := len(s.queue)
+		if n >= min(s.lastBatch, s.maxBatchSize) {
+			break
+		}
+		s.mu.Unlock()
+		runtime.Gosched()
+		s.mu.Lock()
+		if len(s.queue) == n {
+			break
+		}
 	}
 	n := min(len(s.queue), s.maxBatchSize)
 	batch = append(batch, s.queue[:n]...)
