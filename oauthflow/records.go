@@ -26,6 +26,12 @@ const (
 	collFlowExpiry = "oauthflow.flow_expiry"
 )
 
+// Collections returns the names of the store collections the package
+// writes, for tools that back up, copy or inspect a store.
+func Collections() []string {
+	return []string{collProviders, collTokens, collFlows, collStates, collFlowExpiry}
+}
+
 func providerKey(tenant, providerID string) string { return tenant + "\x00" + providerID }
 func tokenPrefix(tenant, providerID string) string { return tenant + "\x00" + providerID + "\x00" }
 func tokenKey(tenant, providerID, userID string) string {

@@ -7,11 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/store"
 )
-
-// collections are the ones package oauthflow documents as its own.
-var collections = []string{"oauthflow.providers", "oauthflow.tokens", "oauthflow.flows", "oauthflow.states", "oauthflow.flow_expiry"}
 
 func countRecords(t testing.TB, st store.Store, coll string) int {
 	t.Helper()
@@ -32,7 +30,7 @@ func dump(t testing.TB, st store.Store) map[string]string {
 	out := map[string]string{}
 	err := st.View(context.Background(), func(r store.Reader) error {
 		clear(out)
-		for _, coll := range collections {
+		for _, coll := range oauthflow.Collections() {
 			err := r.Scan(coll, "", nil, func(k string, v []byte) (bool, error) {
 				out[coll+"/"+k] = string(v) + "\n" + decodedStrings(v)
 				return true, nil
