@@ -292,12 +292,7 @@ func (s *Service) startFlow(ctx context.Context, tenant string, req AuthRequest,
 		CreatedAt:   now,
 		ExpiresAt:   now.Add(s.flowTTL),
 	}
-	cfg := oauth2.Config{
-		ClientID:    prov.ClientID,
-		Endpoint:    oauth2.Endpoint{AuthURL: prov.AuthURL, TokenURL: prov.TokenURL},
-		RedirectURL: flow.RedirectURI,
-		Scopes:      scopes,
-	}
+	cfg := endpointConfig(prov, flow.RedirectURI, scopes)
 	var opts []oauth2.AuthCodeOption
 	if prov.UsesPKCE {
 		verifier := oauth2.GenerateVerifier()
@@ -337,15 +332,21 @@ func createJSON(tx store.Tx, coll, key string, v any) error {
 	return tx.Create(coll, key, b)
 }
 
-// oauthConfig builds the x/oauth2 configuration of a provider, with its
-// client secret decrypted.
-func (s *Service) oauthConfig(tenant string, prov providerRecord, redirectURI string, scopes []string) (*oauth2.Config, error) {
-	cfg := &oauth2.Config{
+// endpointConfig is the x/oauth2 configuration of a provider without its
+// client secret: enough to build an authorization URL.
+func endpointConfig(prov providerRecord, redirectURI string, scopes []string) *oauth2.Config {
+	return &oauth2.Config{
 		ClientID:    prov.ClientID,
 		Endpoint:    oauth2.Endpoint{AuthURL: prov.AuthURL, TokenURL: prov.TokenURL},
 		RedirectURL: redirectURI,
 		Scopes:      scopes,
 	}
+}
+
+// oauthConfig is endpointConfig with the client secret decrypted, for the
+// token endpoint.
+func (s *Service) oauthConfig(tenant string, prov providerRecord, redirectURI string, scopes []string) (*oauth2.Config, error) {
+	cfg := endpointConfig(prov, redirectURI, scopes)
 	if len(prov.SealedSecret) > 0 {
 		secret, err := s.seal.open(prov.SealedSecret, secretAAD(tenant, prov.ProviderID))
 		if err != nil {
