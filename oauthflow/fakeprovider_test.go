@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/oauthflow"
+	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storemem"
 )
 
@@ -268,7 +269,7 @@ func (b *syncBuffer) String() string {
 // provider and a captured debug-level JSON log.
 type env struct {
 	svc   *oauthflow.Service
-	st    *storemem.Store
+	st    store.Store
 	clock *fakeClock
 	prov  *fakeProvider
 	logs  *syncBuffer
@@ -276,7 +277,13 @@ type env struct {
 
 func newEnv(t testing.TB, tweak func(*oauthflow.Options)) *env {
 	t.Helper()
-	e := &env{st: storemem.New(), clock: newFakeClock(), prov: newFakeProvider(t), logs: &syncBuffer{}}
+	return newEnvOver(t, storemem.New(), tweak)
+}
+
+// newEnvOver is newEnv over st, which it closes at the end of the test.
+func newEnvOver(t testing.TB, st store.Store, tweak func(*oauthflow.Options)) *env {
+	t.Helper()
+	e := &env{st: st, clock: newFakeClock(), prov: newFakeProvider(t), logs: &syncBuffer{}}
 	t.Cleanup(func() { e.st.Close() })
 	opts := &oauthflow.Options{
 		SecretKey:    testKey,
