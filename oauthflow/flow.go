@@ -49,10 +49,14 @@ type AuthRequest struct {
 // AuthResult answers Authenticate: completed with Token, or pending with
 // the URL to send the user to and the AuthID to Wait on.
 type AuthResult struct {
+	// Status is StatusCompleted or StatusPending.
 	Status string `json:"status"`
-	URL    string `json:"url,omitempty"`
+	// URL is the provider's authorization URL to send the user to (pending).
+	URL string `json:"url,omitempty"`
+	// AuthID names the flow for Wait (pending).
 	AuthID string `json:"auth_id,omitempty"`
-	Token  Secret `json:"token,omitempty"`
+	// Token is the access token (completed).
+	Token Secret `json:"token,omitempty"`
 }
 
 // LogValue keeps the token out of logs, whatever the handler.

@@ -16,8 +16,11 @@ import (
 // WaitResult answers Wait: completed with Token, pending (timeout 0 only),
 // timeout, or not_found.
 type WaitResult struct {
+	// Status is StatusCompleted, StatusPending, StatusTimeout or
+	// StatusNotFound.
 	Status string `json:"status"`
-	Token  Secret `json:"token,omitempty"`
+	// Token is the access token (completed).
+	Token Secret `json:"token,omitempty"`
 }
 
 // LogValue keeps the token out of logs, whatever the handler.
