@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,52 +276,19 @@ func testClose(t *testing.T, h Harness) {
 		}
 	})
 	t.Run("WaitsForRunning", func(t *testing.T) {
-		// Close waits for a running Update; the Update commits or fails
-		// cleanly, never half-way.
+		// Close waits for a running Update, which then commits.
 		s := open(t, h)
-		var (
-			started   = make(chan struct{})
-			once      sync.Once
-			release   = make(chan struct{})
-			returned  atomic.Bool
-			updateErr = make(chan error, 1)
-		)
-		go func() {
-			updateErr <- s.Update(context.Background(), func(tx store.Tx) error {
-				once.Do(func() { close(started) })
-				<-release
+		err := closeWhileRunning(t, s, func(block func()) error {
+			return s.Update(context.Background(), func(tx store.Tx) error {
+				block()
 				if err := tx.Put("c", "a", []byte("1")); err != nil {
 					return err
 				}
-				err := tx.Put("c", "b", []byte("1"))
-				returned.Store(true)
-				return err
+				return tx.Put("c", "b", []byte("1"))
 			})
-		}()
-		select {
-		case <-started:
-		case err := <-updateErr:
-			t.Fatalf("Update returned %v before running its closure", err)
-		}
-		closed := make(chan error, 1)
-		go func() { closed <- s.Close() }()
-		var closeErr error
-		select {
-		case closeErr = <-closed:
-			t.Errorf("Close returned %v while an Update's closure was still running", closeErr)
-			close(release)
-		case <-time.After(patience):
-			close(release)
-			closeErr = <-closed
-		}
-		if err := <-updateErr; err != nil {
+		})
+		if err != nil {
 			t.Errorf("an Update running when Close was called returned %v, want nil", err)
-		}
-		if closeErr != nil {
-			t.Errorf("Close: %v", closeErr)
-		}
-		if !returned.Load() {
-			t.Errorf("the Update's closure did not finish")
 		}
 		if h.Reopen != nil {
 			s2 := h.Reopen(t, s)
@@ -330,6 +296,23 @@ func testClose(t *testing.T, h Harness) {
 			if diff := cmp.Diff(entries("a", "1", "b", "1"), dump(t, s2, "c")); diff != "" {
 				t.Errorf("after reopening, the Update that Close waited for (-want +got):\n%s", diff)
 			}
+		}
+	})
+	t.Run("WaitsForRunningView", func(t *testing.T) {
+		// Close waits for a running View, which can still read.
+		s := open(t, h)
+		put(t, s, "c", "a", "1")
+		var got []byte
+		err := closeWhileRunning(t, s, func(block func()) error {
+			return s.View(context.Background(), func(r store.Reader) error {
+				block()
+				var err error
+				got, err = r.Get("c", "a")
+				return err
+			})
+		})
+		if err != nil || string(got) != "1" {
+			t.Errorf("a View running when Close was called read %q and returned %v, want \"1\" and nil", got, err)
 		}
 	})
 	t.Run("ConcurrentClose", func(t *testing.T) {
@@ -421,4 +404,44 @@ func testDurability(t *testing.T, h Harness) {
 			t.Errorf("after rolled-back Updates and a reopen (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// closeWhileRunning starts a transaction with run, whose closure calls
+// block. While the closure is blocked it calls s.Close, checks that Close
+// does not return before the closure is released, then releases it. It
+// returns run's error.
+func closeWhileRunning(t *testing.T, s store.Store, run func(block func()) error) error {
+	t.Helper()
+	var (
+		started = make(chan struct{})
+		once    sync.Once
+		release = make(chan struct{})
+		txErr   = make(chan error, 1)
+	)
+	go func() {
+		txErr <- run(func() {
+			once.Do(func() { close(started) })
+			<-release // closed once: a second run of the closure does not block
+		})
+	}()
+	select {
+	case <-started:
+	case err := <-txErr:
+		t.Fatalf("the transaction returned %v before running its closure", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	var closeErr error
+	select {
+	case closeErr = <-closed:
+		t.Errorf("Close returned while a transaction's closure was still running")
+		close(release)
+	case <-time.After(patience):
+		close(release)
+		closeErr = <-closed
+	}
+	if closeErr != nil {
+		t.Errorf("Close: %v", closeErr)
+	}
+	return <-txErr
 }

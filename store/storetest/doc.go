@@ -89,9 +89,11 @@
 //     wrapping context.Canceled with nothing written.
 //   - Close/UseAfterClose: View and Update return ErrClosed without running
 //     the closure. Close/Idempotent: Close thrice returns nil each time.
-//     Close/WaitsForRunning: Close does not return while an Update's
-//     closure runs, and that Update commits. Close/ConcurrentClose: Closes
-//     racing with each other and with Updates.
+//     Close/WaitsForRunning and WaitsForRunningView: Close does not return
+//     while an Update's or a View's closure runs, and that transaction
+//     completes (the Update commits, durably with Reopen).
+//     Close/ConcurrentClose: Closes racing with each other and with Updates
+//     all return nil; the Updates commit or get ErrClosed.
 //   - Durability/Committed and Durability/RolledBack (only with Reopen):
 //     committed Puts, overwrites and Deletes survive Close and Reopen (twice),
 //     and writes of Updates that returned an error or panicked do not.
@@ -117,5 +119,9 @@
 // The package's tests run the suite against a small map-and-mutex reference
 // store, which must pass, and against deliberately broken variants of it
 // (no rollback, aliased slices, signed-byte scan order, lost concurrent
-// increments, ...), each of which must fail the checks named for it.
+// increments, a panic that commits, ignored contexts, dirty reads, a
+// descending scan that ignores Start, a Close that closes nothing or does
+// not wait), each of which must fail the checks named for it. Each broken
+// store runs in a child process (the test binary re-executed with
+// -test.run=^TestHelperBroken$), whose "--- FAIL:" lines are then read.
 package storetest

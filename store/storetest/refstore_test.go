@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/deployplane/deployplane/store"
 )
@@ -27,6 +28,7 @@ const (
 	bugDirtyRead   bug = "dirtyread"   // the Update's writes become visible one by one
 	bugScanStart   bug = "scanstart"   // descending Scan ignores Start
 	bugNoClose     bug = "noclose"     // Close does nothing: the store stays usable
+	bugCloseNoWait bug = "closenowait" // Close returns at once, even while transactions run
 )
 
 // refStore is a tiny correct store.Store (a map under a RWMutex, with
@@ -35,7 +37,7 @@ type refStore struct {
 	bug    bug
 	mu     sync.RWMutex
 	data   map[string]map[string][]byte
-	closed bool
+	closed atomic.Bool // written under mu, except by bugCloseNoWait
 }
 
 func newRefStore(b bug) *refStore {
@@ -55,13 +57,15 @@ func (s *refStore) View(ctx context.Context, fn func(store.Reader) error) error 
 		return err
 	}
 	if s.bug == bugDirtyRead {
-		// Reads the shared map without waiting for a running Update (and
-		// so without looking at closed, which the lock guards).
+		// Reads the shared map without waiting for a running Update.
+		if s.closed.Load() {
+			return store.ErrClosed
+		}
 		return fn(&refTx{s: s, data: s.data})
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
+	if s.closed.Load() {
 		return store.ErrClosed
 	}
 	return fn(&refTx{s: s, data: s.data})
@@ -75,7 +79,7 @@ func (s *refStore) Update(ctx context.Context, fn func(store.Tx) error) (err err
 		// Reads a snapshot under the lock, runs fn unlocked, then installs
 		// its result over whatever committed meanwhile.
 		s.mu.RLock()
-		if s.closed {
+		if s.closed.Load() {
 			s.mu.RUnlock()
 			return store.ErrClosed
 		}
@@ -92,7 +96,7 @@ func (s *refStore) Update(ctx context.Context, fn func(store.Tx) error) (err err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return store.ErrClosed
 	}
 	work := s.data
@@ -131,9 +135,13 @@ func (s *refStore) Update(ctx context.Context, fn func(store.Tx) error) (err err
 }
 
 func (s *refStore) Close() error {
+	if s.bug == bugCloseNoWait {
+		s.closed.Store(true)
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.closed = s.bug != bugNoClose
+	s.closed.Store(s.bug != bugNoClose)
 	return nil
 }
 

@@ -73,12 +73,13 @@ func TestBroken(t *testing.T) {
 		{bugNoRollback, []string{"Rollback/Error", "Rollback/Panic", "Scan/CallbackError", "Durability/RolledBack", "Model"}},
 		{bugAliasing, []string{"Aliasing/PutArgument", "Aliasing/CreateArgument", "Aliasing/ArgumentReadInTransaction", "Aliasing/GetResult", "Aliasing/ScanResult"}},
 		{bugSignedOrder, []string{"Scan/ByteOrder", "Scan/Prefix", "Scan/Start", "Scan/StartReverse", "Model"}},
-		{bugLostUpdate, []string{"Concurrency/Increment", "Concurrency/CreateRace"}},
+		{bugLostUpdate, []string{"Concurrency/Increment", "Concurrency/CreateRace", "Close/WaitsForRunning"}},
 		{bugPanicCommit, []string{"Rollback/Panic", "Model"}},
 		{bugIgnoreCtx, []string{"Context/Canceled", "Context/DeadlineExceeded"}},
 		{bugDirtyRead, []string{"Isolation"}},
 		{bugScanStart, []string{"Scan/StartReverse", "Model"}},
 		{bugNoClose, []string{"Close/UseAfterClose", "Close/Idempotent"}},
+		{bugCloseNoWait, []string{"Close/WaitsForRunning", "Close/WaitsForRunningView"}},
 	} {
 		t.Run(string(c.bug), func(t *testing.T) {
 			t.Parallel()
