@@ -1,0 +1,385 @@
+// Command deployplane is the standalone deployplane server: the HTTP API of
+// package httphandler over a controlplane.ControlPlane and a store, with API
+// keys, request logs and graceful shutdown. Run `deployplane -h` for the
+// flags, the keys file format and how the default tenant is chosen.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/google/uuid"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/httphandler"
+	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/storebolt"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+const usage = `deployplane: a deployment control plane for agent servers (the HTTP API of
+github.com/deployplane/deployplane/httphandler as a standalone server).
+
+Usage:
+
+    deployplane [-addr 127.0.0.1:8124] [-db ./deployplane.db] [-keys FILE]
+
+Flags:
+
+    -addr HOST:PORT   where to listen (default 127.0.0.1:8124; port 0 picks a
+                      free one, logged at start)
+    -db PATH          the database: a bbolt file, created if missing (default
+                      ./deployplane.db), or :memory: for an in-memory store that
+                      is gone when the server stops
+    -keys FILE        API keys, a JSON array of
+                          {"key": "<the key>", "tenant_ids": ["<uuid>", ...]}
+                      or, to keep the key itself out of the file,
+                          {"key_sha256": "<hex SHA-256 of the key>", "tenant_ids": [...]}
+                      A key with one tenant needs no X-Tenant-Id header; a key
+                      with several needs it.
+    -max-body-bytes N request body limit (default 1048576); larger bodies get 413
+    -shutdown-timeout D
+                      how long SIGINT/SIGTERM waits for requests in flight
+                      (default 30s)
+
+Environment:
+
+    DEPLOYPLANE_API_KEY   one more API key, bound to the default tenant
+
+Keys and tenants:
+
+    Every resource belongs to a tenant (a workspace UUID). On its first start
+    the server generates a default tenant id and keeps it in the database, so
+    it stays the same across restarts; it is logged at every start.
+    DEPLOYPLANE_API_KEY is bound to that tenant. When no key is configured
+    (no -keys, no DEPLOYPLANE_API_KEY), the first start also generates an API
+    key for the default tenant, prints it once on standard output, and keeps
+    only its SHA-256 digest in the database: later starts accept the same key
+    without printing it again. (With -db :memory: that happens at every start.)
+    While keys are configured, the generated key is not accepted.
+
+    Clients send the key as "X-Api-Key: <key>" or "Authorization: Bearer <key>",
+    and pick a tenant with "X-Tenant-Id: <uuid>" when the key has several.
+
+Logs:
+
+    Structured (log/slog text) on standard error: one record per request
+    (method, path without the query, status, duration, request_id, tenant);
+    keys, tokens and bodies are never logged. Every answer carries its
+    X-Request-Id.
+
+Signals:
+
+    SIGINT and SIGTERM stop accepting connections, let requests in flight
+    finish (up to -shutdown-timeout), close the database and exit 0.
+
+The API is described by GET /openapi.json (no key needed).
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "deployplane:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+// config is what the flags and the environment say.
+type config struct {
+	addr            string
+	db              string
+	keysFile        string
+	maxBody         int64
+	shutdownTimeout time.Duration
+	envKey          string
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
+	c := &config{envKey: getenv("DEPLOYPLANE_API_KEY")}
+	fs := flag.NewFlagSet("deployplane", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8124", "listen address")
+	fs.StringVar(&c.db, "db", "./deployplane.db", "database file, or :memory:")
+	fs.StringVar(&c.keysFile, "keys", "", "JSON file of API keys")
+	fs.Int64Var(&c.maxBody, "max-body-bytes", httphandler.DefaultMaxBodyBytes, "request body limit")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "graceful shutdown limit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "deployplane: unexpected arguments %q\n", fs.Args())
+		return nil, errUsage
+	}
+	if c.maxBody <= 0 {
+		fmt.Fprintln(stderr, "deployplane: -max-body-bytes must be positive")
+		return nil, errUsage
+	}
+	return c, nil
+}
+
+// run is the whole server; it returns when ctx is done (after a graceful
+// shutdown) or on a failure.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, err := parseFlags(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+
+	st, err := openStore(c.db)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("closing the database", "err", err)
+		}
+	}()
+
+	keys, err := readKeysFile(c.keysFile)
+	if err != nil {
+		return err
+	}
+	generated := ""
+	if len(keys) == 0 && c.envKey == "" {
+		generated = newAPIKey()
+	}
+	srvCfg, storedGenerated, err := loadServerConfig(ctx, st, uuid.NewString(), generated)
+	if err != nil {
+		return err
+	}
+	if c.envKey != "" {
+		keys = append(keys, httphandler.Key{SHA256: httphandler.HashKey(c.envKey), Tenants: []string{srvCfg.DefaultTenant}})
+	}
+	if len(keys) == 0 {
+		d, err := hex.DecodeString(srvCfg.GeneratedKeySHA256)
+		if err != nil || len(d) != 32 {
+			return fmt.Errorf("the database holds a malformed generated key digest")
+		}
+		keys = append(keys, httphandler.Key{SHA256: [32]byte(d), Tenants: []string{srvCfg.DefaultTenant}})
+	}
+	auth, err := httphandler.NewKeyTable(keys)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	url := "http://" + ln.Addr().String()
+	if storedGenerated {
+		fmt.Fprintf(stdout, `deployplane: generated an API key for the default tenant %s.
+It is shown only now; the database keeps only its SHA-256 digest.
+
+    %s
+
+Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
+`, srvCfg.DefaultTenant, generated, generated, url)
+	}
+
+	cp := controlplane.New(st, &controlplane.Options{Logger: log})
+	srv := &http.Server{
+		Handler: httphandler.New(cp, &httphandler.Options{
+			Authenticator: auth,
+			MaxBodyBytes:  c.maxBody,
+			Logger:        log,
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	keySource := "the generated key"
+	switch {
+	case c.keysFile != "" && c.envKey != "":
+		keySource = "-keys and DEPLOYPLANE_API_KEY"
+	case c.keysFile != "":
+		keySource = "-keys"
+	case c.envKey != "":
+		keySource = "DEPLOYPLANE_API_KEY"
+	}
+	log.Info("listening", "addr", url, "db", c.db, "default_tenant", srvCfg.DefaultTenant, "keys", keySource)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "timeout", c.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("requests still in flight at the shutdown timeout", "err", err)
+		_ = srv.Close()
+	}
+	<-served
+	log.Info("stopped")
+	return nil
+}
+
+func openStore(db string) (store.Store, error) {
+	if db == ":memory:" {
+		return storemem.New(), nil
+	}
+	st, err := storebolt.Open(db, nil)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", db, err)
+	}
+	return st, nil
+}
+
+// newAPIKey returns a fresh random API key (256 bits).
+func newAPIKey() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return "dp_" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// keyEntry is one element of the -keys file.
+type keyEntry struct {
+	Key       *string  `json:"key"`
+	KeySHA256 *string  `json:"key_sha256"`
+	TenantIDs []string `json:"tenant_ids"`
+}
+
+// readKeysFile reads the -keys file ("" means none).
+func readKeysFile(path string) ([]httphandler.Key, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-keys: %w", err)
+	}
+	keys, err := parseKeys(b)
+	if err != nil {
+		return nil, fmt.Errorf("-keys %s: %w", path, err)
+	}
+	return keys, nil
+}
+
+// parseKeys parses the JSON of a keys file. Unknown members are errors, so
+// that a misspelt "tenant_ids" does not silently bind a key to nothing.
+func parseKeys(b []byte) ([]httphandler.Key, error) {
+	var entries []keyEntry
+	if err := json.Unmarshal(b, &entries, json.RejectUnknownMembers(true)); err != nil {
+		return nil, err
+	}
+	if len(entries) == 0 {
+		return nil, errors.New("no keys")
+	}
+	keys := make([]httphandler.Key, 0, len(entries))
+	for i, e := range entries {
+		var k httphandler.Key
+		switch {
+		case e.Key != nil && e.KeySHA256 != nil:
+			return nil, fmt.Errorf("entry %d: give key or key_sha256, not both", i)
+		case e.Key != nil:
+			if *e.Key == "" {
+				return nil, fmt.Errorf("entry %d: empty key", i)
+			}
+			k.SHA256 = httphandler.HashKey(*e.Key)
+		case e.KeySHA256 != nil:
+			d, err := hex.DecodeString(*e.KeySHA256)
+			if err != nil || len(d) != 32 {
+				return nil, fmt.Errorf("entry %d: key_sha256 must be 64 hex digits", i)
+			}
+			k.SHA256 = [32]byte(d)
+		default:
+			return nil, fmt.Errorf("entry %d: key or key_sha256 is required", i)
+		}
+		if len(e.TenantIDs) == 0 {
+			return nil, fmt.Errorf("entry %d: tenant_ids is required", i)
+		}
+		k.Tenants = e.TenantIDs
+		keys = append(keys, k)
+	}
+	// NewKeyTable checks the tenants and duplicates again; doing it here
+	// names the file in the error.
+	if _, err := httphandler.NewKeyTable(keys); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// serverConfig is the server's own record in the store (configuration, not
+// domain data), in collection serverCollection.
+type serverConfig struct {
+	DefaultTenant      string `json:"default_tenant"`
+	GeneratedKeySHA256 string `json:"generated_key_sha256,omitempty"`
+}
+
+const (
+	serverCollection = "deployplane.server"
+	serverConfigKey  = "config"
+)
+
+// loadServerConfig reads the server's record, creating it on the first
+// start with newTenant as the default tenant. When generatedKey is not empty
+// and the record holds no generated key yet, its digest is stored and
+// stored is true: the caller must show the key (once).
+func loadServerConfig(ctx context.Context, st store.Store, newTenant, generatedKey string) (cfg serverConfig, stored bool, err error) {
+	err = st.Update(ctx, func(tx store.Tx) error {
+		cfg, stored = serverConfig{}, false
+		b, err := tx.Get(serverCollection, serverConfigKey)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			cfg.DefaultTenant = newTenant
+		case err != nil:
+			return err
+		default:
+			if err := json.Unmarshal(b, &cfg); err != nil {
+				return fmt.Errorf("the server record in the database is malformed: %w", err)
+			}
+			if _, ok := httphandler.CanonicalTenant(cfg.DefaultTenant); !ok {
+				return fmt.Errorf("the server record's default tenant %q is not a UUID", cfg.DefaultTenant)
+			}
+			if generatedKey == "" || cfg.GeneratedKeySHA256 != "" {
+				return nil
+			}
+		}
+		if generatedKey != "" && cfg.GeneratedKeySHA256 == "" {
+			d := httphandler.HashKey(generatedKey)
+			cfg.GeneratedKeySHA256 = hex.EncodeToString(d[:])
+			stored = true
+		}
+		out, err := json.Marshal(cfg)
+		if err != nil {
+			return err
+		}
+		return tx.Put(serverCollection, serverConfigKey, out)
+	})
+	return cfg, stored, err
+}

@@ -1,0 +1,317 @@
+package httphandler
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// readBody reads r's body, at most h.maxBody bytes (413 beyond).
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	tooLarge := &statusError{status: http.StatusRequestEntityTooLarge,
+		detail: fmt.Sprintf("Request body is larger than the limit of %d bytes.", h.maxBody)}
+	if r.ContentLength > h.maxBody {
+		return nil, tooLarge
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, tooLarge
+	case err != nil:
+		return nil, &statusError{status: http.StatusBadRequest, detail: "The request body could not be read."}
+	}
+	return b, nil
+}
+
+// decodeBody decodes a JSON request body into v, a pointer to a request
+// struct of package controlplane.
+//
+// Object member names match exactly (encoding/json would let "ID" or "Name"
+// reach the fields tagged "id" or "name"), a name that appears twice in one
+// object is an error (encoding/json would keep the last), and unknown
+// members are ignored. null is the same as an absent member. An empty body,
+// or null, is a missing body unless optional says it may be omitted (it then
+// decodes as {}). Every failure is a *controlplane.ValidationError whose loc
+// starts with "body".
+func decodeBody(body []byte, v any, optional bool) error {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		if optional {
+			return nil
+		}
+		return validationError(controlplane.Problem{Loc: []any{"body"}, Msg: "Field required", Type: controlplane.TypeMissing})
+	}
+	err := json.Unmarshal(trimmed, v)
+	if err == nil {
+		return nil
+	}
+	return validationError(decodeProblem(reflect.TypeOf(v), err))
+}
+
+// decodeProblem describes a decoding error of a value of type t.
+func decodeProblem(t reflect.Type, err error) controlplane.Problem {
+	var syn *jsontext.SyntacticError
+	var sem *json.SemanticError
+	switch {
+	case errors.As(err, &syn):
+		msg := "Invalid JSON"
+		if syn.Err != nil {
+			msg = "Invalid JSON: " + syn.Err.Error()
+		}
+		return controlplane.Problem{Loc: locOf(t, syn.JSONPointer), Msg: msg, Type: "json_invalid"}
+	case errors.As(err, &sem):
+		loc := locOf(t, sem.JSONPointer)
+		if sem.GoType == nil {
+			return controlplane.Problem{Loc: loc, Msg: "Invalid JSON value", Type: "json_invalid"}
+		}
+		typ, msg := kindProblem(sem.GoType)
+		return controlplane.Problem{Loc: loc, Msg: msg, Type: typ}
+	}
+	return controlplane.Problem{Loc: []any{"body"}, Msg: "Invalid JSON", Type: "json_invalid"}
+}
+
+// kindProblem names the type of value a Go type expects, in the words of
+// the wire contract's problem types.
+func kindProblem(t reflect.Type) (typ, msg string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "string_type", "Input should be a valid string"
+	case reflect.Bool:
+		return "bool_type", "Input should be a valid boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "int_type", "Input should be a valid integer"
+	case reflect.Float32, reflect.Float64:
+		return "float_type", "Input should be a valid number"
+	case reflect.Slice, reflect.Array:
+		return "list_type", "Input should be a valid list"
+	case reflect.Map, reflect.Struct:
+		return "dict_type", "Input should be a valid object"
+	}
+	return "json_invalid", "Invalid JSON value"
+}
+
+// locOf turns a JSON pointer into a body loc: object member names
+// stay strings and array indexes become ints, decided by walking t (an
+// all-digit member name of a map or struct stays a string).
+func locOf(t reflect.Type, p jsontext.Pointer) []any {
+	loc := []any{"body"}
+	for tok := range p.Tokens() {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		var kind reflect.Kind
+		if t != nil {
+			kind = t.Kind()
+		}
+		switch kind {
+		case reflect.Slice, reflect.Array:
+			if i, err := strconv.Atoi(tok); err == nil {
+				loc = append(loc, i)
+			} else {
+				loc = append(loc, tok)
+			}
+			t = t.Elem()
+		case reflect.Map:
+			loc = append(loc, tok)
+			t = t.Elem()
+		case reflect.Struct:
+			loc = append(loc, tok)
+			t = fieldType(t, tok)
+		default:
+			// Inside a free-form value (any): no type to walk.
+			loc = append(loc, tok)
+			t = nil
+		}
+	}
+	return loc
+}
+
+// fieldType is the type of t's field whose JSON name is name, or nil.
+func fieldType(t reflect.Type, name string) reflect.Type {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == name || (tag == "" && f.Name == name) {
+			return f.Type
+		}
+	}
+	return nil
+}
+
+// pathIDs reads the named path values, each a UUID, as lowercase canonical
+// strings. Malformed ones are a 422 at ["path", name].
+func pathIDs(r *http.Request, names ...string) ([]string, error) {
+	ids := make([]string, len(names))
+	var ps []controlplane.Problem
+	for i, name := range names {
+		v := r.PathValue(name)
+		c, ok := CanonicalTenant(v) // a tenant is a UUID too
+		if !ok {
+			ps = append(ps, controlplane.Problem{Loc: []any{"path", name}, Type: controlplane.TypeUUIDParsing,
+				Msg: "Input should be a valid UUID"})
+			continue
+		}
+		ids[i] = c
+	}
+	if ps != nil {
+		return nil, validationError(ps...)
+	}
+	return ids, nil
+}
+
+// queryParser reads typed query parameters, collecting every problem.
+type queryParser struct {
+	v  url.Values
+	ps []controlplane.Problem
+}
+
+func newQueryParser(raw string) *queryParser {
+	v, err := url.ParseQuery(raw)
+	q := &queryParser{v: v}
+	if err != nil {
+		q.ps = append(q.ps, controlplane.Problem{Loc: []any{"query"}, Type: controlplane.TypeValueError,
+			Msg: "The query string is malformed: " + err.Error()})
+	}
+	return q
+}
+
+// last returns the last value of a parameter ("" when absent).
+func (q *queryParser) last(name string) (string, bool) {
+	vs := q.v[name]
+	if len(vs) == 0 {
+		return "", false
+	}
+	return vs[len(vs)-1], true
+}
+
+func (q *queryParser) str(name string) string {
+	s, _ := q.last(name)
+	return s
+}
+
+func (q *queryParser) intp(name string) *int {
+	s, ok := q.last(name)
+	if !ok {
+		return nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		q.ps = append(q.ps, controlplane.Problem{Loc: []any{"query", name}, Type: "int_parsing",
+			Msg: "Input should be a valid integer, unable to parse string as an integer"})
+		return nil
+	}
+	return &n
+}
+
+func (q *queryParser) int(name string) int {
+	if p := q.intp(name); p != nil {
+		return *p
+	}
+	return 0
+}
+
+func (q *queryParser) boolp(name string) *bool {
+	s, ok := q.last(name)
+	if !ok {
+		return nil
+	}
+	var b bool
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true", "1", "yes", "on", "t", "y":
+		b = true
+	case "false", "0", "no", "off", "f", "n":
+	default:
+		q.ps = append(q.ps, controlplane.Problem{Loc: []any{"query", name}, Type: "bool_parsing",
+			Msg: "Input should be a valid boolean, unable to interpret input"})
+		return nil
+	}
+	return &b
+}
+
+// list reads a comma-separated parameter (repeating the parameter adds
+// values). Empty means no values.
+func (q *queryParser) list(name string) []string {
+	var out []string
+	for _, v := range q.v[name] {
+		if strings.TrimSpace(v) == "" {
+			continue
+		}
+		for s := range strings.SplitSeq(v, ",") {
+			out = append(out, strings.TrimSpace(s))
+		}
+	}
+	return out
+}
+
+// done merges the parse problems with those of validate (run on what could
+// be parsed) into one error.
+func (q *queryParser) done(validate func() error) error {
+	ps := q.ps
+	if err := validate(); err != nil {
+		var ve *controlplane.ValidationError
+		if !errors.As(err, &ve) {
+			return err
+		}
+		ps = append(ps, ve.Problems...)
+	}
+	if len(ps) > 0 {
+		return validationError(ps...)
+	}
+	return nil
+}
+
+// parseListDeployments reads the query of GET /v2/deployments (wire
+// contract section 5).
+func parseListDeployments(raw string) (*controlplane.ListDeploymentsQuery, error) {
+	p := newQueryParser(raw)
+	q := &controlplane.ListDeploymentsQuery{
+		Limit:            p.intp("limit"),
+		Offset:           p.int("offset"),
+		NameContains:     p.str("name_contains"),
+		Status:           controlplane.DeploymentStatus(p.str("status")),
+		RemoteReconciled: p.boolp("remote_reconciled"),
+		TagValueIDs:      p.list("tag_value_ids"),
+		ImageVersion:     p.str("image_version"),
+		DeploymentType:   controlplane.DeploymentType(p.str("deployment_type")),
+		DeploymentIDs:    p.list("deployment_ids"),
+	}
+	return q, p.done(q.Validate)
+}
+
+// parseListRevisions reads the query of GET
+// /v2/deployments/{deployment_id}/revisions.
+func parseListRevisions(raw string) (*controlplane.ListRevisionsQuery, error) {
+	p := newQueryParser(raw)
+	q := &controlplane.ListRevisionsQuery{
+		Limit:            p.intp("limit"),
+		Offset:           p.int("offset"),
+		RemoteReconciled: p.boolp("remote_reconciled"),
+	}
+	for _, s := range p.list("status") {
+		q.Status = append(q.Status, controlplane.RevisionStatus(s))
+	}
+	return q, p.done(q.Validate)
+}
+
+// parseListListeners reads the query of GET /v2/listeners.
+func parseListListeners(raw string) (*controlplane.ListListenersQuery, error) {
+	p := newQueryParser(raw)
+	q := &controlplane.ListListenersQuery{Limit: p.intp("limit"), Offset: p.int("offset")}
+	return q, p.done(q.Validate)
+}

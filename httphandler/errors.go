@@ -1,0 +1,96 @@
+package httphandler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// statusError is an answer decided by the handler itself: a 401, 403, 404,
+// 405 or 413 with its detail sentence.
+type statusError struct {
+	status int
+	detail string
+	allow  string // the Allow header of a 405
+}
+
+func (e *statusError) Error() string { return e.detail }
+
+// validationError is a 422 the handler finds while decoding (body, path or
+// query).
+func validationError(ps ...controlplane.Problem) error {
+	return &controlplane.ValidationError{Problems: ps}
+}
+
+// errorBody is {"detail": "..."}.
+type errorBody struct {
+	Detail string `json:"detail"`
+}
+
+// problemsBody is the 422 body, {"detail": [{"loc", "msg", "type"}, ...]}.
+type problemsBody struct {
+	Detail []controlplane.Problem `json:"detail"`
+}
+
+// The detail of a 500; the cause goes to the log only.
+const detailInternal = "Internal Server Error"
+
+// errorReply maps an error to its status and body: the one place where
+// errors become HTTP. internal reports whether the cause must be logged.
+func errorReply(err error) (status int, body any, internal bool) {
+	var se *statusError
+	var ve *controlplane.ValidationError
+	switch {
+	case errors.As(err, &se):
+		return se.status, errorBody{se.detail}, false
+	case errors.As(err, &ve):
+		ps := ve.Problems
+		if ps == nil {
+			ps = []controlplane.Problem{}
+		}
+		return http.StatusUnprocessableEntity, problemsBody{ps}, false
+	case errors.Is(err, controlplane.ErrNotFound):
+		return http.StatusNotFound, errorBody{err.Error()}, false
+	case errors.Is(err, controlplane.ErrConflict):
+		return http.StatusConflict, errorBody{err.Error()}, false
+	case errors.Is(err, controlplane.ErrInvalidState):
+		return http.StatusBadRequest, errorBody{err.Error()}, false
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		// The client went away or the server is shutting down; nobody
+		// reads this answer, but it is not the service's fault either.
+		return http.StatusServiceUnavailable, errorBody{"Service Unavailable"}, false
+	}
+	return http.StatusInternalServerError, errorBody{detailInternal}, true
+}
+
+// writeJSON writes v as the JSON body of a status answer, encoding it into
+// a pooled buffer.
+func (h *handler) writeJSON(w http.ResponseWriter, status int, v any) {
+	buf, _ := h.bufs.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= 64<<10 {
+			h.bufs.Put(buf)
+		}
+	}()
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		// Every body is a plain struct of the controlplane; this cannot
+		// happen short of a bug, which must not leak as a half answer.
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"detail":"Internal Server Error"}` + "\n")
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}

@@ -1,0 +1,224 @@
+package httphandler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// DefaultMaxBodyBytes is the default limit of a request body (1 MiB).
+const DefaultMaxBodyBytes = 1 << 20
+
+// Options configure New. A nil *Options, and every zero field, means the
+// default.
+type Options struct {
+	// Authenticator checks the credentials of every route but the public
+	// ones (GET /openapi.json). Default nil: no credentials are accepted, so
+	// every other route answers 401. NewKeyTable builds the built-in one.
+	Authenticator Authenticator
+	// MaxBodyBytes limits request bodies; a larger one is a 413. Default
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives one Info record per request ("request": method, path
+	// without the query, status, duration, request_id, tenant) and, at
+	// Error, the cause of every 500. Credentials, bodies and queries are
+	// never logged. Default: discard everything.
+	Logger *slog.Logger
+}
+
+// handler is the http.Handler New returns.
+type handler struct {
+	cp      *controlplane.ControlPlane
+	auth    Authenticator
+	maxBody int64
+	log     *slog.Logger
+	mux     *http.ServeMux
+	paths   *http.ServeMux // path patterns without methods, to tell 405 from 404
+	unclean http.Handler   // the 404 of paths that are not clean
+	allow   map[string]string
+	openapi []byte
+
+	bufs     sync.Pool // *bytes.Buffer for encoding answers
+	idPrefix string
+	seq      atomic.Uint64
+}
+
+// New returns the HTTP API of cp (wire contract sections 1 to 5) as an
+// http.Handler, to mount on any mux (under a prefix with
+// http.StripPrefix). A nil opts means defaults. The handler is safe for
+// concurrent use.
+func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	h := &handler{
+		cp:      cp,
+		auth:    o.Authenticator,
+		maxBody: o.MaxBodyBytes,
+		log:     o.Logger,
+		mux:     http.NewServeMux(),
+		paths:   http.NewServeMux(),
+		allow:   map[string]string{},
+	}
+	if h.auth == nil {
+		h.auth = denyAll{}
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	h.idPrefix = hex.EncodeToString(b[:])
+
+	routes := h.routes()
+	methods := map[string][]string{}
+	for _, rt := range routes {
+		h.mux.Handle(rt.method+" "+rt.path, h.serve(rt))
+		if methods[rt.path] == nil {
+			h.paths.Handle(rt.path, http.NotFoundHandler())
+		}
+		methods[rt.path] = append(methods[rt.path], rt.method)
+		if rt.method == http.MethodGet {
+			methods[rt.path] = append(methods[rt.path], http.MethodHead)
+		}
+	}
+	for p, ms := range methods {
+		slices.Sort(ms)
+		h.allow[p] = strings.Join(ms, ", ")
+	}
+	h.mux.Handle("/", h.serve(route{public: true, serve: (*handler).unrouted}))
+	h.unclean = h.serve(route{public: true, serve: func(*handler, *call) (int, any, error) {
+		return 0, nil, &statusError{status: http.StatusNotFound, detail: "Not Found"}
+	}})
+	h.openapi = openAPIDocument(routes)
+	return h
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p {
+		// The mux would redirect to the cleaned path; no route of this API
+		// has a trailing slash, a "..", or an empty segment.
+		h.unclean.ServeHTTP(w, r)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// denyAll is the Authenticator of a handler configured without one.
+type denyAll struct{}
+
+func (denyAll) Authenticate(context.Context, Credentials) (*Principal, error) {
+	return nil, ErrUnauthenticated
+}
+
+// call is one request on its way through an endpoint.
+type call struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	tenant string
+}
+
+// rawJSON is a response body already encoded.
+type rawJSON []byte
+
+// serve adapts an endpoint to net/http: request id, authentication, the
+// one error-to-answer mapping, and the request log.
+func (h *handler) serve(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := h.idPrefix + "-" + strconv.FormatUint(h.seq.Add(1), 10)
+		w.Header().Set("X-Request-Id", id)
+		c := &call{w: w, r: r}
+		status := 0
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				h.log.Error("httphandler: panic", "request_id", id, "method", r.Method, "path", logPath(r),
+					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if status == 0 {
+					status = http.StatusInternalServerError
+					h.writeJSON(w, status, errorBody{detailInternal})
+				}
+			}
+			if h.log.Enabled(r.Context(), slog.LevelInfo) {
+				h.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+					slog.String("method", r.Method), slog.String("path", logPath(r)), slog.Int("status", status),
+					slog.Duration("duration", time.Since(start)), slog.String("request_id", id),
+					slog.String("tenant", c.tenant))
+			}
+		}()
+
+		var code int
+		var body any
+		var err error
+		if !rt.public {
+			_, c.tenant, err = h.authenticate(r)
+		}
+		if err == nil {
+			code, body, err = rt.serve(h, c)
+		}
+		if err != nil {
+			var internal bool
+			code, body, internal = errorReply(err)
+			if internal {
+				h.log.Error("httphandler: internal error", "request_id", id, "method", r.Method,
+					"path", logPath(r), "err", err)
+			}
+			var se *statusError
+			if errors.As(err, &se) && se.allow != "" {
+				w.Header().Set("Allow", se.allow)
+			}
+		}
+		status = code
+		switch b := body.(type) {
+		case nil:
+			w.WriteHeader(code)
+		case rawJSON:
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+			w.WriteHeader(code)
+			_, _ = w.Write(b)
+		default:
+			h.writeJSON(w, code, b)
+		}
+	})
+}
+
+// logPath is the request path for the log: never the query (OAuth callbacks
+// carry codes there), and at most 256 bytes.
+func logPath(r *http.Request) string {
+	p := r.URL.Path
+	if len(p) > 256 {
+		p = p[:256] + "..."
+	}
+	return p
+}
+
+// unrouted answers what the mux has no route for: 405 with Allow when the
+// path exists for other methods, else 404.
+func (h *handler) unrouted(c *call) (int, any, error) {
+	if _, pattern := h.paths.Handler(c.r); pattern != "" {
+		return 0, nil, &statusError{status: http.StatusMethodNotAllowed, detail: "Method Not Allowed", allow: h.allow[pattern]}
+	}
+	return 0, nil, &statusError{status: http.StatusNotFound, detail: "Not Found"}
+}

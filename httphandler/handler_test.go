@@ -1,0 +1,364 @@
+package httphandler_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/httphandler"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+// TestDeploymentFlow walks every deployment and revision route through its
+// success status, in the order a CI/CD client uses them.
+func TestDeploymentFlow(t *testing.T) {
+	s := newServer(t, nil)
+	f := newFixture(t, s)
+	g := f.github
+
+	if g.Source != controlplane.SourceGitHub || g.LatestRevisionID == nil || g.Status != controlplane.StatusAwaitingDatabase {
+		t.Fatalf("created deployment: %+v", g)
+	}
+	got := must[controlplane.Deployment](t, s, keyA, "GET", "/v2/deployments/"+g.ID, "", 200)
+	diff(t, "GET after POST", g, got)
+
+	page := must[controlplane.DeploymentPage](t, s, keyA, "GET", "/v2/deployments", "", 200)
+	diff(t, "list, newest first", []string{f.docker.ID, g.ID}, ids(page.Resources))
+	diff(t, "next offset", 2, page.Offset)
+	page = must[controlplane.DeploymentPage](t, s, keyA, "GET", "/v2/deployments?limit=1&offset=1", "", 200)
+	diff(t, "second page", []string{g.ID}, ids(page.Resources))
+	diff(t, "offset after the second page", 2, page.Offset)
+	page = must[controlplane.DeploymentPage](t, s, keyA, "GET", "/v2/deployments?remote_reconciled=true&name_contains=AGENT", "", 200)
+	diff(t, "remote_reconciled", []string{f.docker.ID}, ids(page.Resources))
+	page = must[controlplane.DeploymentPage](t, s, keyA, "GET", "/v2/deployments?deployment_ids="+strings.ToUpper(g.ID)+","+f.docker.ID+"&deployment_type=prod", "", 200)
+	diff(t, "deployment_ids and deployment_type", []string{g.ID}, ids(page.Resources))
+
+	// PATCH in place: no revision.
+	p := must[controlplane.Deployment](t, s, keyA, "PATCH", "/v2/deployments/"+g.ID, `{"source_config": {"build_on_push": true}}`, 200)
+	diff(t, "build_on_push", true, *p.SourceConfig.BuildOnPush)
+	diff(t, "latest revision after an in-place PATCH", *g.LatestRevisionID, *p.LatestRevisionID)
+	// PATCH with a revision field: a new revision.
+	p = must[controlplane.Deployment](t, s, keyA, "PATCH", "/v2/deployments/"+g.ID, `{"source_revision_config": {"repo_ref": "release"}}`, 200)
+	if *p.LatestRevisionID == *g.LatestRevisionID {
+		t.Fatal("a PATCH of repo_ref made no revision")
+	}
+	rev := must[controlplane.Revision](t, s, keyA, "GET", "/v2/deployments/"+g.ID+"/revisions/"+*p.LatestRevisionID, "", 200)
+	diff(t, "revision repo_ref", "release", *rev.SourceRevisionConfig.RepoRef)
+	diff(t, "revision status", controlplane.RevisionCreating, rev.Status)
+
+	created := must[controlplane.Revision](t, s, keyA, "POST", "/v2/deployments/"+g.ID+"/revisions", "", 201)
+	revs := must[controlplane.RevisionPage](t, s, keyA, "GET", "/v2/deployments/"+g.ID+"/revisions?status=CREATING,QUEUED", "", 200)
+	diff(t, "revisions, newest first", []string{created.ID, *p.LatestRevisionID, *g.LatestRevisionID}, revIDs(revs.Resources))
+
+	re := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments/"+g.ID+"/revisions/"+*g.LatestRevisionID+"/redeploy", "", 200)
+	diff(t, "redeployed repo_ref", "main", *re.SourceRevisionConfig.RepoRef)
+	if *re.LatestRevisionID == created.ID {
+		t.Error("redeploy made no revision")
+	}
+
+	r := s.as(keyA, "DELETE", "/v2/deployments/"+g.ID, "")
+	diff(t, "DELETE status", 204, r.status)
+	diff(t, "DELETE body", "", string(r.body))
+	got = must[controlplane.Deployment](t, s, keyA, "GET", "/v2/deployments/"+g.ID, "", 200)
+	diff(t, "status after DELETE", controlplane.StatusAwaitingDelete, got.Status)
+	r = s.as(keyA, "PATCH", "/v2/deployments/"+g.ID, `{"source_config": {"build_on_push": false}}`)
+	diff(t, "PATCH while deleting", 400, r.status)
+	diff(t, "PATCH while deleting: detail", "Deployment ID "+g.ID+" is being deleted.", detail(t, r))
+	r = s.as(keyA, "POST", "/v2/deployments/"+g.ID+"/revisions/"+*g.LatestRevisionID+"/redeploy", "")
+	diff(t, "redeploy while deleting", 400, r.status)
+}
+
+func ids(ds []controlplane.Deployment) []string {
+	out := []string{}
+	for _, d := range ds {
+		out = append(out, d.ID)
+	}
+	return out
+}
+
+func revIDs(rs []controlplane.Revision) []string {
+	out := []string{}
+	for _, r := range rs {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
+// TestListenersAndIntegrations covers the listener and integration routes.
+func TestListenersAndIntegrations(t *testing.T) {
+	s := newServer(t, nil)
+	f := newFixture(t, s)
+
+	l := must[controlplane.Listener](t, s, keyA, "POST", "/v2/listeners", `{"compute_type": "k8s", "compute_id": "cluster-2"}`, 201)
+	page := must[controlplane.ListenerPage](t, s, keyA, "GET", "/v2/listeners?limit=10", "", 200)
+	diff(t, "listeners", []string{l.ID, f.listener.ID}, []string{page.Resources[0].ID, page.Resources[1].ID})
+	diff(t, "GET listener", l, must[controlplane.Listener](t, s, keyA, "GET", "/v2/listeners/"+l.ID, "", 200))
+	up := must[controlplane.Listener](t, s, keyA, "PATCH", "/v2/listeners/"+l.ID, `{"version": "2", "compute_config": {"k8s_namespaces": ["a"]}}`, 200)
+	diff(t, "patched listener", []any{"2", []string{"a"}}, []any{up.Version, up.ComputeConfig.K8sNamespaces})
+	r := s.as(keyA, "DELETE", "/v2/listeners/"+l.ID, "")
+	diff(t, "DELETE listener", []any{204, ""}, []any{r.status, string(r.body)})
+	r = s.as(keyA, "GET", "/v2/listeners/"+l.ID, "")
+	diff(t, "deleted listener", []any{404, "Listener ID " + l.ID + " not found."}, []any{r.status, detail(t, r)})
+	r = s.as(keyA, "DELETE", "/v2/listeners/"+f.listener.ID, "")
+	diff(t, "DELETE a listener in use", 400, r.status)
+	r = s.as(keyA, "POST", "/v2/listeners", `{"compute_type": "k8s", "compute_id": "cluster-1"}`)
+	diff(t, "duplicate compute_id", 409, r.status)
+	detail(t, r)
+
+	in := must[controlplane.Integration](t, s, keyA, "POST", "/v1/integrations/github", `{"installation_id": 7, "name": "other"}`, 201)
+	list := must[[]controlplane.Integration](t, s, keyA, "GET", "/v1/integrations/github/install", "", 200)
+	diff(t, "integrations", []controlplane.Integration{{ID: f.integrationID, InstallationID: 42, Name: "acme"}, in}, list)
+	empty := s.as(keyB, "GET", "/v1/integrations/github/install", "")
+	diff(t, "another tenant's integrations", "[]\n", string(empty.body))
+	r = s.as(keyA, "POST", "/v1/integrations/github", `{"installation_id": 0}`)
+	diff(t, "bad integration", []string{"installation_id", "name"}, []string{
+		problems(t, r)[0].Loc[1].(string), problems(t, r)[1].Loc[1].(string)})
+}
+
+// TestErrors pins the status and body of every error path.
+func TestErrors(t *testing.T) {
+	s := newServer(t, &httphandler.Options{MaxBodyBytes: 4096})
+	f := newFixture(t, s)
+	g := f.github
+	other := "0194c0de-0000-7000-8000-0000000000ff"
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		detail                   string                 // for {"detail": "..."} answers
+		problems                 []controlplane.Problem // for 422, compared without msg
+		allow                    string
+	}{
+		{name: "unknown path", method: "GET", path: "/v2/nothing", status: 404, detail: "Not Found"},
+		{name: "root", method: "GET", path: "/", status: 404, detail: "Not Found"},
+		{name: "wrong method", method: "PUT", path: "/v2/deployments", status: 405, detail: "Method Not Allowed", allow: "GET, HEAD, POST"},
+		{name: "wrong method on an id", method: "POST", path: "/v2/deployments/" + g.ID, status: 405,
+			detail: "Method Not Allowed", allow: "DELETE, GET, HEAD, PATCH"},
+		{name: "wrong method, bad id", method: "PUT", path: "/v2/listeners/x", status: 405,
+			detail: "Method Not Allowed", allow: "DELETE, GET, HEAD, PATCH"},
+		{name: "unknown deployment", method: "GET", path: "/v2/deployments/" + other, status: 404,
+			detail: "Deployment ID " + other + " not found."},
+		{name: "unknown deployment, upper case", method: "GET", path: "/v2/deployments/" + strings.ToUpper(other), status: 404,
+			detail: "Deployment ID " + other + " not found."},
+		{name: "unknown revision", method: "GET", path: "/v2/deployments/" + g.ID + "/revisions/" + other, status: 404,
+			detail: "Revision ID " + other + " not found."},
+		{name: "revision of another deployment", method: "GET", path: "/v2/deployments/" + g.ID + "/revisions/" + *f.docker.LatestRevisionID,
+			status: 404, detail: "Revision ID " + *f.docker.LatestRevisionID + " not found."},
+		{name: "redeploy of another deployment's revision", method: "POST",
+			path:   "/v2/deployments/" + g.ID + "/revisions/" + *f.docker.LatestRevisionID + "/redeploy",
+			status: 404, detail: "Revision ID " + *f.docker.LatestRevisionID + " not found."},
+		{name: "unknown listener", method: "DELETE", path: "/v2/listeners/" + other, status: 404, detail: "Listener ID " + other + " not found."},
+		{name: "PATCH unknown deployment", method: "PATCH", path: "/v2/deployments/" + other, body: `{}`, status: 404,
+			detail: "Deployment ID " + other + " not found."},
+		{name: "name taken", method: "POST", path: "/v2/deployments", body: dockerBody("agent"), status: 409,
+			detail: "A deployment named 'agent' already exists."},
+		{name: "body too large", method: "POST", path: "/v2/deployments", body: `{"name": "` + strings.Repeat("a", 5000) + `"}`,
+			status: 413, detail: "Request body is larger than the limit of 4096 bytes."},
+		{name: "bad path id", method: "GET", path: "/v2/deployments/nope", status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"path", "deployment_id"}, Type: "uuid_parsing"}}},
+		{name: "two bad path ids", method: "POST", path: "/v2/deployments/1/revisions/2/redeploy", status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"path", "deployment_id"}, Type: "uuid_parsing"},
+				{Loc: []any{"path", "revision_id"}, Type: "uuid_parsing"}}},
+		{name: "bad path id and bad body", method: "PATCH", path: "/v2/deployments/nope", body: `{"secrets": 3}`, status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"path", "deployment_id"}, Type: "uuid_parsing"},
+				{Loc: []any{"body", "secrets"}, Type: "list_type"}}},
+		{name: "malformed JSON", method: "POST", path: "/v2/deployments", body: `{"name": `, status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"body", "name"}, Type: "json_invalid"}}},
+		{name: "malformed JSON at the top", method: "POST", path: "/v2/deployments", body: `nonsense`, status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"body"}, Type: "json_invalid"}}},
+		{name: "trailing garbage", method: "POST", path: "/v2/deployments", body: `{} {}`, status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"body"}, Type: "json_invalid"}}},
+		{name: "no body", method: "POST", path: "/v2/deployments", status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"body"}, Type: "missing"}}},
+		{name: "null body", method: "PATCH", path: "/v2/deployments/" + g.ID, body: "null", status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"body"}, Type: "missing"}}},
+		{name: "not an object", method: "POST", path: "/v2/listeners", body: `[1]`, status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"body"}, Type: "dict_type"}}},
+		{name: "wrong type deep inside", method: "POST", path: "/v2/deployments",
+			body:   `{"source_config": {"resource_spec": {"sidecars": [{"name": "a", "image": "b"}, {"name": 7}]}}}`,
+			status: 422, problems: []controlplane.Problem{{Loc: []any{"body", "source_config", "resource_spec", "sidecars", 1, "name"}, Type: "string_type"}}},
+		{name: "map value of the wrong type", method: "POST", path: "/v2/deployments",
+			body:   `{"source_config": {"resource_spec": {"labels": {"0": 1}}}}`,
+			status: 422, problems: []controlplane.Problem{{Loc: []any{"body", "source_config", "resource_spec", "labels", "0"}, Type: "string_type"}}},
+		{name: "invalid UTF-8", method: "POST", path: "/v2/listeners", body: "{\"compute_id\": \"\xff\"}", status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"body", "compute_id"}, Type: "json_invalid"}}},
+		{name: "domain validation", method: "POST", path: "/v2/deployments", body: `{"source": "svn"}`, status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"body", "source"}, Type: "literal_error"}, {Loc: []any{"body", "name"}, Type: "missing"}}},
+		{name: "query problems, all of them", method: "GET", path: "/v2/deployments?limit=abc&offset=-1&status=BAD&deployment_ids=x&remote_reconciled=maybe",
+			status: 422, problems: []controlplane.Problem{
+				{Loc: []any{"query", "limit"}, Type: "int_parsing"},
+				{Loc: []any{"query", "remote_reconciled"}, Type: "bool_parsing"},
+				{Loc: []any{"query", "offset"}, Type: "greater_than_equal"},
+				{Loc: []any{"query", "status"}, Type: "literal_error"},
+				{Loc: []any{"query", "deployment_ids"}, Type: "uuid_parsing"}}},
+		{name: "limit out of range", method: "GET", path: "/v2/listeners?limit=101", status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"query", "limit"}, Type: "less_than_equal"}}},
+		{name: "malformed query", method: "GET", path: "/v2/listeners?limit=%zz", status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"query"}, Type: "value_error"}}},
+		{name: "revision query and path", method: "GET", path: "/v2/deployments/x/revisions?status=NOPE", status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"path", "deployment_id"}, Type: "uuid_parsing"},
+				{Loc: []any{"query", "status"}, Type: "literal_error"}}},
+		{name: "immutable field", method: "PATCH", path: "/v2/deployments/" + g.ID, body: `{"name": "renamed"}`, status: 422,
+			problems: []controlplane.Problem{{Loc: []any{"body", "name"}, Type: "immutable_field"}}},
+		{name: "alias clash", method: "PATCH", path: "/v2/deployments/" + g.ID,
+			body:   `{"source_revision_config": {"graph_config_path": "a.json", "langgraph_config_path": "b.json"}}`,
+			status: 422, problems: []controlplane.Problem{{Loc: []any{"body", "source_revision_config", "langgraph_config_path"}, Type: "value_error"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := s.as(keyA, tt.method, tt.path, tt.body)
+			diff(t, "status", tt.status, r.status)
+			if tt.problems != nil {
+				got := problems(t, r)
+				for i := range got {
+					got[i].Msg = ""
+				}
+				diff(t, "problems", tt.problems, got)
+			} else {
+				diff(t, "detail", tt.detail, detail(t, r))
+			}
+			diff(t, "Allow", tt.allow, r.header.Get("Allow"))
+		})
+	}
+}
+
+// TestInternalError: a failure of the store is a bare 500; the cause is in
+// the log, with the request id the answer carries.
+func TestInternalError(t *testing.T) {
+	st := storemem.New()
+	s := newServerCP(t, controlplane.New(st, nil), nil)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := s.as(keyA, "GET", "/v2/deployments", "")
+	diff(t, "status", 500, r.status)
+	diff(t, "detail", "Internal Server Error", detail(t, r))
+	id := r.header.Get("X-Request-Id")
+	if id == "" {
+		t.Fatal("no X-Request-Id")
+	}
+	found := false
+	for line := range strings.Lines(s.log.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec["level"] == "ERROR" && rec["request_id"] == id && strings.Contains(rec["err"].(string), "closed") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no error record with the cause for request %s in:\n%s", id, s.log.String())
+	}
+}
+
+// TestDecodingCannotReachReadOnlyFields: member names match exactly, so no
+// letter-case variant or duplicate can set a read-only or immutable field,
+// unknown members are ignored, null is absent, and the alias works.
+func TestDecodingCannotReachReadOnlyFields(t *testing.T) {
+	s := newServer(t, nil)
+	f := newFixture(t, s)
+	forged := "0194c0de-0000-7000-8000-0000000000ee"
+
+	d := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", `{
+		"name": "cased", "source": "external_docker",
+		"ID": "`+forged+`", "Id": "`+forged+`", "id": "`+forged+`", "STATUS": "READY", "status": "READY",
+		"Created_At": "2000-01-01T00:00:00Z", "latest_revision_id": "`+forged+`",
+		"tracked_packages": ["x"], "revision_source": "cli",
+		"source_config": {"custom_url": null, "Listener_ID": "`+forged+`"},
+		"source_revision_config": {"image_uri": "img:1", "Repo_Commit_SHA": "abc", "repo_commit_sha": "abc", "IMAGE_URI": "img:2"},
+		"secrets": null}`, 201)
+	if d.ID == forged || *d.LatestRevisionID == forged || d.Status != controlplane.StatusAwaitingDatabase ||
+		d.CreatedAt.Year() == 2000 || d.SourceConfig.ListenerID != nil || d.SourceRevisionConfig.RepoCommitSHA != nil {
+		t.Errorf("a request field reached a read-only field: %+v", d)
+	}
+	diff(t, "image_uri (IMAGE_URI ignored)", "img:1", *d.SourceRevisionConfig.ImageURI)
+	diff(t, "secrets null", []controlplane.Secret{}, d.Secrets)
+
+	// "NAME", "Name" and "SOURCE" are unknown members: ignored, never
+	// compared with the stored name or source.
+	p := must[controlplane.Deployment](t, s, keyA, "PATCH", "/v2/deployments/"+f.github.ID,
+		`{"NAME": "other", "Name": "other", "SOURCE": "external_docker", "Source_Config": {"repo_url": "x"}}`, 200)
+	diff(t, "name after case variants", "agent", p.Name)
+	diff(t, "source after case variants", controlplane.SourceGitHub, p.Source)
+	diff(t, "updated_at unchanged", f.github.UpdatedAt, p.UpdatedAt)
+
+	// A duplicate member is an error, whichever copy comes last.
+	for _, body := range []string{
+		`{"name": "agent", "name": "renamed"}`,
+		`{"source_config": {"repo_url": "https://github.com/acme/agent", "repo_url": "https://evil.example"}}`,
+		`{"source_revision_config": {"repo_ref": "main"}, "source_revision_config": {"repo_ref": "x"}}`,
+	} {
+		r := s.as(keyA, "PATCH", "/v2/deployments/"+f.github.ID, body)
+		ps := problems(t, r)
+		diff(t, "duplicate member "+body, "json_invalid", ps[0].Type)
+	}
+	r := s.as(keyA, "POST", "/v2/deployments", `{"name": "dup", "name": "agent", "source": "external_docker", "source_revision_config": {"image_uri": "i"}}`)
+	diff(t, "duplicate on create", []any{"body", "name"}, problems(t, r)[0].Loc)
+
+	// The hosted service's alias, and null meaning absent.
+	p = must[controlplane.Deployment](t, s, keyA, "PATCH", "/v2/deployments/"+f.github.ID,
+		`{"source_revision_config": {"langgraph_config_path": "graphs/langgraph.json", "repo_ref": null}, "source_config": null, "secrets": null}`, 200)
+	diff(t, "alias", "graphs/langgraph.json", *p.SourceRevisionConfig.GraphConfigPath)
+	diff(t, "repo_ref null keeps the value", "main", *p.SourceRevisionConfig.RepoRef)
+	if strings.Contains(string(s.as(keyA, "GET", "/v2/deployments/"+f.github.ID, "").body), "langgraph_config_path") {
+		t.Error("a response carries the alias")
+	}
+}
+
+// TestLogs: one record per request, with its method, path, status and
+// request id, and never a key, a bearer token, a secret value or a query.
+func TestLogs(t *testing.T) {
+	s := newServer(t, nil)
+	f := newFixture(t, s)
+	s.do("GET", "/v2/deployments?name_contains=query-secret", "", "Authorization", "Bearer "+keyA)
+	s.do("GET", "/v2/deployments", "", "X-Api-Key", "wrong-key-value")
+	r := s.as(keyA, "PATCH", "/v2/deployments/"+f.github.ID, `{"secrets": [{"name": "TOKEN", "value": "another-secret"}]}`)
+	diff(t, "status", 200, r.status)
+
+	logs := s.log.String()
+	for _, secret := range []string{keyA, keyB, "wrong-key-value", "sk-secret-value", "another-secret", "query-secret"} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the log holds %q:\n%s", secret, logs)
+		}
+	}
+	var last map[string]any
+	n := 0
+	for line := range strings.Lines(logs) {
+		if err := json.Unmarshal([]byte(line), &last); err != nil {
+			t.Fatal(err)
+		}
+		if last["msg"] == "request" {
+			n++
+		}
+	}
+	diff(t, "request records", 7, n) // 4 of the fixture, 3 here
+	want := map[string]any{"method": "PATCH", "path": "/v2/deployments/" + f.github.ID, "status": float64(200),
+		"request_id": r.header.Get("X-Request-Id"), "tenant": tenantA}
+	for k, v := range want {
+		diff(t, "log field "+k, v, last[k])
+	}
+	if _, ok := last["duration"]; !ok {
+		t.Error("no duration")
+	}
+}
+
+// TestNilAuthenticator: without an Authenticator nothing but the public
+// routes answers.
+func TestNilAuthenticator(t *testing.T) {
+	h := httphandler.New(controlplane.New(storemem.New(), nil), nil)
+	for _, path := range []string{"/v2/deployments", "/openapi.json"} {
+		req, _ := http.NewRequestWithContext(context.Background(), "GET", path, nil)
+		req.Header.Set("X-Api-Key", keyA)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		want := 401
+		if path == "/openapi.json" {
+			want = 200
+		}
+		diff(t, path, want, w.Code)
+	}
+}

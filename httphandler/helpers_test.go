@@ -1,0 +1,244 @@
+package httphandler_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/httphandler"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+// Tenants and keys of the tests. keyA may use tenant A only, keyB tenant B
+// only, keyOrg both (so it must name one).
+const (
+	tenantA = "0194c0de-0000-7000-8000-00000000000a"
+	tenantB = "0194c0de-0000-7000-8000-00000000000b"
+	keyA    = "key-of-tenant-a"
+	keyB    = "key-of-tenant-b"
+	keyOrg  = "org-wide-key"
+)
+
+func keyTable(t testing.TB) *httphandler.KeyTable {
+	t.Helper()
+	kt, err := httphandler.NewKeyTable([]httphandler.Key{
+		{SHA256: httphandler.HashKey(keyA), Tenants: []string{tenantA}},
+		{SHA256: httphandler.HashKey(keyB), Tenants: []string{tenantB}},
+		{SHA256: httphandler.HashKey(keyOrg), Tenants: []string{tenantA, strings.ToUpper(tenantB)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kt
+}
+
+// server is a real httptest.Server running the handler over storemem.
+type server struct {
+	t   testing.TB
+	url string
+	log *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newServer(t testing.TB, opts *httphandler.Options) *server {
+	t.Helper()
+	return newServerCP(t, controlplane.New(storemem.New(), nil), opts)
+}
+
+func newServerCP(t testing.TB, cp *controlplane.ControlPlane, opts *httphandler.Options) *server {
+	t.Helper()
+	s := &server{t: t, log: &syncBuffer{}}
+	var o httphandler.Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Authenticator == nil {
+		o.Authenticator = keyTable(t)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewJSONHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	srv := httptest.NewServer(httphandler.New(cp, &o))
+	t.Cleanup(srv.Close)
+	s.url = srv.URL
+	return s
+}
+
+// reply is an answer of the server.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends a request; headers are name, value pairs.
+func (s *server) do(method, path, body string, headers ...string) reply {
+	s.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, s.url+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// as sends a request with key A.
+func (s *server) as(key, method, path, body string) reply {
+	s.t.Helper()
+	return s.do(method, path, body, "X-Api-Key", key)
+}
+
+// must sends a request with key and checks the status, decoding the body
+// into a new T.
+func must[T any](t testing.TB, s *server, key, method, path, body string, status int) T {
+	t.Helper()
+	r := s.as(key, method, path, body)
+	if r.status != status {
+		t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.status, status, r.body)
+	}
+	var v T
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("%s %s: %v: %s", method, path, err, r.body)
+	}
+	return v
+}
+
+func diff(t testing.TB, what string, want, got any) {
+	t.Helper()
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", what, d)
+	}
+}
+
+// detail decodes {"detail": "..."}.
+func detail(t testing.TB, r reply) string {
+	t.Helper()
+	var b struct {
+		Detail string `json:"detail"`
+	}
+	if err := json.Unmarshal(r.body, &b); err != nil {
+		t.Fatalf("not a detail body: %v: %s", err, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	return b.Detail
+}
+
+// problems decodes a 422 body, checking its shape: every problem has a loc
+// starting with body, path or query, a msg and a type.
+func problems(t testing.TB, r reply) []controlplane.Problem {
+	t.Helper()
+	if r.status != http.StatusUnprocessableEntity {
+		t.Fatalf("status %d, want 422: %s", r.status, r.body)
+	}
+	var b struct {
+		Detail []controlplane.Problem `json:"detail"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.UseNumber()
+	if err := dec.Decode(&b); err != nil {
+		t.Fatalf("not a 422 body: %v: %s", err, r.body)
+	}
+	if len(b.Detail) == 0 {
+		t.Fatalf("422 without problems: %s", r.body)
+	}
+	for _, p := range b.Detail {
+		if len(p.Loc) == 0 || p.Msg == "" || p.Type == "" {
+			t.Fatalf("malformed problem %+v in %s", p, r.body)
+		}
+		switch p.Loc[0] {
+		case "body", "path", "query":
+		default:
+			t.Fatalf("loc %v does not start with body, path or query", p.Loc)
+		}
+		for i, l := range p.Loc {
+			if n, ok := l.(json.Number); ok {
+				k, err := n.Int64()
+				if err != nil || k < 0 {
+					t.Fatalf("loc %v: bad index", p.Loc)
+				}
+				p.Loc[i] = int(k)
+			}
+		}
+	}
+	return b.Detail
+}
+
+// fixture is a set of resources of tenant A, created over HTTP.
+type fixture struct {
+	integrationID string
+	github        controlplane.Deployment // a github deployment
+	docker        controlplane.Deployment // an external_docker deployment on the listener
+	listener      controlplane.Listener
+}
+
+func githubBody(name, integrationID string) string {
+	return `{"name": "` + name + `", "source": "github",
+		"source_config": {"integration_id": "` + integrationID + `", "repo_url": "https://github.com/acme/agent"},
+		"source_revision_config": {"repo_ref": "main", "graph_config_path": "langgraph.json"},
+		"secrets": [{"name": "OPENAI_API_KEY", "value": "sk-secret-value"}]}`
+}
+
+func dockerBody(name string) string {
+	return `{"name": "` + name + `", "source": "external_docker",
+		"source_revision_config": {"image_uri": "registry.example/agent:1"}}`
+}
+
+func newFixture(t testing.TB, s *server) fixture {
+	t.Helper()
+	var f fixture
+	in := must[controlplane.Integration](t, s, keyA, "POST", "/v1/integrations/github", `{"installation_id": 42, "name": "acme"}`, 201)
+	f.integrationID = in.ID
+	f.github = must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", githubBody("agent", in.ID), 201)
+	f.listener = must[controlplane.Listener](t, s, keyA, "POST", "/v2/listeners",
+		`{"compute_type": "k8s", "compute_id": "cluster-1", "compute_config": {"k8s_namespaces": ["prod"]}, "version": "1"}`, 201)
+	f.docker = must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments",
+		`{"name": "docker-agent", "source": "external_docker",
+		  "source_config": {"listener_id": "`+f.listener.ID+`", "listener_config": {"k8s_namespace": "prod"}},
+		  "source_revision_config": {"image_uri": "registry.example/agent:1"}}`, 201)
+	return f
+}

@@ -1,0 +1,106 @@
+package httphandler
+
+import (
+	"net/http"
+
+	cp "github.com/deployplane/deployplane/controlplane"
+)
+
+// route is one endpoint: its method and path pattern (Go 1.22 ServeMux
+// syntax), whether it needs credentials, the function that serves it, and
+// what GET /openapi.json says about it.
+type route struct {
+	method string
+	path   string
+	public bool // no credentials (the caller cannot hold an API key)
+	serve  func(*handler, *call) (status int, body any, err error)
+
+	summary      string
+	body         any  // a value of the request body's type; nil: no body
+	bodyOptional bool // the body may be omitted (it then means {})
+	status       int  // the success status
+	resp         any  // a value of the response body's type; nil: no body
+	query        []queryParam
+}
+
+// queryParam documents a query parameter.
+type queryParam struct {
+	name, typ, description string
+}
+
+// routes lists every route the handler serves. The mux, the 405 Allow
+// headers and the OpenAPI document are all built from this one list.
+func (h *handler) routes() []route {
+	page := []queryParam{
+		{"limit", "integer", "Page size, 1 to 100 (default 20)."},
+		{"offset", "integer", "Matching resources to skip, at least 0; pass back the response offset for the next page."},
+	}
+	return []route{
+		// Deployments.
+		{method: http.MethodPost, path: "/v2/deployments", serve: (*handler).createDeployment,
+			summary: "Create a deployment and its first revision", body: cp.CreateDeploymentRequest{},
+			status: http.StatusCreated, resp: cp.Deployment{}},
+		{method: http.MethodGet, path: "/v2/deployments", serve: (*handler).listDeployments,
+			summary: "List deployments, newest first", status: http.StatusOK, resp: cp.DeploymentPage{},
+			query: append(page[:2:2],
+				queryParam{"name_contains", "string", "Case-insensitive substring of the name."},
+				queryParam{"status", "string", "Deployment status."},
+				queryParam{"remote_reconciled", "boolean", "true: external_docker deployments (reconciled by a listener); false: the others."},
+				queryParam{"tag_value_ids", "string", "Comma-separated tag value UUIDs; a deployment matches if it carries any."},
+				queryParam{"image_version", "string", "Exact image version."},
+				queryParam{"deployment_type", "string", "dev_free, dev or prod."},
+				queryParam{"deployment_ids", "string", "Comma-separated deployment UUIDs."})},
+		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}", serve: (*handler).getDeployment,
+			summary: "Get a deployment", status: http.StatusOK, resp: cp.Deployment{}},
+		{method: http.MethodPatch, path: "/v2/deployments/{deployment_id}", serve: (*handler).updateDeployment,
+			summary: "Update a deployment; revision fields create a new revision", body: cp.UpdateDeploymentRequest{},
+			status: http.StatusOK, resp: cp.Deployment{}},
+		{method: http.MethodDelete, path: "/v2/deployments/{deployment_id}", serve: (*handler).deleteDeployment,
+			summary: "Delete a deployment (asynchronous: it is AWAITING_DELETE until torn down)", status: http.StatusNoContent},
+
+		// Revisions.
+		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions", serve: (*handler).listRevisions,
+			summary: "List a deployment's revisions, newest first", status: http.StatusOK, resp: cp.RevisionPage{},
+			query: append(page[:2:2],
+				queryParam{"status", "string", "Comma-separated revision statuses."},
+				queryParam{"remote_reconciled", "boolean", "Revisions of external_docker deployments (true) or of the others (false)."})},
+		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions", serve: (*handler).createRevision,
+			summary: "Create a revision (the body is applied like PATCH's)", body: cp.UpdateDeploymentRequest{}, bodyOptional: true,
+			status: http.StatusCreated, resp: cp.Revision{}},
+		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}", serve: (*handler).getRevision,
+			summary: "Get a revision", status: http.StatusOK, resp: cp.Revision{}},
+		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy", serve: (*handler).redeploy,
+			summary: "Redeploy a revision: a new revision copying its snapshot", status: http.StatusOK, resp: cp.Deployment{}},
+
+		// Listeners.
+		{method: http.MethodPost, path: "/v2/listeners", serve: (*handler).createListener,
+			summary: "Register a listener", body: cp.CreateListenerRequest{}, status: http.StatusCreated, resp: cp.Listener{}},
+		{method: http.MethodGet, path: "/v2/listeners", serve: (*handler).listListeners,
+			summary: "List listeners, newest first", status: http.StatusOK, resp: cp.ListenerPage{}, query: page},
+		{method: http.MethodGet, path: "/v2/listeners/{listener_id}", serve: (*handler).getListener,
+			summary: "Get a listener", status: http.StatusOK, resp: cp.Listener{}},
+		{method: http.MethodPatch, path: "/v2/listeners/{listener_id}", serve: (*handler).updateListener,
+			summary: "Update a listener", body: cp.UpdateListenerRequest{}, status: http.StatusOK, resp: cp.Listener{}},
+		{method: http.MethodDelete, path: "/v2/listeners/{listener_id}", serve: (*handler).deleteListener,
+			summary: "Delete a listener no deployment names", status: http.StatusNoContent},
+
+		// OAuth helpers (/v2/auth/*) are wired here by the oauthflow task:
+		// POST /v2/auth/authenticate, GET and POST /v2/auth/providers, GET,
+		// PATCH and DELETE /v2/auth/providers/{provider_id}, GET
+		// /v2/auth/wait/{auth_id}, and the public GET
+		// /v2/auth/callback/{provider_id}.
+
+		// GitHub integrations.
+		{method: http.MethodPost, path: "/v1/integrations/github", serve: (*handler).createIntegration,
+			summary: "Register a GitHub App installation", body: cp.CreateIntegrationRequest{},
+			status: http.StatusCreated, resp: cp.Integration{}},
+		{method: http.MethodGet, path: "/v1/integrations/github/install", serve: (*handler).listIntegrations,
+			summary: "List the tenant's GitHub App installations", status: http.StatusOK, resp: []cp.Integration{}},
+		// The public POST /v1/integrations/github/webhook (push events,
+		// X-Hub-Signature-256) belongs here when build_on_push lands.
+
+		// The API description.
+		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI,
+			summary: "This OpenAPI 3.1 document", status: http.StatusOK, resp: map[string]any{}},
+	}
+}
