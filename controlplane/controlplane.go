@@ -88,6 +88,19 @@ func (cp *ControlPlane) now() time.Time {
 	return cp.clock().UTC().Truncate(time.Microsecond)
 }
 
+// later returns now, or a microsecond after prev when now is not after it.
+// Operations read the clock before their transaction (so that a closure run
+// twice sees the same time); a change is stamped later(now, updated_at) so
+// that updated_at only grows and a new revision is always newer than the
+// deployment's previous ones, even when concurrent calls commit out of clock
+// order.
+func later(now, prev time.Time) time.Time {
+	if now.After(prev) {
+		return now
+	}
+	return prev.Add(time.Microsecond)
+}
+
 func checkTenant(tenant string) error {
 	if tenant == "" || len(tenant) > 64 {
 		return fmt.Errorf("%w: %q", ErrInvalidTenant, tenant)
@@ -110,22 +123,26 @@ func pathID(id string) (string, bool) {
 	return u.String(), true
 }
 
-// storeErr maps store errors that must not leak to callers.
+// storeErr keeps store sentinels from leaking: an error that matches one is
+// logged and returned as plain text. Domain errors, context errors and the
+// hooks' errors pass through unchanged (wrapped, so errors.Is still works).
 func (cp *ControlPlane) storeErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	for _, sentinel := range []error{store.ErrNotFound, store.ErrAlreadyExists, store.ErrClosed, store.ErrInvalidKey} {
+		if errors.Is(err, sentinel) {
+			cp.log.Error("controlplane: store failure", "op", op, "err", err)
+			return fmt.Errorf("controlplane: %s: %s", op, err.Error())
+		}
+	}
 	var nf *NotFoundError
 	var ve *ValidationError
 	var de *detailError
-	if errors.As(err, &nf) || errors.As(err, &ve) || errors.As(err, &de) || errors.Is(err, context.Canceled) ||
-		errors.Is(err, context.DeadlineExceeded) {
+	if errors.As(err, &nf) || errors.As(err, &ve) || errors.As(err, &de) {
 		return err
 	}
-	cp.log.Error("controlplane: store failure", "op", op, "err", err)
-	// Store sentinels are reported as plain text: callers match domain
-	// errors only.
-	return fmt.Errorf("controlplane: %s: %s", op, err.Error())
+	return fmt.Errorf("controlplane: %s: %w", op, err)
 }
 
 func (cp *ControlPlane) offered(s Source) bool { return slices.Contains(cp.sources, s) }
@@ -430,14 +447,15 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 				out = stored
 				return nil
 			}
-			merged.UpdatedAt = now
+			merged.UpdatedAt = later(now, stored.UpdatedAt)
 			out = &merged
 			return putDeployment(tx, tenant, stored, &merged)
 		}
-		rev := newRevision(&merged, revID, now)
+		at := later(now, stored.UpdatedAt)
+		rev := newRevision(&merged, revID, at)
 		merged.LatestRevisionID = &revID
 		merged.SourceRevisionConfig.RepoCommitSHA = nil
-		merged.UpdatedAt = now
+		merged.UpdatedAt = at
 		if err := putRevision(tx, tenant, rev, true); err != nil {
 			return err
 		}
@@ -483,7 +501,7 @@ func (cp *ControlPlane) DeleteDeployment(ctx context.Context, tenant, id string)
 		}
 		next := *stored
 		next.Status = StatusAwaitingDelete
-		next.UpdatedAt = now
+		next.UpdatedAt = later(now, stored.UpdatedAt)
 		return putDeployment(tx, tenant, stored, &next)
 	})
 	return cp.storeErr("delete deployment", err)
@@ -562,8 +580,8 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 		next.SourceConfig.InstallCommand = old.InstallCommand
 		next.SourceConfig.BuildCommand = old.BuildCommand
 		next.LatestRevisionID = &newID
-		next.UpdatedAt = now
-		if err := putRevision(tx, tenant, newRevision(&next, newID, now), true); err != nil {
+		next.UpdatedAt = later(now, stored.UpdatedAt)
+		if err := putRevision(tx, tenant, newRevision(&next, newID, next.UpdatedAt), true); err != nil {
 			return err
 		}
 		out = &next

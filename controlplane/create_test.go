@@ -255,3 +255,17 @@ func TestTracingProject(t *testing.T) {
 		diff(t, "store", before, dump(t, f.st))
 	})
 }
+
+func TestHookErrorIsKept(t *testing.T) {
+	h := &failingHook{}
+	f := newFixture(t, &controlplane.Options{TracingProjects: h})
+	_, err := f.cp.CreateDeployment(f.ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("agent")))
+	if err == nil || !strings.Contains(err.Error(), "tracing service unavailable") {
+		t.Fatalf("create: %v, want the hook's error", err)
+	}
+	f.st.Close()
+	_, err = f.cp.GetDeployment(f.ctx, tenantA, "00000000-0000-7000-8000-000000000001")
+	if err == nil || errors.Is(err, store.ErrClosed) || errors.Is(err, controlplane.ErrNotFound) {
+		t.Fatalf("get over a closed store: %v, want an error that is neither a store sentinel nor a domain error", err)
+	}
+}

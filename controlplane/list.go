@@ -207,15 +207,20 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 	return &DeploymentPage{Resources: page, Offset: q.Offset + len(page)}, nil
 }
 
-// listByIndex walks one index (or the order records) newest first and
-// returns the ts/id tails of the page.
+// listByIndex walks one index newest first and returns the ts/id tails of
+// the page: the index that answers one filter exactly, the name blocks for
+// name_contains, or the order records when there is no filter. The other
+// filters are checked on the candidates' summaries.
 func listByIndex(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
 	col, prefix := colDeploymentOrder, tenant+"/"
-	// The index that answers one filter exactly; the others are checked on
-	// the candidate's summary. Priority: most selective first, as a rule.
+	// Priority: most selective first, as a rule of thumb (no counts are
+	// kept): an image version names few deployments, a name substring is
+	// usually rare, types and statuses are shared by many.
 	switch {
 	case q.ImageVersion != "":
 		col, prefix = colDeploymentIndex, key(tenant, idxImage, url.QueryEscape(q.ImageVersion))+"/"
+	case f.needle != "":
+		col = ""
 	case q.DeploymentType != "":
 		col, prefix = colDeploymentIndex, key(tenant, idxType, string(q.DeploymentType))+"/"
 	case q.Status != "":
@@ -225,19 +230,11 @@ func listByIndex(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summ
 	}
 	skip := q.Offset
 	var tails []string
-	err := r.Scan(col, prefix, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
-		tail := k[len(prefix):]
+	visit := func(tail string) (bool, error) {
 		if f.enabled {
-			summary := string(v)
-			if col == colDeploymentIndex {
-				b, err := r.Get(colDeploymentOrder, tenant+"/"+tail)
-				if err != nil {
-					return false, fmt.Errorf("controlplane: index entry %s has no order record: %w", k, err)
-				}
-				summary = string(b)
-			}
-			if !f.match(summary) {
-				return true, nil
+			ok, err := f.check(r, tenant, tail)
+			if err != nil || !ok {
+				return err == nil, err
 			}
 		}
 		if skip > 0 {
@@ -246,8 +243,30 @@ func listByIndex(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summ
 		}
 		tails = append(tails, tail)
 		return len(tails) < limit, nil
+	}
+	if col == "" {
+		// Names match in the blocks; the summary is read only when
+		// another filter needs it.
+		needle, names := f.needle, *f
+		names.needle = ""
+		names.enabled = names.status != "" || names.dtype != "" || names.source != "" || names.image != ""
+		f = &names
+		err := scanNames(r, tenant, needle, visit)
+		return tails, err
+	}
+	err := r.Scan(col, prefix, &store.ScanOptions{Reverse: true}, func(k string, _ []byte) (bool, error) {
+		return visit(k[len(prefix):])
 	})
 	return tails, err
+}
+
+// check reads the summary of the deployment at tail and matches it.
+func (f *summaryFilter) check(r store.Reader, tenant, tail string) (bool, error) {
+	b, err := r.Get(colDeploymentSums, tenant+"/"+tail)
+	if err != nil {
+		return false, fmt.Errorf("controlplane: deployment %s has no summary record: %w", tail, err)
+	}
+	return f.match(string(b)), nil
 }
 
 // listByTags merges the tag indexes of the wanted tags (a deployment matches
@@ -280,11 +299,11 @@ func listByTags(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summa
 			break
 		}
 		if f.enabled {
-			b, err := r.Get(colDeploymentOrder, tenant+"/"+tail)
+			ok, err := f.check(r, tenant, tail)
 			if err != nil {
-				return nil, fmt.Errorf("controlplane: tag index entry %s has no order record: %w", tail, err)
+				return nil, err
 			}
-			if !f.match(string(b)) {
+			if !ok {
 				continue
 			}
 		}

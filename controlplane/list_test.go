@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -220,4 +221,66 @@ func TestListDeploymentsPaging(t *testing.T) {
 	if err != nil || page.Resources == nil || len(page.Resources) != 0 {
 		t.Errorf("another tenant's list = %+v, %v; want empty", page, err)
 	}
+}
+
+// TestNameContainsAcrossBlocks fills many name blocks, with creation times
+// out of order so that entries land in every block (and before the first),
+// and checks name_contains pages against the model.
+func TestNameContainsAcrossBlocks(t *testing.T) {
+	ctx := context.Background()
+	st := storemem.New()
+	defer st.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var now time.Time
+	ids := 0
+	cp := controlplane.New(st, &controlplane.Options{
+		Clock: func() time.Time { return now },
+		NewID: func() string { ids++; return fmt.Sprintf("00000000-0000-7000-8000-%012x", ids) },
+	})
+	words := []string{"red", "green", "blue", "Teal", "amber"}
+	var all []*controlplane.Deployment
+	for i := range 1500 {
+		now = t0.Add(time.Duration(rng.IntN(1_000_000)) * time.Millisecond)
+		name := fmt.Sprintf("%s-%d", words[rng.IntN(len(words))], i)
+		d, err := cp.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody(name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, d)
+	}
+	slices.SortFunc(all, func(a, b *controlplane.Deployment) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	for _, q := range []controlplane.ListDeploymentsQuery{
+		{NameContains: "teal", Limit: new(100)},
+		{NameContains: "TEAL", Limit: new(100), Offset: 250},
+		{NameContains: "-1", Limit: new(7), Offset: 300},
+		{NameContains: "e", Limit: new(100), Offset: 1000},
+		{NameContains: "1499", Limit: new(5)},
+		{NameContains: "nothing", Limit: new(5)},
+	} {
+		var want []controlplane.Deployment
+		for _, d := range all {
+			if matches(d, &q) {
+				want = append(want, *d)
+			}
+		}
+		want = want[min(q.Offset, len(want)):min(q.Offset+*q.Limit, len(want))]
+		got, err := cp.ListDeployments(ctx, tenantA, &q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff(t, fmt.Sprintf("name_contains %q offset %d", q.NameContains, q.Offset), idsOf(ptrs(want)), idsOf(ptrs(got.Resources)))
+	}
+}
+
+func ptrs(ds []controlplane.Deployment) []*controlplane.Deployment {
+	var out []*controlplane.Deployment
+	for i := range ds {
+		out = append(out, &ds[i])
+	}
+	return out
 }

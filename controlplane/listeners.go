@@ -221,7 +221,7 @@ func (cp *ControlPlane) UpdateListener(ctx context.Context, tenant, id string, r
 			out = l
 			return nil
 		}
-		next.UpdatedAt = now
+		next.UpdatedAt = later(now, l.UpdatedAt)
 		b, err := json.Marshal(&next)
 		if err != nil {
 			return err

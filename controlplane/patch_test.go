@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
 )
@@ -212,4 +213,32 @@ func TestPatchErrors(t *testing.T) {
 	if err != nil || got.Status != controlplane.StatusAwaitingDelete {
 		t.Errorf("GET after delete: %v, %v; want AWAITING_DELETE", got, err)
 	}
+}
+
+// TestClockGoingBackwards: a change stamped by a clock behind the stored
+// updated_at still moves updated_at forward and makes the newest revision.
+func TestClockGoingBackwards(t *testing.T) {
+	now := t0
+	f := newFixture(t, nil)
+	f.cp = controlplane.New(f.st, &controlplane.Options{Clock: func() time.Time { return now }})
+	d := f.create(tenantA, dockerBody("agent"))
+	now = t0.Add(-time.Hour)
+	got, err := f.cp.UpdateDeployment(f.ctx, tenantA, d.ID, decode[controlplane.UpdateDeploymentRequest](t, `{"source_revision_config": {"image_uri": "r/a:2"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "updated_at", d.UpdatedAt.Add(time.Microsecond), got.UpdatedAt)
+	page, err := f.cp.ListRevisions(f.ctx, tenantA, d.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "newest revision", *got.LatestRevisionID, page.Resources[0].ID)
+	if err := f.cp.DeleteDeployment(f.ctx, tenantA, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := f.cp.GetDeployment(f.ctx, tenantA, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "updated_at after delete", got.UpdatedAt.Add(time.Microsecond), deleted.UpdatedAt)
 }

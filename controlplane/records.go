@@ -19,7 +19,9 @@ import (
 // reverse scans give newest first (created_at desc, then id desc).
 //
 //	cp_deployments          tenant/id                    -> deploymentRecord JSON
-//	cp_deployment_order     tenant/ts/id                 -> summary (lowercased name, status, type, source, image version)
+//	cp_deployment_order     tenant/ts/id                 -> "" (unfiltered pages skip these small keys)
+//	cp_deployment_summaries tenant/ts/id                 -> summary (lowercased name, status, type, source, image version)
+//	cp_deployment_name_blocks tenant/first ts/id         -> up to 256 "ts/id\x00lowercased name" (nameblocks.go)
 //	cp_deployment_index     tenant/field/value/ts/id     -> "" (field: status, type, source, image, tag, listener)
 //	cp_deployment_names     tenant/name                  -> id (names not yet removed)
 //	cp_revisions            tenant/deployment/id         -> revisionRecord JSON
@@ -31,18 +33,20 @@ import (
 //	cp_integration_installs tenant/installation id       -> id
 //	cp_tracing_projects     tenant/deployment id         -> TracingProject JSON (StoreTracingProjects)
 const (
-	colDeployments      = "cp_deployments"
-	colDeploymentOrder  = "cp_deployment_order"
-	colDeploymentIndex  = "cp_deployment_index"
-	colDeploymentNames  = "cp_deployment_names"
-	colRevisions        = "cp_revisions"
-	colRevisionOrder    = "cp_revision_order"
-	colListeners        = "cp_listeners"
-	colListenerOrder    = "cp_listener_order"
-	colListenerCompute  = "cp_listener_compute_ids"
-	colIntegrations     = "cp_integrations"
-	colIntegrationInsts = "cp_integration_installs"
-	colTracingProjects  = "cp_tracing_projects"
+	colDeployments          = "cp_deployments"
+	colDeploymentOrder      = "cp_deployment_order"
+	colDeploymentSums       = "cp_deployment_summaries"
+	colDeploymentNameBlocks = "cp_deployment_name_blocks"
+	colDeploymentIndex      = "cp_deployment_index"
+	colDeploymentNames      = "cp_deployment_names"
+	colRevisions            = "cp_revisions"
+	colRevisionOrder        = "cp_revision_order"
+	colListeners            = "cp_listeners"
+	colListenerOrder        = "cp_listener_order"
+	colListenerCompute      = "cp_listener_compute_ids"
+	colIntegrations         = "cp_integrations"
+	colIntegrationInsts     = "cp_integration_installs"
+	colTracingProjects      = "cp_tracing_projects"
 )
 
 // Index fields of cp_deployment_index.
@@ -69,11 +73,12 @@ type deploymentRecord struct {
 	Tags []string `json:"tag_value_ids"`
 }
 
-func (r *deploymentRecord) orderKey(tenant string) string {
-	return key(tenant, createdKey(r.CreatedAt), r.ID)
-}
+// tail is the deployment's place in the newest-first order: createdKey/id.
+func (r *deploymentRecord) tail() string { return createdKey(r.CreatedAt) + "/" + r.ID }
 
-// summary is the value of the deployment's order record: what the list
+func (r *deploymentRecord) orderKey(tenant string) string { return tenant + "/" + r.tail() }
+
+// summary is the value of the deployment's summary record: what the list
 // filters other than tags and ids look at, in a form that decodes without
 // allocation. The image version comes last so that it may hold any byte.
 func (r *deploymentRecord) summary() string {
@@ -89,7 +94,7 @@ func (r *deploymentRecord) summary() string {
 
 // indexKeys lists r's cp_deployment_index keys.
 func (r *deploymentRecord) indexKeys(tenant string) []string {
-	tail := createdKey(r.CreatedAt) + "/" + r.ID
+	tail := r.tail()
 	ks := []string{
 		key(tenant, idxStatus, string(r.Status), tail),
 		key(tenant, idxSource, string(r.Source), tail),
@@ -119,8 +124,16 @@ func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
 	if err := tx.Put(colDeployments, key(tenant, r.ID), b); err != nil {
 		return err
 	}
+	if old == nil {
+		if err := tx.Put(colDeploymentOrder, r.orderKey(tenant), nil); err != nil {
+			return err
+		}
+		if err := addName(tx, tenant, r.tail(), r.Name); err != nil {
+			return err
+		}
+	}
 	if old == nil || old.summary() != r.summary() {
-		if err := tx.Put(colDeploymentOrder, r.orderKey(tenant), []byte(r.summary())); err != nil {
+		if err := tx.Put(colDeploymentSums, r.orderKey(tenant), []byte(r.summary())); err != nil {
 			return err
 		}
 	}
@@ -141,6 +154,50 @@ func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
 			if err := tx.Put(colDeploymentIndex, k, nil); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// removeDeployment deletes a deployment and every record that names it:
+// its order, summary, index and name records, its name block entry and its
+// revisions (the tracing project belongs to the TracingProjects hook). The
+// lifecycle calls it once a deployment is torn down.
+func removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
+	for _, k := range []struct{ col, key string }{
+		{colDeployments, key(tenant, r.ID)},
+		{colDeploymentOrder, r.orderKey(tenant)},
+		{colDeploymentSums, r.orderKey(tenant)},
+		{colDeploymentNames, key(tenant, r.Name)},
+	} {
+		if err := tx.Delete(k.col, k.key); err != nil {
+			return err
+		}
+	}
+	for _, k := range r.indexKeys(tenant) {
+		if err := tx.Delete(colDeploymentIndex, k); err != nil {
+			return err
+		}
+	}
+	if err := removeName(tx, tenant, r.tail()); err != nil {
+		return err
+	}
+	var revs []string
+	prefix := key(tenant, r.ID) + "/"
+	err := tx.Scan(colRevisionOrder, prefix, nil, func(k string, _ []byte) (bool, error) {
+		revs = append(revs, k)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range revs {
+		_, id, _ := strings.Cut(k[len(prefix):], "/")
+		if err := tx.Delete(colRevisionOrder, k); err != nil {
+			return err
+		}
+		if err := tx.Delete(colRevisions, prefix+id); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -233,7 +290,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // Collections returns the names of the store collections the package
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
-	return []string{colDeployments, colDeploymentOrder, colDeploymentIndex, colDeploymentNames, colRevisions,
+	return []string{colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
 		colTracingProjects}
 }

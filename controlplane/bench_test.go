@@ -1,0 +1,181 @@
+package controlplane_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+// benchFleet is one tenant's deployments over storemem: every 200th is a
+// github "dev" deployment (0.5%), every 150th carries benchTag (0.67%), and
+// names are agent-000000, agent-000001, ..., so "agent-0001" matches 100 of
+// 100k (0.1%).
+type benchFleet struct {
+	cp  *controlplane.ControlPlane
+	ids []string
+	n   int
+}
+
+const benchTag = "44444444-4444-4444-8444-444444444444"
+
+var (
+	fleetsMu sync.Mutex
+	fleets   = map[int]*benchFleet{}
+)
+
+// fleet returns the fleet of n deployments, built once per process.
+func fleet(b *testing.B, n int) *benchFleet {
+	b.Helper()
+	fleetsMu.Lock()
+	defer fleetsMu.Unlock()
+	if f, ok := fleets[n]; ok {
+		return f
+	}
+	ctx := context.Background()
+	f := &benchFleet{cp: controlplane.New(storemem.New(), nil), n: n}
+	in, err := f.cp.CreateIntegration(ctx, tenantA, &controlplane.CreateIntegrationRequest{InstallationID: new(int64(1)), Name: new("acme")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		name := fmt.Sprintf("agent-%06d", i)
+		var req *controlplane.CreateDeploymentRequest
+		if i%200 == 0 {
+			req = &controlplane.CreateDeploymentRequest{Name: &name, Source: new(controlplane.SourceGitHub),
+				SourceConfig: &controlplane.SourceConfig{IntegrationID: &in.ID, RepoURL: new("https://github.com/acme/agent"),
+					DeploymentType: new(controlplane.DeploymentTypeDev)},
+				SourceRevisionConfig: &controlplane.SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("langgraph.json")}}
+		} else {
+			req = &controlplane.CreateDeploymentRequest{Name: &name, Source: new(controlplane.SourceExternalDocker),
+				SourceConfig:         &controlplane.SourceConfig{ResourceSpec: &controlplane.ResourceSpec{MinScale: new(int64(1)), MaxScale: new(int64(3))}},
+				SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/agent:1.0.0")},
+				Secrets:              []controlplane.Secret{{Name: "OPENAI_API_KEY", Value: "sk-0123456789"}}}
+		}
+		if i%150 == 0 {
+			req.TagValueIDs = []string{benchTag}
+		}
+		d, err := f.cp.CreateDeployment(ctx, tenantA, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.ids = append(f.ids, d.ID)
+	}
+	fleets[n] = f
+	return f
+}
+
+func (f *benchFleet) list(b *testing.B, q *controlplane.ListDeploymentsQuery, want int) {
+	page, err := f.cp.ListDeployments(context.Background(), tenantA, q)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(page.Resources) != want {
+		b.Fatalf("page of %d, want %d", len(page.Resources), want)
+	}
+}
+
+func BenchmarkCreateDeployment(b *testing.B) {
+	f := fleet(b, 100_000)
+	ctx := context.Background()
+	i := 0
+	for b.Loop() {
+		i++
+		_, err := f.cp.CreateDeployment(ctx, tenantA, &controlplane.CreateDeploymentRequest{Name: new(fmt.Sprintf("bench-create-%d-%d", b.N, i)),
+			Source:               new(controlplane.SourceExternalDocker),
+			SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/agent:1.0.0")}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkUpdateDeploymentNewRevision(b *testing.B) {
+	f := fleet(b, 100_000)
+	ctx := context.Background()
+	req := &controlplane.UpdateDeploymentRequest{SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/agent:1.1.0")}}
+	i := 0
+	for b.Loop() {
+		i++
+		if _, err := f.cp.UpdateDeployment(ctx, tenantA, f.ids[(i*7919+1)%len(f.ids)], req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGetDeployment(b *testing.B) {
+	f := fleet(b, 100_000)
+	ctx := context.Background()
+	i := 0
+	for b.Loop() {
+		i++
+		if _, err := f.cp.GetDeployment(ctx, tenantA, f.ids[(i*7919)%len(f.ids)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkListPage times a page of 100 newest-first at 100k deployments
+// and reports its ratio to the same page at 1k (goal: within 1.5x).
+func BenchmarkListPage(b *testing.B) {
+	big, small := fleet(b, 100_000), fleet(b, 1_000)
+	q := &controlplane.ListDeploymentsQuery{Limit: new(100)}
+	var tBig, tSmall time.Duration
+	for b.Loop() {
+		start := time.Now()
+		small.list(b, q, 100)
+		mid := time.Now()
+		big.list(b, q, 100)
+		tSmall += mid.Sub(start)
+		tBig += time.Since(mid)
+	}
+	b.ReportMetric(float64(tBig.Nanoseconds())/float64(b.N), "ns/page@100k")
+	b.ReportMetric(float64(tSmall.Nanoseconds())/float64(b.N), "ns/page@1k")
+	b.ReportMetric(float64(tBig)/float64(tSmall), "ratio_100k/1k")
+}
+
+// BenchmarkListPageOffset50k times the page of 100 at offset 50,000 and
+// reports its ratio to the page at offset 0 of the same fleet.
+func BenchmarkListPageOffset50k(b *testing.B) {
+	f := fleet(b, 100_000)
+	first, deep := &controlplane.ListDeploymentsQuery{Limit: new(100)}, &controlplane.ListDeploymentsQuery{Limit: new(100), Offset: 50_000}
+	var tFirst, tDeep time.Duration
+	for b.Loop() {
+		start := time.Now()
+		f.list(b, first, 100)
+		mid := time.Now()
+		f.list(b, deep, 100)
+		tFirst += mid.Sub(start)
+		tDeep += time.Since(mid)
+	}
+	b.ReportMetric(float64(tDeep.Nanoseconds())/float64(b.N), "ns/page@50k")
+	b.ReportMetric(float64(tDeep)/float64(tFirst), "ratio_offset50k/offset0")
+}
+
+// BenchmarkListFiltered times filtered lists at 100k deployments, each
+// matching under 1% (goal: under 10 ms).
+func BenchmarkListFiltered(b *testing.B) {
+	f := fleet(b, 100_000)
+	for _, tt := range []struct {
+		name string
+		q    controlplane.ListDeploymentsQuery
+		want int
+	}{
+		{"deployment_type=dev(0.5%)", controlplane.ListDeploymentsQuery{DeploymentType: controlplane.DeploymentTypeDev, Limit: new(100)}, 100},
+		{"tag_value_ids(0.67%)", controlplane.ListDeploymentsQuery{TagValueIDs: []string{benchTag}, Limit: new(100)}, 100},
+		{"name_contains(0.1%)", controlplane.ListDeploymentsQuery{NameContains: "AGENT-0001", Limit: new(100)}, 100},
+		{"remote_reconciled=false(0.5%)", controlplane.ListDeploymentsQuery{RemoteReconciled: new(false), Limit: new(100)}, 100},
+		{"deployment_ids(100)", controlplane.ListDeploymentsQuery{DeploymentIDs: f.ids[5000:5100], Limit: new(100)}, 100},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			for b.Loop() {
+				f.list(b, &tt.q, tt.want)
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/list")
+		})
+	}
+}

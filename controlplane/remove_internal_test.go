@@ -1,0 +1,94 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+// TestRemoveDeployment checks the helper the lifecycle uses to remove a
+// deployment: no record of the store names it afterwards, the others are
+// intact, and its name is free again. (It is internal because removal has
+// no public entry point until the lifecycle arrives.)
+func TestRemoveDeployment(t *testing.T) {
+	ctx := context.Background()
+	st := storemem.New()
+	defer st.Close()
+	ids := 0
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cp := New(st, &Options{
+		Clock: func() time.Time { now = now.Add(time.Second); return now },
+		NewID: func() string { ids++; return fmt.Sprintf("00000000-0000-7000-8000-%012x", ids) },
+	})
+	const tenant = "t1"
+	var ds []*Deployment
+	for i := range 600 { // more than two name blocks
+		d, err := cp.CreateDeployment(ctx, tenant, &CreateDeploymentRequest{Name: new(fmt.Sprint("d", i)), Source: new(SourceExternalDocker),
+			SourceRevisionConfig: &SourceRevisionConfig{ImageURI: new("r/a:1")}, TagValueIDs: []string{"11111111-1111-4111-8111-111111111111"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+	}
+	victim := ds[300]
+	if _, err := cp.UpdateDeployment(ctx, tenant, victim.ID, &UpdateDeploymentRequest{SourceRevisionConfig: &SourceRevisionConfig{ImageURI: new("r/a:2")}}); err != nil {
+		t.Fatal(err)
+	}
+	err := st.Update(ctx, func(tx store.Tx) error {
+		rec, err := getDeployment(tx, tenant, victim.ID)
+		if err != nil {
+			return err
+		}
+		return removeDeployment(tx, tenant, rec)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.View(ctx, func(r store.Reader) error {
+		for _, col := range Collections() {
+			if col == colTracingProjects {
+				continue // the hook's record
+			}
+			err := r.Scan(col, "", nil, func(k string, v []byte) (bool, error) {
+				if strings.Contains(k, victim.ID) || strings.Contains(string(v), victim.ID) || strings.Contains(string(v), "\x00d300\n") {
+					t.Errorf("%s/%s still names the removed deployment", col, k)
+				}
+				return true, nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []*ListDeploymentsQuery{{Limit: new(100), Offset: 250}, {NameContains: "d30", Limit: new(100)},
+		{TagValueIDs: []string{"11111111-1111-4111-8111-111111111111"}, Limit: new(100), Offset: 250}} {
+		page, err := cp.ListDeployments(ctx, tenant, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range page.Resources {
+			if d.ID == victim.ID {
+				t.Errorf("list %+v returns the removed deployment", q)
+			}
+		}
+		if q.NameContains != "" && len(page.Resources) != 10 { // d30, d301..d309
+			t.Errorf("name_contains d30 returned %d deployments, want 10", len(page.Resources))
+		}
+	}
+	if _, err := cp.GetDeployment(ctx, tenant, victim.ID); err == nil {
+		t.Error("the removed deployment is still found")
+	}
+	if _, err := cp.CreateDeployment(ctx, tenant, &CreateDeploymentRequest{Name: new("d300"), Source: new(SourceExternalDocker),
+		SourceRevisionConfig: &SourceRevisionConfig{ImageURI: new("r/a:1")}}); err != nil {
+		t.Errorf("reusing the removed deployment's name: %v", err)
+	}
+}
