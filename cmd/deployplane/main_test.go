@@ -1,0 +1,314 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var listeningRE = regexp.MustCompile(`msg=listening addr=(http://\S+)`)
+
+// watcher is an io.Writer that keeps everything written and reports the
+// address of the "listening" record.
+type watcher struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	addr chan string
+	sent bool
+}
+
+func newWatcher() *watcher { return &watcher{addr: make(chan string, 1)} }
+
+func (w *watcher) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if m := listeningRE.FindSubmatch(w.buf.Bytes()); m != nil && !w.sent {
+		w.sent = true
+		w.addr <- string(m[1])
+	}
+	return len(p), nil
+}
+
+func (w *watcher) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+func (w *watcher) wait(t *testing.T) string {
+	t.Helper()
+	select {
+	case a := <-w.addr:
+		return a
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the server did not start:\n%s", w.String())
+		return ""
+	}
+}
+
+// call sends a request with a key and decodes the JSON answer.
+func call(t *testing.T, method, url, key, body string, headers ...string) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("X-Api-Key", key)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, url, err, b)
+		}
+	}
+	return resp.StatusCode, v
+}
+
+const dockerBody = `{"name": "agent", "source": "external_docker", "source_revision_config": {"image_uri": "registry.example/agent:1"},
+	"secrets": [{"name": "TOKEN", "value": "secret-value-in-a-body"}]}`
+
+var keyRE = regexp.MustCompile(`(?m)^    (dp_[A-Za-z0-9_-]{43})$`)
+
+// TestBinaryRestart builds the command, starts it on a free port over a
+// fresh database, creates a deployment with the key it generates, stops it
+// with SIGTERM, starts it again and reads the deployment back with the same
+// key (which is not printed a second time).
+func TestBinaryRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "deployplane")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	db := filepath.Join(dir, "deployplane.db")
+	start := func() (*exec.Cmd, *watcher, *watcher, string) {
+		cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-db", db)
+		cmd.Env = append(os.Environ(), "DEPLOYPLANE_API_KEY=") // no key configured
+		stderr, stdout := newWatcher(), newWatcher()
+		cmd.Stderr, cmd.Stdout = stderr, stdout
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		return cmd, stderr, stdout, stderr.wait(t)
+	}
+	stop := func(cmd *exec.Cmd, stderr *watcher) {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no exit after SIGTERM:\n%s", stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "msg=stopped") {
+			t.Errorf("no clean stop in the log:\n%s", stderr.String())
+		}
+	}
+
+	cmd, stderr, stdout, url := start()
+	var m []string
+	for deadline := time.Now().Add(10 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		m = keyRE.FindStringSubmatch(stdout.String()) // stdout is copied by another goroutine than stderr
+	}
+	if m == nil {
+		t.Fatalf("no generated key on stdout:\n%s", stdout.String())
+	}
+	key := m[1]
+	status, d := call(t, "POST", url+"/v2/deployments", key, dockerBody)
+	if status != 201 {
+		t.Fatalf("create: %d %v", status, d)
+	}
+	if status, _ := call(t, "GET", url+"/v2/deployments", "wrong", ""); status != 401 {
+		t.Errorf("a wrong key: %d", status)
+	}
+	if status, _ := call(t, "GET", url+"/openapi.json", "", ""); status != 200 {
+		t.Errorf("openapi.json: %d", status)
+	}
+	stop(cmd, stderr)
+	logs := stderr.String()
+	for _, secret := range []string{key, "secret-value-in-a-body"} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the log holds %q:\n%s", secret, logs)
+		}
+	}
+	if !strings.Contains(logs, "msg=request method=POST path=/v2/deployments status=201") {
+		t.Errorf("no request record for the create:\n%s", logs)
+	}
+
+	cmd, stderr, stdout, url = start()
+	status, got := call(t, "GET", url+"/v2/deployments/"+d["id"].(string), key, "")
+	if status != 200 {
+		t.Fatalf("GET after restart: %d %v", status, got)
+	}
+	if diff := cmp.Diff(d, got); diff != "" {
+		t.Errorf("deployment after restart (-before +after):\n%s", diff)
+	}
+	stop(cmd, stderr) // Wait has copied all of stdout
+	if s := stdout.String(); keyRE.MatchString(s) || strings.Contains(s, key) {
+		t.Errorf("a key was printed again at the second start:\n%s", s)
+	}
+}
+
+// server runs the command in-process until the test ends.
+func server(t *testing.T, args []string, env map[string]string) (url string, stdout *bytes.Buffer, stderr *watcher) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr = &bytes.Buffer{}, newWatcher()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), func(k string) string { return env[k] }, stdout, stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	select {
+	case url = <-stderr.addr:
+	case err := <-done:
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	return url, stdout, stderr
+}
+
+func TestEnvKeyUsesTheDefaultTenant(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	url, stdout, stderr := server(t, []string{"-db", db}, map[string]string{"DEPLOYPLANE_API_KEY": "env-key"})
+	if stdout.Len() != 0 {
+		t.Errorf("a key was generated although DEPLOYPLANE_API_KEY is set:\n%s", stdout)
+	}
+	status, d := call(t, "POST", url+"/v2/deployments", "env-key", dockerBody)
+	if status != 201 {
+		t.Fatalf("create with the env key: %d %v", status, d)
+	}
+	tenant := regexp.MustCompile(`default_tenant=(\S+)`).FindStringSubmatch(stderr.String())
+	if tenant == nil {
+		t.Fatalf("no default tenant in the log:\n%s", stderr.String())
+	}
+	status, _ = call(t, "GET", url+"/v2/deployments/"+d["id"].(string), "env-key", "", "X-Tenant-Id", tenant[1])
+	if status != 200 {
+		t.Errorf("the env key with its default tenant named: %d", status)
+	}
+}
+
+func TestKeysFile(t *testing.T) {
+	dir := t.TempDir()
+	t1, t2 := "0194c0de-0000-7000-8000-000000000001", "0194c0de-0000-7000-8000-000000000002"
+	sum := sha256.Sum256([]byte("hashed-key"))
+	keys := `[{"key": "plain-key", "tenant_ids": ["` + t1 + `"]},
+		{"key_sha256": "` + hex.EncodeToString(sum[:]) + `", "tenant_ids": ["` + t1 + `", "` + t2 + `"]}]`
+	path := filepath.Join(dir, "keys.json")
+	if err := os.WriteFile(path, []byte(keys), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, stdout, _ := server(t, []string{"-db", ":memory:", "-keys", path}, nil)
+	if stdout.Len() != 0 {
+		t.Errorf("a key was generated although -keys is set:\n%s", stdout)
+	}
+	if status, _ := call(t, "POST", url+"/v2/deployments", "plain-key", dockerBody); status != 201 {
+		t.Errorf("plain key: %d", status)
+	}
+	status, body := call(t, "GET", url+"/v2/deployments", "hashed-key", "")
+	if status != 403 || !strings.Contains(body["detail"].(string), "requires workspace specification") {
+		t.Errorf("a key of two tenants without X-Tenant-Id: %d %v", status, body)
+	}
+	status, body = call(t, "GET", url+"/v2/deployments", "hashed-key", "", "X-Tenant-Id", t1)
+	if status != 200 || len(body["resources"].([]any)) != 1 {
+		t.Errorf("a key of two tenants naming one: %d %v", status, body)
+	}
+	status, body = call(t, "GET", url+"/v2/deployments", "hashed-key", "", "X-Tenant-Id", t2)
+	if status != 200 || len(body["resources"].([]any)) != 0 {
+		t.Errorf("the other tenant: %d %v", status, body)
+	}
+}
+
+func TestParseKeysRejects(t *testing.T) {
+	tenant := `"0194c0de-0000-7000-8000-000000000001"`
+	for name, in := range map[string]string{
+		"not JSON":           `{`,
+		"empty":              `[]`,
+		"unknown member":     `[{"key": "k", "tenant_id": [` + tenant + `]}]`,
+		"both forms":         `[{"key": "k", "key_sha256": "00", "tenant_ids": [` + tenant + `]}]`,
+		"neither form":       `[{"tenant_ids": [` + tenant + `]}]`,
+		"empty key":          `[{"key": "", "tenant_ids": [` + tenant + `]}]`,
+		"short digest":       `[{"key_sha256": "abcd", "tenant_ids": [` + tenant + `]}]`,
+		"no tenants":         `[{"key": "k"}]`,
+		"tenant not a UUID":  `[{"key": "k", "tenant_ids": ["acme"]}]`,
+		"the same key twice": `[{"key": "k", "tenant_ids": [` + tenant + `]}, {"key": "k", "tenant_ids": [` + tenant + `]}]`,
+		"duplicate member":   `[{"key": "k", "key": "j", "tenant_ids": [` + tenant + `]}]`,
+	} {
+		if _, err := parseKeys([]byte(in)); err == nil {
+			t.Errorf("%s: accepted %s", name, in)
+		}
+	}
+}
+
+// TestHelp: -h documents every flag, the environment, the keys file and
+// the default tenant, and exits cleanly.
+func TestHelp(t *testing.T) {
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, io.Discard, &stderr)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("run -h: %v", err)
+	}
+	for _, want := range []string{"-addr", "127.0.0.1:8124", "-db", "./deployplane.db", ":memory:", "-keys", "key_sha256", "tenant_ids",
+		"-max-body-bytes", "-shutdown-timeout", "DEPLOYPLANE_API_KEY", "default tenant", "SIGTERM", "X-Tenant-Id"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("-h does not mention %q", want)
+		}
+	}
+	if err := run(context.Background(), []string{"-nope"}, func(string) string { return "" }, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+		t.Errorf("an unknown flag: %v", err)
+	}
+}
+
+// TestStoreFailsToOpen: a database that cannot be opened is an error, not a
+// server.
+func TestStoreFailsToOpen(t *testing.T) {
+	err := run(context.Background(), []string{"-db", filepath.Join(t.TempDir(), "missing", "dir", "db")},
+		func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil {
+		t.Fatal("started over a database in a missing directory")
+	}
+}
