@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+const key = "example-key"
+
+func get(url string) string {
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("X-Api-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+}
+
+// Example: the service's routes and the API live side by side on one mux.
+func Example() {
+	mux, err := newMux(controlplane.New(storemem.New(), nil), key)
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	fmt.Println(get(srv.URL + "/healthz"))
+	fmt.Println(get(srv.URL + "/"))
+	fmt.Println(get(srv.URL + "/api-host/v2/deployments"))
+	fmt.Println(get(srv.URL + "/api-host/v2/nothing"))
+	// Output:
+	// 200 ok
+	// 200 the service's home page
+	// 200 {"resources":[],"offset":0}
+	// 404 {"detail":"Not Found"}
+}
+
+// TestMountedAPI creates a deployment through the prefix and reads it back,
+// and checks that the service's own routes are untouched by the API.
+func TestMountedAPI(t *testing.T) {
+	mux, err := newMux(controlplane.New(storemem.New(), nil), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	req, _ := http.NewRequest("POST", srv.URL+"/api-host/v2/deployments",
+		strings.NewReader(`{"name": "agent", "source": "external_docker", "source_revision_config": {"image_uri": "img:1"}}`))
+	req.Header.Set("X-Api-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("create: %d %s", resp.StatusCode, b)
+	}
+	var id string
+	if i := strings.Index(string(b), `"id":"`); i >= 0 {
+		id = string(b[i+6 : i+42])
+	}
+	if got := get(srv.URL + "/api-host/v2/deployments/" + id); !strings.HasPrefix(got, `200 {"id":"`+id) {
+		t.Errorf("GET through the prefix: %s", got)
+	}
+	for url, want := range map[string]string{
+		"/v2/deployments":               "404 404 page not found", // the API is only under the prefix
+		"/api-host/openapi.json":        "200 {",
+		"/api-host/v2/deployments/nope": `422 {"detail":[{"loc":["path","deployment_id"]`,
+		"/healthz":                      "200 ok",
+	} {
+		if got := get(srv.URL + url); !strings.HasPrefix(got, want) {
+			t.Errorf("GET %s: %q, want prefix %q", url, got, want)
+		}
+	}
+}
