@@ -63,9 +63,6 @@ func TestHelperBroken(t *testing.T) {
 // TestBroken runs the suite against each broken store in a child process
 // and checks that it fails, naming the checks that must catch the bug.
 func TestBroken(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the whole suite once per broken store")
-	}
 	for _, c := range []struct {
 		bug  bug
 		want []string // subtests of TestHelperBroken that must fail
