@@ -22,6 +22,15 @@
 //     can match it with errors.Is and errors.As). If fn panics, every write is
 //     discarded and the panic is re-raised in the caller's goroutine.
 //
+// A panic in a View's closure is re-raised the same way. The error or panic
+// value that comes back is the very value fn produced, not a wrapper.
+//
+// A Tx method that fails with ErrNotFound, ErrAlreadyExists or ErrInvalidKey
+// leaves the transaction usable: the closure may carry on (for example, try
+// Create and fall back to Get), and whatever it writes commits as usual if it
+// returns nil. Backends whose database aborts a transaction on a failed
+// statement must isolate each operation (a savepoint, a conditional write).
+//
 // Isolation is serializable: the outcome of any set of concurrent
 // transactions equals some serial order of them. A View never observes part of
 // an Update, and an Update never loses a concurrent Update's writes (N
@@ -53,7 +62,11 @@
 // that has not committed when ctx is done, returning an error that wraps
 // ctx.Err(); it never reports success for an abandoned one. After Close,
 // View and Update return ErrClosed. Close is idempotent; it waits for
-// transactions already running to finish.
+// transactions already running (Views and Updates) to finish, and those
+// complete normally: an Update running when Close is called still commits.
+//
+// Keys and collection names of 1 to MaxKeyLen bytes are accepted by every
+// backend; anything else fails with ErrInvalidKey.
 //
 // # Errors
 //
