@@ -31,6 +31,9 @@ func (c Credentials) String() string {
 	return fmt.Sprintf("Credentials{APIKey:%s BearerToken:%s}", redact(c.APIKey), redact(c.BearerToken))
 }
 
+// GoString redacts the secrets for %#v too.
+func (c Credentials) GoString() string { return c.String() }
+
 func redact(s string) string {
 	if s == "" {
 		return `""`

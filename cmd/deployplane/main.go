@@ -51,6 +51,9 @@ Flags:
                           {"key_sha256": "<hex SHA-256 of the key>", "tenant_ids": [...]}
                       A key with one tenant needs no X-Tenant-Id header; a key
                       with several needs it.
+    -new-key          generate a new API key for the default tenant, replacing the
+                      generated one (which stops working), print it once, and
+                      serve; only when no key is configured
     -max-body-bytes N request body limit (default 1048576); larger bodies get 413
     -shutdown-timeout D
                       how long SIGINT/SIGTERM waits for requests in flight
@@ -114,6 +117,7 @@ type config struct {
 	keysFile        string
 	maxBody         int64
 	shutdownTimeout time.Duration
+	newKey          bool
 	envKey          string
 }
 
@@ -125,6 +129,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8124", "listen address")
 	fs.StringVar(&c.db, "db", "./deployplane.db", "database file, or :memory:")
 	fs.StringVar(&c.keysFile, "keys", "", "JSON file of API keys")
+	fs.BoolVar(&c.newKey, "new-key", false, "replace the generated API key")
 	fs.Int64Var(&c.maxBody, "max-body-bytes", httphandler.DefaultMaxBodyBytes, "request body limit")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "graceful shutdown limit")
 	if err := fs.Parse(args); err != nil {
@@ -168,10 +173,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	generated := ""
-	if len(keys) == 0 && c.envKey == "" {
+	switch {
+	case len(keys) == 0 && c.envKey == "":
 		generated = newAPIKey()
+	case c.newKey:
+		return errors.New("-new-key replaces the generated key, which is not used while -keys or DEPLOYPLANE_API_KEY give keys")
 	}
-	srvCfg, storedGenerated, err := loadServerConfig(ctx, st, uuid.NewString(), generated)
+	srvCfg, storedGenerated, err := loadServerConfig(ctx, st, uuid.NewString(), generated, c.newKey)
 	if err != nil {
 		return err
 	}
@@ -348,9 +356,9 @@ const (
 
 // loadServerConfig reads the server's record, creating it on the first
 // start with newTenant as the default tenant. When generatedKey is not empty
-// and the record holds no generated key yet, its digest is stored and
-// stored is true: the caller must show the key (once).
-func loadServerConfig(ctx context.Context, st store.Store, newTenant, generatedKey string) (cfg serverConfig, stored bool, err error) {
+// and the record holds no generated key yet (or replace is set), its digest
+// is stored and stored is true: the caller must show the key (once).
+func loadServerConfig(ctx context.Context, st store.Store, newTenant, generatedKey string, replace bool) (cfg serverConfig, stored bool, err error) {
 	err = st.Update(ctx, func(tx store.Tx) error {
 		cfg, stored = serverConfig{}, false
 		b, err := tx.Get(serverCollection, serverConfigKey)
@@ -366,11 +374,11 @@ func loadServerConfig(ctx context.Context, st store.Store, newTenant, generatedK
 			if _, ok := httphandler.CanonicalTenant(cfg.DefaultTenant); !ok {
 				return fmt.Errorf("the server record's default tenant %q is not a UUID", cfg.DefaultTenant)
 			}
-			if generatedKey == "" || cfg.GeneratedKeySHA256 != "" {
+			if generatedKey == "" || (cfg.GeneratedKeySHA256 != "" && !replace) {
 				return nil
 			}
 		}
-		if generatedKey != "" && cfg.GeneratedKeySHA256 == "" {
+		if generatedKey != "" && (cfg.GeneratedKeySHA256 == "" || replace) {
 			d := httphandler.HashKey(generatedKey)
 			cfg.GeneratedKeySHA256 = hex.EncodeToString(d[:])
 			stored = true

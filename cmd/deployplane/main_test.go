@@ -189,6 +189,51 @@ func TestBinaryRestart(t *testing.T) {
 	}
 }
 
+// TestNewKey: -new-key replaces the generated key; the old one stops
+// working and the default tenant stays.
+func TestNewKey(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	first := func(args ...string) (string, string, string) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		stdout, stderr := newWatcher(), newWatcher()
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, append([]string{"-addr", "127.0.0.1:0", "-db", db}, args...), func(string) string { return "" }, stdout, stderr)
+		}()
+		url := stderr.wait(t)
+		m := keyRE.FindStringSubmatch(stdout.String())
+		tenant := regexp.MustCompile(`default_tenant=(\S+)`).FindStringSubmatch(stderr.String())
+		if m == nil || tenant == nil {
+			t.Fatalf("no key or tenant:\n%s\n%s", stdout, stderr)
+		}
+		if status, _ := call(t, "GET", url+"/v2/deployments", m[1], ""); status != 200 {
+			t.Errorf("the printed key: %d", status)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return m[1], tenant[1], url
+	}
+	oldKey, oldTenant, _ := first()
+	newKey, newTenant, _ := first("-new-key")
+	if newKey == oldKey || newTenant != oldTenant {
+		t.Errorf("-new-key: key %s -> %s, tenant %s -> %s", oldKey, newKey, oldTenant, newTenant)
+	}
+	url, _, _ := server(t, []string{"-db", db}, nil)
+	if status, _ := call(t, "GET", url+"/v2/deployments", oldKey, ""); status != 401 {
+		t.Errorf("the replaced key: %d", status)
+	}
+	if status, _ := call(t, "GET", url+"/v2/deployments", newKey, ""); status != 200 {
+		t.Errorf("the new key after a restart: %d", status)
+	}
+	err := run(context.Background(), []string{"-db", ":memory:", "-new-key"}, func(string) string { return "k" }, io.Discard, io.Discard)
+	if err == nil {
+		t.Error("-new-key with DEPLOYPLANE_API_KEY set was accepted")
+	}
+}
+
 // server runs the command in-process until the test ends.
 func server(t *testing.T, args []string, env map[string]string) (url string, stdout *bytes.Buffer, stderr *watcher) {
 	t.Helper()
@@ -293,7 +338,7 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("run -h: %v", err)
 	}
 	for _, want := range []string{"-addr", "127.0.0.1:8124", "-db", "./deployplane.db", ":memory:", "-keys", "key_sha256", "tenant_ids",
-		"-max-body-bytes", "-shutdown-timeout", "DEPLOYPLANE_API_KEY", "default tenant", "SIGTERM", "X-Tenant-Id"} {
+		"-max-body-bytes", "-shutdown-timeout", "-new-key", "DEPLOYPLANE_API_KEY", "default tenant", "SIGTERM", "X-Tenant-Id"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("-h does not mention %q", want)
 		}

@@ -1,0 +1,117 @@
+package httphandler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/httphandler"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+// Example mounts the API under a prefix of an existing mux and creates a
+// deployment with an API key of the built-in key table.
+func Example() {
+	keys, err := httphandler.NewKeyTable([]httphandler.Key{{
+		SHA256:  httphandler.HashKey("my-key"),
+		Tenants: []string{"0194c0de-0000-7000-8000-000000000001"},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	n := 0
+	cp := controlplane.New(storemem.New(), &controlplane.Options{NewID: func() string {
+		n++
+		return fmt.Sprintf("0194c0de-0000-7000-8000-%012d", n)
+	}})
+	api := httphandler.New(cp, &httphandler.Options{Authenticator: keys})
+	mux := http.NewServeMux()
+	mux.Handle("/api-host/", http.StripPrefix("/api-host", api))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	send := func(method, path, key, body string) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("X-Api-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if len(b) > 60 {
+			b = append(b[:60], "..."...)
+		}
+		fmt.Println(resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	send("POST", "/api-host/v2/deployments", "my-key",
+		`{"name": "agent", "source": "external_docker", "source_revision_config": {"image_uri": "registry.example/agent:1"}}`)
+	send("POST", "/api-host/v2/deployments", "my-key", `{"name": "agent", "name": "again"}`)
+	send("GET", "/api-host/v2/deployments", "wrong-key", "")
+	send("PUT", "/api-host/v2/deployments", "my-key", "")
+	// Output:
+	// 201 {"id":"0194c0de-0000-7000-8000-000000000001","name":"agent",...
+	// 422 {"detail":[{"loc":["body","name"],"msg":"Invalid JSON: dupli...
+	// 401 {"detail":"Invalid authentication credentials."}
+	// 405 {"detail":"Method Not Allowed"}
+}
+
+// tokenAuth is an Authenticator of bearer tokens issued elsewhere (here a
+// fixed map standing in for an identity provider).
+type tokenAuth map[string][]string
+
+func (a tokenAuth) Authenticate(_ context.Context, c httphandler.Credentials) (*httphandler.Principal, error) {
+	tenants, ok := a[c.BearerToken]
+	if !ok {
+		return nil, httphandler.ErrUnauthenticated
+	}
+	return &httphandler.Principal{ID: "token-user", Tenants: tenants}, nil
+}
+
+// ExampleAuthenticator plugs in an Authenticator of one's own. The handler
+// picks the tenant: a principal with several tenants must name one with
+// X-Tenant-Id.
+func ExampleAuthenticator() {
+	auth := tokenAuth{"token-1": {"0194c0de-0000-7000-8000-000000000001", "0194c0de-0000-7000-8000-000000000002"}}
+	h := httphandler.New(controlplane.New(storemem.New(), nil), &httphandler.Options{Authenticator: auth})
+
+	for _, tenant := range []string{"", "0194c0de-0000-7000-8000-000000000002", "0194c0de-0000-7000-8000-000000000003"} {
+		req := httptest.NewRequest("GET", "/v2/listeners", nil)
+		req.Header.Set("Authorization", "Bearer token-1")
+		if tenant != "" {
+			req.Header.Set("X-Tenant-Id", tenant)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		fmt.Println(w.Code, strings.TrimSpace(w.Body.String()))
+	}
+	// Output:
+	// 403 {"detail":"This API key is org-scoped and requires workspace specification. Please provide the 'X-Tenant-Id' header."}
+	// 200 {"resources":[],"offset":0}
+	// 403 {"detail":"The credentials are not authorized for the requested workspace."}
+}
+
+// ExampleNewKeyTable: the table keeps digests only; a key is checked by
+// hashing it.
+func ExampleNewKeyTable() {
+	keys, err := httphandler.NewKeyTable([]httphandler.Key{
+		{SHA256: httphandler.HashKey("key-1"), Tenants: []string{"0194C0DE-0000-7000-8000-000000000001"}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	p, err := keys.Authenticate(context.Background(), httphandler.Credentials{APIKey: "key-1"})
+	fmt.Println(p.Tenants, err)
+	_, err = keys.Authenticate(context.Background(), httphandler.Credentials{BearerToken: "key-2"})
+	fmt.Println(errors.Is(err, httphandler.ErrUnauthenticated))
+	fmt.Println(httphandler.Credentials{APIKey: "key-1"})
+	// Output:
+	// [0194c0de-0000-7000-8000-000000000001] <nil>
+	// true
+	// Credentials{APIKey:[redacted] BearerToken:""}
+}
