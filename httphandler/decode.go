@@ -259,21 +259,15 @@ func (q *queryParser) list(name string) []string {
 	return out
 }
 
-// done merges the parse problems with those of validate (run on what could
-// be parsed) into one error.
+// done reports the parse problems, if any, together with those validate
+// finds in what could be parsed, so that a 422 lists every problem. Without
+// parse problems it returns nil: the ControlPlane validates the query with
+// its own limits.
 func (q *queryParser) done(validate func() error) error {
-	ps := q.ps
-	if err := validate(); err != nil {
-		var ve *controlplane.ValidationError
-		if !errors.As(err, &ve) {
-			return err
-		}
-		ps = append(ps, ve.Problems...)
+	if len(q.ps) == 0 {
+		return nil
 	}
-	if len(ps) > 0 {
-		return validationError(ps...)
-	}
-	return nil
+	return joinProblems(validationError(q.ps...), validate())
 }
 
 // parseListDeployments reads the query of GET /v2/deployments (wire

@@ -87,6 +87,9 @@ func (h *handler) deleteDeployment(c *call) (int, any, error) {
 func (h *handler) listRevisions(c *call) (int, any, error) {
 	ids, pathErr := pathIDs(c.r, "deployment_id")
 	q, qErr := parseListRevisions(c.r.URL.RawQuery)
+	if pathErr != nil && qErr == nil {
+		qErr = q.Validate() // list the query's problems with the path's
+	}
 	if err := joinProblems(pathErr, qErr); err != nil {
 		return 0, nil, err
 	}

@@ -3,6 +3,7 @@ package httphandler_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -361,4 +362,21 @@ func TestNilAuthenticator(t *testing.T) {
 		}
 		diff(t, path, want, w.Code)
 	}
+}
+
+// TestQueryUsesTheControlPlaneLimits: list queries are checked with the
+// ControlPlane's own limits, not the defaults.
+func TestQueryUsesTheControlPlaneLimits(t *testing.T) {
+	cp := controlplane.New(storemem.New(), &controlplane.Options{Limits: controlplane.Limits{MaxFilterIDs: 200}})
+	s := newServerCP(t, cp, nil)
+	list := func(n int) string {
+		var ids []string
+		for i := range n {
+			ids = append(ids, fmt.Sprintf("0194c0de-0000-7000-8000-%012d", i))
+		}
+		return "/v2/deployments?deployment_ids=" + strings.Join(ids, ",")
+	}
+	diff(t, "150 ids, limit 200", 200, s.as(keyA, "GET", list(150), "").status)
+	ps := problems(t, s.as(keyA, "GET", list(201)+"&limit=x", ""))
+	diff(t, "201 ids and a bad limit", []string{"limit", "deployment_ids"}, []string{ps[0].Loc[1].(string), ps[1].Loc[1].(string)})
 }
