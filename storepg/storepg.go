@@ -21,7 +21,7 @@ const DefaultSchema = "deployplane"
 
 // DefaultMaxRetries is how many times a transaction is re-run after a
 // serialization failure or deadlock when Options.MaxRetries is zero.
-const DefaultMaxRetries = 20
+const DefaultMaxRetries = 50
 
 // Backoff between tries: a random pause in [0, min(maxBackoff, minBackoff<<retry)).
 const (

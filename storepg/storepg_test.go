@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/store/storetest"
@@ -33,8 +34,9 @@ func testDSN(tb testing.TB) string {
 
 // newSchema returns the name of a schema that no one uses yet, and drops it
 // with everything in it when the test ends. Register it before opening stores
-// on it, so that they are closed before the drop.
-func newSchema(tb testing.TB) string {
+// on it, so that they are closed before the drop. The drop goes through pool
+// if it is not nil, else through a connection of its own.
+func newSchema(tb testing.TB, pool *pgxpool.Pool) string {
 	tb.Helper()
 	dsn := testDSN(tb)
 	var b [8]byte
@@ -42,13 +44,20 @@ func newSchema(tb testing.TB) string {
 	schema := "storepg_test_" + hex.EncodeToString(b[:])
 	tb.Cleanup(func() {
 		ctx := context.Background()
+		drop := `DROP SCHEMA IF EXISTS ` + pgx.Identifier{schema}.Sanitize() + ` CASCADE`
+		if pool != nil {
+			if _, err := pool.Exec(ctx, drop); err != nil {
+				tb.Errorf("dropping schema %s: %v", schema, err)
+			}
+			return
+		}
 		conn, err := pgx.Connect(ctx, dsn)
 		if err != nil {
 			tb.Errorf("dropping schema %s: %v", schema, err)
 			return
 		}
 		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+		if _, err := conn.Exec(ctx, drop); err != nil {
 			tb.Errorf("dropping schema %s: %v", schema, err)
 		}
 	})
@@ -74,21 +83,34 @@ func openSchema(tb testing.TB, schema string, opts *storepg.Options) *storepg.St
 // openStore opens a Store over a new, empty schema.
 func openStore(tb testing.TB, opts *storepg.Options) *storepg.Store {
 	tb.Helper()
-	return openSchema(tb, newSchema(tb), opts)
+	return openSchema(tb, newSchema(tb, nil), opts)
 }
 
+// TestConformance runs the store/storetest suite. Its stores share one
+// pool (OpenPool), since the suite opens hundreds of them; each gets a new
+// schema, dropped at the end.
 func TestConformance(t *testing.T) {
-	testDSN(t)
+	pool, err := pgxpool.New(context.Background(), testDSN(t))
+	if err != nil {
+		t.Fatalf("pgxpool.New: %v", err)
+	}
+	t.Cleanup(pool.Close)
 	var mu sync.Mutex
 	schemas := map[store.Store]string{}
+	open := func(tb testing.TB, schema string) store.Store {
+		tb.Helper()
+		s, err := storepg.OpenPool(context.Background(), pool, &storepg.Options{Schema: schema})
+		if err != nil {
+			tb.Fatalf("OpenPool: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		schemas[s] = schema
+		return s
+	}
 	storetest.Run(t, storetest.Harness{
 		Open: func(tb testing.TB) store.Store {
-			schema := newSchema(tb)
-			s := openSchema(tb, schema, nil)
-			mu.Lock()
-			defer mu.Unlock()
-			schemas[s] = schema
-			return s
+			return open(tb, newSchema(tb, pool))
 		},
 		Reopen: func(tb testing.TB, closed store.Store) store.Store {
 			mu.Lock()
@@ -97,11 +119,7 @@ func TestConformance(t *testing.T) {
 			if !ok {
 				tb.Fatalf("Reopen of a store that Open did not return")
 			}
-			s := openSchema(tb, schema, nil)
-			mu.Lock()
-			defer mu.Unlock()
-			schemas[s] = schema
-			return s
+			return open(tb, schema)
 		},
 	})
 }

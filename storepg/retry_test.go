@@ -1,0 +1,191 @@
+package storepg_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/storepg"
+)
+
+// readCounter returns the number stored under c/n, or 0 if there is none.
+func readCounter(r store.Reader) (int, error) {
+	v, err := r.Get("c", "n")
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(string(v))
+}
+
+// increment adds one to c/n.
+func increment(tx store.Tx) error {
+	n, err := readCounter(tx)
+	if err != nil {
+		return err
+	}
+	return tx.Put("c", "n", []byte(strconv.Itoa(n+1)))
+}
+
+// counter reads c/n in a View.
+func counter(t *testing.T, s store.Store) int {
+	t.Helper()
+	var n int
+	err := s.View(context.Background(), func(r store.Reader) error {
+		var err error
+		n, err = readCounter(r)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("View: %v", err)
+	}
+	return n
+}
+
+// TestTwoStoresLoseNoIncrement has two Stores, each with its own pool, over
+// one schema, as two replicas over one database: their goroutines increment
+// one counter at once, and every increment must count. Most of them
+// conflict, so this passes only if serialization failures are retried.
+func TestTwoStoresLoseNoIncrement(t *testing.T) {
+	schema := newSchema(t, nil)
+	opts := &storepg.Options{MaxConns: 4}
+	stores := []*storepg.Store{openSchema(t, schema, opts), openSchema(t, schema, opts)}
+	const goroutines, increments = 8, 25 // per store
+	var wg sync.WaitGroup
+	errs := make(chan error, len(stores)*goroutines*increments)
+	for _, s := range stores {
+		for range goroutines {
+			wg.Go(func() {
+				for range increments {
+					if err := s.Update(context.Background(), increment); err != nil {
+						errs <- err
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("Update: %v", err)
+	}
+	want := len(stores) * goroutines * increments
+	for i, s := range stores {
+		if got := counter(t, s); got != want {
+			t.Errorf("store %d reads the counter as %d; want %d", i, got, want)
+		}
+	}
+}
+
+// conflictOnFirstRun returns an Update closure that increments c/n, and, on
+// its first run only, lets other commit c/n = 100 between its read and its
+// write, which makes PostgreSQL abort that first run. runs counts the runs.
+func conflictOnFirstRun(other store.Store, runs *int) func(store.Tx) error {
+	return func(tx store.Tx) error {
+		*runs++
+		n, err := readCounter(tx)
+		if err != nil {
+			return err
+		}
+		if *runs == 1 {
+			err := other.Update(context.Background(), func(tx store.Tx) error {
+				return tx.Put("c", "n", []byte("100"))
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return tx.Put("c", "n", []byte(strconv.Itoa(n+1)))
+	}
+}
+
+// TestRetryRerunsClosure forces one serialization failure and checks that
+// Update ran the closure again, from scratch, in a new transaction that saw
+// the concurrent write.
+func TestRetryRerunsClosure(t *testing.T) {
+	schema := newSchema(t, nil)
+	s, other := openSchema(t, schema, nil), openSchema(t, schema, nil)
+	if err := s.Update(context.Background(), increment); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	runs := 0
+	if err := s.Update(context.Background(), conflictOnFirstRun(other, &runs)); err != nil {
+		t.Fatalf("Update with a conflict on its first run: %v", err)
+	}
+	if runs != 2 {
+		t.Errorf("the closure ran %d times; want 2", runs)
+	}
+	if got := counter(t, s); got != 101 {
+		t.Errorf("counter = %d; want 101 (the concurrent 100, plus one)", got)
+	}
+}
+
+// TestNoRetries checks that with MaxRetries < 0 a serialization failure is
+// returned, as a *pgconn.PgError with SQLSTATE 40001, after one run, and
+// that nothing of that run was committed.
+func TestNoRetries(t *testing.T) {
+	schema := newSchema(t, nil)
+	s := openSchema(t, schema, &storepg.Options{MaxRetries: -1})
+	other := openSchema(t, schema, nil)
+	runs := 0
+	err := s.Update(context.Background(), conflictOnFirstRun(other, &runs))
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "40001" {
+		t.Fatalf("Update = %v; want a serialization failure (SQLSTATE 40001)", err)
+	}
+	if runs != 1 {
+		t.Errorf("the closure ran %d times; want 1", runs)
+	}
+	if got := counter(t, s); got != 100 {
+		t.Errorf("counter = %d; want 100 (the concurrent write only)", got)
+	}
+}
+
+// TestIgnoredStatementError checks that a closure that ignores a failed
+// statement and returns nil does not commit: PostgreSQL has aborted the
+// transaction, and Update must say so rather than report success.
+func TestIgnoredStatementError(t *testing.T) {
+	s := openStore(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var second error
+	err := s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.Put("c", "a", []byte("1")); err != nil {
+			return err
+		}
+		cancel()
+		second = tx.Put("c", "b", []byte("2"))
+		return nil // ignoring second
+	})
+	if second == nil {
+		t.Fatal("Put after cancelling the context succeeded; the test needs it to fail")
+	}
+	if err == nil {
+		t.Fatal("Update = nil after a statement failed; want an error")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Update = %v; want an error wrapping context.Canceled", err)
+	}
+	var got []string
+	err = s.View(context.Background(), func(r store.Reader) error {
+		got = nil
+		return r.Scan("c", "", nil, func(k string, _ []byte) (bool, error) {
+			got = append(got, k)
+			return true, nil
+		})
+	})
+	if err != nil {
+		t.Fatalf("View: %v", err)
+	}
+	if diff := cmp.Diff([]string(nil), got); diff != "" {
+		t.Errorf("keys after the failed Update (-want +got):\n%s", diff)
+	}
+}
