@@ -251,7 +251,9 @@ func listByIndex(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summ
 		names.needle = ""
 		names.enabled = names.status != "" || names.dtype != "" || names.source != "" || names.image != ""
 		f = &names
-		err := scanNames(r, tenant, needle, visit)
+		err := scanNames(r, tenant, needle, func(orderKey string) (bool, error) {
+			return visit(orderKey[len(tenant)+1:])
+		})
 		return tails, err
 	}
 	err := r.Scan(col, prefix, &store.ScanOptions{Reverse: true}, func(k string, _ []byte) (bool, error) {

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"strings"
 
@@ -10,101 +11,180 @@ import (
 
 // The name blocks are the compact index that answers name_contains, a
 // substring filter no key prefix can answer. Each block is one record of
-// cp_deployment_name_blocks holding up to nameBlockMax entries
-// "tail\x00lowercased name", sorted by tail (createdKey/id, the order of
-// the deployment order records), joined by '\n'; its key is tenant/ and
-// the block's first tail. Names are immutable, so a block changes only
-// when a deployment is created (one entry inserted, the block split in two
-// when full) or removed. A name_contains list reads the blocks newest first
-// and matches names in place: about 400 records for 100k deployments
-// instead of 100k.
+// cp_deployment_name_blocks: the lowercased names of up to nameBlockMax
+// deployments joined by '\n', in the order of their order records
+// (tenant/createdKey/id); the block's key is the order key of its first
+// deployment. So the k-th name of a block belongs to the k-th order record
+// at or after the block's key, and a block need not repeat the ids: it is
+// a few kilobytes, and one bytes.Index over it finds its matches. Names are
+// immutable, so a block changes only when a deployment is created (one name
+// inserted, the block split in two when full) or removed. A name_contains
+// list reads the blocks newest first, about 400 records for 100k
+// deployments, and resolves only the matches to order keys.
 const nameBlockMax = 256
 
-// nameBlockAt finds the block that holds (or would hold) tail: the last
-// block whose key is <= tail, else the first block. key is "" when the
-// tenant has no block.
-func nameBlockAt(r store.Reader, tenant, tail string) (key string, val []byte, err error) {
+var errCorruptBlock = errors.New("controlplane: a name block names more deployments than there are")
+
+// nameBlockAt finds the block that holds (or would hold) the deployment at
+// orderKey: the last block whose key is <= orderKey, else the first block.
+// key is "" when the tenant has no block.
+func nameBlockAt(r store.Reader, tenant, orderKey string) (key string, names []string, err error) {
 	prefix := tenant + "/"
+	var val []byte
 	take := func(k string, v []byte) (bool, error) { key, val = k, v; return false, nil }
-	if err := r.Scan(colDeploymentNameBlocks, prefix, &store.ScanOptions{Reverse: true, Start: prefix + tail}, take); err != nil {
+	if err := r.Scan(colDeploymentNameBlocks, prefix, &store.ScanOptions{Reverse: true, Start: orderKey}, take); err != nil {
 		return "", nil, err
 	}
 	if key == "" {
-		err = r.Scan(colDeploymentNameBlocks, prefix, nil, take)
+		if err := r.Scan(colDeploymentNameBlocks, prefix, nil, take); err != nil {
+			return "", nil, err
+		}
 	}
-	return key, val, err
+	if key != "" {
+		names = strings.Split(string(val), "\n")
+	}
+	return key, names, nil
 }
 
-func splitBlock(v []byte) []string {
-	if len(v) == 0 {
-		return nil
-	}
-	return strings.Split(string(v), "\n")
+// orderKeys returns the order keys of the tenant from start on (ascending)
+// for which keep returns true, stopping when it returns stop.
+func orderKeys(r store.Reader, tenant, start string, fn func(i int, k string) (stop bool)) error {
+	i := 0
+	return r.Scan(colDeploymentOrder, tenant+"/", &store.ScanOptions{Start: start}, func(k string, _ []byte) (bool, error) {
+		stop := fn(i, k)
+		i++
+		return !stop, nil
+	})
 }
 
-// putNameBlocks replaces the block stored under old (if any) by es, split
-// into blocks of at most nameBlockMax entries.
-func putNameBlocks(tx store.Tx, tenant, old string, es []string) error {
+// putNameBlocks replaces the block stored under old (if any) by names, the
+// names of the order records from first on, split into blocks of at most
+// nameBlockMax names.
+func putNameBlocks(tx store.Tx, tenant, old, first string, names []string) error {
 	if old != "" {
 		if err := tx.Delete(colDeploymentNameBlocks, old); err != nil {
 			return err
 		}
 	}
-	for len(es) > 0 {
-		n := len(es)
-		if n > nameBlockMax {
-			n = len(es) / 2
-		}
-		first, _, _ := strings.Cut(es[0], "\x00")
-		if err := tx.Put(colDeploymentNameBlocks, tenant+"/"+first, []byte(strings.Join(es[:n], "\n"))); err != nil {
-			return err
-		}
-		es = es[n:]
-	}
-	return nil
-}
-
-// addName inserts a deployment's entry into the name blocks.
-func addName(tx store.Tx, tenant, tail, name string) error {
-	key, val, err := nameBlockAt(tx, tenant, tail)
-	if err != nil {
-		return err
-	}
-	es := splitBlock(val)
-	entry := tail + "\x00" + strings.ToLower(name)
-	i, _ := slices.BinarySearch(es, entry)
-	return putNameBlocks(tx, tenant, key, slices.Insert(es, i, entry))
-}
-
-// removeName deletes a deployment's entry from the name blocks.
-func removeName(tx store.Tx, tenant, tail string) error {
-	key, val, err := nameBlockAt(tx, tenant, tail)
-	if err != nil {
-		return err
-	}
-	es := splitBlock(val)
-	i := slices.IndexFunc(es, func(e string) bool { return strings.HasPrefix(e, tail+"\x00") })
-	if i < 0 {
+	if len(names) == 0 {
 		return nil
 	}
-	return putNameBlocks(tx, tenant, key, slices.Delete(es, i, i+1))
+	if len(names) <= nameBlockMax {
+		return tx.Put(colDeploymentNameBlocks, first, []byte(strings.Join(names, "\n")))
+	}
+	half := len(names) / 2
+	var second string
+	err := orderKeys(tx, tenant, first, func(i int, k string) bool {
+		second = k
+		return i == half
+	})
+	if err != nil {
+		return err
+	}
+	if err := tx.Put(colDeploymentNameBlocks, first, []byte(strings.Join(names[:half], "\n"))); err != nil {
+		return err
+	}
+	return tx.Put(colDeploymentNameBlocks, second, []byte(strings.Join(names[half:], "\n")))
 }
 
-// scanNames calls fn with the tail of every deployment of the tenant whose
-// lowercased name contains needle (lowercase), newest first, until fn
-// returns false.
-func scanNames(r store.Reader, tenant, needle string, fn func(tail string) (bool, error)) error {
+// addName inserts the name of the deployment at orderKey, whose order
+// record is already written, into the name blocks.
+func addName(tx store.Tx, tenant, orderKey, name string) error {
+	key, names, err := nameBlockAt(tx, tenant, orderKey)
+	if err != nil {
+		return err
+	}
+	first, i := orderKey, 0
+	if key != "" && key < orderKey {
+		first = key
+		// Its place: the number of order records in [key, orderKey).
+		err := orderKeys(tx, tenant, key, func(j int, k string) bool {
+			i = j
+			return k >= orderKey
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return putNameBlocks(tx, tenant, key, first, slices.Insert(names, i, strings.ToLower(name)))
+}
+
+// removeName deletes the name of the deployment at orderKey from the name
+// blocks; call it before deleting the order record.
+func removeName(tx store.Tx, tenant, orderKey string) error {
+	key, names, err := nameBlockAt(tx, tenant, orderKey)
+	if err != nil || key == "" || key > orderKey {
+		return err
+	}
+	i, next := -1, ""
+	err = orderKeys(tx, tenant, key, func(j int, k string) bool {
+		if k == orderKey {
+			i = j
+			return false
+		}
+		if i >= 0 {
+			next = k
+			return true
+		}
+		return j >= len(names)
+	})
+	if err != nil || i < 0 || i >= len(names) {
+		return err
+	}
+	first := key
+	if i == 0 {
+		first = next
+	}
+	return putNameBlocks(tx, tenant, key, first, slices.Delete(names, i, i+1))
+}
+
+// scanNames calls fn with the order key of every deployment of the tenant
+// whose lowercased name contains needle (lowercase, non-empty), newest
+// first, until fn returns false.
+func scanNames(r store.Reader, tenant, needle string, fn func(orderKey string) (bool, error)) error {
+	for i := 0; i < len(needle); i++ {
+		if b := needle[i]; !isAlnum(b) && b != '.' && b != '_' && b != '-' {
+			return nil // no name holds this byte
+		}
+	}
 	nb := []byte(needle)
-	return r.Scan(colDeploymentNameBlocks, tenant+"/", &store.ScanOptions{Reverse: true}, func(_ string, v []byte) (bool, error) {
-		for end := len(v); end > 0; {
-			start := bytes.LastIndexByte(v[:end], '\n') + 1
-			e := v[start:end]
-			end = start - 1
-			sep := bytes.IndexByte(e, 0)
-			if sep < 0 || !bytes.Contains(e[sep+1:], nb) {
-				continue
+	var hits []int // name indexes of the block's matches
+	return r.Scan(colDeploymentNameBlocks, tenant+"/", &store.ScanOptions{Reverse: true}, func(key string, names []byte) (bool, error) {
+		hits = hits[:0]
+		entry, counted := 0, 0
+		for from := 0; ; {
+			j := bytes.Index(names[from:], nb)
+			if j < 0 {
+				break
 			}
-			if more, err := fn(string(e[:sep])); !more || err != nil {
+			at := from + j
+			entry += bytes.Count(names[counted:at], []byte{'\n'})
+			counted = at
+			hits = append(hits, entry)
+			next := bytes.IndexByte(names[at:], '\n')
+			if next < 0 {
+				break
+			}
+			from = at + next + 1 // one hit per name
+		}
+		if len(hits) == 0 {
+			return true, nil
+		}
+		keys := make([]string, 0, len(hits))
+		err := orderKeys(r, tenant, key, func(i int, k string) bool {
+			if i == hits[len(keys)] {
+				keys = append(keys, k)
+			}
+			return len(keys) == len(hits)
+		})
+		if err != nil {
+			return false, err
+		}
+		if len(keys) != len(hits) {
+			return false, errCorruptBlock
+		}
+		for _, k := range slices.Backward(keys) {
+			if more, err := fn(k); !more || err != nil {
 				return false, err
 			}
 		}

@@ -21,7 +21,7 @@ import (
 //	cp_deployments          tenant/id                    -> deploymentRecord JSON
 //	cp_deployment_order     tenant/ts/id                 -> "" (unfiltered pages skip these small keys)
 //	cp_deployment_summaries tenant/ts/id                 -> summary (lowercased name, status, type, source, image version)
-//	cp_deployment_name_blocks tenant/first ts/id         -> up to 256 "ts/id\x00lowercased name" (nameblocks.go)
+//	cp_deployment_name_blocks tenant/ts/id (first)       -> up to 256 lowercased names, '\n'-separated (nameblocks.go)
 //	cp_deployment_index     tenant/field/value/ts/id     -> "" (field: status, type, source, image, tag, listener)
 //	cp_deployment_names     tenant/name                  -> id (names not yet removed)
 //	cp_revisions            tenant/deployment/id         -> revisionRecord JSON
@@ -128,7 +128,7 @@ func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
 		if err := tx.Put(colDeploymentOrder, r.orderKey(tenant), nil); err != nil {
 			return err
 		}
-		if err := addName(tx, tenant, r.tail(), r.Name); err != nil {
+		if err := addName(tx, tenant, r.orderKey(tenant), r.Name); err != nil {
 			return err
 		}
 	}
@@ -164,6 +164,9 @@ func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
 // revisions (the tracing project belongs to the TracingProjects hook). The
 // lifecycle calls it once a deployment is torn down.
 func removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
+	if err := removeName(tx, tenant, r.orderKey(tenant)); err != nil { // before the order record goes
+		return err
+	}
 	for _, k := range []struct{ col, key string }{
 		{colDeployments, key(tenant, r.ID)},
 		{colDeploymentOrder, r.orderKey(tenant)},
@@ -178,9 +181,6 @@ func removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
 		if err := tx.Delete(colDeploymentIndex, k); err != nil {
 			return err
 		}
-	}
-	if err := removeName(tx, tenant, r.tail()); err != nil {
-		return err
 	}
 	var revs []string
 	prefix := key(tenant, r.ID) + "/"

@@ -3,6 +3,9 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +93,88 @@ func TestRemoveDeployment(t *testing.T) {
 	if _, err := cp.CreateDeployment(ctx, tenant, &CreateDeploymentRequest{Name: new("d300"), Source: new(SourceExternalDocker),
 		SourceRevisionConfig: &SourceRevisionConfig{ImageURI: new("r/a:1")}}); err != nil {
 		t.Errorf("reusing the removed deployment's name: %v", err)
+	}
+}
+
+// TestRemoveManyKeepsNameBlocks removes deployments in random order (block
+// firsts included, until blocks empty) and checks name_contains against
+// what is left.
+func TestRemoveManyKeepsNameBlocks(t *testing.T) {
+	ctx := context.Background()
+	st := storemem.New()
+	defer st.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	ids := 0
+	var now time.Time
+	cp := New(st, &Options{
+		Clock: func() time.Time { return now },
+		NewID: func() string { ids++; return fmt.Sprintf("00000000-0000-7000-8000-%012x", ids) },
+	})
+	const tenant = "t1"
+	left := map[string]string{} // id -> name
+	for i := range 1200 {
+		now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(100000)) * time.Millisecond)
+		d, err := cp.CreateDeployment(ctx, tenant, &CreateDeploymentRequest{Name: new(fmt.Sprint("n", i)), Source: new(SourceExternalDocker),
+			SourceRevisionConfig: &SourceRevisionConfig{ImageURI: new("r/a:1")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		left[d.ID] = d.Name
+	}
+	order := slices.Collect(maps.Keys(left))
+	slices.Sort(order)
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for round, id := range order {
+		err := st.Update(ctx, func(tx store.Tx) error {
+			rec, err := getDeployment(tx, tenant, id)
+			if err != nil {
+				return err
+			}
+			return removeDeployment(tx, tenant, rec)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(left, id)
+		if round%97 != 0 && len(left) > 0 {
+			continue
+		}
+		for _, needle := range []string{"n", "1", "99"} {
+			want := 0
+			for _, name := range left {
+				if strings.Contains(name, needle) {
+					want++
+				}
+			}
+			got, offset := 0, 0
+			for {
+				page, err := cp.ListDeployments(ctx, tenant, &ListDeploymentsQuery{NameContains: needle, Limit: new(100), Offset: offset})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range page.Resources {
+					if left[d.ID] != d.Name || !strings.Contains(d.Name, needle) {
+						t.Fatalf("round %d: %q matched %s %s", round, needle, d.ID, d.Name)
+					}
+				}
+				got += len(page.Resources)
+				if len(page.Resources) == 0 {
+					break
+				}
+				offset = page.Offset
+			}
+			if got != want {
+				t.Fatalf("round %d: name_contains %q found %d, want %d", round, needle, got, want)
+			}
+		}
+	}
+	err := st.View(ctx, func(r store.Reader) error {
+		return r.Scan(colDeploymentNameBlocks, "", nil, func(k string, _ []byte) (bool, error) {
+			t.Errorf("name block %s left after every deployment is removed", k)
+			return true, nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -206,7 +206,7 @@ func bodyLoc(loc []string, more ...any) []any {
 	return append(out, more...)
 }
 
-// otherSourceFor names the source a field applies to, for messages.
+// appliesTo names the source a field applies to, for messages.
 func (r *fieldRule) appliesTo() Source {
 	if r.create[0] == CreateNotApplicable && r.patch[0] == PatchNotApplicable {
 		return allSources[1]
