@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -120,14 +119,18 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, e
 	return &Store{pool: pool, retries: retries, q: newQueries(schema)}, nil
 }
 
+// Statements that begin View's and Update's transactions.
+const (
+	beginView   = "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY"
+	beginUpdate = "BEGIN ISOLATION LEVEL SERIALIZABLE"
+)
+
 // View runs fn in a SERIALIZABLE READ ONLY transaction, which sees one
 // consistent snapshot that fits the serial order of all Updates. PostgreSQL
 // may abort such a transaction to keep that promise; View then re-runs fn as
 // Update does.
 func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
-	return s.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadOnly}, func(t *txn) error {
-		return fn(reader{t})
-	})
+	return s.run(ctx, beginView, func(t *txn) error { return fn(reader{t}) })
 }
 
 // Update runs fn in a SERIALIZABLE read-write transaction and commits it if
@@ -135,9 +138,7 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 // serialization failure or a deadlock, Update rolls back and re-runs fn, up
 // to Options.MaxRetries times, with a short random pause between tries.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
-	return s.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadWrite}, func(t *txn) error {
-		return fn(writer{reader{t}})
-	})
+	return s.run(ctx, beginUpdate, func(t *txn) error { return fn(writer{reader{t}}) })
 }
 
 // Close waits for running transactions to finish and, if Open created the
@@ -167,9 +168,9 @@ func (s *Store) enter() bool {
 	return true
 }
 
-// run runs fn in a transaction with the given options, re-running it on
+// run runs fn in a transaction that begin starts, re-running it on
 // serialization failures and deadlocks.
-func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(*txn) error) error {
+func (s *Store) run(ctx context.Context, begin string, fn func(*txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -178,7 +179,7 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(*txn) error
 	}
 	defer s.running.Done()
 	for retry := 0; ; retry++ {
-		retryable, err := s.try(ctx, opts, fn)
+		retryable, err := s.try(ctx, begin, fn)
 		if !retryable {
 			return err
 		}
@@ -198,26 +199,25 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(*txn) error
 
 // try runs fn once in a new transaction. It reports whether the error is
 // one that running fn again may cure.
-func (s *Store) try(ctx context.Context, opts pgx.TxOptions, fn func(*txn) error) (retryable bool, err error) {
-	pgtx, err := s.pool.BeginTx(ctx, opts)
+func (s *Store) try(ctx context.Context, begin string, fn func(*txn) error) (retryable bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		// A pooled connection the server has dropped fails before
-		// anything was sent; another connection may do.
-		return pgconn.SafeToRetry(err) && ctx.Err() == nil, fmt.Errorf("storepg: begin: %w", err)
+		return false, fmt.Errorf("storepg: %w", err)
 	}
-	t := &txn{ctx: ctx, tx: pgtx, q: &s.q}
+	defer conn.Release()
+	t := &txn{ctx: ctx, conn: conn, q: &s.q, begin: begin}
 	done := false
 	defer func() {
 		// Runs on every path that did not commit, including a panic in
 		// fn, which continues unwinding after the rollback.
 		if !done {
-			rollback(ctx, pgtx)
+			t.rollback()
 		}
 	}()
 
 	ferr := fn(t)
 	switch {
-	case t.err != nil && isSerializationFailure(t.err):
+	case t.err != nil && worthRetrying(ctx, t.err):
 		// Whatever fn made of it, a statement failed because of a
 		// concurrent transaction: this try is void.
 		return true, t.err
@@ -229,25 +229,20 @@ func (s *Store) try(ctx context.Context, opts pgx.TxOptions, fn func(*txn) error
 		return false, fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
 	}
 	done = true
-	if err := pgtx.Commit(ctx); err != nil {
-		return isSerializationFailure(err), fmt.Errorf("storepg: commit: %w", err)
+	if err := t.commit(); err != nil {
+		return worthRetrying(ctx, err), fmt.Errorf("storepg: commit: %w", err)
 	}
 	return false, nil
 }
 
-// rollback ends a transaction that will not commit. It runs even when ctx is
-// done, with a short deadline of its own; if it fails, the pool discards the
-// connection and the server rolls back when it notices.
-func rollback(ctx context.Context, tx pgx.Tx) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = tx.Rollback(ctx)
-}
-
-// isSerializationFailure reports whether err is PostgreSQL aborting a
-// transaction because of concurrent ones: a serialization failure or a
-// deadlock, the two that re-running the transaction cures.
-func isSerializationFailure(err error) bool {
+// worthRetrying reports whether a transaction that failed with err may succeed
+// if run again: PostgreSQL aborted it because of concurrent transactions (a
+// serialization failure or a deadlock), or the statement never reached the
+// server (a pooled connection the server had dropped) and ctx is still live.
+func worthRetrying(ctx context.Context, err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "40001" || pgErr.Code == "40P01"
+	}
+	return pgconn.SafeToRetry(err) && ctx.Err() == nil
 }

@@ -2,12 +2,14 @@ package storepg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/deployplane/deployplane/store"
 )
@@ -45,32 +47,102 @@ func newQueries(schema string) queries {
 	}
 }
 
-// txn is one try of a View or an Update.
+// txn is one try of a View or an Update, on one pooled connection.
 type txn struct {
-	ctx context.Context
-	tx  pgx.Tx
-	q   *queries
+	ctx  context.Context
+	conn *pgxpool.Conn
+	q    *queries
+	// begin is the statement that starts the transaction. It travels with
+	// the transaction's first statement, in one round trip; until then,
+	// begun is false and there is nothing to commit or roll back.
+	begin string
+	begun bool
 	// err is the first statement that failed. PostgreSQL aborts the
 	// transaction on any failed statement, so later calls fail at once
 	// with it, and Store.try decides from it whether to re-run the closure.
 	err error
 }
 
-// fail records a failed statement and returns the error to give the closure.
-func (t *txn) fail(op string, err error) error {
-	if t.err == nil {
-		t.err = err
+// query runs one statement, passes each row it returns to scan, and returns
+// its command tag. The transaction's first statement is pipelined after the
+// BEGIN, so starting a transaction costs no round trip of its own.
+func (t *txn) query(op, sql string, args []any, scan func(pgx.Rows) error) (pgconn.CommandTag, error) {
+	if t.err != nil {
+		return pgconn.CommandTag{}, fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
 	}
-	return fmt.Errorf("storepg: %s: %w", op, err)
+	var (
+		batch pgx.BatchResults
+		rows  pgx.Rows
+		err   error
+	)
+	if t.begun {
+		rows, err = t.conn.Query(t.ctx, sql, args...)
+	} else {
+		t.begun = true
+		b := &pgx.Batch{}
+		b.Queue(t.begin)
+		b.Queue(sql, args...)
+		batch = t.conn.SendBatch(t.ctx, b)
+		if _, err = batch.Exec(); err == nil {
+			rows, err = batch.Query()
+		}
+	}
+	if err == nil {
+		for err == nil && rows.Next() {
+			err = scan(rows)
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	if batch != nil {
+		if cerr := batch.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		if t.err == nil {
+			t.err = err
+		}
+		return pgconn.CommandTag{}, fmt.Errorf("storepg: %s: %w", op, err)
+	}
+	return rows.CommandTag(), nil
 }
 
-// usable returns an error if an earlier statement has aborted the
-// transaction.
-func (t *txn) usable() error {
-	if t.err != nil {
-		return fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
+// exec is query for a statement that returns no rows.
+func (t *txn) exec(op, sql string, args ...any) (pgconn.CommandTag, error) {
+	return t.query(op, sql, args, func(pgx.Rows) error { return nil })
+}
+
+// commit commits the transaction, if a statement began it.
+func (t *txn) commit() error {
+	if !t.begun {
+		return nil
+	}
+	tag, err := t.conn.Exec(t.ctx, "COMMIT")
+	if err != nil {
+		return err
+	}
+	if tag.String() != "COMMIT" {
+		// PostgreSQL answers ROLLBACK when the transaction had failed;
+		// txn.err should have caught that first.
+		return fmt.Errorf("COMMIT answered %q", tag.String())
 	}
 	return nil
+}
+
+// rollback ends a transaction that will not commit. It runs even when ctx is
+// done, with a short deadline of its own; if it fails, the connection is
+// left inside the transaction, so the pool discards it on release and the
+// server rolls back.
+func (t *txn) rollback() {
+	if !t.begun {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 5*time.Second)
+	defer cancel()
+	_, _ = t.conn.Exec(ctx, "ROLLBACK")
 }
 
 // reader is the store.Reader a View's closure gets.
@@ -89,17 +161,15 @@ func (r reader) Get(collection, key string) ([]byte, error) {
 	if err := store.CheckKey(collection, key); err != nil {
 		return nil, err
 	}
-	t := r.t
-	if err := t.usable(); err != nil {
+	var value []byte
+	tag, err := r.t.query("get", r.t.q.get, []any{[]byte(collection), []byte(key)}, func(rows pgx.Rows) error {
+		return rows.Scan(&value)
+	})
+	if err != nil {
 		return nil, err
 	}
-	var value []byte
-	err := t.tx.QueryRow(t.ctx, t.q.get, []byte(collection), []byte(key)).Scan(&value)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if tag.RowsAffected() == 0 {
 		return nil, fmt.Errorf("storepg: get %q in %q: %w", key, collection, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, t.fail("get", err)
 	}
 	return value, nil
 }
@@ -117,9 +187,6 @@ func (r reader) Scan(collection, prefix string, opts *store.ScanOptions, fn func
 		return err
 	}
 	t := r.t
-	if err := t.usable(); err != nil {
-		return err
-	}
 	var start string
 	var reverse bool
 	if opts != nil {
@@ -145,21 +212,15 @@ func (r reader) Scan(collection, prefix string, opts *store.ScanOptions, fn func
 	var values [][]byte
 	for page := firstScanPage; ; page = min(2*page, maxScanPage) {
 		sql, args := t.q.scanPage(collection, lo, hi, reverse, page)
-		rows, err := t.tx.Query(t.ctx, sql, args...)
-		if err != nil {
-			return t.fail("scan", err)
-		}
 		keys, values = keys[:0], values[:0]
-		for rows.Next() {
+		_, err := t.query("scan", sql, args, func(rows pgx.Rows) error {
 			var k, v []byte
-			if err := rows.Scan(&k, &v); err != nil {
-				rows.Close()
-				return t.fail("scan", err)
-			}
+			err := rows.Scan(&k, &v)
 			keys, values = append(keys, k), append(values, v)
-		}
-		if err := rows.Err(); err != nil {
-			return t.fail("scan", err)
+			return err
+		})
+		if err != nil {
+			return err
 		}
 		// The rows are read and the connection is free: fn may call Get.
 		for i := range keys {
@@ -231,13 +292,9 @@ func (w writer) Create(collection, key string, value []byte) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	t := w.t
-	if err := t.usable(); err != nil {
-		return err
-	}
-	tag, err := t.tx.Exec(t.ctx, t.q.create, []byte(collection), []byte(key), nonNil(value))
+	tag, err := w.t.exec("create", w.t.q.create, []byte(collection), []byte(key), nonNil(value))
 	if err != nil {
-		return t.fail("create", err)
+		return err
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("storepg: create %q in %q: %w", key, collection, store.ErrAlreadyExists)
@@ -250,14 +307,8 @@ func (w writer) Put(collection, key string, value []byte) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	t := w.t
-	if err := t.usable(); err != nil {
-		return err
-	}
-	if _, err := t.tx.Exec(t.ctx, t.q.put, []byte(collection), []byte(key), nonNil(value)); err != nil {
-		return t.fail("put", err)
-	}
-	return nil
+	_, err := w.t.exec("put", w.t.q.put, []byte(collection), []byte(key), nonNil(value))
+	return err
 }
 
 // Delete implements store.Tx.
@@ -265,13 +316,9 @@ func (w writer) Delete(collection, key string) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	t := w.t
-	if err := t.usable(); err != nil {
-		return err
-	}
-	tag, err := t.tx.Exec(t.ctx, t.q.delete, []byte(collection), []byte(key))
+	tag, err := w.t.exec("delete", w.t.q.delete, []byte(collection), []byte(key))
 	if err != nil {
-		return t.fail("delete", err)
+		return err
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("storepg: delete %q in %q: %w", key, collection, store.ErrNotFound)
