@@ -91,3 +91,115 @@ func ExampleValidationError() {
 	// [body name] immutable_field
 	// [body source_revision_config repo_ref] not_applicable_to_source
 }
+
+func ExampleNew() {
+	ctx := context.Background()
+	// A cloud control plane offers github deployments only.
+	cp := controlplane.New(storemem.New(), &controlplane.Options{
+		Sources: []controlplane.Source{controlplane.SourceGitHub},
+	})
+	_, err := cp.CreateDeployment(ctx, exampleTenant, &controlplane.CreateDeploymentRequest{
+		Name:                 new("agent"),
+		Source:               new(controlplane.SourceExternalDocker),
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/agent:1")},
+	})
+	fmt.Println(err)
+	// Output:
+	// validation failed: body.source: Source 'external_docker' is not offered by this control plane
+}
+
+func ExampleControlPlane_ListDeployments() {
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), nil)
+	for _, name := range []string{"billing-agent", "support-agent", "Support-Bot"} {
+		_, err := cp.CreateDeployment(ctx, exampleTenant, &controlplane.CreateDeploymentRequest{
+			Name:                 new(name),
+			Source:               new(controlplane.SourceExternalDocker),
+			SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/" + name + ":1")},
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+	page, err := cp.ListDeployments(ctx, exampleTenant, &controlplane.ListDeploymentsQuery{NameContains: "support", Limit: new(10)})
+	if err != nil {
+		panic(err)
+	}
+	for _, d := range page.Resources {
+		fmt.Println(d.Name)
+	}
+	fmt.Println("next offset:", page.Offset)
+	// Output:
+	// Support-Bot
+	// support-agent
+	// next offset: 2
+}
+
+func ExampleControlPlane_RedeployRevision() {
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), nil)
+	d := exampleDeployment(ctx, cp)
+	first := *d.LatestRevisionID
+	if _, err := cp.UpdateDeployment(ctx, exampleTenant, d.ID, &controlplane.UpdateDeploymentRequest{
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/support-agent:2.0.0")},
+	}); err != nil {
+		panic(err)
+	}
+	// Roll back: a new revision with the first one's snapshot.
+	back, err := cp.RedeployRevision(ctx, exampleTenant, d.ID, first)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(*back.SourceRevisionConfig.ImageURI, *back.LatestRevisionID != first)
+	// Output:
+	// registry.example.com/support-agent:1.0.0 true
+}
+
+func ExampleControlPlane_CreateListener() {
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), nil)
+	l, err := cp.CreateListener(ctx, exampleTenant, &controlplane.CreateListenerRequest{
+		ComputeType:   new("k8s"),
+		ComputeID:     new("prod-cluster"),
+		ComputeConfig: &controlplane.ComputeConfig{K8sNamespaces: []string{"agents"}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	// Self-hosted deployments name the listener and one of its namespaces.
+	d, err := cp.CreateDeployment(ctx, exampleTenant, &controlplane.CreateDeploymentRequest{
+		Name:   new("agent"),
+		Source: new(controlplane.SourceExternalDocker),
+		SourceConfig: &controlplane.SourceConfig{ListenerID: &l.ID,
+			ListenerConfig: &controlplane.ListenerConfig{K8sNamespace: new("agents")}},
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/agent:1")},
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(l.ComputeID, *d.SourceConfig.ListenerConfig.K8sNamespace)
+	// Output:
+	// prod-cluster agents
+}
+
+func ExampleFieldRules() {
+	for _, r := range controlplane.FieldRules() {
+		if r.Loc[0] == "source_revision_config" {
+			fmt.Println(r.Loc, r.Patch[controlplane.SourceGitHub] == controlplane.PatchRevision,
+				r.Patch[controlplane.SourceExternalDocker] == controlplane.PatchRevision)
+		}
+	}
+	// Output:
+	// [source_revision_config repo_ref] true false
+	// [source_revision_config graph_config_path] true false
+	// [source_revision_config image_uri] false true
+	// [source_revision_config repo_commit_sha] false false
+}
+
+func ExampleResourceSpec_WithDefaults() {
+	spec := controlplane.ResourceSpec{CPU: new(1.5), MemoryMB: new(int64(1024))}
+	d := spec.WithDefaults()
+	fmt.Println(*d.CPULimit, *d.MemoryLimitMB, *d.QueueCPU, *d.QueueMemoryLimitMB)
+	// Output:
+	// 3 2048 1.5 2048
+}
