@@ -2,6 +2,7 @@ package httphandler_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -151,4 +152,44 @@ func BenchmarkCreateParallel(b *testing.B) {
 	}
 	stores := benchStores()
 	benchcmp.CompareNamed(b, stores[0].name, run(stores[0].open), stores[1].name, run(stores[1].open))
+}
+
+// BenchmarkGetDeploymentInProcess: the handler's own cost, without a
+// network. Baseline: the ControlPlane call and encoding/json of its result,
+// the work no HTTP layer can avoid; candidate: ServeHTTP on a recorder
+// (authentication, routing, path parsing, the same call and encoding).
+func BenchmarkGetDeploymentInProcess(b *testing.B) {
+	cp := controlplane.New(storemem.New(), nil)
+	ctx := context.Background()
+	d, err := cp.CreateDeployment(ctx, tenantA, &controlplane.CreateDeploymentRequest{
+		Name: new("agent"), Source: new(controlplane.SourceExternalDocker),
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example/agent:1")},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := httphandler.New(cp, &httphandler.Options{Authenticator: keyTable(b)})
+	req := httptest.NewRequest("GET", "/v2/deployments/"+d.ID, nil)
+	req.Header.Set("X-Api-Key", keyA)
+	benchcmp.CompareNamed(b,
+		"controlplane+json", func(b *testing.B) {
+			for b.Loop() {
+				got, err := cp.GetDeployment(ctx, tenantA, d.ID)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := json.Marshal(got); err != nil {
+					b.Fatal(err)
+				}
+			}
+		},
+		"httphandler", func(b *testing.B) {
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != 200 {
+					b.Fatal(w.Code)
+				}
+			}
+		})
 }
