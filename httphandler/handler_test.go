@@ -3,7 +3,9 @@ package httphandler_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -379,4 +381,90 @@ func TestQueryUsesTheControlPlaneLimits(t *testing.T) {
 	diff(t, "150 ids, limit 200", 200, s.as(keyA, "GET", list(150), "").status)
 	ps := problems(t, s.as(keyA, "GET", list(201)+"&limit=x", ""))
 	diff(t, "201 ids and a bad limit", []string{"limit", "deployment_ids"}, []string{ps[0].Loc[1].(string), ps[1].Loc[1].(string)})
+}
+
+// authFunc adapts a function to httphandler.Authenticator.
+type authFunc func(httphandler.Credentials) (*httphandler.Principal, error)
+
+func (f authFunc) Authenticate(_ context.Context, c httphandler.Credentials) (*httphandler.Principal, error) {
+	return f(c)
+}
+
+// TestAuthenticatorFailures: an Authenticator's own failure is a 500 (its
+// cause logged), a panic is a 500 too, and a principal without tenants is
+// a 403.
+func TestAuthenticatorFailures(t *testing.T) {
+	tests := []struct {
+		name   string
+		auth   authFunc
+		status int
+		detail string
+		log    string
+	}{
+		{"error", func(httphandler.Credentials) (*httphandler.Principal, error) {
+			return nil, errors.New("identity provider down")
+		},
+			500, "Internal Server Error", "identity provider down"},
+		{"wrapped ErrUnauthenticated", func(httphandler.Credentials) (*httphandler.Principal, error) {
+			return nil, fmt.Errorf("token expired: %w", httphandler.ErrUnauthenticated)
+		}, 401, "Invalid authentication credentials.", ""},
+		{"panic", func(httphandler.Credentials) (*httphandler.Principal, error) { panic("authenticator bug") },
+			500, "Internal Server Error", "authenticator bug"},
+		{"no tenants", func(httphandler.Credentials) (*httphandler.Principal, error) {
+			return &httphandler.Principal{ID: "p"}, nil
+		},
+			403, "The credentials are not authorized for the requested workspace.", ""},
+		{"nil principal", func(httphandler.Credentials) (*httphandler.Principal, error) { return nil, nil },
+			403, "The credentials are not authorized for the requested workspace.", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServer(t, &httphandler.Options{Authenticator: tt.auth})
+			r := s.as("any-key", "GET", "/v2/deployments", "")
+			diff(t, "status", tt.status, r.status)
+			diff(t, "detail", tt.detail, detail(t, r))
+			if tt.log != "" && !strings.Contains(s.log.String(), tt.log) {
+				t.Errorf("the log lacks %q:\n%s", tt.log, s.log.String())
+			}
+		})
+	}
+}
+
+// TestBodyLimitWithoutLength: a body of unknown length is cut at the limit
+// (413) as well as one whose Content-Length says it is too large.
+func TestBodyLimitWithoutLength(t *testing.T) {
+	s := newServer(t, &httphandler.Options{MaxBodyBytes: 1000})
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = pw.Write([]byte(`{"name": "` + strings.Repeat("a", 5000) + `"}`))
+		pw.Close()
+	}()
+	req, err := http.NewRequest("POST", s.url+"/v2/deployments", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Api-Key", keyA)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	diff(t, "status", 413, resp.StatusCode)
+	diff(t, "body", `{"detail":"Request body is larger than the limit of 1000 bytes."}`+"\n", string(b))
+	if req.ContentLength != -1 && req.ContentLength != 0 {
+		t.Fatalf("the request had a length: %d", req.ContentLength)
+	}
+}
+
+// TestHead: HEAD works wherever GET does, without a body.
+func TestHead(t *testing.T) {
+	s := newServer(t, nil)
+	f := newFixture(t, s)
+	r := s.as(keyA, "HEAD", "/v2/deployments/"+f.github.ID, "")
+	diff(t, "status", 200, r.status)
+	diff(t, "body", "", string(r.body))
+	if r.header.Get("Content-Length") == "" || r.header.Get("Content-Type") != "application/json" {
+		t.Errorf("headers %v", r.header)
+	}
 }
