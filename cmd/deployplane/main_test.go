@@ -357,3 +357,67 @@ func TestStoreFailsToOpen(t *testing.T) {
 		t.Fatal("started over a database in a missing directory")
 	}
 }
+
+// TestGracefulShutdown: a request in flight when the server is told to stop
+// finishes (and its deployment is committed) before run returns.
+func TestGracefulShutdown(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := newWatcher()
+	done := make(chan error, 1)
+	env := map[string]string{"DEPLOYPLANE_API_KEY": "k"}
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-db", db}, func(k string) string { return env[k] }, io.Discard, stderr)
+	}()
+	url := stderr.wait(t)
+
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest("POST", url+"/v2/deployments", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Api-Key", "k")
+	type result struct {
+		status int
+		err    error
+	}
+	got := make(chan result, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		resp.Body.Close()
+		got <- result{status: resp.StatusCode}
+	}()
+	half := len(dockerBody) / 2
+	if _, err := pw.Write([]byte(dockerBody[:half])); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the server is reading the body
+	cancel()
+	time.Sleep(100 * time.Millisecond) // Shutdown has begun
+	if _, err := pw.Write([]byte(dockerBody[half:])); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	r := <-got
+	if r.err != nil || r.status != 201 {
+		t.Fatalf("the request in flight: %d %v\n%s", r.status, r.err, stderr.String())
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "msg=\"shutting down\"") {
+		t.Errorf("no shutdown in the log:\n%s", stderr.String())
+	}
+
+	// The store was closed cleanly: it opens again and holds the deployment.
+	url, _, _ = server(t, []string{"-db", db}, env)
+	status, page := call(t, "GET", url+"/v2/deployments", "k", "")
+	if status != 200 || len(page["resources"].([]any)) != 1 {
+		t.Errorf("after the restart: %d %v", status, page)
+	}
+}
