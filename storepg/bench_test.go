@@ -152,3 +152,43 @@ func BenchmarkUpdate(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkScanEarlyStop reads the first 10 records of a 100-record
+// collection (the baseline) and of a 10,000-record one, from a Start in the
+// middle, in a View. A Scan that stops early must cost what it read, not
+// what the collection holds: "x-small" should stay near 1.
+func BenchmarkScanEarlyStop(b *testing.B) {
+	var base float64
+	for _, size := range []int{100, 10_000} {
+		name := map[int]string{100: "small", 10_000: "large"}[size]
+		b.Run(name, func(b *testing.B) {
+			s := openStore(b, nil)
+			err := s.Update(context.Background(), func(tx store.Tx) error {
+				for i := range size {
+					if err := tx.Put("scan", fmt.Sprintf("%08d", i), []byte("0123456789abcdef")); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatalf("Update: %v", err)
+			}
+			opts := &store.ScanOptions{Start: fmt.Sprintf("%08d", size/2)}
+			run(b, 1, func(int) error {
+				return s.View(context.Background(), func(r store.Reader) error {
+					n := 0
+					return r.Scan("scan", "", opts, func(string, []byte) (bool, error) {
+						n++
+						return n < 10, nil
+					})
+				})
+			})
+			if size == 100 {
+				base = nsPerOp(b)
+			} else if base != 0 {
+				b.ReportMetric(nsPerOp(b)/base, "x-small")
+			}
+		})
+	}
+}

@@ -23,6 +23,14 @@ const (
 	maxScanPage   = 1024
 )
 
+// noFullSort runs at the start of every transaction. A Scan page must walk
+// the index and stop after the page (an incremental sort re-orders only keys
+// that share a head). Without statistics, as for a table that has just
+// grown, the planner may instead collect the whole key range and sort it,
+// which makes every page cost the range: forbidding full sorts leaves it the
+// index walk. No other statement of ours sorts.
+const noFullSort = "SET LOCAL enable_sort = off"
+
 // queries are a Store's SQL statements, with its schema name filled in.
 type queries struct {
 	get, create, put, delete string
@@ -81,10 +89,13 @@ func (t *txn) query(op, sql string, args []any, scan func(pgx.Rows) error) (pgco
 		t.begun = true
 		b := &pgx.Batch{}
 		b.Queue(t.begin)
+		b.Queue(noFullSort)
 		b.Queue(sql, args...)
 		batch = t.conn.SendBatch(t.ctx, b)
 		if _, err = batch.Exec(); err == nil {
-			rows, err = batch.Query()
+			if _, err = batch.Exec(); err == nil {
+				rows, err = batch.Query()
+			}
 		}
 	}
 	if err == nil {
