@@ -172,6 +172,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	// Listen before a key is generated: a key stored but never shown (the
+	// port was taken) would lock the operator out.
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // Serve closes it too; a second Close is harmless
+	url := "http://" + ln.Addr().String()
+
 	generated := ""
 	switch {
 	case len(keys) == 0 && c.envKey == "":
@@ -198,11 +207,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
-	ln, err := net.Listen("tcp", c.addr)
-	if err != nil {
-		return err
-	}
-	url := "http://" + ln.Addr().String()
 	if storedGenerated {
 		fmt.Fprintf(stdout, `deployplane: generated an API key for the default tenant %s.
 It is shown only now; the database keeps only its SHA-256 digest.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -419,5 +420,27 @@ func TestGracefulShutdown(t *testing.T) {
 	status, page := call(t, "GET", url+"/v2/deployments", "k", "")
 	if status != 200 || len(page["resources"].([]any)) != 1 {
 		t.Errorf("after the restart: %d %v", status, page)
+	}
+}
+
+// TestPortTaken: a start that cannot listen fails without generating a key,
+// so the next start still prints one.
+func TestPortTaken(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	db := filepath.Join(t.TempDir(), "db")
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-addr", busy.Addr().String(), "-db", db}, func(string) string { return "" }, &out, io.Discard); err == nil {
+		t.Fatal("started on a taken port")
+	}
+	if out.Len() != 0 {
+		t.Errorf("printed %q", out.String())
+	}
+	_, stdout, _ := server(t, []string{"-db", db}, nil)
+	if !keyRE.MatchString(stdout.String()) {
+		t.Errorf("no key at the first successful start:\n%s", stdout)
 	}
 }
