@@ -36,11 +36,13 @@
 // given twice in one object is 422 json_invalid instead of the last copy
 // winning; invalid UTF-8 is 422. null is the same as an absent member, and
 // the langgraph_config_path alias is folded into graph_config_path by the
-// controlplane. Read-only response fields have no place in the request
-// types. A wrong JSON type is a 422 at the member's loc (string_type,
+// controlplane. Read-only response fields (id, status, created_at, ...) have
+// no place in the request types; repo_commit_sha, which requests share with
+// responses, is dropped by the controlplane. A wrong JSON type is a 422 at the member's loc (string_type,
 // int_type, list_type, dict_type, ...); malformed JSON is json_invalid;
 // an empty or null body is missing (POST .../revisions may omit it). Bodies
-// are limited to Options.MaxBodyBytes (default 1 MiB): 413 beyond. Path ids
+// are read as JSON whatever their Content-Type (curl -d labels JSON as a
+// form), and limited to Options.MaxBodyBytes (default 1 MiB): 413 beyond. Path ids
 // must be UUIDs (422 uuid_parsing at ["path", name]); query values that do
 // not parse are 422 at ["query", name], listed together with the range
 // checks of the controlplane.
