@@ -16,9 +16,10 @@ import (
 // names are agent-000000, agent-000001, ..., so "agent-0001" matches 100 of
 // 100k (0.1%).
 type benchFleet struct {
-	cp  *controlplane.ControlPlane
-	ids []string
-	n   int
+	cp      *controlplane.ControlPlane
+	ids     []string
+	n       int
+	created int // deployments BenchmarkCreateDeployment added, for unique names
 }
 
 const benchTag = "44444444-4444-4444-8444-444444444444"
@@ -82,10 +83,9 @@ func (f *benchFleet) list(b *testing.B, q *controlplane.ListDeploymentsQuery, wa
 func BenchmarkCreateDeployment(b *testing.B) {
 	f := fleet(b, 100_000)
 	ctx := context.Background()
-	i := 0
 	for b.Loop() {
-		i++
-		_, err := f.cp.CreateDeployment(ctx, tenantA, &controlplane.CreateDeploymentRequest{Name: new(fmt.Sprintf("bench-create-%d-%d", b.N, i)),
+		f.created++
+		_, err := f.cp.CreateDeployment(ctx, tenantA, &controlplane.CreateDeploymentRequest{Name: new(fmt.Sprintf("bench-create-%d", f.created)),
 			Source:               new(controlplane.SourceExternalDocker),
 			SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/agent:1.0.0")}})
 		if err != nil {

@@ -14,8 +14,10 @@ type Options struct {
 	// Clock returns the current time; default time.Now. Times are stored in
 	// UTC, truncated to the microsecond.
 	Clock func() time.Time
-	// NewID returns a new id: a lowercase canonical UUID string. Default:
-	// a UUIDv7 from github.com/google/uuid.
+	// NewID returns a new id, which must be a lowercase canonical UUID
+	// string (ids that are not UUIDs are never found). It must be safe for
+	// concurrent use, like Clock. Default: a UUIDv7 from
+	// github.com/google/uuid.
 	NewID func() string
 	// Sources lists the sources this control plane offers: cloud installs
 	// offer only SourceGitHub, self-hosted ones only SourceExternalDocker.
@@ -27,8 +29,9 @@ type Options struct {
 	// with '.' and '_' turned into '-'), {id} and {tenant} are replaced.
 	// Default DefaultCustomURLTemplate.
 	CustomURLTemplate string
-	// Logger receives debug records of rejected requests and errors of the
-	// store. Default: a logger that discards everything.
+	// Logger receives an error record for every store failure (the caller
+	// gets the error too, without the store's sentinel). Default: a logger
+	// that discards everything.
 	Logger *slog.Logger
 	// TracingProjects creates the tracing project of every new deployment.
 	// Default: StoreTracingProjects, which keeps a record in the store.
