@@ -56,6 +56,10 @@ type Options struct {
 	// bytes. A commit that would grow it further fails, and every Update in
 	// that commit returns the error.
 	MaxSize int
+	// PageSize is the page size, in bytes, of a newly created file (an
+	// existing file keeps its own). Default: the operating system's page
+	// size.
+	PageSize int
 	// FileMode is the permission of a newly created file. Default 0o600.
 	FileMode os.FileMode
 }
@@ -116,6 +120,7 @@ func Open(path string, opts *Options) (*Store, error) {
 		Timeout:         o.LockTimeout,
 		InitialMmapSize: o.InitialMmapSize,
 		MaxSize:         o.MaxSize,
+		PageSize:        o.PageSize,
 		// Durability is not negotiable: NoSync, NoGrowSync and
 		// NoFreelistSync all stay false.
 	})

@@ -1,0 +1,219 @@
+package storebolt_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/internal/benchcmp"
+	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/storebolt"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+// The controlplane benchmarks measure storebolt under the domain that uses
+// it: deployments as CreateDeployment writes them (the record, its first
+// revision, the order record and the index records, in one Update).
+
+const benchTenant = "3f1c9a52-6b7d-4e8f-9a0b-1c2d3e4f5a6b"
+
+// fleet is a ControlPlane with the GitHub integration its github
+// deployments use.
+type fleet struct {
+	cp          *controlplane.ControlPlane
+	integration string
+}
+
+func newFleet(b *testing.B, st store.Store) *fleet {
+	b.Helper()
+	cp := controlplane.New(st, nil)
+	in, err := cp.CreateIntegration(context.Background(), benchTenant, &controlplane.CreateIntegrationRequest{
+		InstallationID: new(int64(1)), Name: new("acme"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &fleet{cp: cp, integration: in.ID}
+}
+
+// request is the i-th deployment of a realistic fleet: external_docker with
+// a resource spec and a secret, and every 200th a github deployment.
+func (f *fleet) request(i int) *controlplane.CreateDeploymentRequest {
+	name := fmt.Sprintf("agent-%07d", i)
+	if i%200 == 0 {
+		return &controlplane.CreateDeploymentRequest{
+			Name:   &name,
+			Source: new(controlplane.SourceGitHub),
+			SourceConfig: &controlplane.SourceConfig{
+				IntegrationID:  &f.integration,
+				RepoURL:        new("https://github.com/acme/agent"),
+				DeploymentType: new(controlplane.DeploymentTypeDev),
+			},
+			SourceRevisionConfig: &controlplane.SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("langgraph.json")},
+		}
+	}
+	return &controlplane.CreateDeploymentRequest{
+		Name:   &name,
+		Source: new(controlplane.SourceExternalDocker),
+		SourceConfig: &controlplane.SourceConfig{
+			ResourceSpec: &controlplane.ResourceSpec{MinScale: new(int64(1)), MaxScale: new(int64(3))},
+		},
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new(fmt.Sprintf("registry.example.com/agent-%d:1.0.0", i%50))},
+		Secrets:              []controlplane.Secret{{Name: "OPENAI_API_KEY", Value: "sk-0123456789abcdef"}},
+	}
+}
+
+// create creates deployments next.Add(1)-1 for as long as they are
+// below n, from benchWriters goroutines.
+func (f *fleet) create(b *testing.B, next *atomic.Int64, n int64) {
+	b.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range benchWriters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
+				if _, err := f.cp.CreateDeployment(ctx, benchTenant, f.request(int(i))); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkControlPlaneCreate64 pits CreateDeployment from 64 goroutines
+// over storebolt against the same over storemem: the price of durability
+// (goal: at least 0.5x).
+func BenchmarkControlPlaneCreate64(b *testing.B) {
+	run := func(b *testing.B, st store.Store) {
+		f := newFleet(b, st)
+		var next atomic.Int64
+		b.ResetTimer()
+		f.create(b, &next, int64(b.N))
+	}
+	benchcmp.CompareNamed(b,
+		"storemem", func(b *testing.B) { run(b, storemem.New()) },
+		"storebolt", func(b *testing.B) { run(b, openBench(b, nil)) })
+}
+
+// fleetFile returns the path of a storebolt file holding n deployments
+// created through the ControlPlane.
+func fleetFile(b *testing.B, n int, opts *storebolt.Options) string {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "fleet.db")
+	st, err := storebolt.Open(path, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	newFleet(b, st).create(b, &next, int64(n))
+	if err := st.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+func fileSize(b *testing.B, path string) int64 {
+	b.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// dropCache evicts the file's pages from the page cache, so that the next
+// open reads them from disk.
+func dropCache(b *testing.B, path string) {
+	b.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkColdOpen100k opens a file of 100k deployments with its pages
+// evicted from the page cache and serves the first page of the deployment
+// list (goal: under 1 s). The baseline opens and closes the same file with
+// raw bbolt and reads nothing: the least a cold open can cost. It also
+// reports the file's bytes per deployment.
+func BenchmarkColdOpen100k(b *testing.B) {
+	const n = 100_000
+	path := fleetFile(b, n, nil)
+	b.Logf("%d deployments: %d bytes, %.0f bytes/deployment", n, fileSize(b, path), float64(fileSize(b, path))/n)
+	ctx := context.Background()
+	benchcmp.CompareNamed(b,
+		"bbolt-Open", func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				dropCache(b, path)
+				b.StartTimer()
+				db, err := bbolt.Open(path, 0o600, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := db.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		},
+		"storebolt+controlplane", func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				dropCache(b, path)
+				b.StartTimer()
+				st, err := storebolt.Open(path, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				page, err := controlplane.New(st, nil).ListDeployments(ctx, benchTenant, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(page.Resources) != controlplane.DefaultPageLimit {
+					b.Fatalf("first page holds %d deployments, want %d", len(page.Resources), controlplane.DefaultPageLimit)
+				}
+				if err := st.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(fileSize(b, path))/n, "bytes/deployment")
+		})
+}
+
+// BenchmarkSpace100k reports the file's bytes per deployment after creating
+// 100k deployments, for several page sizes and fill targets. Run it with
+// -benchtime=1x: each iteration builds a file.
+func BenchmarkSpace100k(b *testing.B) {
+	const n = 100_000
+	for _, o := range []storebolt.Options{
+		{PageSize: 4096, FillPercent: 0.5},
+		{PageSize: 4096, FillPercent: 0.9},
+		{PageSize: 4096, FillPercent: 1},
+		{PageSize: 16384, FillPercent: 0.9},
+		{PageSize: 16384, FillPercent: 1},
+	} {
+		b.Run(fmt.Sprintf("page=%d/fill=%v", o.PageSize, o.FillPercent), func(b *testing.B) {
+			var size int64
+			for b.Loop() {
+				size = fileSize(b, fleetFile(b, n, &o))
+			}
+			b.ReportMetric(float64(size)/n, "bytes/deployment")
+		})
+	}
+}
