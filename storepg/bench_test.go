@@ -117,8 +117,10 @@ func benchmark(b *testing.B, op func(s *storepg.Store, worker int) error) {
 					b.Skip("no baseline: the roundtrip benchmark did not run (-bench must match it)")
 				}
 				s := benchStore(b, m.conns)
+				retries := s.Retries()
 				run(b, m.goroutines, func(worker int) error { return op(s, worker) })
 				b.ReportMetric(nsPerOp(b)/base, "x-roundtrip")
+				b.ReportMetric(float64(s.Retries()-retries)/float64(b.N), "retries/op")
 			})
 		})
 	}

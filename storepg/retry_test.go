@@ -83,6 +83,12 @@ func TestTwoStoresLoseNoIncrement(t *testing.T) {
 			t.Errorf("store %d reads the counter as %d; want %d", i, got, want)
 		}
 	}
+	// Without conflicts this test would prove nothing about retries.
+	retries := stores[0].Retries() + stores[1].Retries()
+	t.Logf("%d increments took %d retries", want, retries)
+	if retries == 0 {
+		t.Errorf("no Update was retried; the test needs conflicting increments")
+	}
 }
 
 // conflictOnFirstRun returns an Update closure that increments c/n, and, on
@@ -123,6 +129,9 @@ func TestRetryRerunsClosure(t *testing.T) {
 	if runs != 2 {
 		t.Errorf("the closure ran %d times; want 2", runs)
 	}
+	if got := s.Retries(); got != 1 {
+		t.Errorf("Retries() = %d; want 1", got)
+	}
 	if got := counter(t, s); got != 101 {
 		t.Errorf("counter = %d; want 101 (the concurrent 100, plus one)", got)
 	}
@@ -143,6 +152,9 @@ func TestNoRetries(t *testing.T) {
 	}
 	if runs != 1 {
 		t.Errorf("the closure ran %d times; want 1", runs)
+	}
+	if got := s.Retries(); got != 0 {
+		t.Errorf("Retries() = %d; want 0", got)
 	}
 	if got := counter(t, s); got != 100 {
 		t.Errorf("counter = %d; want 100 (the concurrent write only)", got)

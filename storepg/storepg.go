@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -59,6 +60,8 @@ type Store struct {
 	mu      sync.Mutex
 	closed  bool
 	running sync.WaitGroup
+
+	rerun atomic.Int64 // closures re-run after a serialization failure
 }
 
 var _ store.Store = (*Store)(nil)
@@ -194,8 +197,15 @@ func (s *Store) run(ctx context.Context, begin string, fn func(*txn) error) erro
 			return fmt.Errorf("storepg: abandoned before retrying: %w", ctx.Err())
 		case <-timer.C:
 		}
+		s.rerun.Add(1)
 	}
 }
+
+// Retries returns how many times the Store has re-run a closure because
+// PostgreSQL aborted its transaction with a serialization failure or a
+// deadlock (or a connection failed before the server saw anything): a
+// measure of contention, for metrics.
+func (s *Store) Retries() int64 { return s.rerun.Load() }
 
 // try runs fn once in a new transaction. It reports whether the error is
 // one that running fn again may cure.
