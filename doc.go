@@ -29,13 +29,12 @@
 //
 // # Quick start
 //
-// Run the example program (the standalone server, cmd/deployplane, replaces
-// it as the first command when it lands), then run every test:
+// Run the server (it creates ./deployplane.db, prints an API key once and
+// listens on 127.0.0.1:8124), then run every test:
 //
-//	go run ./examples/quickstart
+//	go run ./cmd/deployplane
 //	go vet ./... && go test -race ./...
 //
-// To embed, open a store, build the domain over it and mount the handler; see
-// the package examples of storemem and, as they land, controlplane and
-// httphandler.
+// To embed, open a store, build the domain over it and mount the handler on
+// your mux; examples/embed is a runnable program that does it.
 package deployplane
