@@ -107,7 +107,7 @@ type SourceRevisionConfig struct {
 	// LanggraphConfigPath is the hosted service's name for GraphConfigPath,
 	// accepted on input only (compatibility, wire contract section 1). The
 	// ControlPlane folds it into GraphConfigPath and never returns it.
-	LanggraphConfigPath *string `json:"langgraph_config_path,omitempty"`
+	LanggraphConfigPath *string `json:"langgraph_config_path,omitzero"`
 }
 
 // Secret is an environment variable of the deployment container.
@@ -181,40 +181,40 @@ type LocalObjectReference struct {
 // to Kubernetes as given).
 type Volume struct {
 	Name                  string         `json:"name"`
-	ConfigMap             map[string]any `json:"configMap,omitempty"`
-	Secret                map[string]any `json:"secret,omitempty"`
-	EmptyDir              map[string]any `json:"emptyDir,omitempty"`
-	PersistentVolumeClaim map[string]any `json:"persistentVolumeClaim,omitempty"`
-	NFS                   map[string]any `json:"nfs,omitempty"`
-	Projected             map[string]any `json:"projected,omitempty"`
-	DownwardAPI           map[string]any `json:"downwardAPI,omitempty"`
-	CSI                   map[string]any `json:"csi,omitempty"`
+	ConfigMap             map[string]any `json:"configMap,omitzero"`
+	Secret                map[string]any `json:"secret,omitzero"`
+	EmptyDir              map[string]any `json:"emptyDir,omitzero"`
+	PersistentVolumeClaim map[string]any `json:"persistentVolumeClaim,omitzero"`
+	NFS                   map[string]any `json:"nfs,omitzero"`
+	Projected             map[string]any `json:"projected,omitzero"`
+	DownwardAPI           map[string]any `json:"downwardAPI,omitzero"`
+	CSI                   map[string]any `json:"csi,omitzero"`
 }
 
 // VolumeMount mounts a Volume (by name) into a container.
 type VolumeMount struct {
 	Name             string  `json:"name"`
 	MountPath        string  `json:"mountPath"`
-	SubPath          *string `json:"subPath,omitempty"`
-	MountPropagation *string `json:"mountPropagation,omitempty"`
-	ReadOnly         *bool   `json:"readOnly,omitempty"`
-	SubPathExpr      *string `json:"subPathExpr,omitempty"`
+	SubPath          *string `json:"subPath,omitzero"`
+	MountPropagation *string `json:"mountPropagation,omitzero"`
+	ReadOnly         *bool   `json:"readOnly,omitzero"`
+	SubPathExpr      *string `json:"subPathExpr,omitzero"`
 }
 
 // Container is an init container or a sidecar.
 type Container struct {
 	Name            string                `json:"name"`
 	Image           string                `json:"image"`
-	ImagePullPolicy *string               `json:"imagePullPolicy,omitempty"`
-	Command         []string              `json:"command,omitempty"`
-	Args            []string              `json:"args,omitempty"`
-	WorkingDir      *string               `json:"workingDir,omitempty"`
-	Env             []EnvVar              `json:"env,omitempty"`
-	EnvFrom         []map[string]any      `json:"envFrom,omitempty"`
-	Resources       *ResourceRequirements `json:"resources,omitempty"`
-	VolumeMounts    []VolumeMount         `json:"volumeMounts,omitempty"`
-	SecurityContext map[string]any        `json:"securityContext,omitempty"`
-	RestartPolicy   *string               `json:"restartPolicy,omitempty"`
+	ImagePullPolicy *string               `json:"imagePullPolicy,omitzero"`
+	Command         []string              `json:"command,omitzero"`
+	Args            []string              `json:"args,omitzero"`
+	WorkingDir      *string               `json:"workingDir,omitzero"`
+	Env             []EnvVar              `json:"env,omitzero"`
+	EnvFrom         []map[string]any      `json:"envFrom,omitzero"`
+	Resources       *ResourceRequirements `json:"resources,omitzero"`
+	VolumeMounts    []VolumeMount         `json:"volumeMounts,omitzero"`
+	SecurityContext map[string]any        `json:"securityContext,omitzero"`
+	RestartPolicy   *string               `json:"restartPolicy,omitzero"`
 }
 
 // EnvVar is a container environment variable. Value and ValueFrom are
