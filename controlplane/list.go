@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -154,12 +155,13 @@ func (f *summaryFilter) match(s string) bool {
 //
 // Cost: the page is found through the index records, never by decoding the
 // tenant's deployments. With deployment_ids, each id is one Get. Otherwise
-// one index is walked newest first: a tag index (tag_value_ids), else the
-// image version, deployment type, status or source index, else the
-// tenant's order records, whose values hold a compact summary (lowercased
-// name, status, type, source, image version) against which name_contains
-// and every other filter is checked without decoding a deployment. Offset
-// skips index keys; only the returned page is decoded.
+// one source is walked newest first: the tag indexes (tag_value_ids, merged),
+// else the image version index, the name blocks (name_contains), the
+// deployment type, status or source index, else the order records; the
+// other filters are checked on each candidate's summary record. Offset skips
+// index entries; only the returned page is decoded. (tag_value_ids reads
+// every entry of the named tags before paging, so its cost grows with the
+// number of deployments carrying them.)
 func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *ListDeploymentsQuery) (*DeploymentPage, error) {
 	if err := checkTenant(tenant); err != nil {
 		return nil, err
@@ -191,8 +193,11 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 		for _, t := range tails {
 			_, id, _ := strings.Cut(t, "/")
 			rec, err := getDeployment(r, tenant, id)
+			if errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("controlplane: an index names the missing deployment %s", id)
+			}
 			if err != nil {
-				return fmt.Errorf("controlplane: index names deployment %s: %w", id, err)
+				return err
 			}
 			page = append(page, *rec.wire())
 		}
@@ -330,7 +335,7 @@ func (cp *ControlPlane) listByIDs(r store.Reader, tenant string, q *ListDeployme
 		seen[cid] = true
 		rec, err := getDeployment(r, tenant, cid)
 		if err != nil {
-			if _, ok := err.(*NotFoundError); ok {
+			if errors.Is(err, ErrNotFound) {
 				continue
 			}
 			return err

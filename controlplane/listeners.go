@@ -25,7 +25,7 @@ func (c *checker) checkComputeConfig(loc []any, cc *ComputeConfig) {
 	}
 	seen := map[string]bool{}
 	for i, ns := range cc.K8sNamespaces {
-		if c.pattern(at(nl, i), ns, validDNSLabel(ns), dnsLabelPattern) {
+		if c.pattern(at(nl, i), validDNSLabel(ns), dnsLabelPattern) {
 			if seen[ns] {
 				c.add(at(nl, i), TypeDuplicate, "Namespaces should be unique")
 			}

@@ -66,7 +66,7 @@ func (c *checker) uuid(loc []any, s string) bool {
 	return true
 }
 
-func (c *checker) pattern(loc []any, s string, ok bool, pat string) bool {
+func (c *checker) pattern(loc []any, ok bool, pat string) bool {
 	if !ok {
 		c.add(loc, TypeStringPatternMismatch, "String should match pattern '"+pat+"'")
 	}
@@ -200,7 +200,7 @@ func validQualifiedName(s string) bool {
 // request seen as a Deployment), independently of the source rules.
 func (c *checker) checkDeploymentValues(d *Deployment) {
 	if d.Name != "" {
-		c.pattern(bodyLoc([]string{"name"}), d.Name, validName(d.Name), namePattern)
+		c.pattern(bodyLoc([]string{"name"}), validName(d.Name), namePattern)
 	}
 	sc, sl := &d.SourceConfig, []string{"source_config"}
 	max := c.lim.MaxStringBytes
@@ -220,7 +220,7 @@ func (c *checker) checkDeploymentValues(d *Deployment) {
 	}
 	if lc := sc.ListenerConfig; lc != nil && lc.K8sNamespace != nil {
 		ns := *lc.K8sNamespace
-		c.pattern(bodyLoc(sl, "listener_config", "k8s_namespace"), ns, validDNSLabel(ns), dnsLabelPattern)
+		c.pattern(bodyLoc(sl, "listener_config", "k8s_namespace"), validDNSLabel(ns), dnsLabelPattern)
 	}
 	c.optStr(bodyLoc(sl, "install_command"), sc.InstallCommand, max)
 	c.optStr(bodyLoc(sl, "build_command"), sc.BuildCommand, max)
@@ -242,7 +242,7 @@ func (c *checker) checkSecrets(loc []any, secrets []Secret) {
 		nl := at(loc, i, "name")
 		if s.Name == "" {
 			c.add(nl, TypeMissing, "Field required")
-		} else if c.pattern(nl, s.Name, len(s.Name) <= 256 && validCIdent(s.Name), cIdentPattern+" (at most 256 characters)") {
+		} else if c.pattern(nl, len(s.Name) <= 256 && validCIdent(s.Name), cIdentPattern+" (at most 256 characters)") {
 			if seen[s.Name] {
 				c.add(nl, TypeDuplicate, "Secret names should be unique")
 			}
@@ -376,7 +376,7 @@ func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec) {
 	c.checkStringMap(at(loc, "annotations"), r.Annotations, false)
 	if r.ServiceAccountName != nil {
 		s := *r.ServiceAccountName
-		c.pattern(at(loc, "service_account_name"), s, validDNSSubdomain(s), dnsSubPattern)
+		c.pattern(at(loc, "service_account_name"), validDNSSubdomain(s), dnsSubPattern)
 	}
 	if c.items(at(loc, "image_pull_secrets"), len(r.ImagePullSecrets), c.lim.MaxItems) {
 		for i, ref := range r.ImagePullSecrets {
@@ -422,7 +422,7 @@ func (c *checker) k8sName(loc []any, s string, valid func(string) bool, pat stri
 		c.add(loc, TypeMissing, "Field required")
 		return false
 	}
-	return c.pattern(loc, s, valid(s), pat)
+	return c.pattern(loc, valid(s), pat)
 }
 
 func (c *checker) checkStringMap(loc []any, m map[string]string, labels bool) {
@@ -430,10 +430,10 @@ func (c *checker) checkStringMap(loc []any, m map[string]string, labels bool) {
 		return
 	}
 	for _, k := range sortedKeys(m) {
-		c.pattern(at(loc, k), k, validQualifiedName(k), qualNamePattern+" (key)")
+		c.pattern(at(loc, k), validQualifiedName(k), qualNamePattern+" (key)")
 		v := m[k]
 		if labels {
-			c.pattern(at(loc, k), v, validLabelValue(v), labelValPattern)
+			c.pattern(at(loc, k), validLabelValue(v), labelValPattern)
 		} else if len(v) > c.lim.MaxStringBytes {
 			c.add(at(loc, k), TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", c.lim.MaxStringBytes))
 		}
@@ -503,7 +503,7 @@ func (c *checker) checkContainers(loc []any, cs []Container, volumes, names map[
 				if e.Name == "" {
 					c.add(at(el, "name"), TypeMissing, "Field required")
 				} else {
-					c.pattern(at(el, "name"), e.Name, len(e.Name) <= 256 && validCIdent(e.Name), cIdentPattern+" (at most 256 characters)")
+					c.pattern(at(el, "name"), len(e.Name) <= 256 && validCIdent(e.Name), cIdentPattern+" (at most 256 characters)")
 				}
 				if e.Value != nil && len(*e.Value) > max {
 					c.add(at(el, "value"), TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", max))
@@ -527,7 +527,7 @@ func (c *checker) checkContainers(loc []any, cs []Container, volumes, names map[
 				ml := at(cl, "resources", m.k)
 				if c.items(ml, len(m.m), c.lim.MaxMapEntries) {
 					for _, k := range sortedKeys(m.m) {
-						c.pattern(at(ml, k), k, validQualifiedName(k), qualNamePattern)
+						c.pattern(at(ml, k), validQualifiedName(k), qualNamePattern)
 						if v := m.m[k]; v == "" || len(v) > 64 {
 							c.add(at(ml, k), TypeValueError, "Quantity should have 1 to 64 characters")
 						}
