@@ -201,3 +201,22 @@ func TestIgnoredStatementError(t *testing.T) {
 		t.Errorf("keys after the failed Update (-want +got):\n%s", diff)
 	}
 }
+
+// TestTxKeptPastClosure checks that a Tx used after its Update returned, which
+// the contract forbids, fails cleanly rather than touch a pooled connection.
+func TestTxKeptPastClosure(t *testing.T) {
+	s := openStore(t, nil)
+	var kept store.Tx
+	if err := s.Update(context.Background(), func(tx store.Tx) error {
+		kept = tx
+		return tx.Put("c", "k", []byte("v"))
+	}); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	if err := kept.Put("c", "k2", []byte("v")); err == nil {
+		t.Error("Put through a Tx kept past its Update succeeded; want an error")
+	}
+	if _, err := kept.Get("c", "k"); err == nil {
+		t.Error("Get through a Tx kept past its Update succeeded; want an error")
+	}
+}

@@ -189,7 +189,7 @@ func (s *Store) run(ctx context.Context, begin string, fn func(*txn) error) erro
 		if retry >= s.retries {
 			return fmt.Errorf("storepg: giving up after %d tries: %w", retry+1, err)
 		}
-		pause := time.Duration(rand.Int64N(int64(min(maxBackoff, minBackoff<<retry))))
+		pause := time.Duration(rand.Int64N(int64(min(maxBackoff, minBackoff<<min(retry, 16)))))
 		timer := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
@@ -223,6 +223,7 @@ func (s *Store) try(ctx context.Context, begin string, fn func(*txn) error) (ret
 		if !done {
 			t.rollback()
 		}
+		t.ended = true
 	}()
 
 	ferr := fn(t)

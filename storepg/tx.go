@@ -65,6 +65,10 @@ type txn struct {
 	// begun is false and there is nothing to commit or roll back.
 	begin string
 	begun bool
+	// ended is set when the closure has returned: a Reader or Tx kept past
+	// it (which the contract forbids) then fails instead of using a
+	// connection that is back in the pool.
+	ended bool
 	// err is the first statement that failed. PostgreSQL aborts the
 	// transaction on any failed statement, so later calls fail at once
 	// with it, and Store.try decides from it whether to re-run the closure.
@@ -75,6 +79,9 @@ type txn struct {
 // its command tag. The transaction's first statement is pipelined after the
 // BEGIN, so starting a transaction costs no round trip of its own.
 func (t *txn) query(op, sql string, args []any, scan func(pgx.Rows) error) (pgconn.CommandTag, error) {
+	if t.ended {
+		return pgconn.CommandTag{}, fmt.Errorf("storepg: %s: Reader or Tx used after its transaction ended", op)
+	}
 	if t.err != nil {
 		return pgconn.CommandTag{}, fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
 	}
