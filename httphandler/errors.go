@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/oauthflow"
 )
 
 // statusError is an answer decided by the handler itself: a 401, 403, 404,
@@ -45,6 +46,7 @@ const detailInternal = "Internal Server Error"
 func errorReply(err error) (status int, body any, internal bool) {
 	var se *statusError
 	var ve *controlplane.ValidationError
+	var ove *oauthflow.ValidationError
 	switch {
 	case errors.As(err, &se):
 		return se.status, errorBody{se.detail}, false
@@ -54,9 +56,17 @@ func errorReply(err error) (status int, body any, internal bool) {
 			ps = []controlplane.Problem{}
 		}
 		return http.StatusUnprocessableEntity, problemsBody{ps}, false
-	case errors.Is(err, controlplane.ErrNotFound):
+	case errors.As(err, &ove):
+		// The same shape as controlplane's; the two domains do not share
+		// a type.
+		ps := make([]controlplane.Problem, len(ove.Problems))
+		for i, p := range ove.Problems {
+			ps[i] = controlplane.Problem{Loc: p.Loc, Msg: p.Msg, Type: p.Type}
+		}
+		return http.StatusUnprocessableEntity, problemsBody{ps}, false
+	case errors.Is(err, controlplane.ErrNotFound), errors.Is(err, oauthflow.ErrNotFound):
 		return http.StatusNotFound, errorBody{err.Error()}, false
-	case errors.Is(err, controlplane.ErrConflict):
+	case errors.Is(err, controlplane.ErrConflict), errors.Is(err, oauthflow.ErrConflict):
 		return http.StatusConflict, errorBody{err.Error()}, false
 	case errors.Is(err, controlplane.ErrInvalidState):
 		return http.StatusBadRequest, errorBody{err.Error()}, false

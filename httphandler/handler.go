@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/oauthflow"
 )
 
 // DefaultMaxBodyBytes is the default limit of a request body (1 MiB).
@@ -38,11 +39,19 @@ type Options struct {
 	// Error, the cause of every 500. Credentials, bodies and queries are
 	// never logged. Default: discard everything.
 	Logger *slog.Logger
+	// OAuth serves the OAuth helpers, /v2/auth/* (wire contract section
+	// 8). Its PublicURL must be where browsers reach this handler, so that
+	// the providers' redirects land on GET /v2/auth/callback/{provider_id}.
+	// Default nil: the /v2/auth routes are not served, not listed in
+	// GET /openapi.json, and every request under /v2/auth/ answers 404
+	// with a detail saying that the OAuth helpers are not enabled.
+	OAuth *oauthflow.Service
 }
 
 // handler is the http.Handler New returns.
 type handler struct {
 	cp      *controlplane.ControlPlane
+	oauth   *oauthflow.Service // nil: /v2/auth/* is not served
 	auth    Authenticator
 	maxBody int64
 	log     *slog.Logger
@@ -68,6 +77,7 @@ func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
 	}
 	h := &handler{
 		cp:      cp,
+		oauth:   o.OAuth,
 		auth:    o.Authenticator,
 		maxBody: o.MaxBodyBytes,
 		log:     o.Logger,
@@ -198,6 +208,8 @@ func (h *handler) serve(rt route) http.Handler {
 			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 			w.WriteHeader(code)
 			_, _ = w.Write(b)
+		case htmlPage:
+			writeHTML(w, code, b)
 		default:
 			h.writeJSON(w, code, b)
 		}
@@ -219,6 +231,9 @@ func logPath(r *http.Request) string {
 func (h *handler) unrouted(c *call) (int, any, error) {
 	if _, pattern := h.paths.Handler(c.r); pattern != "" {
 		return 0, nil, &statusError{status: http.StatusMethodNotAllowed, detail: "Method Not Allowed", allow: h.allow[pattern]}
+	}
+	if h.oauth == nil && strings.HasPrefix(c.r.URL.Path, "/v2/auth/") {
+		return 0, nil, &statusError{status: http.StatusNotFound, detail: detailOAuthDisabled}
 	}
 	return 0, nil, &statusError{status: http.StatusNotFound, detail: "Not Found"}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/httphandler"
+	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/storemem"
 )
 
@@ -41,11 +42,15 @@ func keyTable(t testing.TB) *httphandler.KeyTable {
 	return kt
 }
 
-// server is a real httptest.Server running the handler over storemem.
+// server is a real httptest.Server running the handler over storemem,
+// with the OAuth helpers over their own storemem, a fake OAuth provider and
+// a settable clock.
 type server struct {
-	t   testing.TB
-	url string
-	log *syncBuffer
+	t     testing.TB
+	url   string
+	log   *syncBuffer
+	prov  *fakeProvider
+	clock *fakeClock
 }
 
 type syncBuffer struct {
@@ -72,10 +77,27 @@ func newServer(t testing.TB, opts *httphandler.Options) *server {
 
 func newServerCP(t testing.TB, cp *controlplane.ControlPlane, opts *httphandler.Options) *server {
 	t.Helper()
-	s := &server{t: t, log: &syncBuffer{}}
+	return newServerWith(t, serverSetup{cp: cp, opts: opts})
+}
+
+// serverSetup is what newServerWith may vary.
+type serverSetup struct {
+	cp      *controlplane.ControlPlane // nil: a new one over storemem
+	opts    *httphandler.Options
+	noOAuth bool                     // leave Options.OAuth nil
+	oauth   func(*oauthflow.Options) // adjusts the OAuth service's options
+	http    func(*http.Server)       // adjusts the server before it starts
+}
+
+func newServerWith(t testing.TB, c serverSetup) *server {
+	t.Helper()
+	s := &server{t: t, log: &syncBuffer{}, prov: newFakeProvider(t), clock: newFakeClock()}
+	if c.cp == nil {
+		c.cp = controlplane.New(storemem.New(), nil)
+	}
 	var o httphandler.Options
-	if opts != nil {
-		o = *opts
+	if c.opts != nil {
+		o = *c.opts
 	}
 	if o.Authenticator == nil {
 		o.Authenticator = keyTable(t)
@@ -83,9 +105,31 @@ func newServerCP(t testing.TB, cp *controlplane.ControlPlane, opts *httphandler.
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	srv := httptest.NewServer(httphandler.New(cp, &o))
+	srv := httptest.NewUnstartedServer(nil)
+	s.url = "http://" + srv.Listener.Addr().String()
+	if o.OAuth == nil && !c.noOAuth {
+		oo := &oauthflow.Options{
+			SecretKey:  bytes.Repeat([]byte{7}, 32),
+			PublicURL:  s.url,
+			HTTPClient: s.prov.srv.Client(),
+			Clock:      s.clock.Now,
+			Logger:     o.Logger,
+		}
+		if c.oauth != nil {
+			c.oauth(oo)
+		}
+		svc, err := oauthflow.New(storemem.New(), oo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.OAuth = svc
+	}
+	srv.Config.Handler = httphandler.New(c.cp, &o)
+	if c.http != nil {
+		c.http(srv.Config)
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
-	s.url = srv.URL
 	return s
 }
 
@@ -214,6 +258,8 @@ type fixture struct {
 	github        controlplane.Deployment // a github deployment
 	docker        controlplane.Deployment // an external_docker deployment on the listener
 	listener      controlplane.Listener
+	provider      oauthflow.Provider // an OAuth provider (the fake one)
+	authID        string             // a completed flow of user-a through it
 }
 
 func githubBody(name, integrationID string) string {
@@ -240,5 +286,11 @@ func newFixture(t testing.TB, s *server) fixture {
 		`{"name": "docker-agent", "source": "external_docker",
 		  "source_config": {"listener_id": "`+f.listener.ID+`", "listener_config": {"k8s_namespace": "prod"}},
 		  "source_revision_config": {"image_uri": "registry.example/agent:1"}}`, 201)
+	f.provider = must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
+	a := must[authAnswer](t, s, keyA, "POST", "/v2/auth/authenticate", `{"user_id": "user-a", "provider": "fake", "scopes": ["read"]}`, 200)
+	if page := s.browse(a.URL); page.status != 200 {
+		t.Fatalf("the fixture's flow: %d %s", page.status, page.body)
+	}
+	f.authID = a.AuthID
 	return f
 }

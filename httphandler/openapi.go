@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/oauthflow"
 )
 
 // obj is a JSON object of the OpenAPI document.
@@ -69,9 +70,14 @@ func (g *schemaGen) operation(rt route) obj {
 		"summary":     rt.summary,
 	}
 	var params []obj
+	uuidPath := false
 	for _, m := range pathParam.FindAllStringSubmatch(rt.path, -1) {
-		params = append(params, obj{"name": m[1], "in": "path", "required": true,
-			"schema": obj{"type": "string", "format": "uuid"}})
+		schema := obj{"type": "string"}
+		if !namePathParams[m[1]] {
+			schema["format"] = "uuid"
+			uuidPath = true
+		}
+		params = append(params, obj{"name": m[1], "in": "path", "required": true, "schema": schema})
 	}
 	for _, q := range rt.query {
 		params = append(params, obj{"name": q.name, "in": "query", "required": false,
@@ -85,7 +91,10 @@ func (g *schemaGen) operation(rt route) obj {
 			"content": obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.body))}}}
 	}
 	success := obj{"description": http.StatusText(rt.status)}
-	if rt.resp != nil {
+	switch {
+	case rt.html:
+		success["content"] = obj{"text/html": obj{"schema": obj{"type": "string"}}}
+	case rt.resp != nil:
 		success["content"] = obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.resp))}}
 	}
 	responses := obj{strconv.Itoa(rt.status): success}
@@ -94,8 +103,14 @@ func (g *schemaGen) operation(rt route) obj {
 		if status == http.StatusUnprocessableEntity {
 			name = "HTTPValidationError"
 		}
+		if rt.html {
+			return obj{"description": http.StatusText(status), "content": obj{"text/html": obj{"schema": obj{"type": "string"}}}}
+		}
 		return obj{"description": http.StatusText(status),
 			"content": obj{"application/json": obj{"schema": obj{"$ref": "#/components/schemas/" + name}}}}
+	}
+	for _, status := range rt.errors {
+		responses[strconv.Itoa(status)] = errResp(status)
 	}
 	if rt.public {
 		op["security"] = []obj{}
@@ -105,7 +120,7 @@ func (g *schemaGen) operation(rt route) obj {
 		if strings.Contains(rt.path, "{") {
 			responses["404"] = errResp(http.StatusNotFound)
 		}
-		if strings.Contains(rt.path, "{") || rt.body != nil || rt.query != nil {
+		if uuidPath || rt.body != nil || rt.query != nil {
 			responses["422"] = errResp(http.StatusUnprocessableEntity)
 		}
 		if rt.body != nil {
@@ -128,7 +143,23 @@ type schemaGen struct {
 	schemas obj
 }
 
+// namePathParams are the path parameters that are names, not UUIDs.
+var namePathParams = map[string]bool{"provider_id": true, "auth_id": true}
+
+// schemaNames names the schemas of types whose Go names would not do.
+var schemaNames = map[reflect.Type]string{
+	reflect.TypeFor[oauthflow.Provider]():      "OAuthProvider",
+	reflect.TypeFor[oauthflow.NewProvider]():   "OAuthProviderCreate",
+	reflect.TypeFor[oauthflow.ProviderPatch](): "OAuthProviderPatch",
+	reflect.TypeFor[oauthflow.AuthRequest]():   "AuthenticateRequest",
+	reflect.TypeFor[authResponse]():            "AuthenticateResponse",
+	reflect.TypeFor[waitResponse]():            "AuthWaitResponse",
+	reflect.TypeFor[messageBody]():             "Message",
+}
+
 var enums = map[reflect.Type][]string{
+	reflect.TypeFor[authStatus]():                    {oauthflow.StatusCompleted, oauthflow.StatusPending},
+	reflect.TypeFor[waitStatus]():                    {oauthflow.StatusCompleted, oauthflow.StatusPending, oauthflow.StatusTimeout, oauthflow.StatusNotFound},
 	reflect.TypeFor[controlplane.Source]():           {string(controlplane.SourceGitHub), string(controlplane.SourceExternalDocker)},
 	reflect.TypeFor[controlplane.DeploymentType]():   {"dev_free", "dev", "prod"},
 	reflect.TypeFor[controlplane.DeploymentStatus](): {"AWAITING_DATABASE", "READY", "UNUSED", "AWAITING_DELETE", "UNKNOWN"},
@@ -169,6 +200,9 @@ func (g *schemaGen) schema(t reflect.Type) obj {
 		return obj{} // free-form
 	case reflect.Struct:
 		name := t.Name()
+		if n, ok := schemaNames[t]; ok {
+			name = n
+		}
 		if name == "" {
 			return g.structSchema(t)
 		}

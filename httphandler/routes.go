@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	cp "github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/oauthflow"
 )
 
 // route is one endpoint: its method and path pattern (Go 1.22 ServeMux
@@ -20,7 +21,9 @@ type route struct {
 	bodyOptional bool // the body may be omitted (it then means {})
 	status       int  // the success status
 	resp         any  // a value of the response body's type; nil: no body
+	html         bool // the answer is an HTML page (for a browser), not JSON
 	query        []queryParam
+	errors       []int // error statuses beyond those the document derives
 }
 
 // queryParam documents a query parameter.
@@ -29,13 +32,14 @@ type queryParam struct {
 }
 
 // routes lists every route the handler serves. The mux, the 405 Allow
-// headers and the OpenAPI document are all built from this one list.
+// headers and the OpenAPI document are all built from this one list. The
+// OAuth helpers are in it only when the handler has an oauthflow.Service.
 func (h *handler) routes() []route {
 	page := []queryParam{
 		{"limit", "integer", "Page size, 1 to 100 (default 20)."},
 		{"offset", "integer", "Matching resources to skip, at least 0; pass back the response offset for the next page."},
 	}
-	return []route{
+	routes := []route{
 		// Deployments.
 		{method: http.MethodPost, path: "/v2/deployments", serve: (*handler).createDeployment,
 			summary: "Create a deployment and its first revision", body: cp.CreateDeploymentRequest{},
@@ -84,12 +88,6 @@ func (h *handler) routes() []route {
 		{method: http.MethodDelete, path: "/v2/listeners/{listener_id}", serve: (*handler).deleteListener,
 			summary: "Delete a listener no deployment names", status: http.StatusNoContent},
 
-		// OAuth helpers (/v2/auth/*) are wired here by the oauthflow task:
-		// POST /v2/auth/authenticate, GET and POST /v2/auth/providers, GET,
-		// PATCH and DELETE /v2/auth/providers/{provider_id}, GET
-		// /v2/auth/wait/{auth_id}, and the public GET
-		// /v2/auth/callback/{provider_id}.
-
 		// GitHub integrations.
 		{method: http.MethodPost, path: "/v1/integrations/github", serve: (*handler).createIntegration,
 			summary: "Register a GitHub App installation", body: cp.CreateIntegrationRequest{},
@@ -103,4 +101,35 @@ func (h *handler) routes() []route {
 		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI,
 			summary: "This OpenAPI 3.1 document", status: http.StatusOK, resp: map[string]any{}},
 	}
+	if h.oauth == nil {
+		return routes
+	}
+	return append(routes,
+		// OAuth helpers (wire contract section 8).
+		route{method: http.MethodPost, path: "/v2/auth/providers", serve: (*handler).createProvider,
+			summary: "Add an OAuth provider (client_secret is write-only)", body: oauthflow.NewProvider{},
+			status: http.StatusOK, resp: oauthflow.Provider{}, errors: []int{http.StatusConflict}},
+		route{method: http.MethodGet, path: "/v2/auth/providers", serve: (*handler).listProviders,
+			summary: "List the tenant's OAuth providers, by provider_id", status: http.StatusOK, resp: []oauthflow.Provider{}},
+		route{method: http.MethodGet, path: "/v2/auth/providers/{provider_id}", serve: (*handler).getProvider,
+			summary: "Get an OAuth provider", status: http.StatusOK, resp: oauthflow.Provider{}},
+		route{method: http.MethodPatch, path: "/v2/auth/providers/{provider_id}", serve: (*handler).updateProvider,
+			summary: "Update an OAuth provider (provider_id is immutable; an empty client_secret removes it)",
+			body:    oauthflow.ProviderPatch{}, status: http.StatusOK, resp: oauthflow.Provider{}},
+		route{method: http.MethodDelete, path: "/v2/auth/providers/{provider_id}", serve: (*handler).deleteProvider,
+			summary: "Delete an OAuth provider and every token obtained through it", status: http.StatusOK, resp: messageBody{}},
+		route{method: http.MethodPost, path: "/v2/auth/authenticate", serve: (*handler).authenticateOAuth,
+			summary: "Get a stored token (completed) or start an authorization flow (pending, with the URL to send the user to)",
+			body:    oauthflow.AuthRequest{}, status: http.StatusOK, resp: authResponse{}, errors: []int{http.StatusNotFound}},
+		route{method: http.MethodGet, path: "/v2/auth/wait/{auth_id}", serve: (*handler).waitOAuth,
+			summary: "Long-poll an authorization flow until it completes or the timeout passes",
+			status:  http.StatusOK, resp: waitResponse{},
+			query: []queryParam{{"timeout", "integer", "Seconds to wait, 0 to 300 (default 30); 0 answers at once, possibly pending."}}},
+		route{method: http.MethodGet, path: "/v2/auth/callback/{provider_id}", public: true, serve: (*handler).oauthCallback,
+			summary: "The providers' redirect target (a browser lands here; the state is the proof, no API key): finishes the flow and shows an HTML page",
+			status:  http.StatusOK, html: true,
+			query: []queryParam{{"code", "string", "The authorization code."}, {"state", "string", "The flow's state."},
+				{"error", "string", "RFC 6749 error code, when the provider refused."}, {"error_description", "string", "The provider's explanation."}},
+			errors: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusBadGateway}},
+	)
 }
