@@ -62,10 +62,14 @@
 // (BEGIN+SELECT, COMMIT); an Update that reads and writes one record is
 // three, the last waiting for the WAL flush.
 //
-// A cancelled ctx aborts the statement in flight, and the transaction rolls
-// back. As with any client of a database server, if the connection breaks
-// while COMMIT is under way, Update cannot learn whether the commit happened
-// and returns an error although it may have.
+// A cancelled ctx aborts the statement in flight and the transaction rolls
+// back; a ctx done when the closure returns abandons the transaction instead
+// of committing it. COMMIT itself runs to its end even if ctx is cancelled
+// meanwhile (for at most 30 seconds), since breaking the connection then
+// would leave unknown whether it committed. That is still unknown, as for
+// any client of a database server, if the connection itself fails during
+// COMMIT: Update then returns an error although the commit may have
+// happened.
 //
 // # Requirements
 //

@@ -220,3 +220,24 @@ func TestTxKeptPastClosure(t *testing.T) {
 		t.Error("Get through a Tx kept past its Update succeeded; want an error")
 	}
 }
+
+// TestCancelBeforeCommit checks that an Update whose ctx is cancelled after
+// its last statement, before the commit, commits nothing and says why.
+func TestCancelBeforeCommit(t *testing.T) {
+	s := openStore(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.Put("c", "n", []byte("1")); err != nil {
+			return err
+		}
+		cancel()
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Update = %v; want an error wrapping context.Canceled", err)
+	}
+	if got := counter(t, s); got != 0 {
+		t.Errorf("counter = %d after the abandoned Update; want 0 (nothing committed)", got)
+	}
+}

@@ -239,6 +239,10 @@ func (s *Store) try(ctx context.Context, begin string, fn func(*txn) error) (ret
 		// transaction, so there is nothing to commit.
 		return false, fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
 	}
+	if err := ctx.Err(); err != nil {
+		// The caller has gone: abandon rather than commit.
+		return false, fmt.Errorf("storepg: abandoned before commit: %w", err)
+	}
 	done = true
 	if err := t.commit(); err != nil {
 		return worthRetrying(ctx, err), fmt.Errorf("storepg: commit: %w", err)

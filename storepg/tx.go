@@ -133,12 +133,20 @@ func (t *txn) exec(op, sql string, args ...any) (pgconn.CommandTag, error) {
 	return t.query(op, sql, args, func(pgx.Rows) error { return nil })
 }
 
-// commit commits the transaction, if a statement began it.
+// commitTimeout bounds a COMMIT, which runs even if ctx is cancelled.
+const commitTimeout = 30 * time.Second
+
+// commit commits the transaction, if a statement began it. A ctx cancelled
+// while COMMIT is under way would break the connection and leave unknown
+// whether the transaction committed, so COMMIT runs to its end regardless,
+// within commitTimeout.
 func (t *txn) commit() error {
 	if !t.begun {
 		return nil
 	}
-	tag, err := t.conn.Exec(t.ctx, "COMMIT")
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), commitTimeout)
+	defer cancel()
+	tag, err := t.conn.Exec(ctx, "COMMIT")
 	if err != nil {
 		return err
 	}
