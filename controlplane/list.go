@@ -159,9 +159,7 @@ func (f *summaryFilter) match(s string) bool {
 // else the image version index, the name blocks (name_contains), the
 // deployment type, status or source index, else the order records; the
 // other filters are checked on each candidate's summary record. Offset skips
-// index entries; only the returned page is decoded. (tag_value_ids reads
-// every entry of the named tags before paging, so its cost grows with the
-// number of deployments carrying them.)
+// index entries; only the returned page is decoded.
 func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *ListDeploymentsQuery) (*DeploymentPage, error) {
 	if err := checkTenant(tenant); err != nil {
 		return nil, err
@@ -276,34 +274,67 @@ func (f *summaryFilter) check(r store.Reader, tenant, tail string) (bool, error)
 	return f.match(string(b)), nil
 }
 
+// tagCursor walks one tag index newest first, a chunk at a time.
+type tagCursor struct {
+	prefix string
+	buf    []string // tails read and not yet merged, newest first
+	last   string   // the last key read: where the next chunk starts
+	done   bool
+}
+
+const tagChunk = 128
+
+func (c *tagCursor) fill(r store.Reader) error {
+	if len(c.buf) > 0 || c.done {
+		return nil
+	}
+	opts := &store.ScanOptions{Reverse: true, Start: c.last}
+	n := 0
+	err := r.Scan(colDeploymentIndex, c.prefix, opts, func(k string, _ []byte) (bool, error) {
+		if k == c.last {
+			return true, nil // Start is inclusive: already merged
+		}
+		c.buf = append(c.buf, k[len(c.prefix):])
+		c.last = k
+		n++
+		return n < tagChunk, nil
+	})
+	c.done = n < tagChunk
+	return err
+}
+
 // listByTags merges the tag indexes of the wanted tags (a deployment matches
-// if it carries any of them), newest first, and checks the other filters on
-// the summaries.
+// if it carries any of them) newest first, reading each a chunk at a time,
+// and checks the other filters on the summaries: the cost follows offset +
+// limit, not the number of tagged deployments.
 func listByTags(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
-	seen := map[string]bool{}
-	var all []string
+	var cursors []*tagCursor
 	for _, tag := range q.TagValueIDs {
 		cid, _ := pathID(tag)
 		prefix := key(tenant, idxTag, cid) + "/"
-		err := r.Scan(colDeploymentIndex, prefix, nil, func(k string, _ []byte) (bool, error) {
-			tail := k[len(prefix):]
-			if !seen[tail] {
-				seen[tail] = true
-				all = append(all, tail)
-			}
-			return true, nil
-		})
-		if err != nil {
-			return nil, err
+		if !slices.ContainsFunc(cursors, func(c *tagCursor) bool { return c.prefix == prefix }) {
+			cursors = append(cursors, &tagCursor{prefix: prefix})
 		}
 	}
-	slices.Sort(all)
-	slices.Reverse(all)
 	skip := q.Offset
 	var tails []string
-	for _, tail := range all {
-		if len(tails) == limit {
+	for len(tails) < limit {
+		var tail string
+		for _, c := range cursors {
+			if err := c.fill(r); err != nil {
+				return nil, err
+			}
+			if len(c.buf) > 0 && c.buf[0] > tail {
+				tail = c.buf[0]
+			}
+		}
+		if tail == "" {
 			break
+		}
+		for _, c := range cursors { // the newest, once, whichever tags carry it
+			if len(c.buf) > 0 && c.buf[0] == tail {
+				c.buf = c.buf[1:]
+			}
 		}
 		if f.enabled {
 			ok, err := f.check(r, tenant, tail)

@@ -223,10 +223,11 @@ func TestListDeploymentsPaging(t *testing.T) {
 	}
 }
 
-// TestNameContainsAcrossBlocks fills many name blocks, with creation times
-// out of order so that entries land in every block (and before the first),
-// and checks name_contains pages against the model.
-func TestNameContainsAcrossBlocks(t *testing.T) {
+// TestListLargeFleet fills many name blocks and tag-index chunks, with
+// creation times out of order so that entries land in every block (and
+// before the first), and checks name_contains and tag_value_ids pages
+// against the model.
+func TestListLargeFleet(t *testing.T) {
 	ctx := context.Background()
 	st := storemem.New()
 	defer st.Close()
@@ -242,7 +243,13 @@ func TestNameContainsAcrossBlocks(t *testing.T) {
 	for i := range 1500 {
 		now = t0.Add(time.Duration(rng.IntN(1_000_000)) * time.Millisecond)
 		name := fmt.Sprintf("%s-%d", words[rng.IntN(len(words))], i)
-		d, err := cp.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody(name)))
+		req := decode[controlplane.CreateDeploymentRequest](t, dockerBody(name))
+		for _, tag := range tagIDs {
+			if rng.IntN(3) == 0 {
+				req.TagValueIDs = append(req.TagValueIDs, tag)
+			}
+		}
+		d, err := cp.CreateDeployment(ctx, tenantA, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,6 +268,10 @@ func TestNameContainsAcrossBlocks(t *testing.T) {
 		{NameContains: "e", Limit: new(100), Offset: 1000},
 		{NameContains: "1499", Limit: new(5)},
 		{NameContains: "nothing", Limit: new(5)},
+		{TagValueIDs: tagIDs[:1], Limit: new(100), Offset: 150},
+		{TagValueIDs: tagIDs[1:], Limit: new(100), Offset: 390},
+		{TagValueIDs: tagIDs, Limit: new(100), Offset: 1000},
+		{TagValueIDs: tagIDs[:2], NameContains: "red", Limit: new(50), Offset: 60},
 	} {
 		var want []controlplane.Deployment
 		for _, d := range all {
@@ -273,7 +284,10 @@ func TestNameContainsAcrossBlocks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		diff(t, fmt.Sprintf("name_contains %q offset %d", q.NameContains, q.Offset), idsOf(ptrs(want)), idsOf(ptrs(got.Resources)))
+		diff(t, fmt.Sprintf("name_contains %q tags %v offset %d", q.NameContains, q.TagValueIDs, q.Offset), idsOf(ptrs(want)), idsOf(ptrs(got.Resources)))
+		if len(want) == 0 && q.NameContains != "nothing" {
+			t.Errorf("query %+v matches nothing: the test does not exercise paging", q)
+		}
 	}
 }
 
