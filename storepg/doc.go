@@ -66,10 +66,17 @@
 // back; a ctx done when the closure returns abandons the transaction instead
 // of committing it. COMMIT itself runs to its end even if ctx is cancelled
 // meanwhile (for at most 30 seconds), since breaking the connection then
-// would leave unknown whether it committed. That is still unknown, as for
-// any client of a database server, if the connection itself fails during
-// COMMIT: Update then returns an error although the commit may have
-// happened.
+// would leave unknown whether it committed.
+//
+// If the connection fails during COMMIT, the client cannot tell whether the
+// server committed. Every write returns the transaction's id (RETURNING
+// pg_current_xact_id(), no extra round trip), so Update then asks the server
+// on another connection (pg_xact_status), first ending the old backend if
+// the server still counts the transaction in progress: committed means
+// Update returns nil, aborted means it runs the closure again. Only if the
+// server cannot be asked either does Update return an error that says the
+// outcome is unknown, the one case where an error does not mean that
+// nothing was committed.
 //
 // # Requirements
 //

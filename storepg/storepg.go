@@ -244,10 +244,66 @@ func (s *Store) try(ctx context.Context, begin string, fn func(*txn) error) (ret
 		return false, fmt.Errorf("storepg: abandoned before commit: %w", err)
 	}
 	done = true
+	pid := conn.Conn().PgConn().PID()
 	if err := t.commit(); err != nil {
-		return worthRetrying(ctx, err), fmt.Errorf("storepg: commit: %w", err)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) || t.xid == "" {
+			// The server refused the COMMIT, or there was nothing to
+			// commit: nothing took effect.
+			return worthRetrying(ctx, err), fmt.Errorf("storepg: commit: %w", err)
+		}
+		// The connection failed at COMMIT, and only the server knows
+		// whether it got the COMMIT and committed. (pgconn.SafeToRetry
+		// cannot tell: a connection that broke while awaiting the answer
+		// reports "conn closed", which it calls safe to retry.)
+		conn.Release() // broken; frees its place in the pool for the question
+		committed, cerr := s.commitOutcome(ctx, t.xid, pid)
+		switch {
+		case cerr != nil:
+			return false, fmt.Errorf("storepg: commit: %w; whether it took effect is unknown: %w", err, cerr)
+		case committed:
+			return false, nil
+		default:
+			return ctx.Err() == nil, fmt.Errorf("storepg: commit: %w", err)
+		}
 	}
 	return false, nil
+}
+
+// commitOutcome learns whether the transaction xid, whose COMMIT was sent on
+// the connection to backend pid but whose answer was lost, committed. While
+// the server still counts it in progress (it has not noticed the broken
+// connection yet), it ends that backend, which either finishes the commit or
+// aborts the transaction, and asks again.
+func (s *Store) commitOutcome(ctx context.Context, xid string, pid uint32) (committed bool, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	for {
+		var status *string
+		if err := s.pool.QueryRow(ctx, `SELECT pg_xact_status($1::xid8)`, xid).Scan(&status); err != nil {
+			return false, err
+		}
+		switch {
+		case status == nil:
+			return false, fmt.Errorf("transaction %s is too old for pg_xact_status", xid)
+		case *status == "committed":
+			return true, nil
+		case *status == "aborted":
+			return false, nil
+		}
+		// Only that backend, and only while it still runs xid: its
+		// process id may be reused once it exits.
+		_, err := s.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE pid = $1 AND backend_xid = xid($2::xid8)`, int32(pid), xid)
+		if err != nil {
+			return false, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // worthRetrying reports whether a transaction that failed with err may succeed

@@ -31,6 +31,11 @@ const (
 // index walk. No other statement of ours sorts.
 const noFullSort = "SET LOCAL enable_sort = off"
 
+// returningXID ends every write: a statement that changes a row returns the
+// transaction's id, which costs no round trip and lets Store.try learn
+// whether a COMMIT whose answer was lost took effect.
+const returningXID = ` RETURNING pg_current_xact_id()::text`
+
 // queries are a Store's SQL statements, with its schema name filled in.
 type queries struct {
 	get, create, put, delete string
@@ -47,10 +52,10 @@ func newQueries(schema string) queries {
 		keyHead + ` = substr($2::bytea, 1, ` + strconv.Itoa(headLen) + `) AND key = $2`
 	return queries{
 		get:    `SELECT value FROM ` + table + where,
-		create: `INSERT INTO ` + table + ` (collection, key, value) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+		create: `INSERT INTO ` + table + ` (collection, key, value) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING` + returningXID,
 		put: `INSERT INTO ` + table + ` (collection, key, value) VALUES ($1, $2, $3)` +
-			` ON CONFLICT (` + indexColumns + `) DO UPDATE SET value = excluded.value`,
-		delete: `DELETE FROM ` + table + where,
+			` ON CONFLICT (` + indexColumns + `) DO UPDATE SET value = excluded.value` + returningXID,
+		delete: `DELETE FROM ` + table + where + returningXID,
 		scan:   `SELECT key, value FROM ` + table + ` WHERE ` + collectionHash + ` = sha256($1::bytea) AND collection = $1`,
 	}
 }
@@ -65,6 +70,9 @@ type txn struct {
 	// begun is false and there is nothing to commit or roll back.
 	begin string
 	begun bool
+	// xid is the transaction's id once a statement has changed a row, as
+	// text ("" before).
+	xid string
 	// ended is set when the closure has returned: a Reader or Tx kept past
 	// it (which the contract forbids) then fails instead of using a
 	// connection that is back in the pool.
@@ -128,9 +136,14 @@ func (t *txn) query(op, sql string, args []any, scan func(pgx.Rows) error) (pgco
 	return rows.CommandTag(), nil
 }
 
-// exec is query for a statement that returns no rows.
-func (t *txn) exec(op, sql string, args ...any) (pgconn.CommandTag, error) {
-	return t.query(op, sql, args, func(pgx.Rows) error { return nil })
+// write is query for a statement that ends with returningXID.
+func (t *txn) write(op, sql string, args ...any) (pgconn.CommandTag, error) {
+	return t.query(op, sql, args, func(rows pgx.Rows) error {
+		if t.xid != "" {
+			return nil
+		}
+		return rows.Scan(&t.xid)
+	})
 }
 
 // commitTimeout bounds a COMMIT, which runs even if ctx is cancelled.
@@ -318,7 +331,7 @@ func (w writer) Create(collection, key string, value []byte) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	tag, err := w.t.exec("create", w.t.q.create, []byte(collection), []byte(key), nonNil(value))
+	tag, err := w.t.write("create", w.t.q.create, []byte(collection), []byte(key), nonNil(value))
 	if err != nil {
 		return err
 	}
@@ -333,7 +346,7 @@ func (w writer) Put(collection, key string, value []byte) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	_, err := w.t.exec("put", w.t.q.put, []byte(collection), []byte(key), nonNil(value))
+	_, err := w.t.write("put", w.t.q.put, []byte(collection), []byte(key), nonNil(value))
 	return err
 }
 
@@ -342,7 +355,7 @@ func (w writer) Delete(collection, key string) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	tag, err := w.t.exec("delete", w.t.q.delete, []byte(collection), []byte(key))
+	tag, err := w.t.write("delete", w.t.q.delete, []byte(collection), []byte(key))
 	if err != nil {
 		return err
 	}
