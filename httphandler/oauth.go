@@ -117,15 +117,12 @@ func (h *handler) waitOAuth(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	if timeout >= 0 && timeout <= oauthflow.MaxWaitTimeout {
-		// The server's ReadTimeout and WriteTimeout (60 s in
-		// cmd/deployplane) are shorter than a long poll may be: push this
-		// connection's deadlines past it. A read deadline that passes
-		// while the handler runs would cancel the request's context. A
-		// ResponseWriter that cannot (a recorder) has no deadlines anyway.
-		rc := http.NewResponseController(c.w)
-		deadline := time.Now().Add(timeout + waitSlack)
-		_ = rc.SetReadDeadline(deadline)
-		_ = rc.SetWriteDeadline(deadline)
+		// The server's WriteTimeout (60 s in cmd/deployplane) may be
+		// shorter than the long poll: push this answer's write deadline
+		// past it. (The read deadline needs no push: net/http clears it
+		// while a handler runs after the request is read.) A ResponseWriter
+		// that cannot (a recorder) has no deadline anyway.
+		_ = http.NewResponseController(c.w).SetWriteDeadline(time.Now().Add(timeout + waitSlack))
 	}
 	// Wait returns when the flow completes, at the timeout, or when the
 	// request's context ends (the client went away): then errorReply's
