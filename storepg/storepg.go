@@ -201,10 +201,10 @@ func (s *Store) run(ctx context.Context, begin string, fn func(*txn) error) erro
 	}
 }
 
-// Retries returns how many times the Store has re-run a closure because
-// PostgreSQL aborted its transaction with a serialization failure or a
-// deadlock (or a connection failed before the server saw anything): a
-// measure of contention, for metrics.
+// Retries returns how many times the Store has re-run a closure: mostly
+// because PostgreSQL aborted its transaction with a serialization failure
+// or a deadlock, a measure of contention for metrics; also after a
+// connection failed before the transaction committed.
 func (s *Store) Retries() int64 { return s.rerun.Load() }
 
 // try runs fn once in a new transaction. It reports whether the error is
