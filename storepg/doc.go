@@ -51,7 +51,7 @@
 // Scan reads pages of rows: each page is a range query on the index that
 // starts after the previous page's last key, 16 rows at first and doubling to
 // 1024, so a scan that stops early reads little, memory stays bounded, and
-// the callback may itself call Get between pages. Every transaction runs
+// the callback may itself use the transaction. Every transaction runs
 // with enable_sort off (SET LOCAL), so that the planner walks the index
 // for a page even when its statistics say the table is tiny, rather than
 // sorting the whole key range; none of the other statements sorts.
@@ -80,10 +80,11 @@
 //
 // # Requirements
 //
-// PostgreSQL 13 or newer (Scan relies on incremental sort; sha256 and
-// hashtextextended need 11). Tested with PostgreSQL 15.18 (Debian
-// 15.18-0+deb12u1). The role needs CREATE on the database the first time a
-// schema is made, and then only the rights to read and write its tables.
+// PostgreSQL 13 or newer: Scan relies on incremental sort, and the check of a
+// lost COMMIT on pg_current_xact_id and pg_xact_status, all new in 13.
+// Tested with PostgreSQL 15.18 (Debian 15.18-0+deb12u1). The role needs
+// CREATE on the database the first time a schema is made, and then only the
+// rights to read and write its tables.
 //
 // # Tests
 //
