@@ -13,11 +13,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/httphandler"
+	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storebolt"
 	"github.com/deployplane/deployplane/storemem"
@@ -37,6 +40,7 @@ github.com/deployplane/deployplane/httphandler as a standalone server).
 Usage:
 
     deployplane [-addr 127.0.0.1:8124] [-db ./deployplane.db] [-keys FILE]
+                [-public-url URL] [-secret-key-file FILE]
 
 Flags:
 
@@ -58,10 +62,23 @@ Flags:
     -shutdown-timeout D
                       how long SIGINT/SIGTERM waits for requests in flight
                       (default 30s)
+    -public-url URL   the base URL users' browsers reach this server at, e.g.
+                      https://deploy.example.com; OAuth providers redirect to
+                      URL/v2/auth/callback/{provider_id}, so register that as
+                      the redirect URI at each provider (default: derived
+                      from -addr, http://127.0.0.1:8124; an unspecified host
+                      such as 0.0.0.0 becomes 127.0.0.1)
+    -secret-key-file FILE
+                      the 32-byte key that encrypts OAuth client secrets and
+                      tokens at rest (AES-256-GCM), written in FILE as 64 hex
+                      digits or as base64 (standard or URL alphabet, padded or
+                      not); surrounding whitespace is ignored
 
 Environment:
 
-    DEPLOYPLANE_API_KEY   one more API key, bound to the default tenant
+    DEPLOYPLANE_API_KEY     one more API key, bound to the default tenant
+    DEPLOYPLANE_SECRET_KEY  the OAuth secret key, encoded as for
+                            -secret-key-file (give one or the other, not both)
 
 Keys and tenants:
 
@@ -78,11 +95,29 @@ Keys and tenants:
     Clients send the key as "X-Api-Key: <key>" or "Authorization: Bearer <key>",
     and pick a tenant with "X-Tenant-Id: <uuid>" when the key has several.
 
+OAuth helpers:
+
+    /v2/auth/* stores the providers each tenant configures and the tokens
+    their users obtain; client secrets, tokens and PKCE verifiers are
+    encrypted with the secret key. Without DEPLOYPLANE_SECRET_KEY or
+    -secret-key-file, the first start generates a key and keeps it beside the
+    database in <db>.secret-key (64 hex digits, permissions 0600); later
+    starts reuse it. Back it up with the database: without the key, stored
+    client secrets and tokens cannot be read (providers must be given their
+    secret again and users must sign in again). With -db :memory: the
+    generated key is ephemeral, like the data it protects.
+
+    GET /v2/auth/callback/{provider_id} is the one route that takes no API
+    key (a browser lands on it; the flow's state is the proof). Long polls
+    (GET /v2/auth/wait/{auth_id}?timeout=S, up to 300 s) outlive the
+    server's 60 s write timeout.
+
 Logs:
 
     Structured (log/slog text) on standard error: one record per request
     (method, path without the query, status, duration, request_id, tenant);
-    keys, tokens and bodies are never logged. Every answer carries its
+    keys, tokens, secrets, bodies and query strings (the OAuth callback's
+    carries the code and state) are never logged. Every answer carries its
     X-Request-Id.
 
 Signals:
@@ -119,10 +154,13 @@ type config struct {
 	shutdownTimeout time.Duration
 	newKey          bool
 	envKey          string
+	publicURL       string
+	secretKeyFile   string
+	envSecretKey    string
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
-	c := &config{envKey: getenv("DEPLOYPLANE_API_KEY")}
+	c := &config{envKey: getenv("DEPLOYPLANE_API_KEY"), envSecretKey: getenv("DEPLOYPLANE_SECRET_KEY")}
 	fs := flag.NewFlagSet("deployplane", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
@@ -132,6 +170,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.BoolVar(&c.newKey, "new-key", false, "replace the generated API key")
 	fs.Int64Var(&c.maxBody, "max-body-bytes", httphandler.DefaultMaxBodyBytes, "request body limit")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "graceful shutdown limit")
+	fs.StringVar(&c.publicURL, "public-url", "", "base URL browsers reach the server at")
+	fs.StringVar(&c.secretKeyFile, "secret-key-file", "", "file holding the OAuth secret key")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -144,6 +184,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if c.maxBody <= 0 {
 		fmt.Fprintln(stderr, "deployplane: -max-body-bytes must be positive")
+		return nil, errUsage
+	}
+	if c.secretKeyFile != "" && c.envSecretKey != "" {
+		fmt.Fprintln(stderr, "deployplane: give DEPLOYPLANE_SECRET_KEY or -secret-key-file, not both")
 		return nil, errUsage
 	}
 	return c, nil
@@ -180,6 +224,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer ln.Close() // Serve closes it too; a second Close is harmless
 	url := "http://" + ln.Addr().String()
+	publicURL := c.publicURL
+	if publicURL == "" {
+		publicURL = defaultPublicURL(ln.Addr())
+	}
+	secretKey, keyOrigin, err := loadSecretKey(c, log)
+	if err != nil {
+		return err
+	}
+	oauth, err := oauthflow.New(st, &oauthflow.Options{SecretKey: secretKey, PublicURL: publicURL, Logger: log})
+	if err != nil {
+		return fmt.Errorf("-public-url: %w", err)
+	}
 
 	generated := ""
 	switch {
@@ -218,12 +274,15 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	}
 
 	cp := controlplane.New(st, &controlplane.Options{Logger: log})
+	draining, drain := context.WithCancel(context.Background())
+	defer drain()
 	srv := &http.Server{
-		Handler: httphandler.New(cp, &httphandler.Options{
+		Handler: endLongPolls(draining, httphandler.New(cp, &httphandler.Options{
 			Authenticator: auth,
 			MaxBodyBytes:  c.maxBody,
 			Logger:        log,
-		}),
+			OAuth:         oauth,
+		})),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -240,16 +299,19 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	case c.envKey != "":
 		keySource = "DEPLOYPLANE_API_KEY"
 	}
-	log.Info("listening", "addr", url, "db", c.db, "default_tenant", srvCfg.DefaultTenant, "keys", keySource)
+	log.Info("listening", "addr", url, "db", c.db, "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
+		"public_url", publicURL, "secret_key", keyOrigin)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	go cleanupFlows(ctx, oauth, log)
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "timeout", c.shutdownTimeout)
+	drain()
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -259,6 +321,152 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	<-served
 	log.Info("stopped")
 	return nil
+}
+
+// endLongPolls ends the long polls of GET /v2/auth/wait/{auth_id} when
+// draining is done (the server is shutting down): they answer 503 at once,
+// and the client asks again elsewhere or later, instead of holding the
+// shutdown for up to 300 s. Other requests are left to finish.
+func endLongPolls(draining context.Context, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v2/auth/wait/") {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			stop := context.AfterFunc(draining, cancel)
+			defer stop()
+			r = r.WithContext(ctx)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// defaultPublicURL is the -public-url of a server listening at addr: its
+// address, with an unspecified host (0.0.0.0, ::) replaced by 127.0.0.1.
+func defaultPublicURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// secretKeySize is the size of the OAuth secret key (AES-256).
+const secretKeySize = 32
+
+// parseSecretKey decodes an OAuth secret key: 64 hex digits, or base64
+// (standard or URL alphabet, padded or not) of 32 bytes. Errors never
+// quote the input.
+func parseSecretKey(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if len(s) == 2*secretKeySize {
+		if b, err := hex.DecodeString(s); err == nil {
+			return b, nil
+		}
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil && len(b) == secretKeySize {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("the secret key must be %d bytes, written as %d hex digits or in base64", secretKeySize, 2*secretKeySize)
+}
+
+// loadSecretKey returns the OAuth secret key and says where it came from:
+// DEPLOYPLANE_SECRET_KEY, -secret-key-file, or (neither given) the file
+// beside the database, created on the first start, or with -db :memory: a
+// key that lives as long as the process.
+func loadSecretKey(c *config, log *slog.Logger) (key []byte, origin string, err error) {
+	switch {
+	case c.envSecretKey != "":
+		key, err = parseSecretKey(c.envSecretKey)
+		if err != nil {
+			return nil, "", fmt.Errorf("DEPLOYPLANE_SECRET_KEY: %w", err)
+		}
+		return key, "DEPLOYPLANE_SECRET_KEY", nil
+	case c.secretKeyFile != "":
+		b, err := os.ReadFile(c.secretKeyFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("-secret-key-file: %w", err)
+		}
+		if key, err = parseSecretKey(string(b)); err != nil {
+			return nil, "", fmt.Errorf("-secret-key-file %s: %w", c.secretKeyFile, err)
+		}
+		return key, c.secretKeyFile, nil
+	case c.db == ":memory:":
+		key = make([]byte, secretKeySize)
+		_, _ = rand.Read(key)
+		return key, "ephemeral (generated for -db :memory:)", nil
+	}
+	path := c.db + ".secret-key"
+	key, created, err := keyFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	if created {
+		log.Info("generated the OAuth secret key; back it up with the database", "file", path)
+	} else if info, err := os.Stat(path); err == nil && info.Mode().Perm()&0o077 != 0 {
+		log.Warn("the OAuth secret key file is readable by others; chmod 600 it", "file", path, "mode", info.Mode().Perm().String())
+	}
+	return key, path, nil
+}
+
+// keyFile reads the key kept at path, or creates the file (0600) with a
+// new key when there is none.
+func keyFile(path string) (key []byte, created bool, err error) {
+	key = make([]byte, secretKeySize)
+	_, _ = rand.Read(key)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		_, werr := f.WriteString(hex.EncodeToString(key) + "\n")
+		if werr == nil {
+			werr = f.Sync()
+		}
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			_ = os.Remove(path) // a half-written key must not be found next time
+			return nil, false, fmt.Errorf("writing the secret key %s: %w", path, werr)
+		}
+		return key, true, nil
+	case !errors.Is(err, fs.ErrExist):
+		return nil, false, fmt.Errorf("creating the secret key %s: %w", path, err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the secret key: %w", err)
+	}
+	if key, err = parseSecretKey(string(b)); err != nil {
+		return nil, false, fmt.Errorf("%s: %w", path, err)
+	}
+	return key, false, nil
+}
+
+// cleanupInterval is how often the server removes expired OAuth flows.
+const cleanupInterval = 10 * time.Minute
+
+// cleanupFlows removes expired OAuth flows every cleanupInterval until ctx
+// is done, so that storage stays bounded even when flows are rarely
+// started (starting one already removes a few).
+func cleanupFlows(ctx context.Context, oauth *oauthflow.Service, log *slog.Logger) {
+	t := time.NewTicker(cleanupInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := oauth.Cleanup(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("removing expired OAuth flows", "err", err)
+			} else if n > 0 {
+				log.Info("removed expired OAuth flows", "count", n)
+			}
+		}
+	}
 }
 
 func openStore(db string) (store.Store, error) {

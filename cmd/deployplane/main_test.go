@@ -339,7 +339,9 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("run -h: %v", err)
 	}
 	for _, want := range []string{"-addr", "127.0.0.1:8124", "-db", "./deployplane.db", ":memory:", "-keys", "key_sha256", "tenant_ids",
-		"-max-body-bytes", "-shutdown-timeout", "-new-key", "DEPLOYPLANE_API_KEY", "default tenant", "SIGTERM", "X-Tenant-Id"} {
+		"-max-body-bytes", "-shutdown-timeout", "-new-key", "DEPLOYPLANE_API_KEY", "default tenant", "SIGTERM", "X-Tenant-Id",
+		"-public-url", "/v2/auth/callback/{provider_id}", "-secret-key-file", "DEPLOYPLANE_SECRET_KEY", "64 hex digits", "base64",
+		"<db>.secret-key", "0600", "ephemeral", "query strings"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("-h does not mention %q", want)
 		}
