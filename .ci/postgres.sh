@@ -17,7 +17,9 @@
 # Both functions are idempotent: a second pg_start while the cluster runs does
 # nothing, and pg_stop without a running cluster does nothing. Both return
 # non-zero on failure and work whether or not the caller uses `set -e`.
-# pg_stop leaves no process and no directory behind.
+# pg_stop leaves no process and no directory behind. Should the sourcing
+# shell die without running pg_stop (SIGKILL, a CI timeout), a small watcher
+# process that pg_start leaves behind stops the cluster within seconds.
 
 # _pg_log prints a progress line on stderr.
 _pg_log() { echo "postgres.sh: $*" >&2; }
@@ -146,6 +148,18 @@ pg_start() {
 		return 1
 	fi
 
+	# A watcher stops the cluster if this shell dies without running
+	# pg_stop (killed, say, by a CI timeout): the server runs detached and
+	# would outlive it. It holds none of the shell's output open.
+	local parent=$$
+	(
+		exec </dev/null >/dev/null 2>&1
+		while kill -0 "$parent" 2>/dev/null; do sleep 2; done
+		_pg_as "$_PG_BIN/pg_ctl" -D "$_PG_DIR/data" -m immediate -w -t 30 stop
+		rm -rf "$_PG_DIR"
+	) &
+	_PG_WATCHER=$!
+
 	export DEPLOYPLANE_TEST_POSTGRES_DSN="postgres://postgres:$password@127.0.0.1:$port/deployplane_test?sslmode=disable"
 	_pg_log "PostgreSQL $("$_PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port, data in $_PG_DIR"
 }
@@ -155,6 +169,11 @@ pg_start() {
 pg_stop() {
 	if [ -z "${_PG_DIR:-}" ]; then
 		return 0
+	fi
+	if [ -n "${_PG_WATCHER:-}" ]; then
+		kill "$_PG_WATCHER" 2>/dev/null || true
+		wait "$_PG_WATCHER" 2>/dev/null || true
+		_PG_WATCHER=
 	fi
 	if [ -f "$_PG_DIR/data/postmaster.pid" ]; then
 		_pg_as "$_PG_BIN/pg_ctl" -D "$_PG_DIR/data" -m fast -w -t 30 stop >/dev/null 2>&1 ||
