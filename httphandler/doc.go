@@ -1,5 +1,6 @@
 // Package httphandler is deployplane's HTTP API: the routes of the wire
-// contract (sections 1 to 5) over a controlplane.ControlPlane, as one
+// contract (sections 1 to 5) over a controlplane.ControlPlane, and the OAuth
+// helpers (section 8) over an optional oauthflow.Service, as one
 // http.Handler to mount on any mux.
 //
 //	cp := controlplane.New(storebolt.Open(...), nil)
@@ -12,10 +13,12 @@
 // Go 1.22 method patterns: deployments (POST, GET list, GET, PATCH, DELETE),
 // revisions (GET list, POST, GET, POST redeploy), listeners (POST, GET list,
 // GET, PATCH, DELETE), GitHub integrations (POST /v1/integrations/github,
-// GET /v1/integrations/github/install) and GET /openapi.json, an OpenAPI
-// 3.1 document built from the same list, with schemas derived from the
-// controlplane types by reflection. Success statuses are those of the
-// contract: 201 for creations, 204 for deletions, 200 otherwise.
+// GET /v1/integrations/github/install), the OAuth helpers (below) and GET
+// /openapi.json, an OpenAPI 3.1 document built from the same list, with
+// schemas derived from the controlplane and oauthflow types by reflection.
+// Success statuses are those of the contract: 201 for creations, 204 for
+// deletions, 200 otherwise (OAuth providers are created with 200 and
+// deleted with 200 {"message": "..."}, as the hosted service does).
 //
 // An endpoint decodes, calls one ControlPlane method and returns a status
 // and a body, or an error; one function (errorReply) maps errors to
@@ -47,10 +50,46 @@
 // not parse are 422 at ["query", name], listed together with the range
 // checks of the controlplane.
 //
+// # OAuth helpers
+//
+// With Options.OAuth set, the handler serves /v2/auth/*: POST, GET
+// /v2/auth/providers and GET, PATCH, DELETE
+// /v2/auth/providers/{provider_id} (client_secret is accepted, never
+// returned); POST /v2/auth/authenticate, answering {status, url, auth_id,
+// token} with every member present and null when it does not apply
+// (completed carries token, pending carries url and auth_id); GET
+// /v2/auth/wait/{auth_id}?timeout=S, a long poll of whole seconds, 0 to 300
+// (default 30; anything else is a 422 at ["query", "timeout"]), answering
+// {status, token} with status completed, pending (timeout=0 only), timeout
+// or not_found; and GET /v2/auth/callback/{provider_id}, where providers
+// send the user's browser back. A long poll pushes its connection's write
+// deadline past its timeout with http.ResponseController, so it outlives
+// the server's WriteTimeout, and ends as soon as the client goes away (its
+// context is done; the request log says 503).
+//
+// The callback is public: a browser holds no API key, and the flow's state
+// (single use, unguessable, bound to the provider) is the proof. It answers
+// a small HTML page, rendered with html/template so that text the provider
+// sends (error, error_description) is escaped, with Content-Type text/html;
+// charset=utf-8, Content-Security-Policy default-src 'none' (the page loads
+// and runs nothing, and may not be framed), Cache-Control no-store,
+// Referrer-Policy no-referrer and X-Content-Type-Options nosniff. Statuses
+// follow oauthflow's table: 200 done; 400 for an unknown, expired or used
+// state and for a provider's refusal; 404 when the provider was deleted;
+// 502 when the token endpoint refused the code; 500 (cause logged)
+// otherwise.
+//
+// oauthflow's errors map like controlplane's: *oauthflow.ValidationError
+// 422, ErrNotFound 404 ("OAuth provider {provider_id} not found."),
+// ErrConflict 409. With Options.OAuth nil the /v2/auth routes are neither
+// served nor documented, and any request under /v2/auth/ answers 404
+// {"detail": "The OAuth helpers (/v2/auth/*) are not enabled on this
+// server."}.
+//
 // # Authentication and tenants
 //
-// Every route but GET /openapi.json needs credentials: X-Api-Key, or
-// Authorization: Bearer. An Authenticator (Options) turns them into a
+// Every route but GET /openapi.json and the OAuth callback needs
+// credentials: X-Api-Key, or Authorization: Bearer. An Authenticator (Options) turns them into a
 // Principal and the tenants it may use; the built-in KeyTable holds only
 // SHA-256 digests of its keys and compares a presented key's digest with
 // every entry in constant time. A principal with one tenant needs no
@@ -64,7 +103,9 @@
 // Options.Logger gets one Info record per request (method, path without the
 // query, status, duration, request_id, tenant) and an Error record with the
 // cause of every 500. Every answer carries X-Request-Id. Keys, tokens,
-// bodies and query strings are never logged.
+// client secrets, bodies and query strings (the OAuth callback's carries the
+// authorization code and state) are never logged; give the oauthflow.Service
+// the same Logger, it never logs a secret either.
 //
 // # Performance
 //

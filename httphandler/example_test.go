@@ -2,15 +2,18 @@ package httphandler_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/httphandler"
+	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/storemem"
 )
 
@@ -114,4 +117,58 @@ func ExampleNewKeyTable() {
 	// [0194c0de-0000-7000-8000-000000000001] <nil>
 	// true
 	// Credentials{APIKey:[redacted] BearerToken:""}
+}
+
+// ExampleOptions_oAuth serves the OAuth helpers (/v2/auth/*) by giving the
+// handler an oauthflow.Service, here over the same store as the control
+// plane. Its PublicURL is where browsers reach the handler: providers send
+// them back to PublicURL/v2/auth/callback/{provider_id}.
+func ExampleOptions_oAuth() {
+	st := storemem.New()
+	secretKey := make([]byte, 32) // in production: 32 random bytes, kept safe
+	oauth, err := oauthflow.New(st, &oauthflow.Options{SecretKey: secretKey, PublicURL: "https://deploy.example.com"})
+	if err != nil {
+		panic(err)
+	}
+	keys, err := httphandler.NewKeyTable([]httphandler.Key{{
+		SHA256: httphandler.HashKey("my-key"), Tenants: []string{"0194c0de-0000-7000-8000-000000000001"}}})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(httphandler.New(controlplane.New(st, nil), &httphandler.Options{Authenticator: keys, OAuth: oauth}))
+	defer srv.Close()
+
+	send := func(method, path, body string) map[string]any {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("X-Api-Key", "my-key")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		if strings.HasPrefix(path, "/v2/auth/wait/") {
+			path = "/v2/auth/wait/{auth_id}?timeout=0"
+		}
+		fmt.Println(method, path, resp.StatusCode)
+		return v
+	}
+	p := send("POST", "/v2/auth/providers", `{"provider_id": "github", "name": "GitHub", "client_id": "my-client",
+		"client_secret": "my-secret", "auth_url": "https://github.com/login/oauth/authorize",
+		"token_url": "https://github.com/login/oauth/access_token"}`)
+	_, shown := p["client_secret"]
+	fmt.Println("client_secret shown:", shown)
+	a := send("POST", "/v2/auth/authenticate", `{"user_id": "user-1", "provider": "github", "scopes": ["repo"]}`)
+	u, _ := url.Parse(a["url"].(string))
+	fmt.Println(a["status"], u.Host+u.Path, u.Query().Get("redirect_uri"))
+	w := send("GET", "/v2/auth/wait/"+a["auth_id"].(string)+"?timeout=0", "")
+	fmt.Println(w["status"], w["token"])
+	// Output:
+	// POST /v2/auth/providers 200
+	// client_secret shown: false
+	// POST /v2/auth/authenticate 200
+	// pending github.com/login/oauth/authorize https://deploy.example.com/v2/auth/callback/github
+	// GET /v2/auth/wait/{auth_id}?timeout=0 200
+	// pending <nil>
 }

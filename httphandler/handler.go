@@ -28,7 +28,7 @@ const DefaultMaxBodyBytes = 1 << 20
 // default.
 type Options struct {
 	// Authenticator checks the credentials of every route but the public
-	// ones (GET /openapi.json). Default nil: no credentials are accepted, so
+	// ones (GET /openapi.json and the OAuth callback). Default nil: no credentials are accepted, so
 	// every other route answers 401. NewKeyTable builds the built-in one.
 	Authenticator Authenticator
 	// MaxBodyBytes limits request bodies; a larger one is a 413. Default
