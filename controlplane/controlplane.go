@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,6 +28,16 @@ type ControlPlane struct {
 	log     *slog.Logger
 	tracing TracingProjects
 	lim     Limits
+
+	// lifecycle (worker.go)
+	poll      time.Duration
+	leaseFor  time.Duration
+	workers   int
+	wake      chan struct{}
+	running   atomic.Bool
+	ownerOnce sync.Once
+	ownerID   string
+	claims    atomic.Uint64
 }
 
 // New returns a ControlPlane over st. A nil opts means defaults.
@@ -43,6 +55,20 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		log:     o.Logger,
 		tracing: o.TracingProjects,
 		lim:     o.Limits,
+
+		poll:     o.PollInterval,
+		leaseFor: o.LeaseDuration,
+		workers:  o.Workers,
+		wake:     make(chan struct{}, 1),
+	}
+	if cp.poll <= 0 {
+		cp.poll = DefaultPollInterval
+	}
+	if cp.leaseFor <= 0 {
+		cp.leaseFor = DefaultLeaseDuration
+	}
+	if cp.workers <= 0 {
+		cp.workers = DefaultWorkers
 	}
 	if cp.clock == nil {
 		cp.clock = time.Now
@@ -299,7 +325,7 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 		if err := putDeployment(tx, tenant, nil, rec); err != nil {
 			return err
 		}
-		if err := putRevision(tx, tenant, newRevision(rec, revID, now), true); err != nil {
+		if err := addRevision(tx, tenant, newRevision(rec, revID, now)); err != nil {
 			return err
 		}
 		return cp.tracing.CreateTracingProject(ctx, tx, TracingProject{Tenant: tenant, DeploymentID: id, Name: rec.Name, CreatedAt: now})
@@ -307,6 +333,7 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 	if err != nil {
 		return nil, cp.storeErr("create deployment", err)
 	}
+	cp.notify()
 	return rec.wire(), nil
 }
 
@@ -456,7 +483,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 		merged.LatestRevisionID = &revID
 		merged.SourceRevisionConfig.RepoCommitSHA = nil
 		merged.UpdatedAt = at
-		if err := putRevision(tx, tenant, rev, true); err != nil {
+		if err := addRevision(tx, tenant, rev); err != nil {
 			return err
 		}
 		out, outRev = &merged, rev
@@ -466,6 +493,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 		return nil, nil, cp.storeErr("update deployment", err)
 	}
 	if outRev != nil {
+		cp.notify()
 		r := outRev.Revision
 		return out.wire(), &r, nil
 	}
@@ -478,9 +506,11 @@ func (r *deploymentRecord) equal(o *deploymentRecord) bool {
 	return string(a) == string(b)
 }
 
-// DeleteDeployment marks a deployment AWAITING_DELETE; the lifecycle removes
-// it later (its name stays taken until then). Deleting a deployment that is
-// already AWAITING_DELETE succeeds and changes nothing. Errors:
+// DeleteDeployment marks a deployment AWAITING_DELETE, ends its unfinished
+// revisions with INTERRUPTED and queues its teardown, in one Update. Run
+// (or Process) then calls the Deployer's Teardown and removes every record
+// of the deployment; its name stays taken until then. Deleting a deployment
+// that is already AWAITING_DELETE succeeds and changes nothing. Errors:
 // *NotFoundError.
 func (cp *ControlPlane) DeleteDeployment(ctx context.Context, tenant, id string) error {
 	if err := checkTenant(tenant); err != nil {
@@ -502,8 +532,14 @@ func (cp *ControlPlane) DeleteDeployment(ctx context.Context, tenant, id string)
 		next := *stored
 		next.Status = StatusAwaitingDelete
 		next.UpdatedAt = later(now, stored.UpdatedAt)
+		if err := interruptRevisions(tx, tenant, cid, next.UpdatedAt); err != nil {
+			return err
+		}
 		return putDeployment(tx, tenant, stored, &next)
 	})
+	if err == nil {
+		cp.notify()
+	}
 	return cp.storeErr("delete deployment", err)
 }
 
@@ -581,7 +617,7 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 		next.SourceConfig.BuildCommand = old.BuildCommand
 		next.LatestRevisionID = &newID
 		next.UpdatedAt = later(now, stored.UpdatedAt)
-		if err := putRevision(tx, tenant, newRevision(&next, newID, next.UpdatedAt), true); err != nil {
+		if err := addRevision(tx, tenant, newRevision(&next, newID, next.UpdatedAt)); err != nil {
 			return err
 		}
 		out = &next
@@ -590,6 +626,7 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 	if err != nil {
 		return nil, cp.storeErr("redeploy revision", err)
 	}
+	cp.notify()
 	return out.wire(), nil
 }
 

@@ -315,6 +315,9 @@ func (cp *ControlPlane) CreateIntegration(ctx context.Context, tenant string, re
 			}
 			return err
 		}
+		if err := tx.Put(colInstallations, key(strconv.FormatInt(rec.InstallationID, 10), tenant), []byte(rec.ID)); err != nil {
+			return err
+		}
 		return tx.Create(colIntegrations, key(tenant, rec.ID), b)
 	})
 	if err != nil {

@@ -12,12 +12,17 @@ import (
 // means the default.
 type Options struct {
 	// Clock returns the current time; default time.Now. Times are stored in
-	// UTC, truncated to the microsecond.
+	// UTC, truncated to the microsecond. It is called from many goroutines
+	// at once (every method, and Run's workers), so it must be safe for
+	// concurrent use. Leases expire by this clock: replicas over one store
+	// need clocks that agree to well within LeaseDuration.
 	Clock func() time.Time
 	// NewID returns a new id, which must be a lowercase canonical UUID
-	// string (ids that are not UUIDs are never found). It must be safe for
-	// concurrent use, like Clock. Default: a UUIDv7 from
-	// github.com/google/uuid.
+	// string (ids that are not UUIDs are never found). It is called from
+	// many goroutines at once, so it must be safe for concurrent use, like
+	// Clock, and its ids must be unique across every ControlPlane over the
+	// same store (the lease owner id of Run comes from it too). Default: a
+	// UUIDv7 from github.com/google/uuid.
 	NewID func() string
 	// Sources lists the sources this control plane offers: cloud installs
 	// offer only SourceGitHub, self-hosted ones only SourceExternalDocker.
@@ -39,7 +44,28 @@ type Options struct {
 	// Limits caps list sizes and string lengths; zero fields take the
 	// defaults of DefaultLimits.
 	Limits Limits
+
+	// PollInterval is how often Run looks in the store for work that other
+	// replicas created (work created through this ControlPlane wakes Run at
+	// once), and how long a Deployer that returned before the revision was
+	// terminal waits to be called again. Default DefaultPollInterval.
+	PollInterval time.Duration
+	// LeaseDuration is how long a claim on a unit of work lasts without
+	// renewal; Run renews it every third of it while the work runs. Work
+	// whose owner stopped without giving it back (a crash) is taken over
+	// once its lease expires. Default DefaultLeaseDuration.
+	LeaseDuration time.Duration
+	// Workers caps the units of work Run drives at once. Default
+	// DefaultWorkers.
+	Workers int
 }
+
+// Defaults of the lifecycle Options.
+const (
+	DefaultPollInterval  = time.Second
+	DefaultLeaseDuration = 30 * time.Second
+	DefaultWorkers       = 16
+)
 
 // DefaultCustomURLTemplate is the default Options.CustomURLTemplate.
 const DefaultCustomURLTemplate = "https://{name}-{id}.deployplane.local"

@@ -22,7 +22,7 @@ import (
 //	cp_deployment_order     tenant/ts/id                 -> "" (unfiltered pages skip these small keys)
 //	cp_deployment_summaries tenant/ts/id                 -> summary (lowercased name, status, type, source, image version)
 //	cp_deployment_name_blocks tenant/ts/id (first)       -> up to 256 lowercased names, '\n'-separated (nameblocks.go)
-//	cp_deployment_index     tenant/field/value/ts/id     -> "" (field: status, type, source, image, tag, listener)
+//	cp_deployment_index     tenant/field/value/ts/id     -> "" (field: status, type, source, image, tag, listener, push)
 //	cp_deployment_names     tenant/name                  -> id (names not yet removed)
 //	cp_revisions            tenant/deployment/id         -> revisionRecord JSON
 //	cp_revision_order       tenant/deployment/ts/id      -> status
@@ -32,6 +32,9 @@ import (
 //	cp_integrations         tenant/id                    -> integrationRecord JSON
 //	cp_integration_installs tenant/installation id       -> id
 //	cp_tracing_projects     tenant/deployment id         -> TracingProject JSON (StoreTracingProjects)
+//	cp_pending              r/tenant/deployment/ts/rev   -> lease (a revision not terminal; worker.go)
+//	cp_pending              d/tenant/deployment          -> lease (a deployment AWAITING_DELETE)
+//	cp_installations        installation id/tenant       -> integration id (push events, all tenants)
 const (
 	colDeployments          = "cp_deployments"
 	colDeploymentOrder      = "cp_deployment_order"
@@ -47,6 +50,8 @@ const (
 	colIntegrations         = "cp_integrations"
 	colIntegrationInsts     = "cp_integration_installs"
 	colTracingProjects      = "cp_tracing_projects"
+	colPending              = "cp_pending"
+	colInstallations        = "cp_installations"
 )
 
 // Index fields of cp_deployment_index.
@@ -57,6 +62,7 @@ const (
 	idxImage    = "image"
 	idxTag      = "tag"
 	idxListener = "listener"
+	idxPush     = "push" // github deployments with build_on_push, by integration id
 )
 
 // createdKey encodes t so that byte order is time order.
@@ -111,6 +117,9 @@ func (r *deploymentRecord) indexKeys(tenant string) []string {
 	if l := r.SourceConfig.ListenerID; l != nil {
 		ks = append(ks, key(tenant, idxListener, *l, tail))
 	}
+	if id, bop := r.SourceConfig.IntegrationID, r.SourceConfig.BuildOnPush; r.Source == SourceGitHub && id != nil && bop != nil && *bop {
+		ks = append(ks, key(tenant, idxPush, *id, tail))
+	}
 	return ks
 }
 
@@ -160,9 +169,10 @@ func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
 }
 
 // removeDeployment deletes a deployment and every record that names it:
-// its order, summary, index and name records, its name block entry and its
-// revisions (the tracing project belongs to the TracingProjects hook). The
-// lifecycle calls it once a deployment is torn down.
+// its order, summary, index and name records, its name block entry, its
+// revisions and its pending work (the tracing project belongs to the
+// TracingProjects hook). The lifecycle calls it once a deployment is torn
+// down.
 func removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
 	if err := removeName(tx, tenant, r.orderKey(tenant)); err != nil { // before the order record goes
 		return err
@@ -200,6 +210,25 @@ func removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
 			return err
 		}
 	}
+	return removePending(tx, tenant, r.ID)
+}
+
+// removePending deletes the pending work of a deployment: its unfinished
+// revisions and its teardown.
+func removePending(tx store.Tx, tenant, id string) error {
+	ks := []string{deletePendingKey(tenant, id)}
+	err := tx.Scan(colPending, pendingRevision+key(tenant, id)+"/", nil, func(k string, _ []byte) (bool, error) {
+		ks = append(ks, k)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range ks {
+		if err := tx.Delete(colPending, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -228,6 +257,9 @@ type revisionRecord struct {
 	ResourceSpec   *ResourceSpec `json:"resource_spec"`
 	InstallCommand *string       `json:"install_command"`
 	BuildCommand   *string       `json:"build_command"`
+	// ImageVersion is the image the deployer reported; it becomes the
+	// deployment's image_version when the revision becomes active.
+	ImageVersion *string `json:"image_version,omitempty"`
 }
 
 func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) error {
@@ -292,5 +324,5 @@ func sortedKeys[V any](m map[string]V) []string {
 func Collections() []string {
 	return []string{colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
-		colTracingProjects}
+		colTracingProjects, colPending, colInstallations}
 }

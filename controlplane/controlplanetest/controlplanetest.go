@@ -60,6 +60,8 @@ func Run(t *testing.T, opens ...Opener) {
 			"create_revision": func(rt *rapid.T) { m.patch(rt, true) },
 			"redeploy":        m.redeploy,
 			"delete":          m.delete,
+			"push":            m.push,
+			"work":            m.work,
 			"":                m.check,
 		})
 	})
@@ -71,7 +73,10 @@ var (
 	t0        = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 )
 
-const urlTemplate = "https://{id}.{tenant}.example"
+const (
+	urlTemplate    = "https://{id}.{tenant}.example"
+	installationID = 7
+)
 
 // system is one ControlPlane over one store, with its own deterministic
 // clock (one second per reading) and ids (a counter).
@@ -82,11 +87,15 @@ type system struct {
 	ids int
 }
 
-// mRev is the model of a revision: its snapshot, as JSON values.
+// mRev is the model of a revision: its snapshot, as JSON values, and its
+// lifecycle state.
 type mRev struct {
 	id                           string
 	src, secrets, spec           any
 	installCommand, buildCommand any
+	status                       string
+	msg                          any // nil or the status_message
+	image                        any // nil or the image version reported
 }
 
 // mDep is the model of a deployment: its expected wire shape as decoded
@@ -127,7 +136,9 @@ func newMachine(rt *rapid.T, opens []Opener) *machine {
 	}
 	for i, tenant := range tenants {
 		in, err := m.call(rt, "create integration", func(cp *controlplane.ControlPlane) (any, error) {
-			return cp.CreateIntegration(m.ctx, tenant, &controlplane.CreateIntegrationRequest{InstallationID: new(int64(i + 1)), Name: new("acme")})
+			// Both tenants installed the same GitHub App installation, so
+			// that a push reaches deployments of both.
+			return cp.CreateIntegration(m.ctx, tenant, &controlplane.CreateIntegrationRequest{InstallationID: new(int64(installationID)), Name: new(fmt.Sprint("acme", i))})
 		})
 		if err != nil {
 			rt.Fatal(err)
@@ -476,10 +487,17 @@ func (m *machine) addRevision(rt *rapid.T, d *mDep, id any) {
 	}
 	src := deepCopy(rt, d.exp["source_revision_config"].(map[string]any))
 	src["repo_commit_sha"] = nil
+	// A new revision supersedes those still before DEPLOYING.
+	for i := range d.revs {
+		if r := &d.revs[i]; modelSkippable(r.status) {
+			r.status, r.msg = "SKIPPED", "Superseded by revision "+sid+"."
+		}
+	}
 	d.revs = append(d.revs, mRev{id: sid, src: src, secrets: jsonValue(rt, d.exp["secrets"]),
 		spec:           jsonValue(rt, getPath(d.exp, []string{"source_config", "resource_spec"})),
 		installCommand: getPath(d.exp, []string{"source_config", "install_command"}),
-		buildCommand:   getPath(d.exp, []string{"source_config", "build_command"})})
+		buildCommand:   getPath(d.exp, []string{"source_config", "build_command"}),
+		status:         "CREATING"})
 }
 
 // target draws the deployment a call names: usually one of the model's,
@@ -664,6 +682,7 @@ func (m *machine) redeploy(rt *rapid.T) {
 	}
 	exp := deepCopy(rt, d.exp)
 	exp["source_revision_config"] = jsonValue(rt, rev.src)
+	setPath(exp, []string{"source_revision_config", "repo_commit_sha"}, nil)
 	exp["secrets"] = jsonValue(rt, rev.secrets)
 	setPath(exp, []string{"source_config", "resource_spec"}, jsonValue(rt, rev.spec))
 	setPath(exp, []string{"source_config", "install_command"}, rev.installCommand)
@@ -704,6 +723,11 @@ func (m *machine) delete(rt *rapid.T) {
 	m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
 	d.exp["status"] = string(controlplane.StatusAwaitingDelete)
 	d.exp["updated_at"] = got["updated_at"]
+	for i := range d.revs {
+		if r := &d.revs[i]; !modelFinal(r.status) {
+			r.status, r.msg = "INTERRUPTED", "The deployment is being deleted."
+		}
+	}
 }
 
 // check compares everything the ControlPlane shows with the model, and the
@@ -742,7 +766,7 @@ func (m *machine) check(rt *rapid.T) {
 		var want []any
 		for _, r := range slices.Backward(d.revs) {
 			want = append(want, map[string]any{"id": r.id, "source": d.source(), "source_revision_config": r.src,
-				"status": string(controlplane.RevisionCreating), "status_message": nil})
+				"status": r.status, "status_message": r.msg})
 		}
 		page, err := m.call(rt, "list revisions", func(cp *controlplane.ControlPlane) (any, error) {
 			return cp.ListRevisions(m.ctx, d.tenant, d.id(), &controlplane.ListRevisionsQuery{Limit: new(controlplane.MaxPageLimit)})
@@ -753,8 +777,8 @@ func (m *machine) check(rt *rapid.T) {
 		var got []any
 		for _, r := range page.(*controlplane.RevisionPage).Resources {
 			rm := toMap(rt, r)
-			if rm["created_at"] != rm["updated_at"] {
-				rt.Fatalf("revision %v: created_at %v, updated_at %v", rm["id"], rm["created_at"], rm["updated_at"])
+			if r.UpdatedAt.Before(r.CreatedAt) {
+				rt.Fatalf("revision %v (%s): created_at %v, updated_at %v", rm["id"], r.Status, rm["created_at"], rm["updated_at"])
 			}
 			delete(rm, "created_at")
 			delete(rm, "updated_at")
@@ -765,6 +789,16 @@ func (m *machine) check(rt *rapid.T) {
 		}
 		if d.exp["latest_revision_id"] != d.revs[len(d.revs)-1].id {
 			rt.Fatalf("latest_revision_id %v is not the newest revision %s", d.exp["latest_revision_id"], d.revs[len(d.revs)-1].id)
+		}
+		// active_revision_id is the newest DEPLOYED revision.
+		var active any
+		for _, r := range d.revs {
+			if r.status == "DEPLOYED" {
+				active = r.id
+			}
+		}
+		if d.exp["active_revision_id"] != active {
+			rt.Fatalf("active_revision_id %v is not the newest DEPLOYED revision %v", d.exp["active_revision_id"], active)
 		}
 	}
 }

@@ -1,0 +1,424 @@
+package controlplanetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// The model's own copy of the revision lifecycle (wire contract section 7),
+// written independently of controlplane.Transitions.
+var (
+	modelPaths = map[string][]string{
+		"github":          {"CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING", "DEPLOYED"},
+		"external_docker": {"CREATING", "QUEUED", "AWAITING_DEPLOY", "DEPLOYING", "DEPLOYED"},
+	}
+	allStatuses = []string{"CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING",
+		"CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "DEPLOYED", "SKIPPED", "INTERRUPTED", "UNKNOWN"}
+)
+
+func modelFinal(s string) bool {
+	switch s {
+	case "DEPLOYED", "SKIPPED", "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "INTERRUPTED":
+		return true
+	}
+	return false
+}
+
+func modelSkippable(s string) bool {
+	switch s {
+	case "CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY":
+		return true
+	}
+	return false
+}
+
+// modelFailure is the failure of the phase s is in.
+func modelFailure(s string) string {
+	switch s {
+	case "CREATING", "QUEUED":
+		return "CREATE_FAILED"
+	case "AWAITING_BUILD", "BUILDING":
+		return "BUILD_FAILED"
+	}
+	return "DEPLOY_FAILED"
+}
+
+// modelLegal says whether a revision of src may go from one status to
+// another.
+func modelLegal(src, from, to string) bool {
+	if modelFinal(from) {
+		return false
+	}
+	path := modelPaths[src]
+	switch to {
+	case "SKIPPED":
+		return modelSkippable(from)
+	case "INTERRUPTED":
+		return true
+	case "UNKNOWN":
+		return from != "UNKNOWN"
+	case "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED":
+		return from == "UNKNOWN" || modelFailure(from) == to
+	}
+	if from == "UNKNOWN" {
+		return slices.Index(path, to) > 0
+	}
+	i := slices.Index(path, from)
+	return i >= 0 && i+1 < len(path) && path[i+1] == to
+}
+
+// push sends a push event; the model predicts which deployments get a
+// revision.
+func (m *machine) push(rt *rapid.T) {
+	inst := rapid.SampledFrom([]int64{installationID, installationID, 99}).Draw(rt, "installation")
+	repo := rapid.SampledFrom([]string{"https://github.com/acme/a", "git@github.com:ACME/a.git", "HTTP://GitHub.com/acme/a.git/",
+		"https://github.com/acme/b/", "https://github.com/acme/ab"}).Draw(rt, "repo")
+	ref := rapid.SampledFrom([]string{"refs/heads/main", "refs/heads/dev", "refs/tags/v1", "refs/pull/1/head", "main"}).Draw(rt, "ref")
+	after := rapid.SampledFrom([]string{"a1b2c3", "d4e5f6"}).Draw(rt, "after")
+	// Mostly, aim at a build_on_push deployment, its URL spelled another way.
+	var aims []*mDep
+	for _, d := range m.deps {
+		if getPath(d.exp, []string{"source_config", "build_on_push"}) == true {
+			aims = append(aims, d)
+		}
+	}
+	if len(aims) > 0 && rapid.IntRange(0, 3).Draw(rt, "aim") != 0 {
+		d := rapid.SampledFrom(aims).Draw(rt, "aim at")
+		u := getPath(d.exp, []string{"source_config", "repo_url"}).(string)
+		path := strings.TrimPrefix(u, "https://github.com/")
+		repo = rapid.SampledFrom([]string{u, u + ".git", u + "/", "git@github.com:" + path + ".git", "https://GitHub.com/" + strings.ToUpper(path)}).Draw(rt, "spelling")
+		ref = "refs/heads/" + getPath(d.exp, []string{"source_revision_config", "repo_ref"}).(string)
+	}
+	norm := strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(repo), "/"), ".git")
+	norm = strings.NewReplacer("git@github.com:", "https://github.com/", "http://", "https://").Replace(norm)
+	branch, isBranch := strings.CutPrefix(ref, "refs/heads/")
+	var want []string // tenant/id of the deployments that get a revision
+	for _, d := range m.deps {
+		if inst == installationID && isBranch && d.source() == "github" && !d.deleted() &&
+			getPath(d.exp, []string{"source_config", "build_on_push"}) == true &&
+			getPath(d.exp, []string{"source_config", "repo_url"}) == norm &&
+			getPath(d.exp, []string{"source_revision_config", "repo_ref"}) == branch {
+			want = append(want, d.tenant+"/"+d.id())
+		}
+	}
+	ev := &controlplane.PushEvent{InstallationID: inst, RepoURL: repo, Ref: ref, After: after}
+	res := m.expectOutcome(rt, fmt.Sprintf("push %+v", ev), okay, func(cp *controlplane.ControlPlane) (any, error) {
+		return cp.HandleGitHubPush(m.ctx, ev)
+	})
+	pushed := res.([]controlplane.PushedRevision)
+	var got []string
+	for _, p := range pushed {
+		got = append(got, p.Tenant+"/"+p.DeploymentID)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if d := cmp.Diff(want, got); d != "" {
+		rt.Fatalf("push %+v: deployments with a new revision differ from the model (-model +got):\n%s", ev, d)
+	}
+	for _, p := range pushed {
+		d := m.find(p.Tenant, p.DeploymentID)
+		got := m.get(rt, d)
+		m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
+		d.exp["updated_at"], d.exp["latest_revision_id"] = got["updated_at"], p.Revision.ID
+		m.addRevision(rt, d, p.Revision.ID)
+		d.revs[len(d.revs)-1].src.(map[string]any)["repo_commit_sha"] = after
+		if diff := cmp.Diff(d.exp, got); diff != "" {
+			rt.Fatalf("push: deployment differs from the model (-model +got):\n%s", diff)
+		}
+	}
+}
+
+func (m *machine) find(tenant, id string) *mDep {
+	for _, d := range m.deps {
+		if d.tenant == tenant && d.id() == id {
+			return d
+		}
+	}
+	return nil
+}
+
+// planStep is one report of the scripted deployer, drawn before the call so
+// that every system gets the same script.
+type planStep struct {
+	choice int
+	image  bool
+	sha    bool
+}
+
+// scripted is a Deployer that follows a drawn plan and records what it saw
+// and how each report ended, for one system.
+type scripted struct {
+	m    *machine
+	rt   *rapid.T
+	sys  *system
+	plan []planStep
+	fail bool // Deploy or Teardown returns an error at the end
+
+	work     *controlplane.Work
+	torn     string // the deployment Teardown got
+	steps    []controlplane.Step
+	outcomes []string // classify(err) per report
+}
+
+var errPlanned = errors.New("planned failure")
+
+// seen is what the deployer saw and how its reports ended.
+func (s *scripted) seen() []any { return []any{s.work, s.torn, s.steps, s.outcomes} }
+
+// step turns a plan step into a report, given the revision's status as the
+// deployer believes it: mostly the next status of the happy path, sometimes
+// any status, UNKNOWN, or a deployment status.
+func (s *scripted) step(src, cur string, p planStep) controlplane.Step {
+	var st controlplane.Step
+	switch c := p.choice; {
+	case c < 65:
+		path := modelPaths[src]
+		i := slices.Index(path, cur)
+		if cur == "UNKNOWN" {
+			i = c % (len(path) - 1)
+		}
+		if i >= 0 && i+1 < len(path) {
+			st.Status = controlplane.RevisionStatus(path[i+1])
+		} else {
+			st.Status = controlplane.RevisionQueued
+		}
+	case c < 85:
+		st.Status = controlplane.RevisionStatus(allStatuses[c%len(allStatuses)])
+		if strings.HasSuffix(string(st.Status), "_FAILED") {
+			st.Message = "failed at " + cur
+		}
+	case c < 90:
+		st.Status = controlplane.RevisionUnknown
+	default:
+		st.DeploymentStatus = []controlplane.DeploymentStatus{controlplane.StatusUnused, controlplane.StatusUnknown,
+			controlplane.StatusReady, controlplane.StatusAwaitingDelete}[c%4]
+	}
+	if p.image {
+		st.ImageVersion = new(fmt.Sprint("img-", p.choice))
+	}
+	if p.sha {
+		st.RepoCommitSHA = new(fmt.Sprint("sha-", p.choice))
+	}
+	return st
+}
+
+func (s *scripted) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+	s.work = w
+	cur := string(w.Revision.Status)
+	for _, p := range s.plan {
+		st := s.step(string(w.Revision.Source), cur, p)
+		before := s.m.dumpStore(s.rt, s.sys.st)
+		err := r.Report(ctx, st)
+		s.steps = append(s.steps, st)
+		s.outcomes = append(s.outcomes, classify(err))
+		if err == nil && st.Status != "" {
+			cur = string(st.Status)
+		}
+		if err != nil {
+			if d := cmp.Diff(before, s.m.dumpStore(s.rt, s.sys.st)); d != "" {
+				s.rt.Fatalf("a refused report (%+v: %v) changed the store (-before +after):\n%s", st, err, d)
+			}
+		}
+	}
+	if s.fail {
+		return errPlanned
+	}
+	return nil
+}
+
+func (s *scripted) Teardown(ctx context.Context, tenant string, d *controlplane.Deployment) error {
+	s.torn = tenant + "/" + d.ID
+	if s.fail {
+		return errPlanned
+	}
+	return nil
+}
+
+// work runs Process with a scripted deployer on every system and checks the
+// outcome of every report against the model.
+func (m *machine) work(rt *rapid.T) {
+	plan := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) planStep {
+		return planStep{choice: rapid.IntRange(0, 99).Draw(t, "choice"), image: rapid.IntRange(0, 4).Draw(t, "image") == 0,
+			sha: rapid.IntRange(0, 6).Draw(t, "sha") == 0}
+	}), 0, 6).Draw(rt, "plan")
+	fail := rapid.IntRange(0, 5).Draw(rt, "fail") == 0
+	var ds []*scripted
+	res, err := m.call(rt, "process", func(cp *controlplane.ControlPlane) (any, error) {
+		s := &scripted{m: m, rt: rt, plan: plan, fail: fail}
+		for _, sys := range m.systems {
+			if sys.cp == cp {
+				s.sys = sys
+			}
+		}
+		ds = append(ds, s)
+		return cp.Process(m.ctx, s)
+	})
+	for i, s := range ds[1:] {
+		if d := cmp.Diff(ds[0].seen(), s.seen()); d != "" {
+			rt.Fatalf("process: the deployer of store %d saw other work than store 0's:\n%s", i+1, d)
+		}
+	}
+	s := ds[0]
+	pending := m.pending()
+	if !res.(bool) {
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if len(pending) > 0 {
+			rt.Fatalf("Process found no work; the model has pending %v", pending)
+		}
+		return
+	}
+	switch {
+	case s.torn != "":
+		m.checkTeardown(rt, s, err, pending)
+	case s.work != nil:
+		if err != nil {
+			rt.Fatal(err)
+		}
+		m.checkDeploy(rt, s, pending)
+	default:
+		rt.Fatalf("Process reported work but called neither Deploy nor Teardown (err %v)", err)
+	}
+}
+
+// pending lists the model's pending work: "d/tenant/id" for deployments
+// being deleted, "r/revision id" for revisions not final.
+func (m *machine) pending() []string {
+	var out []string
+	for _, d := range m.deps {
+		if d.deleted() {
+			out = append(out, "d/"+d.tenant+"/"+d.id())
+		}
+		for _, r := range d.revs {
+			if !modelFinal(r.status) {
+				out = append(out, "r/"+r.id)
+			}
+		}
+	}
+	return out
+}
+
+func (m *machine) checkTeardown(rt *rapid.T, s *scripted, err error, pending []string) {
+	if !slices.Contains(pending, "d/"+s.torn) {
+		rt.Fatalf("Teardown of %s, which the model does not have AWAITING_DELETE (pending %v)", s.torn, pending)
+	}
+	if s.fail {
+		if !errors.Is(err, errPlanned) {
+			rt.Fatalf("Process after a failed Teardown returned %v", err)
+		}
+		return // retried later; nothing visible changed
+	}
+	if err != nil {
+		rt.Fatal(err)
+	}
+	tenant, id, _ := strings.Cut(s.torn, "/")
+	d := m.find(tenant, id)
+	m.deps = slices.DeleteFunc(m.deps, func(o *mDep) bool { return o == d })
+	_, gerr := m.call(rt, "get removed", func(cp *controlplane.ControlPlane) (any, error) { return cp.GetDeployment(m.ctx, tenant, id) })
+	if classify(gerr) != notFound {
+		rt.Fatalf("GetDeployment of a torn-down deployment: %v, want not found", gerr)
+	}
+	// Nothing names it any more, in any collection.
+	for col, recs := range m.dump(rt) {
+		for k, v := range recs {
+			if strings.Contains(k, id) || strings.Contains(v, id) {
+				if col != "cp_tracing_projects" {
+					rt.Fatalf("%s/%s still names the removed deployment %s", col, k, id)
+				}
+			}
+		}
+	}
+}
+
+func (m *machine) checkDeploy(rt *rapid.T, s *scripted, pending []string) {
+	w := s.work
+	if !slices.Contains(pending, "r/"+w.Revision.ID) {
+		rt.Fatalf("Deploy of revision %s (%s), which the model does not have pending (%v)", w.Revision.ID, w.Revision.Status, pending)
+	}
+	d := m.find(w.Tenant, w.Deployment.ID)
+	ri := slices.IndexFunc(d.revs, func(r mRev) bool { return r.id == w.Revision.ID })
+	r := &d.revs[ri]
+	if string(w.Revision.Status) != r.status {
+		rt.Fatalf("Deploy got revision %s in status %s, the model has %s", r.id, w.Revision.Status, r.status)
+	}
+	if diff := cmp.Diff([]any{r.secrets, r.spec, r.src}, []any{jsonValue(rt, w.Secrets), jsonValue(rt, w.ResourceSpec),
+		jsonValue(rt, w.Revision.SourceRevisionConfig)}); diff != "" {
+		rt.Fatalf("Deploy got another snapshot than the model's (-model +got):\n%s", diff)
+	}
+	exp := deepCopy(rt, d.exp)
+	for i, st := range s.steps {
+		want := okay
+		legal := !modelFinal(r.status) && (st.Status == "" || modelLegal(d.source(), r.status, string(st.Status)))
+		// A revision that reaches DEPLOYED becomes active unless a newer
+		// one already is.
+		active := exp["active_revision_id"]
+		activate := legal && st.Status == "DEPLOYED" &&
+			(active == nil || slices.IndexFunc(d.revs, func(o mRev) bool { return o.id == active }) < ri)
+		if activate {
+			active = r.id
+		}
+		switch st.DeploymentStatus {
+		case "":
+		case "READY":
+			legal = legal && active != nil
+		case "UNUSED", "UNKNOWN":
+		default:
+			legal = false
+		}
+		if !legal {
+			want = invalidState
+		}
+		if s.outcomes[i] != want {
+			rt.Fatalf("report %d %+v of revision %s (%s, %s): %s, model says %s", i, st, r.id, d.source(), r.status, s.outcomes[i], want)
+		}
+		if !legal {
+			continue
+		}
+		if st.Status != "" {
+			r.status = string(st.Status)
+		}
+		if st.Message != "" {
+			r.msg = st.Message
+		}
+		if st.ImageVersion != nil {
+			r.image = *st.ImageVersion
+		}
+		if st.RepoCommitSHA != nil {
+			r.src.(map[string]any)["repo_commit_sha"] = *st.RepoCommitSHA
+		}
+		if activate {
+			exp["active_revision_id"] = r.id
+			if r.image != nil {
+				exp["image_version"] = r.image
+			}
+			if exp["status"] == "AWAITING_DATABASE" {
+				exp["status"] = "READY"
+			}
+		}
+		if st.DeploymentStatus != "" {
+			exp["status"] = string(st.DeploymentStatus)
+		}
+	}
+	if s.fail && !modelFinal(r.status) {
+		r.status, r.msg = modelFailure(r.status), errPlanned.Error()
+	}
+	got := m.get(rt, d)
+	exp["updated_at"] = d.exp["updated_at"]
+	if !cmp.Equal(exp, d.exp) {
+		m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
+		exp["updated_at"] = got["updated_at"]
+	}
+	if diff := cmp.Diff(exp, got); diff != "" {
+		rt.Fatalf("after Deploy of %s: deployment differs from the model (-model +got):\n%s", r.id, diff)
+	}
+	d.exp = exp
+}

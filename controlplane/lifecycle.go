@@ -1,0 +1,181 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"slices"
+)
+
+// Deployer makes revisions real: it builds and runs them somewhere
+// (Kubernetes, a build service, a simulation) and reports their progress.
+// The control plane decides what to work on and when (Run, Process), keeps
+// the lease, and checks every report against the transition table; the
+// deployer only acts and reports. Package deploysim is the built-in one.
+type Deployer interface {
+	// Deploy drives one revision, starting from w.Revision.Status (CREATING
+	// for a new revision; a later status when the work is resumed after a
+	// restart or taken over from a replica that stopped). It reports each
+	// status change through r and returns:
+	//
+	//   - nil once the revision is terminal (DEPLOYED or a *_FAILED status
+	//     it reported);
+	//   - nil with the revision not yet terminal to be called again later
+	//     (after Options.PollInterval): a deployer that starts a long build
+	//     elsewhere may return at once and look again on the next call;
+	//   - an error: the control plane records the failure of the current
+	//     phase (CREATE_FAILED before AWAITING_BUILD, BUILD_FAILED during the
+	//     build states, DEPLOY_FAILED after) with the error's text as
+	//     status_message.
+	//
+	// ctx is cancelled when the lease is lost or Run stops; a report after
+	// that fails, and the work is resumed later (by this or another
+	// replica), so Deploy must be safe to call again for the same revision.
+	// A report that fails with ErrInvalidState (the revision was superseded
+	// and SKIPPED, or the deployment is being deleted) means: stop.
+	Deploy(ctx context.Context, w *Work, r Reporter) error
+	// Teardown removes everything Deploy made for a deployment being
+	// deleted (status AWAITING_DELETE). Once it returns nil the control
+	// plane removes every record of the deployment; an error is logged and
+	// Teardown is called again later. It must be idempotent.
+	Teardown(ctx context.Context, tenant string, d *Deployment) error
+}
+
+// Work is what a Deployer receives: the revision's immutable snapshot
+// (including secrets, which the wire never shows) and the deployment as
+// stored when the work was claimed. ResourceSpec is as the client sent it;
+// ResourceSpec.WithDefaults fills the documented defaults.
+type Work struct {
+	Tenant         string
+	Deployment     Deployment
+	Revision       Revision
+	Secrets        []Secret
+	ResourceSpec   *ResourceSpec
+	InstallCommand *string
+	BuildCommand   *string
+}
+
+// Reporter records a Deployer's progress on one revision. Each Report is
+// checked against the transition table and written in its own store
+// transaction; it also renews the lease. It is safe for concurrent use but
+// reports of one revision are meant to come in order.
+type Reporter interface {
+	// Report records a step. Errors: ErrInvalidState (the step's status may
+	// not follow the revision's current one, the revision is already
+	// terminal, or the deployment status is not one a deployer may set;
+	// nothing is written), ErrLeaseLost (another worker owns the revision
+	// now; nothing is written), a *ValidationError for unknown status
+	// values, or a store or context error.
+	Report(ctx context.Context, s Step) error
+}
+
+// Step is one report of a Deployer. Zero fields change nothing.
+type Step struct {
+	// Status is the revision's new status; "" leaves it as it is (a report
+	// of build outputs or of the deployment status only).
+	Status RevisionStatus
+	// Message becomes the revision's status_message (meant for failures).
+	Message string
+	// RepoCommitSHA sets the revision's repo_commit_sha (the commit built).
+	RepoCommitSHA *string
+	// ImageVersion is the image the revision runs; it becomes the
+	// deployment's image_version when the revision becomes active.
+	ImageVersion *string
+	// DeploymentStatus, when set, is the deployment's new status: READY
+	// (only once a revision is active), UNUSED (scaled to zero while idle)
+	// or UNKNOWN (the deployer cannot tell). A deployment being deleted
+	// refuses it.
+	DeploymentStatus DeploymentStatus
+}
+
+// ErrLeaseLost is returned by Reporter.Report when another worker (a
+// replica, or this one after the lease expired and was taken) now drives
+// the revision. The Deployer should stop.
+var ErrLeaseLost = errors.New("controlplane: lease lost")
+
+// HappyPath is a source's happy path, in order: github goes through the two
+// build states, external_docker skips them. Every transition of the table
+// derives from these lists and the rules of Transitions. Nil for an unknown
+// source.
+func HappyPath(src Source) []RevisionStatus {
+	switch src {
+	case SourceGitHub:
+		return []RevisionStatus{RevisionCreating, RevisionQueued, RevisionAwaitingBuild, RevisionBuilding,
+			RevisionAwaitingDeploy, RevisionDeploying, RevisionDeployed}
+	case SourceExternalDocker:
+		return []RevisionStatus{RevisionCreating, RevisionQueued, RevisionAwaitingDeploy, RevisionDeploying, RevisionDeployed}
+	}
+	return nil
+}
+
+// IsTerminal reports whether s is final: DEPLOYED, SKIPPED, the three
+// *_FAILED statuses, and INTERRUPTED (which this control plane records only
+// for revisions of a deployment being deleted, so it is final too).
+func IsTerminal(s RevisionStatus) bool {
+	switch s {
+	case RevisionDeployed, RevisionSkipped, RevisionCreateFailed, RevisionBuildFailed, RevisionDeployFailed, RevisionInterrupted:
+		return true
+	}
+	return false
+}
+
+// failureOf is the failure status of the phase a revision is in.
+func failureOf(s RevisionStatus) RevisionStatus {
+	switch s {
+	case RevisionCreating, RevisionQueued:
+		return RevisionCreateFailed
+	case RevisionAwaitingBuild, RevisionBuilding:
+		return RevisionBuildFailed
+	}
+	return RevisionDeployFailed
+}
+
+// skippable: a revision in these statuses is SKIPPED when a newer one of its
+// deployment is created ("still before DEPLOYING"; UNKNOWN is not known to
+// be).
+func skippable(s RevisionStatus) bool {
+	switch s {
+	case RevisionCreating, RevisionQueued, RevisionAwaitingBuild, RevisionBuilding, RevisionAwaitingDeploy:
+		return true
+	}
+	return false
+}
+
+// Transitions is the one table of legal revision status changes, for a
+// source: from -> the statuses that may follow. Rules:
+//
+//   - along the source's happy path, each status to the next (github:
+//     CREATING, QUEUED, AWAITING_BUILD, BUILDING, AWAITING_DEPLOY,
+//     DEPLOYING, DEPLOYED; external_docker skips the two build states);
+//   - each non-terminal status to its phase's failure: CREATING and QUEUED
+//     to CREATE_FAILED, AWAITING_BUILD and BUILDING to BUILD_FAILED,
+//     AWAITING_DEPLOY and DEPLOYING to DEPLOY_FAILED;
+//   - every status before DEPLOYING to SKIPPED (superseded);
+//   - every non-terminal status to INTERRUPTED (deployment deleted) and,
+//     except UNKNOWN itself, to UNKNOWN (the deployer cannot tell);
+//   - UNKNOWN to any status of the happy path after CREATING, and to
+//     every *_FAILED (the deployer found out);
+//   - nothing out of a terminal status (IsTerminal).
+//
+// The returned map is a fresh copy.
+func Transitions(src Source) map[RevisionStatus][]RevisionStatus {
+	path := HappyPath(src)
+	t := map[RevisionStatus][]RevisionStatus{}
+	if path == nil {
+		return t
+	}
+	for i, s := range path[:len(path)-1] {
+		t[s] = append(t[s], path[i+1], failureOf(s))
+		if skippable(s) {
+			t[s] = append(t[s], RevisionSkipped)
+		}
+		t[s] = append(t[s], RevisionInterrupted, RevisionUnknown)
+	}
+	t[RevisionUnknown] = append(slices.Clone(path[1:]), RevisionCreateFailed, RevisionBuildFailed, RevisionDeployFailed, RevisionInterrupted)
+	return t
+}
+
+// CanTransition reports whether a revision of src may move from one status
+// to another (the table of Transitions).
+func CanTransition(src Source, from, to RevisionStatus) bool {
+	return slices.Contains(Transitions(src)[from], to)
+}

@@ -1,0 +1,581 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deployplane/deployplane/store"
+)
+
+// Pending work. cp_pending holds one record per unit of work not yet done,
+// written in the same Update as the change that creates or ends it, so that
+// claiming never scans revisions:
+//
+//	cp_pending  r/tenant/deployment/ts/revision  -> lease   (a revision not terminal)
+//	cp_pending  d/tenant/deployment              -> lease   (a deployment AWAITING_DELETE)
+//
+// A lease is "" (free) or "token expiry": the token of the claim (the
+// ControlPlane's owner id and a sequence number) and the expiry in Unix
+// microseconds of the ControlPlane's clock. A record whose lease has expired
+// may be claimed by anyone.
+const (
+	pendingRevision = "r/"
+	pendingDelete   = "d/"
+)
+
+func revisionPendingKey(tenant string, rev *revisionRecord) string {
+	return pendingRevision + key(tenant, rev.DeploymentID, createdKey(rev.CreatedAt), rev.ID)
+}
+
+func deletePendingKey(tenant, deploymentID string) string {
+	return pendingDelete + key(tenant, deploymentID)
+}
+
+func lease(token string, expiry time.Time) []byte {
+	return []byte(token + " " + strconv.FormatInt(expiry.UnixMicro(), 10))
+}
+
+// parseLease returns the lease's token and expiry; a free lease has token "".
+func parseLease(v []byte) (token string, expiry time.Time) {
+	tok, exp, ok := strings.Cut(string(v), " ")
+	if !ok {
+		return "", time.Time{}
+	}
+	us, _ := strconv.ParseInt(exp, 10, 64)
+	return tok, time.UnixMicro(us)
+}
+
+// addRevision stores rev, a new revision, as pending work, and supersedes
+// the deployment's revisions still before DEPLOYING: they become SKIPPED in
+// this same Update.
+func addRevision(tx store.Tx, tenant string, rev *revisionRecord) error {
+	prefix := pendingRevision + key(tenant, rev.DeploymentID) + "/"
+	var olds []string
+	err := tx.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
+		olds = append(olds, k)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range olds {
+		old, err := getRevision(tx, tenant, rev.DeploymentID, k[strings.LastIndexByte(k, '/')+1:])
+		if err != nil {
+			return err
+		}
+		if !skippable(old.Status) {
+			continue
+		}
+		old.Status = RevisionSkipped
+		old.StatusMessage = new("Superseded by revision " + rev.ID + ".")
+		old.UpdatedAt = later(rev.CreatedAt, old.UpdatedAt)
+		if err := putRevision(tx, tenant, old, false); err != nil {
+			return err
+		}
+		if err := tx.Delete(colPending, k); err != nil {
+			return err
+		}
+	}
+	if err := putRevision(tx, tenant, rev, true); err != nil {
+		return err
+	}
+	return tx.Put(colPending, revisionPendingKey(tenant, rev), nil)
+}
+
+// interruptRevisions ends every unfinished revision of a deployment being
+// deleted with INTERRUPTED, and queues the deployment's teardown.
+func interruptRevisions(tx store.Tx, tenant, deploymentID string, at time.Time) error {
+	prefix := pendingRevision + key(tenant, deploymentID) + "/"
+	var ks []string
+	err := tx.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
+		ks = append(ks, k)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range ks {
+		rev, err := getRevision(tx, tenant, deploymentID, k[strings.LastIndexByte(k, '/')+1:])
+		if err != nil {
+			return err
+		}
+		rev.Status = RevisionInterrupted
+		rev.StatusMessage = new("The deployment is being deleted.")
+		rev.UpdatedAt = later(at, rev.UpdatedAt)
+		if err := putRevision(tx, tenant, rev, false); err != nil {
+			return err
+		}
+		if err := tx.Delete(colPending, k); err != nil {
+			return err
+		}
+	}
+	return tx.Put(colPending, deletePendingKey(tenant, deploymentID), nil)
+}
+
+// job is one claimed unit of work.
+type job struct {
+	pkey       string // its cp_pending key
+	token      string // the claim's lease token
+	tenant     string
+	deployment string
+	revision   string // "" for a teardown
+}
+
+func parseJob(k string) (*job, bool) {
+	j := &job{pkey: k}
+	switch {
+	case strings.HasPrefix(k, pendingRevision):
+		parts := strings.Split(k[len(pendingRevision):], "/")
+		if len(parts) != 4 {
+			return nil, false
+		}
+		j.tenant, j.deployment, j.revision = parts[0], parts[1], parts[3]
+	case strings.HasPrefix(k, pendingDelete):
+		parts := strings.Split(k[len(pendingDelete):], "/")
+		if len(parts) != 2 {
+			return nil, false
+		}
+		j.tenant, j.deployment = parts[0], parts[1]
+	default:
+		return nil, false
+	}
+	return j, true
+}
+
+// owner is this ControlPlane's lease owner id, made on first use from NewID
+// (so ids never collide between replicas that use the default NewID).
+func (cp *ControlPlane) owner() string {
+	cp.ownerOnce.Do(func() { cp.ownerID = cp.newID() })
+	return cp.ownerID
+}
+
+// claim takes the first pending unit of work whose lease is free or
+// expired, in one Update. It returns nil when there is none. Its error is
+// the store's, unwrapped.
+func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
+	now := cp.now()
+	token := cp.owner() + ":" + strconv.FormatUint(cp.claims.Add(1), 10)
+	var j *job
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		j = nil
+		err := tx.Scan(colPending, "", nil, func(k string, v []byte) (bool, error) {
+			if tok, exp := parseLease(v); tok != "" && exp.After(now) {
+				return true, nil
+			}
+			var ok bool
+			if j, ok = parseJob(k); !ok {
+				return false, fmt.Errorf("controlplane: malformed pending work key %q", k)
+			}
+			return false, nil
+		})
+		if err != nil || j == nil {
+			return err
+		}
+		j.token = token
+		return tx.Put(colPending, j.pkey, lease(token, now.Add(cp.leaseFor)))
+	})
+	return j, err
+}
+
+// ownLease reads the job's pending record and checks that the lease is
+// still the job's. A missing record means the work is done (by a report, a
+// newer revision or a delete): ErrLeaseLost too, as far as the job is
+// concerned, except that reports explain it better (see apply).
+func ownLease(tx store.Tx, j *job) (found bool, err error) {
+	v, err := tx.Get(colPending, j.pkey)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if tok, _ := parseLease(v); tok != j.token {
+		return true, ErrLeaseLost
+	}
+	return true, nil
+}
+
+// renewLease pushes the job's lease expiry forward.
+func (cp *ControlPlane) renewLease(ctx context.Context, j *job) error {
+	now := cp.now()
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		found, err := ownLease(tx, j)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return ErrLeaseLost
+		}
+		return tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.leaseFor)))
+	})
+	return cp.storeErr("renew lease", err)
+}
+
+// release gives the job's work back: at once (retry false: expiry now, so
+// any replica takes it) or after PollInterval (retry true: the deployer
+// asked to be called again later). Nothing happens if the lease is no
+// longer the job's.
+func (cp *ControlPlane) release(ctx context.Context, j *job, retry bool) error {
+	now := cp.now()
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		found, err := ownLease(tx, j)
+		if err != nil || !found {
+			return err
+		}
+		if !retry {
+			return tx.Put(colPending, j.pkey, nil)
+		}
+		return tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.poll)))
+	})
+	if errors.Is(err, ErrLeaseLost) {
+		return nil
+	}
+	return cp.storeErr("release work", err)
+}
+
+// keepLease renews the job's lease every third of its duration until stop
+// is called, and cancels ctx with ErrLeaseLost if it is lost.
+func (cp *ControlPlane) keepLease(ctx context.Context, j *job, cancel context.CancelCauseFunc) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(cp.leaseFor / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := cp.renewLease(ctx, j); errors.Is(err, ErrLeaseLost) {
+					cancel(ErrLeaseLost)
+					return
+				} else if err != nil && ctx.Err() == nil {
+					cp.log.Warn("controlplane: renewing a lease failed", "work", j.pkey, "err", err)
+				}
+			}
+		}
+	})
+	return func() { close(quit); wg.Wait() }
+}
+
+// Process claims one unit of pending work, if any, and does it in the
+// calling goroutine: it calls d.Deploy for a revision not yet terminal, or
+// d.Teardown and then removes the deployment for one AWAITING_DELETE. It
+// reports whether there was work. Run does the same concurrently, forever;
+// Process is for tests and for callers that schedule work themselves.
+// Work is claimed in key order (tenant, deployment, revision age), so a
+// sequence of Process calls over the same state is deterministic.
+func (cp *ControlPlane) Process(ctx context.Context, d Deployer) (bool, error) {
+	if d == nil {
+		return false, errors.New("controlplane: Process needs a Deployer")
+	}
+	j, err := cp.claim(ctx)
+	if err != nil || j == nil {
+		return false, cp.storeErr("claim work", err)
+	}
+	return true, cp.do(ctx, d, j)
+}
+
+// do runs one claimed job. Errors are store errors and Teardown's error;
+// a Deploy error is recorded on the revision instead.
+func (cp *ControlPlane) do(ctx context.Context, d Deployer, j *job) error {
+	jctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := cp.keepLease(jctx, j, cancel)
+	var err error
+	if j.revision != "" {
+		err = cp.deploy(jctx, d, j)
+	} else {
+		err = cp.teardown(jctx, d, j)
+	}
+	stop()
+	switch {
+	case errors.Is(context.Cause(jctx), ErrLeaseLost):
+		return nil // someone else has it now
+	case ctx.Err() != nil:
+		// Stopping: give the work back at once, so that a replica or the
+		// next start takes it over without waiting for the lease to expire.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer rcancel()
+		return errors.Join(ctx.Err(), cp.release(rctx, j, false))
+	}
+	return err
+}
+
+func (cp *ControlPlane) deploy(ctx context.Context, d Deployer, j *job) error {
+	var w *Work
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		dep, err := getDeployment(r, j.tenant, j.deployment)
+		if err != nil {
+			return err
+		}
+		rev, err := getRevision(r, j.tenant, j.deployment, j.revision)
+		if err != nil {
+			return err
+		}
+		w = &Work{Tenant: j.tenant, Deployment: *dep.wire(), Revision: rev.Revision, Secrets: rev.Secrets,
+			ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand}
+		if w.Secrets == nil {
+			w.Secrets = []Secret{}
+		}
+		return nil
+	})
+	if err != nil {
+		return cp.storeErr("load work", err)
+	}
+	rep := &reporter{cp: cp, j: j}
+	derr := d.Deploy(ctx, w, rep)
+	if ctx.Err() != nil {
+		return nil // do releases the work, or it was lost
+	}
+	if derr != nil {
+		// Record the failure of the phase the revision is in.
+		err := cp.apply(ctx, j, Step{Message: derr.Error()}, true)
+		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrInvalidState) {
+			return nil // someone else's now, or already terminal
+		}
+		return err
+	}
+	return cp.release(ctx, j, true) // no-op when the revision is terminal
+}
+
+func (cp *ControlPlane) teardown(ctx context.Context, d Deployer, j *job) error {
+	var dep *deploymentRecord
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		var err error
+		dep, err = getDeployment(r, j.tenant, j.deployment)
+		return err
+	})
+	if errors.Is(err, ErrNotFound) {
+		dep = nil // removed already; drop the work below
+	} else if err != nil {
+		return cp.storeErr("load work", err)
+	}
+	if dep != nil {
+		if err := d.Teardown(ctx, j.tenant, dep.wire()); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			cp.log.Error("controlplane: teardown failed; retrying later", "tenant", j.tenant, "deployment", j.deployment, "err", err)
+			return errors.Join(fmt.Errorf("controlplane: teardown of deployment %s: %w", j.deployment, err), cp.release(ctx, j, true))
+		}
+	}
+	err = cp.st.Update(ctx, func(tx store.Tx) error {
+		found, err := ownLease(tx, j)
+		if err != nil || !found {
+			return err
+		}
+		rec, err := getDeployment(tx, j.tenant, j.deployment)
+		if errors.Is(err, ErrNotFound) {
+			return removePending(tx, j.tenant, j.deployment)
+		}
+		if err != nil {
+			return err
+		}
+		return removeDeployment(tx, j.tenant, rec)
+	})
+	if errors.Is(err, ErrLeaseLost) {
+		return nil
+	}
+	return cp.storeErr("remove deployment", err)
+}
+
+// reporter is the Reporter of one claimed revision.
+type reporter struct {
+	cp *ControlPlane
+	j  *job
+}
+
+func (r *reporter) Report(ctx context.Context, s Step) error {
+	return r.cp.apply(ctx, r.j, s, false)
+}
+
+// apply records a step of the job's revision in one Update: the transition
+// is checked against the table, the revision, its pending record (lease
+// renewed, or removed when terminal) and, when it becomes active or the
+// step sets a deployment status, the deployment are written together.
+// With fail, the step's status is the failure of the revision's phase.
+func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) error {
+	if s.Status != "" && !validRevisionStatus(s.Status) {
+		return invalidStatef("Unknown revision status %q.", s.Status)
+	}
+	switch s.DeploymentStatus {
+	case "", StatusReady, StatusUnused, StatusUnknown:
+	default:
+		return invalidStatef("A deployer may not set the deployment status %q.", s.DeploymentStatus)
+	}
+	now := cp.now()
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		found, err := ownLease(tx, j)
+		if err != nil {
+			return err
+		}
+		rev, err := getRevision(tx, j.tenant, j.deployment, j.revision)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return invalidStatef("Revision %s is %s.", rev.ID, rev.Status)
+		}
+		step := s
+		if fail {
+			step.Status = failureOf(rev.Status)
+		}
+		if step.Status != "" && !CanTransition(rev.Source, rev.Status, step.Status) {
+			return invalidStatef("Revision %s cannot move from %s to %s.", rev.ID, rev.Status, step.Status)
+		}
+		if step == (Step{}) {
+			return tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.leaseFor)))
+		}
+		next := *rev
+		if step.Status != "" {
+			next.Status = step.Status
+		}
+		if step.Message != "" {
+			next.StatusMessage = new(step.Message)
+		}
+		if step.RepoCommitSHA != nil {
+			next.SourceRevisionConfig.RepoCommitSHA = new(*step.RepoCommitSHA)
+		}
+		if step.ImageVersion != nil {
+			next.ImageVersion = new(*step.ImageVersion)
+		}
+		next.UpdatedAt = later(now, rev.UpdatedAt)
+		if err := putRevision(tx, j.tenant, &next, false); err != nil {
+			return err
+		}
+		if IsTerminal(next.Status) {
+			err = tx.Delete(colPending, j.pkey)
+		} else {
+			err = tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.leaseFor)))
+		}
+		if err != nil {
+			return err
+		}
+		if next.Status != RevisionDeployed && step.DeploymentStatus == "" {
+			return nil
+		}
+		return cp.applyToDeployment(tx, j, &next, step, now)
+	})
+	if err != nil {
+		return cp.storeErr("report", err)
+	}
+	return nil
+}
+
+// applyToDeployment makes a revision that just reached DEPLOYED active
+// (unless a newer one already is) and sets the status a step asks for.
+func (cp *ControlPlane) applyToDeployment(tx store.Tx, j *job, rev *revisionRecord, s Step, now time.Time) error {
+	dep, err := getDeployment(tx, j.tenant, j.deployment)
+	if err != nil {
+		return err
+	}
+	next := *dep
+	if rev.Status == RevisionDeployed && s.Status == RevisionDeployed {
+		newer := dep.ActiveRevisionID == nil
+		if !newer {
+			act, err := getRevision(tx, j.tenant, j.deployment, *dep.ActiveRevisionID)
+			if err != nil {
+				return err
+			}
+			newer = createdKey(act.CreatedAt)+act.ID < createdKey(rev.CreatedAt)+rev.ID
+		}
+		if newer {
+			next.ActiveRevisionID = new(rev.ID)
+			if rev.ImageVersion != nil {
+				next.ImageVersion = new(*rev.ImageVersion)
+			}
+			if next.Status == StatusAwaitingDatabase {
+				next.Status = StatusReady
+			}
+		}
+	}
+	if s.DeploymentStatus != "" {
+		switch {
+		case dep.Status == StatusAwaitingDelete:
+			return invalidStatef("Deployment ID %s is being deleted.", dep.ID)
+		case s.DeploymentStatus == StatusReady && next.ActiveRevisionID == nil:
+			return invalidStatef("Deployment ID %s has no active revision; it cannot be READY.", dep.ID)
+		}
+		next.Status = s.DeploymentStatus
+	}
+	if next.equal(dep) {
+		return nil
+	}
+	next.UpdatedAt = later(now, dep.UpdatedAt)
+	return putDeployment(tx, j.tenant, dep, &next)
+}
+
+// notify wakes Run: there is new work in this process.
+func (cp *ControlPlane) notify() {
+	select {
+	case cp.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run drives pending work until ctx is done, then waits for the work in
+// flight to stop and returns nil. It claims work inside store transactions
+// with a lease (Options.LeaseDuration, renewed while the work runs), so
+// several ControlPlanes over one store (replicas over one storepg database,
+// or a restarted process) never drive the same revision at the same time,
+// and work whose owner died is taken over once its lease expires. Up to
+// Options.Workers units run at once. Run wakes at once when this
+// ControlPlane creates work, and polls the store every
+// Options.PollInterval for work other replicas created. Work in flight when
+// ctx is done is given back at once, so a restart resumes it.
+//
+// A ControlPlane runs one Run at a time (a second call returns an error).
+// Store failures are logged and retried at the next poll; Run returns
+// early only when the store is closed.
+func (cp *ControlPlane) Run(ctx context.Context, d Deployer) error {
+	if d == nil {
+		return errors.New("controlplane: Run needs a Deployer")
+	}
+	if !cp.running.CompareAndSwap(false, true) {
+		return errors.New("controlplane: Run is already running")
+	}
+	defer cp.running.Store(false)
+	sem := make(chan struct{}, cp.workers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(cp.poll)
+	defer tick.Stop()
+	for {
+		for len(sem) < cap(sem) && ctx.Err() == nil {
+			j, err := cp.claim(ctx)
+			if err != nil {
+				if errors.Is(err, store.ErrClosed) {
+					return errors.New("controlplane: Run: the store is closed")
+				}
+				if ctx.Err() == nil {
+					cp.log.Error("controlplane: claiming work failed", "err", err)
+				}
+				break
+			}
+			if j == nil {
+				break
+			}
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem; cp.notify() }()
+				if err := cp.do(ctx, d, j); err != nil && ctx.Err() == nil {
+					cp.log.Error("controlplane: work failed", "work", j.pkey, "err", err)
+				}
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-cp.wake:
+		case <-tick.C:
+		}
+	}
+}
