@@ -77,7 +77,8 @@
 // follow oauthflow's table: 200 done; 400 for an unknown, expired or used
 // state and for a provider's refusal; 404 when the provider was deleted;
 // 502 when the token endpoint refused the code; 500 (cause logged)
-// otherwise.
+// otherwise. A HEAD of the callback answers 200 and spends nothing, so a
+// link checker cannot use up the state before the browser arrives.
 //
 // oauthflow's errors map like controlplane's: *oauthflow.ValidationError
 // 422, ErrNotFound 404 ("OAuth provider {provider_id} not found."),

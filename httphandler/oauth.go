@@ -212,6 +212,11 @@ const (
 // (the browser holds none): the state is the proof. Every outcome is an
 // HTML page, per oauthflow's table of Callback errors.
 func (h *handler) oauthCallback(c *call) (int, any, error) {
+	if c.r.Method == http.MethodHead {
+		// HEAD is safe: a link checker probing the URL must not spend the
+		// state that the user's browser is about to bring.
+		return http.StatusOK, htmlPage{titleDone, "Open this address in a browser to finish the authorization."}, nil
+	}
 	q := c.r.URL.Query()
 	err := h.oauth.Callback(c.r.Context(), oauthflow.CallbackRequest{
 		ProviderID:       c.r.PathValue("provider_id"),

@@ -214,8 +214,12 @@ func TestOAuthCallbackFailures(t *testing.T) {
 		return a, s.redirect(a.URL)
 	}
 
-	// A wrong state: 400, and the flow still completes with the right one.
+	// A wrong state: 400, and the flow still completes with the right one
+	// (after a HEAD of the right one, which spends nothing).
 	a, cb := start()
+	if resp, err := http.Head(cb); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("HEAD of the callback: %v %v", resp, err)
+	}
 	u, _ := url.Parse(cb)
 	q := u.Query()
 	q.Set("state", "not-the-state")
@@ -468,7 +472,8 @@ func TestOAuthOpenAPI(t *testing.T) {
 			t.Errorf("the callback's operation lacks %s: %s", want, cb)
 		}
 	}
-	if w := string(doc.Paths["/v2/auth/wait/{auth_id}"]["get"]); !strings.Contains(w, `"name":"timeout"`) || strings.Contains(w, "uuid") {
+	if w := string(doc.Paths["/v2/auth/wait/{auth_id}"]["get"]); !strings.Contains(w, `"name":"timeout"`) || strings.Contains(w, "uuid") ||
+		strings.Contains(w, `"404"`) {
 		t.Errorf("the wait operation: %s", w)
 	}
 	if _, ok := doc.Components.Schemas["OAuthProvider"].Properties["client_secret"]; ok {

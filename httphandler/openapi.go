@@ -70,12 +70,15 @@ func (g *schemaGen) operation(rt route) obj {
 		"summary":     rt.summary,
 	}
 	var params []obj
-	uuidPath := false
+	uuidPath, lookup := false, false // a param must be a UUID; an unknown one is a 404
 	for _, m := range pathParam.FindAllStringSubmatch(rt.path, -1) {
 		schema := obj{"type": "string"}
 		if !namePathParams[m[1]] {
 			schema["format"] = "uuid"
 			uuidPath = true
+		}
+		if m[1] != "auth_id" { // an unknown flow is 200 {"status": "not_found"}
+			lookup = true
 		}
 		params = append(params, obj{"name": m[1], "in": "path", "required": true, "schema": schema})
 	}
@@ -117,7 +120,7 @@ func (g *schemaGen) operation(rt route) obj {
 	} else {
 		responses["401"] = errResp(http.StatusUnauthorized)
 		responses["403"] = errResp(http.StatusForbidden)
-		if strings.Contains(rt.path, "{") {
+		if lookup {
 			responses["404"] = errResp(http.StatusNotFound)
 		}
 		if uuidPath || rt.body != nil || rt.query != nil {
