@@ -150,6 +150,6 @@
 //	AuthenticateStoredTokenInProcess vs oauthflow+json   0.65-0.84 (4 runs; 16-21 µs/op against 10-13)
 //
 // on the same machine (load average about 4): reading and strictly decoding
-// the body, authentication and the encoding add a third or less to the
+// the body, authentication and the encoding add a fifth to a half to the
 // domain's own work.
 package httphandler
