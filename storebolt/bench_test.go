@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"path/filepath"
-	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +19,8 @@ import (
 // The write benchmarks compare storebolt with raw bbolt doing the same
 // writes in the same run (see internal/benchcmp): each op puts one 512-byte
 // record under a fresh, time-ordered 16-byte key into one bucket, durably.
-// The candidate reports "x-baseline" = raw ns/op / storebolt ns/op.
+// Both run in the same benchmark, in alternating rounds (see interleave),
+// and the benchmark reports "x-baseline" = raw time / storebolt time.
 
 const benchWriters = 64
 
@@ -65,64 +66,106 @@ func storePut(keys *benchKeys) func(tx store.Tx) error {
 	}
 }
 
-// runWriters runs b.N calls of op over benchWriters goroutines.
-func runWriters(b *testing.B, op func() error) {
-	b.SetParallelism((benchWriters + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := op(); err != nil {
-				b.Error(err)
-				return
+// writers runs n calls of op spread over benchWriters goroutines.
+func writers(b *testing.B, n int, op func() error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range benchWriters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if err := op(); err != nil {
+					b.Error(err)
+					return
+				}
 			}
+		}()
+	}
+	wg.Wait()
+}
+
+// interleave runs b.N ops of baseline and b.N ops of candidate in
+// alternating rounds (each side first in turn), so that the load of a shared
+// machine, which drifts during a run, weighs on both alike. It reports the
+// candidate's ns/op, the baseline's, and benchcmp.Unit: baseline time over
+// candidate time.
+func interleave(b *testing.B, baseline, candidate func(n int)) {
+	b.Helper()
+	const rounds = 10
+	var tb, tc time.Duration
+	timed := func(d *time.Duration, f func(int), n int) {
+		start := time.Now()
+		f(n)
+		*d += time.Since(start)
+	}
+	b.ResetTimer()
+	for r := range rounds {
+		n := b.N / rounds
+		if r < b.N%rounds {
+			n++
 		}
-	})
+		if n == 0 {
+			continue
+		}
+		if r%2 == 0 {
+			timed(&tb, baseline, n)
+			timed(&tc, candidate, n)
+		} else {
+			timed(&tc, candidate, n)
+			timed(&tb, baseline, n)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(tc.Nanoseconds())/float64(b.N), "ns/op")
+	b.ReportMetric(float64(tb.Nanoseconds())/float64(b.N), "baseline-ns/op")
+	b.ReportMetric(float64(tb)/float64(tc), benchcmp.Unit)
 }
 
 // BenchmarkUpdate64 pits 64 goroutines of storebolt Updates against 64
 // goroutines of raw bbolt db.Batch with MaxBatchSize 64, so that Batch
 // commits as soon as all 64 are in rather than after its 10 ms timer.
 func BenchmarkUpdate64(b *testing.B) {
-	benchcmp.CompareNamed(b,
-		"bbolt-Batch", func(b *testing.B) {
-			db := openRawBolt(b)
-			db.MaxBatchSize = benchWriters
-			var keys benchKeys
-			put := rawPut(&keys)
-			runWriters(b, func() error { return db.Batch(put) })
-		},
-		"storebolt", func(b *testing.B) {
-			s := openBench(b, &storebolt.Options{MaxBatchSize: benchWriters})
-			commits := countCommits(s)
-			var keys benchKeys
-			put := storePut(&keys)
-			ctx := context.Background()
-			runWriters(b, func() error { return s.Update(ctx, put) })
-			b.ReportMetric(float64(b.N)/float64(commits.Load()), "updates/commit")
-		})
+	db := openRawBolt(b)
+	db.MaxBatchSize = benchWriters
+	var rawKeys benchKeys
+	rawOp := rawPut(&rawKeys)
+
+	s := openBench(b, &storebolt.Options{MaxBatchSize: benchWriters})
+	commits := countCommits(s)
+	var keys benchKeys
+	op := storePut(&keys)
+	ctx := context.Background()
+
+	interleave(b,
+		func(n int) { writers(b, n, func() error { return db.Batch(rawOp) }) },
+		func(n int) { writers(b, n, func() error { return s.Update(ctx, op) }) })
+	b.ReportMetric(float64(b.N)/float64(commits.Load()), "updates/commit")
 }
 
 // BenchmarkUpdate1 pits one goroutine of storebolt Updates against raw
 // bbolt db.Update: the cost of the writer hand-off, with no timer to wait.
 func BenchmarkUpdate1(b *testing.B) {
-	benchcmp.CompareNamed(b,
-		"bbolt-Update", func(b *testing.B) {
-			db := openRawBolt(b)
-			var keys benchKeys
-			put := rawPut(&keys)
-			for b.Loop() {
-				if err := db.Update(put); err != nil {
+	db := openRawBolt(b)
+	var rawKeys benchKeys
+	rawOp := rawPut(&rawKeys)
+
+	s := openBench(b, nil)
+	var keys benchKeys
+	op := storePut(&keys)
+	ctx := context.Background()
+
+	interleave(b,
+		func(n int) {
+			for range n {
+				if err := db.Update(rawOp); err != nil {
 					b.Fatal(err)
 				}
 			}
 		},
-		"storebolt", func(b *testing.B) {
-			s := openBench(b, nil)
-			var keys benchKeys
-			put := storePut(&keys)
-			ctx := context.Background()
-			for b.Loop() {
-				if err := s.Update(ctx, put); err != nil {
+		func(n int) {
+			for range n {
+				if err := s.Update(ctx, op); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -96,15 +96,15 @@ func (f *fleet) create(b *testing.B, next *atomic.Int64, n int64) {
 // over storebolt against the same over storemem: the price of durability
 // (goal: at least 0.5x).
 func BenchmarkControlPlaneCreate64(b *testing.B) {
-	run := func(b *testing.B, st store.Store) {
-		f := newFleet(b, st)
-		var next atomic.Int64
-		b.ResetTimer()
-		f.create(b, &next, int64(b.N))
-	}
-	benchcmp.CompareNamed(b,
-		"storemem", func(b *testing.B) { run(b, storemem.New()) },
-		"storebolt", func(b *testing.B) { run(b, openBench(b, nil)) })
+	mem := newFleet(b, storemem.New())
+	st := openBench(b, nil)
+	bolt := newFleet(b, st)
+	commits := countCommits(st)
+	var memNext, boltNext atomic.Int64
+	interleave(b,
+		func(n int) { mem.create(b, &memNext, memNext.Load()+int64(n)) },
+		func(n int) { bolt.create(b, &boltNext, boltNext.Load()+int64(n)) })
+	b.ReportMetric(float64(b.N)/float64(commits.Load()), "creates/commit")
 }
 
 // fleetFile returns the path of a storebolt file holding n deployments

@@ -38,14 +38,15 @@ func (r *request) result() error {
 	return r.err
 }
 
-// maxYields bounds how many times the writer yields the processor to let a
-// batch fill up (see next).
-const maxYields = 8
+// maxIdleYields is how many yields in a row that bring no new Update end
+// the writer's wait for a batch to fill up (see next).
+const maxIdleYields = 2
 
 // writeLoop is the single writer: it takes every queued Update (up to
-// maxBatchSize), runs them in one bbolt transaction, commits, and repeats.
-// There is no timer: a lone Update is committed as soon as it arrives, and
-// Updates that arrive during a commit make up the next batch.
+// maxBatchSize), runs them in one bbolt transaction, takes in those queued
+// meanwhile, commits, and repeats. There is no timer: a lone Update is
+// committed as soon as it arrives, and Updates that arrive during a commit
+// make up the next batch.
 func (s *Store) writeLoop() {
 	batch := make([]*request, 0, 64)
 	for {
@@ -54,7 +55,7 @@ func (s *Store) writeLoop() {
 			close(s.writerDone)
 			return
 		}
-		s.commitBatch(batch)
+		batch = s.commitBatch(batch)
 		clear(batch)
 	}
 }
@@ -78,7 +79,7 @@ func (s *Store) next(batch []*request) []*request {
 	// batch and still growing. This is a scheduler yield, not a timer: a
 	// lone writer (last batch of one) never yields, and a yield that brings
 	// no one ends the wait.
-	for range maxYields {
+	for idle := 0; idle < maxIdleYields; {
 		n := len(s.queue)
 		if n >= min(s.lastBatch, s.maxBatchSize) {
 			break
@@ -87,16 +88,35 @@ func (s *Store) next(batch []*request) []*request {
 		runtime.Gosched()
 		s.mu.Lock()
 		if len(s.queue) == n {
-			break
+			idle++
+		} else {
+			idle = 0
 		}
 	}
-	n := min(len(s.queue), s.maxBatchSize)
-	batch = append(batch, s.queue[:n]...)
-	for _, r := range batch {
+	return s.take(batch)
+}
+
+// more appends to batch the Updates queued since it was taken, up to
+// maxBatchSize in all, without waiting.
+func (s *Store) more(batch []*request) []*request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.take(batch)
+}
+
+// take moves queued Updates to batch, up to maxBatchSize in all. s.mu must
+// be held.
+func (s *Store) take(batch []*request) []*request {
+	n := min(len(s.queue), s.maxBatchSize-len(batch))
+	if n <= 0 {
+		return batch
+	}
+	for _, r := range s.queue[:n] {
 		r.queued = false
 	}
+	batch = append(batch, s.queue[:n]...)
 	s.queue = slices.Delete(s.queue, 0, n)
-	s.lastBatch = n
+	s.lastBatch = len(batch)
 	return batch
 }
 
@@ -117,6 +137,9 @@ func (s *Store) requeue(rs []*request) {
 }
 
 // commitBatch runs batch in one bbolt write transaction and commits it.
+// Updates queued while the batch runs join it (up to maxBatchSize), so the
+// batch ends when the writer has caught up with its callers. It returns
+// the batch as it grew.
 //
 // Each fn runs against the shared transaction through its own txn, which
 // logs the previous value of every key it writes. When fn returns an error
@@ -132,7 +155,7 @@ func (s *Store) requeue(rs []*request) {
 // transaction is rolled back, the other requests are queued again, the
 // Goexit is re-raised in the fn's caller, and a new writer goroutine carries
 // on.
-func (s *Store) commitBatch(batch []*request) {
+func (s *Store) commitBatch(batch []*request) []*request {
 	btx, err := s.db.Begin(true)
 	if err != nil {
 		err = fmt.Errorf("storebolt: begin: %w", err)
@@ -140,7 +163,7 @@ func (s *Store) commitBatch(batch []*request) {
 			r.err = err
 			close(r.done)
 		}
-		return
+		return batch
 	}
 	cur := 0
 	returned := false
@@ -169,10 +192,13 @@ func (s *Store) commitBatch(batch []*request) {
 			close(r.done)
 			s.requeue(slices.Concat(batch[:cur], batch[cur+1:]))
 			returned = true
-			return
+			return batch
 		}
 		if succeeded {
 			ok++
+		}
+		if cur == len(batch)-1 {
+			batch = s.more(batch)
 		}
 	}
 	returned = true
@@ -191,6 +217,7 @@ func (s *Store) commitBatch(batch []*request) {
 	for _, r := range batch {
 		close(r.done)
 	}
+	return batch
 }
 
 // run runs r.fn against btx. It reports whether fn succeeded; when fn failed
