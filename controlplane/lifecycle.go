@@ -118,8 +118,12 @@ func IsTerminal(s RevisionStatus) bool {
 	return false
 }
 
-// failureOf is the failure status of the phase a revision is in.
-func failureOf(s RevisionStatus) RevisionStatus {
+// FailureOf is the failure status of the phase a revision in status s is
+// in: CREATE_FAILED for CREATING and QUEUED, BUILD_FAILED for
+// AWAITING_BUILD and BUILDING, DEPLOY_FAILED otherwise (UNKNOWN included).
+// It is what the control plane records when Deploy returns an error, and
+// what a Deployer reports when a step fails.
+func FailureOf(s RevisionStatus) RevisionStatus {
 	switch s {
 	case RevisionCreating, RevisionQueued:
 		return RevisionCreateFailed
@@ -164,7 +168,7 @@ func Transitions(src Source) map[RevisionStatus][]RevisionStatus {
 		return t
 	}
 	for i, s := range path[:len(path)-1] {
-		t[s] = append(t[s], path[i+1], failureOf(s))
+		t[s] = append(t[s], path[i+1], FailureOf(s))
 		if skippable(s) {
 			t[s] = append(t[s], RevisionSkipped)
 		}

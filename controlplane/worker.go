@@ -426,7 +426,7 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		}
 		step := s
 		if fail {
-			step.Status = failureOf(rev.Status)
+			step.Status = FailureOf(rev.Status)
 		}
 		if step.Status != "" && !CanTransition(rev.Source, rev.Status, step.Status) {
 			return invalidStatef("Revision %s cannot move from %s to %s.", rev.ID, rev.Status, step.Status)

@@ -1,0 +1,26 @@
+// Package deploysim is deployplane's built-in simulated Deployer: it moves
+// revisions through the statuses of the wire contract with a delay per step
+// and changes nothing outside the control plane's store, so that a client
+// polling for DEPLOYED finishes on a laptop (cmd/deployplane runs it by
+// default).
+//
+//	sim := deploysim.New(&deploysim.Options{Step: 200 * time.Millisecond})
+//	go cp.Run(ctx, sim)
+//
+// A github revision goes CREATING, QUEUED, AWAITING_BUILD, BUILDING,
+// AWAITING_DEPLOY, DEPLOYING, DEPLOYED; an external_docker one skips the two
+// build states. Each status is reported after Options.Step (default
+// DefaultStep, 500ms: about 2 seconds to DEPLOYED for external_docker, 3
+// for github). Entering BUILDING, a github revision without a commit gets
+// FakeCommitSHA (derived from repo_url and repo_ref; a push's revision keeps
+// the pushed commit); DEPLOYED reports ImageVersion. Options.FailAt makes
+// revisions fail at a chosen status with the failure of its phase
+// (BUILDING -> BUILD_FAILED, DEPLOYING -> DEPLOY_FAILED, ...), for tests
+// and demos. Teardown waits one step and succeeds.
+//
+// The Deployer keeps no state: it starts from the status in the Work it is
+// given, so a revision resumed after a restart, or taken over from another
+// replica, carries on where it was. The control plane checks every report
+// against its transition table; this package only follows the happy path
+// of controlplane.HappyPath.
+package deploysim
