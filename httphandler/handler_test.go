@@ -54,8 +54,14 @@ func TestDeploymentFlow(t *testing.T) {
 	diff(t, "revision status", controlplane.RevisionCreating, rev.Status)
 
 	created := must[controlplane.Revision](t, s, keyA, "POST", "/v2/deployments/"+g.ID+"/revisions", "", 201)
+	// A revision still before DEPLOYING becomes SKIPPED when a newer one is
+	// created (wire contract section 7).
 	revs := must[controlplane.RevisionPage](t, s, keyA, "GET", "/v2/deployments/"+g.ID+"/revisions?status=CREATING,QUEUED", "", 200)
+	diff(t, "open revisions", []string{created.ID}, revIDs(revs.Resources))
+	revs = must[controlplane.RevisionPage](t, s, keyA, "GET", "/v2/deployments/"+g.ID+"/revisions", "", 200)
 	diff(t, "revisions, newest first", []string{created.ID, *p.LatestRevisionID, *g.LatestRevisionID}, revIDs(revs.Resources))
+	revs = must[controlplane.RevisionPage](t, s, keyA, "GET", "/v2/deployments/"+g.ID+"/revisions?status=SKIPPED", "", 200)
+	diff(t, "superseded revisions", []string{*p.LatestRevisionID, *g.LatestRevisionID}, revIDs(revs.Resources))
 
 	re := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments/"+g.ID+"/revisions/"+*g.LatestRevisionID+"/redeploy", "", 200)
 	diff(t, "redeployed repo_ref", "main", *re.SourceRevisionConfig.RepoRef)
