@@ -28,6 +28,10 @@ const (
 	// loseAnswer forwards the COMMIT, swallows the server's answer and
 	// closes the connection once the server has committed.
 	loseAnswer
+	// holdCommit closes the client's side instead of forwarding the
+	// COMMIT but keeps the server's side open, so that the server counts
+	// the transaction in progress until the backend is ended.
+	holdCommit
 )
 
 // breakProxy forwards TCP connections to a PostgreSQL server, reading the
@@ -38,6 +42,7 @@ type breakProxy struct {
 	target string
 	mode   atomic.Int32
 	conns  sync.WaitGroup
+	closed chan struct{} // closed when the test ends
 }
 
 func newBreakProxy(t *testing.T, target string) *breakProxy {
@@ -46,9 +51,10 @@ func newBreakProxy(t *testing.T, target string) *breakProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &breakProxy{ln: ln, target: target}
+	p := &breakProxy{ln: ln, target: target, closed: make(chan struct{})}
 	go p.serve()
 	t.Cleanup(func() {
+		close(p.closed)
 		ln.Close()
 		p.conns.Wait()
 	})
@@ -79,7 +85,9 @@ func (p *breakProxy) forward(client net.Conn) {
 	}
 	defer server.Close()
 	var swallow atomic.Bool // drop what the server sends
+	serverDone := make(chan struct{})
 	go func() {
+		defer close(serverDone)
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := server.Read(buf)
@@ -118,6 +126,13 @@ func (p *breakProxy) forward(client net.Conn) {
 		if msg[0] == 'Q' && strings.HasPrefix(string(msg[5:]), "COMMIT") {
 			switch p.mode.Swap(loseNothing) {
 			case loseCommit:
+				return
+			case holdCommit:
+				client.Close()
+				select { // until the server ends the connection
+				case <-serverDone:
+				case <-p.closed:
+				}
 				return
 			case loseAnswer:
 				swallow.Store(true)
@@ -183,8 +198,9 @@ func openThroughProxy(t *testing.T, schema string) (*storepg.Store, *breakProxy)
 }
 
 // TestLostCommit breaks the connection of an Update at its COMMIT, before
-// the server gets it and after the server has answered, and checks that
-// either way the increment happens exactly once and Update reports success:
+// the server gets it (and the server notices, or does not until the Store
+// ends its backend) and after the server has answered, and checks that
+// every way the increment happens exactly once and Update reports success:
 // a COMMIT that never arrived is retried, and one whose answer was lost is
 // recognised as committed (pg_xact_status) rather than retried or reported
 // as a failure.
@@ -195,6 +211,7 @@ func TestLostCommit(t *testing.T) {
 		wantRetries int64
 	}{
 		{"request", loseCommit, 1},
+		{"request, server unaware", holdCommit, 1},
 		{"answer", loseAnswer, 0},
 	}
 	for _, c := range cases {
