@@ -83,7 +83,9 @@ type Step struct {
 	// DeploymentStatus, when set, is the deployment's new status: READY
 	// (only once a revision is active), UNUSED (scaled to zero while idle)
 	// or UNKNOWN (the deployer cannot tell). A deployment being deleted
-	// refuses it.
+	// refuses it. Once the revision is terminal its Reporter refuses
+	// everything; ControlPlane.ReportDeploymentStatus sets the status at
+	// any time.
 	DeploymentStatus DeploymentStatus
 }
 

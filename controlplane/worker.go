@@ -406,10 +406,10 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 	if s.Status != "" && !validRevisionStatus(s.Status) {
 		return invalidStatef("Unknown revision status %q.", s.Status)
 	}
-	switch s.DeploymentStatus {
-	case "", StatusReady, StatusUnused, StatusUnknown:
-	default:
-		return invalidStatef("A deployer may not set the deployment status %q.", s.DeploymentStatus)
+	if s.DeploymentStatus != "" {
+		if err := deployerStatus(s.DeploymentStatus); err != nil {
+			return err
+		}
 	}
 	now := cp.now()
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
@@ -498,13 +498,9 @@ func (cp *ControlPlane) applyToDeployment(tx store.Tx, j *job, rev *revisionReco
 		}
 	}
 	if s.DeploymentStatus != "" {
-		switch {
-		case dep.Status == StatusAwaitingDelete:
-			return invalidStatef("Deployment ID %s is being deleted.", dep.ID)
-		case s.DeploymentStatus == StatusReady && next.ActiveRevisionID == nil:
-			return invalidStatef("Deployment ID %s has no active revision; it cannot be READY.", dep.ID)
+		if err := setDeployerStatus(&next, s.DeploymentStatus); err != nil {
+			return err
 		}
-		next.Status = s.DeploymentStatus
 	}
 	if next.equal(dep) {
 		return nil
@@ -578,4 +574,58 @@ func (cp *ControlPlane) Run(ctx context.Context, d Deployer) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// ReportDeploymentStatus sets a deployment's status on a deployer's word,
+// outside any revision's work: UNUSED when it scaled an idle deployment to
+// zero, UNKNOWN when it cannot tell, READY when it is serving again (only
+// once a revision is active). Errors: *NotFoundError, ErrInvalidState for
+// another status, a deployment being deleted, or READY without an active
+// revision. Setting the status it already has changes nothing.
+func (cp *ControlPlane) ReportDeploymentStatus(ctx context.Context, tenant, deploymentID string, s DeploymentStatus) error {
+	if err := checkTenant(tenant); err != nil {
+		return err
+	}
+	did, ok := pathID(deploymentID)
+	if !ok {
+		return &NotFoundError{Kind: KindDeployment, ID: deploymentID}
+	}
+	if err := deployerStatus(s); err != nil {
+		return err
+	}
+	now := cp.now()
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		dep, err := getDeployment(tx, tenant, did)
+		if err != nil {
+			return err
+		}
+		next := *dep
+		if err := setDeployerStatus(&next, s); err != nil || next.Status == dep.Status {
+			return err
+		}
+		next.UpdatedAt = later(now, dep.UpdatedAt)
+		return putDeployment(tx, tenant, dep, &next)
+	})
+	return cp.storeErr("report deployment status", err)
+}
+
+// deployerStatus checks that a deployer may set s at all.
+func deployerStatus(s DeploymentStatus) error {
+	switch s {
+	case StatusReady, StatusUnused, StatusUnknown:
+		return nil
+	}
+	return invalidStatef("A deployer may not set the deployment status %q.", s)
+}
+
+// setDeployerStatus applies a deployer's status to d, checking its state.
+func setDeployerStatus(d *deploymentRecord, s DeploymentStatus) error {
+	switch {
+	case d.Status == StatusAwaitingDelete:
+		return invalidStatef("Deployment ID %s is being deleted.", d.ID)
+	case s == StatusReady && d.ActiveRevisionID == nil:
+		return invalidStatef("Deployment ID %s has no active revision; it cannot be READY.", d.ID)
+	}
+	d.Status = s
+	return nil
 }

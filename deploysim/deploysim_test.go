@@ -69,7 +69,7 @@ func (e *env) github(bop bool) *controlplane.Deployment {
 		e.t.Fatal(err)
 	}
 	d, err := e.cp.CreateDeployment(e.ctx, tenant, &controlplane.CreateDeploymentRequest{Name: new("gh"), Source: new(controlplane.SourceGitHub),
-		SourceConfig: &controlplane.SourceConfig{IntegrationID: &in.ID, RepoURL: new("https://github.com/acme/agent"), BuildOnPush: new(bop)},
+		SourceConfig:         &controlplane.SourceConfig{IntegrationID: &in.ID, RepoURL: new("https://github.com/acme/agent"), BuildOnPush: new(bop)},
 		SourceRevisionConfig: &controlplane.SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("langgraph.json")}})
 	if err != nil {
 		e.t.Fatal(err)
