@@ -38,7 +38,11 @@
 //
 // Update returns nil only once the writes are committed, and for a persistent
 // store that means durable (on disk, or acknowledged by the database). Any
-// non-nil error means nothing of that call was committed.
+// non-nil error means nothing of that call was committed, with one
+// exception a remote database cannot avoid: when the connection fails after
+// COMMIT was sent and the store cannot find out what became of it, Update
+// returns an error wrapping ErrOutcomeUnknown. Callers that must know re-read
+// the data before acting again.
 //
 // The closure may run more than once (a backend may coalesce concurrent
 // Updates into one physical transaction and retry, or retry on a
@@ -93,6 +97,10 @@ var (
 	ErrAlreadyExists = errors.New("store: already exists")
 	// ErrClosed is returned by View and Update after Close.
 	ErrClosed = errors.New("store: closed")
+	// ErrOutcomeUnknown is wrapped by an Update error when the store lost
+	// touch with its database after asking it to commit and could not learn
+	// whether the commit took effect. The writes may or may not be there.
+	ErrOutcomeUnknown = errors.New("store: commit outcome unknown")
 	// ErrInvalidKey is returned for an empty collection name, an empty key,
 	// or a key or collection name longer than MaxKeyLen bytes.
 	ErrInvalidKey = errors.New("store: invalid key")

@@ -32,6 +32,9 @@ const (
 	// COMMIT but keeps the server's side open, so that the server counts
 	// the transaction in progress until the backend is ended.
 	holdCommit
+	// loseAnswerAndServer is loseAnswer, after which the proxy refuses
+	// every connection, so the Store cannot ask what became of the COMMIT.
+	loseAnswerAndServer
 )
 
 // breakProxy forwards TCP connections to a PostgreSQL server, reading the
@@ -41,6 +44,7 @@ type breakProxy struct {
 	ln     net.Listener
 	target string
 	mode   atomic.Int32
+	down   atomic.Bool // refuse every connection and message
 	conns  sync.WaitGroup
 	closed chan struct{} // closed when the test ends
 }
@@ -66,6 +70,10 @@ func (p *breakProxy) serve() {
 		client, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.down.Load() {
+			client.Close()
+			continue
 		}
 		p.conns.Add(1)
 		go func() {
@@ -118,7 +126,7 @@ func (p *breakProxy) forward(client net.Conn) {
 	}
 	for {
 		msg, err := readMessage(client, true)
-		if err != nil {
+		if err != nil || p.down.Load() {
 			return
 		}
 		// A simple-protocol query (type 'Q') of COMMIT, as txn.commit
@@ -133,6 +141,12 @@ func (p *breakProxy) forward(client net.Conn) {
 				case <-serverDone:
 				case <-p.closed:
 				}
+				return
+			case loseAnswerAndServer:
+				p.down.Store(true)
+				swallow.Store(true)
+				send(server, msg)
+				time.Sleep(300 * time.Millisecond) // the server commits
 				return
 			case loseAnswer:
 				swallow.Store(true)
@@ -238,5 +252,23 @@ func TestLostCommit(t *testing.T) {
 				t.Errorf("Retries() = %d (closure ran %d times); want %d", got, runs, c.wantRetries)
 			}
 		})
+	}
+}
+
+// TestLostCommitOutcomeUnknown loses the answer to a COMMIT and then the
+// server itself: Update cannot learn whether the commit took effect, and
+// must say so with store.ErrOutcomeUnknown rather than report a plain
+// failure (here the server did commit, so "failed" would be a lie).
+func TestLostCommitOutcomeUnknown(t *testing.T) {
+	schema := newSchema(t, nil)
+	s, proxy := openThroughProxy(t, schema)
+	direct := openSchema(t, schema, nil)
+	proxy.mode.Store(loseAnswerAndServer)
+	err := s.Update(context.Background(), func(tx store.Tx) error { return increment(tx) })
+	if !errors.Is(err, store.ErrOutcomeUnknown) {
+		t.Fatalf("Update = %v; want an error wrapping store.ErrOutcomeUnknown", err)
+	}
+	if got := counter(t, direct); got != 1 {
+		t.Errorf("counter = %d; want 1 (the server committed)", got)
 	}
 }

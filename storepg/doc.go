@@ -74,8 +74,8 @@
 // on another connection (pg_xact_status), first ending the old backend if
 // the server still counts the transaction in progress: committed means
 // Update returns nil, aborted means it runs the closure again. Only if the
-// server cannot be asked either does Update return an error that says the
-// outcome is unknown, the one case where an error does not mean that
+// server cannot be asked either does Update return an error wrapping
+// store.ErrOutcomeUnknown, the one case where an error does not mean that
 // nothing was committed.
 //
 // # Requirements

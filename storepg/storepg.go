@@ -260,7 +260,7 @@ func (s *Store) try(ctx context.Context, begin string, fn func(*txn) error) (ret
 		committed, cerr := s.commitOutcome(ctx, t.xid, pid)
 		switch {
 		case cerr != nil:
-			return false, fmt.Errorf("storepg: commit: %w; whether it took effect is unknown: %w", err, cerr)
+			return false, fmt.Errorf("storepg: commit: %w: %w; asking the server failed: %w", store.ErrOutcomeUnknown, err, cerr)
 		case committed:
 			return false, nil
 		default:
