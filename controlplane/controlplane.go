@@ -109,6 +109,12 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	return cp
 }
 
+// Limits returns the limits this ControlPlane applies: Options.Limits with
+// zero fields set to DefaultLimits. HTTP layers validate list queries with
+// them (ListDeploymentsQuery.ValidateWith) so that they agree with the
+// ControlPlane.
+func (cp *ControlPlane) Limits() Limits { return cp.lim }
+
 // now is the one timestamp of an operation.
 func (cp *ControlPlane) now() time.Time {
 	return cp.clock().UTC().Truncate(time.Microsecond)

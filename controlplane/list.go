@@ -47,12 +47,16 @@ func limitOf(l *int) int {
 }
 
 // Validate reports every bad value of q as a *ValidationError with loc
-// ["query", name], using the default limits.
+// ["query", name], using DefaultLimits. A caller that serves a
+// ControlPlane with other Options.Limits uses ValidateWith(cp.Limits()),
+// which is what ListDeployments applies.
 func (q *ListDeploymentsQuery) Validate() error {
-	return q.validate(DefaultLimits())
+	return q.ValidateWith(DefaultLimits())
 }
 
-func (q *ListDeploymentsQuery) validate(lim Limits) error {
+// ValidateWith is Validate with the given limits (a ControlPlane's
+// Limits()).
+func (q *ListDeploymentsQuery) ValidateWith(lim Limits) error {
 	c := &checker{lim: lim}
 	c.page(q.Limit, q.Offset)
 	if len(q.NameContains) > 63 {
@@ -78,9 +82,14 @@ func (q *ListDeploymentsQuery) validate(lim Limits) error {
 }
 
 // Validate reports every bad value of q as a *ValidationError with loc
-// ["query", name].
-func (q *ListRevisionsQuery) Validate() error {
-	c := &checker{lim: DefaultLimits()}
+// ["query", name]. (No limit of Limits applies to it yet; ValidateWith
+// exists so that callers treat every query alike.)
+func (q *ListRevisionsQuery) Validate() error { return q.ValidateWith(DefaultLimits()) }
+
+// ValidateWith is Validate with the given limits (a ControlPlane's
+// Limits()).
+func (q *ListRevisionsQuery) ValidateWith(lim Limits) error {
+	c := &checker{lim: lim}
 	c.page(q.Limit, q.Offset)
 	for _, s := range q.Status {
 		if !validRevisionStatus(s) {
@@ -93,8 +102,12 @@ func (q *ListRevisionsQuery) Validate() error {
 
 // Validate reports every bad value of q as a *ValidationError with loc
 // ["query", name].
-func (q *ListListenersQuery) Validate() error {
-	c := &checker{lim: DefaultLimits()}
+func (q *ListListenersQuery) Validate() error { return q.ValidateWith(DefaultLimits()) }
+
+// ValidateWith is Validate with the given limits (a ControlPlane's
+// Limits()).
+func (q *ListListenersQuery) ValidateWith(lim Limits) error {
+	c := &checker{lim: lim}
 	c.page(q.Limit, q.Offset)
 	return validationError(c.ps)
 }
@@ -167,7 +180,7 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 	if q == nil {
 		q = &ListDeploymentsQuery{}
 	}
-	if err := q.validate(cp.lim); err != nil {
+	if err := q.ValidateWith(cp.lim); err != nil {
 		return nil, err
 	}
 	limit := limitOf(q.Limit)
@@ -401,7 +414,7 @@ func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID 
 	if q == nil {
 		q = &ListRevisionsQuery{}
 	}
-	if err := q.Validate(); err != nil {
+	if err := q.ValidateWith(cp.lim); err != nil {
 		return nil, err
 	}
 	did, ok := pathID(deploymentID)

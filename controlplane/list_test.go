@@ -298,3 +298,26 @@ func ptrs(ds []controlplane.Deployment) []*controlplane.Deployment {
 	}
 	return out
 }
+
+// TestQueryLimitsOfTheControlPlane: ValidateWith(cp.Limits()) applies the
+// ControlPlane's limits, as its list methods do; Validate the defaults.
+func TestQueryLimitsOfTheControlPlane(t *testing.T) {
+	f := newFixture(t, &controlplane.Options{Limits: controlplane.Limits{MaxFilterIDs: 2}})
+	lim := f.cp.Limits()
+	if lim.MaxFilterIDs != 2 || lim.MaxStringBytes != controlplane.DefaultLimits().MaxStringBytes {
+		t.Errorf("Limits() = %+v, want MaxFilterIDs 2 and defaults elsewhere", lim)
+	}
+	ids := []string{"11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222", "33333333-3333-4333-8333-333333333333"}
+	q := &controlplane.ListDeploymentsQuery{DeploymentIDs: ids}
+	if err := q.Validate(); err != nil {
+		t.Errorf("Validate (default limits): %v", err)
+	}
+	diff(t, "ValidateWith", []string{"query.deployment_ids: too_long"}, locTypes(problems(t, q.ValidateWith(lim))))
+	_, err := f.cp.ListDeployments(f.ctx, tenantA, q)
+	diff(t, "ListDeployments", []string{"query.deployment_ids: too_long"}, locTypes(problems(t, err)))
+	for _, err := range []error{(&controlplane.ListRevisionsQuery{Limit: new(0)}).ValidateWith(lim), (&controlplane.ListListenersQuery{Offset: -1}).ValidateWith(lim)} {
+		if len(problems(t, err)) != 1 {
+			t.Errorf("ValidateWith: %v", err)
+		}
+	}
+}

@@ -128,7 +128,7 @@ func (cp *ControlPlane) ListListeners(ctx context.Context, tenant string, q *Lis
 	if q == nil {
 		q = &ListListenersQuery{}
 	}
-	if err := q.Validate(); err != nil {
+	if err := q.ValidateWith(cp.lim); err != nil {
 		return nil, err
 	}
 	limit := limitOf(q.Limit)
