@@ -2,12 +2,14 @@ package controlplane_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/internal/benchcmp"
 	"github.com/deployplane/deployplane/storemem"
 )
 
@@ -178,4 +180,40 @@ func BenchmarkListFiltered(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/list")
 		})
 	}
+}
+
+// BenchmarkGetDeploymentJSON: what an HTTP GET needs, the deployment's wire
+// JSON, through GetDeploymentJSON (the stored record cut at its last field)
+// against GetDeployment plus json.Marshal (decode, then encode). One
+// deployment with a resource_spec and secrets, over storemem.
+func BenchmarkGetDeploymentJSON(b *testing.B) {
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), nil)
+	d, err := cp.CreateDeployment(ctx, tenantA, &controlplane.CreateDeploymentRequest{Name: new("agent"),
+		Source:               new(controlplane.SourceExternalDocker),
+		SourceConfig:         &controlplane.SourceConfig{ResourceSpec: &controlplane.ResourceSpec{MinScale: new(int64(1)), MaxScale: new(int64(3)), CPU: new(0.5)}},
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/agent:1.0.0")},
+		Secrets:              []controlplane.Secret{{Name: "OPENAI_API_KEY", Value: "sk-0123456789"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchcmp.CompareNamed(b,
+		"GetDeployment+Marshal", func(b *testing.B) {
+			for b.Loop() {
+				got, err := cp.GetDeployment(ctx, tenantA, d.ID)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := json.Marshal(got); err != nil {
+					b.Fatal(err)
+				}
+			}
+		},
+		"GetDeploymentJSON", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := cp.GetDeploymentJSON(ctx, tenantA, d.ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 }

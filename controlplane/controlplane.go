@@ -420,6 +420,31 @@ func (cp *ControlPlane) GetDeployment(ctx context.Context, tenant, id string) (*
 	return rec.wire(), nil
 }
 
+// GetDeploymentJSON returns a deployment of the tenant as its wire JSON,
+// the bytes json.Marshal of GetDeployment's result would give, without
+// decoding the stored record: the cheap path for an HTTP GET (12 to 18
+// times cheaper than GetDeployment plus json.Marshal; see the package doc).
+// Errors: as GetDeployment.
+func (cp *ControlPlane) GetDeploymentJSON(ctx context.Context, tenant, id string) ([]byte, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	cid, ok := pathID(id)
+	if !ok {
+		return nil, &NotFoundError{Kind: KindDeployment, ID: id}
+	}
+	var b []byte
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		var err error
+		b, err = getDeploymentJSON(r, tenant, cid)
+		return err
+	})
+	if err != nil {
+		return nil, cp.storeErr("get deployment", err)
+	}
+	return b, nil
+}
+
 // UpdateDeployment applies a PATCH: immutable fields must equal the stored
 // values, in-place fields change, and any revision-triggering field (a
 // non-null source_revision_config field, non-empty secrets, non-null

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -125,7 +126,14 @@ func (r *deploymentRecord) indexKeys(tenant string) []string {
 
 // putDeployment writes r and brings its order and index records in line
 // with it; old is the record as stored before (nil when r is new).
+//
+// The record's JSON is the deployment's wire JSON with tag_value_ids as the
+// last field, and secrets never null, so that getDeploymentJSON can cut the
+// wire JSON out of it without decoding.
 func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
+	if r.Secrets == nil {
+		r.Secrets = []Secret{}
+	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -246,6 +254,32 @@ func getDeployment(r store.Reader, tenant, id string) (*deploymentRecord, error)
 		return nil, fmt.Errorf("controlplane: decoding deployment %s: %w", id, err)
 	}
 	return &rec, nil
+}
+
+// tagsField starts the last field of a stored deployment record.
+var tagsField = []byte(`,"tag_value_ids":`)
+
+// getDeploymentJSON reads a deployment of the tenant as its wire JSON (what
+// json.Marshal of GetDeployment's result gives): the stored record up to its
+// last field, tag_value_ids. A record written before secrets were stored
+// as [] (or one whose free-form objects hold a "secrets": null) is decoded
+// and encoded instead.
+func getDeploymentJSON(r store.Reader, tenant, id string) ([]byte, error) {
+	b, err := r.Get(colDeployments, key(tenant, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &NotFoundError{Kind: KindDeployment, ID: id}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if i := bytes.LastIndex(b, tagsField); i > 0 && !bytes.Contains(b, []byte(`"secrets":null`)) {
+		return append(b[:i], '}'), nil
+	}
+	var rec deploymentRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("controlplane: decoding deployment %s: %w", id, err)
+	}
+	return json.Marshal(rec.wire())
 }
 
 // revisionRecord is what cp_revisions holds: the wire shape plus the

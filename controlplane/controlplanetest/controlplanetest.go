@@ -634,10 +634,26 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 	}
 }
 
+// get reads a deployment with GetDeployment and checks that
+// GetDeploymentJSON answers the very bytes json.Marshal gives of it.
 func (m *machine) get(rt *rapid.T, d *mDep) map[string]any {
 	res, err := m.call(rt, "get", func(cp *controlplane.ControlPlane) (any, error) { return cp.GetDeployment(m.ctx, d.tenant, d.id()) })
 	if err != nil {
 		rt.Fatal(err)
+	}
+	raw, err := m.call(rt, "get json", func(cp *controlplane.ControlPlane) (any, error) {
+		b, err := cp.GetDeploymentJSON(m.ctx, d.tenant, d.id())
+		return string(b), err
+	})
+	if err != nil {
+		rt.Fatal(err)
+	}
+	want, err := json.Marshal(res)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	if raw != string(want) {
+		rt.Fatalf("GetDeploymentJSON:\n%s\njson.Marshal(GetDeployment):\n%s", raw, want)
 	}
 	return toMap(rt, res)
 }

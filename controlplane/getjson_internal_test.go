@@ -1,0 +1,54 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+// TestGetDeploymentJSONOfOlderRecords: a record stored with "secrets": null
+// (before putDeployment wrote []) still answers the wire JSON, through the
+// decoding path; unknown ids and other tenants' ids are not found.
+func TestGetDeploymentJSONOfOlderRecords(t *testing.T) {
+	ctx := context.Background()
+	st := storemem.New()
+	defer st.Close()
+	cp := New(st, nil)
+	d, err := cp.CreateDeployment(ctx, "t1", &CreateDeploymentRequest{Name: new("a"), Source: new(SourceExternalDocker),
+		SourceRevisionConfig: &SourceRevisionConfig{ImageURI: new("r/a:1")}, TagValueIDs: []string{"11111111-1111-4111-8111-111111111111"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(ctx, func(tx store.Tx) error {
+		rec, err := getDeployment(tx, "t1", d.ID)
+		if err != nil {
+			return err
+		}
+		rec.Secrets = nil
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		return tx.Put(colDeployments, key("t1", d.ID), b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cp.GetDeploymentJSON(ctx, "t1", d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(d)
+	if string(got) != string(want) {
+		t.Errorf("GetDeploymentJSON = %s\nwant %s", got, want)
+	}
+	for _, c := range []struct{ tenant, id string }{{"t2", d.ID}, {"t1", "00000000-0000-4000-8000-000000000000"}, {"t1", "nope"}} {
+		if _, err := cp.GetDeploymentJSON(ctx, c.tenant, c.id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GetDeploymentJSON(%s, %s) = %v, want not found", c.tenant, c.id, err)
+		}
+	}
+}
