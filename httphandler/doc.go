@@ -1,11 +1,19 @@
 // Package httphandler is deployplane's HTTP API: the routes of the wire
-// contract (sections 1 to 5) over a controlplane.ControlPlane, and the OAuth
-// helpers (section 8) over an optional oauthflow.Service, as one
-// http.Handler to mount on any mux.
+// contract (sections 1 to 5) over a controlplane.ControlPlane, the GitHub
+// webhook of build_on_push (section 7), and the OAuth helpers (section 8)
+// over an optional oauthflow.Service, as one http.Handler to mount on any
+// mux.
 //
 //	cp := controlplane.New(storebolt.Open(...), nil)
+//	go cp.Run(ctx, deploysim.New(nil)) // moves revisions along; the handler only records requests
 //	keys, _ := httphandler.NewKeyTable([]httphandler.Key{{SHA256: httphandler.HashKey(key), Tenants: []string{tenant}}})
 //	mux.Handle("/api-host/", http.StripPrefix("/api-host", httphandler.New(cp, &httphandler.Options{Authenticator: keys})))
+//
+// The handler never moves a revision itself: a created deployment's
+// revision stays CREATING until the program runs ControlPlane.Run with a
+// Deployer (deploysim's simulation, or a real one). DELETE answers 204 at
+// once and leaves the deployment AWAITING_DELETE until Run has torn it down
+// and removed it; GET then answers 404.
 //
 // # Routes
 //
@@ -13,11 +21,12 @@
 // Go 1.22 method patterns: deployments (POST, GET list, GET, PATCH, DELETE),
 // revisions (GET list, POST, GET, POST redeploy), listeners (POST, GET list,
 // GET, PATCH, DELETE), GitHub integrations (POST /v1/integrations/github,
-// GET /v1/integrations/github/install), the OAuth helpers (below) and GET
+// GET /v1/integrations/github/install, and the public POST
+// /v1/integrations/github/webhook, below), the OAuth helpers (below) and GET
 // /openapi.json, an OpenAPI 3.1 document built from the same list, with
 // schemas derived from the controlplane and oauthflow types by reflection.
 // Success statuses are those of the contract: 201 for creations, 204 for
-// deletions, 200 otherwise (OAuth providers are created with 200 and
+// deletions, 202 for webhook deliveries, 200 otherwise (OAuth providers are created with 200 and
 // deleted with 200 {"message": "..."}, as the hosted service does).
 //
 // An endpoint decodes, calls one ControlPlane method and returns a status
@@ -87,10 +96,42 @@
 // {"detail": "The OAuth helpers (/v2/auth/*) are not enabled on this
 // server."}.
 //
+// # GitHub webhook (build_on_push)
+//
+// POST /v1/integrations/github/webhook is where a GitHub App sends its
+// webhook deliveries; set the App's webhook URL to it and its webhook
+// secret to Options.GitHubWebhookSecret. It takes no API key (GitHub holds
+// none): the proof is X-Hub-Signature-256, "sha256=" and the hex
+// HMAC-SHA256 of the raw body with the secret, which the handler computes
+// over the body as read (at most Options.MaxBodyBytes; 413 beyond) and
+// compares in constant time. A missing or wrong signature (the SHA-1
+// X-Hub-Signature is not accepted) is 401 {"detail": ...}, and the body is
+// not looked at. Without a configured secret every delivery, signed or
+// not, is 503 {"detail": "The GitHub webhook is not enabled on this server:
+// no webhook secret is configured."}: the server cannot check a signature,
+// so it accepts nothing, and 503 tells the operator (in GitHub's delivery
+// log) that the server, not the sender, is misconfigured.
+//
+// A signed delivery is then read by its X-GitHub-Event header. A push event
+// to refs/heads/<branch> is decoded (the same strict JSON decoding as every
+// body; 422 with its loc when it is malformed or, for a branch push, lacks
+// installation.id, the repository URL or after) and handed to
+// ControlPlane.HandleGitHubPush with installation.id, the repository's
+// clone_url (else html_url, else ssh_url; the control plane compares them
+// with each deployment's repo_url regardless of case, scheme, user and a
+// ".git" suffix) and the pushed commit (after), which becomes the new
+// revisions' repo_commit_sha. The answer is 202 {"message": "...",
+// "revisions_created": N}. Every other signed delivery is 202 with
+// revisions_created 0 and changes nothing: ping, events other than push,
+// pushes of tags or other refs, and branch deletions (deleted true, after
+// all zeros). GitHub Apps always deliver JSON; a form-encoded delivery
+// (payload=...) of a repository webhook is a 422, and such webhooks carry
+// no installation anyway.
+//
 // # Authentication and tenants
 //
-// Every route but GET /openapi.json and the OAuth callback needs
-// credentials: X-Api-Key, or Authorization: Bearer. An Authenticator (Options) turns them into a
+// Every route but GET /openapi.json, the OAuth callback and the GitHub
+// webhook needs credentials: X-Api-Key, or Authorization: Bearer. An Authenticator (Options) turns them into a
 // Principal and the tenants it may use; the built-in KeyTable holds only
 // SHA-256 digests of its keys and compares a presented key's digest with
 // every entry in constant time. A principal with one tenant needs no

@@ -2,6 +2,9 @@ package httphandler_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -171,4 +174,57 @@ func ExampleOptions_oAuth() {
 	// pending github.com/login/oauth/authorize https://deploy.example.com/v2/auth/callback/github
 	// GET /v2/auth/wait/{auth_id}?timeout=0 200
 	// pending <nil>
+}
+
+// ExampleOptions_gitHubWebhook enables build_on_push: GitHub signs each
+// webhook delivery with the App's webhook secret, and a push to the branch a
+// build_on_push deployment tracks creates a revision of the pushed commit.
+func ExampleOptions_gitHubWebhook() {
+	const tenant = "0194c0de-0000-7000-8000-000000000001"
+	secret := []byte("the GitHub App's webhook secret")
+	cp := controlplane.New(storemem.New(), nil)
+	ctx := context.Background()
+	in, _ := cp.CreateIntegration(ctx, tenant, &controlplane.CreateIntegrationRequest{
+		InstallationID: new(int64(42)), Name: new("acme")})
+	d, err := cp.CreateDeployment(ctx, tenant, &controlplane.CreateDeploymentRequest{
+		Name: new("agent"), Source: new(controlplane.SourceGitHub),
+		SourceConfig: &controlplane.SourceConfig{IntegrationID: new(in.ID),
+			RepoURL: new("https://github.com/acme/agent"), BuildOnPush: new(true)},
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("langgraph.json")}})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(httphandler.New(cp, &httphandler.Options{GitHubWebhookSecret: secret}))
+	defer srv.Close()
+
+	deliver := func(body string, signed bool) {
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/integrations/github/webhook", strings.NewReader(body))
+		req.Header.Set("X-GitHub-Event", "push")
+		if signed {
+			mac := hmac.New(sha256.New, secret)
+			mac.Write([]byte(body))
+			req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		fmt.Println(resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	push := `{"ref": "refs/heads/main", "after": "9fceb02d0ae598e95dc970b74767f19372d61af8",
+		"installation": {"id": 42}, "repository": {"clone_url": "https://github.com/acme/agent.git"}}`
+	deliver(push, false)
+	deliver(push, true)
+	deliver(strings.Replace(push, "refs/heads/main", "refs/tags/v1", 1), true)
+
+	d, _ = cp.GetDeployment(ctx, tenant, d.ID)
+	rev, _ := cp.GetRevision(ctx, tenant, d.ID, *d.LatestRevisionID)
+	fmt.Println(rev.Status, *rev.SourceRevisionConfig.RepoCommitSHA)
+	// Output:
+	// 401 {"detail":"Missing X-Hub-Signature-256 header."}
+	// 202 {"message":"1 revision created.","revisions_created":1}
+	// 202 {"message":"Push ignored: only branch pushes (refs/heads/...) create revisions.","revisions_created":0}
+	// CREATING 9fceb02d0ae598e95dc970b74767f19372d61af8
 }

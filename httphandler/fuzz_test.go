@@ -26,6 +26,8 @@ type fuzzTarget struct {
 	h            http.Handler
 	deploymentID string
 	listenerID   string
+	// webhookSecret, when set, signs every body as a GitHub push delivery.
+	webhookSecret string
 }
 
 func newFuzzTarget(t testing.TB) *fuzzTarget {
@@ -51,6 +53,10 @@ func (ft *fuzzTarget) check(t *testing.T, method, path, rawQuery string, body []
 	req := httptest.NewRequest(method, path, bytes.NewReader(body))
 	req.URL.RawQuery = rawQuery
 	req.Header.Set("X-Api-Key", keyA)
+	if ft.webhookSecret != "" {
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-Hub-Signature-256", sign(ft.webhookSecret, string(body)))
+	}
 	w := httptest.NewRecorder()
 	ft.h.ServeHTTP(w, req)
 	if w.Code >= 500 {

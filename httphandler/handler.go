@@ -1,6 +1,7 @@
 package httphandler
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -28,8 +29,9 @@ const DefaultMaxBodyBytes = 1 << 20
 // default.
 type Options struct {
 	// Authenticator checks the credentials of every route but the public
-	// ones (GET /openapi.json and the OAuth callback). Default nil: no credentials are accepted, so
-	// every other route answers 401. NewKeyTable builds the built-in one.
+	// ones (GET /openapi.json, the OAuth callback and the GitHub webhook).
+	// Default nil: no credentials are accepted, so every other route
+	// answers 401. NewKeyTable builds the built-in one.
 	Authenticator Authenticator
 	// MaxBodyBytes limits request bodies; a larger one is a 413. Default
 	// DefaultMaxBodyBytes.
@@ -46,6 +48,12 @@ type Options struct {
 	// GET /openapi.json, and every request under /v2/auth/ answers 404
 	// with a detail saying that the OAuth helpers are not enabled.
 	OAuth *oauthflow.Service
+	// GitHubWebhookSecret is the secret of the GitHub App's webhook: POST
+	// /v1/integrations/github/webhook accepts a delivery only when its
+	// X-Hub-Signature-256 header is the HMAC-SHA256 of the raw body with
+	// this secret (401 otherwise). Default empty: the webhook answers 503
+	// to every delivery, signed or not, and never creates a revision.
+	GitHubWebhookSecret []byte
 }
 
 // handler is the http.Handler New returns.
@@ -61,14 +69,18 @@ type handler struct {
 	allow   map[string]string
 	openapi []byte
 
+	webhookSecret []byte // empty: the GitHub webhook is disabled
+
 	bufs     sync.Pool // *bytes.Buffer for encoding answers
 	idPrefix string
 	seq      atomic.Uint64
 }
 
-// New returns the HTTP API of cp (wire contract sections 1 to 5) as an
-// http.Handler, to mount on any mux (under a prefix with
-// http.StripPrefix). A nil opts means defaults. The handler is safe for
+// New returns the HTTP API of cp (wire contract sections 1 to 5, the GitHub
+// webhook of section 7, and the OAuth helpers of section 8) as an
+// http.Handler, to mount on any mux (under a prefix with http.StripPrefix).
+// The handler records what clients ask for; revisions move only while
+// cp.Run drives them with a Deployer, which the embedding program starts. A nil opts means defaults. The handler is safe for
 // concurrent use.
 func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
 	var o Options
@@ -84,6 +96,8 @@ func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
 		mux:     http.NewServeMux(),
 		paths:   http.NewServeMux(),
 		allow:   map[string]string{},
+
+		webhookSecret: bytes.Clone(o.GitHubWebhookSecret),
 	}
 	if h.auth == nil {
 		h.auth = denyAll{}

@@ -27,6 +27,9 @@ const (
 	keyA    = "key-of-tenant-a"
 	keyB    = "key-of-tenant-b"
 	keyOrg  = "org-wide-key"
+
+	// webhookSecret is the GitHub webhook secret of the test servers.
+	webhookSecret = "webhook-secret-of-the-tests"
 )
 
 func keyTable(t testing.TB) *httphandler.KeyTable {
@@ -82,11 +85,12 @@ func newServerCP(t testing.TB, cp *controlplane.ControlPlane, opts *httphandler.
 
 // serverSetup is what newServerWith may vary.
 type serverSetup struct {
-	cp      *controlplane.ControlPlane // nil: a new one over storemem
-	opts    *httphandler.Options
-	noOAuth bool                     // leave Options.OAuth nil
-	oauth   func(*oauthflow.Options) // adjusts the OAuth service's options
-	http    func(*http.Server)       // adjusts the server before it starts
+	cp        *controlplane.ControlPlane // nil: a new one over storemem
+	opts      *httphandler.Options
+	noOAuth   bool                     // leave Options.OAuth nil
+	noWebhook bool                     // leave Options.GitHubWebhookSecret nil
+	oauth     func(*oauthflow.Options) // adjusts the OAuth service's options
+	http      func(*http.Server)       // adjusts the server before it starts
 }
 
 func newServerWith(t testing.TB, c serverSetup) *server {
@@ -104,6 +108,9 @@ func newServerWith(t testing.TB, c serverSetup) *server {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if o.GitHubWebhookSecret == nil && !c.noWebhook {
+		o.GitHubWebhookSecret = []byte(webhookSecret)
 	}
 	srv := httptest.NewUnstartedServer(nil)
 	s.url = "http://" + srv.Listener.Addr().String()

@@ -86,6 +86,10 @@ func (g *schemaGen) operation(rt route) obj {
 		params = append(params, obj{"name": q.name, "in": "query", "required": false,
 			"description": q.description, "schema": obj{"type": q.typ}})
 	}
+	for _, hd := range rt.headers {
+		params = append(params, obj{"name": hd.name, "in": "header", "required": true,
+			"description": hd.description, "schema": obj{"type": hd.typ}})
+	}
 	if params != nil {
 		op["parameters"] = params
 	}
@@ -158,6 +162,10 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[authResponse]():            "AuthenticateResponse",
 	reflect.TypeFor[waitResponse]():            "AuthWaitResponse",
 	reflect.TypeFor[messageBody]():             "Message",
+	reflect.TypeFor[pushPayload]():             "GitHubPushEvent",
+	reflect.TypeFor[pushInstallation]():        "GitHubInstallation",
+	reflect.TypeFor[pushRepository]():          "GitHubRepository",
+	reflect.TypeFor[webhookResponse]():         "GitHubWebhookResponse",
 }
 
 var enums = map[reflect.Type][]string{

@@ -23,7 +23,8 @@ type route struct {
 	resp         any  // a value of the response body's type; nil: no body
 	html         bool // the answer is an HTML page (for a browser), not JSON
 	query        []queryParam
-	errors       []int // error statuses beyond those the document derives
+	headers      []queryParam // request headers the route reads (all required)
+	errors       []int        // error statuses beyond those the document derives
 }
 
 // queryParam documents a query parameter.
@@ -94,8 +95,15 @@ func (h *handler) routes() []route {
 			status: http.StatusCreated, resp: cp.Integration{}},
 		{method: http.MethodGet, path: "/v1/integrations/github/install", serve: (*handler).listIntegrations,
 			summary: "List the tenant's GitHub App installations", status: http.StatusOK, resp: []cp.Integration{}},
-		// The public POST /v1/integrations/github/webhook (push events,
-		// X-Hub-Signature-256) belongs here when build_on_push lands.
+		{method: http.MethodPost, path: "/v1/integrations/github/webhook", public: true, serve: (*handler).githubWebhook,
+			summary: "GitHub App webhook (no API key; X-Hub-Signature-256 is the proof): a push to a branch creates a revision " +
+				"of every build_on_push deployment tracking it; ping and other events are acknowledged and change nothing",
+			body: pushPayload{}, status: http.StatusAccepted, resp: webhookResponse{},
+			headers: []queryParam{
+				{headerSignature, "string", `"sha256=" and the hex HMAC-SHA256 of the raw body with the webhook secret.`},
+				{headerEvent, "string", "The event: push creates revisions; ping and the others change nothing."}},
+			errors: []int{http.StatusUnauthorized, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity,
+				http.StatusServiceUnavailable}},
 
 		// The API description.
 		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI,

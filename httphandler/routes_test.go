@@ -67,6 +67,18 @@ func TestAuthEveryRoute(t *testing.T) {
 			body = "{}"
 		}
 		t.Run(op.method+" "+op.path, func(t *testing.T) {
+			if op.path == "/v1/integrations/github/webhook" {
+				// The signature is the proof, not an API key: a signed
+				// delivery needs no key, and a key does not replace it.
+				ping := `{"zen": "Keep it simple."}`
+				r := s.do(op.method, path, ping, "X-GitHub-Event", "ping", "X-Hub-Signature-256", sign(webhookSecret, ping))
+				diff(t, "signed ping without credentials", 202, r.status)
+				r = s.do(op.method, path, ping, "X-GitHub-Event", "ping", "X-Api-Key", keyA)
+				if r.status != 401 || !strings.Contains(detail(t, r), "X-Hub-Signature-256") {
+					t.Errorf("unsigned ping with an API key: %d %s", r.status, r.body)
+				}
+				return
+			}
 			if op.public {
 				// Served without credentials. (The OAuth callback answers
 				// its 400 error page to a request without a state; the

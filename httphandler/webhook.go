@@ -1,0 +1,133 @@
+package httphandler
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// The GitHub webhook (wire contract sections 3 and 7): POST
+// /v1/integrations/github/webhook takes no API key, because GitHub holds
+// none; the X-Hub-Signature-256 header, an HMAC-SHA256 of the raw body with
+// the webhook secret both sides know, is the proof. Push events go to
+// ControlPlane.HandleGitHubPush; every other delivery is acknowledged and
+// changes nothing.
+
+// The headers of a GitHub webhook delivery.
+const (
+	headerSignature = "X-Hub-Signature-256"
+	headerEvent     = "X-GitHub-Event"
+)
+
+// detailWebhookDisabled answers the webhook when Options.GitHubWebhookSecret
+// is empty.
+const detailWebhookDisabled = "The GitHub webhook is not enabled on this server: no webhook secret is configured."
+
+// pushPayload is what the webhook reads of a GitHub push event; GitHub
+// sends much more, which is ignored.
+type pushPayload struct {
+	Ref          string            `json:"ref"`
+	Before       string            `json:"before"`
+	After        string            `json:"after"`
+	Deleted      bool              `json:"deleted"`
+	Installation *pushInstallation `json:"installation"`
+	Repository   *pushRepository   `json:"repository"`
+}
+
+// pushInstallation is the GitHub App installation a delivery comes from.
+type pushInstallation struct {
+	ID int64 `json:"id"`
+}
+
+// pushRepository is the pushed repository.
+type pushRepository struct {
+	FullName string `json:"full_name"`
+	CloneURL string `json:"clone_url"`
+	HTMLURL  string `json:"html_url"`
+	SSHURL   string `json:"ssh_url"`
+}
+
+// webhookResponse is the 202 answer of the webhook: what the delivery did,
+// for GitHub's delivery log.
+type webhookResponse struct {
+	Message          string `json:"message"`
+	RevisionsCreated int    `json:"revisions_created"`
+}
+
+// validSignature reports whether header, an X-Hub-Signature-256 value, is
+// "sha256=" and the hex HMAC-SHA256 of body with secret. The digests are
+// compared in constant time.
+func validSignature(secret, body []byte, header string) bool {
+	digits, ok := strings.CutPrefix(header, "sha256=")
+	if !ok {
+		return false
+	}
+	sig, err := hex.DecodeString(digits)
+	if err != nil || len(sig) != sha256.Size {
+		return false
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return hmac.Equal(sig, mac.Sum(nil))
+}
+
+func (h *handler) githubWebhook(c *call) (int, any, error) {
+	if len(h.webhookSecret) == 0 {
+		return 0, nil, &statusError{status: http.StatusServiceUnavailable, detail: detailWebhookDisabled}
+	}
+	sig := c.r.Header.Get(headerSignature)
+	if sig == "" {
+		return 0, nil, &statusError{status: http.StatusUnauthorized, detail: "Missing " + headerSignature + " header."}
+	}
+	body, err := h.readBody(c.w, c.r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !validSignature(h.webhookSecret, body, sig) {
+		return 0, nil, &statusError{status: http.StatusUnauthorized, detail: "Invalid " + headerSignature + " signature."}
+	}
+	switch event := c.r.Header.Get(headerEvent); event {
+	case "push":
+	case "ping":
+		return http.StatusAccepted, webhookResponse{Message: "Ping received."}, nil
+	default:
+		return http.StatusAccepted, webhookResponse{Message: "Event ignored: only push events create revisions."}, nil
+	}
+	var p pushPayload
+	if err := decodeBody(body, &p, false); err != nil {
+		return 0, nil, err
+	}
+	if !strings.HasPrefix(p.Ref, "refs/heads/") {
+		return http.StatusAccepted, webhookResponse{Message: "Push ignored: only branch pushes (refs/heads/...) create revisions."}, nil
+	}
+	if p.Deleted {
+		return http.StatusAccepted, webhookResponse{Message: "Push ignored: the branch was deleted."}, nil
+	}
+	ev := &controlplane.PushEvent{Ref: p.Ref, After: p.After}
+	if p.Installation != nil {
+		ev.InstallationID = p.Installation.ID
+	}
+	if r := p.Repository; r != nil {
+		ev.RepoURL = r.CloneURL
+		if ev.RepoURL == "" {
+			ev.RepoURL = r.HTMLURL
+		}
+		if ev.RepoURL == "" {
+			ev.RepoURL = r.SSHURL
+		}
+	}
+	revs, err := h.cp.HandleGitHubPush(c.r.Context(), ev)
+	if err != nil {
+		return 0, nil, err
+	}
+	msg := strconv.Itoa(len(revs)) + " revisions created."
+	if len(revs) == 1 {
+		msg = "1 revision created."
+	}
+	return http.StatusAccepted, webhookResponse{Message: msg, RevisionsCreated: len(revs)}, nil
+}

@@ -1,0 +1,300 @@
+package httphandler_test
+
+import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/httphandler"
+)
+
+// sign is the X-Hub-Signature-256 GitHub sends for body.
+func sign(secret, body string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// pushed is the commit of the test pushes.
+const pushed = "9fceb02d0ae598e95dc970b74767f19372d61af8"
+
+// pushBody is a push event as GitHub sends it (trimmed, with some of the
+// members the webhook ignores).
+func pushBody(installation int64, ref, after, cloneURL string) string {
+	b, _ := json.Marshal(map[string]any{
+		"ref": ref, "before": "6113728f27ae82c7b1a177c8d03f9e96e0adf246", "after": after,
+		"created": false, "deleted": false, "forced": false, "compare": "https://github.com/acme/agent/compare/6113728f27ae...9fceb02d0ae5",
+		"commits":      []map[string]any{{"id": after, "message": "Fix the agent", "added": []string{}, "removed": []string{}, "modified": []string{"agent.py"}}},
+		"head_commit":  map[string]any{"id": after, "message": "Fix the agent"},
+		"installation": map[string]any{"id": installation, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uNDI="},
+		"repository": map[string]any{"id": 35129377, "name": "agent", "full_name": "acme/agent", "private": true,
+			"owner":     map[string]any{"login": "acme", "id": 1},
+			"clone_url": cloneURL, "html_url": strings.TrimSuffix(cloneURL, ".git"), "ssh_url": "git@github.com:acme/agent.git"},
+		"pusher": map[string]any{"name": "octocat", "email": "octocat@example.com"},
+		"sender": map[string]any{"login": "octocat", "id": 583231},
+	})
+	return string(b)
+}
+
+// deliver sends a signed webhook delivery.
+func (s *server) deliver(event, body string) reply {
+	s.t.Helper()
+	return s.do("POST", "/v1/integrations/github/webhook", body, "X-GitHub-Event", event,
+		"X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958", "X-Hub-Signature-256", sign(webhookSecret, body))
+}
+
+// accepted checks a 202 answer and returns its revisions_created.
+func accepted(t *testing.T, r reply) int {
+	t.Helper()
+	if r.status != 202 {
+		t.Fatalf("webhook: %d %s, want 202", r.status, r.body)
+	}
+	var b struct {
+		Message          string `json:"message"`
+		RevisionsCreated *int   `json:"revisions_created"`
+	}
+	if err := json.Unmarshal(r.body, &b); err != nil || b.Message == "" || b.RevisionsCreated == nil {
+		t.Fatalf("webhook answer %s: %v", r.body, err)
+	}
+	return *b.RevisionsCreated
+}
+
+// revisionsOf lists the revision ids of every deployment of a tenant, by
+// deployment name.
+func (s *server) revisionsOf(t *testing.T, key string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	page := must[controlplane.DeploymentPage](t, s, key, "GET", "/v2/deployments?limit=100", "", 200)
+	for _, d := range page.Resources {
+		revs := must[controlplane.RevisionPage](t, s, key, "GET", "/v2/deployments/"+d.ID+"/revisions?limit=100", "", 200)
+		out[d.Name] = revIDs(revs.Resources)
+	}
+	return out
+}
+
+// pushFixture: integrations of installation 42 in tenants A and B and of 43
+// in A, and github deployments of which two track acme/agent's main branch
+// with build_on_push (one in each tenant, their repo_url spelt
+// differently); the others differ in one respect each. Every first
+// revision is DEPLOYED when it returns.
+func pushFixture(t *testing.T, s *server) (tracksA, tracksB controlplane.Deployment) {
+	t.Helper()
+	a42 := must[controlplane.Integration](t, s, keyA, "POST", "/v1/integrations/github", `{"installation_id": 42, "name": "acme"}`, 201)
+	a43 := must[controlplane.Integration](t, s, keyA, "POST", "/v1/integrations/github", `{"installation_id": 43, "name": "other"}`, 201)
+	b42 := must[controlplane.Integration](t, s, keyB, "POST", "/v1/integrations/github", `{"installation_id": 42, "name": "acme"}`, 201)
+	create := func(key, name, integration, repo, ref string, bop bool) controlplane.Deployment {
+		body, _ := json.Marshal(map[string]any{"name": name, "source": "github",
+			"source_config":          map[string]any{"integration_id": integration, "repo_url": repo, "build_on_push": bop},
+			"source_revision_config": map[string]any{"repo_ref": ref, "graph_config_path": "langgraph.json"}})
+		d := must[controlplane.Deployment](t, s, key, "POST", "/v2/deployments", string(body), 201)
+		s.waitRevision(t, key, d.ID, *d.LatestRevisionID, controlplane.RevisionDeployed)
+		return d
+	}
+	tracksA = create(keyA, "tracks", a42.ID, "https://github.com/Acme/Agent.git", "main", true)
+	create(keyA, "other-branch", a42.ID, "https://github.com/acme/agent", "release", true)
+	create(keyA, "no-build-on-push", a42.ID, "https://github.com/acme/agent", "main", false)
+	create(keyA, "other-repo", a42.ID, "https://github.com/acme/agent-two", "main", true)
+	create(keyA, "other-installation", a43.ID, "https://github.com/acme/agent", "main", true)
+	tracksB = create(keyB, "tracks-b", b42.ID, "git@github.com:acme/agent.git", "refs/heads/main", true)
+	return tracksA, tracksB
+}
+
+// TestWebhookPush: a signed push to a branch creates one revision, with
+// repo_commit_sha the pushed commit, for each build_on_push deployment of
+// the installation's integrations (in every tenant) that tracks that
+// repository and branch, and nothing else; the revision is deployed with
+// the pushed commit and becomes active.
+func TestWebhookPush(t *testing.T) {
+	s := newLiveServer(t, sim(nil), nil)
+	tracksA, tracksB := pushFixture(t, s)
+	beforeA, beforeB := s.revisionsOf(t, keyA), s.revisionsOf(t, keyB)
+
+	r := s.deliver("push", pushBody(42, "refs/heads/main", pushed, "https://github.com/acme/agent.git"))
+	diff(t, "revisions_created", 2, accepted(t, r))
+
+	afterA, afterB := s.revisionsOf(t, keyA), s.revisionsOf(t, keyB)
+	for _, c := range []struct {
+		key           string
+		d             controlplane.Deployment
+		before, after map[string][]string
+	}{{keyA, tracksA, beforeA, afterA}, {keyB, tracksB, beforeB, afterB}} {
+		got := c.after[c.d.Name]
+		if len(got) != len(c.before[c.d.Name])+1 {
+			t.Fatalf("%s: revisions %v after the push, before %v", c.d.Name, got, c.before[c.d.Name])
+		}
+		rev := must[controlplane.Revision](t, s, c.key, "GET", "/v2/deployments/"+c.d.ID+"/revisions/"+got[0], "", 200)
+		diff(t, c.d.Name+": the new revision's commit", pushed, deref(rev.SourceRevisionConfig.RepoCommitSHA))
+		rev = s.waitRevision(t, c.key, c.d.ID, rev.ID, controlplane.RevisionDeployed)
+		diff(t, c.d.Name+": the deployed revision's commit", pushed, deref(rev.SourceRevisionConfig.RepoCommitSHA))
+		checkActive(t, s.deployment(t, c.key, c.d.ID), rev, "git-"+pushed[:12])
+		// Nothing else changed.
+		c.after[c.d.Name] = c.before[c.d.Name]
+		diff(t, "the other deployments' revisions", c.before, c.after)
+	}
+}
+
+// TestWebhookRefusesUnsigned: a delivery whose X-Hub-Signature-256 is
+// missing or wrong is a 401, and creates nothing, whatever else it carries
+// (an API key included).
+func TestWebhookRefusesUnsigned(t *testing.T) {
+	s := newLiveServer(t, sim(nil), nil)
+	pushFixture(t, s)
+	before := s.revisionsOf(t, keyA)
+	body := pushBody(42, "refs/heads/main", pushed, "https://github.com/acme/agent.git")
+	sha1mac := hmac.New(sha1.New, []byte(webhookSecret))
+	sha1mac.Write([]byte(body))
+	right := sign(webhookSecret, body)
+	for _, c := range []struct {
+		name, signature, detail string
+	}{
+		{"missing", "", "Missing X-Hub-Signature-256 header."},
+		{"another secret", sign("not-the-secret", body), "Invalid X-Hub-Signature-256 signature."},
+		{"another body", sign(webhookSecret, body+" "), "Invalid X-Hub-Signature-256 signature."},
+		{"empty secret", sign("", body), "Invalid X-Hub-Signature-256 signature."},
+		{"no sha256= prefix", strings.TrimPrefix(right, "sha256="), "Invalid X-Hub-Signature-256 signature."},
+		{"sha1= prefix", "sha1=" + strings.TrimPrefix(right, "sha256="), "Invalid X-Hub-Signature-256 signature."},
+		{"the SHA-1 signature", "sha1=" + hex.EncodeToString(sha1mac.Sum(nil)), "Invalid X-Hub-Signature-256 signature."},
+		{"truncated", right[:len(right)-2], "Invalid X-Hub-Signature-256 signature."},
+		{"not hex", right[:len(right)-1] + "g", "Invalid X-Hub-Signature-256 signature."},
+		{"prefix only", "sha256=", "Invalid X-Hub-Signature-256 signature."},
+	} {
+		headers := []string{"X-GitHub-Event", "push", "X-Api-Key", keyA}
+		if c.signature != "" {
+			headers = append(headers, "X-Hub-Signature-256", c.signature)
+		}
+		r := s.do("POST", "/v1/integrations/github/webhook", body, headers...)
+		if r.status != 401 || detail(t, r) != c.detail {
+			t.Errorf("%s: %d %s, want 401 %q", c.name, r.status, r.body, c.detail)
+		}
+	}
+	diff(t, "revisions after refused deliveries", before, s.revisionsOf(t, keyA))
+	// The control: the same body, signed, is accepted (tracks and tracks-b).
+	diff(t, "revisions_created by the signed delivery", 2, accepted(t, s.deliver("push", body)))
+}
+
+// TestWebhookIgnores: ping, other events, tag pushes and branch deletions
+// are accepted (202) and change nothing.
+func TestWebhookIgnores(t *testing.T) {
+	s := newLiveServer(t, sim(nil), nil)
+	pushFixture(t, s)
+	before := s.revisionsOf(t, keyA)
+	main := pushBody(42, "refs/heads/main", pushed, "https://github.com/acme/agent.git")
+	deletion := strings.Replace(pushBody(42, "refs/heads/main", strings.Repeat("0", 40), "https://github.com/acme/agent.git"),
+		`"deleted":false`, `"deleted":true`, 1)
+	for _, c := range []struct{ name, event, body string }{
+		{"ping", "ping", `{"zen": "Design for failure.", "hook_id": 1, "hook": {"type": "App"}}`},
+		{"a push body sent as another event", "pull_request", main},
+		{"no event header", "", main},
+		{"installation event", "installation", `{"action": "created", "installation": {"id": 42}}`},
+		{"tag push", "push", pushBody(42, "refs/tags/v1.0.0", pushed, "https://github.com/acme/agent.git")},
+		{"branch deletion", "push", deletion},
+		{"a ref that is not a branch", "push", pushBody(42, "refs/pull/1/head", pushed, "https://github.com/acme/agent.git")},
+		{"another installation's repository", "push", pushBody(44, "refs/heads/main", pushed, "https://github.com/acme/agent.git")},
+		{"a branch nobody tracks", "push", pushBody(42, "refs/heads/feature", pushed, "https://github.com/acme/agent.git")},
+	} {
+		if n := accepted(t, s.deliver(c.event, c.body)); n != 0 {
+			t.Errorf("%s: %d revisions created", c.name, n)
+		}
+	}
+	diff(t, "revisions after ignored deliveries", before, s.revisionsOf(t, keyA))
+}
+
+// TestWebhookRejects: a signed push the webhook cannot read is a 422 with
+// the problem's loc; a body over the limit is a 413; nothing is created.
+func TestWebhookRejects(t *testing.T) {
+	s := newServer(t, &httphandler.Options{MaxBodyBytes: 4096})
+	in := must[controlplane.Integration](t, s, keyA, "POST", "/v1/integrations/github", `{"installation_id": 42, "name": "acme"}`, 201)
+	d := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", `{"name": "tracks", "source": "github",
+		"source_config": {"integration_id": "`+in.ID+`", "repo_url": "https://github.com/acme/agent", "build_on_push": true},
+		"source_revision_config": {"repo_ref": "main", "graph_config_path": "langgraph.json"}}`, 201)
+	for _, c := range []struct {
+		name, body string
+		loc        []any
+		typ        string
+	}{
+		{"not JSON", `{"ref": `, []any{"body", "ref"}, "json_invalid"},
+		{"empty", ``, []any{"body"}, "missing"},
+		{"installation id a string", `{"ref": "refs/heads/main", "after": "` + pushed + `", "installation": {"id": "42"}}`,
+			[]any{"body", "installation", "id"}, "int_type"},
+		{"no installation", `{"ref": "refs/heads/main", "after": "` + pushed + `", "repository": {"clone_url": "https://github.com/acme/agent.git"}}`,
+			[]any{"body", "installation", "id"}, "greater_than"},
+		{"no repository", `{"ref": "refs/heads/main", "after": "` + pushed + `", "installation": {"id": 42}}`,
+			[]any{"body", "repository", "clone_url"}, "missing"},
+		{"no commit", `{"ref": "refs/heads/main", "installation": {"id": 42}, "repository": {"html_url": "https://github.com/acme/agent"}}`,
+			[]any{"body", "after"}, "missing"},
+	} {
+		ps := problems(t, s.deliver("push", c.body))
+		if len(ps) != 1 || !cmpLoc(ps[0].Loc, c.loc) || ps[0].Type != c.typ {
+			t.Errorf("%s: problems %+v, want one %s at %v", c.name, ps, c.typ, c.loc)
+		}
+	}
+	big := pushBody(42, "refs/heads/main", pushed, "https://github.com/acme/agent.git")
+	big = big[:len(big)-1] + `, "padding": "` + strings.Repeat("x", 4096) + `"}`
+	r := s.deliver("push", big)
+	diff(t, "a delivery over the body limit", 413, r.status)
+	revs := must[controlplane.RevisionPage](t, s, keyA, "GET", "/v2/deployments/"+d.ID+"/revisions", "", 200)
+	diff(t, "revisions after rejected deliveries", []string{*d.LatestRevisionID}, revIDs(revs.Resources))
+}
+
+func cmpLoc(got, want []any) bool {
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	return string(g) == string(w)
+}
+
+// TestWebhookDisabled: without a secret the webhook answers 503 to every
+// delivery, however it is signed, and never creates a revision.
+func TestWebhookDisabled(t *testing.T) {
+	s := newServerWith(t, serverSetup{noWebhook: true})
+	in := must[controlplane.Integration](t, s, keyA, "POST", "/v1/integrations/github", `{"installation_id": 42, "name": "acme"}`, 201)
+	d := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", `{"name": "tracks", "source": "github",
+		"source_config": {"integration_id": "`+in.ID+`", "repo_url": "https://github.com/acme/agent", "build_on_push": true},
+		"source_revision_config": {"repo_ref": "main", "graph_config_path": "langgraph.json"}}`, 201)
+	body := pushBody(42, "refs/heads/main", pushed, "https://github.com/acme/agent.git")
+	for _, sig := range []string{"", sign("", body), sign(webhookSecret, body)} {
+		r := s.do("POST", "/v1/integrations/github/webhook", body, "X-GitHub-Event", "push", "X-Hub-Signature-256", sig)
+		if r.status != 503 || !strings.Contains(detail(t, r), "no webhook secret is configured") {
+			t.Errorf("signature %q: %d %s", sig, r.status, r.body)
+		}
+	}
+	revs := must[controlplane.RevisionPage](t, s, keyA, "GET", "/v2/deployments/"+d.ID+"/revisions", "", 200)
+	diff(t, "revisions", []string{*d.LatestRevisionID}, revIDs(revs.Resources))
+}
+
+// TestWebhookOpenAPI: the document describes the webhook as public, with
+// its two headers and its answers.
+func TestWebhookOpenAPI(t *testing.T) {
+	s := newServer(t, nil)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Security   *[]any `json:"security"`
+			Parameters []struct {
+				Name     string `json:"name"`
+				In       string `json:"in"`
+				Required bool   `json:"required"`
+			} `json:"parameters"`
+			Responses map[string]any `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(s.do("GET", "/openapi.json", "").body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	op, ok := doc.Paths["/v1/integrations/github/webhook"]["post"]
+	if !ok {
+		t.Fatal("the webhook is not documented")
+	}
+	if op.Security == nil || len(*op.Security) != 0 {
+		t.Errorf("security %v, want [] (public)", op.Security)
+	}
+	var params []string
+	for _, p := range op.Parameters {
+		params = append(params, p.In+" "+p.Name)
+	}
+	diff(t, "parameters", []string{"header X-Hub-Signature-256", "header X-GitHub-Event"}, params)
+	diff(t, "responses", []string{"202", "401", "413", "422", "503"}, keysOf(op.Responses))
+}
