@@ -155,29 +155,47 @@ func (cp *ControlPlane) owner() string {
 }
 
 // claim takes the first pending unit of work whose lease is free or
-// expired, in one Update. It returns nil when there is none. Its error is
-// the store's, unwrapped.
+// expired. It looks in a View first, so that an idle poll writes nothing
+// (an empty Update still commits, and syncs, on some stores), then claims
+// in an Update that looks again. It returns nil when there is none. Its
+// error is the store's, unwrapped.
 func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 	now := cp.now()
-	token := cp.owner() + ":" + strconv.FormatUint(cp.claims.Add(1), 10)
 	var j *job
-	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		j = nil
-		err := tx.Scan(colPending, "", nil, func(k string, v []byte) (bool, error) {
-			if tok, exp := parseLease(v); tok != "" && exp.After(now) {
-				return true, nil
-			}
-			var ok bool
-			if j, ok = parseJob(k); !ok {
-				return false, fmt.Errorf("controlplane: malformed pending work key %q", k)
-			}
-			return false, nil
-		})
-		if err != nil || j == nil {
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		var err error
+		j, err = claimable(r, now)
+		return err
+	})
+	if err != nil || j == nil {
+		return nil, err
+	}
+	token := cp.owner() + ":" + strconv.FormatUint(cp.claims.Add(1), 10)
+	err = cp.st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		if j, err = claimable(tx, now); err != nil || j == nil {
 			return err
 		}
 		j.token = token
 		return tx.Put(colPending, j.pkey, lease(token, now.Add(cp.leaseFor)))
+	})
+	return j, err
+}
+
+// claimable finds the first pending unit of work, in key order, whose
+// lease is free or expired at now. It walks the pending records, so its
+// cost follows the work in flight and waiting, never the revisions stored.
+func claimable(r store.Reader, now time.Time) (*job, error) {
+	var j *job
+	err := r.Scan(colPending, "", nil, func(k string, v []byte) (bool, error) {
+		if tok, exp := parseLease(v); tok != "" && exp.After(now) {
+			return true, nil
+		}
+		var ok bool
+		if j, ok = parseJob(k); !ok {
+			return false, fmt.Errorf("controlplane: malformed pending work key %q", k)
+		}
+		return false, nil
 	})
 	return j, err
 }
