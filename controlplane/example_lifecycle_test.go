@@ -172,3 +172,24 @@ func ExampleTransitions() {
 	// DEPLOYING [DEPLOYED DEPLOY_FAILED INTERRUPTED UNKNOWN]
 	// DEPLOYED []
 }
+
+func ExampleControlPlane_ReportDeploymentStatus() {
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), nil)
+	d := exampleDeployment(ctx, cp)
+	// READY needs an active revision; a deployer reports UNUSED after
+	// scaling an idle deployment to zero.
+	err := cp.ReportDeploymentStatus(ctx, exampleTenant, d.ID, controlplane.StatusReady)
+	fmt.Println(errors.Is(err, controlplane.ErrInvalidState))
+	if _, err := cp.Process(ctx, quiet{}); err != nil {
+		panic(err)
+	}
+	if err := cp.ReportDeploymentStatus(ctx, exampleTenant, d.ID, controlplane.StatusUnused); err != nil {
+		panic(err)
+	}
+	d, _ = cp.GetDeployment(ctx, exampleTenant, d.ID)
+	fmt.Println(d.Status)
+	// Output:
+	// true
+	// UNUSED
+}

@@ -12,7 +12,22 @@
 // the model (so immutable fields never change), the revision count and order
 // (latest_revision_id is the newest), newest-first lists, and a rejected
 // call changes nothing in the store (every collection compared before and
-// after).
+// after). GetDeploymentJSON must answer the bytes json.Marshal gives of
+// GetDeployment.
+//
+// The lifecycle is in the machine too (lifecycle.go), against the model's
+// own copy of the transition rules: "work" runs ControlPlane.Process with a
+// scripted Deployer whose reports are drawn (mostly the next happy status,
+// sometimes any status, UNKNOWN, a deployment status, a commit sha or an
+// image version) and ends with or without an error; every report's outcome
+// must be the model's (a refused one must leave the store unchanged), and
+// Process must find work exactly when the model has some (a revision not
+// final, a deployment AWAITING_DELETE). The model follows SKIPPED on every
+// new revision, INTERRUPTED on delete, the failure of the phase when Deploy
+// fails, active_revision_id as the newest DEPLOYED revision, and teardown
+// removing every record. "push" sends GitHub push events (both tenants
+// share one installation; URLs spelled several ways, branches, tags) and
+// the model predicts which deployments get a revision.
 //
 // With several openers, each step runs against every store and the results
 // (values, errors, and the stores' whole contents) must be identical: the
