@@ -1,7 +1,10 @@
 // Command deployplane is the standalone deployplane server: the HTTP API of
-// package httphandler over a controlplane.ControlPlane and a store, with API
-// keys, request logs and graceful shutdown. Run `deployplane -h` for the
-// flags, the keys file format and how the default tenant is chosen.
+// package httphandler over a controlplane.ControlPlane and a store (bbolt,
+// in memory, or PostgreSQL for several replicas), the reconcile loop that
+// moves revisions along with the simulated deployer of package deploysim,
+// the GitHub webhook of build_on_push, API keys, request logs and graceful
+// shutdown. Run `deployplane -h` for the flags, the keys file format and how
+// the default tenant is chosen.
 package main
 
 import (
@@ -17,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -27,11 +31,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/deploysim"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storebolt"
 	"github.com/deployplane/deployplane/storemem"
+	"github.com/deployplane/deployplane/storepg"
 )
 
 const usage = `deployplane: a deployment control plane for agent servers (the HTTP API of
@@ -39,16 +45,24 @@ github.com/deployplane/deployplane/httphandler as a standalone server).
 
 Usage:
 
-    deployplane [-addr 127.0.0.1:8124] [-db ./deployplane.db] [-keys FILE]
-                [-public-url URL] [-secret-key-file FILE]
+    deployplane [-addr 127.0.0.1:8124] [-db ./deployplane.db | -db postgres://...]
+                [-keys FILE] [-public-url URL] [-secret-key-file FILE]
+                [-sim-step 500ms] [-github-webhook-secret SECRET]
 
 Flags:
 
     -addr HOST:PORT   where to listen (default 127.0.0.1:8124; port 0 picks a
                       free one, logged at start)
-    -db PATH          the database: a bbolt file, created if missing (default
-                      ./deployplane.db), or :memory: for an in-memory store that
-                      is gone when the server stops
+    -db PATH|DSN      the database: a bbolt file, created if missing (default
+                      ./deployplane.db); :memory: for an in-memory store that
+                      is gone when the server stops; or a PostgreSQL URL,
+                      postgres://user:password@host:5432/dbname?sslmode=...
+                      (postgresql:// too), which several replicas of this
+                      server may share (see "Replicas" below)
+    -pg-schema NAME   with a PostgreSQL -db, the schema that holds the tables,
+                      created and migrated at start (default deployplane);
+                      replicas must use the same one, separate installs
+                      sharing one database different ones
     -keys FILE        API keys, a JSON array of
                           {"key": "<the key>", "tenant_ids": ["<uuid>", ...]}
                       or, to keep the key itself out of the file,
@@ -73,12 +87,23 @@ Flags:
                       tokens at rest (AES-256-GCM), written in FILE as 64 hex
                       digits or as base64 (standard or URL alphabet, padded or
                       not); surrounding whitespace is ignored
+    -sim-step D       the simulated deployer's delay per revision status
+                      (default 500ms: an external_docker revision is DEPLOYED
+                      about 2 s after it is created, a github one about 3 s)
+    -github-webhook-secret SECRET
+                      the webhook secret of the GitHub App whose pushes
+                      trigger build_on_push deployments (prefer the
+                      environment variable: command lines are visible to
+                      other users of the machine)
 
 Environment:
 
     DEPLOYPLANE_API_KEY     one more API key, bound to the default tenant
     DEPLOYPLANE_SECRET_KEY  the OAuth secret key, encoded as for
                             -secret-key-file (give one or the other, not both)
+    DEPLOYPLANE_GITHUB_WEBHOOK_SECRET
+                            the GitHub webhook secret, as -github-webhook-secret
+                            (give one or the other, not both)
 
 Keys and tenants:
 
@@ -95,6 +120,31 @@ Keys and tenants:
     Clients send the key as "X-Api-Key: <key>" or "Authorization: Bearer <key>",
     and pick a tenant with "X-Tenant-Id: <uuid>" when the key has several.
 
+Revisions:
+
+    The server runs the reconcile loop with the built-in simulated deployer:
+    every revision walks its statuses one -sim-step at a time (github:
+    CREATING, QUEUED, AWAITING_BUILD, BUILDING, AWAITING_DEPLOY, DEPLOYING,
+    DEPLOYED; external_docker skips the two build states), then becomes the
+    deployment's active revision and the deployment READY. Nothing is built
+    or run for real. DELETE leaves a deployment AWAITING_DELETE for one step,
+    then removes it (GET answers 404). A revision in flight at shutdown is
+    given back and resumed at the next start, or by another replica.
+
+GitHub webhook (build_on_push):
+
+    Point the GitHub App's webhook URL at
+    <public URL>/v1/integrations/github/webhook, content type application/json,
+    and give the server the same webhook secret (DEPLOYPLANE_GITHUB_WEBHOOK_SECRET
+    or -github-webhook-secret). The route takes no API key: each delivery must
+    carry X-Hub-Signature-256, the HMAC-SHA256 of its body with the secret,
+    or it is refused with 401. A push to a branch creates a revision, at the
+    pushed commit, of every github deployment with build_on_push true whose
+    integration has the delivery's installation id, whose repo_url is the
+    pushed repository and whose repo_ref is the branch; other events, tags
+    and branch deletions change nothing (202). Without a secret the webhook
+    answers 503 to every delivery. The secret is never logged.
+
 OAuth helpers:
 
     /v2/auth/* stores the providers each tenant configures and the tokens
@@ -105,25 +155,39 @@ OAuth helpers:
     starts reuse it. Back it up with the database: without the key, stored
     client secrets and tokens cannot be read (providers must be given their
     secret again and users must sign in again). With -db :memory: the
-    generated key is ephemeral, like the data it protects.
+    generated key is ephemeral, like the data it protects. With a PostgreSQL
+    database nothing is generated: give the key (the same to every replica)
+    with DEPLOYPLANE_SECRET_KEY or -secret-key-file.
 
-    GET /v2/auth/callback/{provider_id} is the one route that takes no API
-    key (a browser lands on it; the flow's state is the proof). Long polls
+    GET /v2/auth/callback/{provider_id} takes no API key (a browser lands on
+    it; the flow's state is the proof). Long polls
     (GET /v2/auth/wait/{auth_id}?timeout=S, up to 300 s) outlive the
     server's 60 s write timeout.
+
+Replicas:
+
+    With -db postgres://..., run as many servers as you like over one database
+    and schema (behind a load balancer): every write is a serializable
+    transaction, and each unit of revision work is claimed with a lease, so no
+    two replicas drive the same revision at once; work of a replica that died
+    is taken over when its lease expires (30 s). Give every replica the same
+    keys, OAuth secret key and webhook secret. The default tenant and the
+    generated key are made once, by the first replica to start.
 
 Logs:
 
     Structured (log/slog text) on standard error: one record per request
     (method, path without the query, status, duration, request_id, tenant);
     keys, tokens, secrets, bodies and query strings (the OAuth callback's
-    carries the code and state) are never logged. Every answer carries its
-    X-Request-Id.
+    carries the code and state) are never logged, nor the password of a
+    PostgreSQL URL. Every answer carries its X-Request-Id.
 
 Signals:
 
     SIGINT and SIGTERM stop accepting connections, let requests in flight
-    finish (up to -shutdown-timeout), close the database and exit 0.
+    finish (up to -shutdown-timeout), stop the reconcile loop (revisions in
+    flight are given back, to resume at the next start), close the database
+    and exit 0.
 
 The API is described by GET /openapi.json (no key needed).
 `
@@ -157,10 +221,14 @@ type config struct {
 	publicURL       string
 	secretKeyFile   string
 	envSecretKey    string
+	pgSchema        string
+	simStep         time.Duration
+	webhookSecret   string
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
 	c := &config{envKey: getenv("DEPLOYPLANE_API_KEY"), envSecretKey: getenv("DEPLOYPLANE_SECRET_KEY")}
+	envWebhookSecret := getenv("DEPLOYPLANE_GITHUB_WEBHOOK_SECRET")
 	fs := flag.NewFlagSet("deployplane", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
@@ -172,6 +240,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "graceful shutdown limit")
 	fs.StringVar(&c.publicURL, "public-url", "", "base URL browsers reach the server at")
 	fs.StringVar(&c.secretKeyFile, "secret-key-file", "", "file holding the OAuth secret key")
+	fs.StringVar(&c.pgSchema, "pg-schema", storepg.DefaultSchema, "PostgreSQL schema")
+	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
+	fs.StringVar(&c.webhookSecret, "github-webhook-secret", "", "GitHub App webhook secret")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -190,6 +261,21 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		fmt.Fprintln(stderr, "deployplane: give DEPLOYPLANE_SECRET_KEY or -secret-key-file, not both")
 		return nil, errUsage
 	}
+	if c.simStep <= 0 {
+		fmt.Fprintln(stderr, "deployplane: -sim-step must be positive")
+		return nil, errUsage
+	}
+	switch {
+	case c.webhookSecret != "" && envWebhookSecret != "":
+		fmt.Fprintln(stderr, "deployplane: give DEPLOYPLANE_GITHUB_WEBHOOK_SECRET or -github-webhook-secret, not both")
+		return nil, errUsage
+	case envWebhookSecret != "":
+		c.webhookSecret = envWebhookSecret
+	}
+	if c.pgSchema == "" {
+		fmt.Fprintln(stderr, "deployplane: -pg-schema must not be empty")
+		return nil, errUsage
+	}
 	return c, nil
 }
 
@@ -202,7 +288,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
-	st, err := openStore(c.db)
+	st, err := openStore(ctx, c.db, c.pgSchema)
 	if err != nil {
 		return err
 	}
@@ -276,12 +362,17 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	cp := controlplane.New(st, &controlplane.Options{Logger: log})
 	draining, drain := context.WithCancel(context.Background())
 	defer drain()
+	var webhookSecret []byte
+	if c.webhookSecret != "" {
+		webhookSecret = []byte(c.webhookSecret)
+	}
 	srv := &http.Server{
 		Handler: endLongPolls(draining, httphandler.New(cp, &httphandler.Options{
-			Authenticator: auth,
-			MaxBodyBytes:  c.maxBody,
-			Logger:        log,
-			OAuth:         oauth,
+			Authenticator:       auth,
+			MaxBodyBytes:        c.maxBody,
+			Logger:              log,
+			OAuth:               oauth,
+			GitHubWebhookSecret: webhookSecret,
 		})),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
@@ -299,15 +390,33 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	case c.envKey != "":
 		keySource = "DEPLOYPLANE_API_KEY"
 	}
-	log.Info("listening", "addr", url, "db", c.db, "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
-		"public_url", publicURL, "secret_key", keyOrigin)
+	webhook := "disabled (no secret)"
+	if webhookSecret != nil {
+		webhook = "enabled"
+	}
+	log.Info("listening", "addr", url, "db", redactDSN(c.db), "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
+		"public_url", publicURL, "secret_key", keyOrigin, "deployer", "simulated", "sim_step", c.simStep,
+		"github_webhook", webhook)
 
+	// The reconcile loop has its own context: it stops after the last
+	// request, and before the deferred Close of the store.
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	defer stopLoop()
+	looped := make(chan error, 1)
+	go func() { looped <- cp.Run(loopCtx, deploysim.New(&deploysim.Options{Step: c.simStep})) }()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	go cleanupFlows(ctx, oauth, log)
+	var failed error
 	select {
 	case err := <-served:
+		stopLoop()
+		<-looped
 		return fmt.Errorf("serve: %w", err)
+	case err := <-looped:
+		// Run returns early only when the store fails under it (closed).
+		failed = fmt.Errorf("reconcile loop: %w", err)
+		log.Error("the reconcile loop stopped; shutting down", "err", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "timeout", c.shutdownTimeout)
@@ -319,8 +428,35 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		_ = srv.Close()
 	}
 	<-served
+	if failed == nil {
+		stopLoop()
+		if err := <-looped; err != nil {
+			log.Error("the reconcile loop failed", "err", err)
+		}
+	}
 	log.Info("stopped")
-	return nil
+	return failed
+}
+
+// redactDSN hides the password of a PostgreSQL URL, for the log.
+func redactDSN(db string) string {
+	if !isPostgres(db) {
+		return db
+	}
+	u, err := neturl.Parse(db)
+	if err != nil {
+		return "postgres://(unparsable URL)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+// isPostgres reports whether -db names a PostgreSQL database.
+func isPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
 // endLongPolls ends the long polls of GET /v2/auth/wait/{auth_id} when
@@ -395,6 +531,9 @@ func loadSecretKey(c *config, log *slog.Logger) (key []byte, origin string, err 
 			return nil, "", fmt.Errorf("-secret-key-file %s: %w", c.secretKeyFile, err)
 		}
 		return key, c.secretKeyFile, nil
+	case isPostgres(c.db):
+		return nil, "", errors.New("with a PostgreSQL database, give the OAuth secret key with DEPLOYPLANE_SECRET_KEY or -secret-key-file " +
+			"(the same to every replica; it is never generated, and never kept in the database it protects)")
 	case c.db == ":memory:":
 		key = make([]byte, secretKeySize)
 		_, _ = rand.Read(key)
@@ -469,9 +608,16 @@ func cleanupFlows(ctx context.Context, oauth *oauthflow.Service, log *slog.Logge
 	}
 }
 
-func openStore(db string) (store.Store, error) {
-	if db == ":memory:" {
+func openStore(ctx context.Context, db, pgSchema string) (store.Store, error) {
+	switch {
+	case db == ":memory:":
 		return storemem.New(), nil
+	case isPostgres(db):
+		st, err := storepg.Open(ctx, db, &storepg.Options{Schema: pgSchema})
+		if err != nil {
+			return nil, fmt.Errorf("opening %s: %w", redactDSN(db), err)
+		}
+		return st, nil
 	}
 	st, err := storebolt.Open(db, nil)
 	if err != nil {

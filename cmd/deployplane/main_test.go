@@ -159,6 +159,18 @@ func TestBinaryRestart(t *testing.T) {
 	if status != 201 {
 		t.Fatalf("create: %d %v", status, d)
 	}
+	// The simulated deployer runs by default, at its default pace: the
+	// quick start's polling reaches DEPLOYED, and the deployment is READY.
+	waitStatus(t, url, key, d["id"].(string), d["latest_revision_id"].(string), "DEPLOYED")
+	status, d = call(t, "GET", url+"/v2/deployments/"+d["id"].(string), key, "")
+	if status != 200 || d["status"] != "READY" || d["active_revision_id"] != d["latest_revision_id"] {
+		t.Fatalf("the deployment once its revision is DEPLOYED: %d %v", status, d)
+	}
+	// A second one is in flight at SIGTERM; the next start resumes it.
+	status, inFlight := call(t, "POST", url+"/v2/deployments", key, strings.Replace(dockerBody, `"agent"`, `"agent-2"`, 1))
+	if status != 201 {
+		t.Fatalf("create: %d %v", status, inFlight)
+	}
 	if status, _ := call(t, "GET", url+"/v2/deployments", "wrong", ""); status != 401 {
 		t.Errorf("a wrong key: %d", status)
 	}
@@ -184,10 +196,34 @@ func TestBinaryRestart(t *testing.T) {
 	if diff := cmp.Diff(d, got); diff != "" {
 		t.Errorf("deployment after restart (-before +after):\n%s", diff)
 	}
+	waitStatus(t, url, key, inFlight["id"].(string), inFlight["latest_revision_id"].(string), "DEPLOYED")
 	stop(cmd, stderr) // Wait has copied all of stdout
 	if s := stdout.String(); keyRE.MatchString(s) || strings.Contains(s, key) {
 		t.Errorf("a key was printed again at the second start:\n%s", s)
 	}
+}
+
+// waitStatus polls a revision, as the quick start does, until it is
+// terminal, and checks that it ended in want.
+func waitStatus(t *testing.T, url, key, deploymentID, revisionID, want string) {
+	t.Helper()
+	terminal := map[string]bool{"DEPLOYED": true, "SKIPPED": true, "INTERRUPTED": true,
+		"CREATE_FAILED": true, "BUILD_FAILED": true, "DEPLOY_FAILED": true}
+	var rev map[string]any
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var status int
+		status, rev = call(t, "GET", url+"/v2/deployments/"+deploymentID+"/revisions/"+revisionID, key, "")
+		if status != 200 {
+			t.Fatalf("GET revision: %d %v", status, rev)
+		}
+		if s, _ := rev["status"].(string); terminal[s] {
+			if s != want {
+				t.Fatalf("revision %s ended %s, want %s: %v", revisionID, s, want, rev)
+			}
+			return
+		}
+	}
+	t.Fatalf("revision %s not terminal after 60s: %v", revisionID, rev)
 }
 
 // TestNewKey: -new-key replaces the generated key; the old one stops
@@ -238,24 +274,36 @@ func TestNewKey(t *testing.T) {
 // server runs the command in-process until the test ends.
 func server(t *testing.T, args []string, env map[string]string) (url string, stdout *bytes.Buffer, stderr *watcher) {
 	t.Helper()
+	url, stdout, stderr, _ = startServer(t, args, env)
+	return url, stdout, stderr
+}
+
+// startServer runs the command in-process until stop is called or the
+// test ends; stop returns once run has.
+func startServer(t *testing.T, args []string, env map[string]string) (url string, stdout *bytes.Buffer, stderr *watcher, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr = &bytes.Buffer{}, newWatcher()
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), func(k string) string { return env[k] }, stdout, stderr)
 	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case url = <-stderr.addr:
 	case err := <-done:
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
-	return url, stdout, stderr
+	return url, stdout, stderr, stop
 }
 
 func TestEnvKeyUsesTheDefaultTenant(t *testing.T) {
@@ -341,13 +389,28 @@ func TestHelp(t *testing.T) {
 	for _, want := range []string{"-addr", "127.0.0.1:8124", "-db", "./deployplane.db", ":memory:", "-keys", "key_sha256", "tenant_ids",
 		"-max-body-bytes", "-shutdown-timeout", "-new-key", "DEPLOYPLANE_API_KEY", "default tenant", "SIGTERM", "X-Tenant-Id",
 		"-public-url", "/v2/auth/callback/{provider_id}", "-secret-key-file", "DEPLOYPLANE_SECRET_KEY", "64 hex digits", "base64",
-		"<db>.secret-key", "0600", "ephemeral", "query strings"} {
+		"<db>.secret-key", "0600", "ephemeral", "query strings",
+		"-sim-step", "500ms", "DEPLOYED", "-github-webhook-secret", "DEPLOYPLANE_GITHUB_WEBHOOK_SECRET",
+		"/v1/integrations/github/webhook", "X-Hub-Signature-256", "build_on_push", "503",
+		"postgres://", "postgresql://", "-pg-schema", "replicas", "lease"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("-h does not mention %q", want)
 		}
 	}
-	if err := run(context.Background(), []string{"-nope"}, func(string) string { return "" }, io.Discard, io.Discard); !errors.Is(err, errUsage) {
-		t.Errorf("an unknown flag: %v", err)
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{[]string{"-nope"}, nil},
+		{[]string{"-sim-step", "0s"}, nil},
+		{[]string{"-sim-step", "-1s"}, nil},
+		{[]string{"-pg-schema", ""}, nil},
+		{[]string{"-github-webhook-secret", "a"}, map[string]string{"DEPLOYPLANE_GITHUB_WEBHOOK_SECRET": "b"}},
+	} {
+		err := run(context.Background(), c.args, func(k string) string { return c.env[k] }, io.Discard, io.Discard)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("%v %v: %v, want a usage error", c.args, c.env, err)
+		}
 	}
 }
 
