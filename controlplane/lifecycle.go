@@ -27,9 +27,12 @@ type Deployer interface {
 	//     build states, DEPLOY_FAILED after) with the error's text as
 	//     status_message.
 	//
-	// ctx is cancelled when the lease is lost or Run stops; a report after
-	// that fails, and the work is resumed later (by this or another
-	// replica), so Deploy must be safe to call again for the same revision.
+	// ctx is cancelled, with cause ErrLeaseLost, when the lease is lost or
+	// the revision ended without the deployer (superseded and SKIPPED, or
+	// INTERRUPTED by a delete; noticed at the next lease renewal), and
+	// when Run stops. Work stopped by Run or a lost lease is resumed later
+	// (by this or another replica), so Deploy must be safe to call again
+	// for the same revision.
 	// A report that fails with ErrInvalidState (the revision was superseded
 	// and SKIPPED, or the deployment is being deleted) means: stop.
 	Deploy(ctx context.Context, w *Work, r Reporter) error

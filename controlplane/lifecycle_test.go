@@ -696,3 +696,89 @@ func openBolt(t *testing.T, path string) store.Store {
 	}
 	return st
 }
+
+// TestLeaseRenewedWhileWorking: a Deploy that reports nothing for several
+// lease durations keeps its revision: the lease is renewed behind it.
+func TestLeaseRenewedWhileWorking(t *testing.T) {
+	ctx := context.Background()
+	st := storemem.New()
+	defer st.Close()
+	opts := &controlplane.Options{LeaseDuration: 30 * time.Millisecond}
+	a, b := controlplane.New(st, opts), controlplane.New(st, opts)
+	if _, err := a.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("agent"))); err != nil {
+		t.Fatal(err)
+	}
+	started, done := make(chan struct{}), make(chan error)
+	go func() {
+		_, err := a.Process(ctx, &script{deploy: func(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+			close(started)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("lease lost: %w", context.Cause(ctx))
+			case <-time.After(200 * time.Millisecond):
+			}
+			return r.Report(ctx, controlplane.Step{Status: controlplane.RevisionQueued})
+		}})
+		done <- err
+	}()
+	<-started
+	for range 40 {
+		ok, err := b.Process(ctx, &script{deploy: func(context.Context, *controlplane.Work, controlplane.Reporter) error {
+			t.Error("the replica took a revision whose lease is being renewed")
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSupersededWorkIsCancelled: when a newer revision SKIPs the one being
+// deployed, the next lease renewal cancels the Deploy's ctx.
+func TestSupersededWorkIsCancelled(t *testing.T) {
+	ctx := context.Background()
+	st := storemem.New()
+	defer st.Close()
+	cp := controlplane.New(st, &controlplane.Options{LeaseDuration: 30 * time.Millisecond})
+	d, err := cp.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("agent")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued, done := make(chan struct{}), make(chan error)
+	go func() {
+		_, err := cp.Process(ctx, &script{deploy: func(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+			if err := r.Report(ctx, controlplane.Step{Status: controlplane.RevisionQueued}); err != nil {
+				return err
+			}
+			close(queued)
+			select {
+			case <-ctx.Done():
+				if !errors.Is(context.Cause(ctx), controlplane.ErrLeaseLost) {
+					t.Errorf("Deploy's ctx ended with %v, want ErrLeaseLost", context.Cause(ctx))
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("Deploy of a superseded revision was not cancelled")
+			}
+			return nil
+		}})
+		done <- err
+	}()
+	<-queued
+	if _, err := cp.CreateRevision(ctx, tenantA, d.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rev, err := cp.GetRevision(ctx, tenantA, d.ID, *d.LatestRevisionID)
+	if err != nil || rev.Status != controlplane.RevisionSkipped {
+		t.Errorf("superseded revision: %+v, %v; want SKIPPED", rev, err)
+	}
+}
