@@ -22,13 +22,13 @@ type route struct {
 	status       int  // the success status
 	resp         any  // a value of the response body's type; nil: no body
 	html         bool // the answer is an HTML page (for a browser), not JSON
-	query        []queryParam
-	headers      []queryParam // request headers the route reads (all required)
-	errors       []int        // error statuses beyond those the document derives
+	query        []param
+	headers      []param // request headers the route reads (all required)
+	errors       []int   // error statuses beyond those the document derives
 }
 
-// queryParam documents a query parameter.
-type queryParam struct {
+// param documents a query parameter or a request header.
+type param struct {
 	name, typ, description string
 }
 
@@ -36,7 +36,7 @@ type queryParam struct {
 // headers and the OpenAPI document are all built from this one list. The
 // OAuth helpers are in it only when the handler has an oauthflow.Service.
 func (h *handler) routes() []route {
-	page := []queryParam{
+	page := []param{
 		{"limit", "integer", "Page size, 1 to 100 (default 20)."},
 		{"offset", "integer", "Matching resources to skip, at least 0; pass back the response offset for the next page."},
 	}
@@ -48,13 +48,13 @@ func (h *handler) routes() []route {
 		{method: http.MethodGet, path: "/v2/deployments", serve: (*handler).listDeployments,
 			summary: "List deployments, newest first", status: http.StatusOK, resp: cp.DeploymentPage{},
 			query: append(page[:2:2],
-				queryParam{"name_contains", "string", "Case-insensitive substring of the name."},
-				queryParam{"status", "string", "Deployment status."},
-				queryParam{"remote_reconciled", "boolean", "true: external_docker deployments (reconciled by a listener); false: the others."},
-				queryParam{"tag_value_ids", "string", "Comma-separated tag value UUIDs; a deployment matches if it carries any."},
-				queryParam{"image_version", "string", "Exact image version."},
-				queryParam{"deployment_type", "string", "dev_free, dev or prod."},
-				queryParam{"deployment_ids", "string", "Comma-separated deployment UUIDs."})},
+				param{"name_contains", "string", "Case-insensitive substring of the name."},
+				param{"status", "string", "Deployment status."},
+				param{"remote_reconciled", "boolean", "true: external_docker deployments (reconciled by a listener); false: the others."},
+				param{"tag_value_ids", "string", "Comma-separated tag value UUIDs; a deployment matches if it carries any."},
+				param{"image_version", "string", "Exact image version."},
+				param{"deployment_type", "string", "dev_free, dev or prod."},
+				param{"deployment_ids", "string", "Comma-separated deployment UUIDs."})},
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}", serve: (*handler).getDeployment,
 			summary: "Get a deployment", status: http.StatusOK, resp: cp.Deployment{}},
 		{method: http.MethodPatch, path: "/v2/deployments/{deployment_id}", serve: (*handler).updateDeployment,
@@ -67,8 +67,8 @@ func (h *handler) routes() []route {
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions", serve: (*handler).listRevisions,
 			summary: "List a deployment's revisions, newest first", status: http.StatusOK, resp: cp.RevisionPage{},
 			query: append(page[:2:2],
-				queryParam{"status", "string", "Comma-separated revision statuses."},
-				queryParam{"remote_reconciled", "boolean", "Revisions of external_docker deployments (true) or of the others (false)."})},
+				param{"status", "string", "Comma-separated revision statuses."},
+				param{"remote_reconciled", "boolean", "Revisions of external_docker deployments (true) or of the others (false)."})},
 		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions", serve: (*handler).createRevision,
 			summary: "Create a revision (the body is applied like PATCH's)", body: cp.UpdateDeploymentRequest{}, bodyOptional: true,
 			status: http.StatusCreated, resp: cp.Revision{}},
@@ -99,7 +99,7 @@ func (h *handler) routes() []route {
 			summary: "GitHub App webhook (no API key; X-Hub-Signature-256 is the proof): a push to a branch creates a revision " +
 				"of every build_on_push deployment tracking it; ping and other events are acknowledged and change nothing",
 			body: pushPayload{}, status: http.StatusAccepted, resp: webhookResponse{},
-			headers: []queryParam{
+			headers: []param{
 				{headerSignature, "string", `"sha256=" and the hex HMAC-SHA256 of the raw body with the webhook secret.`},
 				{headerEvent, "string", "The event: push creates revisions; ping and the others change nothing."}},
 			errors: []int{http.StatusUnauthorized, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity,
@@ -132,11 +132,11 @@ func (h *handler) routes() []route {
 		route{method: http.MethodGet, path: "/v2/auth/wait/{auth_id}", serve: (*handler).waitOAuth,
 			summary: "Long-poll an authorization flow until it completes or the timeout passes",
 			status:  http.StatusOK, resp: waitResponse{},
-			query: []queryParam{{"timeout", "integer", "Seconds to wait, 0 to 300 (default 30); 0 answers at once, possibly pending."}}},
+			query: []param{{"timeout", "integer", "Seconds to wait, 0 to 300 (default 30); 0 answers at once, possibly pending."}}},
 		route{method: http.MethodGet, path: "/v2/auth/callback/{provider_id}", public: true, serve: (*handler).oauthCallback,
 			summary: "The providers' redirect target (a browser lands here; the state is the proof, no API key): finishes the flow and shows an HTML page",
 			status:  http.StatusOK, html: true,
-			query: []queryParam{{"code", "string", "The authorization code."}, {"state", "string", "The flow's state."},
+			query: []param{{"code", "string", "The authorization code."}, {"state", "string", "The flow's state."},
 				{"error", "string", "RFC 6749 error code, when the provider refused."}, {"error_description", "string", "The provider's explanation."}},
 			errors: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusBadGateway}},
 	)
