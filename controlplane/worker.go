@@ -301,8 +301,9 @@ func (cp *ControlPlane) Process(ctx context.Context, d Deployer) (bool, error) {
 	return true, cp.do(ctx, d, j)
 }
 
-// do runs one claimed job. Errors are store errors and Teardown's error;
-// a Deploy error is recorded on the revision instead.
+// do runs one claimed job. Errors are store errors and Teardown's error
+// (the work is then retried after PollInterval); a Deploy error is
+// recorded on the revision instead.
 func (cp *ControlPlane) do(ctx context.Context, d Deployer, j *job) error {
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -323,8 +324,12 @@ func (cp *ControlPlane) do(ctx context.Context, d Deployer, j *job) error {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer rcancel()
 		return errors.Join(ctx.Err(), cp.release(rctx, j, false))
+	case err != nil:
+		// A failed Teardown or a store failure: try again after
+		// PollInterval rather than when the lease expires.
+		return errors.Join(err, cp.release(ctx, j, true))
 	}
-	return err
+	return nil
 }
 
 func (cp *ControlPlane) deploy(ctx context.Context, d Deployer, j *job) error {
@@ -381,8 +386,7 @@ func (cp *ControlPlane) teardown(ctx context.Context, d Deployer, j *job) error 
 			if ctx.Err() != nil {
 				return nil
 			}
-			cp.log.Error("controlplane: teardown failed; retrying later", "tenant", j.tenant, "deployment", j.deployment, "err", err)
-			return errors.Join(fmt.Errorf("controlplane: teardown of deployment %s: %w", j.deployment, err), cp.release(ctx, j, true))
+			return fmt.Errorf("controlplane: teardown of deployment %s: %w", j.deployment, err)
 		}
 	}
 	err = cp.st.Update(ctx, func(tx store.Tx) error {
