@@ -449,7 +449,9 @@ func (cp *ControlPlane) GetDeploymentJSON(ctx context.Context, tenant, id string
 // values, in-place fields change, and any revision-triggering field (a
 // non-null source_revision_config field, non-empty secrets, non-null
 // resource_spec) creates a new revision, even when equal to the current
-// value. Errors: *NotFoundError, ErrInvalidState while the deployment is
+// value. A new revision supersedes the deployment's revisions still before
+// DEPLOYING (they become SKIPPED in the same Update) and is pending work
+// for Run. Errors: *NotFoundError, ErrInvalidState while the deployment is
 // AWAITING_DELETE, *ValidationError. A request that changes nothing leaves
 // the deployment, including updated_at, as it was.
 func (cp *ControlPlane) UpdateDeployment(ctx context.Context, tenant, id string, req *UpdateDeploymentRequest) (*Deployment, error) {
@@ -608,7 +610,9 @@ func (cp *ControlPlane) GetRevision(ctx context.Context, tenant, deploymentID, r
 }
 
 // RedeployRevision creates a new revision of the deployment copying the
-// named revision's snapshot; the deployment then mirrors it. Errors:
+// named revision's snapshot; the deployment then mirrors it, and the new
+// revision becomes active once the Deployer reports it DEPLOYED (older
+// revisions before DEPLOYING become SKIPPED, as for any new one). Errors:
 // *NotFoundError (deployment, or a revision that is not this deployment's),
 // ErrInvalidState while the deployment is AWAITING_DELETE.
 func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deploymentID, revisionID string) (*Deployment, error) {

@@ -8,8 +8,9 @@
 //
 // New(st, opts) builds a ControlPlane; nil options mean defaults (Options
 // injects the clock, the id generator, the sources offered, the custom URL
-// template of github deployments, the logger, the tracing-project hook and
-// the caps of Limits). Its methods mirror the API and take ctx, then the
+// template of github deployments, the logger, the tracing-project hook, the
+// caps of Limits, and the lifecycle's poll interval, lease duration and
+// worker count). Its methods mirror the API and take ctx, then the
 // tenant (the workspace id), then values:
 //
 //	deployments  CreateDeployment, GetDeployment, ListDeployments,

@@ -1,8 +1,7 @@
 // Package deploysim is deployplane's built-in simulated Deployer: it moves
 // revisions through the statuses of the wire contract with a delay per step
 // and changes nothing outside the control plane's store, so that a client
-// polling for DEPLOYED finishes on a laptop (cmd/deployplane runs it by
-// default).
+// polling for DEPLOYED finishes on a laptop.
 //
 //	sim := deploysim.New(&deploysim.Options{Step: 200 * time.Millisecond})
 //	go cp.Run(ctx, sim)
