@@ -782,3 +782,20 @@ func TestSupersededWorkIsCancelled(t *testing.T) {
 		t.Errorf("superseded revision: %+v, %v; want SKIPPED", rev, err)
 	}
 }
+
+func TestRunStopsWhenTheStoreIsClosed(t *testing.T) {
+	st := storemem.New()
+	cp := controlplane.New(st, &controlplane.Options{PollInterval: time.Millisecond})
+	st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cp.Run(ctx, &script{}); err == nil || ctx.Err() != nil {
+		t.Errorf("Run over a closed store = %v (ctx %v), want an error at once", err, ctx.Err())
+	}
+	if err := cp.Run(ctx, nil); err == nil {
+		t.Error("Run without a Deployer accepted")
+	}
+	if _, err := cp.Process(ctx, nil); err == nil {
+		t.Error("Process without a Deployer accepted")
+	}
+}
