@@ -77,8 +77,8 @@ func (s *Store) next(batch []*request) []*request {
 	// otherwise be committed nearly alone, and the rest would pay a second
 	// fsync. Yield the processor while the queue is shorter than the last
 	// batch and still growing. This is a scheduler yield, not a timer: a
-	// lone writer (last batch of one) never yields, and a yield that brings
-	// no one ends the wait.
+	// lone writer (last batch of one) never yields, and maxIdleYields
+	// yields in a row that bring no one end the wait.
 	for idle := 0; idle < maxIdleYields; {
 		n := len(s.queue)
 		if n >= min(s.lastBatch, s.maxBatchSize) {
