@@ -617,3 +617,50 @@ func TestTxUnusableAfterClosure(t *testing.T) {
 		t.Errorf("Get through a Tx kept past its closure = %v, want a usage error", err)
 	}
 }
+
+func TestContextCancelUnderLoad(t *testing.T) {
+	// Many Updates whose contexts expire at random moments, queued, running
+	// or committing: each returns nil and is stored, or returns its
+	// context's error and is not, and the writer keeps serving throughout.
+	s := openTemp(t, nil)
+	const writers, each = 64, 30
+	type result struct {
+		key string
+		err error
+	}
+	results := make(chan result, writers*each)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				key := fmt.Sprintf("w%02d-%02d", w, i)
+				timeout := time.Duration((w*each+i)%7) * 100 * time.Microsecond
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				err := s.Update(ctx, func(tx store.Tx) error { return tx.Create("c", key, []byte("v")) })
+				cancel()
+				results <- result{key, err}
+			}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	got := readAll(t, s, "c")
+	var stored, withdrawn int
+	for r := range results {
+		_, present := got[r.key]
+		switch {
+		case r.err == nil && present:
+			stored++
+		case errors.Is(r.err, context.DeadlineExceeded) && !present:
+			withdrawn++
+		default:
+			t.Errorf("Update of %s = %v, and the key present = %v", r.key, r.err, present)
+		}
+	}
+	t.Logf("%d stored, %d withdrawn", stored, withdrawn)
+	if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.Put("c", "final", nil) }); err != nil {
+		t.Errorf("Update after the load = %v", err)
+	}
+}

@@ -66,34 +66,40 @@ func (s *Store) writeLoop() {
 func (s *Store) next(batch []*request) []*request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for len(s.queue) == 0 {
-		if s.closing {
-			return batch
+	for {
+		for len(s.queue) == 0 {
+			if s.closing {
+				return batch
+			}
+			s.cond.Wait()
 		}
-		s.cond.Wait()
+		// The callers the last commit released are runnable but may not
+		// have queued their next Update yet: the first of them to arrive
+		// would otherwise be committed nearly alone, and the rest would pay
+		// a second fsync. Yield the processor while the queue is shorter
+		// than the last batch and still growing. This is a scheduler yield,
+		// not a timer: a lone writer (last batch of one) never yields, and
+		// maxIdleYields yields in a row that bring no one end the wait.
+		for idle := 0; idle < maxIdleYields; {
+			n := len(s.queue)
+			if n >= min(s.lastBatch, s.maxBatchSize) {
+				break
+			}
+			s.mu.Unlock()
+			runtime.Gosched()
+			s.mu.Lock()
+			if len(s.queue) == n {
+				idle++
+			} else {
+				idle = 0
+			}
+		}
+		// Withdrawals (Update's context done) may have emptied the queue
+		// while the writer yielded.
+		if len(s.queue) > 0 {
+			return s.take(batch)
+		}
 	}
-	// The callers the last commit released are runnable but may not have
-	// queued their next Update yet: the first of them to arrive would
-	// otherwise be committed nearly alone, and the rest would pay a second
-	// fsync. Yield the processor while the queue is shorter than the last
-	// batch and still growing. This is a scheduler yield, not a timer: a
-	// lone writer (last batch of one) never yields, and maxIdleYields
-	// yields in a row that bring no one end the wait.
-	for idle := 0; idle < maxIdleYields; {
-		n := len(s.queue)
-		if n >= min(s.lastBatch, s.maxBatchSize) {
-			break
-		}
-		s.mu.Unlock()
-		runtime.Gosched()
-		s.mu.Lock()
-		if len(s.queue) == n {
-			idle++
-		} else {
-			idle = 0
-		}
-	}
-	return s.take(batch)
 }
 
 // more appends to batch the Updates queued since it was taken, up to
