@@ -25,7 +25,8 @@
 // Views are bbolt read transactions: snapshots that run concurrently with
 // the writer and with each other. (The one wait bbolt has: when a commit
 // grows the file past its memory map, the remap waits for the Views open at
-// the time. Options.InitialMmapSize sized above the file avoids it.)
+// the time, and new Views wait for the remap. Options.InitialMmapSize sized
+// above the file avoids it.)
 //
 // Updates go through one writer goroutine. Update queues its closure; the
 // writer takes everything queued (up to Options.MaxBatchSize), runs the
