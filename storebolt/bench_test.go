@@ -3,6 +3,7 @@ package storebolt_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -180,4 +181,38 @@ func openBench(b *testing.B, opts *storebolt.Options) *storebolt.Store {
 	}
 	b.Cleanup(func() { s.Close() })
 	return s
+}
+
+// BenchmarkOpenNew creates, opens and closes a new file, as tests that open
+// a store per case do, against raw bbolt doing the same.
+func BenchmarkOpenNew(b *testing.B) {
+	dir := b.TempDir()
+	var n int
+	path := func() string {
+		n++
+		return filepath.Join(dir, fmt.Sprintf("%d.db", n))
+	}
+	benchcmp.CompareNamed(b,
+		"bbolt-Open", func(b *testing.B) {
+			for b.Loop() {
+				db, err := bbolt.Open(path(), 0o600, &bbolt.Options{Timeout: time.Second})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := db.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		},
+		"storebolt-Open", func(b *testing.B) {
+			for b.Loop() {
+				s, err := storebolt.Open(path(), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 }

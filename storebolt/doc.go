@@ -112,6 +112,9 @@
 //	BenchmarkControlPlaneCreate64  0.74 - 0.98  controlplane creates from 64 goroutines, storebolt vs storemem (goal >= 0.5)
 //	BenchmarkColdOpen100k          2.6 - 2.7 ms open a 100k-deployment file with a cold page cache and serve the first list page (goal < 1 s)
 //
+// BenchmarkOpenNew: creating, opening and closing a new file takes about 2 ms,
+// raw bbolt's time (0.88 - 1.27x), so a test may open a store per case.
+//
 // The commands:
 //
 //	go test -run '^$' -bench 'Update|Create64|ColdOpen' -benchtime 3s -count 3 ./storebolt/
