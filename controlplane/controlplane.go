@@ -384,10 +384,16 @@ func (cp *ControlPlane) checkReferences(r store.Reader, tenant string, src Sourc
 
 func validUUID(s string) bool { _, ok := pathID(s); return ok }
 
-// newRevision snapshots d as a new revision with status CREATING.
+// newRevision snapshots d as a new revision with status CREATING. The
+// snapshot includes d's repo_commit_sha: the caller sets it first (nil for
+// a revision that builds its branch head, the pushed commit for a push, the
+// named revision's for a redeploy), so that the deployment's
+// source_revision_config stays the mirror of its latest revision's.
 func newRevision(d *deploymentRecord, id string, now time.Time) *revisionRecord {
 	src := d.SourceRevisionConfig
-	src.RepoCommitSHA = nil
+	if src.RepoCommitSHA != nil {
+		src.RepoCommitSHA = new(*src.RepoCommitSHA)
+	}
 	return &revisionRecord{
 		Revision: Revision{ID: id, CreatedAt: now, UpdatedAt: now, Status: RevisionCreating, Source: d.Source,
 			SourceRevisionConfig: src},
@@ -512,9 +518,9 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 			return putDeployment(tx, tenant, stored, &merged)
 		}
 		at := later(now, stored.UpdatedAt)
+		merged.SourceRevisionConfig.RepoCommitSHA = nil // the new revision builds its ref anew
 		rev := newRevision(&merged, revID, at)
 		merged.LatestRevisionID = &revID
-		merged.SourceRevisionConfig.RepoCommitSHA = nil
 		merged.UpdatedAt = at
 		if err := addRevision(tx, tenant, rev); err != nil {
 			return err
@@ -610,8 +616,11 @@ func (cp *ControlPlane) GetRevision(ctx context.Context, tenant, deploymentID, r
 }
 
 // RedeployRevision creates a new revision of the deployment copying the
-// named revision's snapshot; the deployment then mirrors it, and the new
-// revision becomes active once the Deployer reports it DEPLOYED (older
+// named revision's snapshot, including its repo_commit_sha when it has one
+// (a pushed commit, or the commit its build reported), so that the
+// Deployer rebuilds that commit rather than the branch's head; the
+// deployment then mirrors the copy, and the new revision becomes active
+// once the Deployer reports it DEPLOYED (older
 // revisions before DEPLOYING become SKIPPED, as for any new one). Errors:
 // *NotFoundError (deployment, or a revision that is not this deployment's),
 // ErrInvalidState while the deployment is AWAITING_DELETE.
@@ -644,8 +653,7 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 			return invalidStatef("Deployment ID %s is being deleted.", did)
 		}
 		next := *stored
-		next.SourceRevisionConfig = old.SourceRevisionConfig
-		next.SourceRevisionConfig.RepoCommitSHA = nil
+		next.SourceRevisionConfig = old.SourceRevisionConfig // its repo_commit_sha too, when it has one
 		next.Secrets = old.Secrets
 		next.SourceConfig.ResourceSpec = old.ResourceSpec
 		next.SourceConfig.InstallCommand = old.InstallCommand

@@ -25,7 +25,12 @@
 // A deployment starts AWAITING_DATABASE with a first revision in status
 // CREATING; PATCHes, redeploys and build_on_push pushes add revisions
 // (immutable snapshots of source_revision_config, secrets, resource_spec and
-// the install and build commands); DeleteDeployment marks it
+// the install and build commands). The deployment's source_revision_config
+// is always its latest revision's, repo_commit_sha included: nil for a
+// revision created by a create or a PATCH (it builds its ref's head) until
+// the Deployer reports the commit it built, the pushed commit for a push,
+// and the named revision's commit for a redeploy (so a redeploy rebuilds
+// that commit, not the branch's head). DeleteDeployment marks it
 // AWAITING_DELETE, after which changes answer ErrInvalidState and its name
 // stays taken until the lifecycle removes it.
 //
@@ -72,6 +77,9 @@
 //   - UNKNOWN is the deployer's "I cannot tell": reachable from any
 //     unfinished status, it stays pending, and may go to any status of the
 //     happy path after CREATING or any failure once the deployer knows.
+//   - A Step's RepoCommitSHA is written on the revision and, when the
+//     revision is the deployment's latest, on the deployment too, in the
+//     same Update (updated_at moves).
 //   - DEPLOYED makes the revision active (unless a newer one is), moves the
 //     deployment from AWAITING_DATABASE to READY and sets image_version to
 //     the version the deployer reported for it. A deployer sets READY,

@@ -78,7 +78,9 @@ type Step struct {
 	Status RevisionStatus
 	// Message becomes the revision's status_message (meant for failures).
 	Message string
-	// RepoCommitSHA sets the revision's repo_commit_sha (the commit built).
+	// RepoCommitSHA sets the revision's repo_commit_sha (the commit built)
+	// and, when the revision is the deployment's latest, the deployment's
+	// source_revision_config.repo_commit_sha, which mirrors it.
 	RepoCommitSHA *string
 	// ImageVersion is the image the revision runs; it becomes the
 	// deployment's image_version when the revision becomes active.

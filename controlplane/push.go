@@ -117,8 +117,8 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 				}
 				next := *d
 				at := later(now, d.UpdatedAt)
+				next.SourceRevisionConfig.RepoCommitSHA = new(ev.After) // the revision's, mirrored
 				rev := newRevision(&next, ids[len(out)], at)
-				rev.SourceRevisionConfig.RepoCommitSHA = new(ev.After)
 				next.LatestRevisionID = new(rev.ID)
 				next.UpdatedAt = at
 				if err := addRevision(tx, in.tenant, rev); err != nil {

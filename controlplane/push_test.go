@@ -82,6 +82,7 @@ func TestHandleGitHubPush(t *testing.T) {
 				if rev.Status != controlplane.RevisionCreating || rev.SourceRevisionConfig.RepoCommitSHA == nil || *rev.SourceRevisionConfig.RepoCommitSHA != ev.After {
 					t.Errorf("pushed revision %s with sha %v, want CREATING with %s", rev.Status, rev.SourceRevisionConfig.RepoCommitSHA, ev.After)
 				}
+				diff(t, "the deployment's source_revision_config (the mirror of its latest revision)", rev.SourceRevisionConfig, d.SourceRevisionConfig)
 			}
 			slices.Sort(got)
 			want := slices.Sorted(slices.Values(tc.want))

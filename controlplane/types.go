@@ -97,12 +97,17 @@ type SourceConfig struct {
 }
 
 // SourceRevisionConfig holds the settings whose change creates a revision.
-// On a Deployment it mirrors the latest revision. Every field is nullable.
+// On a Deployment it mirrors the latest revision, repo_commit_sha included
+// (the pushed or redeployed commit, or the one the Deployer reports for the
+// latest revision). Every field is nullable.
 type SourceRevisionConfig struct {
 	RepoRef         *string `json:"repo_ref"`
 	GraphConfigPath *string `json:"graph_config_path"`
 	ImageURI        *string `json:"image_uri"`
-	// RepoCommitSHA is read-only: set by the build, ignored in requests.
+	// RepoCommitSHA is read-only, ignored in requests: the commit a
+	// revision builds, set by a push (the pushed commit), a redeploy (the
+	// named revision's) or the Deployer (Step.RepoCommitSHA); nil until
+	// known.
 	RepoCommitSHA *string `json:"repo_commit_sha"`
 	// LanggraphConfigPath is the hosted service's name for GraphConfigPath,
 	// accepted on input only (compatibility, wire contract section 1). The

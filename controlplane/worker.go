@@ -481,7 +481,7 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		if err != nil {
 			return err
 		}
-		if next.Status != RevisionDeployed && step.DeploymentStatus == "" {
+		if next.Status != RevisionDeployed && step.DeploymentStatus == "" && step.RepoCommitSHA == nil {
 			return nil
 		}
 		return cp.applyToDeployment(tx, j, &next, step, now)
@@ -493,13 +493,18 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 }
 
 // applyToDeployment makes a revision that just reached DEPLOYED active
-// (unless a newer one already is) and sets the status a step asks for.
+// (unless a newer one already is), mirrors a repo_commit_sha reported for
+// the deployment's latest revision into the deployment's
+// source_revision_config, and sets the status a step asks for.
 func (cp *ControlPlane) applyToDeployment(tx store.Tx, j *job, rev *revisionRecord, s Step, now time.Time) error {
 	dep, err := getDeployment(tx, j.tenant, j.deployment)
 	if err != nil {
 		return err
 	}
 	next := *dep
+	if s.RepoCommitSHA != nil && dep.LatestRevisionID != nil && *dep.LatestRevisionID == rev.ID {
+		next.SourceRevisionConfig.RepoCommitSHA = new(*s.RepoCommitSHA)
+	}
 	if rev.Status == RevisionDeployed && s.Status == RevisionDeployed {
 		newer := dep.ActiveRevisionID == nil
 		if !newer {

@@ -10,10 +10,12 @@
 // validation failure) and the whole expected wire shape of every
 // deployment. Invariants checked after every step: every deployment equals
 // the model (so immutable fields never change), the revision count and order
-// (latest_revision_id is the newest), newest-first lists, and a rejected
-// call changes nothing in the store (every collection compared before and
-// after). GetDeploymentJSON must answer the bytes json.Marshal gives of
-// GetDeployment.
+// (latest_revision_id is the newest), newest-first lists, every
+// deployment's source_revision_config equal to its latest revision's as the
+// ControlPlane answers both (repo_commit_sha included: the mirror of the
+// seed), and a rejected call changes nothing in the store (every collection
+// compared before and after). GetDeploymentJSON must answer the bytes
+// json.Marshal gives of GetDeployment.
 //
 // The lifecycle is in the machine too (lifecycle.go), against the model's
 // own copy of the transition rules: "work" runs ControlPlane.Process with a
@@ -24,7 +26,8 @@
 // Process must find work exactly when the model has some (a revision not
 // final, a deployment AWAITING_DELETE). The model follows SKIPPED on every
 // new revision, INTERRUPTED on delete, the failure of the phase when Deploy
-// fails, active_revision_id as the newest DEPLOYED revision, and teardown
+// fails, active_revision_id as the newest DEPLOYED revision, the commit a
+// report gives the latest revision mirrored on the deployment, and teardown
 // removing every record. "push" sends GitHub push events (both tenants
 // share one installation; URLs spelled several ways, branches, tags) and
 // the model predicts which deployments get a revision.
@@ -490,7 +493,9 @@ func (m *machine) create(rt *rapid.T) {
 	m.deps = append(m.deps, d)
 }
 
-// addRevision records a new revision of d, a snapshot of d.exp.
+// addRevision records a new revision of d, a snapshot of d.exp (whose
+// repo_commit_sha the caller has set: nil for a create or a PATCH, the
+// pushed commit, or the redeployed revision's).
 func (m *machine) addRevision(rt *rapid.T, d *mDep, id any) {
 	sid, _ := id.(string)
 	for _, o := range m.deps {
@@ -501,7 +506,6 @@ func (m *machine) addRevision(rt *rapid.T, d *mDep, id any) {
 		}
 	}
 	src := deepCopy(rt, d.exp["source_revision_config"].(map[string]any))
-	src["repo_commit_sha"] = nil
 	// A new revision supersedes those still before DEPLOYING.
 	for i := range d.revs {
 		if r := &d.revs[i]; modelSkippable(r.status) {
@@ -634,6 +638,8 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 			rt.Fatalf("CreateRevision returned %v, latest_revision_id is %v", toMap(rt, res)["id"], got["latest_revision_id"])
 		}
 		exp["latest_revision_id"] = got["latest_revision_id"]
+		// The new revision builds its ref anew: no commit yet.
+		setPath(exp, []string{"source_revision_config", "repo_commit_sha"}, nil)
 	}
 	changed := trigger || !reflect.DeepEqual(exp, d.exp)
 	if changed {
@@ -712,8 +718,7 @@ func (m *machine) redeploy(rt *rapid.T) {
 		return
 	}
 	exp := deepCopy(rt, d.exp)
-	exp["source_revision_config"] = jsonValue(rt, rev.src)
-	setPath(exp, []string{"source_revision_config", "repo_commit_sha"}, nil)
+	exp["source_revision_config"] = jsonValue(rt, rev.src) // its commit too, when it has one
 	exp["secrets"] = jsonValue(rt, rev.secrets)
 	setPath(exp, []string{"source_config", "resource_spec"}, jsonValue(rt, rev.spec))
 	setPath(exp, []string{"source_config", "install_command"}, rev.installCommand)
@@ -794,6 +799,7 @@ func (m *machine) check(rt *rapid.T) {
 		}
 	}
 	for _, d := range m.deps {
+		m.checkMirror(rt, d)
 		var want []any
 		for _, r := range slices.Backward(d.revs) {
 			want = append(want, map[string]any{"id": r.id, "source": d.source(), "source_revision_config": r.src,
@@ -831,5 +837,26 @@ func (m *machine) check(rt *rapid.T) {
 		if d.exp["active_revision_id"] != active {
 			rt.Fatalf("active_revision_id %v is not the newest DEPLOYED revision %v", d.exp["active_revision_id"], active)
 		}
+	}
+}
+
+// checkMirror checks, on what the ControlPlane answers, that a deployment's
+// source_revision_config is its latest revision's, repo_commit_sha
+// included, and that the model says so too.
+func (m *machine) checkMirror(rt *rapid.T, d *mDep) {
+	got := m.get(rt, d)
+	latest, _ := got["latest_revision_id"].(string)
+	rev, err := m.call(rt, "get latest revision", func(cp *controlplane.ControlPlane) (any, error) {
+		return cp.GetRevision(m.ctx, d.tenant, d.id(), latest)
+	})
+	if err != nil {
+		rt.Fatalf("latest revision %q of %s: %v", latest, d.id(), err)
+	}
+	want := jsonValue(rt, rev.(*controlplane.Revision).SourceRevisionConfig)
+	if diff := cmp.Diff(want, got["source_revision_config"]); diff != "" {
+		rt.Fatalf("deployment %s does not mirror its latest revision %s (-revision +deployment):\n%s", d.id(), latest, diff)
+	}
+	if diff := cmp.Diff(d.revs[len(d.revs)-1].src, d.exp["source_revision_config"]); diff != "" {
+		rt.Fatalf("model: deployment %s does not mirror its latest revision (-revision +deployment):\n%s", d.id(), diff)
 	}
 }

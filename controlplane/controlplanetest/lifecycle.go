@@ -128,8 +128,8 @@ func (m *machine) push(rt *rapid.T) {
 		got := m.get(rt, d)
 		m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
 		d.exp["updated_at"], d.exp["latest_revision_id"] = got["updated_at"], p.Revision.ID
+		setPath(d.exp, []string{"source_revision_config", "repo_commit_sha"}, after)
 		m.addRevision(rt, d, p.Revision.ID)
-		d.revs[len(d.revs)-1].src.(map[string]any)["repo_commit_sha"] = after
 		if diff := cmp.Diff(d.exp, got); diff != "" {
 			rt.Fatalf("push: deployment differs from the model (-model +got):\n%s", diff)
 		}
@@ -394,6 +394,9 @@ func (m *machine) checkDeploy(rt *rapid.T, s *scripted, pending []string) {
 		}
 		if st.RepoCommitSHA != nil {
 			r.src.(map[string]any)["repo_commit_sha"] = *st.RepoCommitSHA
+			if exp["latest_revision_id"] == r.id { // the deployment mirrors its latest revision
+				setPath(exp, []string{"source_revision_config", "repo_commit_sha"}, *st.RepoCommitSHA)
+			}
 		}
 		if activate {
 			exp["active_revision_id"] = r.id
