@@ -260,19 +260,19 @@ func (q *queryParser) list(name string) []string {
 }
 
 // done reports the parse problems, if any, together with those validate
-// finds in what could be parsed, so that a 422 lists every problem. Without
-// parse problems it returns nil: the ControlPlane validates the query with
-// its own limits.
-func (q *queryParser) done(validate func() error) error {
+// finds in what could be parsed (with the ControlPlane's limits), so that a
+// 422 lists every problem. Without parse problems it returns nil: the
+// ControlPlane validates the query itself.
+func (q *queryParser) done(validate func(controlplane.Limits) error, lim controlplane.Limits) error {
 	if len(q.ps) == 0 {
 		return nil
 	}
-	return joinProblems(validationError(q.ps...), validate())
+	return joinProblems(validationError(q.ps...), validate(lim))
 }
 
 // parseListDeployments reads the query of GET /v2/deployments (wire
-// contract section 5).
-func parseListDeployments(raw string) (*controlplane.ListDeploymentsQuery, error) {
+// contract section 5); lim are the ControlPlane's Limits.
+func parseListDeployments(raw string, lim controlplane.Limits) (*controlplane.ListDeploymentsQuery, error) {
 	p := newQueryParser(raw)
 	q := &controlplane.ListDeploymentsQuery{
 		Limit:            p.intp("limit"),
@@ -285,12 +285,12 @@ func parseListDeployments(raw string) (*controlplane.ListDeploymentsQuery, error
 		DeploymentType:   controlplane.DeploymentType(p.str("deployment_type")),
 		DeploymentIDs:    p.list("deployment_ids"),
 	}
-	return q, p.done(q.Validate)
+	return q, p.done(q.ValidateWith, lim)
 }
 
 // parseListRevisions reads the query of GET
 // /v2/deployments/{deployment_id}/revisions.
-func parseListRevisions(raw string) (*controlplane.ListRevisionsQuery, error) {
+func parseListRevisions(raw string, lim controlplane.Limits) (*controlplane.ListRevisionsQuery, error) {
 	p := newQueryParser(raw)
 	q := &controlplane.ListRevisionsQuery{
 		Limit:            p.intp("limit"),
@@ -300,12 +300,12 @@ func parseListRevisions(raw string) (*controlplane.ListRevisionsQuery, error) {
 	for _, s := range p.list("status") {
 		q.Status = append(q.Status, controlplane.RevisionStatus(s))
 	}
-	return q, p.done(q.Validate)
+	return q, p.done(q.ValidateWith, lim)
 }
 
 // parseListListeners reads the query of GET /v2/listeners.
-func parseListListeners(raw string) (*controlplane.ListListenersQuery, error) {
+func parseListListeners(raw string, lim controlplane.Limits) (*controlplane.ListListenersQuery, error) {
 	p := newQueryParser(raw)
 	q := &controlplane.ListListenersQuery{Limit: p.intp("limit"), Offset: p.int("offset")}
-	return q, p.done(q.Validate)
+	return q, p.done(q.ValidateWith, lim)
 }

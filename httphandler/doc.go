@@ -30,7 +30,9 @@
 // deleted with 200 {"message": "..."}, as the hosted service does).
 //
 // An endpoint decodes, calls one ControlPlane method and returns a status
-// and a body, or an error; one function (errorReply) maps errors to
+// and a body, or an error (GET /v2/deployments/{id} answers
+// ControlPlane.GetDeploymentJSON, the stored wire JSON, without decoding
+// and encoding it again: the same bytes and headers as any encoded answer); one function (errorReply) maps errors to
 // answers: *controlplane.ValidationError 422 {"detail": [{loc, msg, type}]},
 // ErrNotFound 404, ErrConflict 409, ErrInvalidState 400, each with the
 // controlplane's sentence as {"detail": "..."}, and anything else a bare
@@ -57,7 +59,8 @@
 // form), and limited to Options.MaxBodyBytes (default 1 MiB): 413 beyond. Path ids
 // must be UUIDs (422 uuid_parsing at ["path", name]); query values that do
 // not parse are 422 at ["query", name], listed together with the range
-// checks of the controlplane.
+// checks of the controlplane under the ControlPlane's own Limits
+// (ValidateWith(cp.Limits())), so custom limits apply in the same 422.
 //
 // # OAuth helpers
 //

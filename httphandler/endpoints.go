@@ -49,7 +49,7 @@ func (h *handler) createDeployment(c *call) (int, any, error) {
 }
 
 func (h *handler) listDeployments(c *call) (int, any, error) {
-	q, err := parseListDeployments(c.r.URL.RawQuery)
+	q, err := parseListDeployments(c.r.URL.RawQuery, h.cp.Limits())
 	if err != nil {
 		return 0, nil, err
 	}
@@ -62,8 +62,13 @@ func (h *handler) getDeployment(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	d, err := h.cp.GetDeployment(c.r.Context(), c.tenant, ids[0])
-	return http.StatusOK, d, err
+	// The stored wire JSON, not decoded and encoded again: the bytes
+	// writeJSON would send for GetDeployment's result, newline included.
+	b, err := h.cp.GetDeploymentJSON(c.r.Context(), c.tenant, ids[0])
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, rawJSON(append(b, '\n')), nil
 }
 
 func (h *handler) updateDeployment(c *call) (int, any, error) {
@@ -86,9 +91,9 @@ func (h *handler) deleteDeployment(c *call) (int, any, error) {
 
 func (h *handler) listRevisions(c *call) (int, any, error) {
 	ids, pathErr := pathIDs(c.r, "deployment_id")
-	q, qErr := parseListRevisions(c.r.URL.RawQuery)
+	q, qErr := parseListRevisions(c.r.URL.RawQuery, h.cp.Limits())
 	if pathErr != nil && qErr == nil {
-		qErr = q.Validate() // list the query's problems with the path's
+		qErr = q.ValidateWith(h.cp.Limits()) // list the query's problems with the path's
 	}
 	if err := joinProblems(pathErr, qErr); err != nil {
 		return 0, nil, err
@@ -135,7 +140,7 @@ func (h *handler) createListener(c *call) (int, any, error) {
 }
 
 func (h *handler) listListeners(c *call) (int, any, error) {
-	q, err := parseListListeners(c.r.URL.RawQuery)
+	q, err := parseListListeners(c.r.URL.RawQuery, h.cp.Limits())
 	if err != nil {
 		return 0, nil, err
 	}

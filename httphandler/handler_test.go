@@ -1,6 +1,7 @@
 package httphandler_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -387,6 +390,71 @@ func TestQueryUsesTheControlPlaneLimits(t *testing.T) {
 	diff(t, "150 ids, limit 200", 200, s.as(keyA, "GET", list(150), "").status)
 	ps := problems(t, s.as(keyA, "GET", list(201)+"&limit=x", ""))
 	diff(t, "201 ids and a bad limit", []string{"limit", "deployment_ids"}, []string{ps[0].Loc[1].(string), ps[1].Loc[1].(string)})
+
+	// Limits below the defaults: a query that parses only in part is
+	// checked, in the same 422, with the ControlPlane's limits too.
+	cp = controlplane.New(storemem.New(), &controlplane.Options{Limits: controlplane.Limits{MaxFilterIDs: 2, MaxStringBytes: 8}})
+	s = newServerCP(t, cp, nil)
+	diff(t, "3 ids, limit 2", []string{"query.deployment_ids: too_long"}, locTypes(problems(t, s.as(keyA, "GET", list(3), ""))))
+	diff(t, "3 ids, limit 2, a long image_version and a bad limit",
+		[]string{"query.deployment_ids: too_long", "query.image_version: string_too_long", "query.limit: int_parsing"},
+		locTypes(problems(t, s.as(keyA, "GET", list(3)+"&limit=x&image_version=0123456789", ""))))
+	diff(t, "listeners: a bad limit and a negative offset", []string{"query.limit: int_parsing", "query.offset: greater_than_equal"},
+		locTypes(problems(t, s.as(keyA, "GET", "/v2/listeners?limit=x&offset=-1", ""))))
+	diff(t, "revisions: a bad path, a bad limit and a bad status",
+		[]string{"path.deployment_id: uuid_parsing", "query.limit: int_parsing", "query.status: literal_error"},
+		locTypes(problems(t, s.as(keyA, "GET", "/v2/deployments/x/revisions?limit=x&status=NOPE", ""))))
+}
+
+// locTypes renders problems as "loc.joined: type", sorted.
+func locTypes(ps []controlplane.Problem) []string {
+	var out []string
+	for _, p := range ps {
+		var loc []string
+		for _, l := range p.Loc {
+			loc = append(loc, fmt.Sprint(l))
+		}
+		out = append(out, strings.Join(loc, ".")+": "+p.Type)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestGetDeploymentBytes: GET /v2/deployments/{id} answers the stored wire
+// JSON (ControlPlane.GetDeploymentJSON) with exactly the bytes and headers
+// of encoding the deployment like every other answer: json.Marshal of
+// GetDeployment's result (HTML characters escaped) and a newline, with
+// Content-Type, Content-Length and X-Request-Id.
+func TestGetDeploymentBytes(t *testing.T) {
+	cp := controlplane.New(storemem.New(), nil)
+	s := newServerCP(t, cp, nil)
+	f := newFixture(t, s)
+	tricky := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", `{"name": "tricky", "source": "external_docker",
+		"source_revision_config": {"image_uri": "registry.example/a<b>&c:1"},
+		"secrets": [{"name": "S", "value": "<&>\"\\ ünï \u2028 <script>"}]}`, 201)
+	for _, id := range []string{f.github.ID, f.docker.ID, tricky.ID} {
+		d, err := cp.GetDeployment(context.Background(), tenantA, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(d); err != nil {
+			t.Fatal(err)
+		}
+		r := s.as(keyA, "GET", "/v2/deployments/"+id, "")
+		diff(t, "status", 200, r.status)
+		diff(t, "body of "+d.Name, want.String(), string(r.body))
+		diff(t, "Content-Type", "application/json", r.header.Get("Content-Type"))
+		diff(t, "Content-Length", strconv.Itoa(want.Len()), r.header.Get("Content-Length"))
+		if r.header.Get("X-Request-Id") == "" {
+			t.Error("no X-Request-Id")
+		}
+	}
+	const unknown = "0194c0de-0000-7000-8000-0000000000ff"
+	r := s.as(keyA, "GET", "/v2/deployments/"+unknown, "")
+	diff(t, "unknown id", 404, r.status)
+	diff(t, "unknown id: detail", "Deployment ID "+unknown+" not found.", detail(t, r))
+	diff(t, "another tenant's deployment", 404, s.as(keyB, "GET", "/v2/deployments/"+f.github.ID, "").status)
 }
 
 // authFunc adapts a function to httphandler.Authenticator.

@@ -108,7 +108,7 @@ func pushFixture(t *testing.T, s *server) (tracksA, tracksB controlplane.Deploym
 // repo_commit_sha the pushed commit, for each build_on_push deployment of
 // the installation's integrations (in every tenant) that tracks that
 // repository and branch, and nothing else; the revision is deployed with
-// the pushed commit and becomes active.
+// the pushed commit and becomes active, and the deployment shows the commit.
 func TestWebhookPush(t *testing.T) {
 	s := newLiveServer(t, sim(nil), nil)
 	tracksA, tracksB := pushFixture(t, s)
@@ -131,7 +131,9 @@ func TestWebhookPush(t *testing.T) {
 		diff(t, c.d.Name+": the new revision's commit", pushed, deref(rev.SourceRevisionConfig.RepoCommitSHA))
 		rev = s.waitRevision(t, c.key, c.d.ID, rev.ID, controlplane.RevisionDeployed)
 		diff(t, c.d.Name+": the deployed revision's commit", pushed, deref(rev.SourceRevisionConfig.RepoCommitSHA))
-		checkActive(t, s.deployment(t, c.key, c.d.ID), rev, "git-"+pushed[:12])
+		dep := s.deployment(t, c.key, c.d.ID)
+		checkActive(t, dep, rev, "git-"+pushed[:12])
+		diff(t, c.d.Name+": the deployment's commit (the mirror of its latest revision)", pushed, deref(dep.SourceRevisionConfig.RepoCommitSHA))
 		// Nothing else changed.
 		c.after[c.d.Name] = c.before[c.d.Name]
 		diff(t, "the other deployments' revisions", c.before, c.after)
