@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/httphandler"
@@ -67,48 +66,11 @@ func get(b *testing.B, c *http.Client, url string) {
 	}
 }
 
-// interleave runs b.N ops of baseline and b.N ops of candidate in
-// alternating rounds (each side first in turn), so that the load of a shared
-// machine, which drifts during a run, weighs on both alike. It reports the
-// candidate's ns/op, the baseline's, and benchcmp.Unit: baseline time over
-// candidate time.
-func interleave(b *testing.B, baseline, candidate func(n int)) {
-	b.Helper()
-	const rounds = 10
-	var tb, tc time.Duration
-	timed := func(d *time.Duration, f func(int), n int) {
-		start := time.Now()
-		f(n)
-		*d += time.Since(start)
-	}
-	b.ResetTimer()
-	for r := range rounds {
-		n := b.N / rounds
-		if r < b.N%rounds {
-			n++
-		}
-		if n == 0 {
-			continue
-		}
-		if r%2 == 0 {
-			timed(&tb, baseline, n)
-			timed(&tc, candidate, n)
-		} else {
-			timed(&tc, candidate, n)
-			timed(&tb, baseline, n)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(tc.Nanoseconds())/float64(b.N), "ns/op")
-	b.ReportMetric(float64(tb.Nanoseconds())/float64(b.N), "baseline-ns/op")
-	b.ReportMetric(float64(tb)/float64(tc), benchcmp.Unit)
-}
-
 // BenchmarkGetDeployment: GET /v2/deployments/{id} through the handler
 // (authentication, routing, a store read of the stored wire JSON, the
 // answer) against a bare net/http handler that writes the same body with
 // the same Content-Type and Content-Length, over the same kind of
-// connection, in alternating rounds (interleave). Goals: 0.8x over
+// connection, in alternating rounds (benchcmp.Interleave). Goals: 0.8x over
 // storemem, 0.6x over storebolt.
 func BenchmarkGetDeployment(b *testing.B) {
 	for _, sb := range benchStores() {
@@ -143,7 +105,7 @@ func BenchmarkGetDeployment(b *testing.B) {
 			bareURL := bare.URL + "/v2/deployments/" + d.ID
 			get(b, bareClient, bareURL) // open the connection
 			b.ReportMetric(float64(len(body)), "body-bytes")
-			interleave(b,
+			benchcmp.Interleave(b,
 				func(n int) {
 					for range n {
 						get(b, bareClient, bareURL)
@@ -199,13 +161,13 @@ func creator(b *testing.B, open func(b *testing.B) store.Store) func(n int) {
 
 // BenchmarkCreateParallel: POST /v2/deployments from 64 concurrent clients,
 // over storebolt (durable, group commit) against the same over storemem,
-// in alternating rounds (interleave). Goal: 0.4x.
+// in alternating rounds (benchcmp.Interleave). Goal: 0.4x.
 func BenchmarkCreateParallel(b *testing.B) {
 	stores := benchStores()
 	mem, bolt := creator(b, stores[0].open), creator(b, stores[1].open)
 	mem(createClients) // open the connections
 	bolt(createClients)
-	interleave(b, mem, bolt)
+	benchcmp.Interleave(b, mem, bolt)
 }
 
 // BenchmarkGetDeploymentInProcess: the handler's own cost, without a

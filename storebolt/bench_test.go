@@ -20,7 +20,7 @@ import (
 // The write benchmarks compare storebolt with raw bbolt doing the same
 // writes in the same run (see internal/benchcmp): each op puts one 512-byte
 // record under a fresh, time-ordered 16-byte key into one bucket, durably.
-// Both run in the same benchmark, in alternating rounds (see interleave),
+// Both run in the same benchmark, in alternating rounds (see benchcmp.Interleave),
 // and the benchmark reports "x-baseline" = raw time / storebolt time.
 
 const benchWriters = 64
@@ -86,43 +86,6 @@ func writers(b *testing.B, n int, op func() error) {
 	wg.Wait()
 }
 
-// interleave runs b.N ops of baseline and b.N ops of candidate in
-// alternating rounds (each side first in turn), so that the load of a shared
-// machine, which drifts during a run, weighs on both alike. It reports the
-// candidate's ns/op, the baseline's, and benchcmp.Unit: baseline time over
-// candidate time.
-func interleave(b *testing.B, baseline, candidate func(n int)) {
-	b.Helper()
-	const rounds = 10
-	var tb, tc time.Duration
-	timed := func(d *time.Duration, f func(int), n int) {
-		start := time.Now()
-		f(n)
-		*d += time.Since(start)
-	}
-	b.ResetTimer()
-	for r := range rounds {
-		n := b.N / rounds
-		if r < b.N%rounds {
-			n++
-		}
-		if n == 0 {
-			continue
-		}
-		if r%2 == 0 {
-			timed(&tb, baseline, n)
-			timed(&tc, candidate, n)
-		} else {
-			timed(&tc, candidate, n)
-			timed(&tb, baseline, n)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(tc.Nanoseconds())/float64(b.N), "ns/op")
-	b.ReportMetric(float64(tb.Nanoseconds())/float64(b.N), "baseline-ns/op")
-	b.ReportMetric(float64(tb)/float64(tc), benchcmp.Unit)
-}
-
 // BenchmarkUpdate64 pits 64 goroutines of storebolt Updates against 64
 // goroutines of raw bbolt db.Batch with MaxBatchSize 64, so that Batch
 // commits as soon as all 64 are in rather than after its 10 ms timer.
@@ -138,7 +101,7 @@ func BenchmarkUpdate64(b *testing.B) {
 	op := storePut(&keys)
 	ctx := context.Background()
 
-	interleave(b,
+	benchcmp.Interleave(b,
 		func(n int) { writers(b, n, func() error { return db.Batch(rawOp) }) },
 		func(n int) { writers(b, n, func() error { return s.Update(ctx, op) }) })
 	b.ReportMetric(float64(b.N)/float64(commits.Load()), "updates/commit")
@@ -156,7 +119,7 @@ func BenchmarkUpdate1(b *testing.B) {
 	op := storePut(&keys)
 	ctx := context.Background()
 
-	interleave(b,
+	benchcmp.Interleave(b,
 		func(n int) {
 			for range n {
 				if err := db.Update(rawOp); err != nil {

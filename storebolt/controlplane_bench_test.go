@@ -101,7 +101,7 @@ func BenchmarkControlPlaneCreate64(b *testing.B) {
 	bolt := newFleet(b, st)
 	commits := countCommits(st)
 	var memNext, boltNext atomic.Int64
-	interleave(b,
+	benchcmp.Interleave(b,
 		func(n int) { mem.create(b, &memNext, memNext.Load()+int64(n)) },
 		func(n int) { bolt.create(b, &boltNext, boltNext.Load()+int64(n)) })
 	b.ReportMetric(float64(b.N)/float64(commits.Load()), "creates/commit")

@@ -48,3 +48,23 @@ func TestCompareReportsRatio(t *testing.T) {
 		t.Errorf("ratio = %.2f, want about 0.25 for a candidate 4x slower", ratio)
 	}
 }
+
+func TestInterleaveReportsRatio(t *testing.T) {
+	var ratio float64
+	testing.Benchmark(func(b *testing.B) {
+		ratio = benchcmp.Interleave(b,
+			func(n int) {
+				for range n {
+					spin(20 * time.Microsecond)
+				}
+			},
+			func(n int) {
+				for range n {
+					spin(80 * time.Microsecond)
+				}
+			})
+	})
+	if ratio < 0.1 || ratio > 0.5 {
+		t.Errorf("ratio = %.2f, want about 0.25 for a candidate 4x slower", ratio)
+	}
+}
