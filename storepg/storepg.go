@@ -23,6 +23,11 @@ const DefaultSchema = "deployplane"
 // serialization failure or deadlock when Options.MaxRetries is zero.
 const DefaultMaxRetries = 50
 
+// DefaultAloneAfter is how many tries of an Update may fail with a
+// serialization failure or a deadlock before it runs alone, when
+// Options.AloneAfter is zero.
+const DefaultAloneAfter = 2
+
 // Backoff between tries: a random pause in [0, min(maxBackoff, minBackoff<<retry)).
 const (
 	minBackoff = time.Millisecond
@@ -41,6 +46,15 @@ type Options struct {
 	// or a deadlock (40P01), after a short random pause. Zero means
 	// DefaultMaxRetries; a negative value means never.
 	MaxRetries int
+	// AloneAfter is how many tries of an Update may fail with a
+	// serialization failure or a deadlock before the next ones run alone:
+	// such a try waits until the Updates under way (of every Store over
+	// the schema) have ended, and Updates that start meanwhile wait for it
+	// to end, so that no concurrent writer can make it fail (see the
+	// package documentation). Zero means DefaultAloneAfter; a negative
+	// value means never, leaving only MaxRetries, so that an Update under
+	// heavy contention may fail.
+	AloneAfter int
 	// MaxConns caps the connection pool that Open creates. Zero keeps the
 	// DSN's pool_max_conns, or pgxpool's default (the larger of 4 and the
 	// number of CPUs). Other pool settings go in the DSN (pool_min_conns,
@@ -52,16 +66,18 @@ type Options struct {
 // Store is a store.Store over a PostgreSQL database, safe for concurrent use
 // by several goroutines and by several processes sharing the database.
 type Store struct {
-	pool     *pgxpool.Pool
-	ownsPool bool
-	retries  int
-	q        queries
+	pool       *pgxpool.Pool
+	ownsPool   bool
+	retries    int
+	aloneAfter int // -1: never
+	q          queries
 
 	mu      sync.Mutex
 	closed  bool
 	running sync.WaitGroup
 
 	rerun atomic.Int64 // closures re-run after a serialization failure
+	alone atomic.Int64 // tries of an Update run alone
 }
 
 var _ store.Store = (*Store)(nil)
@@ -99,7 +115,7 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, e
 	if pool == nil {
 		return nil, errors.New("storepg: nil pool")
 	}
-	schema, retries := DefaultSchema, DefaultMaxRetries
+	schema, retries, aloneAfter := DefaultSchema, DefaultMaxRetries, DefaultAloneAfter
 	if opts != nil {
 		if opts.Schema != "" {
 			schema = opts.Schema
@@ -110,6 +126,12 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, e
 		case opts.MaxRetries < 0:
 			retries = 0
 		}
+		switch {
+		case opts.AloneAfter > 0:
+			aloneAfter = opts.AloneAfter
+		case opts.AloneAfter < 0:
+			aloneAfter = -1
+		}
 	}
 	// PostgreSQL truncates longer identifiers, which would silently make
 	// two long names one schema.
@@ -119,29 +141,25 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, e
 	if err := migrate(ctx, pool, schema); err != nil {
 		return nil, fmt.Errorf("storepg: preparing schema %q: %w", schema, err)
 	}
-	return &Store{pool: pool, retries: retries, q: newQueries(schema)}, nil
+	return &Store{pool: pool, retries: retries, aloneAfter: aloneAfter, q: newQueries(schema)}, nil
 }
-
-// Statements that begin View's and Update's transactions.
-const (
-	beginView   = "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY"
-	beginUpdate = "BEGIN ISOLATION LEVEL SERIALIZABLE"
-)
 
 // View runs fn in a SERIALIZABLE READ ONLY transaction, which sees one
 // consistent snapshot that fits the serial order of all Updates. PostgreSQL
 // may abort such a transaction to keep that promise; View then re-runs fn as
 // Update does.
 func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
-	return s.run(ctx, beginView, func(t *txn) error { return fn(reader{t}) })
+	return s.run(ctx, false, func(t *txn) error { return fn(reader{t}) })
 }
 
 // Update runs fn in a SERIALIZABLE read-write transaction and commits it if
 // fn returns nil. When PostgreSQL aborts the transaction with a
 // serialization failure or a deadlock, Update rolls back and re-runs fn, up
-// to Options.MaxRetries times, with a short random pause between tries.
+// to Options.MaxRetries times, with a short random pause between tries;
+// after Options.AloneAfter such failures, the tries run alone, which no
+// concurrent Update can make fail.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
-	return s.run(ctx, beginUpdate, func(t *txn) error { return fn(writer{reader{t}}) })
+	return s.run(ctx, true, func(t *txn) error { return fn(writer{reader{t}}) })
 }
 
 // Close waits for running transactions to finish and, if Open created the
@@ -171,9 +189,10 @@ func (s *Store) enter() bool {
 	return true
 }
 
-// run runs fn in a transaction that begin starts, re-running it on
-// serialization failures and deadlocks.
-func (s *Store) run(ctx context.Context, begin string, fn func(*txn) error) error {
+// run runs fn in a View's transaction or an Update's, re-running it on
+// serialization failures and deadlocks, and running an Update's tries alone
+// after s.aloneAfter of them failed so.
+func (s *Store) run(ctx context.Context, update bool, fn func(*txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -181,10 +200,22 @@ func (s *Store) run(ctx context.Context, begin string, fn func(*txn) error) erro
 		return store.ErrClosed
 	}
 	defer s.running.Done()
+	conflicts := 0
 	for retry := 0; ; retry++ {
+		begin := s.q.beginView
+		if update {
+			begin = s.q.beginUpdate
+			if s.aloneAfter >= 0 && conflicts >= s.aloneAfter {
+				begin = s.q.beginAlone
+				s.alone.Add(1)
+			}
+		}
 		retryable, err := s.try(ctx, begin, fn)
 		if !retryable {
 			return err
+		}
+		if isConflict(err) {
+			conflicts++
 		}
 		if retry >= s.retries {
 			return fmt.Errorf("storepg: giving up after %d tries: %w", retry+1, err)
@@ -207,9 +238,14 @@ func (s *Store) run(ctx context.Context, begin string, fn func(*txn) error) erro
 // connection failed before the transaction committed.
 func (s *Store) Retries() int64 { return s.rerun.Load() }
 
+// AloneRuns returns how many tries of an Update the Store has run alone,
+// after Options.AloneAfter tries had failed with a serialization failure or
+// a deadlock: a measure of contention that retries did not resolve.
+func (s *Store) AloneRuns() int64 { return s.alone.Load() }
+
 // try runs fn once in a new transaction. It reports whether the error is
 // one that running fn again may cure.
-func (s *Store) try(ctx context.Context, begin string, fn func(*txn) error) (retryable bool, err error) {
+func (s *Store) try(ctx context.Context, begin []string, fn func(*txn) error) (retryable bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("storepg: %w", err)
@@ -313,7 +349,15 @@ func (s *Store) commitOutcome(ctx context.Context, xid string, pid uint32) (comm
 func worthRetrying(ctx context.Context, err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return pgErr.Code == "40001" || pgErr.Code == "40P01"
+		return isConflict(err)
 	}
 	return pgconn.SafeToRetry(err) && ctx.Err() == nil
+}
+
+// isConflict reports whether PostgreSQL aborted a transaction with err
+// because of concurrent transactions: a serialization failure or a
+// deadlock.
+func isConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }

@@ -38,6 +38,10 @@ const returningXID = ` RETURNING pg_current_xact_id()::text`
 
 // queries are a Store's SQL statements, with its schema name filled in.
 type queries struct {
+	// beginView, beginUpdate and beginAlone are the statements that start
+	// a View's transaction, an Update's, and an Update's that runs alone.
+	beginView, beginUpdate, beginAlone []string
+
 	get, create, put, delete string
 	// scan is the SELECT ... FROM ... WHERE collection part of a Scan page;
 	// txn.Scan adds the key bounds, the order and the limit.
@@ -50,9 +54,18 @@ func newQueries(schema string) queries {
 	// the exact comparisons follow (see headLen).
 	where := ` WHERE ` + collectionHash + ` = sha256($1::bytea) AND collection = $1 AND ` +
 		keyHead + ` = substr($2::bytea, 1, ` + strconv.Itoa(headLen) + `) AND key = $2`
+	// Every Update holds the lock in a shared mode, one that runs alone in
+	// an exclusive one (see doc.go). LOCK TABLE, unlike a SELECT of
+	// pg_advisory_xact_lock, takes no snapshot, so the transaction's
+	// snapshot is taken after the lock is granted and sees every Update
+	// that held it before.
+	lockTable := `LOCK TABLE ` + pgx.Identifier{schema, "schema_migrations"}.Sanitize()
 	return queries{
-		get:    `SELECT value FROM ` + table + where,
-		create: `INSERT INTO ` + table + ` (collection, key, value) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING` + returningXID,
+		beginView:   []string{"BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY", noFullSort},
+		beginUpdate: []string{"BEGIN ISOLATION LEVEL SERIALIZABLE", noFullSort, lockTable + ` IN ROW EXCLUSIVE MODE`},
+		beginAlone:  []string{"BEGIN ISOLATION LEVEL SERIALIZABLE", noFullSort, lockTable + ` IN EXCLUSIVE MODE`},
+		get:         `SELECT value FROM ` + table + where,
+		create:      `INSERT INTO ` + table + ` (collection, key, value) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING` + returningXID,
 		put: `INSERT INTO ` + table + ` (collection, key, value) VALUES ($1, $2, $3)` +
 			` ON CONFLICT (` + indexColumns + `) DO UPDATE SET value = excluded.value` + returningXID,
 		delete: `DELETE FROM ` + table + where + returningXID,
@@ -65,10 +78,10 @@ type txn struct {
 	ctx  context.Context
 	conn *pgxpool.Conn
 	q    *queries
-	// begin is the statement that starts the transaction. It travels with
-	// the transaction's first statement, in one round trip; until then,
-	// begun is false and there is nothing to commit or roll back.
-	begin string
+	// begin are the statements that start the transaction. They travel
+	// with the transaction's first statement, in one round trip; until
+	// then, begun is false and there is nothing to commit or roll back.
+	begin []string
 	begun bool
 	// xid is the transaction's id once a statement has changed a row, as
 	// text ("" before).
@@ -103,14 +116,18 @@ func (t *txn) query(op, sql string, args []any, scan func(pgx.Rows) error) (pgco
 	} else {
 		t.begun = true
 		b := &pgx.Batch{}
-		b.Queue(t.begin)
-		b.Queue(noFullSort)
+		for _, stmt := range t.begin {
+			b.Queue(stmt)
+		}
 		b.Queue(sql, args...)
 		batch = t.conn.SendBatch(t.ctx, b)
-		if _, err = batch.Exec(); err == nil {
-			if _, err = batch.Exec(); err == nil {
-				rows, err = batch.Query()
+		for range t.begin {
+			if _, err = batch.Exec(); err != nil {
+				break
 			}
+		}
+		if err == nil {
+			rows, err = batch.Query()
 		}
 	}
 	if err == nil {
