@@ -10,11 +10,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/httphandler"
+	"github.com/deployplane/deployplane/internal/oauthtest"
 	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -52,8 +54,8 @@ type server struct {
 	t     testing.TB
 	url   string
 	log   *syncBuffer
-	prov  *fakeProvider
-	clock *fakeClock
+	prov  *oauthtest.Provider
+	clock *oauthtest.Clock
 }
 
 type syncBuffer struct {
@@ -95,7 +97,7 @@ type serverSetup struct {
 
 func newServerWith(t testing.TB, c serverSetup) *server {
 	t.Helper()
-	s := &server{t: t, log: &syncBuffer{}, prov: newFakeProvider(t), clock: newFakeClock()}
+	s := &server{t: t, log: &syncBuffer{}, prov: oauthtest.New(t), clock: oauthtest.NewClock(time.Date(2026, 11, 21, 10, 4, 5, 0, time.UTC))}
 	if c.cp == nil {
 		c.cp = controlplane.New(storemem.New(), nil)
 	}
@@ -118,7 +120,7 @@ func newServerWith(t testing.TB, c serverSetup) *server {
 		oo := &oauthflow.Options{
 			SecretKey:  bytes.Repeat([]byte{7}, 32),
 			PublicURL:  s.url,
-			HTTPClient: s.prov.srv.Client(),
+			HTTPClient: s.prov.Client(),
 			Clock:      s.clock.Now,
 			Logger:     o.Logger,
 		}

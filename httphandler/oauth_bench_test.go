@@ -14,6 +14,7 @@ import (
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/internal/benchcmp"
+	"github.com/deployplane/deployplane/internal/oauthtest"
 	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -23,15 +24,15 @@ import (
 // ServeHTTP on a recorder against oauthflow's Authenticate plus
 // json.Marshal of its result (the work no HTTP layer can avoid).
 func BenchmarkAuthenticateStoredTokenInProcess(b *testing.B) {
-	prov := newFakeProvider(b)
+	prov := oauthtest.New(b)
 	svc, err := oauthflow.New(storemem.New(), &oauthflow.Options{SecretKey: bytes.Repeat([]byte{7}, 32),
-		PublicURL: "http://127.0.0.1:8124", HTTPClient: prov.srv.Client()})
+		PublicURL: "http://127.0.0.1:8124", HTTPClient: prov.Client()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := svc.CreateProvider(ctx, tenantA, oauthflow.NewProvider{ProviderID: "fake", Name: "Fake", ClientID: prov.clientID,
-		ClientSecret: oauthflow.Secret(prov.clientSecret), AuthURL: prov.srv.URL + "/authorize", TokenURL: prov.srv.URL + "/token", UsesPKCE: true}); err != nil {
+	if _, err := svc.CreateProvider(ctx, tenantA, oauthflow.NewProvider{ProviderID: "fake", Name: "Fake", ClientID: prov.ClientID(),
+		ClientSecret: oauthflow.Secret(prov.ClientSecret()), AuthURL: prov.AuthURL(), TokenURL: prov.TokenURL(), UsesPKCE: true}); err != nil {
 		b.Fatal(err)
 	}
 	h := httphandler.New(controlplane.New(storemem.New(), nil), &httphandler.Options{Authenticator: keyTable(b), OAuth: svc})

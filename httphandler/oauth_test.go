@@ -60,8 +60,8 @@ func checkPage(t *testing.T, what string, r reply, status int, says string) {
 func TestOAuthFullFlow(t *testing.T) {
 	s := newServer(t, nil)
 	p := must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
-	want := oauthflow.Provider{ID: p.ID, OrganizationID: tenantA, ProviderID: "fake", Name: "Fake fake", ClientID: s.prov.clientID,
-		AuthURL: s.prov.srv.URL + "/authorize", TokenURL: s.prov.srv.URL + "/token", UsesPKCE: true,
+	want := oauthflow.Provider{ID: p.ID, OrganizationID: tenantA, ProviderID: "fake", Name: "Fake fake", ClientID: s.prov.ClientID(),
+		AuthURL: s.prov.AuthURL(), TokenURL: s.prov.TokenURL(), UsesPKCE: true,
 		CodeChallengeMethod: new(oauthflow.MethodS256), CreatedAt: s.clock.Now(), UpdatedAt: s.clock.Now()}
 	diff(t, "created provider", want, p)
 
@@ -75,7 +75,7 @@ func TestOAuthFullFlow(t *testing.T) {
 	}
 	q := u.Query()
 	diff(t, "authorization URL", map[string]string{
-		"base": s.prov.srv.URL + "/authorize", "response_type": "code", "client_id": s.prov.clientID,
+		"base": s.prov.AuthURL(), "response_type": "code", "client_id": s.prov.ClientID(),
 		"redirect_uri": s.url + "/v2/auth/callback/fake", "scope": "repo read:user", "code_challenge_method": "S256",
 	}, map[string]string{
 		"base": u.Scheme + "://" + u.Host + u.Path, "response_type": q.Get("response_type"), "client_id": q.Get("client_id"),
@@ -96,21 +96,21 @@ func TestOAuthFullFlow(t *testing.T) {
 		waited <- w
 	}()
 	checkPage(t, "callback", s.browse(a.URL), 200, "You can close this window")
-	token := s.prov.lastAccessToken()
+	token := s.prov.LastAccessToken()
 	select {
 	case w := <-waited:
 		diff(t, "the waiter's answer", waitAnswer{Status: "completed", Token: &token}, w)
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiter was not woken by the callback")
 	}
-	if _, _, pkce := s.prov.counts(); pkce != 1 {
+	if pkce := s.prov.Counts().PKCEVerified; pkce != 1 {
 		t.Errorf("PKCE verified %d times, want 1", pkce)
 	}
 	diff(t, "wait after the callback", waitAnswer{Status: "completed", Token: &token}, s.wait(t, keyA, a.AuthID, ""))
 
 	second := s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake", "scopes": ["repo"]}`)
 	diff(t, "second authenticate", authAnswer{Status: "completed", Token: &token}, second)
-	if ex, _, _ := s.prov.counts(); ex != 1 {
+	if ex := s.prov.Counts().Exchanges; ex != 1 {
 		t.Errorf("%d code exchanges, want 1", ex)
 	}
 	var raw map[string]any
@@ -155,7 +155,7 @@ func TestOAuthProviders(t *testing.T) {
 	if r.status != 404 || detail(t, r) != "OAuth provider a-prov not found." {
 		t.Errorf("authenticate with a deleted provider: %d %s", r.status, r.body)
 	}
-	if logs := s.log.String(); strings.Contains(logs, s.prov.clientSecret) || strings.Contains(logs, "new-secret-value") {
+	if logs := s.log.String(); strings.Contains(logs, s.prov.ClientSecret()) || strings.Contains(logs, "new-secret-value") {
 		t.Errorf("a client secret reached the log:\n%s", logs)
 	}
 }
@@ -231,7 +231,7 @@ func TestOAuthCallbackFailures(t *testing.T) {
 	checkPage(t, "a callback without a state", s.open(s.url+"/v2/auth/callback/fake?code=x"), 400, "invalid")
 
 	// The provider refuses, with a description meant to inject markup.
-	s.prov.set(func(p *fakeProvider) { p.deny, p.denyDesc = "access_denied", `<script>alert("x")</script>` })
+	s.prov.Deny("access_denied", `<script>alert("x")</script>`)
 	a, cb = start()
 	r := s.open(cb)
 	checkPage(t, "refused", r, 400, "access_denied")
@@ -239,7 +239,7 @@ func TestOAuthCallbackFailures(t *testing.T) {
 		t.Errorf("the provider's text is not escaped: %s", r.body)
 	}
 	diff(t, "wait after a refusal", waitAnswer{Status: "not_found"}, s.wait(t, keyA, a.AuthID, ""))
-	s.prov.set(func(p *fakeProvider) { p.deny = "" })
+	s.prov.Deny("", "")
 
 	// The provider is deleted while the user is at the provider.
 	a, cb = start()
@@ -265,7 +265,7 @@ func TestOAuthExpiredFlow(t *testing.T) {
 	s.clock.Advance(5*time.Minute + time.Second)
 	checkPage(t, "late callback", s.open(cb), 400, "has expired")
 	diff(t, "wait on an expired flow", waitAnswer{Status: "not_found"}, s.wait(t, keyA, a.AuthID, ""))
-	if ex, _, _ := s.prov.counts(); ex != 0 {
+	if ex := s.prov.Counts().Exchanges; ex != 0 {
 		t.Errorf("an expired flow exchanged its code (%d exchanges)", ex)
 	}
 }
@@ -274,21 +274,21 @@ func TestOAuthExpiredFlow(t *testing.T) {
 // token by authenticate, which answers completed with the new one.
 func TestOAuthRefresh(t *testing.T) {
 	s := newServer(t, nil)
-	s.prov.set(func(p *fakeProvider) { p.expiresIn = 60 })
+	s.prov.SetExpiresIn(60)
 	must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
 	a := s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake"}`)
 	checkPage(t, "callback", s.browse(a.URL), 200, "close this window")
-	first := s.prov.lastAccessToken()
+	first := s.prov.LastAccessToken()
 	diff(t, "before expiry", authAnswer{Status: "completed", Token: &first}, s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake"}`))
 
 	s.clock.Advance(2 * time.Minute)
 	got := s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake"}`)
-	second := s.prov.lastAccessToken()
+	second := s.prov.LastAccessToken()
 	if second == first {
 		t.Fatal("no new token was issued")
 	}
 	diff(t, "after expiry", authAnswer{Status: "completed", Token: &second}, got)
-	if _, refreshes, _ := s.prov.counts(); refreshes != 1 {
+	if refreshes := s.prov.Counts().Refreshes; refreshes != 1 {
 		t.Errorf("%d refreshes, want 1", refreshes)
 	}
 }
@@ -302,7 +302,7 @@ func TestOAuthTokenIsolation(t *testing.T) {
 	must[oauthflow.Provider](t, s, keyB, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
 	a := s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake"}`)
 	checkPage(t, "callback", s.browse(a.URL), 200, "close this window")
-	token := s.prov.lastAccessToken()
+	token := s.prov.LastAccessToken()
 
 	for _, c := range []struct {
 		name, body string
@@ -329,7 +329,7 @@ func TestOAuthTokenIsolation(t *testing.T) {
 // records carry the callback's path without its query.
 func TestOAuthSecretsStayOut(t *testing.T) {
 	s := newServer(t, nil)
-	s.prov.set(func(p *fakeProvider) { p.expiresIn = 60 })
+	s.prov.SetExpiresIn(60)
 	var answers []reply
 	keep := func(r reply) reply { answers = append(answers, r); return r }
 	keep(s.as(keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true)))
@@ -343,17 +343,17 @@ func TestOAuthSecretsStayOut(t *testing.T) {
 	s.clock.Advance(2 * time.Minute)
 	keep(s.as(keyA, "POST", "/v2/auth/authenticate", `{"user_id": "u", "provider": "fake"}`))
 	keep(s.as(keyA, "DELETE", "/v2/auth/providers/fake", ""))
-	if _, refreshes, _ := s.prov.counts(); refreshes != 1 {
+	if refreshes := s.prov.Counts().Refreshes; refreshes != 1 {
 		t.Fatalf("%d refreshes, want 1", refreshes)
 	}
 
 	for _, r := range answers {
-		if strings.Contains(string(r.body), s.prov.clientSecret) || strings.Contains(string(r.body), "client_secret") {
+		if strings.Contains(string(r.body), s.prov.ClientSecret()) || strings.Contains(string(r.body), "client_secret") {
 			t.Errorf("an answer shows the client secret: %s", r.body)
 		}
 	}
 	logs := s.log.String()
-	for _, secret := range s.prov.allSecrets() {
+	for _, secret := range s.prov.Secrets() {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the log holds the secret %q:\n%s", secret, logs)
 		}
@@ -396,7 +396,7 @@ func TestOAuthWaitOutlivesServerTimeouts(t *testing.T) {
 	}()
 	time.Sleep(time.Second)
 	checkPage(t, "callback", s.browse(a.URL), 200, "close this window")
-	token := s.prov.lastAccessToken()
+	token := s.prov.LastAccessToken()
 	diff(t, "the long poll's answer", waitAnswer{Status: "completed", Token: &token}, <-done)
 }
 

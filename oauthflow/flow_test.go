@@ -36,12 +36,12 @@ func TestFullFlow(t *testing.T) {
 				t.Fatal(err)
 			}
 			q := u.Query()
-			if got, want := u.Scheme+"://"+u.Host+u.Path, e.prov.authURL(); got != want {
+			if got, want := u.Scheme+"://"+u.Host+u.Path, e.prov.AuthURL(); got != want {
 				t.Errorf("URL base = %s, want %s", got, want)
 			}
 			wantQuery := map[string]string{
 				"response_type": "code",
-				"client_id":     e.prov.clientID,
+				"client_id":     e.prov.ClientID(),
 				"redirect_uri":  testPublicURL + "/v2/auth/callback/fake",
 				"scope":         "repo read:user",
 			}
@@ -76,9 +76,9 @@ func TestFullFlow(t *testing.T) {
 			if w.Status != oauthflow.StatusCompleted || !strings.HasPrefix(string(w.Token), "at-") {
 				t.Fatalf("Wait = %+v, want completed with the provider's access token", w)
 			}
-			exchanges, _, verified := e.prov.counts()
-			if want := map[bool]int{true: 1, false: 0}[pkce]; exchanges != 1 || verified != want {
-				t.Errorf("provider saw %d exchanges, %d PKCE verifications; want 1, %d", exchanges, verified, want)
+			c := e.prov.Counts()
+			if want := map[bool]int{true: 1, false: 0}[pkce]; c.Exchanges != 1 || c.PKCEVerified != want {
+				t.Errorf("provider saw %d exchanges, %d PKCE verifications; want 1, %d", c.Exchanges, c.PKCEVerified, want)
 			}
 
 			again, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: []string{"repo"}})
@@ -88,8 +88,8 @@ func TestFullFlow(t *testing.T) {
 			if diff := cmp.Diff(oauthflow.AuthResult{Status: oauthflow.StatusCompleted, Token: w.Token}, again); diff != "" {
 				t.Errorf("second Authenticate (-want +got):\n%s", diff)
 			}
-			if exchanges, refreshes, _ := e.prov.counts(); exchanges != 1 || refreshes != 0 {
-				t.Errorf("second Authenticate reached the provider (%d exchanges, %d refreshes)", exchanges, refreshes)
+			if c := e.prov.Counts(); c.Exchanges != 1 || c.Refreshes != 0 {
+				t.Errorf("second Authenticate reached the provider (%d exchanges, %d refreshes)", c.Exchanges, c.Refreshes)
 			}
 		})
 	}
@@ -123,7 +123,7 @@ func TestCallbackRejectsBadState(t *testing.T) {
 	if err := e.svc.Callback(ctx, cb); !errors.Is(err, oauthflow.ErrUnknownState) {
 		t.Errorf("replayed Callback error = %v, want ErrUnknownState", err)
 	}
-	if exchanges, _, _ := e.prov.counts(); exchanges != 1 {
+	if exchanges := e.prov.Counts().Exchanges; exchanges != 1 {
 		t.Errorf("provider saw %d exchanges, want 1", exchanges)
 	}
 }
@@ -132,7 +132,7 @@ func TestCallbackProviderErrorEndsFlow(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	e.prov.set(func(p *fakeProvider) { p.deny = "access_denied" })
+	e.prov.Deny("access_denied", "")
 	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
 	if err != nil {
 		t.Fatal(err)
@@ -174,9 +174,9 @@ func TestCallbackExchangeFailureEndsFlow(t *testing.T) {
 	for name, spoil := range map[string]func(e *env, cb *oauthflow.CallbackRequest){
 		"code not issued": func(e *env, cb *oauthflow.CallbackRequest) { cb.Code = "forged" },
 		"wrong client secret": func(e *env, cb *oauthflow.CallbackRequest) {
-			e.prov.set(func(p *fakeProvider) { p.clientSecret = "rotated" })
+			e.prov.SetClientSecret("rotated")
 		},
-		"provider down": func(e *env, cb *oauthflow.CallbackRequest) { e.prov.srv.Close() },
+		"provider down": func(e *env, cb *oauthflow.CallbackRequest) { e.prov.Close() },
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, nil)
@@ -192,7 +192,7 @@ func TestCallbackExchangeFailureEndsFlow(t *testing.T) {
 			if !errors.Is(err, oauthflow.ErrExchangeFailed) {
 				t.Fatalf("Callback error = %v, want ErrExchangeFailed", err)
 			}
-			for _, s := range e.prov.secrets() {
+			for _, s := range e.prov.Secrets() {
 				if strings.Contains(err.Error(), s) {
 					t.Errorf("error %q contains a secret", err)
 				}
@@ -230,7 +230,7 @@ func TestFlowExpires(t *testing.T) {
 	if err := e.svc.Callback(ctx, cb); !errors.Is(err, oauthflow.ErrUnknownState) {
 		t.Errorf("Callback after expiry = %v, want ErrUnknownState", err)
 	}
-	if exchanges, _, _ := e.prov.counts(); exchanges != 0 {
+	if exchanges := e.prov.Counts().Exchanges; exchanges != 0 {
 		t.Errorf("an expired flow reached the token endpoint")
 	}
 }
@@ -277,7 +277,7 @@ func TestRefreshExpiredToken(t *testing.T) {
 	if res.Status != oauthflow.StatusCompleted || res.Token == "" || string(res.Token) == first {
 		t.Fatalf("Authenticate after expiry = %+v, want completed with a refreshed token", res)
 	}
-	if _, refreshes, _ := e.prov.counts(); refreshes != 1 {
+	if refreshes := e.prov.Counts().Refreshes; refreshes != 1 {
 		t.Fatalf("provider saw %d refreshes, want 1", refreshes)
 	}
 	// The refreshed token was stored: asking again costs no refresh.
@@ -285,7 +285,7 @@ func TestRefreshExpiredToken(t *testing.T) {
 	if err != nil || again.Token != res.Token {
 		t.Errorf("Authenticate again = %+v, %v; want the refreshed token", again, err)
 	}
-	if _, refreshes, _ := e.prov.counts(); refreshes != 1 {
+	if refreshes := e.prov.Counts().Refreshes; refreshes != 1 {
 		t.Errorf("provider saw %d refreshes, want still 1", refreshes)
 	}
 }
@@ -294,7 +294,7 @@ func TestExpiredTokenWithoutRefreshStartsFlow(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	e.prov.set(func(p *fakeProvider) { p.noRefresh = true })
+	e.prov.SetRefreshTokens(false)
 	e.login(t, tenantA, "fake", "alice")
 	e.clock.Advance(2 * time.Hour)
 	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
@@ -308,14 +308,14 @@ func TestRevokedRefreshTokenStartsFlow(t *testing.T) {
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
 	e.login(t, tenantA, "fake", "alice")
-	e.prov.set(func(p *fakeProvider) { clear(p.refreshTokens) })
+	e.prov.ForgetRefreshTokens()
 	e.clock.Advance(2 * time.Hour)
 	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
 	if err != nil || res.Status != oauthflow.StatusPending {
 		t.Errorf("Authenticate = %+v, %v; want pending", res, err)
 	}
 	// x/oauth2 tries the client credentials in the header, then in the body.
-	if _, refreshes, _ := e.prov.counts(); refreshes == 0 {
+	if refreshes := e.prov.Counts().Refreshes; refreshes == 0 {
 		t.Errorf("provider saw no refresh attempt")
 	}
 }
@@ -324,7 +324,7 @@ func TestTokenWithoutExpiryNeverExpires(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", false)
-	e.prov.set(func(p *fakeProvider) { p.expiresIn = 0 })
+	e.prov.SetExpiresIn(0)
 	tok := e.login(t, tenantA, "fake", "alice")
 	e.clock.Advance(365 * 24 * time.Hour)
 	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
@@ -373,7 +373,7 @@ func TestGrantedScopes(t *testing.T) {
 			e := newEnv(t, nil)
 			ctx := context.Background()
 			e.addProvider(t, tenantA, "fake", true)
-			e.prov.set(func(p *fakeProvider) { p.scope = tc.granted })
+			e.prov.SetScope(tc.granted)
 			tok := e.login(t, tenantA, "fake", "alice", tc.requested...)
 			for _, sc := range tc.covered {
 				res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: []string{sc}})
@@ -508,7 +508,7 @@ func TestConcurrentCallbacksSpendTheStateOnce(t *testing.T) {
 	if ok != 1 || unknown != 7 {
 		t.Errorf("%d callbacks succeeded and %d saw ErrUnknownState, want 1 and 7", ok, unknown)
 	}
-	if exchanges, _, _ := e.prov.counts(); exchanges != 1 {
+	if exchanges := e.prov.Counts().Exchanges; exchanges != 1 {
 		t.Errorf("provider saw %d exchanges, want 1", exchanges)
 	}
 }

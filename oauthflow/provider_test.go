@@ -273,7 +273,7 @@ func TestPatchedSecretIsUsed(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	e.prov.set(func(p *fakeProvider) { p.clientSecret = "rotated-secret" })
+	e.prov.SetClientSecret("rotated-secret")
 	if _, err := e.svc.UpdateProvider(ctx, tenantA, "fake", oauthflow.ProviderPatch{ClientSecret: ptr(oauthflow.Secret("rotated-secret"))}); err != nil {
 		t.Fatal(err)
 	}

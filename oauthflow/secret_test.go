@@ -90,12 +90,12 @@ func TestSecretsStayOutOfLogsStoreAndAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := visit(t, res.URL)
-	e.prov.set(func(p *fakeProvider) { p.codes = map[string]grant{} })
+	e.prov.ForgetCodes()
 	err = e.svc.Callback(ctx, bad)
 	logger.Error("callback failed", "err", err, "req", bad)
 
 	// Patch the secret.
-	newSecret := oauthflow.Secret("patched-" + e.prov.clientSecret)
+	newSecret := oauthflow.Secret("patched-" + e.prov.ClientSecret())
 	patch := oauthflow.ProviderPatch{ClientSecret: &newSecret, Name: ptr("renamed")}
 	logger.Info("patch", "patch", patch)
 	p, err = e.svc.UpdateProvider(ctx, tenantA, "fake", patch)
@@ -109,10 +109,10 @@ func TestSecretsStayOutOfLogsStoreAndAnswers(t *testing.T) {
 	}
 	answers = append(answers, list)
 
-	secrets := append(e.prov.secrets(), string(newSecret), cb.State, bad.State)
+	secrets := append(e.prov.Secrets(), string(newSecret), cb.State, bad.State)
 	// The verifier is among the provider's secrets: it recorded every
 	// verifier it checked.
-	if _, _, verified := e.prov.counts(); verified == 0 {
+	if verified := e.prov.Counts().PKCEVerified; verified == 0 {
 		t.Fatal("no PKCE verifier was checked")
 	}
 	logs := e.logs.String()

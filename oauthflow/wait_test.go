@@ -70,7 +70,7 @@ func TestWaitSeesOtherReplica(t *testing.T) {
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
 	replica, err := oauthflow.New(e.st, &oauthflow.Options{
-		SecretKey: testKey, PublicURL: testPublicURL, HTTPClient: e.prov.srv.Client(), Clock: e.clock.Now,
+		SecretKey: testKey, PublicURL: testPublicURL, HTTPClient: e.prov.Client(), Clock: e.clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
