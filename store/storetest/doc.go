@@ -114,6 +114,13 @@
 // correct store passes however slow the machine; the pause only tunes how
 // likely a broken one is to be caught.
 //
+// # Dump
+//
+// Dump is a helper for the tests of code built on a store (the domain
+// packages): it reads every record of the named collections in one View,
+// so that a test can compare the whole store-visible state before and
+// after an operation, or search it for what must not be stored.
+//
 // # The suite's own tests
 //
 // The package's tests run the suite against a small map-and-mutex reference
