@@ -13,6 +13,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/store/storetest"
 	"github.com/deployplane/deployplane/storemem"
 )
 
@@ -144,22 +145,7 @@ func diff(t tb, what string, want, got any, opts ...cmp.Option) {
 // "hook" collection of the tests' hooks): the whole store-visible state.
 func dump(t testing.TB, st store.Store) map[string]map[string]string {
 	t.Helper()
-	out := map[string]map[string]string{}
-	err := st.View(context.Background(), func(r store.Reader) error {
-		for _, col := range append(controlplane.Collections(), "hook") {
-			err := r.Scan(col, "", nil, func(k string, v []byte) (bool, error) {
-				if out[col] == nil {
-					out[col] = map[string]string{}
-				}
-				out[col][k] = string(v)
-				return true, nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	out, err := storetest.Dump(context.Background(), st, append(controlplane.Collections(), "hook")...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/store/storetest"
 	"github.com/deployplane/deployplane/storemem"
 )
 
@@ -52,25 +53,19 @@ func TestRemoveDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = st.View(ctx, func(r store.Reader) error {
-		for _, col := range Collections() {
-			if col == colTracingProjects {
-				continue // the hook's record
-			}
-			err := r.Scan(col, "", nil, func(k string, v []byte) (bool, error) {
-				if strings.Contains(k, victim.ID) || strings.Contains(string(v), victim.ID) || strings.Contains(string(v), "\x00d300\n") {
-					t.Errorf("%s/%s still names the removed deployment", col, k)
-				}
-				return true, nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	records, err := storetest.Dump(ctx, st, Collections()...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for col, recs := range records {
+		if col == colTracingProjects {
+			continue // the hook's record
+		}
+		for k, v := range recs {
+			if strings.Contains(k, victim.ID) || strings.Contains(v, victim.ID) || strings.Contains(v, "\x00d300\n") {
+				t.Errorf("%s/%s still names the removed deployment", col, k)
+			}
+		}
 	}
 	for _, q := range []*ListDeploymentsQuery{{Limit: new(100), Offset: 250}, {NameContains: "d30", Limit: new(100)},
 		{TagValueIDs: []string{"11111111-1111-4111-8111-111111111111"}, Limit: new(100), Offset: 250}} {
@@ -168,13 +163,11 @@ func TestRemoveManyKeepsNameBlocks(t *testing.T) {
 			}
 		}
 	}
-	err := st.View(ctx, func(r store.Reader) error {
-		return r.Scan(colDeploymentNameBlocks, "", nil, func(k string, _ []byte) (bool, error) {
-			t.Errorf("name block %s left after every deployment is removed", k)
-			return true, nil
-		})
-	})
+	blocks, err := storetest.Dump(ctx, st, colDeploymentNameBlocks)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k := range blocks[colDeploymentNameBlocks] {
+		t.Errorf("name block %s left after every deployment is removed", k)
 	}
 }

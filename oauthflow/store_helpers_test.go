@@ -9,40 +9,32 @@ import (
 
 	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/store/storetest"
 )
 
 func countRecords(t testing.TB, st store.Store, coll string) int {
 	t.Helper()
-	n := 0
-	err := st.View(context.Background(), func(r store.Reader) error {
-		n = 0
-		return r.Scan(coll, "", nil, func(string, []byte) (bool, error) { n++; return true, nil })
-	})
+	records, err := storetest.Dump(context.Background(), st, coll)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return len(records[coll])
 }
 
-// dump returns every key and value of the package's collections.
+// dump returns every record of the package's collections under
+// "collection/key", each value followed by the base64-decoded strings
+// inside it.
 func dump(t testing.TB, st store.Store) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	err := st.View(context.Background(), func(r store.Reader) error {
-		clear(out)
-		for _, coll := range oauthflow.Collections() {
-			err := r.Scan(coll, "", nil, func(k string, v []byte) (bool, error) {
-				out[coll+"/"+k] = string(v) + "\n" + decodedStrings(v)
-				return true, nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	records, err := storetest.Dump(context.Background(), st, oauthflow.Collections()...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for coll, recs := range records {
+		for k, v := range recs {
+			out[coll+"/"+k] = v + "\n" + decodedStrings([]byte(v))
+		}
 	}
 	return out
 }

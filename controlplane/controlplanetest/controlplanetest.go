@@ -57,6 +57,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/store/storetest"
 )
 
 // Opener opens a new, empty store for one test case; Run closes it.
@@ -241,22 +242,7 @@ func (m *machine) dump(rt *rapid.T) map[string]map[string]string {
 
 // dumpStore reads every record of every collection of st.
 func (m *machine) dumpStore(rt *rapid.T, st store.Store) map[string]map[string]string {
-	out := map[string]map[string]string{}
-	err := st.View(m.ctx, func(r store.Reader) error {
-		for _, col := range controlplane.Collections() {
-			err := r.Scan(col, "", nil, func(k string, v []byte) (bool, error) {
-				if out[col] == nil {
-					out[col] = map[string]string{}
-				}
-				out[col][k] = string(v)
-				return true, nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	out, err := storetest.Dump(m.ctx, st, controlplane.Collections()...)
 	if err != nil {
 		rt.Fatal(err)
 	}
