@@ -102,34 +102,37 @@ func benchStores(b *testing.B, maxConns int32) (*storebolt.Store, *storepg.Store
 	return bolt, openStore(b, &storepg.Options{MaxConns: maxConns})
 }
 
-// createConns is the pool size of the create benchmark: pgxpool's default
-// on a machine of up to 4 cores. With 16, that many creates of one tenant
-// run at once, and some exhaust DefaultMaxRetries (see doc.go).
-const createConns = 4
+// createConns are the pool sizes of the create benchmark: pgxpool's default
+// on a machine of up to 4 cores, and benchConns.
+var createConns = []int32{4, benchConns}
 
 // BenchmarkControlPlaneCreate64 runs CreateDeployment from 64 goroutines,
 // storepg against storebolt: into one tenant, and into 64 (one per
-// goroutine). Each round continues the fleets of the round before. storepg
-// also reports the closure re-runs per create (retries/op).
+// goroutine), over pools of each of createConns. Each round continues the
+// fleets of the round before. storepg also reports the closure re-runs per
+// create (retries/op) and the tries run alone per create (alone/op).
 func BenchmarkControlPlaneCreate64(b *testing.B) {
 	for _, tenants := range []int{1, 64} {
-		b.Run(fmt.Sprintf("tenants=%d", tenants), func(b *testing.B) {
-			bolt, pg := benchStores(b, createConns)
-			boltFleet, pgFleet := newFleet(b, bolt), newFleet(b, pg)
-			create := func(f *fleet) func(int) error {
-				return func(worker int) error {
-					_, err := f.create(benchTenants[worker%tenants])
-					return err
+		for _, conns := range createConns {
+			b.Run(fmt.Sprintf("tenants=%d/conns=%d", tenants, conns), func(b *testing.B) {
+				bolt, pg := benchStores(b, conns)
+				boltFleet, pgFleet := newFleet(b, bolt), newFleet(b, pg)
+				create := func(f *fleet) func(int) error {
+					return func(worker int) error {
+						_, err := f.create(benchTenants[worker%tenants])
+						return err
+					}
 				}
-			}
-			benchcmp.CompareNamed(b,
-				"storebolt", func(b *testing.B) { run(b, 64, create(boltFleet)) },
-				"storepg", func(b *testing.B) {
-					retries := pg.Retries()
-					run(b, 64, create(pgFleet))
-					b.ReportMetric(float64(pg.Retries()-retries)/float64(b.N), "retries/op")
-				})
-		})
+				benchcmp.CompareNamed(b,
+					"storebolt", func(b *testing.B) { run(b, 64, create(boltFleet)) },
+					"storepg", func(b *testing.B) {
+						retries, alone := pg.Retries(), pg.AloneRuns()
+						run(b, 64, create(pgFleet))
+						b.ReportMetric(float64(pg.Retries()-retries)/float64(b.N), "retries/op")
+						b.ReportMetric(float64(pg.AloneRuns()-alone)/float64(b.N), "alone/op")
+					})
+			})
+		}
 	}
 }
 
