@@ -591,3 +591,63 @@ func limitRapidChecks(t *testing.T, n int) {
 	}
 	t.Cleanup(func() { f.Value.Set(old) })
 }
+
+// TestReplicasCreateIntoOneTenant creates deployments into one tenant from
+// 64 goroutines across two replicas, each over a pool of 16 connections:
+// every create conflicts with the others (they rewrite the tenant's newest
+// name block), and none may fail for it. Both replicas then list exactly
+// the deployments created.
+func TestReplicasCreateIntoOneTenant(t *testing.T) {
+	ctx := context.Background()
+	schema := newSchema(t, nil)
+	var cps []*controlplane.ControlPlane
+	for range 2 {
+		cps = append(cps, controlplane.New(openSchema(t, schema, &storepg.Options{MaxConns: 16}), nil))
+	}
+	const goroutines, each = 64, 8
+	var (
+		mu      sync.Mutex
+		created []string
+		failed  int
+	)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				d, err := cps[g%2].CreateDeployment(ctx, cpTenant, dockerRequest(fmt.Sprintf("agent-%d-%d", g, i), "r/a:1"))
+				mu.Lock()
+				if err != nil {
+					if failed++; failed <= 3 {
+						t.Errorf("create: %v", err)
+					}
+				} else {
+					created = append(created, d.ID)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if failed > 0 {
+		t.Fatalf("%d of %d creates failed", failed, goroutines*each)
+	}
+	for i, cp := range cps {
+		var listed []string
+		for offset := 0; ; {
+			page, err := cp.ListDeployments(ctx, cpTenant, &controlplane.ListDeploymentsQuery{Limit: new(100), Offset: offset})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Resources) == 0 {
+				break
+			}
+			for _, d := range page.Resources {
+				listed = append(listed, d.ID)
+			}
+			offset = page.Offset
+		}
+		if d := cmp.Diff(created, listed, sortStrings); d != "" {
+			t.Errorf("replica %d lists other deployments than were created (-created +listed):\n%s", i, d)
+		}
+	}
+}

@@ -171,16 +171,26 @@
 //	source .ci/postgres.sh && pg_start && trap pg_stop EXIT
 //	go test -race ./storepg/
 //
-// Besides store/storetest's suite, the tests run package controlplane over
-// storepg as replicas do: two ControlPlanes, each over its own Store and
-// pool, over one schema. Same-name creates and PATCHes race from both
-// (each name created once, one revision per accepted PATCH, both replicas
-// agreeing); lists taken while both create are consistent snapshots; both
-// replicas Run a simulated Deployer while deployments are created, changed
-// and deleted, and no revision or teardown is ever driven by both at once;
-// an expired lease is taken over. The controlplanetest state machine runs
-// over storemem and storepg side by side (30 random sequences unless
-// rapid's -rapid.checks or RAPID_CHECKS says otherwise).
+// Besides store/storetest's suite, the tests check retries and tries
+// alone: the lock mode of each try (from pg_locks); that a View is not held
+// back by a try alone, and that an Update waiting for one runs after it
+// without a retry; and that 64 goroutines of Updates that all conflict,
+// over 16 connections with the default options, all commit, in a serial
+// order (with AloneAfter -1 instead, some give up after 51 tries, which was
+// checked by hand).
+//
+// They also run package controlplane over storepg as replicas do: two
+// ControlPlanes, each over its own Store and pool, over one schema.
+// Same-name creates and PATCHes race from both (each name created once,
+// one revision per accepted PATCH, both replicas agreeing); lists taken
+// while both create are consistent snapshots; both replicas Run a simulated
+// Deployer while deployments are created, changed and deleted, and no
+// revision or teardown is ever driven by both at once; an expired lease is
+// taken over; 64 goroutines across both, each replica with a pool of 16
+// connections, create deployments into one tenant, and none fails. The
+// controlplanetest state machine runs over storemem and storepg side by
+// side (30 random sequences unless rapid's -rapid.checks or RAPID_CHECKS
+// says otherwise).
 //
 // # Performance
 //
