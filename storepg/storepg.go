@@ -347,11 +347,11 @@ func (s *Store) commitOutcome(ctx context.Context, xid string, pid uint32) (comm
 // serialization failure or a deadlock), or the statement never reached the
 // server (a pooled connection the server had dropped) and ctx is still live.
 func worthRetrying(ctx context.Context, err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return isConflict(err)
+	if isConflict(err) {
+		return true
 	}
-	return pgconn.SafeToRetry(err) && ctx.Err() == nil
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr) && pgconn.SafeToRetry(err) && ctx.Err() == nil
 }
 
 // isConflict reports whether PostgreSQL aborted a transaction with err

@@ -54,8 +54,8 @@ func newQueries(schema string) queries {
 	// the exact comparisons follow (see headLen).
 	where := ` WHERE ` + collectionHash + ` = sha256($1::bytea) AND collection = $1 AND ` +
 		keyHead + ` = substr($2::bytea, 1, ` + strconv.Itoa(headLen) + `) AND key = $2`
-	// Every Update holds the lock in a shared mode, one that runs alone in
-	// an exclusive one (see doc.go). LOCK TABLE, unlike a SELECT of
+	// Every Update holds this lock in a mode Updates share, one that runs
+	// alone in an exclusive mode (see Contention in the package doc). LOCK TABLE, unlike a SELECT of
 	// pg_advisory_xact_lock, takes no snapshot, so the transaction's
 	// snapshot is taken after the lock is granted and sees every Update
 	// that held it before.
