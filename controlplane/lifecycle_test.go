@@ -670,20 +670,27 @@ func TestRunNotifiedAtOnce(t *testing.T) {
 	// PollInterval is an hour: only the notification can wake Run.
 	cp := controlplane.New(st, &controlplane.Options{PollInterval: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
+	defer cancel()
 	w := newWalker(t, 0)
-	go func() { done <- cp.Run(ctx, w) }()
-	time.Sleep(10 * time.Millisecond) // Run is idle
-	if err := cp.Run(ctx, w); err == nil {
-		t.Error("a second Run at once was accepted")
+	// Two Runs at once: whichever starts second is refused at once, and the
+	// other serves until ctx is cancelled. (Starting one and sleeping before
+	// the other is not enough: on a loaded machine the second could start
+	// first, serve forever, and the test would hang.)
+	results := make(chan error, 2)
+	for range 2 {
+		go func() { results <- cp.Run(ctx, w) }()
 	}
+	if err := <-results; err == nil {
+		t.Fatal("a Run returned nil before its context was cancelled; want the second of two concurrent Runs refused")
+	}
+	time.Sleep(10 * time.Millisecond) // let the remaining Run go idle, so the notification is what wakes it
 	d, err := cp.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("agent")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitDeployed(t, cp, []*controlplane.Deployment{d})
 	cancel()
-	if err := <-done; err != nil {
+	if err := <-results; err != nil {
 		t.Fatal(err)
 	}
 }
