@@ -17,15 +17,17 @@
 //   - storemem: in-memory store (tests, development, `-db :memory:`).
 //   - storebolt: durable embedded store over bbolt, the server's default.
 //   - storepg: PostgreSQL store, for several replicas over one database.
-//   - controlplane: the deployment domain; every rule of the API lives here.
+//   - controlplane: the deployment domain; every rule of the API lives here,
+//     with the Deployer interface and the reconcile loop that moves revisions.
+//   - deploysim: the built-in simulated Deployer.
 //   - oauthflow: the OAuth helper domain (providers, flows, tokens).
 //   - httphandler: the HTTP API as an http.Handler to mount on any mux.
 //   - cmd/deployplane: the standalone server.
 //   - examples: runnable programs showing the library in use.
 //
 // Imports point one way: cmd and examples use httphandler, which uses
-// controlplane and oauthflow, which use store; the store implementations
-// depend on store alone.
+// controlplane and oauthflow, which use store; deploysim uses controlplane;
+// the store implementations depend on store alone.
 //
 // # Quick start
 //
@@ -35,6 +37,7 @@
 //	go run ./cmd/deployplane
 //	go vet ./... && go test -race ./...
 //
-// To embed, open a store, build the domain over it and mount the handler on
-// your mux; examples/embed is a runnable program that does it.
+// To embed, open a store, build the domain over it, run its reconcile loop
+// with a Deployer and mount the handler on your mux; examples/embed is a
+// runnable program that does it.
 package deployplane

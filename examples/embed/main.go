@@ -6,6 +6,11 @@
 //
 // It listens on 127.0.0.1:8125 (-addr) over an in-memory store and prints a
 // curl command to try; stop it with Ctrl-C.
+//
+// Revisions move only while something runs the control plane's reconcile
+// loop with a Deployer. This example runs the built-in simulated one,
+// deploysim; a real service passes its own controlplane.Deployer (one that
+// builds images and applies them to its clusters) to cp.Run instead.
 package main
 
 import (
@@ -16,12 +21,14 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/deploysim"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -55,27 +62,53 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8125", "listen address")
 	flag.Parse()
 
-	st := storemem.New()
-	defer st.Close()
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	key := hex.EncodeToString(b[:])
-	mux, err := newMux(controlplane.New(st, nil), key)
+	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		log.Fatal(err)
 	}
-
-	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	fmt.Printf("listening on http://%s; try:\n  curl -H 'X-Api-Key: %s' http://%s/api-host/v2/deployments\n", ln.Addr(), key, ln.Addr())
+	if err := serve(ctx, ln, key, 0); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// serve runs the service on ln until ctx is done: the mux of newMux over an
+// in-memory store, and the control plane's reconcile loop with the
+// simulated deployer (step 0 means deploysim's default delay per status).
+// It returns once the server has shut down and the loop has handed back its
+// work.
+func serve(ctx context.Context, ln net.Listener, key string, step time.Duration) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st := storemem.New()
+	defer st.Close()
+	cp := controlplane.New(st, nil)
+	mux, err := newMux(cp, key)
+	if err != nil {
+		return err
+	}
+
+	// The reconcile loop: it claims new revisions and deletions and drives
+	// them through the Deployer until ctx is cancelled.
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- cp.Run(ctx, deploysim.New(&deploysim.Options{Step: step})) }()
+
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	fmt.Printf("listening on http://%s; try:\n  curl -H 'X-Api-Key: %s' http://%s/api-host/v2/deployments\n", *addr, key, *addr)
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-		log.Fatal(err)
+	serveErr := srv.Serve(ln)
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
 	}
+	cancel() // a listener error stops the loop too
+	return errors.Join(serveErr, <-loopDone)
 }

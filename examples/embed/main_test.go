@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/storemem"
@@ -84,5 +88,51 @@ func TestMountedAPI(t *testing.T) {
 		if got := get(srv.URL + url); !strings.HasPrefix(got, want) {
 			t.Errorf("GET %s: %q, want prefix %q", url, got, want)
 		}
+	}
+}
+
+// TestServeDeploys runs the example's whole service, reconcile loop
+// included, and polls a deployment created through the prefix until its
+// revision is DEPLOYED; then it stops the service through its context.
+func TestServeDeploys(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, ln, key, time.Millisecond) }()
+	base := "http://" + ln.Addr().String() + "/api-host/v2/deployments"
+
+	req, _ := http.NewRequest("POST", base,
+		strings.NewReader(`{"name": "agent", "source": "external_docker", "source_revision_config": {"image_uri": "img:1"}}`))
+	req.Header.Set("X-Api-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		ID               string `json:"id"`
+		LatestRevisionID string `json:"latest_revision_id"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&d)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("create: %d %v", resp.StatusCode, err)
+	}
+	revURL := base + "/" + d.ID + "/revisions/" + d.LatestRevisionID
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		got := get(revURL)
+		if strings.Contains(got, `"status":"DEPLOYED"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the revision did not reach DEPLOYED: %s", got)
+		}
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("serve: %v", err)
 	}
 }
