@@ -17,14 +17,14 @@ import (
 	"github.com/deployplane/deployplane/controlplane"
 )
 
-// readBody reads r's body, at most h.maxBody bytes (413 beyond).
-func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// readBody reads r's body, at most limit bytes (413 beyond).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	tooLarge := &statusError{status: http.StatusRequestEntityTooLarge,
-		detail: fmt.Sprintf("Request body is larger than the limit of %d bytes.", h.maxBody)}
-	if r.ContentLength > h.maxBody {
+		detail: fmt.Sprintf("Request body is larger than the limit of %d bytes.", limit)}
+	if r.ContentLength > limit {
 		return nil, tooLarge
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):

@@ -106,7 +106,8 @@
 // secret to Options.GitHubWebhookSecret. It takes no API key (GitHub holds
 // none): the proof is X-Hub-Signature-256, "sha256=" and the hex
 // HMAC-SHA256 of the raw body with the secret, which the handler computes
-// over the body as read (at most Options.MaxBodyBytes; 413 beyond) and
+// over the body as read (at most Options.WebhookMaxBodyBytes, 25 MiB by
+// default, the most GitHub sends; 413 beyond) and
 // compares in constant time. A missing or wrong signature (the SHA-1
 // X-Hub-Signature is not accepted) is 401 {"detail": ...}, and the body is
 // not looked at. Without a configured secret every delivery, signed or

@@ -13,7 +13,7 @@ import (
 // decodeRequest reads and decodes the body into v, merging its problems
 // with those of the path (pathErr), so that a 422 lists both.
 func (h *handler) decodeRequest(c *call, v any, optional bool, pathErr error) error {
-	body, err := h.readBody(c.w, c.r)
+	body, err := readBody(c.w, c.r, h.maxBody)
 	if err != nil {
 		return err
 	}

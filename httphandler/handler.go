@@ -25,6 +25,12 @@ import (
 // DefaultMaxBodyBytes is the default limit of a request body (1 MiB).
 const DefaultMaxBodyBytes = 1 << 20
 
+// DefaultWebhookMaxBodyBytes is the default limit of a GitHub webhook
+// delivery's body: 25 MiB, the most GitHub sends. A push of many commits
+// easily outgrows the API's 1 MiB, and a delivery refused with 413 is a
+// build that silently never happens.
+const DefaultWebhookMaxBodyBytes = 25 << 20
+
 // Options configure New. A nil *Options, and every zero field, means the
 // default.
 type Options struct {
@@ -34,8 +40,12 @@ type Options struct {
 	// answers 401. NewKeyTable builds the built-in one.
 	Authenticator Authenticator
 	// MaxBodyBytes limits request bodies; a larger one is a 413. Default
-	// DefaultMaxBodyBytes.
+	// DefaultMaxBodyBytes. The GitHub webhook has its own limit,
+	// WebhookMaxBodyBytes.
 	MaxBodyBytes int64
+	// WebhookMaxBodyBytes limits the body of a GitHub webhook delivery; a
+	// larger one is a 413. Default DefaultWebhookMaxBodyBytes.
+	WebhookMaxBodyBytes int64
 	// Logger receives one Info record per request ("request": method, path
 	// without the query, status, duration, request_id, tenant) and, at
 	// Error, the cause of every 500. Credentials, bodies and queries are
@@ -61,13 +71,15 @@ type handler struct {
 	cp      *controlplane.ControlPlane
 	oauth   *oauthflow.Service // nil: /v2/auth/* is not served
 	auth    Authenticator
-	maxBody int64
-	log     *slog.Logger
-	mux     *http.ServeMux
-	paths   *http.ServeMux // path patterns without methods, to tell 405 from 404
-	unclean http.Handler   // the 404 of paths that are not clean
-	allow   map[string]string
-	openapi []byte
+	maxBody int64 // request bodies
+	// webhookMaxBody limits GitHub webhook deliveries.
+	webhookMaxBody int64
+	log            *slog.Logger
+	mux            *http.ServeMux
+	paths          *http.ServeMux // path patterns without methods, to tell 405 from 404
+	unclean        http.Handler   // the 404 of paths that are not clean
+	allow          map[string]string
+	openapi        []byte
 
 	webhookSecret []byte // empty: the GitHub webhook is disabled
 
@@ -92,10 +104,12 @@ func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
 		oauth:   o.OAuth,
 		auth:    o.Authenticator,
 		maxBody: o.MaxBodyBytes,
-		log:     o.Logger,
-		mux:     http.NewServeMux(),
-		paths:   http.NewServeMux(),
-		allow:   map[string]string{},
+
+		webhookMaxBody: o.WebhookMaxBodyBytes,
+		log:            o.Logger,
+		mux:            http.NewServeMux(),
+		paths:          http.NewServeMux(),
+		allow:          map[string]string{},
 
 		webhookSecret: bytes.Clone(o.GitHubWebhookSecret),
 	}
@@ -104,6 +118,9 @@ func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.webhookMaxBody <= 0 {
+		h.webhookMaxBody = DefaultWebhookMaxBodyBytes
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

@@ -84,7 +84,7 @@ func (h *handler) githubWebhook(c *call) (int, any, error) {
 	if sig == "" {
 		return 0, nil, &statusError{status: http.StatusUnauthorized, detail: "Missing " + headerSignature + " header."}
 	}
-	body, err := h.readBody(c.w, c.r)
+	body, err := readBody(c.w, c.r, h.webhookMaxBody)
 	if err != nil {
 		return 0, nil, err
 	}

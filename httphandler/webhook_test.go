@@ -209,7 +209,7 @@ func TestWebhookIgnores(t *testing.T) {
 // TestWebhookRejects: a signed push the webhook cannot read is a 422 with
 // the problem's loc; a body over the limit is a 413; nothing is created.
 func TestWebhookRejects(t *testing.T) {
-	s := newServer(t, &httphandler.Options{MaxBodyBytes: 4096})
+	s := newServer(t, &httphandler.Options{WebhookMaxBodyBytes: 4096})
 	in := must[controlplane.Integration](t, s, keyA, "POST", "/v1/integrations/github", `{"installation_id": 42, "name": "acme"}`, 201)
 	d := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", `{"name": "tracks", "source": "github",
 		"source_config": {"integration_id": "`+in.ID+`", "repo_url": "https://github.com/acme/agent", "build_on_push": true},
@@ -299,4 +299,18 @@ func TestWebhookOpenAPI(t *testing.T) {
 	}
 	diff(t, "parameters", []string{"header X-Hub-Signature-256", "header X-GitHub-Event"}, params)
 	diff(t, "responses", []string{"202", "401", "413", "422", "503"}, keysOf(op.Responses))
+}
+
+// TestWebhookLargePush: a signed push far over the API's body limit (GitHub
+// sends up to 25 MB) still creates its revision, because the webhook has
+// its own, larger limit.
+func TestWebhookLargePush(t *testing.T) {
+	s := newServer(t, &httphandler.Options{MaxBodyBytes: 4096})
+	in := must[controlplane.Integration](t, s, keyA, "POST", "/v1/integrations/github", `{"installation_id": 42, "name": "acme"}`, 201)
+	must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", `{"name": "tracks", "source": "github",
+		"source_config": {"integration_id": "`+in.ID+`", "repo_url": "https://github.com/acme/agent", "build_on_push": true},
+		"source_revision_config": {"repo_ref": "main", "graph_config_path": "langgraph.json"}}`, 201)
+	big := pushBody(42, "refs/heads/main", pushed, "https://github.com/acme/agent.git")
+	big = big[:len(big)-1] + `, "padding": "` + strings.Repeat("x", 2<<20) + `"}`
+	diff(t, "revisions created by a 2 MiB push", 1, accepted(t, s.deliver("push", big)))
 }

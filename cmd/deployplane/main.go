@@ -73,6 +73,8 @@ Flags:
                       generated one (which stops working), print it once, and
                       serve; only when no key is configured
     -max-body-bytes N request body limit (default 1048576); larger bodies get 413
+                      (GitHub webhook deliveries may be up to 25 MiB, as GitHub
+                      sends them)
     -shutdown-timeout D
                       how long SIGINT/SIGTERM waits for requests in flight
                       (default 30s)
