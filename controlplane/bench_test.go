@@ -218,6 +218,38 @@ func BenchmarkGetDeploymentJSON(b *testing.B) {
 		})
 }
 
+// BenchmarkMarshalDeployment: the cost of the fixed-width wire timestamps.
+// json.Marshal of a Deployment (its MarshalJSON: a mirror struct with
+// six-digit timestamps) against the same fields encoded the way they were
+// before, by encoding/json's own time.Time encoding (a method-less copy of
+// the type). The deployment is BenchmarkGetDeploymentJSON's, with a
+// microsecond fraction.
+func BenchmarkMarshalDeployment(b *testing.B) {
+	type plainDeployment controlplane.Deployment // no MarshalJSON: the encoding before
+	at := time.Date(2026, 11, 21, 10, 4, 5, 123_456_000, time.UTC)
+	d := controlplane.Deployment{ID: "019a6b1c-2d3e-7f40-8a5b-6c7d8e9f0a1b", Name: "agent", Source: controlplane.SourceExternalDocker,
+		SourceConfig:         controlplane.SourceConfig{ResourceSpec: &controlplane.ResourceSpec{MinScale: new(int64(1)), MaxScale: new(int64(3)), CPU: new(0.5)}},
+		SourceRevisionConfig: controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/agent:1.0.0")},
+		Secrets:              []controlplane.Secret{{Name: "OPENAI_API_KEY", Value: "sk-0123456789"}},
+		CreatedAt:            at, UpdatedAt: at, Status: controlplane.StatusAwaitingDatabase, LatestRevisionID: new("019a6b1c-2d3e-7f40-8a5b-6c7d8e9f0a1c")}
+	plain := plainDeployment(d)
+	benchcmp.CompareNamed(b,
+		"time.Time encoding", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := json.Marshal(&plain); err != nil {
+					b.Fatal(err)
+				}
+			}
+		},
+		"wire encoding", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := json.Marshal(&d); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+}
+
 // quick walks a revision along its happy path with no delay.
 type quick struct{}
 

@@ -540,8 +540,8 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 }
 
 func (r *deploymentRecord) equal(o *deploymentRecord) bool {
-	a, _ := json.Marshal(r)
-	b, _ := json.Marshal(o)
+	a, _ := r.MarshalJSON()
+	b, _ := o.MarshalJSON()
 	return string(a) == string(b)
 }
 

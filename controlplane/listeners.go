@@ -76,7 +76,7 @@ func (cp *ControlPlane) CreateListener(ctx context.Context, tenant string, req *
 	if req.Version != nil {
 		l.Version = *req.Version
 	}
-	b, err := json.Marshal(l)
+	b, err := l.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func (cp *ControlPlane) UpdateListener(ctx context.Context, tenant, id string, r
 			return nil
 		}
 		next.UpdatedAt = later(now, l.UpdatedAt)
-		b, err := json.Marshal(&next)
+		b, err := next.MarshalJSON()
 		if err != nil {
 			return err
 		}

@@ -80,6 +80,29 @@ type deploymentRecord struct {
 	Tags []string `json:"tag_value_ids"`
 }
 
+// MarshalJSON encodes r as Deployment.MarshalJSON does, followed by
+// tag_value_ids: the stored record starts with the very bytes the wire
+// shows, which getDeploymentJSON relies on.
+func (r deploymentRecord) MarshalJSON() ([]byte, error) {
+	return marshalRecord(r.Deployment, struct {
+		Tags []string `json:"tag_value_ids"`
+	}{r.Tags})
+}
+
+// marshalRecord encodes a record: the wire value's JSON, then the members
+// of rest.
+func marshalRecord(wire json.Marshaler, rest any) ([]byte, error) {
+	b, err := wire.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	more, err := json.Marshal(rest)
+	if err != nil {
+		return nil, err
+	}
+	return appendMembers(b, more), nil
+}
+
 // tail is the deployment's place in the newest-first order: createdKey/id.
 func (r *deploymentRecord) tail() string { return createdKey(r.CreatedAt) + "/" + r.ID }
 
@@ -134,7 +157,7 @@ func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
 	if r.Secrets == nil {
 		r.Secrets = []Secret{}
 	}
-	b, err := json.Marshal(r)
+	b, err := r.MarshalJSON() // directly: json.Marshal would re-validate the bytes, doubling the cost
 	if err != nil {
 		return err
 	}
@@ -296,8 +319,25 @@ type revisionRecord struct {
 	ImageVersion *string `json:"image_version,omitempty"`
 }
 
+// revisionRecordRest is the part of a revisionRecord after its Revision.
+type revisionRecordRest struct {
+	DeploymentID   string        `json:"deployment_id"`
+	Secrets        []Secret      `json:"secrets"`
+	ResourceSpec   *ResourceSpec `json:"resource_spec"`
+	InstallCommand *string       `json:"install_command"`
+	BuildCommand   *string       `json:"build_command"`
+	ImageVersion   *string       `json:"image_version,omitempty"`
+}
+
+// MarshalJSON encodes rev as Revision.MarshalJSON does, followed by the
+// snapshot fields.
+func (rev revisionRecord) MarshalJSON() ([]byte, error) {
+	return marshalRecord(rev.Revision, &revisionRecordRest{rev.DeploymentID, rev.Secrets, rev.ResourceSpec,
+		rev.InstallCommand, rev.BuildCommand, rev.ImageVersion})
+}
+
 func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) error {
-	b, err := json.Marshal(rev)
+	b, err := rev.MarshalJSON()
 	if err != nil {
 		return err
 	}

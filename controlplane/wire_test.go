@@ -10,7 +10,7 @@ import (
 )
 
 // TestWireShapes pins the JSON of every response type: names, nulls that
-// stay null, [] for empty lists, RFC 3339 UTC timestamps.
+// stay null, [] for empty lists, RFC 3339 UTC timestamps with six fractional digits.
 func TestWireShapes(t *testing.T) {
 	f := newFixture(t, nil)
 	intID := f.integration(tenantA)
@@ -40,15 +40,15 @@ func TestWireShapes(t *testing.T) {
 				"custom_url":"https://agent-00000000-0000-7000-8000-000000000002.deployplane.local",
 				"resource_spec":null,"listener_id":null,"listener_config":null,"install_command":null,"build_command":null},
 			"source_revision_config":{"repo_ref":"main","graph_config_path":"langgraph.json","image_uri":null,"repo_commit_sha":null},
-			"secrets":[],"created_at":"2026-11-21T10:00:02Z","updated_at":"2026-11-21T10:00:02Z","status":"AWAITING_DATABASE",
+			"secrets":[],"created_at":"2026-11-21T10:00:02.000000Z","updated_at":"2026-11-21T10:00:02.000000Z","status":"AWAITING_DATABASE",
 			"latest_revision_id":"00000000-0000-7000-8000-000000000003","active_revision_id":null,"image_version":null}`},
-		{"revision", rev, `{"id":"00000000-0000-7000-8000-000000000003","created_at":"2026-11-21T10:00:02Z","updated_at":"2026-11-21T10:00:02Z",
+		{"revision", rev, `{"id":"00000000-0000-7000-8000-000000000003","created_at":"2026-11-21T10:00:02.000000Z","updated_at":"2026-11-21T10:00:02.000000Z",
 			"status":"CREATING","source":"github",
 			"source_revision_config":{"repo_ref":"main","graph_config_path":"langgraph.json","image_uri":null,"repo_commit_sha":null},
 			"status_message":null}`},
 		{"empty page", empty, `{"resources":[],"offset":0}`},
 		{"listener", lis, `{"id":"00000000-0000-7000-8000-000000000004","compute_type":"k8s","compute_id":"cluster-3",
-			"compute_config":{"k8s_namespaces":[]},"version":"","created_at":"2026-11-21T10:00:03Z","updated_at":"2026-11-21T10:00:03Z"}`},
+			"compute_config":{"k8s_namespaces":[]},"version":"","created_at":"2026-11-21T10:00:03.000000Z","updated_at":"2026-11-21T10:00:03.000000Z"}`},
 		{"validation problems", problems(t, verr), `[{"loc":["body","source"],"msg":"Field required","type":"missing"},
 			{"loc":["body","name"],"msg":"Field required","type":"missing"}]`},
 	}

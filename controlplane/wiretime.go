@@ -1,0 +1,166 @@
+package controlplane
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// wireLayout is the timestamp format of the wire contract (section 1):
+// RFC 3339 in UTC, always six fractional digits and a Z, as the hosted
+// service writes it. Fixed width, so timestamps also sort as strings.
+const wireLayout = "2006-01-02T15:04:05.000000Z"
+
+// wireTime is a time.Time that encodes in wireLayout. The exported types
+// keep time.Time fields; their MarshalJSON methods encode a mirror struct
+// whose timestamps are wireTime. Decoding needs nothing of the kind:
+// time.Time accepts any RFC 3339 time, with or without a fraction, so
+// records stored by earlier builds still decode.
+type wireTime time.Time
+
+// MarshalText formats t in UTC with six fractional digits; digits beyond
+// the microsecond are dropped (truncated, as the ControlPlane's clock is).
+// Like time.Time, it fails for a year outside [0,9999].
+func (t wireTime) MarshalText() ([]byte, error) {
+	u := time.Time(t).UTC()
+	if y := u.Year(); y < 0 || y > 9999 {
+		return nil, errors.New("controlplane: timestamp year outside of range [0,9999]")
+	}
+	return u.AppendFormat(make([]byte, 0, len(wireLayout)), wireLayout), nil
+}
+
+// deploymentJSON is Deployment as encoded: the same fields, names and
+// order, with wireTime timestamps (TestWireMirrors keeps them in step).
+type deploymentJSON struct {
+	ID                   string               `json:"id"`
+	Name                 string               `json:"name"`
+	Source               Source               `json:"source"`
+	SourceConfig         SourceConfig         `json:"source_config"`
+	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
+	Secrets              []Secret             `json:"secrets"`
+	CreatedAt            wireTime             `json:"created_at"`
+	UpdatedAt            wireTime             `json:"updated_at"`
+	Status               DeploymentStatus     `json:"status"`
+	LatestRevisionID     *string              `json:"latest_revision_id"`
+	ActiveRevisionID     *string              `json:"active_revision_id"`
+	ImageVersion         *string              `json:"image_version"`
+}
+
+// MarshalJSON encodes d with its timestamps in the wire format
+// (2026-11-21T10:04:05.123456Z: UTC, six fractional digits).
+func (d Deployment) MarshalJSON() ([]byte, error) {
+	return json.Marshal(&deploymentJSON{
+		ID:                   d.ID,
+		Name:                 d.Name,
+		Source:               d.Source,
+		SourceConfig:         d.SourceConfig,
+		SourceRevisionConfig: d.SourceRevisionConfig,
+		Secrets:              d.Secrets,
+		CreatedAt:            wireTime(d.CreatedAt),
+		UpdatedAt:            wireTime(d.UpdatedAt),
+		Status:               d.Status,
+		LatestRevisionID:     d.LatestRevisionID,
+		ActiveRevisionID:     d.ActiveRevisionID,
+		ImageVersion:         d.ImageVersion,
+	})
+}
+
+// revisionJSON is Revision as encoded (see deploymentJSON).
+type revisionJSON struct {
+	ID                   string               `json:"id"`
+	CreatedAt            wireTime             `json:"created_at"`
+	UpdatedAt            wireTime             `json:"updated_at"`
+	Status               RevisionStatus       `json:"status"`
+	Source               Source               `json:"source"`
+	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
+	StatusMessage        *string              `json:"status_message"`
+}
+
+// MarshalJSON encodes r with its timestamps in the wire format.
+func (r Revision) MarshalJSON() ([]byte, error) {
+	return json.Marshal(&revisionJSON{
+		ID:                   r.ID,
+		CreatedAt:            wireTime(r.CreatedAt),
+		UpdatedAt:            wireTime(r.UpdatedAt),
+		Status:               r.Status,
+		Source:               r.Source,
+		SourceRevisionConfig: r.SourceRevisionConfig,
+		StatusMessage:        r.StatusMessage,
+	})
+}
+
+// listenerJSON is Listener as encoded (see deploymentJSON).
+type listenerJSON struct {
+	ID            string        `json:"id"`
+	ComputeType   string        `json:"compute_type"`
+	ComputeID     string        `json:"compute_id"`
+	ComputeConfig ComputeConfig `json:"compute_config"`
+	Version       string        `json:"version"`
+	CreatedAt     wireTime      `json:"created_at"`
+	UpdatedAt     wireTime      `json:"updated_at"`
+}
+
+// MarshalJSON encodes l with its timestamps in the wire format.
+func (l Listener) MarshalJSON() ([]byte, error) {
+	return json.Marshal(&listenerJSON{
+		ID:            l.ID,
+		ComputeType:   l.ComputeType,
+		ComputeID:     l.ComputeID,
+		ComputeConfig: l.ComputeConfig,
+		Version:       l.Version,
+		CreatedAt:     wireTime(l.CreatedAt),
+		UpdatedAt:     wireTime(l.UpdatedAt),
+	})
+}
+
+// appendMembers returns the JSON object obj with the members of the JSON
+// object more appended after its own. Records that embed a wire type use
+// it: the embedded type's MarshalJSON would otherwise be promoted and drop
+// the record's own fields.
+func appendMembers(obj, more []byte) []byte {
+	if len(more) <= 2 { // {}
+		return obj
+	}
+	if len(obj) <= 2 {
+		return more
+	}
+	obj = append(obj[:len(obj)-1], ',')
+	return append(obj, more[1:]...)
+}
+
+// MarshalJSON encodes p as encoding/json would encode its fields, calling
+// each deployment's MarshalJSON directly: json.Marshal validates and
+// compacts whatever a MarshalJSON method returns, which for a page of wire
+// values would double the cost of encoding it.
+func (p DeploymentPage) MarshalJSON() ([]byte, error) { return marshalPage(p.Resources, p.Offset) }
+
+// MarshalJSON encodes p; see DeploymentPage.MarshalJSON.
+func (p RevisionPage) MarshalJSON() ([]byte, error) { return marshalPage(p.Resources, p.Offset) }
+
+// MarshalJSON encodes p; see DeploymentPage.MarshalJSON.
+func (p ListenerPage) MarshalJSON() ([]byte, error) { return marshalPage(p.Resources, p.Offset) }
+
+// marshalPage encodes {"resources":items,"offset":offset}.
+func marshalPage[T json.Marshaler](items []T, offset int) ([]byte, error) {
+	b := append(make([]byte, 0, 32+len(items)*1024), `{"resources":`...)
+	if items == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, it := range items {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			j, err := it.MarshalJSON()
+			if err != nil {
+				return nil, err
+			}
+			b = append(b, j...)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, int64(offset), 10)
+	return append(b, '}'), nil
+}
