@@ -218,14 +218,19 @@ func BenchmarkGetDeploymentJSON(b *testing.B) {
 		})
 }
 
-// BenchmarkMarshalDeployment: the cost of the fixed-width wire timestamps.
-// json.Marshal of a Deployment (its MarshalJSON: a mirror struct with
-// six-digit timestamps) against the same fields encoded the way they were
-// before, by encoding/json's own time.Time encoding (a method-less copy of
-// the type). The deployment is BenchmarkGetDeploymentJSON's, with a
-// microsecond fraction.
+// BenchmarkMarshalDeployment: the cost of the fixed-width wire timestamps,
+// against the encoding before them (encoding/json's own time.Time
+// encoding, through a method-less copy of the type), for one deployment
+// (BenchmarkGetDeploymentJSON's, with a microsecond fraction) and a page
+// of 100 of them. "MarshalJSON" calls the method directly, as the store
+// writes and httphandler's answers do; "json.Marshal" is what an embedder
+// pays, encoding/json validating and compacting what MarshalJSON returns.
 func BenchmarkMarshalDeployment(b *testing.B) {
 	type plainDeployment controlplane.Deployment // no MarshalJSON: the encoding before
+	type plainPage struct {                      // likewise for a page
+		Resources []plainDeployment `json:"resources"`
+		Offset    int               `json:"offset"`
+	}
 	at := time.Date(2026, 11, 21, 10, 4, 5, 123_456_000, time.UTC)
 	d := controlplane.Deployment{ID: "019a6b1c-2d3e-7f40-8a5b-6c7d8e9f0a1b", Name: "agent", Source: controlplane.SourceExternalDocker,
 		SourceConfig:         controlplane.SourceConfig{ResourceSpec: &controlplane.ResourceSpec{MinScale: new(int64(1)), MaxScale: new(int64(3)), CPU: new(0.5)}},
@@ -233,21 +238,34 @@ func BenchmarkMarshalDeployment(b *testing.B) {
 		Secrets:              []controlplane.Secret{{Name: "OPENAI_API_KEY", Value: "sk-0123456789"}},
 		CreatedAt:            at, UpdatedAt: at, Status: controlplane.StatusAwaitingDatabase, LatestRevisionID: new("019a6b1c-2d3e-7f40-8a5b-6c7d8e9f0a1c")}
 	plain := plainDeployment(d)
-	benchcmp.CompareNamed(b,
-		"time.Time encoding", func(b *testing.B) {
+	page := controlplane.DeploymentPage{Offset: 100}
+	var pp plainPage
+	for range 100 {
+		page.Resources = append(page.Resources, d)
+		pp.Resources = append(pp.Resources, plain)
+	}
+	run := func(v any) func(b *testing.B) {
+		return func(b *testing.B) {
 			for b.Loop() {
-				if _, err := json.Marshal(&plain); err != nil {
+				if _, err := json.Marshal(v); err != nil {
 					b.Fatal(err)
 				}
 			}
-		},
-		"wire encoding", func(b *testing.B) {
+		}
+	}
+	direct := func(m json.Marshaler) func(b *testing.B) {
+		return func(b *testing.B) {
 			for b.Loop() {
-				if _, err := json.Marshal(&d); err != nil {
+				if _, err := m.MarshalJSON(); err != nil {
 					b.Fatal(err)
 				}
 			}
-		})
+		}
+	}
+	b.Run("one/MarshalJSON", func(b *testing.B) { benchcmp.CompareNamed(b, "before", run(&plain), "wire", direct(d)) })
+	b.Run("one/json.Marshal", func(b *testing.B) { benchcmp.CompareNamed(b, "before", run(&plain), "wire", run(&d)) })
+	b.Run("page100/MarshalJSON", func(b *testing.B) { benchcmp.CompareNamed(b, "before", run(&pp), "wire", direct(page)) })
+	b.Run("page100/json.Marshal", func(b *testing.B) { benchcmp.CompareNamed(b, "before", run(&pp), "wire", run(&page)) })
 }
 
 // quick walks a revision along its happy path with no delay.

@@ -59,7 +59,8 @@ const (
 )
 
 // Deployment is a deployment as it appears on the wire. Timestamps are UTC
-// with microsecond precision. Secrets is never nil in values returned by the
+// with microsecond precision and encode with six fractional digits
+// (2026-11-21T10:04:05.123456Z; see the package doc). Secrets is never nil in values returned by the
 // ControlPlane (an empty list encodes as []).
 type Deployment struct {
 	ID                   string               `json:"id"`

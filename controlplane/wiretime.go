@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -21,9 +22,11 @@ type wireTime time.Time
 
 // MarshalText formats t in UTC with six fractional digits; digits beyond
 // the microsecond are dropped (truncated, as the ControlPlane's clock is).
-// Like time.Time, it fails for a year outside [0,9999].
-func (t wireTime) MarshalText() ([]byte, error) {
-	u := time.Time(t).UTC()
+// Like time.Time, it fails for a year outside [0,9999]. The receiver is a
+// pointer so that encoding/json need not copy the value into an interface
+// (the mirrors are always encoded through a pointer, so addressable).
+func (t *wireTime) MarshalText() ([]byte, error) {
+	u := time.Time(*t).UTC()
 	if y := u.Year(); y < 0 || y > 9999 {
 		return nil, errors.New("controlplane: timestamp year outside of range [0,9999]")
 	}
@@ -49,8 +52,11 @@ type deploymentJSON struct {
 
 // MarshalJSON encodes d with its timestamps in the wire format
 // (2026-11-21T10:04:05.123456Z: UTC, six fractional digits).
-func (d Deployment) MarshalJSON() ([]byte, error) {
-	return json.Marshal(&deploymentJSON{
+func (d Deployment) MarshalJSON() ([]byte, error) { return json.Marshal(d.mirror()) }
+
+// mirror is d as encoded.
+func (d Deployment) mirror() any {
+	return &deploymentJSON{
 		ID:                   d.ID,
 		Name:                 d.Name,
 		Source:               d.Source,
@@ -63,7 +69,7 @@ func (d Deployment) MarshalJSON() ([]byte, error) {
 		LatestRevisionID:     d.LatestRevisionID,
 		ActiveRevisionID:     d.ActiveRevisionID,
 		ImageVersion:         d.ImageVersion,
-	})
+	}
 }
 
 // revisionJSON is Revision as encoded (see deploymentJSON).
@@ -78,8 +84,11 @@ type revisionJSON struct {
 }
 
 // MarshalJSON encodes r with its timestamps in the wire format.
-func (r Revision) MarshalJSON() ([]byte, error) {
-	return json.Marshal(&revisionJSON{
+func (r Revision) MarshalJSON() ([]byte, error) { return json.Marshal(r.mirror()) }
+
+// mirror is r as encoded.
+func (r Revision) mirror() any {
+	return &revisionJSON{
 		ID:                   r.ID,
 		CreatedAt:            wireTime(r.CreatedAt),
 		UpdatedAt:            wireTime(r.UpdatedAt),
@@ -87,7 +96,7 @@ func (r Revision) MarshalJSON() ([]byte, error) {
 		Source:               r.Source,
 		SourceRevisionConfig: r.SourceRevisionConfig,
 		StatusMessage:        r.StatusMessage,
-	})
+	}
 }
 
 // listenerJSON is Listener as encoded (see deploymentJSON).
@@ -102,8 +111,11 @@ type listenerJSON struct {
 }
 
 // MarshalJSON encodes l with its timestamps in the wire format.
-func (l Listener) MarshalJSON() ([]byte, error) {
-	return json.Marshal(&listenerJSON{
+func (l Listener) MarshalJSON() ([]byte, error) { return json.Marshal(l.mirror()) }
+
+// mirror is l as encoded.
+func (l Listener) mirror() any {
+	return &listenerJSON{
 		ID:            l.ID,
 		ComputeType:   l.ComputeType,
 		ComputeID:     l.ComputeID,
@@ -111,7 +123,7 @@ func (l Listener) MarshalJSON() ([]byte, error) {
 		Version:       l.Version,
 		CreatedAt:     wireTime(l.CreatedAt),
 		UpdatedAt:     wireTime(l.UpdatedAt),
-	})
+	}
 }
 
 // appendMembers returns the JSON object obj with the members of the JSON
@@ -141,26 +153,36 @@ func (p RevisionPage) MarshalJSON() ([]byte, error) { return marshalPage(p.Resou
 // MarshalJSON encodes p; see DeploymentPage.MarshalJSON.
 func (p ListenerPage) MarshalJSON() ([]byte, error) { return marshalPage(p.Resources, p.Offset) }
 
-// marshalPage encodes {"resources":items,"offset":offset}.
-func marshalPage[T json.Marshaler](items []T, offset int) ([]byte, error) {
-	b := append(make([]byte, 0, 32+len(items)*1024), `{"resources":`...)
+// mirrored is a wire type: mirror returns the struct it encodes as.
+type mirrored interface{ mirror() any }
+
+// marshalPage encodes {"resources":items,"offset":offset}: one buffer and
+// one json.Encoder for all items (Encode writes what json.Marshal returns,
+// and a newline, which is cut).
+func marshalPage[T mirrored](items []T, offset int) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString(`{"resources":`)
 	if items == nil {
-		b = append(b, "null"...)
+		buf.WriteString("null")
 	} else {
-		b = append(b, '[')
-		for i, it := range items {
+		buf.WriteByte('[')
+		enc := json.NewEncoder(&buf)
+		for i := range items {
 			if i > 0 {
-				b = append(b, ',')
+				buf.WriteByte(',')
 			}
-			j, err := it.MarshalJSON()
-			if err != nil {
+			if err := enc.Encode(items[i].mirror()); err != nil {
 				return nil, err
 			}
-			b = append(b, j...)
+			buf.Truncate(buf.Len() - 1)
+			if i == 0 {
+				buf.Grow(buf.Len() * len(items))
+			}
 		}
-		b = append(b, ']')
+		buf.WriteByte(']')
 	}
-	b = append(b, `,"offset":`...)
-	b = strconv.AppendInt(b, int64(offset), 10)
-	return append(b, '}'), nil
+	buf.WriteString(`,"offset":`)
+	buf.Write(strconv.AppendInt(buf.AvailableBuffer(), int64(offset), 10))
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
 }

@@ -20,9 +20,11 @@ type wireTime time.Time
 
 // MarshalText formats t in UTC with six fractional digits, truncating
 // below the microsecond (the Service's clock truncates too). Like
-// time.Time, it fails for a year outside [0,9999].
-func (t wireTime) MarshalText() ([]byte, error) {
-	u := time.Time(t).UTC()
+// time.Time, it fails for a year outside [0,9999]. The receiver is a
+// pointer so that encoding/json need not copy the value into an interface
+// (the mirror is always encoded through a pointer, so addressable).
+func (t *wireTime) MarshalText() ([]byte, error) {
+	u := time.Time(*t).UTC()
 	if y := u.Year(); y < 0 || y > 9999 {
 		return nil, errors.New("oauthflow: timestamp year outside of range [0,9999]")
 	}
