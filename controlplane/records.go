@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deployplane/deployplane/internal/wirejson"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -100,7 +101,7 @@ func marshalRecord(wire json.Marshaler, rest any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return appendMembers(b, more), nil
+	return wirejson.AppendMembers(b, more), nil
 }
 
 // tail is the deployment's place in the newest-first order: createdKey/id.

@@ -3,38 +3,13 @@ package controlplane
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strconv"
-	"time"
+
+	"github.com/deployplane/deployplane/internal/wirejson"
 )
 
-// wireLayout is the timestamp format of the wire contract (section 1):
-// RFC 3339 in UTC, always six fractional digits and a Z, as the hosted
-// service writes it. Fixed width, so timestamps also sort as strings.
-const wireLayout = "2006-01-02T15:04:05.000000Z"
-
-// wireTime is a time.Time that encodes in wireLayout. The exported types
-// keep time.Time fields; their MarshalJSON methods encode a mirror struct
-// whose timestamps are wireTime. Decoding needs nothing of the kind:
-// time.Time accepts any RFC 3339 time, with or without a fraction, so
-// records stored by earlier builds still decode.
-type wireTime time.Time
-
-// MarshalText formats t in UTC with six fractional digits; digits beyond
-// the microsecond are dropped (truncated, as the ControlPlane's clock is).
-// Like time.Time, it fails for a year outside [0,9999]. The receiver is a
-// pointer so that encoding/json need not copy the value into an interface
-// (the mirrors are always encoded through a pointer, so addressable).
-func (t *wireTime) MarshalText() ([]byte, error) {
-	u := time.Time(*t).UTC()
-	if y := u.Year(); y < 0 || y > 9999 {
-		return nil, errors.New("controlplane: timestamp year outside of range [0,9999]")
-	}
-	return u.AppendFormat(make([]byte, 0, len(wireLayout)), wireLayout), nil
-}
-
 // deploymentJSON is Deployment as encoded: the same fields, names and
-// order, with wireTime timestamps (TestWireMirrors keeps them in step).
+// order, with wirejson.Time timestamps (TestWireMirrors keeps them in step).
 type deploymentJSON struct {
 	ID                   string               `json:"id"`
 	Name                 string               `json:"name"`
@@ -42,8 +17,8 @@ type deploymentJSON struct {
 	SourceConfig         SourceConfig         `json:"source_config"`
 	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
 	Secrets              []Secret             `json:"secrets"`
-	CreatedAt            wireTime             `json:"created_at"`
-	UpdatedAt            wireTime             `json:"updated_at"`
+	CreatedAt            wirejson.Time        `json:"created_at"`
+	UpdatedAt            wirejson.Time        `json:"updated_at"`
 	Status               DeploymentStatus     `json:"status"`
 	LatestRevisionID     *string              `json:"latest_revision_id"`
 	ActiveRevisionID     *string              `json:"active_revision_id"`
@@ -63,8 +38,8 @@ func (d Deployment) mirror() any {
 		SourceConfig:         d.SourceConfig,
 		SourceRevisionConfig: d.SourceRevisionConfig,
 		Secrets:              d.Secrets,
-		CreatedAt:            wireTime(d.CreatedAt),
-		UpdatedAt:            wireTime(d.UpdatedAt),
+		CreatedAt:            wirejson.Time(d.CreatedAt),
+		UpdatedAt:            wirejson.Time(d.UpdatedAt),
 		Status:               d.Status,
 		LatestRevisionID:     d.LatestRevisionID,
 		ActiveRevisionID:     d.ActiveRevisionID,
@@ -75,8 +50,8 @@ func (d Deployment) mirror() any {
 // revisionJSON is Revision as encoded (see deploymentJSON).
 type revisionJSON struct {
 	ID                   string               `json:"id"`
-	CreatedAt            wireTime             `json:"created_at"`
-	UpdatedAt            wireTime             `json:"updated_at"`
+	CreatedAt            wirejson.Time        `json:"created_at"`
+	UpdatedAt            wirejson.Time        `json:"updated_at"`
 	Status               RevisionStatus       `json:"status"`
 	Source               Source               `json:"source"`
 	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
@@ -90,8 +65,8 @@ func (r Revision) MarshalJSON() ([]byte, error) { return json.Marshal(r.mirror()
 func (r Revision) mirror() any {
 	return &revisionJSON{
 		ID:                   r.ID,
-		CreatedAt:            wireTime(r.CreatedAt),
-		UpdatedAt:            wireTime(r.UpdatedAt),
+		CreatedAt:            wirejson.Time(r.CreatedAt),
+		UpdatedAt:            wirejson.Time(r.UpdatedAt),
 		Status:               r.Status,
 		Source:               r.Source,
 		SourceRevisionConfig: r.SourceRevisionConfig,
@@ -106,8 +81,8 @@ type listenerJSON struct {
 	ComputeID     string        `json:"compute_id"`
 	ComputeConfig ComputeConfig `json:"compute_config"`
 	Version       string        `json:"version"`
-	CreatedAt     wireTime      `json:"created_at"`
-	UpdatedAt     wireTime      `json:"updated_at"`
+	CreatedAt     wirejson.Time `json:"created_at"`
+	UpdatedAt     wirejson.Time `json:"updated_at"`
 }
 
 // MarshalJSON encodes l with its timestamps in the wire format.
@@ -121,24 +96,9 @@ func (l Listener) mirror() any {
 		ComputeID:     l.ComputeID,
 		ComputeConfig: l.ComputeConfig,
 		Version:       l.Version,
-		CreatedAt:     wireTime(l.CreatedAt),
-		UpdatedAt:     wireTime(l.UpdatedAt),
+		CreatedAt:     wirejson.Time(l.CreatedAt),
+		UpdatedAt:     wirejson.Time(l.UpdatedAt),
 	}
-}
-
-// appendMembers returns the JSON object obj with the members of the JSON
-// object more appended after its own. Records that embed a wire type use
-// it: the embedded type's MarshalJSON would otherwise be promoted and drop
-// the record's own fields.
-func appendMembers(obj, more []byte) []byte {
-	if len(more) <= 2 { // {}
-		return obj
-	}
-	if len(obj) <= 2 {
-		return more
-	}
-	obj = append(obj[:len(obj)-1], ',')
-	return append(obj, more[1:]...)
 }
 
 // MarshalJSON encodes p as encoding/json would encode its fields, calling

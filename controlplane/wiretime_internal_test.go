@@ -10,12 +10,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/deployplane/deployplane/internal/wirejson"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storemem"
 )
 
 // TestWireMirrors: each encoding mirror has its type's JSON fields, in the
-// same order, with the same tags and types, time.Time as wireTime. A field
+// same order, with the same tags and types, time.Time as wirejson.Time. A field
 // added to a wire type without its mirror fails here.
 func TestWireMirrors(t *testing.T) {
 	type field struct{ Name, Tag, Type string }
@@ -26,7 +27,7 @@ func TestWireMirrors(t *testing.T) {
 				continue
 			}
 			ft := f.Type.String()
-			if f.Type == reflect.TypeFor[wireTime]() {
+			if f.Type == reflect.TypeFor[wirejson.Time]() {
 				ft = reflect.TypeFor[time.Time]().String()
 			}
 			out = append(out, field{f.Name, string(f.Tag), ft})

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/deployplane/deployplane/internal/wirejson"
 )
 
 // TestProviderMirror: providerJSON has Provider's fields in the same
-// order, with the same tags and types (time.Time as wireTime), and
+// order, with the same tags and types (time.Time as wirejson.Time), and
 // providerRecordRest the fields providerRecord adds.
 func TestProviderMirror(t *testing.T) {
 	type field struct{ Name, Tag, Type string }
@@ -21,7 +23,7 @@ func TestProviderMirror(t *testing.T) {
 				continue
 			}
 			ft := f.Type.String()
-			if f.Type == reflect.TypeFor[wireTime]() {
+			if f.Type == reflect.TypeFor[wirejson.Time]() {
 				ft = reflect.TypeFor[time.Time]().String()
 			}
 			out = append(out, field{f.Name, string(f.Tag), ft})
