@@ -264,20 +264,26 @@ func removePending(tx store.Tx, tenant, id string) error {
 	return nil
 }
 
-// getDeployment reads a deployment of the tenant, or a *NotFoundError.
-func getDeployment(r store.Reader, tenant, id string) (*deploymentRecord, error) {
-	b, err := r.Get(colDeployments, key(tenant, id))
+// getRecord reads the JSON record under k in collection col into a new T,
+// or returns a *NotFoundError of kind and id when there is none.
+func getRecord[T any](r store.Reader, col, k, kind, id string) (*T, error) {
+	b, err := r.Get(col, k)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, &NotFoundError{Kind: KindDeployment, ID: id}
+		return nil, &NotFoundError{Kind: kind, ID: id}
 	}
 	if err != nil {
 		return nil, err
 	}
-	var rec deploymentRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return nil, fmt.Errorf("controlplane: decoding deployment %s: %w", id, err)
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("controlplane: decoding %s %s: %w", strings.ToLower(kind), id, err)
 	}
-	return &rec, nil
+	return &v, nil
+}
+
+// getDeployment reads a deployment of the tenant, or a *NotFoundError.
+func getDeployment(r store.Reader, tenant, id string) (*deploymentRecord, error) {
+	return getRecord[deploymentRecord](r, colDeployments, key(tenant, id), KindDeployment, id)
 }
 
 // tagsField starts the last field of a stored deployment record.
@@ -354,34 +360,15 @@ func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) er
 	return tx.Put(colRevisionOrder, key(tenant, rev.DeploymentID, createdKey(rev.CreatedAt), rev.ID), []byte(rev.Status))
 }
 
+// getRevision reads a revision of the tenant's deployment, or a
+// *NotFoundError.
 func getRevision(r store.Reader, tenant, deploymentID, id string) (*revisionRecord, error) {
-	b, err := r.Get(colRevisions, key(tenant, deploymentID, id))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, &NotFoundError{Kind: KindRevision, ID: id}
-	}
-	if err != nil {
-		return nil, err
-	}
-	var rec revisionRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return nil, fmt.Errorf("controlplane: decoding revision %s: %w", id, err)
-	}
-	return &rec, nil
+	return getRecord[revisionRecord](r, colRevisions, key(tenant, deploymentID, id), KindRevision, id)
 }
 
+// getListener reads a listener of the tenant, or a *NotFoundError.
 func getListener(r store.Reader, tenant, id string) (*Listener, error) {
-	b, err := r.Get(colListeners, key(tenant, id))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, &NotFoundError{Kind: KindListener, ID: id}
-	}
-	if err != nil {
-		return nil, err
-	}
-	var l Listener
-	if err := json.Unmarshal(b, &l); err != nil {
-		return nil, fmt.Errorf("controlplane: decoding listener %s: %w", id, err)
-	}
-	return &l, nil
+	return getRecord[Listener](r, colListeners, key(tenant, id), KindListener, id)
 }
 
 // integrationRecord is what cp_integrations holds.
