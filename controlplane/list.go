@@ -432,21 +432,11 @@ func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID 
 		if q.RemoteReconciled != nil && *q.RemoteReconciled != (d.Source == SourceExternalDocker) {
 			return nil
 		}
-		prefix := key(tenant, did) + "/"
-		skip := q.Offset
-		var ids []string
-		err = r.Scan(colRevisionOrder, prefix, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
-			if len(q.Status) > 0 && !slices.Contains(q.Status, RevisionStatus(v)) {
-				return true, nil
-			}
-			if skip > 0 {
-				skip--
-				return true, nil
-			}
-			_, id, _ := strings.Cut(k[len(prefix):], "/")
-			ids = append(ids, id)
-			return len(ids) < limit, nil
-		})
+		var keep func([]byte) bool
+		if len(q.Status) > 0 {
+			keep = func(status []byte) bool { return slices.Contains(q.Status, RevisionStatus(status)) }
+		}
+		ids, err := pageIDs(r, colRevisionOrder, key(tenant, did)+"/", q.Offset, limit, keep)
 		if err != nil {
 			return err
 		}
@@ -466,4 +456,26 @@ func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID 
 		page = []Revision{}
 	}
 	return &RevisionPage{Resources: page, Offset: q.Offset + len(page)}, nil
+}
+
+// pageIDs walks the order records under prefix newest first (keys
+// prefix+createdKey+"/"+id) and returns the ids of one page: of the records
+// keep accepts (nil accepts all, and is given the record's value), it skips
+// offset and returns at most limit. Only keys are read, so a deep offset
+// costs no decoding.
+func pageIDs(r store.Reader, col, prefix string, offset, limit int, keep func(value []byte) bool) ([]string, error) {
+	var ids []string
+	err := r.Scan(col, prefix, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
+		if keep != nil && !keep(v) {
+			return true, nil
+		}
+		if offset > 0 {
+			offset--
+			return true, nil
+		}
+		_, id, _ := strings.Cut(k[len(prefix):], "/")
+		ids = append(ids, id)
+		return len(ids) < limit, nil
+	})
+	return ids, err
 }

@@ -135,18 +135,7 @@ func (cp *ControlPlane) ListListeners(ctx context.Context, tenant string, q *Lis
 	var page []Listener
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		page = page[:0]
-		prefix := tenant + "/"
-		skip := q.Offset
-		var ids []string
-		err := r.Scan(colListenerOrder, prefix, &store.ScanOptions{Reverse: true}, func(k string, _ []byte) (bool, error) {
-			if skip > 0 {
-				skip--
-				return true, nil
-			}
-			_, id, _ := strings.Cut(k[len(prefix):], "/")
-			ids = append(ids, id)
-			return len(ids) < limit, nil
-		})
+		ids, err := pageIDs(r, colListenerOrder, tenant+"/", q.Offset, limit, nil)
 		if err != nil {
 			return err
 		}
