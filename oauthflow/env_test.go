@@ -127,14 +127,21 @@ func (e *env) addProvider(t testing.TB, tenant, providerID string, pkce bool) oa
 	return p
 }
 
+// authenticate calls Authenticate and fails the test on an error.
+func (e *env) authenticate(t testing.TB, tenant string, req oauthflow.AuthRequest) oauthflow.AuthResult {
+	t.Helper()
+	res, err := e.svc.Authenticate(context.Background(), tenant, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // login runs a whole flow for user and returns the token it yields.
 func (e *env) login(t testing.TB, tenant, providerID, user string, scopes ...string) string {
 	t.Helper()
 	ctx := context.Background()
-	res, err := e.svc.Authenticate(ctx, tenant, oauthflow.AuthRequest{UserID: user, Provider: providerID, Scopes: scopes})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenant, oauthflow.AuthRequest{UserID: user, Provider: providerID, Scopes: scopes})
 	if res.Status != oauthflow.StatusPending {
 		t.Fatalf("Authenticate: status %q, want pending", res.Status)
 	}

@@ -81,10 +81,7 @@ func TestFullFlow(t *testing.T) {
 				t.Errorf("provider saw %d exchanges, %d PKCE verifications; want 1, %d", c.Exchanges, c.PKCEVerified, want)
 			}
 
-			again, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: []string{"repo"}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			again := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: []string{"repo"}})
 			if diff := cmp.Diff(oauthflow.AuthResult{Status: oauthflow.StatusCompleted, Token: w.Token}, again); diff != "" {
 				t.Errorf("second Authenticate (-want +got):\n%s", diff)
 			}
@@ -100,10 +97,7 @@ func TestCallbackRejectsBadState(t *testing.T) {
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
 	e.addProvider(t, tenantA, "other", true)
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
 	cb := visit(t, res.URL)
 
 	for name, bad := range map[string]oauthflow.CallbackRequest{
@@ -133,12 +127,9 @@ func TestCallbackProviderErrorEndsFlow(t *testing.T) {
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
 	e.prov.Deny("access_denied", "")
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
 	cb := visit(t, res.URL)
-	err = e.svc.Callback(ctx, cb)
+	err := e.svc.Callback(ctx, cb)
 	var ae *oauthflow.AuthorizationError
 	if !errors.As(err, &ae) || ae.Code != "access_denied" {
 		t.Fatalf("Callback error = %v, want *AuthorizationError access_denied", err)
@@ -155,10 +146,7 @@ func TestCallbackWithoutCodeEndsFlow(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
 	cb := visit(t, res.URL)
 	cb.Code = ""
 	var ae *oauthflow.AuthorizationError
@@ -182,13 +170,10 @@ func TestCallbackExchangeFailureEndsFlow(t *testing.T) {
 			e := newEnv(t, nil)
 			ctx := context.Background()
 			e.addProvider(t, tenantA, "fake", true)
-			res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
 			cb := visit(t, res.URL)
 			spoil(e, &cb)
-			err = e.svc.Callback(ctx, cb)
+			err := e.svc.Callback(ctx, cb)
 			if !errors.Is(err, oauthflow.ErrExchangeFailed) {
 				t.Fatalf("Callback error = %v, want ErrExchangeFailed", err)
 			}
@@ -213,10 +198,7 @@ func TestFlowExpires(t *testing.T) {
 	e := newEnv(t, func(o *oauthflow.Options) { o.FlowTTL = 5 * time.Minute })
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
 	cb := visit(t, res.URL)
 
 	e.clock.Advance(5*time.Minute - time.Microsecond)
@@ -239,10 +221,7 @@ func TestCompletedFlowStaysReadable(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
 	cb := visit(t, res.URL)
 	e.clock.Advance(oauthflow.DefaultFlowTTL - time.Second) // the user takes their time
 	if err := e.svc.Callback(ctx, cb); err != nil {
@@ -270,10 +249,7 @@ func TestRefreshExpiredToken(t *testing.T) {
 		t.Fatalf("Authenticate before expiry = %+v, %v; want the first token", res, err)
 	}
 	e.clock.Advance(time.Second) // within the 10 s margin
-	res, err := e.svc.Authenticate(ctx, tenantA, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenantA, req)
 	if res.Status != oauthflow.StatusCompleted || res.Token == "" || string(res.Token) == first {
 		t.Fatalf("Authenticate after expiry = %+v, want completed with a refreshed token", res)
 	}
@@ -335,7 +311,6 @@ func TestTokenWithoutExpiryNeverExpires(t *testing.T) {
 
 func TestStoredTokenMustCoverScopes(t *testing.T) {
 	e := newEnv(t, nil)
-	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
 	tok := e.login(t, tenantA, "fake", "alice", "repo", "read:user")
 	for _, tc := range []struct {
@@ -347,10 +322,7 @@ func TestStoredTokenMustCoverScopes(t *testing.T) {
 		{[]string{"read:user", "repo"}, oauthflow.StatusCompleted},
 		{[]string{"repo", "admin"}, oauthflow.StatusPending},
 	} {
-		res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: tc.scopes})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: tc.scopes})
 		if res.Status != tc.want || (res.Status == oauthflow.StatusCompleted && string(res.Token) != tok) {
 			t.Errorf("scopes %v: %+v, want %s", tc.scopes, res, tc.want)
 		}
@@ -442,10 +414,7 @@ func TestExpiredFlowsAreCleanedUp(t *testing.T) {
 		}
 	}
 	e.clock.Advance(time.Minute)
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "u3", Provider: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "u3", Provider: "fake"})
 	if err := e.svc.Callback(ctx, visit(t, res.URL)); err != nil {
 		t.Fatal(err)
 	}
@@ -485,10 +454,7 @@ func TestConcurrentCallbacksSpendTheStateOnce(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
 	cb := visit(t, res.URL)
 	errs := make(chan error, 8)
 	for range 8 {

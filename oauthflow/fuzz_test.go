@@ -72,10 +72,7 @@ func FuzzProviderAuthURL(f *testing.F) {
 			t.Fatalf("accepted %q (scheme %q, host %q)", authURL, u.Scheme, host)
 		}
 
-		res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "u", Provider: "fuzz", Scopes: []string{"a"}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "u", Provider: "fuzz", Scopes: []string{"a"}})
 		got, err := url.Parse(res.URL)
 		if err != nil {
 			t.Fatalf("authorization URL %q does not parse: %v", res.URL, err)

@@ -20,20 +20,14 @@ func TestTokensStayWithTheirTenantAndUser(t *testing.T) {
 	tokA := e.login(t, tenantA, "fake", "alice")
 
 	for _, tc := range []struct{ tenant, user string }{{tenantB, "alice"}, {tenantA, "bob"}} {
-		res, err := e.svc.Authenticate(ctx, tc.tenant, oauthflow.AuthRequest{UserID: tc.user, Provider: "fake"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := e.authenticate(t, tc.tenant, oauthflow.AuthRequest{UserID: tc.user, Provider: "fake"})
 		if res.Status != oauthflow.StatusPending || res.Token != "" {
 			t.Errorf("%s/%s: %+v, want pending without a token", tc.tenant, tc.user, res)
 		}
 	}
 
 	// Another tenant cannot wait on tenant A's flow.
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "carol", Provider: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "carol", Provider: "fake"})
 	if err := e.svc.Callback(ctx, visit(t, res.URL)); err != nil {
 		t.Fatal(err)
 	}

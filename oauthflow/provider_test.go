@@ -305,10 +305,7 @@ func TestCallbackAfterProviderDeleted(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
 	cb := visit(t, res.URL)
 	if err := e.svc.DeleteProvider(ctx, tenantA, "fake"); err != nil {
 		t.Fatal(err)

@@ -63,10 +63,7 @@ func TestSecretsStayOutOfLogsStoreAndAnswers(t *testing.T) {
 	answers = append(answers, p)
 
 	// Successful flow, then refresh.
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: []string{"repo"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: []string{"repo"}})
 	cb := visit(t, res.URL)
 	logger.Info("callback", "req", cb, "result", res)
 	if err := e.svc.Callback(ctx, cb); err != nil {

@@ -37,10 +37,7 @@ func TestWaitTimesOut(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
 	if w, err := e.svc.Wait(ctx, tenantA, res.AuthID, 0); err != nil || w.Status != oauthflow.StatusPending {
 		t.Errorf("Wait(0) = %+v, %v; want pending", w, err)
 	}
@@ -75,10 +72,7 @@ func TestWaitSeesOtherReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
 	waited := make(chan oauthflow.WaitResult, 1)
 	go func() {
 		w, err := e.svc.Wait(ctx, tenantA, res.AuthID, 20*time.Second)
@@ -101,14 +95,8 @@ func TestManyWaiters(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	a, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "bob", Provider: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	b := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "bob", Provider: "fake"})
 	type result struct {
 		who string
 		w   oauthflow.WaitResult
