@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/internal/testclock"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storebolt"
 	"github.com/deployplane/deployplane/storemem"
@@ -324,33 +325,13 @@ func TestRestartResumes(t *testing.T) {
 	}
 }
 
-// manualClock is a clock the test moves; each reading adds a microsecond so
-// that timestamps stay distinct.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(time.Microsecond)
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // TestExpiredLeaseIsTakenOver: a worker that stalls past its lease loses
 // the revision to another replica, and its late reports are refused.
 func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	ctx := context.Background()
 	st := storemem.New()
 	defer st.Close()
-	clock := &manualClock{now: t0}
+	clock := testclock.New(t0, time.Microsecond)
 	opts := &controlplane.Options{Clock: clock.Now, LeaseDuration: time.Hour} // renewals (every 20 min of real time) never run
 	a, b := controlplane.New(st, opts), controlplane.New(st, opts)
 	d, err := a.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("agent")))
@@ -390,7 +371,7 @@ func TestLeaseLostWhileNotTerminal(t *testing.T) {
 	ctx := context.Background()
 	st := storemem.New()
 	defer st.Close()
-	clock := &manualClock{now: t0}
+	clock := testclock.New(t0, time.Microsecond)
 	opts := &controlplane.Options{Clock: clock.Now, LeaseDuration: time.Hour}
 	a, b := controlplane.New(st, opts), controlplane.New(st, opts)
 	if _, err := a.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("agent"))); err != nil {
@@ -419,7 +400,7 @@ func TestOlderDeployedStaysInactive(t *testing.T) {
 	ctx := context.Background()
 	st := storemem.New()
 	defer st.Close()
-	clock := &manualClock{now: t0}
+	clock := testclock.New(t0, time.Microsecond)
 	cp := controlplane.New(st, &controlplane.Options{Clock: clock.Now, PollInterval: time.Hour})
 	d, err := cp.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("agent")))
 	if err != nil {

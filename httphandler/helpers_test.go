@@ -17,6 +17,7 @@ import (
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/internal/oauthtest"
+	"github.com/deployplane/deployplane/internal/testclock"
 	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -55,7 +56,7 @@ type server struct {
 	url   string
 	log   *syncBuffer
 	prov  *oauthtest.Provider
-	clock *oauthtest.Clock
+	clock *testclock.Clock
 }
 
 type syncBuffer struct {
@@ -97,7 +98,7 @@ type serverSetup struct {
 
 func newServerWith(t testing.TB, c serverSetup) *server {
 	t.Helper()
-	s := &server{t: t, log: &syncBuffer{}, prov: oauthtest.New(t), clock: oauthtest.NewClock(time.Date(2026, 11, 21, 10, 4, 5, 0, time.UTC))}
+	s := &server{t: t, log: &syncBuffer{}, prov: oauthtest.New(t), clock: testclock.New(time.Date(2026, 11, 21, 10, 4, 5, 0, time.UTC), 0)}
 	if c.cp == nil {
 		c.cp = controlplane.New(storemem.New(), nil)
 	}

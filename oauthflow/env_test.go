@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/internal/oauthtest"
+	"github.com/deployplane/deployplane/internal/testclock"
 	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storemem"
@@ -75,7 +76,7 @@ func (b *syncBuffer) String() string {
 type env struct {
 	svc   *oauthflow.Service
 	st    store.Store
-	clock *oauthtest.Clock
+	clock *testclock.Clock
 	prov  *oauthtest.Provider
 	logs  *syncBuffer
 }
@@ -88,7 +89,7 @@ func newEnv(t testing.TB, tweak func(*oauthflow.Options)) *env {
 // newEnvOver is newEnv over st, which it closes at the end of the test.
 func newEnvOver(t testing.TB, st store.Store, tweak func(*oauthflow.Options)) *env {
 	t.Helper()
-	e := &env{st: st, clock: oauthtest.NewClock(time.Date(2026, 11, 21, 10, 4, 5, 123456000, time.UTC)), prov: oauthtest.New(t), logs: &syncBuffer{}}
+	e := &env{st: st, clock: testclock.New(time.Date(2026, 11, 21, 10, 4, 5, 123456000, time.UTC), 0), prov: oauthtest.New(t), logs: &syncBuffer{}}
 	t.Cleanup(func() { e.st.Close() })
 	opts := &oauthflow.Options{
 		SecretKey:    testKey,

@@ -18,6 +18,7 @@ import (
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/controlplane/controlplanetest"
 	"github.com/deployplane/deployplane/deploysim"
+	"github.com/deployplane/deployplane/internal/testclock"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storemem"
 	"github.com/deployplane/deployplane/storepg"
@@ -485,31 +486,12 @@ var walk = deployFunc(func(ctx context.Context, w *controlplane.Work, r controlp
 	return nil
 })
 
-// manualClock is a clock the test moves; each reading adds a microsecond.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(time.Microsecond)
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // TestReplicaTakesOverExpiredLease: while replica a holds a revision's
 // lease, replica b finds no work; once a stalls past the lease, b takes the
 // revision over and finishes it, and a's late report is refused.
 func TestReplicaTakesOverExpiredLease(t *testing.T) {
 	ctx := context.Background()
-	clock := &manualClock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	clock := testclock.New(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), time.Microsecond)
 	cps := replicas(t, 2, &controlplane.Options{Clock: clock.Now, LeaseDuration: time.Hour}) // no renewal runs
 	a, b := cps[0], cps[1]
 	d, err := a.CreateDeployment(ctx, cpTenant, dockerRequest("agent", "r/a:1"))

@@ -24,14 +24,14 @@
 // ForgetRefreshTokens. Counts tells how many code exchanges and refreshes
 // it was asked for and how many PKCE verifiers it checked.
 //
-// Clock is a settable clock for the service under test, to move past the
-// expiry of the tokens a Provider issues without sleeping.
+// To move past the expiry of the tokens a Provider issues without
+// sleeping, give the service under test an internal/testclock Clock.
 //
 // A Provider records every secret it handed out or received (every client
 // secret it has had, states, codes, verifiers, access and refresh tokens),
 // and Secrets returns them, so that a test can look for them where they
 // must not be: logs, error messages, HTTP answers, stored records.
 //
-// Provider and Clock are safe for concurrent use; a Provider's server
+// A Provider is safe for concurrent use; a Provider's server
 // closes when the test that made it ends.
 package oauthtest

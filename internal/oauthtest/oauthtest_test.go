@@ -242,16 +242,3 @@ func TestBadAuthorizationRequest(t *testing.T) {
 		}
 	}
 }
-
-func TestClock(t *testing.T) {
-	start := time.Date(2026, 11, 21, 10, 4, 5, 0, time.UTC)
-	c := oauthtest.NewClock(start)
-	if got := c.Now(); !got.Equal(start) {
-		t.Errorf("Now = %v, want %v", got, start)
-	}
-	c.Advance(90 * time.Second)
-	c.Advance(-30 * time.Second)
-	if got, want := c.Now(), start.Add(time.Minute); !got.Equal(want) {
-		t.Errorf("Now after advancing 90s and -30s = %v, want %v", got, want)
-	}
-}
