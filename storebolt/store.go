@@ -152,12 +152,9 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	btx, err := s.db.Begin(false)
-	if errors.Is(err, bbolt.ErrDatabaseNotOpen) {
-		return store.ErrClosed
-	}
+	btx, err := s.beginRead()
 	if err != nil {
-		return fmt.Errorf("storebolt: begin read: %w", err)
+		return err
 	}
 	defer btx.Rollback() //nolint:errcheck // a read transaction has nothing to lose
 	t := &txn{btx: btx}
@@ -219,12 +216,9 @@ func (s *Store) withdraw(r *request) bool {
 // Check runs bbolt's consistency check over a snapshot of the file and
 // returns every problem it finds, joined, or nil if the file is sound.
 func (s *Store) Check() error {
-	btx, err := s.db.Begin(false)
-	if errors.Is(err, bbolt.ErrDatabaseNotOpen) {
-		return store.ErrClosed
-	}
+	btx, err := s.beginRead()
 	if err != nil {
-		return fmt.Errorf("storebolt: begin read: %w", err)
+		return err
 	}
 	defer btx.Rollback() //nolint:errcheck // a read transaction has nothing to lose
 	var errs []error
@@ -249,4 +243,17 @@ func (s *Store) Close() error {
 		}
 	})
 	return s.closeErr
+}
+
+// beginRead starts a bbolt read transaction, or returns store.ErrClosed
+// once the file is closed.
+func (s *Store) beginRead() (*bbolt.Tx, error) {
+	btx, err := s.db.Begin(false)
+	if errors.Is(err, bbolt.ErrDatabaseNotOpen) {
+		return nil, store.ErrClosed
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storebolt: begin read: %w", err)
+	}
+	return btx, nil
 }
