@@ -397,11 +397,13 @@ func newRevision(d *deploymentRecord, id string, now time.Time) *revisionRecord 
 	return &revisionRecord{
 		Revision: Revision{ID: id, CreatedAt: now, UpdatedAt: now, Status: RevisionCreating, Source: d.Source,
 			SourceRevisionConfig: src},
-		DeploymentID:   d.ID,
-		Secrets:        d.Secrets,
-		ResourceSpec:   d.SourceConfig.ResourceSpec,
-		InstallCommand: d.SourceConfig.InstallCommand,
-		BuildCommand:   d.SourceConfig.BuildCommand,
+		revisionSnapshot: revisionSnapshot{
+			DeploymentID:   d.ID,
+			Secrets:        d.Secrets,
+			ResourceSpec:   d.SourceConfig.ResourceSpec,
+			InstallCommand: d.SourceConfig.InstallCommand,
+			BuildCommand:   d.SourceConfig.BuildCommand,
+		},
 	}
 }
 

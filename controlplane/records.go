@@ -316,6 +316,11 @@ func getDeploymentJSON(r store.Reader, tenant, id string) ([]byte, error) {
 // snapshot fields that are not on the wire.
 type revisionRecord struct {
 	Revision
+	revisionSnapshot
+}
+
+// revisionSnapshot is what a stored revision holds beyond its wire shape.
+type revisionSnapshot struct {
 	DeploymentID   string        `json:"deployment_id"`
 	Secrets        []Secret      `json:"secrets"`
 	ResourceSpec   *ResourceSpec `json:"resource_spec"`
@@ -326,21 +331,10 @@ type revisionRecord struct {
 	ImageVersion *string `json:"image_version,omitempty"`
 }
 
-// revisionRecordRest is the part of a revisionRecord after its Revision.
-type revisionRecordRest struct {
-	DeploymentID   string        `json:"deployment_id"`
-	Secrets        []Secret      `json:"secrets"`
-	ResourceSpec   *ResourceSpec `json:"resource_spec"`
-	InstallCommand *string       `json:"install_command"`
-	BuildCommand   *string       `json:"build_command"`
-	ImageVersion   *string       `json:"image_version,omitempty"`
-}
-
 // MarshalJSON encodes rev as Revision.MarshalJSON does, followed by the
 // snapshot fields.
 func (rev revisionRecord) MarshalJSON() ([]byte, error) {
-	return marshalRecord(rev.Revision, &revisionRecordRest{rev.DeploymentID, rev.Secrets, rev.ResourceSpec,
-		rev.InstallCommand, rev.BuildCommand, rev.ImageVersion})
+	return marshalRecord(rev.Revision, &rev.revisionSnapshot)
 }
 
 func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) error {
