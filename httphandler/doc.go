@@ -136,9 +136,9 @@
 // ".git" suffix) and the pushed commit (after), which becomes the new
 // revisions' repo_commit_sha. The answer is 202 {"message": "...",
 // "revisions_created": N}. Every other signed delivery is 202 with
-// revisions_created 0 and changes nothing: ping, events other than push,
-// pushes of tags or other refs, and branch deletions (deleted true, after
-// all zeros). GitHub Apps always deliver JSON; a form-encoded delivery
+// revisions_created 0 and changes nothing: ping and events other than
+// push; pushes of tags or other refs and branch deletions (after all
+// zeros) reach the control plane, whose rule is that they create nothing. GitHub Apps always deliver JSON; a form-encoded delivery
 // (payload=...) of a repository webhook is a 422, and such webhooks carry
 // no installation anyway.
 //

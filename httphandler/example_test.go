@@ -225,6 +225,6 @@ func ExampleOptions_gitHubWebhook() {
 	// Output:
 	// 401 {"detail":"Missing X-Hub-Signature-256 header."}
 	// 202 {"message":"1 revision created.","revisions_created":1}
-	// 202 {"message":"Push ignored: only branch pushes (refs/heads/...) create revisions.","revisions_created":0}
+	// 202 {"message":"0 revisions created.","revisions_created":0}
 	// CREATING 9fceb02d0ae598e95dc970b74767f19372d61af8
 }

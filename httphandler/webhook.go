@@ -32,9 +32,7 @@ const detailWebhookDisabled = "The GitHub webhook is not enabled on this server:
 // sends much more, which is ignored.
 type pushPayload struct {
 	Ref          string            `json:"ref"`
-	Before       string            `json:"before"`
 	After        string            `json:"after"`
-	Deleted      bool              `json:"deleted"`
 	Installation *pushInstallation `json:"installation"`
 	Repository   *pushRepository   `json:"repository"`
 }
@@ -102,12 +100,8 @@ func (h *handler) githubWebhook(c *call) (int, any, error) {
 	if err := decodeBody(body, &p, false); err != nil {
 		return 0, nil, err
 	}
-	if !strings.HasPrefix(p.Ref, "refs/heads/") {
-		return http.StatusAccepted, webhookResponse{Message: "Push ignored: only branch pushes (refs/heads/...) create revisions."}, nil
-	}
-	if p.Deleted {
-		return http.StatusAccepted, webhookResponse{Message: "Push ignored: the branch was deleted."}, nil
-	}
+	// Which pushes build (branch pushes, not tags, other refs or branch
+	// deletions) is the control plane's rule: every push goes to it.
 	ev := &controlplane.PushEvent{Ref: p.Ref, After: p.After}
 	if p.Installation != nil {
 		ev.InstallationID = p.Installation.ID
