@@ -28,6 +28,7 @@ type ControlPlane struct {
 	log     *slog.Logger
 	tracing TracingProjects
 	lim     Limits
+	github  GitHubApp // nil: no verified GitHub installations
 
 	// lifecycle (worker.go)
 	poll      time.Duration
@@ -55,6 +56,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		log:     o.Logger,
 		tracing: o.TracingProjects,
 		lim:     o.Limits,
+		github:  o.GitHubApp,
 
 		poll:     o.PollInterval,
 		leaseFor: o.LeaseDuration,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/deployplane/deployplane/store"
@@ -265,10 +264,13 @@ func (cp *ControlPlane) DeleteListener(ctx context.Context, tenant, id string) e
 	return cp.storeErr("delete listener", err)
 }
 
-// CreateIntegration registers a GitHub App installation for the tenant.
-// installation_id (> 0) and name (1..MaxStringBytes) are required;
-// installation_id is unique per tenant (ErrConflict). Errors:
-// *ValidationError, ErrConflict.
+// CreateIntegration registers a GitHub App installation for the tenant
+// without asking GitHub (the unverified way; CompleteGitHubInstall is the
+// verified one): whoever calls it is trusted to hold the installation.
+// installation_id (> 0) and name (1..MaxStringBytes) are required. An
+// installation belongs to at most one tenant: one already registered, by
+// this tenant or another, is ErrConflict. Errors: *ValidationError,
+// ErrConflict.
 func (cp *ControlPlane) CreateIntegration(ctx context.Context, tenant string, req *CreateIntegrationRequest) (*Integration, error) {
 	if err := checkTenant(tenant); err != nil {
 		return nil, err
@@ -290,29 +292,7 @@ func (cp *ControlPlane) CreateIntegration(ctx context.Context, tenant string, re
 	if err := validationError(c.ps); err != nil {
 		return nil, err
 	}
-	rec := &integrationRecord{Integration: Integration{ID: cp.newID(), InstallationID: *req.InstallationID, Name: *req.Name},
-		CreatedAt: cp.now()}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return nil, err
-	}
-	err = cp.st.Update(ctx, func(tx store.Tx) error {
-		inst := key(tenant, strconv.FormatInt(rec.InstallationID, 10))
-		if err := tx.Create(colIntegrationInsts, inst, []byte(rec.ID)); err != nil {
-			if errors.Is(err, store.ErrAlreadyExists) {
-				return conflictf("GitHub installation %d is already registered.", rec.InstallationID)
-			}
-			return err
-		}
-		if err := tx.Put(colInstallations, key(strconv.FormatInt(rec.InstallationID, 10), tenant), []byte(rec.ID)); err != nil {
-			return err
-		}
-		return tx.Create(colIntegrations, key(tenant, rec.ID), b)
-	})
-	if err != nil {
-		return nil, cp.storeErr("create integration", err)
-	}
-	return &rec.Integration, nil
+	return cp.recordIntegration(ctx, tenant, *req.InstallationID, *req.Name, false)
 }
 
 // ListIntegrations returns the tenant's GitHub integrations, oldest first

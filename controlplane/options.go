@@ -44,6 +44,11 @@ type Options struct {
 	// Limits caps list sizes and string lengths; zero fields take the
 	// defaults of DefaultLimits.
 	Limits Limits
+	// GitHubApp verifies GitHub installations (StartGitHubInstall,
+	// CompleteGitHubInstall); package githubapp implements it. Default
+	// nil: those methods answer ErrGitHubAppNotConfigured, and
+	// installations can only be registered unverified (CreateIntegration).
+	GitHubApp GitHubApp
 
 	// PollInterval is how often Run looks in the store for work that other
 	// replicas created (work created through this ControlPlane wakes Run at

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/deployplane/deployplane/store"
 )
@@ -25,7 +26,22 @@ type PushEvent struct {
 	// After is the pushed commit's sha; it becomes the new revisions'
 	// repo_commit_sha.
 	After string
+	// DeliveryID is the delivery's X-GitHub-Delivery, and BodyDigest a
+	// digest of its raw (signed) body, such as its hex SHA-256. A push
+	// whose delivery id or body digest was seen in the last
+	// DeliveryRetention creates nothing: GitHub's redeliveries and a
+	// replayed signed body (under any delivery id, which the signature
+	// does not cover) are processed once. Empty: not checked.
+	DeliveryID, BodyDigest string
 }
+
+// DeliveryRetention is how long HandleGitHubPush remembers a delivery (its
+// id and body digest) to refuse it a second time. It is remembered in the
+// store, so a restart or another replica over the same store knows it too;
+// each push that records a delivery removes a few of those older than
+// this, so the number remembered is bounded by the deliveries of about one
+// retention period.
+const DeliveryRetention = 24 * time.Hour
 
 // PushedRevision is a revision a push created.
 type PushedRevision struct {
@@ -39,16 +55,19 @@ const zeroSHA = "0000000000000000000000000000000000000000"
 
 // HandleGitHubPush applies build_on_push: a push to refs/heads/<branch>
 // creates a revision, with repo_commit_sha set to the pushed commit, for
-// every github deployment of every tenant's integration with that
-// installation id that has build_on_push true, the same repository (see
+// every github deployment of the integration holding that installation
+// (an installation belongs to one tenant at most) that has build_on_push true, the same repository (see
 // PushEvent.RepoURL) and repo_ref equal to the branch (or to
 // "refs/heads/<branch>"), and is not being deleted. The revisions are
 // created in one Update and supersede older ones like any new revision.
 // Tag pushes, other refs and branch deletions create nothing and are not
 // errors. The deployments are found through indexes (installation id to
 // tenant integrations, integration to build_on_push deployments), never by
-// scanning all deployments. Errors: *ValidationError when a branch push
-// lacks the installation id, the repository or the commit.
+// scanning all deployments. A delivery seen before (PushEvent.DeliveryID,
+// BodyDigest) creates nothing; a delivery is recorded as seen in the same
+// Update that creates its revisions, so that it is processed exactly once
+// even across a crash. Errors: *ValidationError when a branch push lacks
+// the installation id, the repository or the commit.
 func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]PushedRevision, error) {
 	if ev == nil {
 		ev = &PushEvent{}
@@ -78,16 +97,45 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 	now := cp.now()
 	var ids []string // allocated outside the closure's reruns
 	var out []PushedRevision
+	var seen []string // the delivery's keys in cp_webhook_deliveries
+	if ev.DeliveryID != "" {
+		seen = append(seen, "d/"+digestKey(ev.DeliveryID))
+	}
+	if ev.BodyDigest != "" {
+		seen = append(seen, "b/"+digestKey(ev.BodyDigest))
+	}
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		out = out[:0]
+		for _, k := range seen {
+			_, err := tx.Get(colDeliveries, k)
+			if err == nil {
+				return nil // processed before
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		if len(seen) > 0 {
+			if err := sweep(tx, colDeliveries, createdKey(now.Add(-DeliveryRetention))); err != nil {
+				return err
+			}
+			for _, k := range seen {
+				if err := tx.Put(colDeliveries, k, []byte(createdKey(now))); err != nil {
+					return err
+				}
+				if err := tx.Put(colDeliveries, "e/"+createdKey(now)+"/"+k, nil); err != nil {
+					return err
+				}
+			}
+		}
 		type integ struct{ tenant, id string }
 		var integs []integ
-		prefix := strconv.FormatInt(ev.InstallationID, 10) + "/"
-		err := tx.Scan(colInstallations, prefix, nil, func(k string, v []byte) (bool, error) {
-			integs = append(integs, integ{tenant: k[len(prefix):], id: string(v)})
-			return true, nil
-		})
-		if err != nil {
+		owner, err := tx.Get(colInstallationOwners, strconv.FormatInt(ev.InstallationID, 10))
+		switch {
+		case err == nil:
+			t, id, _ := strings.Cut(string(owner), "/")
+			integs = append(integs, integ{tenant: t, id: id})
+		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
 		for _, in := range integs {

@@ -10,15 +10,17 @@ import (
 
 func TestHandleGitHubPush(t *testing.T) {
 	f := newFixture(t, nil)
-	const inst = 4242
-	integ := func(tenant string) string {
-		in, err := f.cp.CreateIntegration(f.ctx, tenant, &controlplane.CreateIntegrationRequest{InstallationID: new(int64(inst)), Name: new("acme")})
+	const inst, instB = 4242, 4343
+	integ := func(tenant string, inst int64) string {
+		in, err := f.cp.CreateIntegration(f.ctx, tenant, &controlplane.CreateIntegrationRequest{InstallationID: new(inst), Name: new("acme")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return in.ID
 	}
-	inA, inB, other := integ(tenantA), integ(tenantB), f.integration(tenantA)
+	// Both tenants track the same repository, each through its own
+	// installation: a push reaches the installation's owner only.
+	inA, inB, other := integ(tenantA, inst), integ(tenantB, instB), f.integration(tenantA)
 	gh := func(tenant, name, integration, repo, ref string, bop bool) string {
 		return f.create(tenant, fmt.Sprintf(`{"name": %q, "source": "github",
 			"source_config": {"integration_id": %q, "repo_url": %q, "build_on_push": %v},
@@ -41,8 +43,9 @@ func TestHandleGitHubPush(t *testing.T) {
 		ev   controlplane.PushEvent
 		want []string
 	}{
-		{"https clone url", controlplane.PushEvent{InstallationID: inst, RepoURL: "https://github.com/acme/agent.git", Ref: "refs/heads/main"}, []string{mainA, mainB}},
-		{"ssh url, case", controlplane.PushEvent{InstallationID: inst, RepoURL: "git@GitHub.com:ACME/agent.git", Ref: "refs/heads/main"}, []string{mainA, mainB}},
+		{"https clone url", controlplane.PushEvent{InstallationID: inst, RepoURL: "https://github.com/acme/agent.git", Ref: "refs/heads/main"}, []string{mainA}},
+		{"ssh url, case", controlplane.PushEvent{InstallationID: inst, RepoURL: "git@GitHub.com:ACME/agent.git", Ref: "refs/heads/main"}, []string{mainA}},
+		{"other tenant's installation", controlplane.PushEvent{InstallationID: instB, RepoURL: "https://github.com/acme/agent.git", Ref: "refs/heads/main"}, []string{mainB}},
 		{"html url, trailing slash", controlplane.PushEvent{InstallationID: inst, RepoURL: "https://github.com/acme/agent/", Ref: "refs/heads/dev"}, []string{devA}},
 		{"other branch", controlplane.PushEvent{InstallationID: inst, RepoURL: "https://github.com/acme/agent", Ref: "refs/heads/feature"}, nil},
 		{"tag", controlplane.PushEvent{InstallationID: inst, RepoURL: "https://github.com/acme/agent", Ref: "refs/tags/main"}, nil},
@@ -107,7 +110,7 @@ func TestHandleGitHubPush(t *testing.T) {
 		t.Fatal(err)
 	}
 	pushed, err := f.cp.HandleGitHubPush(f.ctx, &controlplane.PushEvent{InstallationID: inst, RepoURL: "https://github.com/acme/agent", Ref: "refs/heads/main", After: "abc"})
-	if err != nil || len(pushed) != 1 || pushed[0].DeploymentID != mainB {
-		t.Errorf("push after build_on_push off = %+v, %v; want only %s", pushed, err, mainB)
+	if err != nil || len(pushed) != 0 {
+		t.Errorf("push after build_on_push off = %+v, %v; want nothing", pushed, err)
 	}
 }

@@ -36,7 +36,7 @@ import (
 //	cp_tracing_projects     tenant/deployment id         -> TracingProject JSON (StoreTracingProjects)
 //	cp_pending              r/tenant/deployment/ts/rev   -> lease (a revision not terminal; worker.go)
 //	cp_pending              d/tenant/deployment          -> lease (a deployment AWAITING_DELETE)
-//	cp_installations        installation id/tenant       -> integration id (push events, all tenants)
+//	(github.go: cp_installation_owners, cp_github_install_states, cp_webhook_deliveries)
 const (
 	colDeployments          = "cp_deployments"
 	colDeploymentOrder      = "cp_deployment_order"
@@ -53,7 +53,6 @@ const (
 	colIntegrationInsts     = "cp_integration_installs"
 	colTracingProjects      = "cp_tracing_projects"
 	colPending              = "cp_pending"
-	colInstallations        = "cp_installations"
 )
 
 // Index fields of cp_deployment_index.
@@ -380,5 +379,5 @@ func sortedKeys[V any](m map[string]V) []string {
 func Collections() []string {
 	return []string{colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
-		colTracingProjects, colPending, colInstallations}
+		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries}
 }

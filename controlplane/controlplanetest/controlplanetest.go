@@ -94,8 +94,13 @@ var (
 
 const (
 	urlTemplate    = "https://{id}.{tenant}.example"
-	installationID = 7
+	installationID = 7 // tenants[i] holds installationID+i
 )
+
+// installationOf is the GitHub installation that tenant holds.
+func installationOf(tenant string) int64 {
+	return installationID + int64(slices.Index(tenants, tenant))
+}
 
 // system is one ControlPlane over one store, with its own deterministic
 // clock (one second per reading) and ids (a counter).
@@ -155,9 +160,9 @@ func newMachine(rt *rapid.T, opens []Opener) *machine {
 	}
 	for i, tenant := range tenants {
 		in, err := m.call(rt, "create integration", func(cp *controlplane.ControlPlane) (any, error) {
-			// Both tenants installed the same GitHub App installation, so
-			// that a push reaches deployments of both.
-			return cp.CreateIntegration(m.ctx, tenant, &controlplane.CreateIntegrationRequest{InstallationID: new(int64(installationID)), Name: new(fmt.Sprint("acme", i))})
+			// Each tenant holds its own installation: an installation
+			// belongs to one tenant at most.
+			return cp.CreateIntegration(m.ctx, tenant, &controlplane.CreateIntegrationRequest{InstallationID: new(installationOf(tenant)), Name: new(fmt.Sprint("acme", i))})
 		})
 		if err != nil {
 			rt.Fatal(err)

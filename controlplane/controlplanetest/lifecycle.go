@@ -78,7 +78,7 @@ func modelLegal(src, from, to string) bool {
 // push sends a push event; the model predicts which deployments get a
 // revision.
 func (m *machine) push(rt *rapid.T) {
-	inst := rapid.SampledFrom([]int64{installationID, installationID, 99}).Draw(rt, "installation")
+	inst := rapid.SampledFrom([]int64{installationOf(tenants[0]), installationOf(tenants[1]), 99}).Draw(rt, "installation")
 	repo := rapid.SampledFrom([]string{"https://github.com/acme/a", "git@github.com:ACME/a.git", "HTTP://GitHub.com/acme/a.git/",
 		"https://github.com/acme/b/", "https://github.com/acme/ab"}).Draw(rt, "repo")
 	ref := rapid.SampledFrom([]string{"refs/heads/main", "refs/heads/dev", "refs/tags/v1", "refs/pull/1/head", "main"}).Draw(rt, "ref")
@@ -96,13 +96,14 @@ func (m *machine) push(rt *rapid.T) {
 		path := strings.TrimPrefix(u, "https://github.com/")
 		repo = rapid.SampledFrom([]string{u, u + ".git", u + "/", "git@github.com:" + path + ".git", "https://GitHub.com/" + strings.ToUpper(path)}).Draw(rt, "spelling")
 		ref = "refs/heads/" + getPath(d.exp, []string{"source_revision_config", "repo_ref"}).(string)
+		inst = installationOf(d.tenant)
 	}
 	norm := strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(repo), "/"), ".git")
 	norm = strings.NewReplacer("git@github.com:", "https://github.com/", "http://", "https://").Replace(norm)
 	branch, isBranch := strings.CutPrefix(ref, "refs/heads/")
 	var want []string // tenant/id of the deployments that get a revision
 	for _, d := range m.deps {
-		if inst == installationID && isBranch && d.source() == "github" && !d.deleted() &&
+		if inst == installationOf(d.tenant) && isBranch && d.source() == "github" && !d.deleted() &&
 			getPath(d.exp, []string{"source_config", "build_on_push"}) == true &&
 			getPath(d.exp, []string{"source_config", "repo_url"}) == norm &&
 			getPath(d.exp, []string{"source_revision_config", "repo_ref"}) == branch {
