@@ -33,7 +33,7 @@ type GitHub struct {
 	installID int64  // the next installation page visit installs this (0: a new one)
 	account   string // ... on this account
 	nextID    int64
-	accounts  map[int64]string  // installation -> account
+	accounts  map[int64]string   // installation -> account
 	codes     map[string][]int64 // live codes -> installations the user can access
 	users     map[string][]int64 // user tokens -> installations
 	down      bool
