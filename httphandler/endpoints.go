@@ -175,20 +175,6 @@ func (h *handler) deleteListener(c *call) (int, any, error) {
 	return http.StatusNoContent, nil, h.cp.DeleteListener(c.r.Context(), c.tenant, ids[0])
 }
 
-func (h *handler) createIntegration(c *call) (int, any, error) {
-	var req controlplane.CreateIntegrationRequest
-	if err := h.decodeRequest(c, &req, false, nil); err != nil {
-		return 0, nil, err
-	}
-	in, err := h.cp.CreateIntegration(c.r.Context(), c.tenant, &req)
-	return http.StatusCreated, in, err
-}
-
-func (h *handler) listIntegrations(c *call) (int, any, error) {
-	list, err := h.cp.ListIntegrations(c.r.Context(), c.tenant)
-	return http.StatusOK, list, err
-}
-
 func (h *handler) openAPI(*call) (int, any, error) {
 	return http.StatusOK, rawJSON(h.openapi), nil
 }

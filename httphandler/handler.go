@@ -64,6 +64,15 @@ type Options struct {
 	// this secret (401 otherwise). Default empty: the webhook answers 503
 	// to every delivery, signed or not, and never creates a revision.
 	GitHubWebhookSecret []byte
+	// AllowUnverifiedIntegrations serves POST /v1/integrations/github,
+	// which registers a GitHub installation id for the caller's tenant
+	// without asking GitHub: every API key holder of any tenant can then
+	// claim any installation id no tenant holds yet, and receive its
+	// pushes. Only for servers whose every key holder is trusted (one
+	// team). Default false: the route answers 404 and is not in
+	// GET /openapi.json; installations are claimed through the verified
+	// GitHub App flow (GET /v1/integrations/github/install).
+	AllowUnverifiedIntegrations bool
 }
 
 // handler is the http.Handler New returns.
@@ -81,7 +90,8 @@ type handler struct {
 	allow          map[string]string
 	openapi        []byte
 
-	webhookSecret []byte // empty: the GitHub webhook is disabled
+	webhookSecret   []byte // empty: the GitHub webhook is disabled
+	allowUnverified bool   // serve POST /v1/integrations/github
 
 	bufs     sync.Pool // *bytes.Buffer for encoding answers
 	idPrefix string
@@ -111,7 +121,8 @@ func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
 		paths:          http.NewServeMux(),
 		allow:          map[string]string{},
 
-		webhookSecret: bytes.Clone(o.GitHubWebhookSecret),
+		webhookSecret:   bytes.Clone(o.GitHubWebhookSecret),
+		allowUnverified: o.AllowUnverifiedIntegrations,
 	}
 	if h.auth == nil {
 		h.auth = denyAll{}
@@ -260,6 +271,10 @@ func logPath(r *http.Request) string {
 // unrouted answers what the mux has no route for: 405 with Allow when the
 // path exists for other methods, else 404.
 func (h *handler) unrouted(c *call) (int, any, error) {
+	if !h.allowUnverified && c.r.Method == http.MethodPost && c.r.URL.Path == "/v1/integrations/github" {
+		// Not served: a 404, though the path has a GET.
+		return 0, nil, &statusError{status: http.StatusNotFound, detail: detailUnverifiedDisabled}
+	}
 	if _, pattern := h.paths.Handler(c.r); pattern != "" {
 		return 0, nil, &statusError{status: http.StatusMethodNotAllowed, detail: "Method Not Allowed", allow: h.allow[pattern]}
 	}

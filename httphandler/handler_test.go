@@ -122,9 +122,9 @@ func TestListenersAndIntegrations(t *testing.T) {
 	detail(t, r)
 
 	in := must[controlplane.Integration](t, s, keyA, "POST", "/v1/integrations/github", `{"installation_id": 7, "name": "other"}`, 201)
-	list := must[[]controlplane.Integration](t, s, keyA, "GET", "/v1/integrations/github/install", "", 200)
+	list := must[[]controlplane.Integration](t, s, keyA, "GET", "/v1/integrations/github", "", 200)
 	diff(t, "integrations", []controlplane.Integration{{ID: f.integrationID, InstallationID: 42, Name: "acme"}, in}, list)
-	empty := s.as(keyB, "GET", "/v1/integrations/github/install", "")
+	empty := s.as(keyB, "GET", "/v1/integrations/github", "")
 	diff(t, "another tenant's integrations", "[]\n", string(empty.body))
 	r = s.as(keyA, "POST", "/v1/integrations/github", `{"installation_id": 0}`)
 	diff(t, "bad integration", []string{"installation_id", "name"}, []string{

@@ -78,7 +78,7 @@ func (s *syncBuffer) String() string {
 
 func newServer(t testing.TB, opts *httphandler.Options) *server {
 	t.Helper()
-	return newServerCP(t, controlplane.New(storemem.New(), nil), opts)
+	return newServerCP(t, controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}}), opts)
 }
 
 func newServerCP(t testing.TB, cp *controlplane.ControlPlane, opts *httphandler.Options) *server {
@@ -92,6 +92,7 @@ type serverSetup struct {
 	opts      *httphandler.Options
 	noOAuth   bool                     // leave Options.OAuth nil
 	noWebhook bool                     // leave Options.GitHubWebhookSecret nil
+	verified  bool                     // leave Options.AllowUnverifiedIntegrations false
 	oauth     func(*oauthflow.Options) // adjusts the OAuth service's options
 	http      func(*http.Server)       // adjusts the server before it starts
 }
@@ -100,11 +101,15 @@ func newServerWith(t testing.TB, c serverSetup) *server {
 	t.Helper()
 	s := &server{t: t, log: &syncBuffer{}, prov: oauthtest.New(t), clock: testclock.New(time.Date(2026, 11, 21, 10, 4, 5, 0, time.UTC), 0)}
 	if c.cp == nil {
-		c.cp = controlplane.New(storemem.New(), nil)
+		c.cp = controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
 	}
 	var o httphandler.Options
 	if c.opts != nil {
 		o = *c.opts
+	}
+	if !c.verified {
+		// Most tests register integrations with POST /v1/integrations/github.
+		o.AllowUnverifiedIntegrations = true
 	}
 	if o.Authenticator == nil {
 		o.Authenticator = keyTable(t)

@@ -34,7 +34,9 @@ type param struct {
 
 // routes lists every route the handler serves. The mux, the 405 Allow
 // headers and the OpenAPI document are all built from this one list. The
-// OAuth helpers are in it only when the handler has an oauthflow.Service.
+// OAuth helpers are in it only when the handler has an oauthflow.Service,
+// and POST /v1/integrations/github only when unverified integrations are
+// allowed.
 func (h *handler) routes() []route {
 	page := []param{
 		{"limit", "integer", "Page size, 1 to 100 (default 20)."},
@@ -89,12 +91,22 @@ func (h *handler) routes() []route {
 		{method: http.MethodDelete, path: "/v2/listeners/{listener_id}", serve: (*handler).deleteListener,
 			summary: "Delete a listener no deployment names", status: http.StatusNoContent},
 
-		// GitHub integrations.
-		{method: http.MethodPost, path: "/v1/integrations/github", serve: (*handler).createIntegration,
-			summary: "Register a GitHub App installation", body: cp.CreateIntegrationRequest{},
-			status: http.StatusCreated, resp: cp.Integration{}},
-		{method: http.MethodGet, path: "/v1/integrations/github/install", serve: (*handler).listIntegrations,
-			summary: "List the tenant's GitHub App installations", status: http.StatusOK, resp: []cp.Integration{}},
+		// GitHub integrations (github.go).
+		{method: http.MethodGet, path: "/v1/integrations/github", serve: (*handler).listIntegrations,
+			summary: "List the tenant's GitHub App installations, oldest first", status: http.StatusOK, resp: []cp.Integration{}},
+		{method: http.MethodGet, path: "/v1/integrations/github/install", serve: (*handler).startGitHubInstall,
+			summary: "The GitHub App's installation URL, with a state bound to the tenant (single use, valid 15 minutes); " +
+				"GitHub sends the user back to /v1/integrations/github/setup",
+			status: http.StatusOK, resp: installResponse{}, errors: []int{http.StatusServiceUnavailable}},
+		{method: http.MethodGet, path: "/v1/integrations/github/setup", public: true, serve: (*handler).githubSetup,
+			summary: "GitHub's setup redirect (a browser lands here; the state is the proof, no API key): records the installation " +
+				"for the state's tenant once GitHub confirms that the user can access it, and shows an HTML page",
+			status: http.StatusOK, html: true,
+			query: []param{{"installation_id", "integer", "The installation."},
+				{"setup_action", "string", "install, update, or request (awaiting an owner's approval: nothing is recorded)."},
+				{"code", "string", "The OAuth code of the user who installed the App."}, {"state", "string", "The state of the install URL."}},
+			errors: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusConflict, http.StatusBadGateway,
+				http.StatusServiceUnavailable}},
 		{method: http.MethodPost, path: "/v1/integrations/github/webhook", public: true, serve: (*handler).githubWebhook,
 			summary: "GitHub App webhook (no API key; X-Hub-Signature-256 is the proof): a push to a branch creates a revision " +
 				"of every build_on_push deployment tracking it; ping and other events are acknowledged and change nothing",
@@ -108,6 +120,11 @@ func (h *handler) routes() []route {
 		// The API description.
 		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI,
 			summary: "This OpenAPI 3.1 document", status: http.StatusOK, resp: map[string]any{}},
+	}
+	if h.allowUnverified {
+		routes = append(routes, route{method: http.MethodPost, path: "/v1/integrations/github", serve: (*handler).createIntegration,
+			summary: "Register a GitHub App installation without GitHub's confirmation (served because the server allows unverified integrations)",
+			body:    cp.CreateIntegrationRequest{}, status: http.StatusCreated, resp: cp.Integration{}, errors: []int{http.StatusConflict}})
 	}
 	if h.oauth == nil {
 		return routes

@@ -193,7 +193,7 @@ func snapshot(t *testing.T, s *server, f fixture) []string {
 	t.Helper()
 	var out []string
 	for _, p := range []string{"/v2/deployments/" + f.github.ID, "/v2/deployments/" + f.github.ID + "/revisions",
-		"/v2/listeners/" + f.listener.ID, "/v1/integrations/github/install",
+		"/v2/listeners/" + f.listener.ID, "/v1/integrations/github",
 		"/v2/auth/providers/" + f.provider.ProviderID, "/v2/auth/wait/" + f.authID} {
 		out = append(out, string(s.as(keyA, "GET", p, "").body))
 	}

@@ -15,13 +15,16 @@ import (
 // /v1/integrations/github/webhook takes no API key, because GitHub holds
 // none; the X-Hub-Signature-256 header, an HMAC-SHA256 of the raw body with
 // the webhook secret both sides know, is the proof. Push events go to
-// ControlPlane.HandleGitHubPush; every other delivery is acknowledged and
-// changes nothing.
+// ControlPlane.HandleGitHubPush, which processes a delivery once (a repeat,
+// with the same X-GitHub-Delivery or the same body, is acknowledged and
+// creates nothing); every other delivery is acknowledged and changes
+// nothing.
 
 // The headers of a GitHub webhook delivery.
 const (
 	headerSignature = "X-Hub-Signature-256"
 	headerEvent     = "X-GitHub-Event"
+	headerDelivery  = "X-GitHub-Delivery"
 )
 
 // detailWebhookDisabled answers the webhook when Options.GitHubWebhookSecret
@@ -102,7 +105,12 @@ func (h *handler) githubWebhook(c *call) (int, any, error) {
 	}
 	// Which pushes build (branch pushes, not tags, other refs or branch
 	// deletions) is the control plane's rule: every push goes to it.
-	ev := &controlplane.PushEvent{Ref: p.Ref, After: p.After}
+	// A delivery is processed once: the control plane remembers its id and
+	// the digest of its signed body (the id is not signed, so a replay
+	// under a new id is caught by the body).
+	sum := sha256.Sum256(body)
+	ev := &controlplane.PushEvent{Ref: p.Ref, After: p.After,
+		DeliveryID: c.r.Header.Get(headerDelivery), BodyDigest: hex.EncodeToString(sum[:])}
 	if p.Installation != nil {
 		ev.InstallationID = p.Installation.ID
 	}
