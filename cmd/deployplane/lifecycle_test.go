@@ -67,7 +67,7 @@ func TestWebhookSecret(t *testing.T) {
 			for k, v := range c.env {
 				env[k] = v
 			}
-			url, _, stderr := server(t, append([]string{"-db", ":memory:", "-sim-step", "5ms"}, c.args...), env)
+			url, _, stderr := server(t, append([]string{"-db", ":memory:", "-sim-step", "5ms", "-allow-unverified-integrations"}, c.args...), env)
 			d := githubDeployment(t, url, "k")
 			waitStatus(t, url, "k", d["id"].(string), d["latest_revision_id"].(string), "DEPLOYED")
 			if status, body := push(t, url, "another-secret"); status != 401 {

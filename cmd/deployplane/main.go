@@ -32,6 +32,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploysim"
+	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/store"
@@ -48,6 +49,9 @@ Usage:
     deployplane [-addr 127.0.0.1:8124] [-db ./deployplane.db | -db postgres://...]
                 [-keys FILE] [-public-url URL] [-secret-key-file FILE]
                 [-sim-step 500ms] [-github-webhook-secret SECRET]
+                [-github-app-id ID -github-app-slug SLUG -github-app-private-key-file FILE
+                 -github-client-id ID -github-client-secret SECRET]
+                [-allow-unverified-integrations]
 
 Flags:
 
@@ -97,6 +101,22 @@ Flags:
                       trigger build_on_push deployments (prefer the
                       environment variable: command lines are visible to
                       other users of the machine)
+    -github-app-id ID, -github-app-slug SLUG, -github-app-private-key-file FILE,
+    -github-client-id ID, -github-client-secret SECRET
+                      the GitHub App tenants install to connect their
+                      repositories (its settings page: App ID, the slug of
+                      github.com/apps/<slug>, a private key (PEM), and the
+                      OAuth client id and secret); all five or none (see
+                      "GitHub integrations" below)
+    -github-api-url URL, -github-url URL
+                      GitHub's REST API and web site (default
+                      https://api.github.com/ and https://github.com; for
+                      GitHub Enterprise Server https://<host>/api/v3/ and
+                      https://<host>)
+    -allow-unverified-integrations
+                      also serve POST /v1/integrations/github, which
+                      registers a GitHub installation id without asking
+                      GitHub (see "GitHub integrations" below)
 
 Environment:
 
@@ -106,6 +126,9 @@ Environment:
     DEPLOYPLANE_GITHUB_WEBHOOK_SECRET
                             the GitHub webhook secret, as -github-webhook-secret
                             (give one or the other, not both)
+    DEPLOYPLANE_GITHUB_CLIENT_SECRET
+                            the GitHub App's OAuth client secret, as
+                            -github-client-secret (give one or the other)
 
 Keys and tenants:
 
@@ -132,6 +155,30 @@ Revisions:
     or run for real. DELETE leaves a deployment AWAITING_DELETE for one step,
     then removes it (GET answers 404). A revision in flight at shutdown is
     given back and resumed at the next start, or by another replica.
+
+GitHub integrations:
+
+    A github deployment names an integration: a GitHub App installation that
+    belongs to exactly one tenant. With the App configured (the five
+    -github-app-*/-github-client-* flags), GET /v1/integrations/github/install
+    answers {"url": ...}: the App's installation page, with a state bound to
+    the caller's tenant (single use, valid 15 minutes). In the App's
+    settings, set both the Callback URL and the Setup URL to
+    <public URL>/v1/integrations/github/setup and tick "Request user
+    authorization (OAuth) during installation". GitHub sends the user back
+    there (no API key; the state is the proof); the server trades the code
+    for a user token, asks GitHub (GET /user/installations) whether that user
+    can access the installation, and only then records it for the state's
+    tenant. An installation another tenant holds is refused (409). Without
+    the App the install route answers 503. GET /v1/integrations/github lists
+    the tenant's integrations.
+
+    -allow-unverified-integrations also serves POST /v1/integrations/github
+    {"installation_id", "name"}, which records an installation id without
+    asking GitHub. It trusts every API key holder of every tenant: any of
+    them can claim any installation id no tenant holds yet, and then receives
+    its pushes (builds of that repository). Use it only when one team holds
+    all the keys. Without the flag the route answers 404.
 
 GitHub webhook (build_on_push):
 
@@ -226,6 +273,16 @@ type config struct {
 	pgSchema        string
 	simStep         time.Duration
 	webhookSecret   string
+
+	// The GitHub App (integrations).
+	githubAppID           int64
+	githubAppSlug         string
+	githubKeyFile         string
+	githubClientID        string
+	githubClientSecret    string
+	githubAPIURL          string
+	githubURL             string
+	allowUnverifiedIntegs bool
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
@@ -245,6 +302,16 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.pgSchema, "pg-schema", storepg.DefaultSchema, "PostgreSQL schema")
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
 	fs.StringVar(&c.webhookSecret, "github-webhook-secret", "", "GitHub App webhook secret")
+	// The GitHub App (integrations).
+	envClientSecret := getenv("DEPLOYPLANE_GITHUB_CLIENT_SECRET")
+	fs.Int64Var(&c.githubAppID, "github-app-id", 0, "GitHub App id")
+	fs.StringVar(&c.githubAppSlug, "github-app-slug", "", "GitHub App slug")
+	fs.StringVar(&c.githubKeyFile, "github-app-private-key-file", "", "GitHub App private key (PEM) file")
+	fs.StringVar(&c.githubClientID, "github-client-id", "", "GitHub App OAuth client id")
+	fs.StringVar(&c.githubClientSecret, "github-client-secret", "", "GitHub App OAuth client secret")
+	fs.StringVar(&c.githubAPIURL, "github-api-url", githubapp.DefaultAPIURL, "GitHub REST API URL")
+	fs.StringVar(&c.githubURL, "github-url", githubapp.DefaultWebURL, "GitHub web URL")
+	fs.BoolVar(&c.allowUnverifiedIntegs, "allow-unverified-integrations", false, "serve POST /v1/integrations/github")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -278,7 +345,55 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		fmt.Fprintln(stderr, "deployplane: -pg-schema must not be empty")
 		return nil, errUsage
 	}
+	// The GitHub App: all of it or none.
+	switch {
+	case c.githubClientSecret != "" && envClientSecret != "":
+		fmt.Fprintln(stderr, "deployplane: give DEPLOYPLANE_GITHUB_CLIENT_SECRET or -github-client-secret, not both")
+		return nil, errUsage
+	case envClientSecret != "":
+		c.githubClientSecret = envClientSecret
+	}
+	if given := c.githubApp(); len(given) > 0 && len(given) < 5 {
+		fmt.Fprintf(stderr, "deployplane: the GitHub App needs -github-app-id, -github-app-slug, -github-app-private-key-file, -github-client-id and -github-client-secret; given only %s\n",
+			strings.Join(given, " "))
+		return nil, errUsage
+	}
 	return c, nil
+}
+
+// githubApp lists the GitHub App flags given (the client secret from the
+// environment counts).
+func (c *config) githubApp() []string {
+	var given []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"-github-app-id", c.githubAppID != 0}, {"-github-app-slug", c.githubAppSlug != ""},
+		{"-github-app-private-key-file", c.githubKeyFile != ""}, {"-github-client-id", c.githubClientID != ""},
+		{"-github-client-secret", c.githubClientSecret != ""}} {
+		if f.set {
+			given = append(given, f.name)
+		}
+	}
+	return given
+}
+
+// newGitHubApp returns the configured GitHub App, or nil when none is.
+func newGitHubApp(c *config) (controlplane.GitHubApp, error) {
+	if len(c.githubApp()) == 0 {
+		return nil, nil
+	}
+	key, err := os.ReadFile(c.githubKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("-github-app-private-key-file: %w", err)
+	}
+	app, err := githubapp.New(&githubapp.Options{AppID: c.githubAppID, Slug: c.githubAppSlug, PrivateKeyPEM: key,
+		ClientID: c.githubClientID, ClientSecret: c.githubClientSecret, APIURL: c.githubAPIURL, WebURL: c.githubURL,
+		HTTPClient: &http.Client{Timeout: 30 * time.Second}})
+	if err != nil {
+		return nil, err
+	}
+	return app, nil
 }
 
 // run is the whole server; it returns when ctx is done (after a graceful
@@ -361,7 +476,11 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 `, srvCfg.DefaultTenant, generated, generated, url)
 	}
 
-	cp := controlplane.New(st, &controlplane.Options{Logger: log})
+	githubApp, err := newGitHubApp(c)
+	if err != nil {
+		return err
+	}
+	cp := controlplane.New(st, &controlplane.Options{Logger: log, GitHubApp: githubApp})
 	draining, drain := context.WithCancel(context.Background())
 	defer drain()
 	var webhookSecret []byte
@@ -375,6 +494,8 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 			Logger:              log,
 			OAuth:               oauth,
 			GitHubWebhookSecret: webhookSecret,
+
+			AllowUnverifiedIntegrations: c.allowUnverifiedIntegs,
 		})),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
@@ -396,9 +517,13 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if webhookSecret != nil {
 		webhook = "enabled"
 	}
+	githubAppState := "disabled"
+	if githubApp != nil {
+		githubAppState = "enabled"
+	}
 	log.Info("listening", "addr", url, "db", redactDSN(c.db), "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
 		"public_url", publicURL, "secret_key", keyOrigin, "deployer", "simulated", "sim_step", c.simStep,
-		"github_webhook", webhook)
+		"github_webhook", webhook, "github_app", githubAppState, "unverified_integrations", c.allowUnverifiedIntegs)
 
 	// The reconcile loop has its own context: it stops after the last
 	// request, and before the deferred Close of the store.
