@@ -20,13 +20,15 @@
 //   - controlplane: the deployment domain; every rule of the API lives here,
 //     with the Deployer interface and the reconcile loop that moves revisions.
 //   - deploysim: the built-in simulated Deployer.
+//   - githubapp: the GitHub App through which tenants connect installations.
 //   - oauthflow: the OAuth helper domain (providers, flows, tokens).
 //   - httphandler: the HTTP API as an http.Handler to mount on any mux.
 //   - cmd/deployplane: the standalone server.
 //   - examples: runnable programs showing the library in use.
 //
 // Imports point one way: cmd and examples use httphandler, which uses
-// controlplane and oauthflow, which use store; deploysim uses controlplane;
+// controlplane and oauthflow, which use store; deploysim and githubapp use
+// controlplane;
 // the store implementations depend on store alone.
 //
 // # Quick start

@@ -9,7 +9,7 @@
 // New(st, opts) builds a ControlPlane; nil options mean defaults (Options
 // injects the clock, the id generator, the sources offered, the custom URL
 // template of github deployments, the logger, the tracing-project hook, the
-// caps of Limits, and the lifecycle's poll interval, lease duration and
+// GitHub App that verifies installations, the caps of Limits, and the lifecycle's poll interval, lease duration and
 // worker count). Its methods mirror the API and take ctx, then the
 // tenant (the workspace id), then values:
 //
@@ -18,7 +18,8 @@
 //	revisions    GetRevision, ListRevisions, CreateRevision, RedeployRevision
 //	listeners    CreateListener, GetListener, ListListeners, UpdateListener,
 //	             DeleteListener
-//	integrations CreateIntegration, ListIntegrations
+//	integrations StartGitHubInstall, CompleteGitHubInstall (verified),
+//	             CreateIntegration (unverified), ListIntegrations
 //	lifecycle    Run, Process, HandleGitHubPush, ReportDeploymentStatus
 //	for HTTP     GetDeploymentJSON (the wire JSON without decoding), Limits
 //
@@ -97,14 +98,32 @@
 // when this ControlPlane creates work and polls every PollInterval for work
 // other replicas created.
 //
+// GitHub installations: an integration is a GitHub App installation, and
+// an installation belongs to at most one tenant (a second claim, by any
+// tenant, is ErrConflict), so a push reaches exactly the tenant that holds
+// it. The verified way to claim one: StartGitHubInstall stores a random
+// state bound to the tenant (only its SHA-256 is stored; single use,
+// expiring after GitHubInstallStateTTL) and returns the App's installation
+// URL carrying it; CompleteGitHubInstall, given GitHub's setup redirect,
+// spends the state, asks the GitHubApp (Options.GitHubApp, implemented by
+// package githubapp; called outside any store transaction) whether the user
+// behind the redirect's code can access the installation, and only then
+// records it for the state's tenant. CreateIntegration records an
+// installation without asking GitHub: whoever calls it is trusted with any
+// installation id nobody holds yet (cmd/deployplane serves it only with
+// -allow-unverified-integrations).
+//
 // build_on_push: HandleGitHubPush takes a push event the HTTP layer has
 // authenticated (signature checking is not done here). A push to
 // refs/heads/<branch> creates a revision with the pushed commit as
-// repo_commit_sha for every github deployment, in any tenant, of an
-// integration with that installation id, with build_on_push true, the same
-// repository (case, scheme, user, ".git" and "/" ignored; git@host:o/r is
-// https://host/o/r) and repo_ref equal to the branch. Tags, other refs and
-// branch deletions change nothing.
+// repo_commit_sha for every github deployment of the integration holding
+// that installation, with build_on_push true, the same repository (case,
+// scheme, user, ".git" and "/" ignored; git@host:o/r is https://host/o/r)
+// and repo_ref equal to the branch. Tags, other refs and branch deletions
+// change nothing. A delivery is processed once: its delivery id and body
+// digest (PushEvent.DeliveryID, BodyDigest) are recorded in the Update that
+// creates its revisions, and a later push with either seen before, within
+// DeliveryRetention (24 hours), creates nothing.
 //
 // # Errors
 //
@@ -173,12 +192,24 @@
 //     AWAITING_DELETE, each holding its lease. Claiming scans only these
 //     (first in a View, so an idle poll writes nothing); their number
 //     follows the work in flight, not the revisions stored.
-//   - cp_installations, installation id/tenant -> integration id, and the
-//     index field "push" (tenant/push/integration id/ts/id) for github
-//     deployments with build_on_push true: a push reads one installation
-//     prefix and one index prefix per integration, never all deployments.
-//     (Integrations and build_on_push deployments stored before these
-//     indexes existed are not found by pushes.)
+//   - cp_installation_owners, installation id -> tenant/integration id (one
+//     owner per installation), and the index field "push"
+//     (tenant/push/integration id/ts/id) for github deployments with
+//     build_on_push true: a push reads one owner record and one index
+//     prefix, never all deployments. (Integrations recorded before owners
+//     were, in the former cp_installations, and build_on_push deployments
+//     stored before the push index existed are not found by pushes;
+//     register the integration again.)
+//   - cp_webhook_deliveries: d/sha256(delivery id) and b/sha256(body
+//     digest), each with the time it was seen, and e/time/key index entries
+//     in time order. The Update that records a delivery also removes up to
+//     8 entries older than DeliveryRetention, so the collection holds about
+//     the deliveries of the last 24 hours, whatever the restarts or
+//     replicas.
+//   - cp_github_install_states: s/sha256(state) -> tenant and expiry, and
+//     e/expiry/s/sha256(state) entries; each StartGitHubInstall removes up
+//     to 8 expired states, and CompleteGitHubInstall removes the one it
+//     spends.
 //   - The stored deployment record is the wire JSON with tag_value_ids as
 //     its last field and secrets never null, so GetDeploymentJSON returns
 //     it cut at that field, without decoding. The record is written by

@@ -20,9 +20,10 @@
 // Every route is listed once, in routes.go, on a private http.ServeMux with
 // Go 1.22 method patterns: deployments (POST, GET list, GET, PATCH, DELETE),
 // revisions (GET list, POST, GET, POST redeploy), listeners (POST, GET list,
-// GET, PATCH, DELETE), GitHub integrations (POST /v1/integrations/github,
-// GET /v1/integrations/github/install, and the public POST
-// /v1/integrations/github/webhook, below), the OAuth helpers (below) and GET
+// GET, PATCH, DELETE), GitHub integrations (GET /v1/integrations/github,
+// GET /v1/integrations/github/install, the public GET
+// /v1/integrations/github/setup and POST /v1/integrations/github/webhook,
+// and POST /v1/integrations/github when allowed; below), the OAuth helpers (below) and GET
 // /openapi.json, an OpenAPI 3.1 document built from the same list, with
 // schemas derived from the controlplane and oauthflow types by reflection.
 // Success statuses are those of the contract: 201 for creations, 204 for
@@ -109,6 +110,34 @@
 // {"detail": "The OAuth helpers (/v2/auth/*) are not enabled on this
 // server."}.
 //
+// # GitHub integrations
+//
+// An integration is a GitHub App installation held by one tenant (wire
+// contract section 9). GET /v1/integrations/github/install answers 200
+// {"url": ...}: the App's installation page with a state bound to the
+// caller's tenant (ControlPlane.StartGitHubInstall), or 503 {"detail": ...}
+// when the control plane has no GitHub App (controlplane.Options.GitHubApp).
+// GitHub sends the user's browser back to GET
+// /v1/integrations/github/setup?installation_id=&setup_action=&code=&state=,
+// which takes no API key (the state is the proof, as for the OAuth
+// callback) and answers an HTML page: 200 once
+// ControlPlane.CompleteGitHubInstall has confirmed with GitHub that the user
+// can access the installation and recorded it for the state's tenant
+// (the page shows the integration id); 400 for a missing parameter, an
+// installation only requested (setup_action=request), or a state unknown,
+// expired or already used; 403 when the user cannot access the
+// installation; 409 when another tenant holds it; 502 when GitHub refused
+// the code or could not be reached; 503 without an App. HEAD does not
+// spend the state. GET /v1/integrations/github lists the tenant's
+// integrations, oldest first.
+//
+// POST /v1/integrations/github {"installation_id", "name"} records an
+// installation without asking GitHub. It is served only when
+// Options.AllowUnverifiedIntegrations is set, because it trusts every API
+// key holder of every tenant with any installation id no tenant holds yet;
+// otherwise it answers 404 and is not in GET /openapi.json. Either way an
+// installation another tenant holds is 409.
+//
 // # GitHub webhook (build_on_push)
 //
 // POST /v1/integrations/github/webhook is where a GitHub App sends its
@@ -134,8 +163,11 @@
 // clone_url (else html_url, else ssh_url; the control plane compares them
 // with each deployment's repo_url regardless of case, scheme, user and a
 // ".git" suffix) and the pushed commit (after), which becomes the new
-// revisions' repo_commit_sha. The answer is 202 {"message": "...",
-// "revisions_created": N}. Every other signed delivery is 202 with
+// revisions' repo_commit_sha, with the X-GitHub-Delivery header and the
+// SHA-256 of the body: the control plane processes a delivery once, so a
+// repeat (GitHub's redelivery, or a replayed signed body under any delivery
+// id, which the signature does not cover) is 202 with revisions_created 0.
+// The answer is 202 {"message": "...", "revisions_created": N}. Every other signed delivery is 202 with
 // revisions_created 0 and changes nothing: ping and events other than
 // push; pushes of tags or other refs and branch deletions (after all
 // zeros) reach the control plane, whose rule is that they create nothing. GitHub Apps always deliver JSON; a form-encoded delivery
@@ -144,8 +176,8 @@
 //
 // # Authentication and tenants
 //
-// Every route but GET /openapi.json, the OAuth callback and the GitHub
-// webhook needs credentials: X-Api-Key, or Authorization: Bearer. An Authenticator (Options) turns them into a
+// Every route but GET /openapi.json, the OAuth callback, the GitHub setup
+// redirect and the GitHub webhook needs credentials: X-Api-Key, or Authorization: Bearer. An Authenticator (Options) turns them into a
 // Principal and the tenants it may use; the built-in KeyTable holds only
 // SHA-256 digests of its keys and compares a presented key's digest with
 // every entry in constant time. A principal with one tenant needs no
