@@ -41,9 +41,10 @@ type fleet struct {
 func newFleet(b *testing.B, st store.Store) *fleet {
 	b.Helper()
 	f := &fleet{cp: controlplane.New(st, nil), integrations: map[string]string{}}
-	for _, tenant := range benchTenants {
+	for i, tenant := range benchTenants {
+		// An installation belongs to one tenant: each has its own.
 		in, err := f.cp.CreateIntegration(context.Background(), tenant, &controlplane.CreateIntegrationRequest{
-			InstallationID: new(int64(1)), Name: new("acme"),
+			InstallationID: new(int64(i + 1)), Name: new("acme"),
 		})
 		if err != nil {
 			b.Fatal(err)
