@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/storebolt"
+	"pgregory.net/rapid"
 )
 
 // fakeApp is a GitHubApp whose answers the test sets: which installations
@@ -330,4 +332,77 @@ func TestPushDeliveredOnce(t *testing.T) {
 func digestHex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// TestInstallationOwnershipProperty: whatever sequence of claims (verified
+// or not, by either tenant) and pushes, an installation has the owner of
+// its first successful claim, every later claim by another tenant is
+// ErrConflict, and a push reaches the owner's deployments only.
+func TestInstallationOwnershipProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		app := &fakeApp{access: map[string]map[int64]string{}}
+		f := newFixture(t, &controlplane.Options{GitHubApp: app})
+		owner := map[int64]string{}     // installation -> tenant
+		integ := map[int64]string{}     // installation -> integration id
+		tracked := map[int64][]string{} // installation -> deployment ids with build_on_push
+		tenants := []string{tenantA, tenantB}
+		for i := range rapid.IntRange(1, 25).Draw(rt, "steps") {
+			tenant := rapid.SampledFrom(tenants).Draw(rt, "tenant")
+			inst := rapid.Int64Range(1, 3).Draw(rt, "installation")
+			switch rapid.SampledFrom([]string{"claim", "verified", "push"}).Draw(rt, "op") {
+			case "claim", "verified":
+				var in *controlplane.Integration
+				var err error
+				verified := false
+				if rapid.Bool().Draw(rt, "verified") {
+					verified = true
+					u, serr := f.cp.StartGitHubInstall(f.ctx, tenant)
+					if serr != nil {
+						rt.Fatal(serr)
+					}
+					code := fmt.Sprint("code-", i)
+					app.access[code] = map[int64]string{inst: "acct"}
+					in, err = f.cp.CompleteGitHubInstall(f.ctx, &controlplane.GitHubSetup{InstallationID: inst, Code: code, State: stateOf(t, u)})
+				} else {
+					in, err = f.cp.CreateIntegration(f.ctx, tenant, &controlplane.CreateIntegrationRequest{InstallationID: new(inst), Name: new("acct")})
+				}
+				o, owned := owner[inst]
+				switch {
+				case !owned:
+					if err != nil {
+						rt.Fatalf("first claim of %d by %s: %v", inst, tenant, err)
+					}
+					owner[inst], integ[inst] = tenant, in.ID
+					d := f.create(tenant, githubPushBody(fmt.Sprint("d", i), in.ID))
+					tracked[inst] = append(tracked[inst], d.ID)
+				case o == tenant && verified:
+					if err != nil || in.ID != integ[inst] {
+						rt.Fatalf("verified claim by the owner: %+v, %v; want integration %s", in, err, integ[inst])
+					}
+				default:
+					if !errors.Is(err, controlplane.ErrConflict) {
+						rt.Fatalf("claim of %d (owner %s) by %s: %+v, %v; want ErrConflict", inst, o, tenant, in, err)
+					}
+				}
+			case "push":
+				pushed, err := f.cp.HandleGitHubPush(f.ctx, &controlplane.PushEvent{InstallationID: inst,
+					RepoURL: "https://github.com/acme/agent", Ref: "refs/heads/main", After: fmt.Sprint("sha", i)})
+				if err != nil {
+					rt.Fatal(err)
+				}
+				var got []string
+				for _, p := range pushed {
+					if p.Tenant != owner[inst] {
+						rt.Fatalf("push of %d reached tenant %s, owner %s", inst, p.Tenant, owner[inst])
+					}
+					got = append(got, p.DeploymentID)
+				}
+				slices.Sort(got)
+				want := slices.Sorted(slices.Values(tracked[inst]))
+				if !slices.Equal(want, got) {
+					rt.Fatalf("push of %d reached %v, want %v", inst, got, want)
+				}
+			}
+		}
+	})
 }

@@ -207,6 +207,11 @@ func TestGitHubSetupErrors(t *testing.T) {
 		t.Errorf("HEAD of the setup URL: %d", r.status)
 	}
 	htmlAnswer(t, "GET after HEAD", setup(v), 200, "is integration")
+	for _, secret := range s.gh.Secrets() {
+		if strings.Contains(s.log.String(), secret) {
+			t.Errorf("the log holds a secret of GitHub's")
+		}
+	}
 }
 
 // TestGitHubInstallWithoutApp: without a GitHub App the install route and
