@@ -62,8 +62,8 @@ const zeroSHA = "0000000000000000000000000000000000000000"
 // created in one Update and supersede older ones like any new revision.
 // Tag pushes, other refs and branch deletions create nothing and are not
 // errors. The deployments are found through indexes (installation id to
-// tenant integrations, integration to build_on_push deployments), never by
-// scanning all deployments. A delivery seen before (PushEvent.DeliveryID,
+// its owner's integration, integration to build_on_push deployments),
+// never by scanning all deployments. A delivery seen before (PushEvent.DeliveryID,
 // BodyDigest) creates nothing; a delivery is recorded as seen in the same
 // Update that creates its revisions, so that it is processed exactly once
 // even across a crash. Errors: *ValidationError when a branch push lacks
@@ -128,55 +128,53 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 				}
 			}
 		}
-		type integ struct{ tenant, id string }
-		var integs []integ
+		// The installation's one owner, if any, and its build_on_push
+		// deployments.
 		owner, err := tx.Get(colInstallationOwners, strconv.FormatInt(ev.InstallationID, 10))
-		switch {
-		case err == nil:
-			t, id, _ := strings.Cut(string(owner), "/")
-			integs = append(integs, integ{tenant: t, id: id})
-		case !errors.Is(err, store.ErrNotFound):
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		for _, in := range integs {
-			var tails []string
-			ip := key(in.tenant, idxPush, in.id) + "/"
-			err := tx.Scan(colDeploymentIndex, ip, nil, func(k string, _ []byte) (bool, error) {
-				tails = append(tails, k[len(ip):])
-				return true, nil
-			})
+		tenant, integID, _ := strings.Cut(string(owner), "/")
+		var tails []string
+		ip := key(tenant, idxPush, integID) + "/"
+		err = tx.Scan(colDeploymentIndex, ip, nil, func(k string, _ []byte) (bool, error) {
+			tails = append(tails, k[len(ip):])
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, t := range tails {
+			_, id, _ := strings.Cut(t, "/")
+			d, err := getDeployment(tx, tenant, id)
 			if err != nil {
+				if errors.Is(err, ErrNotFound) {
+					err = errors.New("controlplane: the push index names a missing deployment " + id)
+				}
 				return err
 			}
-			for _, t := range tails {
-				_, id, _ := strings.Cut(t, "/")
-				d, err := getDeployment(tx, in.tenant, id)
-				if err != nil {
-					if errors.Is(err, ErrNotFound) {
-						err = errors.New("controlplane: the push index names a missing deployment " + id)
-					}
-					return err
-				}
-				if !pushMatches(d, repo, branch) {
-					continue
-				}
-				if len(out) == len(ids) {
-					ids = append(ids, cp.newID())
-				}
-				next := *d
-				at := later(now, d.UpdatedAt)
-				next.SourceRevisionConfig.RepoCommitSHA = new(ev.After) // the revision's, mirrored
-				rev := newRevision(&next, ids[len(out)], at)
-				next.LatestRevisionID = new(rev.ID)
-				next.UpdatedAt = at
-				if err := addRevision(tx, in.tenant, rev); err != nil {
-					return err
-				}
-				if err := putDeployment(tx, in.tenant, d, &next); err != nil {
-					return err
-				}
-				out = append(out, PushedRevision{Tenant: in.tenant, DeploymentID: d.ID, Revision: rev.Revision})
+			if !pushMatches(d, repo, branch) {
+				continue
 			}
+			if len(out) == len(ids) {
+				ids = append(ids, cp.newID())
+			}
+			next := *d
+			at := later(now, d.UpdatedAt)
+			next.SourceRevisionConfig.RepoCommitSHA = new(ev.After) // the revision's, mirrored
+			rev := newRevision(&next, ids[len(out)], at)
+			next.LatestRevisionID = new(rev.ID)
+			next.UpdatedAt = at
+			if err := addRevision(tx, tenant, rev); err != nil {
+				return err
+			}
+			if err := putDeployment(tx, tenant, d, &next); err != nil {
+				return err
+			}
+			out = append(out, PushedRevision{Tenant: tenant, DeploymentID: d.ID, Revision: rev.Revision})
 		}
 		return nil
 	})
