@@ -37,7 +37,7 @@ func TestWaitTimesOut(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	if w, err := e.svc.Wait(ctx, tenantA, res.AuthID, 0); err != nil || w.Status != oauthflow.StatusPending {
 		t.Errorf("Wait(0) = %+v, %v; want pending", w, err)
 	}
@@ -49,7 +49,7 @@ func TestWaitTimesOut(t *testing.T) {
 func TestWaitStopsWithContext(t *testing.T) {
 	e := newEnv(t, nil)
 	e.addProvider(t, tenantA, "fake", true)
-	res, err := e.svc.Authenticate(context.Background(), tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res, err := e.svc.Authenticate(context.Background(), tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestWaitSeesOtherReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	waited := make(chan oauthflow.WaitResult, 1)
 	go func() {
 		w, err := e.svc.Wait(ctx, tenantA, res.AuthID, 20*time.Second)
@@ -95,8 +95,8 @@ func TestManyWaiters(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	a := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
-	b := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "bob", Provider: "fake"})
+	a := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
+	b := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "bob", Provider: "fake", Scopes: noScopes})
 	type result struct {
 		who string
 		w   oauthflow.WaitResult
