@@ -136,6 +136,12 @@
 // open; JSON decoding is most of the difference from the baseline. Either
 // call is small beside the HTTP round trip that carries it.
 //
+// BenchmarkValidateScopes/60000, an authenticate with 60,000 scopes, costs
+// about 1.2 µs: the list is refused by its length alone (before the cap was
+// checked first, 40 s of quadratic de-duplication on the same machine).
+// BenchmarkValidateScopes/100, a full list up to the provider lookup,
+// about 70 µs.
+//
 // # Tenants
 //
 // Every method but Callback takes the tenant explicitly. Providers, tokens
