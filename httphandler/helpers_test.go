@@ -127,6 +127,7 @@ func newServerWith(t testing.TB, c serverSetup) *server {
 			SecretKey:  bytes.Repeat([]byte{7}, 32),
 			PublicURL:  s.url,
 			HTTPClient: s.prov.Client(),
+			Egress:     egressAllowing(t, s.prov.Host()),
 			Clock:      s.clock.Now,
 			Logger:     o.Logger,
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/oauthflow"
 )
 
@@ -240,6 +241,9 @@ func (h *handler) oauthCallback(c *call) (int, any, error) {
 		return http.StatusBadRequest, htmlPage{titleFailed, msg + startAgain}, nil
 	case errors.Is(err, oauthflow.ErrNotFound):
 		return http.StatusNotFound, htmlPage{titleFailed, "This OAuth provider is no longer configured." + startAgain}, nil
+	case errors.Is(err, egress.ErrRefused):
+		return http.StatusBadGateway, htmlPage{titleFailed,
+			"This server may not contact the provider's token endpoint (its address is not allowed); tell the server's operator." + startAgain}, nil
 	case errors.Is(err, oauthflow.ErrExchangeFailed):
 		return http.StatusBadGateway, htmlPage{titleFailed,
 			"The provider did not accept the authorization code." + startAgain}, nil

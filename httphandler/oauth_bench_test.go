@@ -26,7 +26,7 @@ import (
 func BenchmarkAuthenticateStoredTokenInProcess(b *testing.B) {
 	prov := oauthtest.New(b)
 	svc, err := oauthflow.New(storemem.New(), &oauthflow.Options{SecretKey: bytes.Repeat([]byte{7}, 32),
-		PublicURL: "http://127.0.0.1:8124", HTTPClient: prov.Client()})
+		PublicURL: "http://127.0.0.1:8124", Egress: egressAllowing(b, prov.Host())})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,7 +24,8 @@ import (
 // endpoint).
 func newOAuthFuzzTarget(t testing.TB) *fuzzTarget {
 	st := storemem.New()
-	svc, err := oauthflow.New(st, &oauthflow.Options{SecretKey: bytes.Repeat([]byte{7}, 32), PublicURL: "http://127.0.0.1:8124"})
+	svc, err := oauthflow.New(st, &oauthflow.Options{SecretKey: bytes.Repeat([]byte{7}, 32), PublicURL: "http://127.0.0.1:8124",
+		Egress: egressAllowing(t, "127.0.0.1:1")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func TestOAuthFullFlow(t *testing.T) {
 		t.Errorf("%d code exchanges, want 1", ex)
 	}
 	var raw map[string]any
-	_ = json.Unmarshal(s.as(keyA, "POST", "/v2/auth/authenticate", `{"user_id": "user-1", "provider": "fake"}`).body, &raw)
+	_ = json.Unmarshal(s.as(keyA, "POST", "/v2/auth/authenticate", `{"user_id": "user-1", "provider": "fake", "scopes": []}`).body, &raw)
 	diff(t, "completed answer's members", map[string]any{"status": "completed", "url": nil, "auth_id": nil, "token": token}, raw)
 }
 
@@ -151,7 +151,7 @@ func TestOAuthProviders(t *testing.T) {
 			t.Errorf("%s after delete: %d %s", m, r.status, r.body)
 		}
 	}
-	r = s.as(keyA, "POST", "/v2/auth/authenticate", `{"user_id": "u", "provider": "a-prov"}`)
+	r = s.as(keyA, "POST", "/v2/auth/authenticate", `{"user_id": "u", "provider": "a-prov", "scopes": []}`)
 	if r.status != 404 || detail(t, r) != "OAuth provider a-prov not found." {
 		t.Errorf("authenticate with a deleted provider: %d %s", r.status, r.body)
 	}
@@ -176,11 +176,12 @@ func TestOAuthValidation(t *testing.T) {
 		method, path, body string
 		want               [][]any
 	}{
-		{"POST", "/v2/auth/authenticate", `{}`, [][]any{{"body", "user_id"}, {"body", "provider"}}},
+		{"POST", "/v2/auth/authenticate", `{}`, [][]any{{"body", "user_id"}, {"body", "provider"}, {"body", "scopes"}}},
+		{"POST", "/v2/auth/authenticate", `{"user_id": "u", "provider": "fake", "scopes": null}`, [][]any{{"body", "scopes"}}},
 		{"POST", "/v2/auth/authenticate", ``, [][]any{{"body"}}},
 		{"POST", "/v2/auth/authenticate", `{"user_id": "u", "provider": "fake", "scopes": "repo"}`, [][]any{{"body", "scopes"}}},
 		{"POST", "/v2/auth/authenticate", `{"user_id": "u", "provider": "fake", "scopes": ["a b"]}`, [][]any{{"body", "scopes", 0}}},
-		{"POST", "/v2/auth/authenticate", `{"user_id": "u", "provider": "fake", "use_agent_builder_public_oauth": true}`,
+		{"POST", "/v2/auth/authenticate", `{"user_id": "u", "provider": "fake", "scopes": [], "use_agent_builder_public_oauth": true}`,
 			[][]any{{"body", "use_agent_builder_public_oauth"}}},
 		{"POST", "/v2/auth/providers", `{"provider_id": "x", "name": "X", "client_id": "c", "auth_url": "http://example.com/a", "token_url": "/t"}`,
 			[][]any{{"body", "auth_url"}, {"body", "token_url"}}},
@@ -210,7 +211,7 @@ func TestOAuthCallbackFailures(t *testing.T) {
 	users := 0
 	start := func() (authAnswer, string) { // a flow of a new user, at the provider
 		users++
-		a := s.authenticate(t, keyA, `{"user_id": "user-`+strconv.Itoa(users)+`", "provider": "fake"}`)
+		a := s.authenticate(t, keyA, `{"user_id": "user-`+strconv.Itoa(users)+`", "provider": "fake", "scopes": []}`)
 		return a, s.redirect(a.URL)
 	}
 
@@ -260,7 +261,7 @@ func TestOAuthCallbackFailures(t *testing.T) {
 func TestOAuthExpiredFlow(t *testing.T) {
 	s := newServerWith(t, serverSetup{oauth: func(o *oauthflow.Options) { o.FlowTTL = 5 * time.Minute }})
 	must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
-	a := s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake"}`)
+	a := s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake", "scopes": []}`)
 	cb := s.redirect(a.URL)
 	s.clock.Advance(5*time.Minute + time.Second)
 	checkPage(t, "late callback", s.open(cb), 400, "has expired")
@@ -276,13 +277,13 @@ func TestOAuthRefresh(t *testing.T) {
 	s := newServer(t, nil)
 	s.prov.SetExpiresIn(60)
 	must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
-	a := s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake"}`)
+	a := s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake", "scopes": []}`)
 	checkPage(t, "callback", s.browse(a.URL), 200, "close this window")
 	first := s.prov.LastAccessToken()
-	diff(t, "before expiry", authAnswer{Status: "completed", Token: &first}, s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake"}`))
+	diff(t, "before expiry", authAnswer{Status: "completed", Token: &first}, s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake", "scopes": []}`))
 
 	s.clock.Advance(2 * time.Minute)
-	got := s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake"}`)
+	got := s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake", "scopes": []}`)
 	second := s.prov.LastAccessToken()
 	if second == first {
 		t.Fatal("no new token was issued")
@@ -300,7 +301,7 @@ func TestOAuthTokenIsolation(t *testing.T) {
 	s := newServer(t, nil)
 	must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
 	must[oauthflow.Provider](t, s, keyB, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
-	a := s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake"}`)
+	a := s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake", "scopes": []}`)
 	checkPage(t, "callback", s.browse(a.URL), 200, "close this window")
 	token := s.prov.LastAccessToken()
 
@@ -308,9 +309,9 @@ func TestOAuthTokenIsolation(t *testing.T) {
 		name, body string
 		headers    []string
 	}{
-		{"tenant A, another user", `{"user_id": "user-2", "provider": "fake"}`, []string{"X-Api-Key", keyA}},
-		{"tenant B, the same user id", `{"user_id": "user-1", "provider": "fake"}`, []string{"X-Api-Key", keyB}},
-		{"org key in tenant B", `{"user_id": "user-1", "provider": "fake"}`, []string{"X-Api-Key", keyOrg, "X-Tenant-Id", tenantB}},
+		{"tenant A, another user", `{"user_id": "user-2", "provider": "fake", "scopes": []}`, []string{"X-Api-Key", keyA}},
+		{"tenant B, the same user id", `{"user_id": "user-1", "provider": "fake", "scopes": []}`, []string{"X-Api-Key", keyB}},
+		{"org key in tenant B", `{"user_id": "user-1", "provider": "fake", "scopes": []}`, []string{"X-Api-Key", keyOrg, "X-Tenant-Id", tenantB}},
 	} {
 		r := s.do("POST", "/v2/auth/authenticate", c.body, c.headers...)
 		var got authAnswer
@@ -337,11 +338,11 @@ func TestOAuthSecretsStayOut(t *testing.T) {
 	keep(s.as(keyA, "GET", "/v2/auth/providers/fake", ""))
 	keep(s.as(keyA, "PATCH", "/v2/auth/providers/fake", `{"name": "n"}`))
 	var a authAnswer
-	_ = json.Unmarshal(keep(s.as(keyA, "POST", "/v2/auth/authenticate", `{"user_id": "u", "provider": "fake"}`)).body, &a)
+	_ = json.Unmarshal(keep(s.as(keyA, "POST", "/v2/auth/authenticate", `{"user_id": "u", "provider": "fake", "scopes": []}`)).body, &a)
 	keep(s.browse(a.URL))
 	keep(s.as(keyA, "GET", "/v2/auth/wait/"+a.AuthID, ""))
 	s.clock.Advance(2 * time.Minute)
-	keep(s.as(keyA, "POST", "/v2/auth/authenticate", `{"user_id": "u", "provider": "fake"}`))
+	keep(s.as(keyA, "POST", "/v2/auth/authenticate", `{"user_id": "u", "provider": "fake", "scopes": []}`))
 	keep(s.as(keyA, "DELETE", "/v2/auth/providers/fake", ""))
 	if refreshes := s.prov.Counts().Refreshes; refreshes != 1 {
 		t.Fatalf("%d refreshes, want 1", refreshes)
@@ -368,7 +369,7 @@ func TestOAuthSecretsStayOut(t *testing.T) {
 func TestOAuthWaitTimeout(t *testing.T) {
 	s := newServer(t, nil)
 	must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
-	a := s.authenticate(t, keyA, `{"user_id": "u", "provider": "fake"}`)
+	a := s.authenticate(t, keyA, `{"user_id": "u", "provider": "fake", "scopes": []}`)
 	began := time.Now()
 	diff(t, "wait", waitAnswer{Status: "timeout"}, s.wait(t, keyA, a.AuthID, "?timeout=1"))
 	if took := time.Since(began); took < time.Second {
@@ -383,7 +384,7 @@ func TestOAuthWaitOutlivesServerTimeouts(t *testing.T) {
 		srv.ReadTimeout, srv.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
 	}})
 	must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
-	a := s.authenticate(t, keyA, `{"user_id": "u", "provider": "fake"}`)
+	a := s.authenticate(t, keyA, `{"user_id": "u", "provider": "fake", "scopes": []}`)
 	diff(t, "a 1 s wait behind 0.3 s server timeouts", waitAnswer{Status: "timeout"}, s.wait(t, keyA, a.AuthID, "?timeout=1"))
 
 	// And one that completes: the callback lands while the poll waits.
@@ -405,7 +406,7 @@ func TestOAuthWaitOutlivesServerTimeouts(t *testing.T) {
 func TestOAuthWaitClientGone(t *testing.T) {
 	s := newServer(t, nil)
 	must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
-	a := s.authenticate(t, keyA, `{"user_id": "u", "provider": "fake"}`)
+	a := s.authenticate(t, keyA, `{"user_id": "u", "provider": "fake", "scopes": []}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, "GET", s.url+"/v2/auth/wait/"+a.AuthID+"?timeout=300", nil)
 	if err != nil {

@@ -23,7 +23,7 @@ func TestOverBolt(t *testing.T) {
 	e.addProvider(t, tenantA, "fake", true)
 	e.addProvider(t, tenantB, "fake", true)
 	tok := e.login(t, tenantA, "fake", "alice", "repo")
-	if res, err := e.svc.Authenticate(ctx, tenantB, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"}); err != nil || res.Status != oauthflow.StatusPending {
+	if res, err := e.svc.Authenticate(ctx, tenantB, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes}); err != nil || res.Status != oauthflow.StatusPending {
 		t.Fatalf("tenant B: %+v, %v; want pending", res, err)
 	}
 	e.clock.Advance(2 * time.Hour)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/internal/oauthtest"
 	"github.com/deployplane/deployplane/internal/testclock"
 	"github.com/deployplane/deployplane/oauthflow"
@@ -72,7 +73,8 @@ func (b *syncBuffer) String() string {
 }
 
 // env is a Service over a fresh storemem, with a fake clock, a fake
-// provider and a captured debug-level JSON log.
+// provider (which its egress policy allows: the Service reaches it through
+// its default client) and a captured debug-level JSON log.
 type env struct {
 	svc   *oauthflow.Service
 	st    store.Store
@@ -94,7 +96,7 @@ func newEnvOver(t testing.TB, st store.Store, tweak func(*oauthflow.Options)) *e
 	opts := &oauthflow.Options{
 		SecretKey:    testKey,
 		PublicURL:    testPublicURL,
-		HTTPClient:   e.prov.Client(),
+		Egress:       allowing(t, e.prov.Host()),
 		Clock:        e.clock.Now,
 		PollInterval: time.Hour, // wake-ups must come from the notifier
 		Logger:       slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -108,6 +110,16 @@ func newEnvOver(t testing.TB, st store.Store, tweak func(*oauthflow.Options)) *e
 	}
 	e.svc = svc
 	return e
+}
+
+// allowing is an egress policy that allows hosts.
+func allowing(t testing.TB, hosts ...string) *egress.Policy {
+	t.Helper()
+	p, err := egress.New(&egress.Options{AllowHosts: hosts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // addProvider registers the fake provider as providerID in tenant.
@@ -142,6 +154,9 @@ func (e *env) authenticate(t testing.TB, tenant string, req oauthflow.AuthReques
 func (e *env) login(t testing.TB, tenant, providerID, user string, scopes ...string) string {
 	t.Helper()
 	ctx := context.Background()
+	if scopes == nil {
+		scopes = noScopes
+	}
 	res := e.authenticate(t, tenant, oauthflow.AuthRequest{UserID: user, Provider: providerID, Scopes: scopes})
 	if res.Status != oauthflow.StatusPending {
 		t.Fatalf("Authenticate: status %q, want pending", res.Status)
@@ -164,3 +179,7 @@ func queryParam(t testing.TB, rawURL, name string) string {
 	}
 	return u.Query().Get(name)
 }
+
+// noScopes asks for no particular scope (scopes are required; nil is
+// missing).
+var noScopes = []string{}

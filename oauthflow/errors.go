@@ -22,9 +22,12 @@ var (
 	// Nothing is changed. HTTP 400 (an error page).
 	ErrUnknownState = errors.New("oauthflow: unknown, expired or already used state")
 	// ErrExchangeFailed is returned by Callback when the provider's token
-	// endpoint refused the authorization code or could not be reached. The
-	// flow is marked failed. The message carries only non-secret details
-	// (HTTP status, RFC 6749 error code). HTTP 502 (an error page).
+	// endpoint refused the authorization code or could not be reached,
+	// including when the egress policy refused to reach it (then the error
+	// also matches egress.ErrRefused and wraps an *egress.RefusedError
+	// naming the address). The flow is marked failed. The message carries
+	// only non-secret details (HTTP status, RFC 6749 error code, the
+	// refused host and address). HTTP 502 (an error page).
 	ErrExchangeFailed = errors.New("oauthflow: token exchange failed")
 	// ErrInvalidTenant: the tenant string is empty, longer than 64 bytes,
 	// or holds a byte outside [A-Za-z0-9._-] (the rule controlplane

@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -28,9 +29,16 @@ func Example() {
 
 	st := storemem.New()
 	defer st.Close()
+	// The stand-in listens on loopback over http, which requests made on a
+	// tenant's behalf may reach only when the operator allows the host.
+	egressPolicy, err := egress.New(&egress.Options{AllowHosts: []string{provider.Listener.Addr().String()}})
+	if err != nil {
+		log.Fatal(err)
+	}
 	svc, err := oauthflow.New(st, &oauthflow.Options{
 		SecretKey: make([]byte, 32), // a real server reads 32 random bytes from its configuration
 		PublicURL: "https://deploy.example.com",
+		Egress:    egressPolicy,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -155,7 +163,7 @@ func ExampleValidationError() {
 	}
 	// Output:
 	// [body name] missing Field required
-	// [body auth_url] url_scheme URL scheme should be 'https' ('http' only for loopback hosts)
+	// [body auth_url] url_scheme URL scheme should be 'https' ('http' only for hosts the server's operator allows)
 }
 
 // A callback whose state matches no open flow changes nothing.

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -38,6 +39,10 @@ type AuthRequest struct {
 	// Provider is a ProviderID of the tenant. Required.
 	Provider string `json:"provider"`
 	// Scopes to request; a stored token is reused only if it covers them.
+	// Required: nil (a missing or null "scopes") is a validation error;
+	// an empty list asks for no particular scope. At most 100, each 1 to
+	// 256 printable ASCII characters without spaces, '"' or '\' (RFC
+	// 6749 section 3.3); duplicates count once.
 	Scopes []string `json:"scopes"`
 	// AgentID is recorded with the flow; tokens are per user, not agent.
 	AgentID string `json:"agent_id"`
@@ -72,7 +77,11 @@ const (
 	maxScopeLen   = 256
 )
 
-// validateAuthRequest checks req and returns its scopes without duplicates.
+// validateAuthRequest checks req and returns its scopes without
+// duplicates. The work is bounded by the caps, not by the request: a list
+// over its cap is one problem and its items are not looked at, so a
+// request yields at most maxScopes+4 problems; duplicates are dropped
+// through a set.
 func validateAuthRequest(req AuthRequest) ([]string, error) {
 	var ps problems
 	if req.UserID == "" {
@@ -86,17 +95,24 @@ func validateAuthRequest(req AuthRequest) ([]string, error) {
 	if req.Provider == "" {
 		ps.add("missing", "Field required", "body", "provider")
 	}
-	if len(req.Scopes) > maxScopes {
-		ps.add("too_long", fmt.Sprintf("List should have at most %d items", maxScopes), "body", "scopes")
-	}
 	var scopes []string
-	for i, sc := range req.Scopes {
-		if !validScope(sc) {
-			ps.add("string_pattern_mismatch", fmt.Sprintf("a scope is 1 to %d printable ASCII characters without spaces, '\"' or '\\'", maxScopeLen), "body", "scopes", i)
-			continue
-		}
-		if !slices.Contains(scopes, sc) {
-			scopes = append(scopes, sc)
+	switch {
+	case req.Scopes == nil:
+		ps.add("missing", "Field required", "body", "scopes")
+	case len(req.Scopes) > maxScopes:
+		ps.add("too_long", fmt.Sprintf("List should have at most %d items, not %d", maxScopes, len(req.Scopes)), "body", "scopes")
+	default:
+		scopes = make([]string, 0, len(req.Scopes))
+		seen := make(map[string]bool, len(req.Scopes))
+		for i, sc := range req.Scopes {
+			if !validScope(sc) {
+				ps.add("string_pattern_mismatch", fmt.Sprintf("a scope is 1 to %d printable ASCII characters without spaces, '\"' or '\\'", maxScopeLen), "body", "scopes", i)
+				continue
+			}
+			if !seen[sc] {
+				seen[sc] = true
+				scopes = append(scopes, sc)
+			}
 		}
 	}
 	if req.UseAgentBuilderPublicOAuth {
@@ -127,9 +143,19 @@ func (t *tokenRecord) expired(now time.Time) bool {
 	return !t.Expiry.IsZero() && !now.Add(expirySkew).Before(t.Expiry)
 }
 
+// covers reports whether the token was granted every scope of scopes. It
+// costs O(len(scopes) + len(t.Scopes)): a provider (which the tenant
+// chooses) may have granted many.
 func (t *tokenRecord) covers(scopes []string) bool {
+	if len(scopes) == 0 {
+		return true
+	}
+	granted := make(map[string]bool, len(t.Scopes))
+	for _, sc := range t.Scopes {
+		granted[sc] = true
+	}
 	for _, sc := range scopes {
-		if !slices.Contains(t.Scopes, sc) {
+		if !granted[sc] {
 			return false
 		}
 	}
@@ -389,10 +415,19 @@ func (s *Service) tokenRecord(key string, t *oauth2.Token, requested []string, n
 // scope as missing would send the user through a new flow on every call.
 // A scope the user declined therefore also counts; the API the token is
 // for has the last word.
+//
+// The response comes from a provider the tenant chose, so it may name any
+// number of scopes: the de-duplication goes through a set, and so costs
+// O(size of the response).
 func grantedScopes(requested []string, response any) []string {
 	out := slices.Clone(requested)
+	seen := make(map[string]bool, len(requested))
+	for _, sc := range requested {
+		seen[sc] = true
+	}
 	add := func(sc string) {
-		if sc != "" && !slices.Contains(out, sc) {
+		if sc != "" && !seen[sc] {
+			seen[sc] = true
 			out = append(out, sc)
 		}
 	}
@@ -520,6 +555,10 @@ func (s *Service) Callback(ctx context.Context, req CallbackRequest) error {
 		if ferr := s.finish(ctx, flow, prov, nil); ferr != nil {
 			return ferr
 		}
+		var re *egress.RefusedError
+		if errors.As(err, &re) {
+			return fmt.Errorf("%w: %w", ErrExchangeFailed, re)
+		}
 		return fmt.Errorf("%w: %s", ErrExchangeFailed, safeErrorText(err))
 	}
 	if err := s.finish(ctx, flow, prov, tok); err != nil {
@@ -601,6 +640,10 @@ func (s *Service) finish(ctx context.Context, flow flowRecord, prov providerReco
 // safeErrorAttrs describes a provider error without the response body,
 // which may echo credentials.
 func safeErrorAttrs(err error) []any {
+	var refused *egress.RefusedError
+	if errors.As(err, &refused) {
+		return []any{slog.String("refused", refused.Error())}
+	}
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
 		attrs := []any{slog.String("error_code", re.ErrorCode)}
@@ -618,6 +661,10 @@ func safeErrorAttrs(err error) []any {
 
 // safeErrorText is safeErrorAttrs as one line.
 func safeErrorText(err error) string {
+	var refused *egress.RefusedError
+	if errors.As(err, &refused) {
+		return refused.Error()
+	}
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
 		status := 0

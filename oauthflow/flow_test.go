@@ -97,7 +97,7 @@ func TestCallbackRejectsBadState(t *testing.T) {
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
 	e.addProvider(t, tenantA, "other", true)
-	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	cb := visit(t, res.URL)
 
 	for name, bad := range map[string]oauthflow.CallbackRequest{
@@ -127,7 +127,7 @@ func TestCallbackProviderErrorEndsFlow(t *testing.T) {
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
 	e.prov.Deny("access_denied", "")
-	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	cb := visit(t, res.URL)
 	err := e.svc.Callback(ctx, cb)
 	var ae *oauthflow.AuthorizationError
@@ -146,7 +146,7 @@ func TestCallbackWithoutCodeEndsFlow(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	cb := visit(t, res.URL)
 	cb.Code = ""
 	var ae *oauthflow.AuthorizationError
@@ -170,7 +170,7 @@ func TestCallbackExchangeFailureEndsFlow(t *testing.T) {
 			e := newEnv(t, nil)
 			ctx := context.Background()
 			e.addProvider(t, tenantA, "fake", true)
-			res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+			res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 			cb := visit(t, res.URL)
 			spoil(e, &cb)
 			err := e.svc.Callback(ctx, cb)
@@ -186,7 +186,7 @@ func TestCallbackExchangeFailureEndsFlow(t *testing.T) {
 				t.Errorf("Wait = %+v, %v; want not_found", w, err)
 			}
 			// No token was stored: the next Authenticate starts a new flow.
-			next, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+			next, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 			if err != nil || next.Status != oauthflow.StatusPending {
 				t.Errorf("Authenticate after a failed flow = %+v, %v; want pending", next, err)
 			}
@@ -198,7 +198,7 @@ func TestFlowExpires(t *testing.T) {
 	e := newEnv(t, func(o *oauthflow.Options) { o.FlowTTL = 5 * time.Minute })
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	cb := visit(t, res.URL)
 
 	e.clock.Advance(5*time.Minute - time.Microsecond)
@@ -221,7 +221,7 @@ func TestCompletedFlowStaysReadable(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	cb := visit(t, res.URL)
 	e.clock.Advance(oauthflow.DefaultFlowTTL - time.Second) // the user takes their time
 	if err := e.svc.Callback(ctx, cb); err != nil {
@@ -273,7 +273,7 @@ func TestExpiredTokenWithoutRefreshStartsFlow(t *testing.T) {
 	e.prov.SetRefreshTokens(false)
 	e.login(t, tenantA, "fake", "alice")
 	e.clock.Advance(2 * time.Hour)
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	if err != nil || res.Status != oauthflow.StatusPending {
 		t.Errorf("Authenticate = %+v, %v; want pending", res, err)
 	}
@@ -286,7 +286,7 @@ func TestRevokedRefreshTokenStartsFlow(t *testing.T) {
 	e.login(t, tenantA, "fake", "alice")
 	e.prov.ForgetRefreshTokens()
 	e.clock.Advance(2 * time.Hour)
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	if err != nil || res.Status != oauthflow.StatusPending {
 		t.Errorf("Authenticate = %+v, %v; want pending", res, err)
 	}
@@ -303,7 +303,7 @@ func TestTokenWithoutExpiryNeverExpires(t *testing.T) {
 	e.prov.SetExpiresIn(0)
 	tok := e.login(t, tenantA, "fake", "alice")
 	e.clock.Advance(365 * 24 * time.Hour)
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	if err != nil || string(res.Token) != tok {
 		t.Errorf("Authenticate = %+v, %v; want the stored token", res, err)
 	}
@@ -317,7 +317,7 @@ func TestStoredTokenMustCoverScopes(t *testing.T) {
 		scopes []string
 		want   string
 	}{
-		{nil, oauthflow.StatusCompleted},
+		{noScopes, oauthflow.StatusCompleted},
 		{[]string{"repo"}, oauthflow.StatusCompleted},
 		{[]string{"read:user", "repo"}, oauthflow.StatusCompleted},
 		{[]string{"repo", "admin"}, oauthflow.StatusPending},
@@ -366,11 +366,11 @@ func TestAuthenticateErrors(t *testing.T) {
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
 
-	_, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "nope"})
+	_, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "nope", Scopes: noScopes})
 	if !errors.Is(err, oauthflow.ErrNotFound) || err.Error() != "OAuth provider nope not found." {
 		t.Errorf("unknown provider: %v, want ErrNotFound 'OAuth provider nope not found.'", err)
 	}
-	_, err = e.svc.Authenticate(ctx, tenantB, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	_, err = e.svc.Authenticate(ctx, tenantB, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	if !errors.Is(err, oauthflow.ErrNotFound) {
 		t.Errorf("another tenant's provider: %v, want ErrNotFound", err)
 	}
@@ -399,7 +399,7 @@ func TestAuthenticateErrors(t *testing.T) {
 		t.Errorf("problem locations (-want +got):\n%s", diff)
 	}
 
-	if _, err := e.svc.Authenticate(ctx, "", oauthflow.AuthRequest{UserID: "a", Provider: "fake"}); !errors.Is(err, oauthflow.ErrInvalidTenant) {
+	if _, err := e.svc.Authenticate(ctx, "", oauthflow.AuthRequest{UserID: "a", Provider: "fake", Scopes: noScopes}); !errors.Is(err, oauthflow.ErrInvalidTenant) {
 		t.Errorf("empty tenant: %v, want ErrInvalidTenant", err)
 	}
 }
@@ -409,12 +409,12 @@ func TestExpiredFlowsAreCleanedUp(t *testing.T) {
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
 	for _, user := range []string{"u1", "u2"} {
-		if _, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: user, Provider: "fake"}); err != nil {
+		if _, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: user, Provider: "fake", Scopes: noScopes}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	e.clock.Advance(time.Minute)
-	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "u3", Provider: "fake"})
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "u3", Provider: "fake", Scopes: noScopes})
 	if err := e.svc.Callback(ctx, visit(t, res.URL)); err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func TestConcurrentCallbacksSpendTheStateOnce(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	cb := visit(t, res.URL)
 	errs := make(chan error, 8)
 	for range 8 {

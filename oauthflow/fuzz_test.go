@@ -8,11 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/oauthflow"
 )
 
 // FuzzProviderAuthURL: an auth_url is accepted only if it is an absolute
-// https URL (http for loopback hosts) without credentials or fragment, and
+// https URL without credentials or fragment whose host is not a non-public
+// IP literal nor a localhost name (http and any address only for the host
+// the egress policy allows, the fake provider's), and
 // the authorization URL built from an accepted one keeps its scheme, host
 // and path and carries the flow's parameters.
 func FuzzProviderAuthURL(f *testing.F) {
@@ -24,6 +27,9 @@ func FuzzProviderAuthURL(f *testing.F) {
 		"http://127.0.0.1/a",
 		"http://[::1]:80/a",
 		"http://[::ffff:127.0.0.1]/a",
+		"https://127.0.0.1/a",
+		"https://[::ffff:a00:1]/a",
+		"https://sub.localhost./a",
 		"http://example.com/a",
 		"https://user:pw@example.com/",
 		"https://example.com/#frag",
@@ -37,6 +43,8 @@ func FuzzProviderAuthURL(f *testing.F) {
 	// Millions of runs: log nothing, and let each run's flow expire so
 	// that the next Authenticate sweeps it away.
 	e := newEnv(f, func(o *oauthflow.Options) { o.Logger = nil })
+	f.Add(e.prov.AuthURL())
+	f.Add("https://" + e.prov.Host() + "/a")
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, authURL string) {
 		e.clock.Advance(oauthflow.DefaultFlowTTL)
@@ -65,11 +73,19 @@ func FuzzProviderAuthURL(f *testing.F) {
 		if err != nil || u.User != nil || strings.Contains(authURL, "#") || u.Host == "" {
 			t.Fatalf("accepted %q", authURL)
 		}
-		host := u.Hostname()
+		// Only the fake provider's host is allowed: anything else must be
+		// https to a name, or to a public IP literal.
+		host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
 		addr, aerr := netip.ParseAddr(host)
-		loopback := strings.EqualFold(host, "localhost") || (aerr == nil && addr.Unmap().IsLoopback())
-		if !(u.Scheme == "https" || (u.Scheme == "http" && loopback)) {
-			t.Fatalf("accepted %q (scheme %q, host %q)", authURL, u.Scheme, host)
+		allowed := aerr == nil && addr.Unmap().String()+":"+u.Port() == e.prov.Host()
+		switch {
+		case allowed && (u.Scheme == "http" || u.Scheme == "https"):
+		case u.Scheme != "https":
+			t.Fatalf("accepted %q (scheme %q)", authURL, u.Scheme)
+		case aerr == nil && egress.CheckAddr(addr) != nil:
+			t.Fatalf("accepted %q (host %s is not public)", authURL, addr)
+		case host == "localhost" || strings.HasSuffix(host, ".localhost"):
+			t.Fatalf("accepted %q (a localhost name)", authURL)
 		}
 
 		res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "u", Provider: "fuzz", Scopes: []string{"a"}})

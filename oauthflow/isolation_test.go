@@ -20,14 +20,14 @@ func TestTokensStayWithTheirTenantAndUser(t *testing.T) {
 	tokA := e.login(t, tenantA, "fake", "alice")
 
 	for _, tc := range []struct{ tenant, user string }{{tenantB, "alice"}, {tenantA, "bob"}} {
-		res := e.authenticate(t, tc.tenant, oauthflow.AuthRequest{UserID: tc.user, Provider: "fake"})
+		res := e.authenticate(t, tc.tenant, oauthflow.AuthRequest{UserID: tc.user, Provider: "fake", Scopes: noScopes})
 		if res.Status != oauthflow.StatusPending || res.Token != "" {
 			t.Errorf("%s/%s: %+v, want pending without a token", tc.tenant, tc.user, res)
 		}
 	}
 
 	// Another tenant cannot wait on tenant A's flow.
-	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "carol", Provider: "fake"})
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "carol", Provider: "fake", Scopes: noScopes})
 	if err := e.svc.Callback(ctx, visit(t, res.URL)); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestCopiedTokenRecordDoesNotOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.svc.Authenticate(ctx, tenantB, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res, err := e.svc.Authenticate(ctx, tenantB, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	if err == nil {
 		t.Fatalf("Authenticate with a transplanted record = %+v, want an error", res)
 	}
@@ -97,7 +97,7 @@ func TestIsolationProperty(t *testing.T) {
 				model[k] = string(w.Token)
 				continue
 			}
-			res, err := e.svc.Authenticate(ctx, tn, oauthflow.AuthRequest{UserID: user, Provider: "fake"})
+			res, err := e.svc.Authenticate(ctx, tn, oauthflow.AuthRequest{UserID: user, Provider: "fake", Scopes: noScopes})
 			if err != nil {
 				rt.Fatal(err)
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -122,7 +122,7 @@ const (
 // validateProvider checks a whole provider description. create says
 // whether "" means an absent field (creation) or a field set to ""
 // (a patch; stored fields are valid, so only patched ones can be empty).
-func validateProvider(in NewProvider, create bool) error {
+func validateProvider(in NewProvider, create bool, pol *egress.Policy) error {
 	var ps problems
 	required := func(field, v string, max int) bool {
 		switch {
@@ -146,10 +146,10 @@ func validateProvider(in NewProvider, create bool) error {
 		ps.add("string_too_long", "String should have at most "+strconv.Itoa(maxSecretLen)+" characters", "body", "client_secret")
 	}
 	if required("auth_url", in.AuthURL, maxURLLen) {
-		checkEndpointURL(&ps, "auth_url", in.AuthURL)
+		checkEndpointURL(&ps, pol, "auth_url", in.AuthURL)
 	}
 	if required("token_url", in.TokenURL, maxURLLen) {
-		checkEndpointURL(&ps, "token_url", in.TokenURL)
+		checkEndpointURL(&ps, pol, "token_url", in.TokenURL)
 	}
 	if m := in.CodeChallengeMethod; m != nil {
 		switch {
@@ -165,9 +165,11 @@ func validateProvider(in NewProvider, create bool) error {
 	return ps.err()
 }
 
-// checkEndpointURL requires an absolute https URL, or http for a loopback
-// host (a provider running beside the server, as in development).
-func checkEndpointURL(ps *problems, field, raw string) {
+// checkEndpointURL requires an absolute URL without credentials or
+// fragment that the egress policy accepts: https, to a host that is not a
+// non-public IP literal nor a localhost name, unless the operator allows
+// the host (then http too).
+func checkEndpointURL(ps *problems, pol *egress.Policy, field, raw string) {
 	u, err := url.Parse(raw)
 	switch {
 	case strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r > '~' }):
@@ -178,20 +180,18 @@ func checkEndpointURL(ps *problems, field, raw string) {
 		ps.add("url_parsing", "URL must not contain credentials", "body", field)
 	case u.Fragment != "" || strings.Contains(raw, "#"):
 		ps.add("url_parsing", "URL must not contain a fragment", "body", field)
-	case u.Scheme == "https":
-	case u.Scheme == "http" && isLoopbackHost(u.Hostname()):
 	default:
-		ps.add("url_scheme", "URL scheme should be 'https' ('http' only for loopback hosts)", "body", field)
+		var re *egress.RefusedError
+		switch err := pol.CheckURL(u); {
+		case err == nil:
+		case errors.As(err, &re) && re.Scheme != "":
+			ps.add("url_scheme", "URL scheme should be 'https' ('http' only for hosts the server's operator allows)", "body", field)
+		case errors.As(err, &re) && re.Addr.IsValid():
+			ps.add("url_host", "URL host "+re.Addr.String()+" is not a public address ("+re.Reason+"); this server reaches such hosts only when its operator allows them", "body", field)
+		default:
+			ps.add("url_host", "URL host "+u.Hostname()+" is this server itself; this server reaches such hosts only when its operator allows them", "body", field)
+		}
 	}
-}
-
-// isLoopbackHost reports whether host is localhost, 127.0.0.0/8 or ::1.
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	addr, err := netip.ParseAddr(host)
-	return err == nil && addr.Zone() == "" && addr.Unmap().IsLoopback()
 }
 
 func (in NewProvider) toProvider() Provider {
@@ -218,7 +218,7 @@ func (s *Service) CreateProvider(ctx context.Context, tenant string, in NewProvi
 	if err := checkTenant(tenant); err != nil {
 		return Provider{}, err
 	}
-	if err := validateProvider(in, true); err != nil {
+	if err := validateProvider(in, true, s.egress); err != nil {
 		return Provider{}, err
 	}
 	now := s.clock()
@@ -326,7 +326,7 @@ func (s *Service) UpdateProvider(ctx context.Context, tenant, providerID string,
 		if patch.ClientSecret != nil {
 			in.ClientSecret = *patch.ClientSecret
 		}
-		err := validateProvider(in, false)
+		err := validateProvider(in, false, s.egress)
 		if patch.ProviderID != nil && *patch.ProviderID != rec.ProviderID {
 			var ps problems
 			var ve *ValidationError

@@ -24,7 +24,7 @@ func TestProviderModel(t *testing.T) {
 	ids := []string{"github", "google", "gitlab"}
 	// Mostly valid values, so that most calls succeed and the later ones
 	// meet existing providers.
-	urls := []string{"https://a.example/authorize", "https://b.example/token", "http://127.0.0.1:9/t", "http://localhost/x", "http://evil.example/t", "not a url"}
+	urls := []string{"https://a.example/authorize", "https://b.example/token", "https://c.example/t", "http://127.0.0.1:9/t", "https://localhost/x", "http://evil.example/t", "not a url"}
 	strs := []string{"x", "GitHub", "GitHub Enterprise", ""}
 	maybe := func(rt *rapid.T, label string, from []string) *string {
 		if rapid.Bool().Draw(rt, label+"_set") {

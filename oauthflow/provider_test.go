@@ -199,10 +199,20 @@ func TestCreateProviderValidation(t *testing.T) {
 		{"provider_id longest", func(p *oauthflow.NewProvider) { p.ProviderID = strings.Repeat("a", 63) }, nil},
 		{"name too long", func(p *oauthflow.NewProvider) { p.Name = strings.Repeat("é", 256) }, []problem{{"body.name", "string_too_long"}}},
 		{"http auth_url", func(p *oauthflow.NewProvider) { p.AuthURL = "http://github.com/authorize" }, []problem{{"body.auth_url", "url_scheme"}}},
-		{"http localhost", func(p *oauthflow.NewProvider) {
+		// Without the operator's allowance: https only, and not to an
+		// address of this server or its private network.
+		{"http loopback", func(p *oauthflow.NewProvider) {
 			p.AuthURL, p.TokenURL = "http://localhost:9000/a", "http://127.8.9.10/t"
-		}, nil},
-		{"http ::1", func(p *oauthflow.NewProvider) { p.TokenURL = "http://[::1]:8080/token" }, nil},
+		}, []problem{{"body.auth_url", "url_scheme"}, {"body.token_url", "url_scheme"}}},
+		{"http ::1", func(p *oauthflow.NewProvider) { p.TokenURL = "http://[::1]:8080/token" }, []problem{{"body.token_url", "url_scheme"}}},
+		{"https loopback", func(p *oauthflow.NewProvider) { p.TokenURL = "https://127.0.0.1:8443/token" }, []problem{{"body.token_url", "url_host"}}},
+		{"https localhost", func(p *oauthflow.NewProvider) { p.TokenURL = "https://localhost/token" }, []problem{{"body.token_url", "url_host"}}},
+		{"https mapped loopback", func(p *oauthflow.NewProvider) { p.TokenURL = "https://[::ffff:127.0.0.1]/token" }, []problem{{"body.token_url", "url_host"}}},
+		{"https metadata", func(p *oauthflow.NewProvider) { p.TokenURL = "https://169.254.169.254/latest/meta-data" }, []problem{{"body.token_url", "url_host"}}},
+		{"https private", func(p *oauthflow.NewProvider) { p.AuthURL = "https://10.1.2.3/authorize" }, []problem{{"body.auth_url", "url_host"}}},
+		{"https private v6", func(p *oauthflow.NewProvider) { p.TokenURL = "https://[fd00::1]/token" }, []problem{{"body.token_url", "url_host"}}},
+		{"https CGNAT", func(p *oauthflow.NewProvider) { p.TokenURL = "https://100.64.0.1/token" }, []problem{{"body.token_url", "url_host"}}},
+		{"https public literal", func(p *oauthflow.NewProvider) { p.TokenURL = "https://140.82.112.3/token" }, nil},
 		{"http 127 lookalike", func(p *oauthflow.NewProvider) { p.TokenURL = "http://127.0.0.1.nip.io/token" }, []problem{{"body.token_url", "url_scheme"}}},
 		{"http localhost lookalike", func(p *oauthflow.NewProvider) { p.TokenURL = "http://localhost.example.com/token" }, []problem{{"body.token_url", "url_scheme"}}},
 		{"ftp", func(p *oauthflow.NewProvider) { p.TokenURL = "ftp://github.com/token" }, []problem{{"body.token_url", "url_scheme"}}},
@@ -229,6 +239,38 @@ func TestCreateProviderValidation(t *testing.T) {
 				t.Errorf("an invalid provider was stored")
 			}
 		})
+	}
+}
+
+// Hosts the operator allows (Options.Egress) may be registered with http
+// and at any address; the allowance is exact (host, or host and port).
+func TestProviderURLsOfAllowedHosts(t *testing.T) {
+	e := newEnv(t, func(o *oauthflow.Options) { o.Egress = allowing(t, "127.0.0.1:9000", "sso.corp.example", "::1") })
+	for _, tc := range []struct {
+		url  string
+		want []problem
+	}{
+		{"http://127.0.0.1:9000/token", nil},
+		{"https://127.0.0.1:9000/token", nil},
+		{"http://sso.corp.example/token", nil},
+		{"http://SSO.corp.example:8080/token", nil},
+		{"http://[::1]:1234/token", nil},
+		{"http://127.0.0.1:9001/token", []problem{{"body.token_url", "url_scheme"}}},
+		{"https://127.0.0.1:9001/token", []problem{{"body.token_url", "url_host"}}},
+		{"http://localhost:9000/token", []problem{{"body.token_url", "url_scheme"}}},
+		{"http://id.sso.corp.example/token", []problem{{"body.token_url", "url_scheme"}}},
+	} {
+		in := validProvider()
+		in.TokenURL = tc.url
+		_, err := e.svc.CreateProvider(context.Background(), tenantA, in)
+		if diff := cmp.Diff(tc.want, problemsOf(t, err)); diff != "" {
+			t.Errorf("token_url %s: problems (-want +got):\n%s", tc.url, diff)
+		}
+		if err == nil {
+			if err := e.svc.DeleteProvider(context.Background(), tenantA, in.ProviderID); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
 
@@ -291,11 +333,11 @@ func TestDeleteProviderForgetsItsTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.addProvider(t, tenantA, "fake", true)
-	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	if err != nil || res.Status != oauthflow.StatusPending {
 		t.Errorf("Authenticate after re-creating the provider = %+v, %v; want pending", res, err)
 	}
-	res, err = e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "kept"})
+	res, err = e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "kept", Scopes: noScopes})
 	if err != nil || string(res.Token) != keptToken {
 		t.Errorf("other provider's token: %+v, %v; want kept", res, err)
 	}
@@ -305,7 +347,7 @@ func TestCallbackAfterProviderDeleted(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.addProvider(t, tenantA, "fake", true)
-	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake"})
+	res := e.authenticate(t, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
 	cb := visit(t, res.URL)
 	if err := e.svc.DeleteProvider(ctx, tenantA, "fake"); err != nil {
 		t.Fatal(err)

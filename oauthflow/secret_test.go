@@ -82,7 +82,7 @@ func TestSecretsStayOutOfLogsStoreAndAnswers(t *testing.T) {
 	logger.Info("refreshed", "result", refreshed)
 
 	// Failed exchange and denied flow.
-	res, err = e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "bob", Provider: "fake"})
+	res, err = e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "bob", Provider: "fake", Scopes: noScopes})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -42,8 +43,17 @@ type Options struct {
 	// e.g. "https://deploy.example.com". The redirect URI sent to
 	// providers is PublicURL + "/v2/auth/callback/{provider_id}". Required.
 	PublicURL string
-	// HTTPClient talks to the providers' token endpoints. Default: a
-	// client with a 30-second timeout.
+	// Egress is the policy for the requests made on a tenant's behalf (the
+	// code exchange and token refresh at the token_url a tenant
+	// registered): https only, and only public addresses, checked when each
+	// connection is dialled, but for the hosts the operator allows. It also
+	// decides which auth_url and token_url CreateProvider and
+	// UpdateProvider accept (see package egress, Policy.CheckURL). Default:
+	// the strict policy, egress.New(nil).
+	Egress *egress.Policy
+	// HTTPClient talks to the providers' token endpoints. Default:
+	// Egress.Client() (30-second timeout). A client given here replaces
+	// the dial-time checks: give one that applies a policy of its own.
 	HTTPClient *http.Client
 	// Clock returns the current time; default time.Now. It decides flow and
 	// token expiry; Wait's timeout runs on real timers.
@@ -69,6 +79,7 @@ type Service struct {
 	st        store.Store
 	seal      *sealer
 	publicURL string
+	egress    *egress.Policy
 	client    *http.Client
 	now       func() time.Time
 	newID     func() string
@@ -98,6 +109,7 @@ func New(st store.Store, opts *Options) (*Service, error) {
 		st:        st,
 		seal:      seal,
 		publicURL: strings.TrimRight(opts.PublicURL, "/"),
+		egress:    opts.Egress,
 		client:    opts.HTTPClient,
 		now:       opts.Clock,
 		newID:     opts.NewID,
@@ -105,8 +117,13 @@ func New(st store.Store, opts *Options) (*Service, error) {
 		poll:      opts.PollInterval,
 		log:       opts.Logger,
 	}
+	if s.egress == nil {
+		if s.egress, err = egress.New(nil); err != nil {
+			return nil, err
+		}
+	}
 	if s.client == nil {
-		s.client = &http.Client{Timeout: 30 * time.Second}
+		s.client = s.egress.Client()
 	}
 	if s.now == nil {
 		s.now = time.Now

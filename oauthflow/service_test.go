@@ -37,7 +37,7 @@ func TestNewRequiresKeyAndPublicURL(t *testing.T) {
 func TestRedirectURIFollowsPublicURL(t *testing.T) {
 	e := newEnv(t, func(o *oauthflow.Options) { o.PublicURL = "http://localhost:8080/deploy/" })
 	e.addProvider(t, tenantA, "fake", false)
-	res, err := e.svc.Authenticate(t.Context(), tenantA, oauthflow.AuthRequest{UserID: "u", Provider: "fake"})
+	res, err := e.svc.Authenticate(t.Context(), tenantA, oauthflow.AuthRequest{UserID: "u", Provider: "fake", Scopes: noScopes})
 	if err != nil {
 		t.Fatal(err)
 	}

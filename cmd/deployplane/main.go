@@ -32,6 +32,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploysim"
+	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/oauthflow"
@@ -93,6 +94,12 @@ Flags:
                       tokens at rest (AES-256-GCM), written in FILE as 64 hex
                       digits or as base64 (standard or URL alphabet, padded or
                       not); surrounding whitespace is ignored
+    -egress-allow-hosts LIST
+                      comma-separated hosts that requests made on a tenant's
+                      behalf (the OAuth code exchange and token refresh) may
+                      reach although they are not public https services:
+                      each a name or an IP address (every port), or
+                      HOST:PORT ([::1]:9000 for IPv6); see "OAuth helpers"
     -sim-step D       the simulated deployer's delay per revision status
                       (default 500ms: an external_docker revision is DEPLOYED
                       about 2 s after it is created, a github one about 3 s)
@@ -208,6 +215,21 @@ OAuth helpers:
     database nothing is generated: give the key (the same to every replica)
     with DEPLOYPLANE_SECRET_KEY or -secret-key-file.
 
+    Tenants choose the token_url the server posts the code exchange and
+    refreshes to, so those requests go out under a strict policy (package
+    egress): https only, and only to public addresses. Each connection is
+    checked against the address it is about to reach, after DNS, so a name
+    that resolves to loopback, a private network (10/8, 172.16/12,
+    192.168/16, fc00::/7), CGNAT (100.64/10), link-local (169.254/16, cloud
+    metadata), multicast or another non-public address is refused, and no
+    proxy is used. Providers whose auth_url or token_url is http, a
+    non-public IP address or a localhost name are refused at registration
+    (422). -egress-allow-hosts lifts both checks for the hosts it names:
+    every tenant may then register providers there and make the server
+    reach them, so name only services you would let any tenant use (an
+    in-house identity provider, a fake provider in tests), never a
+    database, an admin port or a metadata address.
+
     GET /v2/auth/callback/{provider_id} takes no API key (a browser lands on
     it; the flow's state is the proof). Long polls
     (GET /v2/auth/wait/{auth_id}?timeout=S, up to 300 s) outlive the
@@ -269,6 +291,7 @@ type config struct {
 	envKey          string
 	publicURL       string
 	secretKeyFile   string
+	egressAllow     string
 	envSecretKey    string
 	pgSchema        string
 	simStep         time.Duration
@@ -299,6 +322,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "graceful shutdown limit")
 	fs.StringVar(&c.publicURL, "public-url", "", "base URL browsers reach the server at")
 	fs.StringVar(&c.secretKeyFile, "secret-key-file", "", "file holding the OAuth secret key")
+	fs.StringVar(&c.egressAllow, "egress-allow-hosts", "", "hosts requests on a tenant's behalf may reach over http or at non-public addresses")
 	fs.StringVar(&c.pgSchema, "pg-schema", storepg.DefaultSchema, "PostgreSQL schema")
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
 	fs.StringVar(&c.webhookSecret, "github-webhook-secret", "", "GitHub App webhook secret")
@@ -435,7 +459,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	oauth, err := oauthflow.New(st, &oauthflow.Options{SecretKey: secretKey, PublicURL: publicURL, Logger: log})
+	// Requests made on a tenant's behalf (today the OAuth token endpoint)
+	// go out through one egress policy.
+	egressHosts := egress.SplitHosts(c.egressAllow)
+	egressPolicy, err := egress.New(&egress.Options{AllowHosts: egressHosts})
+	if err != nil {
+		return fmt.Errorf("-egress-allow-hosts: %w", err)
+	}
+	if len(egressHosts) > 0 {
+		log.Warn("requests made on a tenant's behalf may reach these hosts over http and at any address", "egress_allow_hosts", egressHosts)
+	}
+	oauth, err := oauthflow.New(st, &oauthflow.Options{SecretKey: secretKey, PublicURL: publicURL, Logger: log, Egress: egressPolicy})
 	if err != nil {
 		return fmt.Errorf("-public-url: %w", err)
 	}

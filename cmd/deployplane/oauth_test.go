@@ -130,7 +130,7 @@ func TestOAuthKeyFileAndRestart(t *testing.T) {
 	env := map[string]string{"DEPLOYPLANE_API_KEY": "k"}
 	prov := newTinyProvider(t)
 
-	u, stop := start(t, []string{"-db", db}, env)
+	u, stop := start(t, []string{"-db", db, "-egress-allow-hosts", prov.srv.Listener.Addr().String()}, env)
 	info, err := os.Stat(keyPath)
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +175,7 @@ func TestOAuthKeyFileAndRestart(t *testing.T) {
 	token := w["token"].(string)
 	logs := stop()
 
-	u, stop = start(t, []string{"-db", db}, env)
+	u, stop = start(t, []string{"-db", db, "-egress-allow-hosts", prov.srv.Listener.Addr().String()}, env)
 	again, err := os.ReadFile(keyPath)
 	if err != nil || !bytes.Equal(first, again) {
 		t.Errorf("the key file changed across the restart (%v)", err)
@@ -265,6 +265,7 @@ func TestSecretKeySources(t *testing.T) {
 		"garbled key file":     {args: []string{"-db", filepath.Join(dir, "garbled.db")}},
 		"public URL not http":  {args: []string{"-public-url", "ftp://example.com"}},
 		"public URL has query": {args: []string{"-public-url", "https://example.com/?a=b"}},
+		"bad egress host":      {args: []string{"-egress-allow-hosts", "127.0.0.1,http://x"}},
 	} {
 		args := append([]string{"-addr", "127.0.0.1:0", "-db", ":memory:"}, c.args...)
 		err := run(context.Background(), args, func(k string) string {
@@ -321,13 +322,13 @@ func TestDefaultPublicURL(t *testing.T) {
 // to stop answers 503 at once instead of holding the shutdown.
 func TestShutdownEndsLongPolls(t *testing.T) {
 	prov := newTinyProvider(t)
-	u, stop := start(t, []string{"-db", ":memory:", "-shutdown-timeout", "60s"}, map[string]string{"DEPLOYPLANE_API_KEY": "k"})
+	u, stop := start(t, []string{"-db", ":memory:", "-shutdown-timeout", "60s", "-egress-allow-hosts", prov.srv.Listener.Addr().String()}, map[string]string{"DEPLOYPLANE_API_KEY": "k"})
 	status, _ := call(t, "POST", u+"/v2/auth/providers", "k", `{"provider_id": "tiny", "name": "Tiny", "client_id": "cid",
 		"auth_url": "`+prov.srv.URL+`/authorize", "token_url": "`+prov.srv.URL+`/token"}`)
 	if status != 200 {
 		t.Fatalf("create provider: %d", status)
 	}
-	_, a := call(t, "POST", u+"/v2/auth/authenticate", "k", `{"user_id": "u", "provider": "tiny"}`)
+	_, a := call(t, "POST", u+"/v2/auth/authenticate", "k", `{"user_id": "u", "provider": "tiny", "scopes": []}`)
 	got := make(chan int, 1)
 	go func() {
 		req, _ := http.NewRequest("GET", u+"/v2/auth/wait/"+a["auth_id"].(string)+"?timeout=300", nil)

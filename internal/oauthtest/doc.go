@@ -21,8 +21,12 @@
 //
 // Knobs change how it answers from then on: Deny, SetClientSecret,
 // SetExpiresIn, SetRefreshTokens, SetScope, ForgetCodes and
-// ForgetRefreshTokens. Counts tells how many code exchanges and refreshes
-// it was asked for and how many PKCE verifiers it checked.
+// ForgetRefreshTokens. Counts tells how many requests reached the token
+// endpoint, how many code exchanges and refreshes it was asked for and
+// how many PKCE verifiers it checked.
+//
+// The server is plain http on 127.0.0.1: code that reaches it through an
+// egress policy (package egress) must allow Host.
 //
 // To move past the expiry of the tokens a Provider issues without
 // sleeping, give the service under test an internal/testclock Clock.

@@ -37,6 +37,9 @@ type grant struct {
 
 // Counts is how many token requests a Provider was asked for.
 type Counts struct {
+	// TokenRequests counts every request to the token endpoint, whatever
+	// it carries.
+	TokenRequests int
 	// Exchanges counts authorization_code grants with valid client
 	// credentials, accepted or not.
 	Exchanges int
@@ -72,6 +75,10 @@ func (p *Provider) AuthURL() string { return p.srv.URL + "/authorize" }
 
 // TokenURL is the token endpoint.
 func (p *Provider) TokenURL() string { return p.srv.URL + "/token" }
+
+// Host is the host:port of the provider's server (an IP literal on
+// loopback), e.g. to allow it in an egress.Options.AllowHosts.
+func (p *Provider) Host() string { return p.srv.Listener.Addr().String() }
 
 // Client returns an HTTP client for the provider's server.
 func (p *Provider) Client() *http.Client { return p.srv.Client() }
@@ -206,6 +213,9 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.counts.TokenRequests++
+	p.mu.Unlock()
 	if err := r.ParseForm(); err != nil {
 		tokenError(w, http.StatusBadRequest, "invalid_request")
 		return

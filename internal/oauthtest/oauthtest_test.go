@@ -82,7 +82,7 @@ func TestFlow(t *testing.T) {
 			if got := p.LastAccessToken(); got != tok.AccessToken {
 				t.Errorf("LastAccessToken = %q, want %q", got, tok.AccessToken)
 			}
-			if diff := cmp.Diff(oauthtest.Counts{Exchanges: 1, PKCEVerified: 1}, p.Counts()); diff != "" {
+			if diff := cmp.Diff(oauthtest.Counts{TokenRequests: 1, Exchanges: 1, PKCEVerified: 1}, p.Counts()); diff != "" {
 				t.Errorf("Counts (-want +got):\n%s", diff)
 			}
 			secrets := p.Secrets()
@@ -107,7 +107,7 @@ func TestPKCEMismatchRefused(t *testing.T) {
 	if _, err := cfg.Exchange(ctx, q.Get("code")); errorCode(err) != "invalid_grant" {
 		t.Errorf("exchange without a verifier: %v, want invalid_grant", err)
 	}
-	if diff := cmp.Diff(oauthtest.Counts{Exchanges: 2}, p.Counts()); diff != "" {
+	if diff := cmp.Diff(oauthtest.Counts{TokenRequests: 2, Exchanges: 2}, p.Counts()); diff != "" {
 		t.Errorf("Counts (-want +got):\n%s", diff)
 	}
 	if p.LastAccessToken() != "" {
@@ -171,7 +171,7 @@ func TestRefreshRotation(t *testing.T) {
 	if _, err := refresh(ctx, cfg, third.RefreshToken); errorCode(err) != "invalid_grant" {
 		t.Errorf("refresh after ForgetRefreshTokens: %v, want invalid_grant", err)
 	}
-	if diff := cmp.Diff(oauthtest.Counts{Exchanges: 1, Refreshes: 4}, p.Counts()); diff != "" {
+	if diff := cmp.Diff(oauthtest.Counts{TokenRequests: 5, Exchanges: 1, Refreshes: 4}, p.Counts()); diff != "" {
 		t.Errorf("Counts (-want +got):\n%s", diff)
 	}
 }
@@ -196,8 +196,8 @@ func TestClientSecret(t *testing.T) {
 	if s := p.Secrets(); s[0] != "rotated-secret" || !slices.Contains(s, old) {
 		t.Errorf("Secrets() = %q, want the new client secret first and the old one among them", s)
 	}
-	if diff := cmp.Diff(oauthtest.Counts{Exchanges: 1}, p.Counts()); diff != "" {
-		t.Errorf("Counts (-want +got), refused clients not counted:\n%s", diff)
+	if diff := cmp.Diff(oauthtest.Counts{TokenRequests: 3, Exchanges: 1}, p.Counts()); diff != "" {
+		t.Errorf("Counts (-want +got), refused clients counted only as requests:\n%s", diff)
 	}
 }
 
