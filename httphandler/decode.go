@@ -56,7 +56,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // domain's rule checks. At most maxProblems problems are stored; the rest
 // are only counted.
 func decodeBody(body []byte, v any, optional bool) error {
-	trimmed := bytes.TrimSpace(body)
+	trimmed := bytes.Trim(body, " \t\r\n") // JSON's whitespace only
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		if optional {
 			return nil
