@@ -95,6 +95,9 @@ type bodyDecoder struct {
 	root reflect.Type
 	ps   []controlplane.Problem
 	more int // problems beyond maxProblems, counted only
+
+	lastType reflect.Type // the type leaf last answered for, and its answer
+	lastLeaf bool
 }
 
 func (d *bodyDecoder) count() int { return len(d.ps) + d.more }
@@ -124,7 +127,7 @@ func (d *bodyDecoder) unmarshal(dec *jsontext.Decoder, v any) error {
 		// report; a free-form value takes any JSON.
 		return errors.ErrUnsupported
 	}
-	if leaf(t) {
+	if d.leaf(t) {
 		// A type that decodes itself: decoded apart, so that its error
 		// stays one problem.
 		raw, err := dec.ReadValue()
@@ -186,9 +189,14 @@ func (d *bodyDecoder) mistyped(dec *jsontext.Decoder, t reflect.Type) {
 }
 
 // leaf reports whether values of type t decode themselves.
-func leaf(t reflect.Type) bool {
+func (d *bodyDecoder) leaf(t reflect.Type) bool {
+	if t == d.lastType { // list items: the same type over and over
+		return d.lastLeaf
+	}
 	p := reflect.PointerTo(t)
-	return p.Implements(unmarshalerType) || p.Implements(unmarshalerFromType) || p.Implements(textUnmarshalerType)
+	d.lastType = t
+	d.lastLeaf = p.Implements(unmarshalerType) || p.Implements(unmarshalerFromType) || p.Implements(textUnmarshalerType)
+	return d.lastLeaf
 }
 
 var (

@@ -107,6 +107,7 @@ func TestProblemsCapped(t *testing.T) {
 	}
 	r := s.as(keyA, "POST", "/v2/deployments", body)
 	ps := problems(t, r)
+	t.Logf("422 body of %d bytes", len(r.body))
 	if len(r.body) >= 64<<10 {
 		t.Errorf("422 body of %d bytes", len(r.body))
 	}
