@@ -272,34 +272,7 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 	if req == nil {
 		req = &CreateDeploymentRequest{}
 	}
-	d, ps := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig, slices.Clone(req.Secrets))
-	c := &checker{lim: cp.lim, ps: ps}
-	known := d.Source == SourceGitHub || d.Source == SourceExternalDocker
-	switch {
-	case d.Source == "":
-		c.add([]any{"body", "source"}, TypeMissing, "Field required")
-	case !known:
-		c.add([]any{"body", "source"}, TypeLiteralError, "Input should be 'github' or 'external_docker'")
-	case !cp.offered(d.Source):
-		c.add([]any{"body", "source"}, TypeSourceNotOffered, "Source '"+string(d.Source)+"' is not offered by this control plane")
-	}
-	if known {
-		c.ps = applyCreateTable(d, d.Source, c.ps)
-	} else if d.Name == "" {
-		c.add([]any{"body", "name"}, TypeMissing, "Field required")
-	}
-	c.checkDeploymentValues(d)
-	tags := slices.Clone(req.TagValueIDs)
-	c.checkTagValueIDs([]any{"body", "tag_value_ids"}, tags)
-	for i := range tags {
-		tags[i] = *canonicalUUID(&tags[i])
-	}
-	slices.Sort(tags)
-	tags = slices.Compact(tags)
-	if d.Source == SourceGitHub {
-		c.ps = checkTagRef(&Deployment{SourceConfig: d.SourceConfig, SourceRevisionConfig: d.SourceRevisionConfig}, c.ps)
-	}
-	pure := c.ps
+	d, tags, pure := cp.checkCreate(req)
 
 	now := cp.now()
 	id, revID := cp.newID(), cp.newID()
@@ -489,10 +462,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 	if req == nil {
 		req = &UpdateDeploymentRequest{}
 	}
-	p, ps := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig, slices.Clone(req.Secrets))
-	c := &checker{lim: cp.lim, ps: ps}
-	c.checkDeploymentValues(p)
-	pure := c.ps
+	p, pure := cp.checkPatch(req)
 
 	now := cp.now()
 	revID := cp.newID()
@@ -507,10 +477,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 		if stored.Status == StatusAwaitingDelete {
 			return invalidStatef("Deployment ID %s is being deleted.", cid)
 		}
-		merged := *stored // fields are replaced, never written through
-		ps, trigger := applyPatchTable(&stored.Deployment, p, &merged.Deployment, nil)
-		ps = append(ps, pure...)
-		ps = checkTagRef(&merged.Deployment, ps)
+		merged, ps, trigger := mergePatch(stored, p, pure)
 		if err := validationError(ps); err != nil {
 			return err
 		}

@@ -135,6 +135,13 @@
 // sentinels never leak out of this package; a TracingProjects hook's error
 // is returned wrapped.
 //
+// ValidateCreateDeployment, ValidateUpdateDeployment,
+// ValidateCreateListener and ValidateUpdateListener run the checks of the
+// method they are named after and write nothing (they read the store in a
+// View: the deployment or listener a PATCH applies to, the references a
+// create names). A front end that could decode only part of a request
+// calls them to list the rule problems of the rest beside its own.
+//
 // # Timestamps
 //
 // Every timestamp of the wire types (created_at, updated_at of Deployment,

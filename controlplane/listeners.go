@@ -37,16 +37,8 @@ func listenerComputeKey(tenant, computeID string) string {
 	return key(tenant, url.QueryEscape(computeID))
 }
 
-// CreateListener registers a listener. compute_type must be "k8s";
-// compute_id is required and unique per tenant (ErrConflict). Errors:
-// *ValidationError, ErrConflict.
-func (cp *ControlPlane) CreateListener(ctx context.Context, tenant string, req *CreateListenerRequest) (*Listener, error) {
-	if err := checkTenant(tenant); err != nil {
-		return nil, err
-	}
-	if req == nil {
-		req = &CreateListenerRequest{}
-	}
+// checkCreateListener is every check of CreateListener.
+func (cp *ControlPlane) checkCreateListener(req *CreateListenerRequest) []Problem {
 	c := &checker{lim: cp.lim}
 	switch {
 	case req.ComputeType == nil:
@@ -63,7 +55,43 @@ func (cp *ControlPlane) CreateListener(ctx context.Context, tenant string, req *
 	if req.Version != nil && len(*req.Version) > 256 {
 		c.add([]any{"body", "version"}, TypeStringTooLong, "String should have at most 256 bytes")
 	}
-	if err := validationError(c.ps); err != nil {
+	return c.ps
+}
+
+// checkUpdateListener is every check of UpdateListener that needs no
+// stored listener.
+func (cp *ControlPlane) checkUpdateListener(req *UpdateListenerRequest) []Problem {
+	c := &checker{lim: cp.lim}
+	c.checkComputeConfig([]any{"body", "compute_config"}, req.ComputeConfig)
+	if req.Version != nil && len(*req.Version) > 256 {
+		c.add([]any{"body", "version"}, TypeStringTooLong, "String should have at most 256 bytes")
+	}
+	return c.ps
+}
+
+// listenerImmutables appends to ps the problems of a PATCH that would
+// change listener l's immutable fields.
+func listenerImmutables(req *UpdateListenerRequest, l *Listener, ps []Problem) []Problem {
+	if req.ComputeType != nil && *req.ComputeType != l.ComputeType {
+		ps = append(ps, Problem{Loc: []any{"body", "compute_type"}, Type: TypeImmutableField, Msg: "Field cannot be changed after creation"})
+	}
+	if req.ComputeID != nil && *req.ComputeID != l.ComputeID {
+		ps = append(ps, Problem{Loc: []any{"body", "compute_id"}, Type: TypeImmutableField, Msg: "Field cannot be changed after creation"})
+	}
+	return ps
+}
+
+// CreateListener registers a listener. compute_type must be "k8s";
+// compute_id is required and unique per tenant (ErrConflict). Errors:
+// *ValidationError, ErrConflict.
+func (cp *ControlPlane) CreateListener(ctx context.Context, tenant string, req *CreateListenerRequest) (*Listener, error) {
+	if err := checkTenant(tenant); err != nil {
+		return nil, err
+	}
+	if req == nil {
+		req = &CreateListenerRequest{}
+	}
+	if err := validationError(cp.checkCreateListener(req)); err != nil {
 		return nil, err
 	}
 	now := cp.now()
@@ -171,12 +199,7 @@ func (cp *ControlPlane) UpdateListener(ctx context.Context, tenant, id string, r
 	if req == nil {
 		req = &UpdateListenerRequest{}
 	}
-	c := &checker{lim: cp.lim}
-	c.checkComputeConfig([]any{"body", "compute_config"}, req.ComputeConfig)
-	if req.Version != nil && len(*req.Version) > 256 {
-		c.add([]any{"body", "version"}, TypeStringTooLong, "String should have at most 256 bytes")
-	}
-	pure := c.ps
+	pure := cp.checkUpdateListener(req)
 	now := cp.now()
 	var out *Listener
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
@@ -185,13 +208,7 @@ func (cp *ControlPlane) UpdateListener(ctx context.Context, tenant, id string, r
 		if err != nil {
 			return err
 		}
-		ps := slices.Clone(pure)
-		if req.ComputeType != nil && *req.ComputeType != l.ComputeType {
-			ps = append(ps, Problem{Loc: []any{"body", "compute_type"}, Type: TypeImmutableField, Msg: "Field cannot be changed after creation"})
-		}
-		if req.ComputeID != nil && *req.ComputeID != l.ComputeID {
-			ps = append(ps, Problem{Loc: []any{"body", "compute_id"}, Type: TypeImmutableField, Msg: "Field cannot be changed after creation"})
-		}
+		ps := listenerImmutables(req, l, slices.Clone(pure))
 		if err := validationError(ps); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package httphandler
 
 import (
 	"bytes"
+	"encoding"
 	"errors"
 	"fmt"
 	"io"
@@ -36,7 +37,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 }
 
 // decodeBody decodes a JSON request body into v, a pointer to a request
-// struct of package controlplane.
+// struct of package controlplane or oauthflow.
 //
 // Object member names match exactly (encoding/json would let "ID" or "Name"
 // reach the fields tagged "id" or "name"), a name that appears twice in one
@@ -45,20 +46,164 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // or null, is a missing body unless optional says it may be omitted (it then
 // decodes as {}). Every failure is a *controlplane.ValidationError whose loc
 // starts with "body".
+//
+// Malformed JSON is one json_invalid problem. A well-formed body whose
+// members have the wrong type decodes anyway: every mistyped value, however
+// deep, is a problem (string_type, int_type, list_type, dict_type, ...),
+// is left out (its field stays zero, a list item stays in place as its zero
+// value so that the indexes of the others hold), and the rest decodes. The
+// error is then a *typeProblems, which decodeChecked completes with the
+// domain's rule checks. At most maxProblems problems are stored; the rest
+// are only counted.
 func decodeBody(body []byte, v any, optional bool) error {
-	trimmed := bytes.TrimSpace(body)
+	trimmed := bytes.Trim(body, " \t\r\n") // JSON's whitespace only
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		if optional {
 			return nil
 		}
 		return validationError(controlplane.Problem{Loc: []any{"body"}, Msg: "Field required", Type: controlplane.TypeMissing})
 	}
-	err := json.Unmarshal(trimmed, v)
-	if err == nil {
+	d := &bodyDecoder{root: reflect.TypeOf(v)}
+	err := json.Unmarshal(trimmed, v, json.WithUnmarshalers(json.UnmarshalFromFunc(d.unmarshal)))
+	if err != nil {
+		var syn *jsontext.SyntacticError
+		if errors.As(err, &syn) || d.count() == 0 {
+			return validationError(decodeProblem(d.root, err))
+		}
+		// A semantic error the checks of unmarshal do not foresee ends the
+		// decoding; it joins the problems found until then.
+		d.problem(decodeProblem(d.root, err))
+	}
+	if d.count() == 0 {
 		return nil
 	}
-	return validationError(decodeProblem(reflect.TypeOf(v), err))
+	return &typeProblems{ValidationError: controlplane.ValidationError{Problems: d.ps}, more: d.more}
 }
+
+// typeProblems is the 422 of a body with mistyped members (decodeBody): the
+// problems stored and how many more were found but not stored.
+type typeProblems struct {
+	controlplane.ValidationError
+	more int
+}
+
+// Unwrap lets errors.As find the *controlplane.ValidationError.
+func (e *typeProblems) Unwrap() error { return &e.ValidationError }
+
+// bodyDecoder collects the type problems of one body.
+type bodyDecoder struct {
+	root reflect.Type
+	ps   []controlplane.Problem
+	more int // problems beyond maxProblems, counted only
+
+	lastType reflect.Type // the type leaf last answered for, and its answer
+	lastLeaf bool
+}
+
+func (d *bodyDecoder) count() int { return len(d.ps) + d.more }
+
+func (d *bodyDecoder) problem(p controlplane.Problem) {
+	if len(d.ps) < maxProblems {
+		d.ps = append(d.ps, p)
+		return
+	}
+	d.more++
+}
+
+// unmarshal is called for every JSON value before it is decoded into v, a
+// pointer to its Go destination. It checks that the value's kind fits the
+// destination; a value that does not is skipped and reported. Everything
+// else (null included) is left to the default decoding, which calls
+// unmarshal again for each member and item, except numbers, decoded here so
+// that one out of range or fractional for an integer is reported too.
+func (d *bodyDecoder) unmarshal(dec *jsontext.Decoder, v any) error {
+	k := dec.PeekKind()
+	t := reflect.TypeOf(v).Elem()
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if k == 'n' || k == jsontext.KindInvalid || t.Kind() == reflect.Interface {
+		// null is absent; a syntax error is the default decoding's to
+		// report; a free-form value takes any JSON.
+		return errors.ErrUnsupported
+	}
+	if d.leaf(t) {
+		// A type that decodes itself: decoded apart, so that its error
+		// stays one problem.
+		raw, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(raw, v); err != nil {
+			reflect.ValueOf(v).Elem().SetZero()
+			p := decodeProblem(t, err)
+			p.Loc = append(locOf(d.root, dec.StackPointer()), p.Loc[1:]...)
+			d.problem(p)
+		}
+		return nil
+	}
+	fits := false
+	switch t.Kind() {
+	case reflect.String:
+		fits = k == '"'
+	case reflect.Bool:
+		fits = k == 't' || k == 'f'
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		if k != '0' {
+			break
+		}
+		raw, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		if json.Unmarshal(raw, v) != nil {
+			reflect.ValueOf(v).Elem().SetZero()
+			d.mistyped(dec, t)
+		}
+		return nil
+	case reflect.Slice, reflect.Array:
+		fits = k == '['
+	case reflect.Map, reflect.Struct:
+		fits = k == '{'
+	}
+	if fits {
+		return errors.ErrUnsupported
+	}
+	if err := dec.SkipValue(); err != nil {
+		return err
+	}
+	d.mistyped(dec, t)
+	return nil
+}
+
+// mistyped reports the value just read as not of type t.
+func (d *bodyDecoder) mistyped(dec *jsontext.Decoder, t reflect.Type) {
+	if len(d.ps) >= maxProblems {
+		d.more++ // not even the loc is built
+		return
+	}
+	typ, msg := kindProblem(t)
+	d.problem(controlplane.Problem{Loc: locOf(d.root, dec.StackPointer()), Msg: msg, Type: typ})
+}
+
+// leaf reports whether values of type t decode themselves.
+func (d *bodyDecoder) leaf(t reflect.Type) bool {
+	if t == d.lastType { // list items: the same type over and over
+		return d.lastLeaf
+	}
+	p := reflect.PointerTo(t)
+	d.lastType = t
+	d.lastLeaf = p.Implements(unmarshalerType) || p.Implements(unmarshalerFromType) || p.Implements(textUnmarshalerType)
+	return d.lastLeaf
+}
+
+var (
+	unmarshalerType     = reflect.TypeFor[json.Unmarshaler]()
+	unmarshalerFromType = reflect.TypeFor[json.UnmarshalerFrom]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
 
 // decodeProblem describes a decoding error of a value of type t.
 func decodeProblem(t reflect.Type, err error) controlplane.Problem {

@@ -34,7 +34,8 @@
 // and a body, or an error (GET /v2/deployments/{id} answers
 // ControlPlane.GetDeploymentJSON, the stored wire JSON, without decoding
 // and encoding it again: the same bytes and headers as any encoded answer); one function (errorReply) maps errors to
-// answers: *controlplane.ValidationError 422 {"detail": [{loc, msg, type}]},
+// answers: *controlplane.ValidationError 422 {"detail": [{loc, msg, type}]}
+// (at most 100 problems, below),
 // ErrNotFound 404, ErrConflict 409, ErrInvalidState 400, each with the
 // controlplane's sentence as {"detail": "..."}, and anything else a bare
 // 500 {"detail": "Internal Server Error"} whose cause goes to the log only.
@@ -63,15 +64,57 @@
 // the langgraph_config_path alias is folded into graph_config_path by the
 // controlplane. Read-only response fields (id, status, created_at, ...) have
 // no place in the request types; repo_commit_sha, which requests share with
-// responses, is dropped by the controlplane. A wrong JSON type is a 422 at the member's loc (string_type,
-// int_type, list_type, dict_type, ...); malformed JSON is json_invalid;
-// an empty or null body is missing (POST .../revisions may omit it). Bodies
+// responses, is dropped by the controlplane.
+//
+// A 422 lists every problem. A value of the wrong JSON type is a problem
+// at its own loc (string_type, int_type for a fraction or an integer out
+// of range too, float_type, bool_type, list_type, dict_type), however deep
+// it is: ["body", "secrets", 2, "value"], with list indexes as numbers.
+// Decoding does not stop at it: the member is left out (a list item keeps
+// its place, as its zero value, so that the others keep their indexes),
+// the rest decodes, and the endpoint asks the domain to check what decoded
+// without writing (controlplane's Validate* methods for deployment and
+// listener bodies), so that the same 422 lists the rule problems too: {"name":
+// 5, "source": 7, "secrets": "x"} answers name string_type, source
+// string_type and secrets list_type, and {"name": "Bad Name", "secrets":
+// [1]} answers secrets.0 dict_type beside the name's pattern problem. A rule
+// problem at or under a mistyped member is not listed (the client sent the
+// member; "Field required" there would be wrong), nor a 404 or 400 of the
+// dry run (the answer is the 422), and nothing is written. The OAuth and
+// integration bodies list their type problems only (oauthflow has no
+// check-only entry point). Malformed JSON (syntax, a duplicate name,
+// invalid UTF-8, whitespace other than JSON's) is one json_invalid
+// problem, whatever else is wrong; an empty or null body is missing (POST
+// .../revisions may omit it). Bodies
 // are read as JSON whatever their Content-Type (curl -d labels JSON as a
 // form), and limited to Options.MaxBodyBytes (default 1 MiB): 413 beyond. Path ids
 // must be UUIDs (422 uuid_parsing at ["path", name]); query values that do
 // not parse are 422 at ["query", name], listed together with the range
 // checks of the controlplane under the ControlPlane's own Limits
 // (ValidateWith(cp.Limits())), so custom limits apply in the same 422.
+//
+// # Limits
+//
+// Work and answers stay proportional to what the server accepts. A 422
+// lists at most 100 problems, for both domains: beyond that, the first 99
+// are listed and the 100th, {"loc": ["body"], "type": "too_many_errors",
+// "msg": "Too many problems: N more problems not shown"}, counts the rest.
+// The body decoder itself keeps at most 100 type problems and only counts
+// the others (without building their loc), and then skips the domain's
+// checks, so a 1 MiB body of 200,000 mistyped list items answers a 422 of
+// about 9 KB (TestProblemsCapped).
+//
+// Before anything else (routing, authentication), ServeHTTP checks the
+// request target, its path and query as sent, against
+// Options.MaxURLBytes (default DefaultMaxURLBytes, 16 KiB; 414 beyond), and
+// the header fields (each value with its name and 4 bytes, plus the Host)
+// against Options.MaxHeaderBytes (default DefaultMaxHeaderBytes, 64 KiB;
+// 431 beyond), answering {"detail": "..."} with X-Request-Id like every
+// other answer. net/http answers a request line and headers beyond
+// http.Server.MaxHeaderBytes itself, in plain text, before any handler
+// runs: a server should set that above the sum of the two (cmd/deployplane
+// sets 512 KiB), so that clients see this handler's JSON. Bodies are
+// limited by Options.MaxBodyBytes (above).
 //
 // # OAuth helpers
 //

@@ -3,6 +3,7 @@ package httphandler
 import (
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/deployplane/deployplane/controlplane"
 )
@@ -13,16 +14,53 @@ import (
 // decodeRequest reads and decodes the body into v, merging its problems
 // with those of the path (pathErr), so that a 422 lists both.
 func (h *handler) decodeRequest(c *call, v any, optional bool, pathErr error) error {
+	return h.decodeChecked(c, v, optional, pathErr, nil)
+}
+
+// decodeChecked is decodeRequest for a body the domain can check without
+// writing: when members had the wrong type, validate checks what did
+// decode, and its problems join the type problems, so that a 422 lists
+// every problem. Nothing is written then: the caller returns the 422.
+// validate's problems at or under a mistyped member are dropped (the
+// member is absent to the rules, so "Field required" there would be
+// wrong), as are its other errors (404, 400): the answer is the 422.
+// Beyond maxProblems type problems the rules do not run.
+func (h *handler) decodeChecked(c *call, v any, optional bool, pathErr error, validate func() error) error {
 	body, err := readBody(c.w, c.r, h.maxBody)
 	if err != nil {
 		return err
 	}
-	return joinProblems(pathErr, decodeBody(body, v, optional))
+	err = decodeBody(body, v, optional)
+	var tp *typeProblems
+	if validate != nil && errors.As(err, &tp) && tp.more == 0 {
+		var ve *controlplane.ValidationError
+		if errors.As(validate(), &ve) {
+			typed := tp.Problems[:len(tp.Problems):len(tp.Problems)]
+			for _, p := range ve.Problems {
+				if !under(p.Loc, typed) {
+					tp.Problems = append(tp.Problems, p)
+				}
+			}
+		}
+	}
+	return joinProblems(pathErr, err)
+}
+
+// under reports whether loc is the loc of one of ps, or inside one.
+func under(loc []any, ps []controlplane.Problem) bool {
+	for _, p := range ps {
+		if len(p.Loc) <= len(loc) && slices.Equal(p.Loc, loc[:len(p.Loc)]) {
+			return true
+		}
+	}
+	return false
 }
 
 // joinProblems merges validation errors into one; any other error wins.
+// The count of problems left out (typeProblems) adds up.
 func joinProblems(errs ...error) error {
 	var ps []controlplane.Problem
+	more := 0
 	for _, err := range errs {
 		if err == nil {
 			continue
@@ -32,16 +70,24 @@ func joinProblems(errs ...error) error {
 			return err
 		}
 		ps = append(ps, ve.Problems...)
+		var tp *typeProblems
+		if errors.As(err, &tp) {
+			more += tp.more
+		}
 	}
-	if ps == nil {
+	if ps == nil && more == 0 {
 		return nil
+	}
+	if more > 0 {
+		return &typeProblems{ValidationError: controlplane.ValidationError{Problems: ps}, more: more}
 	}
 	return validationError(ps...)
 }
 
 func (h *handler) createDeployment(c *call) (int, any, error) {
 	var req controlplane.CreateDeploymentRequest
-	if err := h.decodeRequest(c, &req, false, nil); err != nil {
+	validate := func() error { return h.cp.ValidateCreateDeployment(c.r.Context(), c.tenant, &req) }
+	if err := h.decodeChecked(c, &req, false, nil, validate); err != nil {
 		return 0, nil, err
 	}
 	d, err := h.cp.CreateDeployment(c.r.Context(), c.tenant, &req)
@@ -74,11 +120,22 @@ func (h *handler) getDeployment(c *call) (int, any, error) {
 func (h *handler) updateDeployment(c *call) (int, any, error) {
 	ids, pathErr := pathIDs(c.r, "deployment_id")
 	var req controlplane.UpdateDeploymentRequest
-	if err := h.decodeRequest(c, &req, false, pathErr); err != nil {
+	if err := h.decodeChecked(c, &req, false, pathErr, h.validateUpdate(c, ids, &req)); err != nil {
 		return 0, nil, err
 	}
 	d, err := h.cp.UpdateDeployment(c.r.Context(), c.tenant, ids[0], &req)
 	return http.StatusOK, d, err
+}
+
+// validateUpdate checks a PATCH body (or a new revision's) without
+// writing; see decodeChecked.
+func (h *handler) validateUpdate(c *call, ids []string, req *controlplane.UpdateDeploymentRequest) func() error {
+	return func() error {
+		if ids == nil {
+			return nil // the path is already a 422
+		}
+		return h.cp.ValidateUpdateDeployment(c.r.Context(), c.tenant, ids[0], req)
+	}
 }
 
 func (h *handler) deleteDeployment(c *call) (int, any, error) {
@@ -105,7 +162,7 @@ func (h *handler) listRevisions(c *call) (int, any, error) {
 func (h *handler) createRevision(c *call) (int, any, error) {
 	ids, pathErr := pathIDs(c.r, "deployment_id")
 	var req controlplane.UpdateDeploymentRequest
-	if err := h.decodeRequest(c, &req, true, pathErr); err != nil {
+	if err := h.decodeChecked(c, &req, true, pathErr, h.validateUpdate(c, ids, &req)); err != nil {
 		return 0, nil, err
 	}
 	rev, err := h.cp.CreateRevision(c.r.Context(), c.tenant, ids[0], &req)
@@ -132,7 +189,8 @@ func (h *handler) redeploy(c *call) (int, any, error) {
 
 func (h *handler) createListener(c *call) (int, any, error) {
 	var req controlplane.CreateListenerRequest
-	if err := h.decodeRequest(c, &req, false, nil); err != nil {
+	validate := func() error { return h.cp.ValidateCreateListener(c.r.Context(), c.tenant, &req) }
+	if err := h.decodeChecked(c, &req, false, nil, validate); err != nil {
 		return 0, nil, err
 	}
 	l, err := h.cp.CreateListener(c.r.Context(), c.tenant, &req)
@@ -160,7 +218,13 @@ func (h *handler) getListener(c *call) (int, any, error) {
 func (h *handler) updateListener(c *call) (int, any, error) {
 	ids, pathErr := pathIDs(c.r, "listener_id")
 	var req controlplane.UpdateListenerRequest
-	if err := h.decodeRequest(c, &req, false, pathErr); err != nil {
+	validate := func() error {
+		if pathErr != nil {
+			return nil
+		}
+		return h.cp.ValidateUpdateListener(c.r.Context(), c.tenant, ids[0], &req)
+	}
+	if err := h.decodeChecked(c, &req, false, pathErr, validate); err != nil {
 		return 0, nil, err
 	}
 	l, err := h.cp.UpdateListener(c.r.Context(), c.tenant, ids[0], &req)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -26,6 +27,31 @@ func (e *statusError) Error() string { return e.detail }
 // query).
 func validationError(ps ...controlplane.Problem) error {
 	return &controlplane.ValidationError{Problems: ps}
+}
+
+// maxProblems is the most problems a 422 lists. When there are more, the
+// last one listed is a too_many_errors problem at ["body"] saying how many
+// were left out, so that the answer to a large body of mistakes stays
+// small.
+const maxProblems = 100
+
+// typeTooManyErrors is the type of the problem that ends a capped list.
+const typeTooManyErrors = "too_many_errors"
+
+// capProblems returns the problems to list for ps and more problems found
+// but not stored: all of them when they are at most maxProblems, else the
+// first maxProblems-1 and a too_many_errors problem counting the rest.
+func capProblems(ps []controlplane.Problem, more int) []controlplane.Problem {
+	if len(ps)+more <= maxProblems {
+		if ps == nil {
+			ps = []controlplane.Problem{}
+		}
+		return ps
+	}
+	left := len(ps) + more - (maxProblems - 1)
+	out := append(ps[:maxProblems-1:maxProblems-1], controlplane.Problem{Loc: []any{"body"}, Type: typeTooManyErrors,
+		Msg: fmt.Sprintf("Too many problems: %d more problems not shown", left)})
+	return out
 }
 
 // errorBody is {"detail": "..."}.
@@ -51,19 +77,21 @@ func errorReply(err error) (status int, body any, internal bool) {
 	case errors.As(err, &se):
 		return se.status, errorBody{se.detail}, false
 	case errors.As(err, &ve):
-		ps := ve.Problems
-		if ps == nil {
-			ps = []controlplane.Problem{}
+		var tp *typeProblems
+		more := 0
+		if errors.As(err, &tp) {
+			more = tp.more
 		}
-		return http.StatusUnprocessableEntity, problemsBody{ps}, false
+		return http.StatusUnprocessableEntity, problemsBody{capProblems(ve.Problems, more)}, false
 	case errors.As(err, &ove):
 		// The same shape as controlplane's; the two domains do not share
 		// a type.
-		ps := make([]controlplane.Problem, len(ove.Problems))
-		for i, p := range ove.Problems {
+		n := min(len(ove.Problems), maxProblems)
+		ps := make([]controlplane.Problem, n)
+		for i, p := range ove.Problems[:n] {
 			ps[i] = controlplane.Problem{Loc: p.Loc, Msg: p.Msg, Type: p.Type}
 		}
-		return http.StatusUnprocessableEntity, problemsBody{ps}, false
+		return http.StatusUnprocessableEntity, problemsBody{capProblems(ps, len(ove.Problems)-n)}, false
 	case errors.Is(err, controlplane.ErrNotFound), errors.Is(err, oauthflow.ErrNotFound):
 		return http.StatusNotFound, errorBody{err.Error()}, false
 	case errors.Is(err, controlplane.ErrConflict), errors.Is(err, oauthflow.ErrConflict):

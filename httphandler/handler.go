@@ -31,6 +31,14 @@ const DefaultMaxBodyBytes = 1 << 20
 // build that silently never happens.
 const DefaultWebhookMaxBodyBytes = 25 << 20
 
+// DefaultMaxURLBytes is the default limit of a request's target, its path
+// and query as sent (16 KiB).
+const DefaultMaxURLBytes = 16 << 10
+
+// DefaultMaxHeaderBytes is the default limit of a request's header fields
+// (64 KiB).
+const DefaultMaxHeaderBytes = 64 << 10
+
 // Options configure New. A nil *Options, and every zero field, means the
 // default.
 type Options struct {
@@ -43,6 +51,18 @@ type Options struct {
 	// DefaultMaxBodyBytes. The GitHub webhook has its own limit,
 	// WebhookMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxURLBytes limits the request target (path and query, as sent); a
+	// longer one is a 414 with a JSON detail. Default DefaultMaxURLBytes.
+	MaxURLBytes int
+	// MaxHeaderBytes limits the request's header fields: the sum, over
+	// every field value, of the name, the value and 4 bytes (": " and the
+	// line end), plus the Host. Beyond it the answer is a 431 with a JSON
+	// detail. Default DefaultMaxHeaderBytes. net/http itself refuses a
+	// request line and headers beyond http.Server.MaxHeaderBytes (1 MB by
+	// default) with a plain-text 431 before any handler runs: set that
+	// above MaxURLBytes + MaxHeaderBytes so that clients get this
+	// handler's JSON answer.
+	MaxHeaderBytes int
 	// WebhookMaxBodyBytes limits the body of a GitHub webhook delivery; a
 	// larger one is a 413. Default DefaultWebhookMaxBodyBytes.
 	WebhookMaxBodyBytes int64
@@ -81,6 +101,10 @@ type handler struct {
 	oauth   *oauthflow.Service // nil: /v2/auth/* is not served
 	auth    Authenticator
 	maxBody int64 // request bodies
+	// maxURL and maxHeader limit the request target and header fields.
+	maxURL, maxHeader int
+	// uriTooLong and headerTooLarge answer requests beyond them.
+	uriTooLong, headerTooLarge http.Handler
 	// webhookMaxBody limits GitHub webhook deliveries.
 	webhookMaxBody int64
 	log            *slog.Logger
@@ -115,6 +139,9 @@ func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
 		auth:    o.Authenticator,
 		maxBody: o.MaxBodyBytes,
 
+		maxURL:    o.MaxURLBytes,
+		maxHeader: o.MaxHeaderBytes,
+
 		webhookMaxBody: o.WebhookMaxBodyBytes,
 		log:            o.Logger,
 		mux:            http.NewServeMux(),
@@ -129,6 +156,12 @@ func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.maxURL <= 0 {
+		h.maxURL = DefaultMaxURLBytes
+	}
+	if h.maxHeader <= 0 {
+		h.maxHeader = DefaultMaxHeaderBytes
 	}
 	if h.webhookMaxBody <= 0 {
 		h.webhookMaxBody = DefaultWebhookMaxBodyBytes
@@ -160,11 +193,29 @@ func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
 	h.unclean = h.serve(route{public: true, serve: func(*handler, *call) (int, any, error) {
 		return 0, nil, &statusError{status: http.StatusNotFound, detail: "Not Found"}
 	}})
+	h.uriTooLong = h.serve(route{public: true, serve: func(h *handler, _ *call) (int, any, error) {
+		return 0, nil, &statusError{status: http.StatusRequestURITooLong,
+			detail: fmt.Sprintf("The request URL is longer than the limit of %d bytes.", h.maxURL)}
+	}})
+	h.headerTooLarge = h.serve(route{public: true, serve: func(h *handler, _ *call) (int, any, error) {
+		return 0, nil, &statusError{status: http.StatusRequestHeaderFieldsTooLarge,
+			detail: fmt.Sprintf("The request header fields are larger than the limit of %d bytes.", h.maxHeader)}
+	}})
 	h.openapi = openAPIDocument(routes)
 	return h
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The server's own limits, answered in the contract's JSON shape
+	// before any other work.
+	if urlBytes(r) > h.maxURL {
+		h.uriTooLong.ServeHTTP(w, r)
+		return
+	}
+	if headerBytes(r, h.maxHeader) > h.maxHeader {
+		h.headerTooLarge.ServeHTTP(w, r)
+		return
+	}
 	if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p {
 		// The mux would redirect to the cleaned path; no route of this API
 		// has a trailing slash, a "..", or an empty segment.
@@ -172,6 +223,30 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// urlBytes is the length of r's target as sent (as rebuilt when r did not
+// come from a server).
+func urlBytes(r *http.Request) int {
+	if r.RequestURI != "" {
+		return len(r.RequestURI)
+	}
+	return len(r.URL.RequestURI())
+}
+
+// headerBytes measures r's header fields as Options.MaxHeaderBytes says,
+// stopping once beyond limit.
+func headerBytes(r *http.Request, limit int) int {
+	n := len(r.Host)
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+		if n > limit {
+			break
+		}
+	}
+	return n
 }
 
 // denyAll is the Authenticator of a handler configured without one.

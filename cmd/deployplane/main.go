@@ -420,6 +420,12 @@ func newGitHubApp(c *config) (controlplane.GitHubApp, error) {
 	return app, nil
 }
 
+// serverMaxHeaderBytes is net/http's limit of a request line and headers,
+// set well above the handler's own (httphandler.DefaultMaxURLBytes and
+// DefaultMaxHeaderBytes) so that a request beyond those gets the handler's
+// JSON 414 or 431; only one beyond this gets net/http's plain-text 431.
+const serverMaxHeaderBytes = 512 << 10
+
 // run is the whole server; it returns when ctx is done (after a graceful
 // shutdown) or on a failure.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -535,7 +541,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    serverMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	keySource := "the generated key"

@@ -1,0 +1,168 @@
+package controlplane
+
+import (
+	"context"
+	"slices"
+
+	"github.com/deployplane/deployplane/store"
+)
+
+// Validation without writing. A front end that could not decode all of a
+// request (a member of the wrong type) answers 422 without calling the
+// method that writes, yet should list every problem: these methods run the
+// same checks on what did decode, and write nothing. They read the store
+// (the deployment or listener a PATCH applies to, the integration and
+// listener a create names) in a View.
+
+// ValidateCreateDeployment reports the problems CreateDeployment would find
+// in req, as a *ValidationError, without creating anything; nil means req
+// would pass validation. A taken name (ErrConflict) is not checked.
+func (cp *ControlPlane) ValidateCreateDeployment(ctx context.Context, tenant string, req *CreateDeploymentRequest) error {
+	if err := checkTenant(tenant); err != nil {
+		return err
+	}
+	if req == nil {
+		req = &CreateDeploymentRequest{}
+	}
+	d, _, ps := cp.checkCreate(req)
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		ps = cp.checkReferences(r, tenant, d.Source, &d.SourceConfig, ps)
+		return nil
+	})
+	if err != nil {
+		return cp.storeErr("validate deployment", err)
+	}
+	return validationError(ps)
+}
+
+// ValidateUpdateDeployment reports the problems UpdateDeployment (and
+// CreateRevision) would find in req for deployment id, as a
+// *ValidationError, without changing anything. Errors as UpdateDeployment's
+// (*NotFoundError, ErrInvalidState) when the deployment cannot be patched.
+func (cp *ControlPlane) ValidateUpdateDeployment(ctx context.Context, tenant, id string, req *UpdateDeploymentRequest) error {
+	if err := checkTenant(tenant); err != nil {
+		return err
+	}
+	cid, ok := pathID(id)
+	if !ok {
+		return &NotFoundError{Kind: KindDeployment, ID: id}
+	}
+	if req == nil {
+		req = &UpdateDeploymentRequest{}
+	}
+	p, pure := cp.checkPatch(req)
+	var ps []Problem
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		stored, err := getDeployment(r, tenant, cid)
+		if err != nil {
+			return err
+		}
+		if stored.Status == StatusAwaitingDelete {
+			return invalidStatef("Deployment ID %s is being deleted.", cid)
+		}
+		_, ps, _ = mergePatch(stored, p, pure)
+		return nil
+	})
+	if err != nil {
+		return cp.storeErr("validate deployment", err)
+	}
+	return validationError(ps)
+}
+
+// ValidateCreateListener reports the problems CreateListener would find in
+// req, as a *ValidationError, without creating anything. A taken
+// compute_id (ErrConflict) is not checked.
+func (cp *ControlPlane) ValidateCreateListener(ctx context.Context, tenant string, req *CreateListenerRequest) error {
+	if err := checkTenant(tenant); err != nil {
+		return err
+	}
+	if req == nil {
+		req = &CreateListenerRequest{}
+	}
+	return validationError(cp.checkCreateListener(req))
+}
+
+// ValidateUpdateListener reports the problems UpdateListener would find in
+// req for listener id, as a *ValidationError, without changing anything.
+// Errors as UpdateListener's (*NotFoundError).
+func (cp *ControlPlane) ValidateUpdateListener(ctx context.Context, tenant, id string, req *UpdateListenerRequest) error {
+	if err := checkTenant(tenant); err != nil {
+		return err
+	}
+	cid, ok := pathID(id)
+	if !ok {
+		return &NotFoundError{Kind: KindListener, ID: id}
+	}
+	if req == nil {
+		req = &UpdateListenerRequest{}
+	}
+	pure := cp.checkUpdateListener(req)
+	var ps []Problem
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		l, err := getListener(r, tenant, cid)
+		if err != nil {
+			return err
+		}
+		ps = listenerImmutables(req, l, slices.Clone(pure))
+		return nil
+	})
+	if err != nil {
+		return cp.storeErr("validate listener", err)
+	}
+	return validationError(ps)
+}
+
+// checkCreate is every check of CreateDeployment that needs no store: it
+// returns the request as a draft deployment, its tag value ids (canonical,
+// sorted, without duplicates) and the problems.
+func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, []string, []Problem) {
+	d, ps := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig, slices.Clone(req.Secrets))
+	c := &checker{lim: cp.lim, ps: ps}
+	known := d.Source == SourceGitHub || d.Source == SourceExternalDocker
+	switch {
+	case d.Source == "":
+		c.add([]any{"body", "source"}, TypeMissing, "Field required")
+	case !known:
+		c.add([]any{"body", "source"}, TypeLiteralError, "Input should be 'github' or 'external_docker'")
+	case !cp.offered(d.Source):
+		c.add([]any{"body", "source"}, TypeSourceNotOffered, "Source '"+string(d.Source)+"' is not offered by this control plane")
+	}
+	if known {
+		c.ps = applyCreateTable(d, d.Source, c.ps)
+	} else if d.Name == "" {
+		c.add([]any{"body", "name"}, TypeMissing, "Field required")
+	}
+	c.checkDeploymentValues(d)
+	tags := slices.Clone(req.TagValueIDs)
+	c.checkTagValueIDs([]any{"body", "tag_value_ids"}, tags)
+	for i := range tags {
+		tags[i] = *canonicalUUID(&tags[i])
+	}
+	slices.Sort(tags)
+	tags = slices.Compact(tags)
+	if d.Source == SourceGitHub {
+		c.ps = checkTagRef(&Deployment{SourceConfig: d.SourceConfig, SourceRevisionConfig: d.SourceRevisionConfig}, c.ps)
+	}
+	return d, tags, c.ps
+}
+
+// checkPatch is every check of a PATCH that needs no stored deployment: it
+// returns the request as a draft and the problems.
+func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, []Problem) {
+	p, ps := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig, slices.Clone(req.Secrets))
+	c := &checker{lim: cp.lim, ps: ps}
+	c.checkDeploymentValues(p)
+	return p, c.ps
+}
+
+// mergePatch applies the draft p of a PATCH to stored: the merged record
+// (stored's fields replaced, never written through), every problem (the
+// table's, then pure, then the cross-field ones of the merged deployment)
+// and whether a new revision is due.
+func mergePatch(stored *deploymentRecord, p *Deployment, pure []Problem) (deploymentRecord, []Problem, bool) {
+	merged := *stored
+	ps, trigger := applyPatchTable(&stored.Deployment, p, &merged.Deployment, nil)
+	ps = append(ps, pure...)
+	ps = checkTagRef(&merged.Deployment, ps)
+	return merged, ps, trigger
+}
