@@ -57,7 +57,7 @@ func fleet(b *testing.B, n int) *benchFleet {
 			req = &controlplane.CreateDeploymentRequest{Name: &name, Source: new(controlplane.SourceExternalDocker),
 				SourceConfig:         &controlplane.SourceConfig{ResourceSpec: &controlplane.ResourceSpec{MinScale: new(int64(1)), MaxScale: new(int64(3))}},
 				SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/agent:1.0.0")},
-				Secrets:              []controlplane.Secret{{Name: "OPENAI_API_KEY", Value: "sk-0123456789"}}}
+				Secrets:              []controlplane.SecretInput{{Name: "OPENAI_API_KEY", Value: new("sk-0123456789")}}}
 		}
 		if i%150 == 0 {
 			req.TagValueIDs = []string{benchTag}
@@ -193,7 +193,7 @@ func BenchmarkGetDeploymentJSON(b *testing.B) {
 		Source:               new(controlplane.SourceExternalDocker),
 		SourceConfig:         &controlplane.SourceConfig{ResourceSpec: &controlplane.ResourceSpec{MinScale: new(int64(1)), MaxScale: new(int64(3)), CPU: new(0.5)}},
 		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/agent:1.0.0")},
-		Secrets:              []controlplane.Secret{{Name: "OPENAI_API_KEY", Value: "sk-0123456789"}}})
+		Secrets:              []controlplane.SecretInput{{Name: "OPENAI_API_KEY", Value: new("sk-0123456789")}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -202,23 +202,45 @@ func (r *deploymentRecord) wire() *Deployment {
 }
 
 // normalizeRevisionConfig folds the langgraph_config_path alias into
-// graph_config_path, reporting a conflict.
-func normalizeRevisionConfig(src *SourceRevisionConfig, ps []Problem) []Problem {
+// graph_config_path, reporting a conflict. aliased says that the client
+// named the path by the alias alone, so that problems about it are reported
+// at the key it sent (aliasLocs).
+func normalizeRevisionConfig(src *SourceRevisionConfig, ps []Problem) (_ []Problem, aliased bool) {
 	if a := src.LanggraphConfigPath; a != nil {
 		if g := src.GraphConfigPath; g != nil && *g != *a {
 			ps = append(ps, Problem{Loc: []any{"body", "source_revision_config", "langgraph_config_path"},
 				Type: TypeValueError, Msg: "langgraph_config_path is an alias of graph_config_path; both are given with different values"})
 		} else {
+			aliased = g == nil
 			src.GraphConfigPath = a
 		}
 		src.LanggraphConfigPath = nil
+	}
+	return ps, aliased
+}
+
+// aliasLocs returns ps with every problem at source_revision_config.
+// graph_config_path moved to langgraph_config_path when aliased: a
+// problem's loc names the key the client sent. ps's own Locs are not
+// modified (they may be shared by a transaction that runs again).
+func aliasLocs(ps []Problem, aliased bool) []Problem {
+	if !aliased {
+		return ps
+	}
+	for i, p := range ps {
+		if len(p.Loc) >= 3 && p.Loc[0] == "body" && p.Loc[1] == "source_revision_config" && p.Loc[2] == "graph_config_path" {
+			loc := slices.Clone(p.Loc)
+			loc[2] = "langgraph_config_path"
+			ps[i].Loc = loc
+		}
 	}
 	return ps
 }
 
 // draftOf sees a request as a Deployment so that the rules table applies.
-func draftOf(name *string, source *Source, sc *SourceConfig, src *SourceRevisionConfig, secrets []Secret) (*Deployment, []Problem) {
-	d := &Deployment{Secrets: secrets}
+// Its secrets are left nil: the caller sets them from checker.secrets.
+func draftOf(name *string, source *Source, sc *SourceConfig, src *SourceRevisionConfig) (_ *Deployment, _ []Problem, aliased bool) {
+	d := &Deployment{}
 	if name != nil {
 		d.Name = *name
 	}
@@ -231,13 +253,13 @@ func draftOf(name *string, source *Source, sc *SourceConfig, src *SourceRevision
 	if src != nil {
 		d.SourceRevisionConfig = *src
 	}
-	ps := normalizeRevisionConfig(&d.SourceRevisionConfig, nil)
+	ps, aliased := normalizeRevisionConfig(&d.SourceRevisionConfig, nil)
 	d.SourceConfig.IntegrationID = canonicalUUID(d.SourceConfig.IntegrationID)
 	d.SourceConfig.ListenerID = canonicalUUID(d.SourceConfig.ListenerID)
 	if lc := d.SourceConfig.ListenerConfig; lc != nil && lc.K8sNamespace == nil {
 		d.SourceConfig.ListenerConfig = nil // {} says nothing
 	}
-	return d, ps
+	return d, ps, aliased
 }
 
 func isTagRef(ref *string) bool { return ref != nil && strings.HasPrefix(*ref, "refs/tags/") }
@@ -462,7 +484,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 	if req == nil {
 		req = &UpdateDeploymentRequest{}
 	}
-	p, pure := cp.checkPatch(req)
+	p, pure, aliased := cp.checkPatch(req)
 
 	now := cp.now()
 	revID := cp.newID()
@@ -477,7 +499,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 		if stored.Status == StatusAwaitingDelete {
 			return invalidStatef("Deployment ID %s is being deleted.", cid)
 		}
-		merged, ps, trigger := mergePatch(stored, p, pure)
+		merged, ps, trigger := mergePatch(stored, p, pure, aliased)
 		if err := validationError(ps); err != nil {
 			return err
 		}
@@ -589,11 +611,15 @@ func (cp *ControlPlane) GetRevision(ctx context.Context, tenant, deploymentID, r
 }
 
 // RedeployRevision creates a new revision of the deployment copying the
-// named revision's snapshot, including its repo_commit_sha when it has one
+// named revision's snapshot (source_revision_config, secrets and
+// resource_spec: what a revision is, wire contract section 7), including
+// its repo_commit_sha when it has one
 // (a pushed commit, or the commit its build reported), so that the
 // Deployer rebuilds that commit rather than the branch's head; the
 // deployment then mirrors the copy, and the new revision becomes active
-// once the Deployer reports it DEPLOYED (older
+// once the Deployer reports it DEPLOYED. The fields a PATCH changes in
+// place (install_command, build_command, custom_url, build_on_push) are
+// not part of a revision and keep their current values (older
 // revisions before DEPLOYING become SKIPPED, as for any new one). Errors:
 // *NotFoundError (deployment, or a revision that is not this deployment's),
 // ErrInvalidState while the deployment is AWAITING_DELETE.
@@ -626,11 +652,7 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 			return invalidStatef("Deployment ID %s is being deleted.", did)
 		}
 		next := *stored
-		next.SourceRevisionConfig = old.SourceRevisionConfig // its repo_commit_sha too, when it has one
-		next.Secrets = old.Secrets
-		next.SourceConfig.ResourceSpec = old.ResourceSpec
-		next.SourceConfig.InstallCommand = old.InstallCommand
-		next.SourceConfig.BuildCommand = old.BuildCommand
+		redeployed(&next.Deployment, old)
 		next.LatestRevisionID = &newID
 		next.UpdatedAt = later(now, stored.UpdatedAt)
 		if err := addRevision(tx, tenant, newRevision(&next, newID, next.UpdatedAt)); err != nil {

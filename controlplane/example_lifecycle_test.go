@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/storemem"
@@ -84,18 +83,31 @@ func (quiet) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Re
 	return nil
 }
 
+// announcer is quiet, and says on a channel which revision it deployed.
+type announcer struct {
+	quiet
+	deployed chan string
+}
+
+func (a announcer) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+	if err := a.quiet.Deploy(ctx, w, r); err != nil {
+		return err
+	}
+	a.deployed <- w.Revision.ID
+	return nil
+}
+
 func ExampleControlPlane_Run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cp := controlplane.New(storemem.New(), nil)
+	deployer := announcer{deployed: make(chan string)}
 	done := make(chan error)
-	go func() { done <- cp.Run(ctx, quiet{}) }()
+	go func() { done <- cp.Run(ctx, deployer) }()
 
 	d := exampleDeployment(ctx, cp) // wakes Run at once
-	for d.ActiveRevisionID == nil {
-		time.Sleep(time.Millisecond)
-		d, _ = cp.GetDeployment(ctx, exampleTenant, d.ID)
-	}
+	<-deployer.deployed             // its last Report recorded DEPLOYED
+	d, _ = cp.GetDeployment(ctx, exampleTenant, d.ID)
 	fmt.Println(d.Status)
 	cancel()
 	fmt.Println(<-done)

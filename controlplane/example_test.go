@@ -19,7 +19,7 @@ func exampleDeployment(ctx context.Context, cp *controlplane.ControlPlane) *cont
 		SourceRevisionConfig: &controlplane.SourceRevisionConfig{
 			ImageURI: new("registry.example.com/support-agent:1.0.0"),
 		},
-		Secrets: []controlplane.Secret{{Name: "OPENAI_API_KEY", Value: "sk-..."}},
+		Secrets: []controlplane.SecretInput{{Name: "OPENAI_API_KEY", Value: new("sk-...")}},
 	})
 	if err != nil {
 		panic(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"pgregory.net/rapid"
@@ -183,6 +184,9 @@ func (w *walker) Teardown(ctx context.Context, tenant string, d *controlplane.De
 }
 
 // waitDeployed polls until every deployment's latest revision is DEPLOYED.
+// It runs inside a synctest bubble: its sleeps and deadline are the
+// bubble's fake time, which moves only when every goroutine of the bubble
+// is blocked, so the load of the machine cannot make it fail.
 func waitDeployed(t *testing.T, cp *controlplane.ControlPlane, ds []*controlplane.Deployment) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -257,16 +261,28 @@ func runReplicas(t *testing.T, st store.Store) {
 	}
 }
 
+// The lifecycle tests that run Run, renew leases or wait run inside a
+// testing/synctest bubble: time is fake (time.Now, timers, tickers,
+// context deadlines) and moves only when every goroutine of the bubble is
+// durably blocked, so poll intervals, lease durations and a walker's steps
+// happen in order however loaded the machine is. The stores are opened
+// inside the bubble (storebolt's writer goroutine waits on a sync.Cond,
+// which is durable blocking) and closed before it ends.
+
 func TestTwoReplicasOverOneStore(t *testing.T) {
 	t.Run("storemem", func(t *testing.T) {
-		st := storemem.New()
-		defer st.Close()
-		runReplicas(t, st)
+		synctest.Test(t, func(t *testing.T) {
+			st := storemem.New()
+			defer st.Close()
+			runReplicas(t, st)
+		})
 	})
 	t.Run("storebolt", func(t *testing.T) {
-		st := openBolt(t, t.TempDir()+"/db")
-		defer st.Close()
-		runReplicas(t, st)
+		synctest.Test(t, func(t *testing.T) {
+			st := openBolt(t, t.TempDir()+"/db")
+			defer st.Close()
+			runReplicas(t, st)
+		})
 	})
 }
 
@@ -274,6 +290,10 @@ func TestTwoReplicasOverOneStore(t *testing.T) {
 // ControlPlane, and sees every revision through to DEPLOYED, the
 // interrupted ones resumed from where they were.
 func TestRestartResumes(t *testing.T) {
+	synctest.Test(t, testRestartResumes)
+}
+
+func testRestartResumes(t *testing.T) {
 	path := t.TempDir() + "/db"
 	st := openBolt(t, path)
 	opts := &controlplane.Options{PollInterval: 5 * time.Millisecond, Workers: 8}
@@ -646,6 +666,10 @@ func TestReportedDeploymentStatus(t *testing.T) {
 }
 
 func TestRunNotifiedAtOnce(t *testing.T) {
+	synctest.Test(t, testRunNotifiedAtOnce)
+}
+
+func testRunNotifiedAtOnce(t *testing.T) {
 	st := storemem.New()
 	defer st.Close()
 	// PollInterval is an hour: only the notification can wake Run.
@@ -664,7 +688,7 @@ func TestRunNotifiedAtOnce(t *testing.T) {
 	if err := <-results; err == nil {
 		t.Fatal("a Run returned nil before its context was cancelled; want the second of two concurrent Runs refused")
 	}
-	time.Sleep(10 * time.Millisecond) // let the remaining Run go idle, so the notification is what wakes it
+	synctest.Wait() // the remaining Run is idle, so the notification is what wakes it
 	d, err := cp.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("agent")))
 	if err != nil {
 		t.Fatal(err)
@@ -688,6 +712,10 @@ func openBolt(t *testing.T, path string) store.Store {
 // TestLeaseRenewedWhileWorking: a Deploy that reports nothing for several
 // lease durations keeps its revision: the lease is renewed behind it.
 func TestLeaseRenewedWhileWorking(t *testing.T) {
+	synctest.Test(t, testLeaseRenewedWhileWorking)
+}
+
+func testLeaseRenewedWhileWorking(t *testing.T) {
 	ctx := context.Background()
 	st := storemem.New()
 	defer st.Close()
@@ -710,6 +738,8 @@ func TestLeaseRenewedWhileWorking(t *testing.T) {
 		done <- err
 	}()
 	<-started
+	// The replica tries every 5 ms of (fake) time, through more than six
+	// lease durations, while the Deploy reports nothing.
 	for range 40 {
 		ok, err := b.Process(ctx, &script{deploy: func(context.Context, *controlplane.Work, controlplane.Reporter) error {
 			t.Error("the replica took a revision whose lease is being renewed")
@@ -731,6 +761,10 @@ func TestLeaseRenewedWhileWorking(t *testing.T) {
 // TestSupersededWorkIsCancelled: when a newer revision SKIPs the one being
 // deployed, the next lease renewal cancels the Deploy's ctx.
 func TestSupersededWorkIsCancelled(t *testing.T) {
+	synctest.Test(t, testSupersededWorkIsCancelled)
+}
+
+func testSupersededWorkIsCancelled(t *testing.T) {
 	ctx := context.Background()
 	st := storemem.New()
 	defer st.Close()
@@ -772,6 +806,10 @@ func TestSupersededWorkIsCancelled(t *testing.T) {
 }
 
 func TestRunStopsWhenTheStoreIsClosed(t *testing.T) {
+	synctest.Test(t, testRunStopsWhenTheStoreIsClosed)
+}
+
+func testRunStopsWhenTheStoreIsClosed(t *testing.T) {
 	st := storemem.New()
 	cp := controlplane.New(st, &controlplane.Options{PollInterval: time.Millisecond})
 	st.Close()

@@ -63,6 +63,15 @@ type Options struct {
 	// Workers caps the units of work Run drives at once. Default
 	// DefaultWorkers.
 	Workers int
+
+	// Which clock does what: Clock stamps every record and decides when a
+	// lease has expired (so a test moves work past a lease with an
+	// injected clock, as internal/testclock does). Run's waits, the poll
+	// every PollInterval, the lease renewal every third of LeaseDuration
+	// and the few seconds it allows for giving work back, use the
+	// runtime's timers (time.NewTicker, context.WithTimeout), which
+	// testing/synctest fakes: the package's own tests of Run, renewals and
+	// shutdown run in synctest bubbles over storemem and storebolt.
 }
 
 // Defaults of the lifecycle Options.

@@ -8,7 +8,7 @@ type CreateDeploymentRequest struct {
 	Source               *Source               `json:"source"`
 	SourceConfig         *SourceConfig         `json:"source_config"`
 	SourceRevisionConfig *SourceRevisionConfig `json:"source_revision_config"`
-	Secrets              []Secret              `json:"secrets"`
+	Secrets              []SecretInput         `json:"secrets"`
 	// TagValueIDs (extension, optional) are UUIDs of the tag values the
 	// deployment carries; the list filter tag_value_ids matches them.
 	TagValueIDs []string `json:"tag_value_ids"`
@@ -23,7 +23,16 @@ type UpdateDeploymentRequest struct {
 	Source               *Source               `json:"source"`
 	SourceConfig         *SourceConfig         `json:"source_config"`
 	SourceRevisionConfig *SourceRevisionConfig `json:"source_revision_config"`
-	Secrets              []Secret              `json:"secrets"`
+	Secrets              []SecretInput         `json:"secrets"`
+}
+
+// SecretInput is a secret as a request body gives it. Both fields are
+// required (the seed's Secret): a missing or null value is 422 missing at
+// ["body", "secrets", i, "value"], so Value is a pointer to tell an absent
+// value from an empty one, which is allowed. Answers carry Secret.
+type SecretInput struct {
+	Name  string  `json:"name"`
+	Value *string `json:"value"`
 }
 
 // CreateListenerRequest is the body of POST /v2/listeners. ComputeType (must

@@ -281,3 +281,22 @@ func applyPatchTable(stored, patch, merged *Deployment, ps []Problem) (_ []Probl
 	}
 	return ps, trigger
 }
+
+// redeployed sets on d (the deployment as stored) what a revision is, from
+// rev: every field that a PATCH changes through a new revision
+// (PatchRevision in the table, for d's source) is the revision's, and so is
+// repo_commit_sha, which goes with its source_revision_config. Every other
+// field keeps d's value, the in-place ones (PatchInPlace: install_command,
+// build_command, custom_url, build_on_push) included, although rev records
+// the commands its build used.
+func redeployed(d *Deployment, rev *revisionRecord) {
+	snap := Deployment{Source: rev.Source, SourceRevisionConfig: rev.SourceRevisionConfig, Secrets: rev.Secrets,
+		SourceConfig: SourceConfig{ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand}}
+	si := sourceIndex(d.Source)
+	for i := range rules {
+		if r := &rules[i]; r.patch[si] == PatchRevision {
+			r.set(d, &snap)
+		}
+	}
+	d.SourceRevisionConfig.RepoCommitSHA = snap.SourceRevisionConfig.RepoCommitSHA
+}

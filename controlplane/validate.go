@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -229,16 +230,21 @@ func (c *checker) checkDeploymentValues(d *Deployment) {
 	c.optStr(bodyLoc(rl, "repo_ref"), src.RepoRef, max)
 	c.optStr(bodyLoc(rl, "graph_config_path"), src.GraphConfigPath, max)
 	c.optStr(bodyLoc(rl, "image_uri"), src.ImageURI, max)
-
-	c.checkSecrets(bodyLoc([]string{"secrets"}), d.Secrets)
 }
 
-func (c *checker) checkSecrets(loc []any, secrets []Secret) {
-	if !c.items(loc, len(secrets), c.lim.MaxSecrets) {
-		return
+// secrets checks a request's secrets and returns them as a deployment
+// stores them. The cap comes first: a list over MaxSecrets is one problem
+// and nothing in it is looked at (the result is then nil). Names are
+// required C identifiers, unique (one map, linear); a value is required
+// (missing or null is 422 missing; "" is allowed) and at most
+// MaxSecretValueBytes.
+func (c *checker) secrets(loc []any, in []SecretInput) []Secret {
+	if in == nil || !c.items(loc, len(in), c.lim.MaxSecrets) {
+		return nil
 	}
-	seen := make(map[string]bool, len(secrets))
-	for i, s := range secrets {
+	out := make([]Secret, len(in))
+	seen := make(map[string]bool, len(in))
+	for i, s := range in {
 		nl := at(loc, i, "name")
 		if s.Name == "" {
 			c.add(nl, TypeMissing, "Field required")
@@ -248,20 +254,36 @@ func (c *checker) checkSecrets(loc []any, secrets []Secret) {
 			}
 			seen[s.Name] = true
 		}
-		if len(s.Value) > c.lim.MaxSecretValueBytes {
+		out[i].Name = s.Name
+		switch {
+		case s.Value == nil:
+			c.add(at(loc, i, "value"), TypeMissing, "Field required")
+		case len(*s.Value) > c.lim.MaxSecretValueBytes:
 			c.add(at(loc, i, "value"), TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", c.lim.MaxSecretValueBytes))
+		default:
+			out[i].Value = *s.Value
 		}
 	}
+	return out
 }
 
-// checkTagValueIDs checks the create extension tag_value_ids.
-func (c *checker) checkTagValueIDs(loc []any, ids []string) {
-	if !c.items(loc, len(ids), c.lim.MaxTagValueIDs) {
-		return
+// tagValueIDs checks the create extension tag_value_ids and returns them
+// canonical (lowercase), sorted and without duplicates. The cap comes
+// first: a list over MaxTagValueIDs is one problem and nothing in it is
+// looked at (the result is then nil).
+func (c *checker) tagValueIDs(loc []any, ids []string) []string {
+	if ids == nil || !c.items(loc, len(ids), c.lim.MaxTagValueIDs) {
+		return nil
 	}
+	out := make([]string, 0, len(ids))
 	for i, id := range ids {
-		c.uuid(at(loc, i), id)
+		if c.uuid(at(loc, i), id) {
+			id = *canonicalUUID(&id)
+		}
+		out = append(out, id)
 	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func (c *checker) intRange(loc []any, v *int64, min int64) {

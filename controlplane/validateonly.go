@@ -50,7 +50,7 @@ func (cp *ControlPlane) ValidateUpdateDeployment(ctx context.Context, tenant, id
 	if req == nil {
 		req = &UpdateDeploymentRequest{}
 	}
-	p, pure := cp.checkPatch(req)
+	p, pure, aliased := cp.checkPatch(req)
 	var ps []Problem
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		stored, err := getDeployment(r, tenant, cid)
@@ -60,7 +60,7 @@ func (cp *ControlPlane) ValidateUpdateDeployment(ctx context.Context, tenant, id
 		if stored.Status == StatusAwaitingDelete {
 			return invalidStatef("Deployment ID %s is being deleted.", cid)
 		}
-		_, ps, _ = mergePatch(stored, p, pure)
+		_, ps, _ = mergePatch(stored, p, pure, aliased)
 		return nil
 	})
 	if err != nil {
@@ -116,7 +116,7 @@ func (cp *ControlPlane) ValidateUpdateListener(ctx context.Context, tenant, id s
 // returns the request as a draft deployment, its tag value ids (canonical,
 // sorted, without duplicates) and the problems.
 func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, []string, []Problem) {
-	d, ps := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig, slices.Clone(req.Secrets))
+	d, ps, aliased := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig)
 	c := &checker{lim: cp.lim, ps: ps}
 	known := d.Source == SourceGitHub || d.Source == SourceExternalDocker
 	switch {
@@ -133,36 +133,34 @@ func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, 
 		c.add([]any{"body", "name"}, TypeMissing, "Field required")
 	}
 	c.checkDeploymentValues(d)
-	tags := slices.Clone(req.TagValueIDs)
-	c.checkTagValueIDs([]any{"body", "tag_value_ids"}, tags)
-	for i := range tags {
-		tags[i] = *canonicalUUID(&tags[i])
-	}
-	slices.Sort(tags)
-	tags = slices.Compact(tags)
+	d.Secrets = c.secrets([]any{"body", "secrets"}, req.Secrets)
+	tags := c.tagValueIDs([]any{"body", "tag_value_ids"}, req.TagValueIDs)
 	if d.Source == SourceGitHub {
 		c.ps = checkTagRef(&Deployment{SourceConfig: d.SourceConfig, SourceRevisionConfig: d.SourceRevisionConfig}, c.ps)
 	}
-	return d, tags, c.ps
+	return d, tags, aliasLocs(c.ps, aliased)
 }
 
 // checkPatch is every check of a PATCH that needs no stored deployment: it
-// returns the request as a draft and the problems.
-func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, []Problem) {
-	p, ps := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig, slices.Clone(req.Secrets))
+// returns the request as a draft, the problems, and whether the client
+// named the graph config path by its alias (for mergePatch).
+func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, []Problem, bool) {
+	p, ps, aliased := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig)
 	c := &checker{lim: cp.lim, ps: ps}
 	c.checkDeploymentValues(p)
-	return p, c.ps
+	p.Secrets = c.secrets([]any{"body", "secrets"}, req.Secrets)
+	return p, c.ps, aliased
 }
 
 // mergePatch applies the draft p of a PATCH to stored: the merged record
 // (stored's fields replaced, never written through), every problem (the
 // table's, then pure, then the cross-field ones of the merged deployment)
-// and whether a new revision is due.
-func mergePatch(stored *deploymentRecord, p *Deployment, pure []Problem) (deploymentRecord, []Problem, bool) {
+// and whether a new revision is due. aliased (from checkPatch) moves the
+// problems about graph_config_path to the key the client sent.
+func mergePatch(stored *deploymentRecord, p *Deployment, pure []Problem, aliased bool) (deploymentRecord, []Problem, bool) {
 	merged := *stored
 	ps, trigger := applyPatchTable(&stored.Deployment, p, &merged.Deployment, nil)
 	ps = append(ps, pure...)
 	ps = checkTagRef(&merged.Deployment, ps)
-	return merged, ps, trigger
+	return merged, aliasLocs(ps, aliased), trigger
 }

@@ -123,7 +123,7 @@ func ExampleControlPlane_ValidateCreateDeployment() {
 
 	err := cp.ValidateCreateDeployment(ctx, exampleTenant, &controlplane.CreateDeploymentRequest{
 		Source:  new(controlplane.SourceExternalDocker),
-		Secrets: []controlplane.Secret{{Name: "1BAD", Value: "x"}},
+		Secrets: []controlplane.SecretInput{{Name: "1BAD", Value: new("x")}},
 	})
 	var ve *controlplane.ValidationError
 	if errors.As(err, &ve) {

@@ -81,7 +81,7 @@ func BenchmarkGetDeployment(b *testing.B) {
 			d, err := cp.CreateDeployment(context.Background(), tenantA, &controlplane.CreateDeploymentRequest{
 				Name: new("agent"), Source: new(controlplane.SourceExternalDocker),
 				SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example/agent:1")},
-				Secrets:              []controlplane.Secret{{Name: "A", Value: "b"}},
+				Secrets:              []controlplane.SecretInput{{Name: "A", Value: new("b")}},
 			})
 			if err != nil {
 				b.Fatal(err)

@@ -222,6 +222,13 @@ func TestErrors(t *testing.T) {
 		{name: "alias clash", method: "PATCH", path: "/v2/deployments/" + g.ID,
 			body:   `{"source_revision_config": {"graph_config_path": "a.json", "langgraph_config_path": "b.json"}}`,
 			status: 422, problems: []controlplane.Problem{{Loc: []any{"body", "source_revision_config", "langgraph_config_path"}, Type: "value_error"}}},
+		{name: "alias at the key sent", method: "PATCH", path: "/v2/deployments/" + f.docker.ID,
+			body:   `{"source_revision_config": {"langgraph_config_path": "a.json"}}`,
+			status: 422, problems: []controlplane.Problem{{Loc: []any{"body", "source_revision_config", "langgraph_config_path"}, Type: "not_applicable_to_source"}}},
+		{name: "secret without a value", method: "PATCH", path: "/v2/deployments/" + g.ID,
+			body:   `{"secrets": [{"name": "A", "value": ""}, {"name": "B"}, {"name": "C", "value": null}]}`,
+			status: 422, problems: []controlplane.Problem{{Loc: []any{"body", "secrets", 1, "value"}, Type: "missing"},
+				{Loc: []any{"body", "secrets", 2, "value"}, Type: "missing"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

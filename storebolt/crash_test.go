@@ -75,7 +75,7 @@ func crashChild(path string) {
 					Name:                 new(fmt.Sprintf("%s-%d-%d", prefix, g, n)),
 					Source:               new(controlplane.SourceExternalDocker),
 					SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: image(0)},
-					Secrets:              []controlplane.Secret{{Name: "OPENAI_API_KEY", Value: "sk-0123456789"}},
+					Secrets:              []controlplane.SecretInput{{Name: "OPENAI_API_KEY", Value: new("sk-0123456789")}},
 				})
 				if err != nil {
 					fail("create", err)

@@ -78,7 +78,7 @@ func (f *fleet) request(tenant string, i int) *controlplane.CreateDeploymentRequ
 			ResourceSpec: &controlplane.ResourceSpec{MinScale: new(int64(1)), MaxScale: new(int64(3))},
 		},
 		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new(fmt.Sprintf("registry.example.com/agent-%d:1.0.0", i%50))},
-		Secrets:              []controlplane.Secret{{Name: "OPENAI_API_KEY", Value: "sk-0123456789abcdef"}},
+		Secrets:              []controlplane.SecretInput{{Name: "OPENAI_API_KEY", Value: new("sk-0123456789abcdef")}},
 	}
 }
 

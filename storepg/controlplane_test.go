@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/controlplane/controlplanetest"
-	"github.com/deployplane/deployplane/deploysim"
 	"github.com/deployplane/deployplane/internal/testclock"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storemem"
@@ -292,16 +292,25 @@ func checkNewestFirst(t *testing.T, ds []controlplane.Deployment) []string {
 // recorder wraps a Deployer shared by several replicas and fails the test
 // when two calls for one revision (or one teardown) overlap in time,
 // whichever replicas make them.
+//
+// Every call first waits until the recorder has seen replicas distinct
+// replicas start work (or its ctx ends): with each replica's Workers below
+// the amount of work, each of them takes part, however the machine
+// schedules them.
 type recorder struct {
 	t        *testing.T
 	inner    controlplane.Deployer
 	mu       sync.Mutex
 	inflight map[string]string   // work -> the replica doing it
 	starts   map[string][]string // work -> the replicas that started it, in order
+	replicas int                 // the number of replicas that must start work before any goes on
+	seen     map[string]bool     // the replicas that started work
+	all      chan struct{}       // closed once replicas replicas started work
 }
 
-func newRecorder(t *testing.T, inner controlplane.Deployer) *recorder {
-	return &recorder{t: t, inner: inner, inflight: map[string]string{}, starts: map[string][]string{}}
+func newRecorder(t *testing.T, inner controlplane.Deployer, replicas int) *recorder {
+	return &recorder{t: t, inner: inner, inflight: map[string]string{}, starts: map[string][]string{},
+		replicas: replicas, seen: map[string]bool{}, all: make(chan struct{})}
 }
 
 // replica is the Deployer the named replica runs.
@@ -315,6 +324,12 @@ func (r *recorder) enter(work, replica string) func() {
 	}
 	r.inflight[work] = replica
 	r.starts[work] = append(r.starts[work], replica)
+	if !r.seen[replica] {
+		r.seen[replica] = true
+		if len(r.seen) == r.replicas {
+			close(r.all)
+		}
+	}
 	return func() {
 		r.mu.Lock()
 		delete(r.inflight, work)
@@ -329,12 +344,28 @@ type replicaDeployer struct {
 
 func (d *replicaDeployer) Deploy(ctx context.Context, w *controlplane.Work, rep controlplane.Reporter) error {
 	defer d.r.enter("revision "+w.Revision.ID, d.name)()
+	if err := d.r.wait(ctx); err != nil {
+		return err
+	}
 	return d.r.inner.Deploy(ctx, w, rep)
 }
 
 func (d *replicaDeployer) Teardown(ctx context.Context, tenant string, dep *controlplane.Deployment) error {
 	defer d.r.enter("teardown of "+dep.ID, d.name)()
+	if err := d.r.wait(ctx); err != nil {
+		return err
+	}
 	return d.r.inner.Teardown(ctx, tenant, dep)
+}
+
+// wait waits until every replica has started some work.
+func (r *recorder) wait(ctx context.Context) error {
+	select {
+	case <-r.all:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // TestReplicasRunLeases runs Run on two replicas over one schema with a
@@ -343,11 +374,19 @@ func (d *replicaDeployer) Teardown(ctx context.Context, tenant string, dep *cont
 // (nor started twice), both replicas do some of the work, every revision
 // ends terminal, every deployment ends READY on its newest revision, and
 // the deleted ones are gone.
+//
+// Nothing in it depends on how fast the machine is: leases expire by the
+// injected clock, which moves a microsecond per reading, so no lease
+// expires however slow a replica is (a second start would be a real
+// double claim, not a stall), and both replicas take part because no work
+// goes on until each has started some (recorder.wait; two workers each,
+// so neither can hold all the work). The test waits for the outcome, with
+// no deadline of its own (go test's -timeout bounds it).
 func TestReplicasRunLeases(t *testing.T) {
 	ctx := context.Background()
-	// Two workers each, so that neither replica can take all the work.
-	cps := replicas(t, 2, &controlplane.Options{PollInterval: 5 * time.Millisecond, Workers: 2})
-	rec := newRecorder(t, deploysim.New(&deploysim.Options{Step: time.Millisecond}))
+	clock := testclock.New(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), time.Microsecond)
+	cps := replicas(t, 2, &controlplane.Options{Clock: clock.Now, PollInterval: 5 * time.Millisecond, Workers: 2})
+	rec := newRecorder(t, walkTagged, 2)
 	runCtx, stop := context.WithCancel(ctx)
 	var runs sync.WaitGroup
 	for i, cp := range cps {
@@ -398,13 +437,9 @@ func TestReplicasRunLeases(t *testing.T) {
 		}
 	}
 
-	deadline := time.Now().Add(40 * time.Second)
 	for _, d := range ds {
 		for !settled(t, cps[1], d, deleted[d.ID]) {
-			if time.Now().After(deadline) {
-				t.Fatalf("deployment %s (%s) did not settle", d.ID, d.Name)
-			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // polls the outcome: how long it waits decides nothing
 		}
 	}
 	stop()
@@ -480,6 +515,22 @@ var walk = deployFunc(func(ctx context.Context, w *controlplane.Work, r controlp
 	path := controlplane.HappyPath(w.Revision.Source)
 	for _, s := range path[slices.Index(path, w.Revision.Status)+1:] {
 		if err := r.Report(ctx, controlplane.Step{Status: s}); err != nil {
+			return err
+		}
+	}
+	return nil
+})
+
+// walkTagged is walk, reporting the image tag as the image version on
+// DEPLOYED (as deploysim does, without its delays).
+var walkTagged = deployFunc(func(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+	path := controlplane.HappyPath(w.Revision.Source)
+	for _, s := range path[slices.Index(path, w.Revision.Status)+1:] {
+		step := controlplane.Step{Status: s}
+		if img := w.Revision.SourceRevisionConfig.ImageURI; img != nil && s == controlplane.RevisionDeployed {
+			step.ImageVersion = new((*img)[strings.LastIndexByte(*img, ':')+1:])
+		}
+		if err := r.Report(ctx, step); err != nil {
 			return err
 		}
 	}
