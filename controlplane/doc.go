@@ -25,8 +25,8 @@
 //
 // A deployment starts AWAITING_DATABASE with a first revision in status
 // CREATING; PATCHes, redeploys and build_on_push pushes add revisions
-// (immutable snapshots of source_revision_config, secrets, resource_spec and
-// the install and build commands). The deployment's source_revision_config
+// (immutable snapshots of source_revision_config, secrets and
+// resource_spec, wire contract section 7). The deployment's source_revision_config
 // is always its latest revision's, repo_commit_sha included: nil for a
 // revision created by a create or a PATCH (it builds its ref's head) until
 // the Deployer reports the commit it built, the pushed commit for a push,
@@ -34,6 +34,20 @@
 // that commit, not the branch's head). DeleteDeployment marks it
 // AWAITING_DELETE, after which changes answer ErrInvalidState and its name
 // stays taken until the lifecycle removes it.
+//
+// A redeploy changes only what a revision is: the new revision copies the
+// named one's source_revision_config (repo_commit_sha included), secrets
+// and resource_spec, while the fields a PATCH changes in place
+// (install_command, build_command, custom_url, build_on_push: the
+// PatchInPlace rows of FieldRules) keep their current values; which fields
+// come from the revision is read from the rules table (its PatchRevision
+// rows), not from a second list. A revision also records the install and
+// build commands the deployment had when it was created, which Work hands
+// the Deployer (so a build resumed after a restart uses the commands it
+// started with), but they are not part of its snapshot: the contract makes
+// them in-place fields, which create no revision when changed, so
+// restoring them on a redeploy would undo a PATCH the client made without
+// creating any revision. (Before, a redeploy restored them.)
 //
 // # Lifecycle
 //
@@ -167,12 +181,34 @@
 //
 // Which request field is required, optional, not applicable, read-only,
 // immutable, changed in place or revision-triggering, per source, is written
-// once, in the table FieldRules returns. Validation and PATCH read it, and so
-// do the generators of the state-machine test (package controlplanetest).
-// Value checks (the name pattern, UUIDs, enums, Kubernetes sub-objects,
-// ResourceSpec numbers, the caps of Limits) are plain functions; the
-// references a create names (integration, listener, namespace) are checked
-// inside the transaction that writes it.
+// once, in the table FieldRules returns. Validation, PATCH and redeploy read
+// it, and so do the generators of the state-machine test (package
+// controlplanetest). Value checks (the name pattern, UUIDs, enums,
+// Kubernetes sub-objects, ResourceSpec numbers, the caps of Limits) are
+// plain functions; the references a create names (integration, listener,
+// namespace) are checked inside the transaction that writes it.
+//
+// Requests name secrets as SecretInput, whose Value is a pointer: a secret
+// needs both its name and its value (the seed's Secret), so an absent or
+// null value is 422 missing at ["body", "secrets", i, "value"] on create,
+// PATCH and POST .../revisions, while "" is a value. Answers and Work carry
+// Secret, {name, value}, as before.
+//
+// A problem's loc names the key the client sent: when a request gives the
+// graph path by its input alias source_revision_config.langgraph_config_path
+// (wire contract section 1) and not as graph_config_path, its problems (not
+// applicable to external_docker, too short, too long) are reported at
+// ["body", "source_revision_config", "langgraph_config_path"].
+//
+// Every list of a request body is checked against its cap (Limits) before
+// anything is done per item: secrets (MaxSecrets), tag_value_ids
+// (MaxTagValueIDs), every list of a resource_spec and of its containers
+// (image_pull_secrets, volumes, volume_mounts, init_containers, sidecars,
+// command, args, env, envFrom, volumeMounts: MaxItems), its maps
+// (MaxMapEntries) and a listener's k8s_namespaces (MaxItems). A list over
+// its cap is one too_long problem and none of its items is looked at, so
+// the work of a request, and the number of its problems, do not grow with
+// a list beyond its cap; duplicate checks use one map per list, linear.
 //
 // # Storage
 //

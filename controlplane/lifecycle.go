@@ -46,7 +46,9 @@ type Deployer interface {
 // Work is what a Deployer receives: the revision's immutable snapshot
 // (including secrets, which the wire never shows) and the deployment as
 // stored when the work was claimed. ResourceSpec is as the client sent it;
-// ResourceSpec.WithDefaults fills the documented defaults.
+// ResourceSpec.WithDefaults fills the documented defaults. InstallCommand
+// and BuildCommand are the deployment's when the revision was created
+// (in-place fields: a redeploy takes the deployment's current ones).
 type Work struct {
 	Tenant         string
 	Deployment     Deployment

@@ -116,7 +116,8 @@ type SourceRevisionConfig struct {
 	LanggraphConfigPath *string `json:"langgraph_config_path,omitzero"`
 }
 
-// Secret is an environment variable of the deployment container.
+// Secret is an environment variable of the deployment container, as
+// answers and Work carry it. Requests give secrets as SecretInput.
 type Secret struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
@@ -238,8 +239,7 @@ type ResourceRequirements struct {
 }
 
 // Revision is an immutable snapshot of a deployment's source_revision_config,
-// secrets, resource_spec and install and build commands, as it appears on the
-// wire. Only Status, StatusMessage, UpdatedAt and build outputs (such as
+// secrets and resource_spec, as it appears on the wire. Only Status, StatusMessage, UpdatedAt and build outputs (such as
 // repo_commit_sha) change after creation. Secrets never appear here.
 type Revision struct {
 	ID                   string               `json:"id"`
