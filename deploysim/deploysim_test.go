@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -55,6 +56,9 @@ type env struct {
 	cp  *controlplane.ControlPlane
 }
 
+// newEnv is a control plane over storemem. Every test runs in a synctest
+// bubble, so the simulation's steps and the control plane's retry delays
+// pass in fake time: the tests do not depend on the machine's speed.
 func newEnv(t *testing.T) *env {
 	st := storemem.New()
 	t.Cleanup(func() { st.Close() })
@@ -121,7 +125,14 @@ func (e *env) deployment(d *controlplane.Deployment) *controlplane.Deployment {
 
 const tiny = time.Microsecond
 
-func TestGitHubGoesThroughTheBuild(t *testing.T) {
+// inBubble is f as a subtest that runs in a synctest bubble.
+func inBubble(f func(*testing.T)) func(*testing.T) {
+	return func(t *testing.T) { synctest.Test(t, f) }
+}
+
+func TestGitHubGoesThroughTheBuild(t *testing.T) { synctest.Test(t, gitHubGoesThroughTheBuild) }
+
+func gitHubGoesThroughTheBuild(t *testing.T) {
 	e := newEnv(t)
 	d := e.github(false)
 	rec := &recorder{Deployer: deploysim.New(&deploysim.Options{Step: tiny})}
@@ -142,7 +153,9 @@ func TestGitHubGoesThroughTheBuild(t *testing.T) {
 	}
 }
 
-func TestExternalDockerSkipsTheBuild(t *testing.T) {
+func TestExternalDockerSkipsTheBuild(t *testing.T) { synctest.Test(t, externalDockerSkipsTheBuild) }
+
+func externalDockerSkipsTheBuild(t *testing.T) {
 	e := newEnv(t)
 	d := e.docker()
 	rec := &recorder{Deployer: deploysim.New(&deploysim.Options{Step: tiny, FailAt: controlplane.RevisionBuilding})} // not on its path
@@ -171,7 +184,7 @@ func TestFailAt(t *testing.T) {
 		{"AWAITING_DEPLOY", false, []controlplane.RevisionStatus{"QUEUED", "AWAITING_DEPLOY", "DEPLOY_FAILED"}},
 		{"DEPLOYING", true, []controlplane.RevisionStatus{"QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING", "DEPLOY_FAILED"}},
 	} {
-		t.Run(string(tc.at), func(t *testing.T) {
+		t.Run(string(tc.at), inBubble(func(t *testing.T) {
 			e := newEnv(t)
 			var d *controlplane.Deployment
 			if tc.github {
@@ -191,7 +204,7 @@ func TestFailAt(t *testing.T) {
 			if got := e.deployment(d); got.Status != controlplane.StatusAwaitingDatabase || got.ActiveRevisionID != nil {
 				t.Errorf("deployment %s, active %v; want AWAITING_DATABASE and none", got.Status, got.ActiveRevisionID)
 			}
-		})
+		}))
 	}
 }
 
@@ -227,7 +240,9 @@ func (s *stopAt) Teardown(ctx context.Context, tenant string, d *controlplane.De
 	return s.sim.Teardown(ctx, tenant, d)
 }
 
-func TestResumesWhereTheRevisionIs(t *testing.T) {
+func TestResumesWhereTheRevisionIs(t *testing.T) { synctest.Test(t, resumesWhereTheRevisionIs) }
+
+func resumesWhereTheRevisionIs(t *testing.T) {
 	e := newEnv(t)
 	d := e.github(false)
 	sim := deploysim.New(&deploysim.Options{Step: tiny})
@@ -238,7 +253,7 @@ func TestResumesWhereTheRevisionIs(t *testing.T) {
 		t.Fatalf("revision %s, want BUILDING", rev.Status)
 	}
 	rec := &recorder{Deployer: sim}
-	time.Sleep(2 * time.Millisecond) // the retry delay
+	time.Sleep(2 * time.Millisecond) // fake time: past the retry delay (PollInterval)
 	e.drain(rec)
 	want := []controlplane.RevisionStatus{"AWAITING_DEPLOY", "DEPLOYING", "DEPLOYED"}
 	if diff := cmp.Diff(want, rec.statuses()); diff != "" {
@@ -246,7 +261,9 @@ func TestResumesWhereTheRevisionIs(t *testing.T) {
 	}
 }
 
-func TestPushedCommitIsKept(t *testing.T) {
+func TestPushedCommitIsKept(t *testing.T) { synctest.Test(t, pushedCommitIsKept) }
+
+func pushedCommitIsKept(t *testing.T) {
 	e := newEnv(t)
 	d := e.github(true)
 	sim := deploysim.New(&deploysim.Options{Step: tiny})
@@ -263,7 +280,9 @@ func TestPushedCommitIsKept(t *testing.T) {
 	}
 }
 
-func TestRunToDeployedAndDelete(t *testing.T) {
+func TestRunToDeployedAndDelete(t *testing.T) { synctest.Test(t, runToDeployedAndDelete) }
+
+func runToDeployedAndDelete(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error)

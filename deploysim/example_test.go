@@ -19,9 +19,6 @@ func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cp := controlplane.New(storemem.New(), nil)
-	done := make(chan error)
-	go func() { done <- cp.Run(ctx, deploysim.New(&deploysim.Options{Step: time.Millisecond})) }()
-
 	d, err := cp.CreateDeployment(ctx, "acme", &controlplane.CreateDeploymentRequest{Name: new("agent"),
 		Source:               new(controlplane.SourceExternalDocker),
 		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/agent:1.0.0")}})
@@ -31,6 +28,9 @@ func Example() {
 	}
 	rev, _ := cp.GetRevision(ctx, "acme", d.ID, *d.LatestRevisionID)
 	fmt.Println("created:", rev.Status)
+
+	done := make(chan error)
+	go func() { done <- cp.Run(ctx, deploysim.New(&deploysim.Options{Step: time.Millisecond})) }()
 	for !controlplane.IsTerminal(rev.Status) { // a client polls like this
 		time.Sleep(5 * time.Millisecond)
 		rev, _ = cp.GetRevision(ctx, "acme", d.ID, rev.ID)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/httphandler"
+	"github.com/deployplane/deployplane/internal/memnet"
 	"github.com/deployplane/deployplane/internal/oauthtest"
 	"github.com/deployplane/deployplane/internal/testclock"
 	"github.com/deployplane/deployplane/oauthflow"
@@ -52,11 +53,12 @@ func keyTable(t testing.TB) *httphandler.KeyTable {
 // with the OAuth helpers over their own storemem, a fake OAuth provider and
 // a settable clock.
 type server struct {
-	t     testing.TB
-	url   string
-	log   *syncBuffer
-	prov  *oauthtest.Provider
-	clock *testclock.Clock
+	t      testing.TB
+	url    string
+	client *http.Client // reaches the server and the provider
+	log    *syncBuffer
+	prov   *oauthtest.Provider
+	clock  *testclock.Clock
 }
 
 type syncBuffer struct {
@@ -95,11 +97,25 @@ type serverSetup struct {
 	verified  bool                     // leave Options.AllowUnverifiedIntegrations false
 	oauth     func(*oauthflow.Options) // adjusts the OAuth service's options
 	http      func(*http.Server)       // adjusts the server before it starts
+	// inMemory serves the server and the provider on an internal/memnet
+	// network instead of loopback ports, for tests in a synctest bubble
+	// (newServerWith must then be called inside the bubble).
+	inMemory bool
 }
 
 func newServerWith(t testing.TB, c serverSetup) *server {
 	t.Helper()
-	s := &server{t: t, log: &syncBuffer{}, prov: oauthtest.New(t), clock: testclock.New(time.Date(2026, 11, 21, 10, 4, 5, 0, time.UTC), 0)}
+	s := &server{t: t, client: http.DefaultClient, log: &syncBuffer{}, clock: testclock.New(time.Date(2026, 11, 21, 10, 4, 5, 0, time.UTC), 0)}
+	srv := httptest.NewUnstartedServer(nil)
+	if c.inMemory {
+		var n memnet.Network
+		srv.Listener.Close()
+		srv.Listener = n.Listen()
+		s.client = n.Client()
+		s.prov = oauthtest.NewOn(t, n.Listen(), s.client)
+	} else {
+		s.prov = oauthtest.New(t)
+	}
 	if c.cp == nil {
 		c.cp = controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
 	}
@@ -120,7 +136,6 @@ func newServerWith(t testing.TB, c serverSetup) *server {
 	if o.GitHubWebhookSecret == nil && !c.noWebhook {
 		o.GitHubWebhookSecret = []byte(webhookSecret)
 	}
-	srv := httptest.NewUnstartedServer(nil)
 	s.url = "http://" + srv.Listener.Addr().String()
 	if o.OAuth == nil && !c.noOAuth {
 		oo := &oauthflow.Options{
@@ -173,7 +188,7 @@ func (s *server) do(method, path, body string, headers ...string) reply {
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
@@ -17,21 +18,24 @@ import (
 // The lifecycle over HTTP (wire contract section 7): a real ControlPlane
 // runs Run with the simulated deployer behind a real httptest.Server, and
 // the tests poll the API the way a client does, each wait bounded by a
-// deadline.
+// deadline. Each test runs in a synctest bubble, the server on an in-memory
+// network: the deployer's steps, the reconcile loop's polling and the
+// tests' waits all run on the bubble's fake clock, so a loaded machine
+// changes nothing.
 
 // step is the simulated deployer's delay per status in these tests.
 const step = time.Millisecond
 
-// pollDeadline bounds every wait for the lifecycle; it is far beyond what a
-// loaded machine needs, and only a broken lifecycle reaches it.
+// pollDeadline bounds every wait for the lifecycle, in fake time; only a
+// broken lifecycle reaches it.
 const pollDeadline = 30 * time.Second
 
 // newLiveServer starts a server whose ControlPlane runs Run with d until
-// the test ends. opts may be nil.
+// the test ends. opts may be nil. Call it in a synctest bubble.
 func newLiveServer(t *testing.T, d controlplane.Deployer, opts *httphandler.Options) *server {
 	t.Helper()
 	cp := controlplane.New(storemem.New(), &controlplane.Options{PollInterval: 10 * time.Millisecond})
-	s := newServerCP(t, cp, opts)
+	s := newServerWith(t, serverSetup{cp: cp, opts: opts, inMemory: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cp.Run(ctx, d) }()
@@ -44,6 +48,11 @@ func newLiveServer(t *testing.T, d controlplane.Deployer, opts *httphandler.Opti
 	return s
 }
 
+// inBubble is f as a subtest that runs in a synctest bubble.
+func inBubble(f func(*testing.T)) func(*testing.T) {
+	return func(t *testing.T) { synctest.Test(t, f) }
+}
+
 func sim(o *deploysim.Options) *deploysim.Deployer {
 	if o == nil {
 		o = &deploysim.Options{}
@@ -54,8 +63,9 @@ func sim(o *deploysim.Options) *deploysim.Deployer {
 	return deploysim.New(o)
 }
 
-// eventually calls f every few milliseconds until it reports done, and
-// fails the test with f's last description of the state at the deadline.
+// eventually calls f every few (fake) milliseconds until it reports done,
+// and fails the test with f's last description of the state at the
+// deadline.
 func eventually(t *testing.T, what string, f func() (done bool, state string)) {
 	t.Helper()
 	deadline := time.Now().Add(pollDeadline)
@@ -130,16 +140,17 @@ func checkActive(t *testing.T, d controlplane.Deployment, rev controlplane.Revis
 // polled like the quick start does, reaches DEPLOYED for both sources; the
 // deployment then is READY with it active.
 func TestLifecycleReachesDeployed(t *testing.T) {
-	s := newLiveServer(t, sim(nil), nil)
-	in := must[controlplane.Integration](t, s, keyA, "POST", "/v1/integrations/github", `{"installation_id": 42, "name": "acme"}`, 201)
 	for _, c := range []struct {
-		source, body string
+		source string
+		body   func(integrationID string) string
 	}{
-		{"github", githubBody("gh-agent", in.ID)},
-		{"external_docker", dockerBody("docker-agent")},
+		{"github", func(in string) string { return githubBody("gh-agent", in) }},
+		{"external_docker", func(string) string { return dockerBody("docker-agent") }},
 	} {
-		t.Run(c.source, func(t *testing.T) {
-			d := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", c.body, 201)
+		t.Run(c.source, inBubble(func(t *testing.T) {
+			s := newLiveServer(t, sim(nil), nil)
+			in := must[controlplane.Integration](t, s, keyA, "POST", "/v1/integrations/github", `{"installation_id": 42, "name": "acme"}`, 201)
+			d := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", c.body(in.ID), 201)
 			diff(t, "status after create", controlplane.StatusAwaitingDatabase, d.Status)
 			rev := s.waitRevision(t, keyA, d.ID, *d.LatestRevisionID, controlplane.RevisionDeployed)
 			d = s.deployment(t, keyA, d.ID)
@@ -153,14 +164,16 @@ func TestLifecycleReachesDeployed(t *testing.T) {
 				checkActive(t, d, rev, "1")
 				diff(t, "repo_commit_sha of a docker revision", nil, deref(rev.SourceRevisionConfig.RepoCommitSHA))
 			}
-		})
+		}))
 	}
 }
 
 // TestLifecyclePatchBecomesActive: a PATCH that makes a revision is
 // deployed, becomes active, and the older DEPLOYED revision keeps its
 // status.
-func TestLifecyclePatchBecomesActive(t *testing.T) {
+func TestLifecyclePatchBecomesActive(t *testing.T) { synctest.Test(t, lifecyclePatchBecomesActive) }
+
+func lifecyclePatchBecomesActive(t *testing.T) {
 	s := newLiveServer(t, sim(nil), nil)
 	d := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", dockerBody("agent"), 201)
 	first := s.waitRevision(t, keyA, d.ID, *d.LatestRevisionID, controlplane.RevisionDeployed)
@@ -179,7 +192,9 @@ func TestLifecyclePatchBecomesActive(t *testing.T) {
 
 // TestLifecycleRedeploy: redeploying an older revision creates a new one
 // with its snapshot, which is deployed and becomes active.
-func TestLifecycleRedeploy(t *testing.T) {
+func TestLifecycleRedeploy(t *testing.T) { synctest.Test(t, lifecycleRedeploy) }
+
+func lifecycleRedeploy(t *testing.T) {
 	s := newLiveServer(t, sim(nil), nil)
 	d := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", dockerBody("agent"), 201)
 	first := s.waitRevision(t, keyA, d.ID, *d.LatestRevisionID, controlplane.RevisionDeployed)
@@ -217,7 +232,9 @@ func (g gatedTeardown) Teardown(ctx context.Context, tenant string, d *controlpl
 // AWAITING_DELETE (PATCH and redeploy answer 400, its name stays taken)
 // until the deployer has torn it down; then every route of it answers 404
 // and the name can be used again.
-func TestLifecycleDelete(t *testing.T) {
+func TestLifecycleDelete(t *testing.T) { synctest.Test(t, lifecycleDelete) }
+
+func lifecycleDelete(t *testing.T) {
 	gate := gatedTeardown{Deployer: sim(nil), open: make(chan struct{})}
 	s := newLiveServer(t, gate, nil)
 	d := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", dockerBody("agent"), 201)
@@ -268,7 +285,7 @@ func TestLifecycleFailures(t *testing.T) {
 		{"github", controlplane.RevisionDeploying, controlplane.RevisionDeployFailed},
 		{"external_docker", controlplane.RevisionAwaitingDeploy, controlplane.RevisionDeployFailed},
 	} {
-		t.Run(c.source+" at "+string(c.failAt), func(t *testing.T) {
+		t.Run(c.source+" at "+string(c.failAt), inBubble(func(t *testing.T) {
 			msg := "the simulation fails at " + string(c.failAt)
 			s := newLiveServer(t, sim(&deploysim.Options{FailAt: c.failAt, FailMessage: msg}), nil)
 			body := dockerBody("agent")
@@ -285,6 +302,6 @@ func TestLifecycleFailures(t *testing.T) {
 			failed := must[controlplane.RevisionPage](t, s, keyA, "GET",
 				"/v2/deployments/"+d.ID+"/revisions?status="+string(c.want), "", 200)
 			diff(t, "revisions listed by the failure status", []string{rev.ID}, revIDs(failed.Resources))
-		})
+		}))
 	}
 }

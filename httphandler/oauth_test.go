@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
@@ -57,8 +58,12 @@ func checkPage(t *testing.T, what string, r reply, status int, says string) {
 // verifier; the page says the window can be closed; a waiter that was
 // already waiting gets the token; a second authenticate answers completed
 // at once without another exchange.
-func TestOAuthFullFlow(t *testing.T) {
-	s := newServer(t, nil)
+// It runs in a synctest bubble, so that the waiter is known to be waiting
+// before the callback.
+func TestOAuthFullFlow(t *testing.T) { synctest.Test(t, oAuthFullFlow) }
+
+func oAuthFullFlow(t *testing.T) {
+	s := newServerWith(t, serverSetup{inMemory: true})
 	p := must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
 	want := oauthflow.Provider{ID: p.ID, OrganizationID: tenantA, ProviderID: "fake", Name: "Fake fake", ClientID: s.prov.ClientID(),
 		AuthURL: s.prov.AuthURL(), TokenURL: s.prov.TokenURL(), UsesPKCE: true,
@@ -95,14 +100,12 @@ func TestOAuthFullFlow(t *testing.T) {
 		_ = json.Unmarshal(r.body, &w)
 		waited <- w
 	}()
+	synctest.Wait() // the waiter waits
 	checkPage(t, "callback", s.browse(a.URL), 200, "You can close this window")
 	token := s.prov.LastAccessToken()
-	select {
-	case w := <-waited:
-		diff(t, "the waiter's answer", waitAnswer{Status: "completed", Token: &token}, w)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the waiter was not woken by the callback")
-	}
+	// A waiter the callback did not wake answers timeout after 20 s of
+	// fake time.
+	diff(t, "the waiter's answer", waitAnswer{Status: "completed", Token: &token}, <-waited)
 	if pkce := s.prov.Counts().PKCEVerified; pkce != 1 {
 		t.Errorf("PKCE verified %d times, want 1", pkce)
 	}
@@ -366,8 +369,11 @@ func TestOAuthSecretsStayOut(t *testing.T) {
 
 // TestOAuthWaitTimeout: a long poll on an open flow answers timeout after
 // its timeout, not before.
-func TestOAuthWaitTimeout(t *testing.T) {
-	s := newServer(t, nil)
+// It runs in a synctest bubble: the timeout passes in fake time.
+func TestOAuthWaitTimeout(t *testing.T) { synctest.Test(t, oAuthWaitTimeout) }
+
+func oAuthWaitTimeout(t *testing.T) {
+	s := newServerWith(t, serverSetup{inMemory: true})
 	must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
 	a := s.authenticate(t, keyA, `{"user_id": "u", "provider": "fake", "scopes": []}`)
 	began := time.Now()
@@ -379,8 +385,14 @@ func TestOAuthWaitTimeout(t *testing.T) {
 
 // TestOAuthWaitOutlivesServerTimeouts: a long poll longer than the
 // server's ReadTimeout and WriteTimeout still delivers its answer.
+// It runs in a synctest bubble, on an in-memory network whose connections
+// keep the server's deadlines in fake time.
 func TestOAuthWaitOutlivesServerTimeouts(t *testing.T) {
-	s := newServerWith(t, serverSetup{http: func(srv *http.Server) {
+	synctest.Test(t, oAuthWaitOutlivesServerTimeouts)
+}
+
+func oAuthWaitOutlivesServerTimeouts(t *testing.T) {
+	s := newServerWith(t, serverSetup{inMemory: true, http: func(srv *http.Server) {
 		srv.ReadTimeout, srv.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
 	}})
 	must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
@@ -395,7 +407,7 @@ func TestOAuthWaitOutlivesServerTimeouts(t *testing.T) {
 		_ = json.Unmarshal(r.body, &w)
 		done <- w
 	}()
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // fake time: the poll waits past the server's timeouts
 	checkPage(t, "callback", s.browse(a.URL), 200, "close this window")
 	token := s.prov.LastAccessToken()
 	diff(t, "the long poll's answer", waitAnswer{Status: "completed", Token: &token}, <-done)
@@ -403,8 +415,12 @@ func TestOAuthWaitOutlivesServerTimeouts(t *testing.T) {
 
 // TestOAuthWaitClientGone: a long poll ends when its client goes away,
 // long before its timeout.
-func TestOAuthWaitClientGone(t *testing.T) {
-	s := newServer(t, nil)
+// It runs in a synctest bubble: the client goes away once the poll waits,
+// and the handler must have returned once everything is idle again.
+func TestOAuthWaitClientGone(t *testing.T) { synctest.Test(t, oAuthWaitClientGone) }
+
+func oAuthWaitClientGone(t *testing.T) {
+	s := newServerWith(t, serverSetup{inMemory: true})
 	must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
 	a := s.authenticate(t, keyA, `{"user_id": "u", "provider": "fake", "scopes": []}`)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -414,19 +430,19 @@ func TestOAuthWaitClientGone(t *testing.T) {
 	}
 	req.Header.Set("X-Api-Key", keyA)
 	go func() {
-		time.Sleep(200 * time.Millisecond)
+		synctest.Wait() // the poll waits
 		cancel()
 	}()
-	if resp, err := http.DefaultClient.Do(req); err == nil {
+	if resp, err := s.client.Do(req); err == nil {
 		resp.Body.Close()
 		t.Fatalf("the wait answered %s before the client went away", resp.Status)
 	}
-	// The handler returns, and logs its request, once it notices.
+	// The handler returns, and logs its request, once it notices: before
+	// the bubble is idle again, not at the timeout.
+	synctest.Wait()
 	record := `"path":"/v2/auth/wait/` + a.AuthID + `"`
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.log.String(), record); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the long poll still runs after its client went away:\n%s", s.log.String())
-		}
+	if !strings.Contains(s.log.String(), record) {
+		t.Fatalf("the long poll still runs after its client went away:\n%s", s.log.String())
 	}
 }
 

@@ -30,7 +30,7 @@ type authAnswer struct {
 // to (the callback URL, with code and state), without following it.
 func (s *server) redirect(authURL string) string {
 	s.t.Helper()
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	client := &http.Client{Transport: s.client.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Get(authURL)
 	if err != nil {
 		s.t.Fatal(err)

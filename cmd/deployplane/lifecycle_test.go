@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -136,10 +135,20 @@ func TestPostgres(t *testing.T) {
 
 	// Without an OAuth secret key the server refuses to start: it would
 	// otherwise have to generate one per replica.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// (A server that starts anyway is stopped once it listens; run then
+	// returns nil.)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	started := newWatcher()
+	go func() {
+		select {
+		case <-started.addr:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	err := run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...),
-		func(k string) string { return map[string]string{"DEPLOYPLANE_API_KEY": "k"}[k] }, io.Discard, io.Discard)
+		func(k string) string { return map[string]string{"DEPLOYPLANE_API_KEY": "k"}[k] }, io.Discard, started)
 	if err == nil || !strings.Contains(err.Error(), "DEPLOYPLANE_SECRET_KEY") {
 		t.Errorf("start over PostgreSQL without a secret key: %v", err)
 	}

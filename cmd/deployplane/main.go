@@ -521,7 +521,8 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		return err
 	}
 	cp := controlplane.New(st, &controlplane.Options{Logger: log, GitHubApp: githubApp})
-	draining, drain := context.WithCancel(context.Background())
+	// draining keeps ctx's values (the tests' hooks) but not its end.
+	draining, drain := context.WithCancel(context.WithoutCancel(ctx))
 	defer drain()
 	var webhookSecret []byte
 	if c.webhookSecret != "" {
@@ -631,6 +632,7 @@ func isPostgres(db string) bool {
 // and the client asks again elsewhere or later, instead of holding the
 // shutdown for up to 300 s. Other requests are left to finish.
 func endLongPolls(draining context.Context, h http.Handler) http.Handler {
+	polling := hooksFrom(draining).longPoll
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/v2/auth/wait/") {
 			ctx, cancel := context.WithCancel(r.Context())
@@ -638,6 +640,9 @@ func endLongPolls(draining context.Context, h http.Handler) http.Handler {
 			stop := context.AfterFunc(draining, cancel)
 			defer stop()
 			r = r.WithContext(ctx)
+			if polling != nil {
+				polling()
+			}
 		}
 		h.ServeHTTP(w, r)
 	})

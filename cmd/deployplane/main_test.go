@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,13 +30,14 @@ var listeningRE = regexp.MustCompile(`msg=listening addr=(http://\S+)`)
 // watcher is an io.Writer that keeps everything written and reports the
 // address of the "listening" record.
 type watcher struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	addr chan string
-	sent bool
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	addr  chan string
+	sent  bool
+	wrote chan struct{} // closed (and replaced) at each Write
 }
 
-func newWatcher() *watcher { return &watcher{addr: make(chan string, 1)} }
+func newWatcher() *watcher { return &watcher{addr: make(chan string, 1), wrote: make(chan struct{})} }
 
 func (w *watcher) Write(p []byte) (int, error) {
 	w.mu.Lock()
@@ -45,7 +47,41 @@ func (w *watcher) Write(p []byte) (int, error) {
 		w.sent = true
 		w.addr <- string(m[1])
 	}
+	close(w.wrote)
+	w.wrote = make(chan struct{})
 	return len(p), nil
+}
+
+// await waits until what was written matches re and returns the match and
+// its submatches; it fails the test shortly before the test's deadline.
+func (w *watcher) await(t *testing.T, re *regexp.Regexp) []string {
+	t.Helper()
+	for {
+		w.mu.Lock()
+		m, wrote := re.FindStringSubmatch(w.buf.String()), w.wrote
+		w.mu.Unlock()
+		if m != nil {
+			return m
+		}
+		select {
+		case <-wrote:
+		case <-nearDeadline(t):
+			t.Fatalf("nothing matched %s:\n%s", re, w.String())
+		}
+	}
+}
+
+// nearDeadline is ready shortly before the test binary's -timeout, so that
+// a wait that would never end fails with what the server said rather than
+// with the timeout's panic; without a deadline it is never ready. Waits in
+// these tests are bounded by this only: never by a guess at how long a step
+// takes on a loaded machine.
+func nearDeadline(t *testing.T) <-chan time.Time {
+	d, ok := t.Deadline()
+	if !ok {
+		return nil
+	}
+	return time.After(time.Until(d) * 9 / 10)
 }
 
 func (w *watcher) String() string {
@@ -59,7 +95,7 @@ func (w *watcher) wait(t *testing.T) string {
 	select {
 	case a := <-w.addr:
 		return a
-	case <-time.After(60 * time.Second):
+	case <-nearDeadline(t):
 		t.Fatalf("the server did not start:\n%s", w.String())
 		return ""
 	}
@@ -138,7 +174,7 @@ func TestBinaryRestart(t *testing.T) {
 			if err != nil {
 				t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
 			}
-		case <-time.After(30 * time.Second):
+		case <-nearDeadline(t):
 			t.Fatalf("no exit after SIGTERM:\n%s", stderr.String())
 		}
 		if !strings.Contains(stderr.String(), "msg=stopped") {
@@ -147,14 +183,7 @@ func TestBinaryRestart(t *testing.T) {
 	}
 
 	cmd, stderr, stdout, url := start()
-	var m []string
-	for deadline := time.Now().Add(10 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		m = keyRE.FindStringSubmatch(stdout.String()) // stdout is copied by another goroutine than stderr
-	}
-	if m == nil {
-		t.Fatalf("no generated key on stdout:\n%s", stdout.String())
-	}
-	key := m[1]
+	key := stdout.await(t, keyRE)[1] // stdout is copied by another goroutine than stderr
 	status, d := call(t, "POST", url+"/v2/deployments", key, dockerBody)
 	if status != 201 {
 		t.Fatalf("create: %d %v", status, d)
@@ -210,7 +239,8 @@ func waitStatus(t *testing.T, url, key, deploymentID, revisionID, want string) {
 	terminal := map[string]bool{"DEPLOYED": true, "SKIPPED": true, "INTERRUPTED": true,
 		"CREATE_FAILED": true, "BUILD_FAILED": true, "DEPLOY_FAILED": true}
 	var rev map[string]any
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	deadline := nearDeadline(t)
+	for {
 		var status int
 		status, rev = call(t, "GET", url+"/v2/deployments/"+deploymentID+"/revisions/"+revisionID, key, "")
 		if status != 200 {
@@ -222,8 +252,12 @@ func waitStatus(t *testing.T, url, key, deploymentID, revisionID, want string) {
 			}
 			return
 		}
+		select {
+		case <-time.After(50 * time.Millisecond): // a client's polling interval
+		case <-deadline:
+			t.Fatalf("revision %s not terminal at the test's deadline: %v", revisionID, rev)
+		}
 	}
-	t.Fatalf("revision %s not terminal after 60s: %v", revisionID, rev)
 }
 
 // TestNewKey: -new-key replaces the generated key; the old one stops
@@ -438,12 +472,17 @@ func TestGracefulShutdown(t *testing.T) {
 	}()
 	url := stderr.wait(t)
 
+	// The client asks for 100 Continue, which the server sends once the
+	// handler reads the body: then the request is in flight.
 	pr, pw := io.Pipe()
-	req, err := http.NewRequest("POST", url+"/v2/deployments", pr)
+	reading := make(chan struct{})
+	trace := &httptrace.ClientTrace{Got100Continue: func() { close(reading) }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "POST", url+"/v2/deployments", pr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("X-Api-Key", "k")
+	req.Header.Set("Expect", "100-continue")
 	type result struct {
 		status int
 		err    error
@@ -458,13 +497,13 @@ func TestGracefulShutdown(t *testing.T) {
 		resp.Body.Close()
 		got <- result{status: resp.StatusCode}
 	}()
+	<-reading
 	half := len(dockerBody) / 2
 	if _, err := pw.Write([]byte(dockerBody[:half])); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the server is reading the body
 	cancel()
-	time.Sleep(100 * time.Millisecond) // Shutdown has begun
+	shuttingDown(t, url, stderr)
 	if _, err := pw.Write([]byte(dockerBody[half:])); err != nil {
 		t.Fatal(err)
 	}
@@ -485,6 +524,27 @@ func TestGracefulShutdown(t *testing.T) {
 	status, page := call(t, "GET", url+"/v2/deployments", "k", "")
 	if status != 200 || len(page["resources"].([]any)) != 1 {
 		t.Errorf("after the restart: %d %v", status, page)
+	}
+}
+
+// shuttingDown waits until the server at url has begun its shutdown: it
+// said so, and its listener is closed.
+func shuttingDown(t *testing.T, url string, stderr *watcher) {
+	t.Helper()
+	stderr.await(t, regexp.MustCompile(`msg="shutting down"`))
+	addr := strings.TrimPrefix(url, "http://")
+	deadline := nearDeadline(t)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return
+		}
+		c.Close()
+		select {
+		case <-time.After(time.Millisecond): // a probe every millisecond
+		case <-deadline:
+			t.Fatalf("the server at %s still accepts connections after shutting down:\n%s", addr, stderr.String())
+		}
 	}
 }
 

@@ -10,18 +10,22 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/internal/memnet"
 	"github.com/deployplane/deployplane/storemem"
 )
 
 const key = "example-key"
 
-func get(url string) string {
+func get(url string) string { return getWith(http.DefaultClient, url) }
+
+func getWith(client *http.Client, url string) string {
 	req, _ := http.NewRequest("GET", url, nil)
 	req.Header.Set("X-Api-Key", key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err.Error()
 	}
@@ -94,11 +98,14 @@ func TestMountedAPI(t *testing.T) {
 // TestServeDeploys runs the example's whole service, reconcile loop
 // included, and polls a deployment created through the prefix until its
 // revision is DEPLOYED; then it stops the service through its context.
-func TestServeDeploys(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+// It runs in a synctest bubble, on an in-memory network: the simulated
+// deployer's steps and the polling pass in fake time.
+func TestServeDeploys(t *testing.T) { synctest.Test(t, serveDeploys) }
+
+func serveDeploys(t *testing.T) {
+	var n memnet.Network
+	var ln net.Listener = n.Listen()
+	client := n.Client()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	served := make(chan error, 1)
@@ -108,7 +115,7 @@ func TestServeDeploys(t *testing.T) {
 	req, _ := http.NewRequest("POST", base,
 		strings.NewReader(`{"name": "agent", "source": "external_docker", "source_revision_config": {"image_uri": "img:1"}}`))
 	req.Header.Set("X-Api-Key", key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +129,8 @@ func TestServeDeploys(t *testing.T) {
 		t.Fatalf("create: %d %v", resp.StatusCode, err)
 	}
 	revURL := base + "/" + d.ID + "/revisions/" + d.LatestRevisionID
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		got := get(revURL)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) { // fake time
+		got := getWith(client, revURL)
 		if strings.Contains(got, `"status":"DEPLOYED"`) {
 			break
 		}

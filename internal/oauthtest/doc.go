@@ -29,7 +29,10 @@
 // egress policy (package egress) must allow Host.
 //
 // To move past the expiry of the tokens a Provider issues without
-// sleeping, give the service under test an internal/testclock Clock.
+// sleeping, give the service under test an internal/testclock Clock. To
+// run a test in a testing/synctest bubble, where loopback sockets would keep
+// the fake clock from advancing, make the Provider with NewOn on an
+// internal/memnet listener and give the service under test its Client.
 //
 // A Provider records every secret it handed out or received (every client
 // secret it has had, states, codes, verifiers, access and refresh tokens),

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 // Provider is a fake OAuth 2.0 authorization server. Make one with New.
 type Provider struct {
 	srv      *httptest.Server
+	client   *http.Client // nil: srv.Client()
 	clientID string
 
 	mu             sync.Mutex
@@ -55,7 +57,19 @@ type Counts struct {
 // refresh tokens and access tokens that expire in 3600 seconds, and
 // closes it when t ends.
 func New(t testing.TB) *Provider {
+	return start(t, nil, nil)
+}
+
+// NewOn is New serving on ln instead of a loopback port, for tests in a
+// testing/synctest bubble (ln is then an internal/memnet listener); Client
+// returns client, which must reach ln.
+func NewOn(t testing.TB, ln net.Listener, client *http.Client) *Provider {
+	return start(t, ln, client)
+}
+
+func start(t testing.TB, ln net.Listener, client *http.Client) *Provider {
 	p := &Provider{
+		client:        client,
 		clientID:      "client-" + rand.Text(),
 		clientSecret:  "secret-" + rand.Text(),
 		expiresIn:     3600,
@@ -65,7 +79,12 @@ func New(t testing.TB) *Provider {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /authorize", p.authorize)
 	mux.HandleFunc("POST /token", p.token)
-	p.srv = httptest.NewServer(mux)
+	if ln == nil {
+		p.srv = httptest.NewServer(mux)
+	} else {
+		p.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: mux}}
+		p.srv.Start()
+	}
 	t.Cleanup(p.srv.Close)
 	return p
 }
@@ -81,7 +100,12 @@ func (p *Provider) TokenURL() string { return p.srv.URL + "/token" }
 func (p *Provider) Host() string { return p.srv.Listener.Addr().String() }
 
 // Client returns an HTTP client for the provider's server.
-func (p *Provider) Client() *http.Client { return p.srv.Client() }
+func (p *Provider) Client() *http.Client {
+	if p.client != nil {
+		return p.client
+	}
+	return p.srv.Client()
+}
 
 // Close shuts the server down before the test ends: the provider is
 // unreachable from then on.
