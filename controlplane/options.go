@@ -58,6 +58,10 @@ type Options struct {
 	// Workers caps the units of work Run drives at once. Default
 	// DefaultWorkers.
 	Workers int
+
+	// mutation is a deliberate defect, set only by this package's mutation
+	// tests (export_test.go); see mutation.go.
+	mutation mutation
 }
 
 // Defaults of the lifecycle Options.
