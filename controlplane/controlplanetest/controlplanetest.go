@@ -196,8 +196,8 @@ type machine struct {
 	lis     map[string][2]string // tenant -> listener ids: with namespaces ns-a, ns-b; with none
 	deps    []*mDep              // creation order
 	pushes  int                  // commits drawn so far
-	sites   int                  // fault sites of the request being drawn so far (gen.go)
-	faultAt int                  // the fault site that fires, or -1
+	fault   string               // the kind of fault of the request being drawn, or "" (gen.go)
+	fired   bool                 // the fault has fired
 	touched map[*mDep]bool       // deployments changed since the last check
 }
 
@@ -452,7 +452,7 @@ func (m *machine) graphAlias(rt *rapid.T, body map[string]any, v *verdict) {
 	if !ok {
 		return
 	}
-	if m.oops() {
+	if m.oops(rt, "alias", 1) {
 		src["langgraph_config_path"] = "other/langgraph.json"
 		v.fail(false)
 		return
@@ -498,7 +498,7 @@ func (m *machine) create(rt *rapid.T) {
 	m.startRequest(rt)
 	var v verdict
 	body := map[string]any{"source": src}
-	if m.oops() {
+	if m.oops(rt, "source", 1) {
 		body["source"] = pick(rt, "bad source", "gitlab", "")
 		v.fail(false)
 	}
@@ -513,12 +513,12 @@ func (m *machine) create(rt *rapid.T) {
 		var include bool
 		switch pol := f.create[si]; pol {
 		case cRequired:
-			include = !m.oops()
+			include = !m.oops(rt, "drop", 4)
 			v.fail(include)
 		case cOptional, cIgnored:
-			include = rapid.Bool().Draw(rt, "include optional")
+			include = rapid.Bool().Draw(rt, "include optional") || m.faultIn(f.key())
 		case cNA, cReadOnly:
-			include = m.oops()
+			include = m.oops(rt, "refused", 5)
 			v.fail(!include)
 		}
 		if !include {
@@ -674,9 +674,9 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 	trigger := force
 	for _, f := range modelFields {
 		pol := f.patch[si]
-		include := rarely(rt, 3, "include "+f.key())
+		include := rarely(rt, 3, "include "+f.key()) || m.faultIn(f.key())
 		if pol == pNA || pol == pReadOnly {
-			include = m.oops()
+			include = m.oops(rt, "refused", 5)
 		}
 		if !include {
 			continue
@@ -733,7 +733,7 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 				setPath(exp, loc("source_revision_config.graph_config_path"), g)
 			}
 		}
-	} else if m.oops() {
+	} else if m.oops(rt, "refused", 5) {
 		setPath(body, loc("source_revision_config.langgraph_config_path"), "langgraph.json")
 		v.fail(false) // not applicable, like graph_config_path
 	}

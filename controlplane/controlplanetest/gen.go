@@ -2,7 +2,6 @@ package controlplanetest
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"pgregory.net/rapid"
@@ -18,33 +17,65 @@ func rarely(rt *rapid.T, n int, label string) bool { return rapid.IntRange(1, n)
 func pick[V any](rt *rapid.T, label string, vs ...V) V { return rapid.SampledFrom(vs).Draw(rt, label) }
 
 // A request is drawn clean (valid as far as the generators can tell) or
-// with one fault: startRequest draws which of the request's fault sites
-// (the calls of oops, in order) fires, if any. One fault at a time keeps
-// each rule decisive: a request with many faults is refused whichever
-// rule the control plane gets wrong.
+// with one fault of a kind drawn first: startRequest draws the kind, and
+// the fault sites of that kind (calls of oops, in order) each fire with
+// the odds they give until one has. One fault at a time keeps each rule
+// decisive (a request with many faults is refused whichever rule the
+// control plane gets wrong), and drawing the kind first gives every kind
+// its share, wherever its sites fall in the request.
+
+// faultKinds are the kinds of fault a request may carry.
+var faultKinds = []string{
+	"source",  // a bad source
+	"name",    // a bad name
+	"drop",    // a required field left out
+	"refused", // a field that does not apply, or is read-only, sent
+	"value",   // a bad value of a field (strings, enums, references, namespaces)
+	"secret",  // a bad secret name, a duplicate, a missing value
+	"spec",    // a resource_spec number or Kubernetes sub-object out of its rules
+	"alias",   // langgraph_config_path different from graph_config_path
+	"tags",    // a tag value id that is not a UUID
+}
 
 // startRequest begins drawing a request: clean two times in three.
 func (m *machine) startRequest(rt *rapid.T) {
-	m.sites, m.faultAt = 0, -1
+	m.fault, m.fired = "", false
 	if rarely(rt, 3, "faulty") {
-		m.faultAt = rapid.IntRange(0, 23).Draw(rt, "fault site")
+		m.fault = pick(rt, "fault kind", faultKinds...)
 	}
 }
 
-// clean says the request being drawn has no fault.
-func (m *machine) clean() bool { return m.faultAt < 0 }
-
-// oops is a fault site: it says whether the fault is here.
-func (m *machine) oops() bool {
-	i := m.sites
-	m.sites++
-	return i == m.faultAt
+// faultIn says the request's fault is of the kind of the field at key
+// (which must then be sent, for the fault to be in it).
+func (m *machine) faultIn(key string) bool {
+	return m.fault == "secret" && key == "secrets" || m.fault == "spec" && key == "source_config.resource_spec"
 }
 
-// choose is a fault site: it picks from bad when the fault is here, else
-// from good.
+// clean says the request being drawn has no fault.
+func (m *machine) clean() bool { return m.fault == "" }
+
+// oops is a fault site of kind: it says whether the fault is here, which
+// it is one time in n while the request's fault of that kind has not fired.
+func (m *machine) oops(rt *rapid.T, kind string, n int) bool {
+	if m.fault != kind || m.fired || !rarely(rt, n, "fault here") {
+		return false
+	}
+	m.fired = true
+	return true
+}
+
+// choose is a fault site of kind "value": it picks from bad when the
+// fault is here, else from good.
 func choose[V any](m *machine, rt *rapid.T, label string, good []V, bad ...V) V {
-	if m.oops() {
+	if m.oops(rt, "value", 2) {
+		return pick(rt, label+" (bad)", bad...)
+	}
+	return pick(rt, label, good...)
+}
+
+// chooseSpec is choose for resource_spec sites (kind "spec").
+func chooseSpec[V any](m *machine, rt *rapid.T, label string, good []V, bad ...V) V {
+	if m.oops(rt, "spec", 3) {
 		return pick(rt, label+" (bad)", bad...)
 	}
 	return pick(rt, label, good...)
@@ -53,7 +84,7 @@ func choose[V any](m *machine, rt *rapid.T, label string, good []V, bad ...V) V 
 // genName draws a deployment name: from a small pool (so that names
 // clash), any valid name, or an invalid one. nonEmpty leaves out "".
 func (m *machine) genName(rt *rapid.T, nonEmpty bool) string {
-	if !m.oops() {
+	if !m.oops(rt, "name", 1) {
 		switch rapid.IntRange(0, 7).Draw(rt, "name kind") {
 		case 0, 1, 2, 3:
 			return pick(rt, "pooled name", "a", "b", "agent-1", "x_y.2")
@@ -80,7 +111,7 @@ var (
 )
 
 func (m *machine) genRepoURL(rt *rapid.T) string {
-	if m.oops() {
+	if m.oops(rt, "value", 3) {
 		return ""
 	}
 	owner, repo := pick(rt, "owner", repoOwners...), pick(rt, "repo", repoNames...)
@@ -89,7 +120,7 @@ func (m *machine) genRepoURL(rt *rapid.T) string {
 }
 
 func (m *machine) genRef(rt *rapid.T) string {
-	if m.oops() {
+	if m.oops(rt, "value", 3) {
 		return ""
 	}
 	switch rapid.IntRange(0, 10).Draw(rt, "ref kind") {
@@ -101,7 +132,7 @@ func (m *machine) genRef(rt *rapid.T) string {
 
 // value draws from good, or one time in eight bad (which is invalid).
 func (m *machine) value(rt *rapid.T, label string, bad string, good ...string) (string, bool) {
-	if m.oops() {
+	if m.oops(rt, "value", 3) {
 		return bad, false
 	}
 	return pick(rt, label, good...), true
@@ -110,21 +141,30 @@ func (m *machine) value(rt *rapid.T, label string, bad string, good ...string) (
 // genSecrets draws 0..3 secrets with valid or invalid names and values of
 // every kind: empty, unicode, multi-line, missing, null.
 func (m *machine) genSecrets(rt *rapid.T) []any {
-	names := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"A", "B", "API_KEY", "_x", "a1"}), 0, 3, rapid.ID).Draw(rt, "secret names")
-	if len(names) > 0 && m.oops() {
-		names[len(names)-1] = pick(rt, "invalid secret name", "", "1A", "A-B", "A B", names[0])
+	least := 0
+	if m.fault == "secret" {
+		least = 1 // room for the fault
+	}
+	names := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"A", "B", "API_KEY", "_x", "a1"}), least, 3, rapid.ID).Draw(rt, "secret names")
+	noValue := -1 // the secret without a value
+	if len(names) > 0 && m.oops(rt, "secret", 1) {
+		switch i := len(names) - 1; rapid.IntRange(0, 2).Draw(rt, "secret fault") {
+		case 0:
+			names[i] = pick(rt, "invalid secret name", "", "1A", "A-B", "A B", "É")
+		case 1:
+			names = append(names, names[i]) // a duplicate
+		default:
+			noValue = i // 422 missing (seed: value is required)
+		}
 	}
 	out := []any{}
-	for _, name := range names {
-		s := map[string]any{"name": name}
-		switch {
-		case m.oops():
-			// no value: 422 missing (seed: value is required)
+	for i, name := range names {
+		s := map[string]any{"name": name, "value": pick(rt, "secret value", "", "v", "é ü", "line1\nline2", "a=b", "s3cr3t")}
+		if i == noValue {
+			delete(s, "value")
 			if rapid.Bool().Draw(rt, "null value") {
 				s["value"] = nil
 			}
-		default:
-			s["value"] = pick(rt, "secret value", "", "v", "é ü", "line1\nline2", "a=b", "s3cr3t")
 		}
 		out = append(out, s)
 	}
@@ -136,22 +176,30 @@ func (m *machine) genSecrets(rt *rapid.T) []any {
 // valid or not.
 func (m *machine) genSpec(rt *rapid.T) map[string]any {
 	spec := map[string]any{}
-	for range rapid.IntRange(0, 3).Draw(rt, "numbers") {
-		switch k := pick(rt, "number field", slices.Concat(specScales, specCPUs, specMemory, specOther)...); {
-		case contains(specScales, k):
-			spec[k] = float64(choose(m, rt, k, []int{0, 1, 2, 3, 5}, -1))
-		case contains(specCPUs, k):
-			spec[k] = choose(m, rt, k, []float64{0.25, 0.5, 1, 1.5, 2, 4}, 0, -1)
-		case contains(specMemory, k):
-			spec[k] = float64(choose(m, rt, k, []int{128, 256, 512, 1024, 2048}, 0, -5))
-		default:
-			spec[k] = float64(pick(rt, k, 1, 10, 100))
+	// Numbers come in their groups (a request and its limit, a minimum
+	// and its maximum), each member present or not, so that orderings and
+	// defaults decide as often as ranges do.
+	for range rapid.IntRange(0, 2).Draw(rt, "number groups") {
+		for _, k := range pick(rt, "number group", specGroups...) {
+			if rarely(rt, 4, "leave out "+k) {
+				continue
+			}
+			switch {
+			case contains(specScales, k):
+				spec[k] = float64(chooseSpec(m, rt, k, []int{0, 1, 2, 3, 5}, -1))
+			case contains(specCPUs, k):
+				spec[k] = chooseSpec(m, rt, k, []float64{0.25, 0.5, 1, 1.5, 2, 4}, 0, -1)
+			case contains(specMemory, k):
+				spec[k] = float64(chooseSpec(m, rt, k, []int{128, 256, 512, 1024, 2048}, 0, -5))
+			default:
+				spec[k] = float64(pick(rt, k, 1, 10, 100))
+			}
 		}
 	}
 	if rarely(rt, 3, "volumes") {
 		var vols []any
 		names := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"data", "cache", "v-1"}), 1, 2, rapid.ID).Draw(rt, "volume names")
-		if m.oops() {
+		if m.oops(rt, "spec", 2) {
 			names = append(names, pick(rt, "bad volume name", "Data", "", names[0]))
 		}
 		for _, name := range names {
@@ -160,24 +208,24 @@ func (m *machine) genSpec(rt *rapid.T) map[string]any {
 		}
 		spec["volumes"] = vols
 		if rapid.Bool().Draw(rt, "mounts") {
-			spec["volume_mounts"] = []any{map[string]any{"name": choose(m, rt, "mount name", names, "ghost"),
-				"mountPath": choose(m, rt, "mount path", []string{"/data", "/var/cache"}, "")}}
+			spec["volume_mounts"] = []any{map[string]any{"name": chooseSpec(m, rt, "mount name", names, "ghost"),
+				"mountPath": chooseSpec(m, rt, "mount path", []string{"/data", "/var/cache"}, "")}}
 		}
 	}
 	for _, k := range []string{"init_containers", "sidecars"} {
 		if !rarely(rt, 4, k) {
 			continue
 		}
-		c := map[string]any{"name": choose(m, rt, k+" name", []string{k[:4] + "-1", k[:4] + "-2"}, "Side_1"),
-			"image": choose(m, rt, "image", []string{"busybox:1", "ghcr.io/acme/proxy@sha256:" + strings.Repeat("ab", 32)}, "")}
+		c := map[string]any{"name": chooseSpec(m, rt, k+" name", []string{k[:4] + "-1", k[:4] + "-2"}, "Side_1"),
+			"image": chooseSpec(m, rt, "image", []string{"busybox:1", "ghcr.io/acme/proxy@sha256:" + strings.Repeat("ab", 32)}, "")}
 		if rarely(rt, 3, "pull policy") {
-			c["imagePullPolicy"] = choose(m, rt, "pull policy", []string{"Always", "IfNotPresent", "Never"}, "Sometimes")
+			c["imagePullPolicy"] = chooseSpec(m, rt, "pull policy", []string{"Always", "IfNotPresent", "Never"}, "Sometimes")
 		}
 		if rarely(rt, 3, "env") {
-			e := map[string]any{"name": choose(m, rt, "env name", []string{"FOO", "_BAR1"}, "1X", "A-B"), "value": pick(rt, "env value", "1", "")}
+			e := map[string]any{"name": chooseSpec(m, rt, "env name", []string{"FOO", "_BAR1"}, "1X", "A-B"), "value": pick(rt, "env value", "1", "")}
 			if rapid.Bool().Draw(rt, "valueFrom") {
 				e["valueFrom"] = map[string]any{"secretKeyRef": map[string]any{"name": "s", "key": "k"}}
-				if !m.oops() {
+				if !m.oops(rt, "spec", 2) {
 					e["value"] = "" // value and valueFrom are exclusive
 				}
 			}
@@ -196,6 +244,11 @@ func (m *machine) genSpec(rt *rapid.T) map[string]any {
 	}
 	return spec
 }
+
+// specGroups are the numbers of a resource_spec by group.
+var specGroups = [][]string{{"min_scale", "max_scale"}, {"queue_min_scale", "queue_max_scale"}, {"cpu", "cpu_limit"},
+	{"memory_mb", "memory_limit_mb"}, {"queue_cpu", "queue_cpu_limit"}, {"queue_memory_mb", "queue_memory_limit_mb"},
+	{"db_cpu", "db_cpu_limit"}, {"db_memory_mb", "db_memory_limit_mb"}, {"redis_memory_mb", "db_storage_gi", "db_max_connections"}}
 
 func contains(ss []string, s string) bool {
 	for _, x := range ss {
@@ -280,7 +333,7 @@ func (m *machine) genTagIDs(rt *rapid.T) ([]any, bool) {
 	for _, id := range ids {
 		out = append(out, id)
 	}
-	if m.oops() {
+	if m.oops(rt, "tags", 1) {
 		return append(out, "tag-1"), false
 	}
 	return out, true
