@@ -40,12 +40,12 @@ func TestMutationsCaught(t *testing.T) {
 		// Caught by a PATCH of resource_spec alone: no new revision.
 		{controlplane.MutationSpecInPlace, `made no new revision`},
 		// Caught by build_on_push with refs/tags/release-1 (no v): accepted.
-		{controlplane.MutationTagNeedsV, `outcome ok .*model says validation`},
-		{controlplane.MutationBuildOnPushTag, `outcome ok .*model says validation`},
+		{controlplane.MutationTagNeedsV, `outcome (ok|conflict) .*model says validation`},
+		{controlplane.MutationBuildOnPushTag, `outcome (ok|conflict) .*model says validation`},
 		// Caught by a PATCH of deployment_type: accepted.
-		{controlplane.MutationTypeMutable, `outcome ok .*model says validation`},
+		{controlplane.MutationTypeMutable, `outcome (ok|conflict) .*model says validation`},
 		// Caught by a github create with custom_url: accepted.
-		{controlplane.MutationCustomURLSettable, `outcome ok .*model says validation`},
+		{controlplane.MutationCustomURLSettable, `outcome (ok|conflict) .*model says validation`},
 	} {
 		t.Run(string(c.mutation), func(t *testing.T) {
 			t.Parallel()

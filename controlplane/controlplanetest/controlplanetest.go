@@ -27,7 +27,12 @@
 // namespaces, secrets (empty, unicode and multi-line values, bad and
 // duplicate names, missing values) and resource specs (scales, cpu and
 // memory requests and limits, volumes, mounts, init containers and
-// sidecars with env and resources), and tag value ids.
+// sidecars with env and resources), and tag value ids. Two requests in
+// three are drawn clean; the others carry one fault of a kind drawn first
+// (a bad name or source, a required field left out, a refused field sent,
+// a bad value or reference, a bad secret, a resource_spec out of its
+// rules, a conflicting alias, a bad tag id), so that the rule that fault
+// breaks alone decides the outcome.
 //
 // The model predicts each call's outcome (success, not found, invalid
 // state, conflict or validation failure) and the whole expected wire shape
