@@ -39,6 +39,10 @@ type ControlPlane struct {
 	ownerOnce sync.Once
 	ownerID   string
 	claims    atomic.Uint64
+
+	// mutation is a deliberate defect for the mutation tests (mutation.go);
+	// always mutNone outside them.
+	mutation mutation
 }
 
 // New returns a ControlPlane over st. A nil opts means defaults.
@@ -62,6 +66,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		leaseFor: o.LeaseDuration,
 		workers:  o.Workers,
 		wake:     make(chan struct{}, 1),
+		mutation: o.mutation,
 	}
 	if cp.poll <= 0 {
 		cp.poll = DefaultPollInterval
@@ -265,9 +270,13 @@ func draftOf(name *string, source *Source, sc *SourceConfig, src *SourceRevision
 func isTagRef(ref *string) bool { return ref != nil && strings.HasPrefix(*ref, "refs/tags/") }
 
 // checkTagRef is the cross-field rule on a merged deployment: build_on_push
-// cannot be true with a tag ref.
-func checkTagRef(d *Deployment, ps []Problem) []Problem {
-	if b := d.SourceConfig.BuildOnPush; b != nil && *b && isTagRef(d.SourceRevisionConfig.RepoRef) {
+// cannot be true with a tag ref. mut is mutNone except in the mutation
+// tests.
+func checkTagRef(d *Deployment, ps []Problem, mut mutation) []Problem {
+	if mut == mutBuildOnPushTag {
+		return ps // test-only: see mutation.go
+	}
+	if b := d.SourceConfig.BuildOnPush; b != nil && *b && mut.isTagRef(d.SourceRevisionConfig.RepoRef) {
 		ps = append(ps, Problem{Loc: []any{"body", "source_config", "build_on_push"}, Type: TypeBuildOnPushWithTagRef,
 			Msg: "build_on_push cannot be enabled when source_revision_config.repo_ref is a tag (starts with 'refs/tags/')"})
 	}
@@ -499,7 +508,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 		if stored.Status == StatusAwaitingDelete {
 			return invalidStatef("Deployment ID %s is being deleted.", cid)
 		}
-		merged, ps, trigger := mergePatch(stored, p, pure, aliased)
+		merged, ps, trigger := mergePatch(stored, p, pure, aliased, cp.mutation)
 		if err := validationError(ps); err != nil {
 			return err
 		}

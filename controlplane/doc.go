@@ -182,11 +182,17 @@
 // Which request field is required, optional, not applicable, read-only,
 // immutable, changed in place or revision-triggering, per source, is written
 // once, in the table FieldRules returns. Validation, PATCH and redeploy read
-// it, and so do the generators of the state-machine test (package
-// controlplanetest). Value checks (the name pattern, UUIDs, enums,
-// Kubernetes sub-objects, ResourceSpec numbers, the caps of Limits) are
-// plain functions; the references a create names (integration, listener,
-// namespace) are checked inside the transaction that writes it.
+// it. The
+// state-machine test (package controlplanetest) does not: its model states
+// the rules again, from the wire contract, so that a wrong rule here shows
+// as a difference instead of being copied into the predictions, and this
+// package's mutation tests check that it catches deliberately broken rules
+// (mutation.go, switched on per ControlPlane by a hook only the tests
+// reach).
+// Value checks (the name pattern, UUIDs, enums, Kubernetes sub-objects,
+// ResourceSpec numbers, the caps of Limits) are plain functions; the
+// references a create names (integration, listener, namespace) are checked
+// inside the transaction that writes it.
 //
 // Requests name secrets as SecretInput, whose Value is a pointer: a secret
 // needs both its name and its value (the seed's Secret), so an absent or

@@ -72,6 +72,10 @@ type Options struct {
 	// runtime's timers (time.NewTicker, context.WithTimeout), which
 	// testing/synctest fakes: the package's own tests of Run, renewals and
 	// shutdown run in synctest bubbles over storemem and storebolt.
+
+	// mutation is a deliberate defect, set only by this package's mutation
+	// tests (export_test.go); see mutation.go.
+	mutation mutation
 }
 
 // Defaults of the lifecycle Options.

@@ -221,14 +221,18 @@ func notApplicable(r *fieldRule, src Source) Problem {
 
 // applyCreateTable checks d (a create request seen as a Deployment) against
 // the create column of source src, appending problems, and clears ignored
-// fields.
-func applyCreateTable(d *Deployment, src Source, ps []Problem) []Problem {
+// fields. mut is mutNone except in the mutation tests.
+func applyCreateTable(d *Deployment, src Source, ps []Problem, mut mutation) []Problem {
 	si := sourceIndex(src)
 	var zero Deployment
 	for i := range rules {
 		r := &rules[i]
 		v := r.get(d)
-		switch r.create[si] {
+		pol := r.create[si]
+		if mut != mutNone {
+			pol = mut.createPolicy(r.loc, pol) // test-only: see mutation.go
+		}
+		switch pol {
 		case CreateNotApplicable:
 			if v != nil {
 				ps = append(ps, notApplicable(r, src))
@@ -251,8 +255,9 @@ func applyCreateTable(d *Deployment, src Source, ps []Problem) []Problem {
 
 // applyPatchTable merges the non-null fields of patch into merged (a copy of
 // stored) following the patch column of stored's source. It reports whether
-// a revision-triggering field was given.
-func applyPatchTable(stored, patch, merged *Deployment, ps []Problem) (_ []Problem, trigger bool) {
+// a revision-triggering field was given. mut is mutNone except in the
+// mutation tests.
+func applyPatchTable(stored, patch, merged *Deployment, ps []Problem, mut mutation) (_ []Problem, trigger bool) {
 	si := sourceIndex(stored.Source)
 	for i := range rules {
 		r := &rules[i]
@@ -260,7 +265,11 @@ func applyPatchTable(stored, patch, merged *Deployment, ps []Problem) (_ []Probl
 		if v == nil {
 			continue
 		}
-		switch r.patch[si] {
+		pol := r.patch[si]
+		if mut != mutNone {
+			pol = mut.patchPolicy(r.loc, pol) // test-only: see mutation.go
+		}
+		switch pol {
 		case PatchNotApplicable:
 			ps = append(ps, notApplicable(r, stored.Source))
 		case PatchImmutable:

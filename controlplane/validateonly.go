@@ -60,7 +60,7 @@ func (cp *ControlPlane) ValidateUpdateDeployment(ctx context.Context, tenant, id
 		if stored.Status == StatusAwaitingDelete {
 			return invalidStatef("Deployment ID %s is being deleted.", cid)
 		}
-		_, ps, _ = mergePatch(stored, p, pure, aliased)
+		_, ps, _ = mergePatch(stored, p, pure, aliased, cp.mutation)
 		return nil
 	})
 	if err != nil {
@@ -128,7 +128,7 @@ func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, 
 		c.add([]any{"body", "source"}, TypeSourceNotOffered, "Source '"+string(d.Source)+"' is not offered by this control plane")
 	}
 	if known {
-		c.ps = applyCreateTable(d, d.Source, c.ps)
+		c.ps = applyCreateTable(d, d.Source, c.ps, cp.mutation)
 	} else if d.Name == "" {
 		c.add([]any{"body", "name"}, TypeMissing, "Field required")
 	}
@@ -136,7 +136,7 @@ func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, 
 	d.Secrets = c.secrets([]any{"body", "secrets"}, req.Secrets)
 	tags := c.tagValueIDs([]any{"body", "tag_value_ids"}, req.TagValueIDs)
 	if d.Source == SourceGitHub {
-		c.ps = checkTagRef(&Deployment{SourceConfig: d.SourceConfig, SourceRevisionConfig: d.SourceRevisionConfig}, c.ps)
+		c.ps = checkTagRef(&Deployment{SourceConfig: d.SourceConfig, SourceRevisionConfig: d.SourceRevisionConfig}, c.ps, cp.mutation)
 	}
 	return d, tags, aliasLocs(c.ps, aliased)
 }
@@ -157,10 +157,10 @@ func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, [
 // table's, then pure, then the cross-field ones of the merged deployment)
 // and whether a new revision is due. aliased (from checkPatch) moves the
 // problems about graph_config_path to the key the client sent.
-func mergePatch(stored *deploymentRecord, p *Deployment, pure []Problem, aliased bool) (deploymentRecord, []Problem, bool) {
+func mergePatch(stored *deploymentRecord, p *Deployment, pure []Problem, aliased bool, mut mutation) (deploymentRecord, []Problem, bool) {
 	merged := *stored
-	ps, trigger := applyPatchTable(&stored.Deployment, p, &merged.Deployment, nil)
+	ps, trigger := applyPatchTable(&stored.Deployment, p, &merged.Deployment, nil, mut)
 	ps = append(ps, pure...)
-	ps = checkTagRef(&merged.Deployment, ps)
+	ps = checkTagRef(&merged.Deployment, ps, mut)
 	return merged, aliasLocs(ps, aliased), trigger
 }

@@ -1,36 +1,81 @@
 // Package controlplanetest is the state-machine test of package
-// controlplane: random sequences of ControlPlane calls, checked against a
-// model after every step, over any store.Store.
+// controlplane: random sequences of ControlPlane calls, checked against an
+// independent model after every step, over any store.Store.
 //
-// The request generators read controlplane.FieldRules, so every row of the
-// rules table is exercised under every policy: immutable fields sent equal
-// and different, in-place and revision-triggering changes, fields that do
-// not apply to the source, read-only and ignored fields. The model predicts
-// each call's outcome (success, not found, invalid state, conflict or
-// validation failure) and the whole expected wire shape of every
-// deployment. Invariants checked after every step: every deployment equals
-// the model (so immutable fields never change), the revision count and order
-// (latest_revision_id is the newest), newest-first lists, every
-// deployment's source_revision_config equal to its latest revision's as the
-// ControlPlane answers both (repo_commit_sha included: the mirror of the
-// seed), and a rejected call changes nothing in the store (every collection
-// compared before and after). GetDeploymentJSON must answer the bytes
-// json.Marshal gives of GetDeployment.
+// # An independent model
 //
-// The lifecycle is in the machine too (lifecycle.go), against the model's
-// own copy of the transition rules: "work" runs ControlPlane.Process with a
-// scripted Deployer whose reports are drawn (mostly the next happy status,
-// sometimes any status, UNKNOWN, a deployment status, a commit sha or an
-// image version) and ends with or without an error; every report's outcome
-// must be the model's (a refused one must leave the store unchanged), and
-// Process must find work exactly when the model has some (a revision not
-// final, a deployment AWAITING_DELETE). The model follows SKIPPED on every
-// new revision, INTERRUPTED on delete, the failure of the phase when Deploy
-// fails, active_revision_id as the newest DEPLOYED revision, the commit a
-// report gives the latest revision mirrored on the deployment, and teardown
-// removing every record. "push" sends GitHub push events (both tenants
-// share one installation; URLs spelled several ways, branches, tags) and
-// the model predicts which deployments get a revision.
+// The model states the rules itself (policy.go), from wire contract
+// section 6 and the seed, instead of reading controlplane.FieldRules: a
+// table of which field is required, optional, not applicable, read-only or
+// ignored on create and immutable, changed in place, revision-triggering,
+// not applicable or read-only on PATCH, per source, and the value rules
+// (the name pattern, tags are refs/tags/ refs, build_on_push false with a
+// tag, secrets named by unique environment variable names with a value,
+// resource_spec ranges and orderings with the documented defaults, the
+// Kubernetes sub-objects, listener namespaces). A rule the control plane
+// gets wrong therefore shows as a difference; had the model read the
+// table under test, it would have copied the mistake. (TestModelTableAgrees
+// compares the two tables, so that a change to either is a decision.) The
+// lifecycle has its own copy of the transition rules too (lifecycle.go).
+//
+// The generators draw varied values, valid and invalid: names (pooled so
+// that they clash, any valid name, the longest, and invalid ones), GitHub
+// URLs spelled several ways, refs (branches with slashes, tags with and
+// without a "v", branches that look like tags), graph config paths and the
+// langgraph_config_path alias, image URIs, references to the tenant's own,
+// another tenant's and unknown integrations and listeners, listener
+// namespaces, secrets (empty, unicode and multi-line values, bad and
+// duplicate names, missing values) and resource specs (scales, cpu and
+// memory requests and limits, volumes, mounts, init containers and
+// sidecars with env and resources), and tag value ids. Two requests in
+// three are drawn clean; the others carry one fault of a kind drawn first
+// (a bad name or source, a required field left out, a refused field sent,
+// a bad value or reference, a bad secret, a resource_spec out of its
+// rules, a conflicting alias, a bad tag id), so that the rule that fault
+// breaks alone decides the outcome.
+//
+// The model predicts each call's outcome (success, not found, invalid
+// state, conflict or validation failure) and the whole expected wire shape
+// of every deployment. Invariants checked after every step: every
+// deployment equals the model (so immutable fields never change), the
+// revision count and order (latest_revision_id is the newest),
+// newest-first lists, every deployment's source_revision_config equal to
+// its latest revision's as the ControlPlane answers both (repo_commit_sha
+// included: the mirror of the seed), and a rejected call changes nothing
+// in the store (every collection compared before and after).
+// GetDeploymentJSON must answer the bytes json.Marshal gives of
+// GetDeployment. "list" draws ListDeployments queries with every filter
+// (name_contains in any case, status, deployment_type, remote_reconciled,
+// deployment_ids, tag_value_ids, image_version, limit and offset, and bad
+// values of each) and compares the page with the model's.
+//
+// The lifecycle is in the machine too (lifecycle.go): "work" runs
+// ControlPlane.Process with a scripted Deployer whose reports are drawn
+// (mostly the next happy status, sometimes any status, UNKNOWN, a
+// deployment status, a commit sha or an image version) and ends with or
+// without an error; every report's outcome must be the model's (a refused
+// one must leave the store unchanged), and Process must find work exactly
+// when the model has some (a revision not final, a deployment
+// AWAITING_DELETE). The model follows SKIPPED on every new revision,
+// INTERRUPTED on delete, the failure of the phase when Deploy fails,
+// active_revision_id as the newest DEPLOYED revision, the commit a report
+// gives the latest revision mirrored on the deployment, and teardown
+// removing every record. "push" sends GitHub push events (each tenant owns
+// its own installation; URLs spelled several ways, branches with slashes,
+// tags, other refs) and the model predicts which deployments get a
+// revision.
+//
+// # The model catches a wrong rule
+//
+// Package controlplane's mutation tests prove it: each builds
+// ControlPlanes with one deliberate defect (through an unexported,
+// per-ControlPlane test hook that RunWith passes on in its Options) and
+// runs the machine in a child process, which must fail. Among the defects:
+// resource_spec changed in place without a revision, tags recognized only
+// when they start with refs/tags/v, build_on_push accepted with a tag, an
+// immutable field changed by PATCH, a read-only field set on create.
+//
+// # Running it
 //
 // With several openers, each step runs against every store and the results
 // (values, errors, and the stores' whole contents) must be identical: the
@@ -67,11 +112,22 @@ type Opener func() (store.Store, error)
 // It needs at least one opener.
 func Run(t *testing.T, opens ...Opener) {
 	t.Helper()
+	RunWith(t, nil, opens...)
+}
+
+// RunWith is Run with ControlPlanes built from a copy of opts (nil means
+// defaults). The machine sets Clock, NewID and CustomURLTemplate, and
+// clears Sources and Limits (the model knows the defaults only); the other
+// fields, unexported ones included, pass through. Package controlplane's
+// mutation tests use it to run the machine against deliberately broken
+// rules.
+func RunWith(t *testing.T, opts *controlplane.Options, opens ...Opener) {
+	t.Helper()
 	if len(opens) == 0 {
 		t.Fatal("controlplanetest.Run: no opener")
 	}
 	rapid.Check(t, func(rt *rapid.T) {
-		m := newMachine(rt, opens)
+		m := newMachine(rt, opts, opens)
 		defer m.close()
 		rt.Repeat(map[string]func(*rapid.T){
 			"create":          m.create,
@@ -81,8 +137,10 @@ func Run(t *testing.T, opens ...Opener) {
 			"delete":          m.delete,
 			"push":            m.push,
 			"work":            m.work,
+			"list":            m.list,
 			"":                m.check,
 		})
+		m.checkAll(rt)
 	})
 }
 
@@ -93,14 +151,15 @@ var (
 )
 
 const (
-	urlTemplate    = "https://{id}.{tenant}.example"
-	installationID = 7 // tenants[i] holds installationID+i
+	urlTemplate = "https://{id}.{tenant}.example"
+	// installationID is tenant 0's GitHub App installation; tenant 1 owns
+	// installationID+1 (an installation belongs to one tenant).
+	installationID = 7
 )
 
-// installationOf is the GitHub installation that tenant holds.
-func installationOf(tenant string) int64 {
-	return installationID + int64(slices.Index(tenants, tenant))
-}
+// Listener namespaces: each tenant's first listener lists these, its
+// second lists none (any namespace goes).
+var listenerNamespaces = []string{"ns-a", "ns-b"}
 
 // system is one ControlPlane over one store, with its own deterministic
 // clock (one second per reading) and ids (a counter).
@@ -114,19 +173,19 @@ type system struct {
 // mRev is the model of a revision: its snapshot, as JSON values, and its
 // lifecycle state.
 type mRev struct {
-	id                           string
-	src, secrets, spec           any
-	installCommand, buildCommand any
-	status                       string
-	msg                          any // nil or the status_message
-	image                        any // nil or the image version reported
+	id                 string
+	src, secrets, spec any
+	status             string
+	msg                any // nil or the status_message
+	image              any // nil or the image version reported
 }
 
 // mDep is the model of a deployment: its expected wire shape as decoded
-// JSON, and its revisions, oldest first.
+// JSON, its tag value ids, and its revisions, oldest first.
 type mDep struct {
 	tenant string
 	exp    map[string]any
+	tags   []string
 	revs   []mRev
 }
 
@@ -137,45 +196,54 @@ func (d *mDep) deleted() bool  { return d.exp["status"] == string(controlplane.S
 type machine struct {
 	ctx     context.Context
 	systems []*system
-	integ   map[string]string // tenant -> integration id
-	lis     map[string]string // tenant -> listener id (namespaces ns-a, ns-b)
-	deps    []*mDep           // creation order
-	rules   []controlplane.FieldRule
+	integ   map[string]string    // tenant -> integration id
+	lis     map[string][2]string // tenant -> listener ids: with namespaces ns-a, ns-b; with none
+	deps    []*mDep              // creation order
+	pushes  int                  // commits drawn so far
+	fault   string               // the kind of fault of the request being drawn, or "" (gen.go)
+	fired   bool                 // the fault has fired
+	touched map[*mDep]bool       // deployments changed since the last check
 }
 
-func newMachine(rt *rapid.T, opens []Opener) *machine {
-	m := &machine{ctx: context.Background(), integ: map[string]string{}, lis: map[string]string{}, rules: controlplane.FieldRules()}
+func newMachine(rt *rapid.T, opts *controlplane.Options, opens []Opener) *machine {
+	m := &machine{ctx: context.Background(), integ: map[string]string{}, lis: map[string][2]string{}, touched: map[*mDep]bool{}}
 	for _, open := range opens {
 		st, err := open()
 		if err != nil {
 			rt.Fatalf("open store: %v", err)
 		}
 		s := &system{st: st, now: t0}
-		s.cp = controlplane.New(st, &controlplane.Options{
-			Clock:             func() time.Time { s.now = s.now.Add(time.Second); return s.now },
-			NewID:             func() string { s.ids++; return fmt.Sprintf("00000000-0000-7000-8000-%012x", s.ids) },
-			CustomURLTemplate: urlTemplate,
-		})
+		var o controlplane.Options
+		if opts != nil {
+			o = *opts
+		}
+		o.Clock = func() time.Time { s.now = s.now.Add(time.Second); return s.now }
+		o.NewID = func() string { s.ids++; return fmt.Sprintf("00000000-0000-7000-8000-%012x", s.ids) }
+		o.CustomURLTemplate = urlTemplate
+		o.Sources, o.Limits = nil, controlplane.Limits{}
+		s.cp = controlplane.New(st, &o)
 		m.systems = append(m.systems, s)
 	}
 	for i, tenant := range tenants {
 		in, err := m.call(rt, "create integration", func(cp *controlplane.ControlPlane) (any, error) {
-			// Each tenant holds its own installation: an installation
-			// belongs to one tenant at most.
-			return cp.CreateIntegration(m.ctx, tenant, &controlplane.CreateIntegrationRequest{InstallationID: new(installationOf(tenant)), Name: new(fmt.Sprint("acme", i))})
+			return cp.CreateIntegration(m.ctx, tenant, &controlplane.CreateIntegrationRequest{InstallationID: new(int64(installationID + i)), Name: new(fmt.Sprint("acme", i))})
 		})
 		if err != nil {
 			rt.Fatal(err)
 		}
 		m.integ[tenant] = in.(*controlplane.Integration).ID
-		l, err := m.call(rt, "create listener", func(cp *controlplane.ControlPlane) (any, error) {
-			return cp.CreateListener(m.ctx, tenant, &controlplane.CreateListenerRequest{ComputeType: new("k8s"),
-				ComputeID: new("cluster"), ComputeConfig: &controlplane.ComputeConfig{K8sNamespaces: []string{"ns-a", "ns-b"}}})
-		})
-		if err != nil {
-			rt.Fatal(err)
+		var ids [2]string
+		for j, nss := range [][]string{listenerNamespaces, {}} {
+			l, err := m.call(rt, "create listener", func(cp *controlplane.ControlPlane) (any, error) {
+				return cp.CreateListener(m.ctx, tenant, &controlplane.CreateListenerRequest{ComputeType: new("k8s"),
+					ComputeID: new(fmt.Sprint("cluster-", j)), ComputeConfig: &controlplane.ComputeConfig{K8sNamespaces: nss}})
+			})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			ids[j] = l.(*controlplane.Listener).ID
 		}
-		m.lis[tenant] = l.(*controlplane.Listener).ID
+		m.lis[tenant] = ids
 	}
 	return m
 }
@@ -207,7 +275,7 @@ func (m *machine) call(rt *rapid.T, what string, f func(cp *controlplane.Control
 		if errText(err) != errText(err0) {
 			rt.Fatalf("%s: store %d returned error %q, store 0 %q", what, i, errText(err), errText(err0))
 		}
-		if d := cmp.Diff(res0, res); d != "" {
+		if d := diff(res0, res); d != "" {
 			rt.Fatalf("%s: store %d differs from store 0 (-0 +%d):\n%s", what, i, i, d)
 		}
 	}
@@ -254,24 +322,26 @@ func (m *machine) dumpStore(rt *rapid.T, st store.Store) map[string]map[string]s
 	return out
 }
 
-// expectOutcome runs a call that the model says ends in want; when it is an
-// error, the store must be unchanged.
-func (m *machine) expectOutcome(rt *rapid.T, what, want string, f func(cp *controlplane.ControlPlane) (any, error)) any {
+// expectOutcome runs a call that the model says ends in want (or in alt,
+// when alt is not ""); when it is an error, the store must be unchanged.
+// It returns the result and the outcome.
+func (m *machine) expectOutcome(rt *rapid.T, what, want, alt string, f func(cp *controlplane.ControlPlane) (any, error)) (any, string) {
 	rt.Helper()
 	var before map[string]map[string]string
-	if want != okay {
+	if want != okay || alt != "" {
 		before = m.dump(rt)
 	}
 	res, err := m.call(rt, what, f)
-	if got := classify(err); got != want {
+	got := classify(err)
+	if got != want && (alt == "" || got != alt) {
 		rt.Fatalf("%s: outcome %s (%v), model says %s", what, got, err, want)
 	}
-	if want != okay {
-		if d := cmp.Diff(before, m.dump(rt)); d != "" {
+	if got != okay {
+		if d := diff(before, m.dump(rt)); d != "" {
 			rt.Fatalf("%s: a rejected call changed the store (-before +after):\n%s", what, d)
 		}
 	}
-	return res
+	return res, got
 }
 
 // jsonValue round-trips v through JSON so that it compares with decoded
@@ -319,169 +389,203 @@ func setPath(m map[string]any, loc []string, v any) {
 
 func deepCopy(rt *rapid.T, m map[string]any) map[string]any { return toMap(rt, m) }
 
-// gen draws a value for the field at loc, as JSON, and whether it is valid
-// for a create in tenant (references must be the tenant's).
-func (m *machine) gen(rt *rapid.T, tenant string, loc []string) (any, bool) {
-	l := strings.Join(loc, ".")
-	pick := func(vs ...string) string { return rapid.SampledFrom(vs).Draw(rt, l) }
-	// orBad returns good, or rarely bad.
-	orBad := func(good, bad string) string {
-		if rapid.IntRange(0, 7).Draw(rt, l+" bad") == 0 {
-			return bad
-		}
-		return good
-	}
-	switch l {
-	case "name":
-		return pick("a", "b", "Agent.1", "x_y-2"), true
-	case "source":
-		return pick("github", "external_docker"), true
-	case "source_config.integration_id":
-		v := orBad(m.integ[tenant], unknownID)
-		return v, v == m.integ[tenant]
-	case "source_config.repo_url":
-		return pick("https://github.com/acme/a", "https://github.com/acme/b"), true
-	case "source_config.deployment_type":
-		return pick("dev_free", "dev", "prod"), true
-	case "source_config.build_on_push":
-		return rapid.Bool().Draw(rt, l), true
-	case "source_config.custom_url":
-		return pick("https://a.example", "https://b.example"), true
-	case "source_config.resource_spec":
-		s := orBad(pick(`{}`, `{"min_scale": 1, "max_scale": 2}`, `{"cpu": 0.5, "memory_mb": 512}`,
-			`{"volumes": [{"name": "v", "emptyDir": {}}], "volume_mounts": [{"name": "v", "mountPath": "/v"}]}`),
-			`{"min_scale": 3, "max_scale": 1}`)
-		var spec controlplane.ResourceSpec
-		if err := json.Unmarshal([]byte(s), &spec); err != nil {
-			rt.Fatal(err)
-		}
-		return jsonValue(rt, spec), !strings.Contains(s, `"min_scale": 3`)
-	case "source_config.listener_id":
-		v := orBad(m.lis[tenant], unknownID)
-		return v, v == m.lis[tenant]
-	case "source_config.listener_config":
-		ns := orBad(pick("ns-a", "ns-b"), "ns-z")
-		return map[string]any{"k8s_namespace": ns}, true // checked against the listener by the caller
-	case "source_config.install_command", "source_config.build_command":
-		return pick("npm ci", "pnpm i"), true
-	case "source_revision_config.repo_ref":
-		v := orBad(pick("main", "dev", "refs/tags/v1"), "")
-		return v, v != ""
-	case "source_revision_config.graph_config_path":
-		return pick("langgraph.json", "g.json"), true
-	case "source_revision_config.image_uri":
-		v := orBad(pick("r/a:1", "r/a:2"), "")
-		return v, v != ""
-	case "source_revision_config.repo_commit_sha":
-		return "abc123", true
-	case "secrets":
-		names := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"A", "B", "C"}), 0, 3, rapid.ID).Draw(rt, "secret names")
-		out := []any{}
-		for _, n := range names {
-			out = append(out, map[string]any{"name": n, "value": pick("1", "2")})
-		}
-		return out, true
-	}
-	rt.Fatalf("controlplanetest: no generator for field %s: add one", l)
-	return nil, false
+// verdict collects the model's judgement of a request body.
+type verdict struct {
+	bad bool // a problem the contract names
 }
 
-func isTag(v any) bool {
-	s, ok := v.(string)
-	return ok && strings.HasPrefix(s, "refs/tags/")
+func (v *verdict) fail(ok bool) { v.bad = v.bad || !ok }
+
+// secrets judges a secrets list.
+func (v *verdict) secrets(list any) { v.fail(secretsOK(list)) }
+
+// want is the outcome the model predicts when the body passes every other
+// check with outcome pass, and an outcome it also accepts ("" for none).
+func (v *verdict) want(pass string) (want, alt string) {
+	if v.bad {
+		return invalid, ""
+	}
+	return pass, ""
+}
+
+// normSecrets is a secrets list as the control plane answers it: values
+// kept, a missing value read as "" (see verdict.want).
+func normSecrets(v any) []any {
+	out := []any{}
+	for _, s := range asSlice(v) {
+		sm := s.(map[string]any)
+		val, _ := sm["value"].(string)
+		out = append(out, map[string]any{"name": sm["name"], "value": val})
+	}
+	return out
+}
+
+// normSpec is a resource_spec in its wire shape (every field, null when
+// not given).
+func normSpec(rt *rapid.T, v any) any {
+	if v == nil {
+		return nil
+	}
+	return jsonValue(rt, decodeAs[controlplane.ResourceSpec](rt, v.(map[string]any)))
+}
+
+// graphAlias sometimes sends source_revision_config.graph_config_path as
+// its alias langgraph_config_path (wire contract section 1), or both, equal
+// or not.
+func (m *machine) graphAlias(rt *rapid.T, body map[string]any, v *verdict) {
+	src, _ := body["source_revision_config"].(map[string]any)
+	g, ok := src["graph_config_path"]
+	if !ok {
+		return
+	}
+	if m.oops(rt, "alias", 1) {
+		src["langgraph_config_path"] = "other/langgraph.json"
+		v.fail(false)
+		return
+	}
+	switch rapid.IntRange(0, 3).Draw(rt, "alias") {
+	case 0:
+		delete(src, "graph_config_path")
+		src["langgraph_config_path"] = g
+	case 1:
+		src["langgraph_config_path"] = g
+	}
+}
+
+// graphOf reads graph_config_path from a body, alias included.
+func graphOf(body map[string]any) any {
+	if g := getPath(body, loc("source_revision_config.graph_config_path")); g != nil {
+		return g
+	}
+	return getPath(body, loc("source_revision_config.langgraph_config_path"))
+}
+
+// listenerConfig judges a listener_config against the listener named
+// beside it: a DNS label, a listener of the tenant, and one of its
+// namespaces when it lists any.
+func (m *machine) listenerConfig(tenant string, sc map[string]any, v *verdict) {
+	lc, ok := sc["listener_config"].(map[string]any)
+	if !ok {
+		return
+	}
+	ns, _ := lc["k8s_namespace"].(string)
+	v.fail(dnsLabelOK(ns))
+	switch lid := sc["listener_id"]; lid {
+	case nil:
+		v.fail(false) // a namespace needs a listener
+	case m.lis[tenant][0]:
+		v.fail(slices.Contains(listenerNamespaces, ns))
+	}
 }
 
 func (m *machine) create(rt *rapid.T) {
 	tenant := rapid.SampledFrom(tenants).Draw(rt, "tenant")
-	src := rapid.SampledFrom([]string{"github", "external_docker"}).Draw(rt, "source")
-	source := controlplane.Source(src)
-	name, _ := m.gen(rt, tenant, []string{"name"})
-	body := map[string]any{"name": name, "source": src}
-	valid := true
-	for _, r := range m.rules {
-		if r.Loc[0] == "name" || r.Loc[0] == "source" {
+	src := pick(rt, "source", github, externalDocker)
+	m.startRequest(rt)
+	var v verdict
+	body := map[string]any{"source": src}
+	if m.oops(rt, "source", 1) {
+		body["source"] = pick(rt, "bad source", "gitlab", "")
+		v.fail(false)
+	}
+	si := srcIndex(src)
+	name := m.genName(rt, false)
+	body["name"] = name
+	v.fail(nameOK(name))
+	for _, f := range modelFields {
+		if f.key() == "name" || f.key() == "source" {
 			continue
 		}
 		var include bool
-		switch r.Create[source] {
-		case controlplane.CreateRequired:
-			include = rapid.IntRange(0, 19).Draw(rt, "drop required") != 0
-			valid = valid && include
-		case controlplane.CreateOptional, controlplane.CreateIgnored:
-			include = rapid.Bool().Draw(rt, "include optional")
-		case controlplane.CreateNotApplicable, controlplane.CreateReadOnly:
-			include = rapid.IntRange(0, 19).Draw(rt, "include refused") == 0
-			valid = valid && !include
+		switch pol := f.create[si]; pol {
+		case cRequired:
+			include = !m.oops(rt, "drop", 4)
+			v.fail(include)
+		case cOptional, cIgnored:
+			include = rapid.Bool().Draw(rt, "include optional") || m.faultIn(f.key())
+		case cNA, cReadOnly:
+			include = m.oops(rt, "refused", 5)
+			v.fail(!include)
 		}
-		if include {
-			v, ok := m.gen(rt, tenant, r.Loc)
-			valid = valid && ok
-			setPath(body, r.Loc, v)
-		}
-	}
-	// Cross-field rules.
-	if source == controlplane.SourceGitHub {
-		if bop, _ := getPath(body, []string{"source_config", "build_on_push"}).(bool); bop && isTag(getPath(body, []string{"source_revision_config", "repo_ref"})) {
-			valid = false
-		}
-	}
-	if lc, ok := getPath(body, []string{"source_config", "listener_config"}).(map[string]any); ok && source == controlplane.SourceExternalDocker {
-		lid := getPath(body, []string{"source_config", "listener_id"})
-		if lid == nil || lid == m.lis[tenant] && lc["k8s_namespace"] == "ns-z" {
-			valid = false
-		}
-	}
-	want := okay
-	switch {
-	case !valid:
-		want = invalid
-	case slices.ContainsFunc(m.deps, func(d *mDep) bool { return d.tenant == tenant && d.exp["name"] == name }):
-		want = conflict
-	}
-	req := decodeAs[controlplane.CreateDeploymentRequest](rt, body)
-	res := m.expectOutcome(rt, "create "+fmt.Sprint(body), want, func(cp *controlplane.ControlPlane) (any, error) {
-		return cp.CreateDeployment(m.ctx, tenant, req)
-	})
-	if want != okay {
-		return
-	}
-	got := toMap(rt, res)
-	id := got["id"].(string)
-	exp := map[string]any{
-		"id": id, "name": name, "source": src, "status": string(controlplane.StatusAwaitingDatabase),
-		"created_at": got["created_at"], "updated_at": got["created_at"],
-		"latest_revision_id": got["latest_revision_id"], "active_revision_id": nil, "image_version": nil,
-		"secrets": []any{},
-	}
-	for _, r := range m.rules {
-		if r.Loc[0] == "name" || r.Loc[0] == "source" {
+		if !include {
 			continue
 		}
-		v := getPath(body, r.Loc)
-		if r.Create[source] == controlplane.CreateIgnored {
-			v = nil
+		val, ok := m.gen(rt, tenant, f.key())
+		if f.key() == "secrets" {
+			v.secrets(val)
+		} else {
+			v.fail(ok)
 		}
-		if r.Loc[0] == "secrets" && v == nil {
-			v = []any{}
-		}
-		setPath(exp, r.Loc, v)
+		setPath(body, f.loc, val)
 	}
-	if source == controlplane.SourceGitHub {
-		if getPath(exp, []string{"source_config", "deployment_type"}) == nil {
-			setPath(exp, []string{"source_config", "deployment_type"}, "prod")
-		}
-		if getPath(exp, []string{"source_config", "build_on_push"}) == nil {
-			setPath(exp, []string{"source_config", "build_on_push"}, false)
-		}
-		setPath(exp, []string{"source_config", "custom_url"},
-			strings.NewReplacer("{id}", id, "{tenant}", tenant).Replace(urlTemplate))
+	m.graphAlias(rt, body, &v)
+	sc, _ := body["source_config"].(map[string]any)
+	if src == github && sc["build_on_push"] == true && isTag(getPath(body, loc("source_revision_config.repo_ref"))) {
+		v.fail(false) // build_on_push must be false with a tag
 	}
-	if d := cmp.Diff(exp, got); d != "" {
+	if src == externalDocker {
+		m.listenerConfig(tenant, sc, &v)
+	}
+	tags, ok := m.genTagIDs(rt)
+	v.fail(ok)
+	if tags != nil {
+		body["tag_value_ids"] = tags
+	}
+	pass := okay
+	if slices.ContainsFunc(m.deps, func(d *mDep) bool { return d.tenant == tenant && d.exp["name"] == name }) {
+		pass = conflict
+	}
+	want, alt := v.want(pass)
+	req := decodeAs[controlplane.CreateDeploymentRequest](rt, body)
+	res, got := m.expectOutcome(rt, "create "+fmt.Sprint(body), want, alt, func(cp *controlplane.ControlPlane) (any, error) {
+		return cp.CreateDeployment(m.ctx, tenant, req)
+	})
+	if got != okay {
+		return
+	}
+	gotD := toMap(rt, res)
+	id := gotD["id"].(string)
+	exp := map[string]any{
+		"id": id, "name": name, "source": src, "status": string(controlplane.StatusAwaitingDatabase),
+		"created_at": gotD["created_at"], "updated_at": gotD["created_at"],
+		"latest_revision_id": gotD["latest_revision_id"], "active_revision_id": nil, "image_version": nil,
+	}
+	for _, f := range modelFields {
+		if f.key() == "name" || f.key() == "source" {
+			continue
+		}
+		val := getPath(body, f.loc)
+		switch {
+		case f.create[si] == cIgnored:
+			val = nil
+		case f.key() == "secrets":
+			val = normSecrets(val)
+		case f.key() == "source_config.resource_spec":
+			val = normSpec(rt, val)
+		case f.key() == "source_revision_config.graph_config_path":
+			val = graphOf(body)
+		}
+		setPath(exp, f.loc, val)
+	}
+	if src == github {
+		if getPath(exp, loc("source_config.deployment_type")) == nil {
+			setPath(exp, loc("source_config.deployment_type"), "prod")
+		}
+		if getPath(exp, loc("source_config.build_on_push")) == nil {
+			setPath(exp, loc("source_config.build_on_push"), false)
+		}
+		setPath(exp, loc("source_config.custom_url"), strings.NewReplacer("{id}", id, "{tenant}", tenant).Replace(urlTemplate))
+	}
+	if d := diff(exp, gotD); d != "" {
 		rt.Fatalf("created deployment differs from the model (-model +got):\n%s", d)
 	}
 	d := &mDep{tenant: tenant, exp: exp}
-	m.addRevision(rt, d, got["latest_revision_id"])
+	for _, t := range tags {
+		d.tags = append(d.tags, t.(string))
+	}
+	m.addRevision(rt, d, gotD["latest_revision_id"])
 	m.deps = append(m.deps, d)
+	m.touched[d] = true
 }
 
 // addRevision records a new revision of d, a snapshot of d.exp (whose
@@ -504,10 +608,8 @@ func (m *machine) addRevision(rt *rapid.T, d *mDep, id any) {
 		}
 	}
 	d.revs = append(d.revs, mRev{id: sid, src: src, secrets: jsonValue(rt, d.exp["secrets"]),
-		spec:           jsonValue(rt, getPath(d.exp, []string{"source_config", "resource_spec"})),
-		installCommand: getPath(d.exp, []string{"source_config", "install_command"}),
-		buildCommand:   getPath(d.exp, []string{"source_config", "build_command"}),
-		status:         "CREATING"})
+		spec:   jsonValue(rt, getPath(d.exp, []string{"source_config", "resource_spec"})),
+		status: "CREATING"})
 }
 
 // target draws the deployment a call names: usually one of the model's,
@@ -539,111 +641,299 @@ func decodeAs[T any](rt *rapid.T, body map[string]any) *T {
 	return &v
 }
 
-// patch sends a PATCH (or, with force, a create-revision) whose body is
-// drawn from the rules table under the deployment's source.
+// patch sends a PATCH (or, with force, a create-revision) whose body the
+// model's table draws under the deployment's source.
 func (m *machine) patch(rt *rapid.T, force bool) {
 	tenant, id, d := m.target(rt)
-	source := controlplane.Source(rapid.SampledFrom([]string{"github", "external_docker"}).Draw(rt, "assumed source"))
+	source := pick(rt, "assumed source", github, externalDocker)
 	var exp map[string]any
 	if d != nil {
-		source = controlplane.Source(d.source())
+		source = d.source()
 		exp = deepCopy(rt, d.exp)
 	}
+	si := srcIndex(source)
 	body := map[string]any{}
-	valid, trigger := true, force
-	for _, r := range m.rules {
-		pol := r.Patch[source]
-		odds := 3 // include one field in odds
-		if pol == controlplane.PatchNotApplicable || pol == controlplane.PatchReadOnly {
-			odds = 20 // refused: keep most PATCHes valid
+	m.startRequest(rt)
+	var v verdict
+	trigger := force
+	for _, f := range modelFields {
+		pol := f.patch[si]
+		include := rarely(rt, 3, "include "+f.key()) || m.faultIn(f.key())
+		if pol == pNA || pol == pReadOnly {
+			include = m.oops(rt, "refused", 5)
 		}
-		if rapid.IntRange(1, odds).Draw(rt, "include "+strings.Join(r.Loc, ".")) != 1 {
+		if !include {
 			continue
 		}
-		var v any
+		var val any
 		ok := true
-		if pol == controlplane.PatchImmutable && exp != nil && rapid.Bool().Draw(rt, "send stored value") {
-			v = getPath(exp, r.Loc)
-		} else {
-			v, ok = m.gen(rt, tenant, r.Loc)
+		switch {
+		case pol == pImmutable && exp != nil && (m.clean() || rapid.Bool().Draw(rt, "send stored value")):
+			val = getPath(exp, f.loc)
+		case f.key() == "name":
+			// Not "": today's control plane reads an empty name in a PATCH as
+			// absent, where the contract would have 422 immutable_field.
+			val = m.genName(rt, true)
+		case f.key() == "source":
+			val = choose(m, rt, "patch source", []string{github, externalDocker}, "gitlab")
+		default:
+			val, ok = m.gen(rt, tenant, f.key())
 		}
-		if v == nil {
+		if val == nil {
 			continue
 		}
-		if r.Loc[0] == "secrets" && len(v.([]any)) == 0 {
-			setPath(body, r.Loc, v) // [] means "no change"
-			continue
+		setPath(body, f.loc, val)
+		if f.key() == "secrets" && len(val.([]any)) == 0 {
+			continue // [] means "no change"
 		}
-		setPath(body, r.Loc, v)
 		switch pol {
-		case controlplane.PatchNotApplicable, controlplane.PatchReadOnly:
-			valid = false
-		case controlplane.PatchImmutable:
+		case pNA, pReadOnly:
+			v.fail(false)
+		case pImmutable:
 			// Only a value equal to the stored one is accepted (it needs
 			// no further check: the stored value is valid).
-			if exp != nil && !reflect.DeepEqual(jsonValue(rt, v), getPath(exp, r.Loc)) {
-				valid = false
+			v.fail(exp == nil || reflect.DeepEqual(jsonValue(rt, val), getPath(exp, f.loc)))
+		case pInPlace, pRevision:
+			if f.key() == "secrets" {
+				v.secrets(val)
+				val = normSecrets(val)
+			} else {
+				v.fail(ok)
 			}
-		case controlplane.PatchInPlace:
-			valid = valid && ok
+			if f.key() == "source_config.resource_spec" {
+				val = normSpec(rt, val)
+			}
+			trigger = trigger || pol == pRevision
 			if exp != nil {
-				setPath(exp, r.Loc, jsonValue(rt, v))
+				setPath(exp, f.loc, jsonValue(rt, val))
 			}
-		case controlplane.PatchRevision:
-			valid = valid && ok
-			trigger = true
-			if exp != nil {
-				setPath(exp, r.Loc, jsonValue(rt, v))
-			}
-		case controlplane.PatchIgnored:
+		case pIgnored:
 		}
 	}
-	if exp != nil && source == controlplane.SourceGitHub {
-		if bop, _ := getPath(exp, []string{"source_config", "build_on_push"}).(bool); bop && isTag(getPath(exp, []string{"source_revision_config", "repo_ref"})) {
-			valid = false
+	if source == github {
+		m.graphAlias(rt, body, &v)
+		if exp != nil {
+			if g := graphOf(body); g != nil {
+				setPath(exp, loc("source_revision_config.graph_config_path"), g)
+			}
 		}
+	} else if m.oops(rt, "refused", 5) {
+		setPath(body, loc("source_revision_config.langgraph_config_path"), "langgraph.json")
+		v.fail(false) // not applicable, like graph_config_path
 	}
-	want := okay
+	if exp != nil && source == github && getPath(exp, loc("source_config.build_on_push")) == true &&
+		isTag(getPath(exp, loc("source_revision_config.repo_ref"))) {
+		v.fail(false) // build_on_push must be false with a tag
+	}
+	want, alt := v.want(okay)
 	switch {
 	case d == nil:
-		want = notFound
+		want, alt = notFound, ""
 	case d.deleted():
-		want = invalidState
-	case !valid:
-		want = invalid
+		want, alt = invalidState, ""
 	}
 	req := decodeAs[controlplane.UpdateDeploymentRequest](rt, body)
-	what := fmt.Sprintf("patch (force %v) %s", force, body)
-	res := m.expectOutcome(rt, what, want, func(cp *controlplane.ControlPlane) (any, error) {
+	what := fmt.Sprintf("patch (force %v) %v", force, body)
+	res, got := m.expectOutcome(rt, what, want, alt, func(cp *controlplane.ControlPlane) (any, error) {
 		if force {
 			return cp.CreateRevision(m.ctx, tenant, id, req)
 		}
 		return cp.UpdateDeployment(m.ctx, tenant, id, req)
 	})
-	if want != okay {
+	if got != okay {
 		return
 	}
-	got := m.get(rt, d)
+	gotD := m.get(rt, d)
+	m.touched[d] = true
 	if trigger {
-		if force && toMap(rt, res)["id"] != got["latest_revision_id"] {
-			rt.Fatalf("CreateRevision returned %v, latest_revision_id is %v", toMap(rt, res)["id"], got["latest_revision_id"])
+		if gotD["latest_revision_id"] == d.exp["latest_revision_id"] {
+			rt.Fatalf("%s: made no new revision; the model says a revision-triggering field makes one", what)
 		}
-		exp["latest_revision_id"] = got["latest_revision_id"]
+		if force && toMap(rt, res)["id"] != gotD["latest_revision_id"] {
+			rt.Fatalf("CreateRevision returned %v, latest_revision_id is %v", toMap(rt, res)["id"], gotD["latest_revision_id"])
+		}
+		exp["latest_revision_id"] = gotD["latest_revision_id"]
 		// The new revision builds its ref anew: no commit yet.
-		setPath(exp, []string{"source_revision_config", "repo_commit_sha"}, nil)
+		setPath(exp, loc("source_revision_config.repo_commit_sha"), nil)
 	}
 	changed := trigger || !reflect.DeepEqual(exp, d.exp)
 	if changed {
-		m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
-		exp["updated_at"] = got["updated_at"]
+		m.checkLater(rt, d.exp["updated_at"], gotD["updated_at"])
+		exp["updated_at"] = gotD["updated_at"]
 	}
-	if diff := cmp.Diff(exp, got); diff != "" {
+	if diff := diff(exp, gotD); diff != "" {
 		rt.Fatalf("%s: deployment differs from the model (-model +got):\n%s", what, diff)
 	}
 	d.exp = exp
 	if trigger {
-		m.addRevision(rt, d, got["latest_revision_id"])
+		m.addRevision(rt, d, gotD["latest_revision_id"])
 	}
+}
+
+// redeploy names a revision: one of the deployment's, another's, or an
+// unknown id. The new revision copies the named one's snapshot
+// (source_revision_config, secrets, resource_spec); the deployment's
+// in-place fields keep their current values (wire contract section 7,
+// issue 12 point 5).
+func (m *machine) redeploy(rt *rapid.T) {
+	tenant, id, d := m.target(rt)
+	var revID string
+	var rev *mRev
+	switch {
+	case d != nil && !rarely(rt, 5, "not own revision"):
+		rev = &d.revs[rapid.IntRange(0, len(d.revs)-1).Draw(rt, "revision")]
+		revID = rev.id
+	case len(m.deps) > 0 && rapid.Bool().Draw(rt, "another deployment's revision"):
+		o := rapid.SampledFrom(m.deps).Draw(rt, "other")
+		revID = o.revs[0].id
+		if d != nil && o == d {
+			rev = &d.revs[0]
+		}
+	default:
+		revID = unknownID
+	}
+	want := okay
+	switch {
+	case d == nil || rev == nil:
+		want = notFound
+	case d.deleted():
+		want = invalidState
+	}
+	if _, got := m.expectOutcome(rt, "redeploy "+revID, want, "", func(cp *controlplane.ControlPlane) (any, error) {
+		return cp.RedeployRevision(m.ctx, tenant, id, revID)
+	}); got != okay {
+		return
+	}
+	exp := deepCopy(rt, d.exp)
+	exp["source_revision_config"] = jsonValue(rt, rev.src) // its commit too, when it has one
+	exp["secrets"] = jsonValue(rt, rev.secrets)
+	setPath(exp, loc("source_config.resource_spec"), jsonValue(rt, rev.spec))
+	got := m.get(rt, d)
+	m.touched[d] = true
+	m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
+	exp["updated_at"], exp["latest_revision_id"] = got["updated_at"], got["latest_revision_id"]
+	if diff := diff(exp, got); diff != "" {
+		rt.Fatalf("redeploy: deployment differs from the model (-model +got):\n%s", diff)
+	}
+	d.exp = exp
+	m.addRevision(rt, d, got["latest_revision_id"])
+}
+
+// list draws a ListDeployments query, with any of its filters and
+// sometimes a bad value, and compares the page with the model's.
+func (m *machine) list(rt *rapid.T) {
+	tenant := rapid.SampledFrom(tenants).Draw(rt, "tenant")
+	q := &controlplane.ListDeploymentsQuery{}
+	bad := false
+	if rarely(rt, 2, "limit") {
+		l := rapid.IntRange(1, 4).Draw(rt, "limit")
+		if rarely(rt, 15, "bad limit") {
+			l = pick(rt, "bad limit", 0, controlplane.MaxPageLimit+1)
+			bad = true
+		}
+		q.Limit = &l
+	}
+	if rarely(rt, 3, "offset") {
+		q.Offset = rapid.IntRange(0, 3).Draw(rt, "offset")
+		if rarely(rt, 15, "bad offset") {
+			q.Offset, bad = -1, true
+		}
+	}
+	if rarely(rt, 3, "name_contains") {
+		q.NameContains = pick(rt, "needle kind", "zz-none", "A", "x")
+		if len(m.deps) > 0 {
+			name := rapid.SampledFrom(m.deps).Draw(rt, "needle from").exp["name"].(string)
+			i := rapid.IntRange(0, len(name)-1).Draw(rt, "needle start")
+			j := rapid.IntRange(i+1, len(name)).Draw(rt, "needle end")
+			q.NameContains = pick(rt, "needle case", name[i:j], strings.ToUpper(name[i:j]), strings.ToLower(name[i:j]))
+		}
+	}
+	if rarely(rt, 4, "status") {
+		s := pick(rt, "status", "AWAITING_DATABASE", "READY", "UNUSED", "AWAITING_DELETE", "UNKNOWN", "BOGUS")
+		q.Status, bad = controlplane.DeploymentStatus(s), bad || s == "BOGUS"
+	}
+	if rarely(rt, 4, "deployment_type") {
+		s := pick(rt, "deployment type", "dev_free", "dev", "prod", "huge")
+		q.DeploymentType, bad = controlplane.DeploymentType(s), bad || s == "huge"
+	}
+	if rarely(rt, 4, "remote_reconciled") {
+		q.RemoteReconciled = new(rapid.Bool().Draw(rt, "remote"))
+	}
+	if rarely(rt, 5, "deployment_ids") {
+		q.DeploymentIDs = []string{unknownID}
+		for _, d := range m.deps {
+			if rapid.Bool().Draw(rt, "include id") {
+				q.DeploymentIDs = append(q.DeploymentIDs, d.id())
+			}
+		}
+		if rarely(rt, 10, "bad id") {
+			q.DeploymentIDs, bad = append(q.DeploymentIDs, "x"), true
+		}
+	}
+	if rarely(rt, 5, "tag_value_ids") {
+		q.TagValueIDs = rapid.SliceOfNDistinct(rapid.SampledFrom(tagPool), 1, 2, rapid.ID).Draw(rt, "filter tags")
+		if rarely(rt, 10, "bad tag") {
+			q.TagValueIDs, bad = append(q.TagValueIDs, "t"), true
+		}
+	}
+	if rarely(rt, 6, "image_version") {
+		q.ImageVersion = "img-none"
+		for _, d := range m.deps {
+			if iv, ok := d.exp["image_version"].(string); ok && rapid.Bool().Draw(rt, "this image") {
+				q.ImageVersion = iv
+			}
+		}
+	}
+	want := okay
+	if bad {
+		want = invalid
+	}
+	res, got := m.expectOutcome(rt, fmt.Sprintf("list %+v", q), want, "", func(cp *controlplane.ControlPlane) (any, error) {
+		return cp.ListDeployments(m.ctx, tenant, q)
+	})
+	if got != okay {
+		return
+	}
+	var match []any // newest first
+	for _, d := range slices.Backward(m.deps) {
+		if d.tenant == tenant && m.matches(d, q) {
+			match = append(match, d.exp)
+		}
+	}
+	limit := controlplane.DefaultPageLimit
+	if q.Limit != nil {
+		limit = *q.Limit
+	}
+	page := []any{}
+	if q.Offset < len(match) {
+		page = match[q.Offset:min(len(match), q.Offset+limit)]
+	}
+	if d := diff(map[string]any{"resources": page, "offset": float64(q.Offset + len(page))}, toMap(rt, res)); d != "" {
+		rt.Fatalf("list %+v of %s differs from the model (-model +got):\n%s", q, tenant, d)
+	}
+}
+
+// matches is the model of the list filters (wire contract section 5): all
+// of them, combined with AND.
+func (m *machine) matches(d *mDep, q *controlplane.ListDeploymentsQuery) bool {
+	name := d.exp["name"].(string)
+	switch {
+	case q.NameContains != "" && !strings.Contains(strings.ToLower(name), strings.ToLower(q.NameContains)):
+		return false
+	case q.Status != "" && d.exp["status"] != string(q.Status):
+		return false
+	case q.DeploymentType != "" && getPath(d.exp, loc("source_config.deployment_type")) != string(q.DeploymentType):
+		return false
+	case q.RemoteReconciled != nil && *q.RemoteReconciled != (d.source() == externalDocker):
+		return false
+	case q.DeploymentIDs != nil && !slices.Contains(q.DeploymentIDs, d.id()):
+		return false
+	case q.TagValueIDs != nil && !slices.ContainsFunc(d.tags, func(t string) bool { return slices.Contains(q.TagValueIDs, t) }):
+		return false
+	case q.ImageVersion != "" && d.exp["image_version"] != q.ImageVersion:
+		return false
+	}
+	return true
 }
 
 // get reads a deployment with GetDeployment and checks that
@@ -678,51 +968,6 @@ func (m *machine) checkLater(rt *rapid.T, before, after any) {
 	}
 }
 
-func (m *machine) redeploy(rt *rapid.T) {
-	tenant, id, d := m.target(rt)
-	var revID string
-	var rev *mRev
-	switch {
-	case d != nil && rapid.IntRange(0, 4).Draw(rt, "own revision") != 0:
-		rev = &d.revs[rapid.IntRange(0, len(d.revs)-1).Draw(rt, "revision")]
-		revID = rev.id
-	case len(m.deps) > 0 && rapid.Bool().Draw(rt, "another deployment's revision"):
-		o := rapid.SampledFrom(m.deps).Draw(rt, "other")
-		revID = o.revs[0].id
-		if d != nil && o == d {
-			rev = &d.revs[0]
-		}
-	default:
-		revID = unknownID
-	}
-	want := okay
-	switch {
-	case d == nil || rev == nil:
-		want = notFound
-	case d.deleted():
-		want = invalidState
-	}
-	m.expectOutcome(rt, "redeploy "+revID, want, func(cp *controlplane.ControlPlane) (any, error) {
-		return cp.RedeployRevision(m.ctx, tenant, id, revID)
-	})
-	if want != okay {
-		return
-	}
-	exp := deepCopy(rt, d.exp)
-	exp["source_revision_config"] = jsonValue(rt, rev.src) // its commit too, when it has one
-	exp["secrets"] = jsonValue(rt, rev.secrets)
-	setPath(exp, []string{"source_config", "resource_spec"}, jsonValue(rt, rev.spec))
-	// install_command and build_command change in place: a redeploy keeps them.
-	got := m.get(rt, d)
-	m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
-	exp["updated_at"], exp["latest_revision_id"] = got["updated_at"], got["latest_revision_id"]
-	if diff := cmp.Diff(exp, got); diff != "" {
-		rt.Fatalf("redeploy: deployment differs from the model (-model +got):\n%s", diff)
-	}
-	d.exp = exp
-	m.addRevision(rt, d, got["latest_revision_id"])
-}
-
 func (m *machine) delete(rt *rapid.T) {
 	tenant, id, d := m.target(rt)
 	want := okay
@@ -733,19 +978,19 @@ func (m *machine) delete(rt *rapid.T) {
 	if d != nil && d.deleted() {
 		before = m.dump(rt)
 	}
-	m.expectOutcome(rt, "delete", want, func(cp *controlplane.ControlPlane) (any, error) {
+	if _, got := m.expectOutcome(rt, "delete", want, "", func(cp *controlplane.ControlPlane) (any, error) {
 		return nil, cp.DeleteDeployment(m.ctx, tenant, id)
-	})
-	if want != okay {
+	}); got != okay {
 		return
 	}
 	if before != nil {
-		if diff := cmp.Diff(before, m.dump(rt)); diff != "" {
+		if diff := diff(before, m.dump(rt)); diff != "" {
 			rt.Fatalf("deleting a deployment being deleted changed the store:\n%s", diff)
 		}
 		return
 	}
 	got := m.get(rt, d)
+	m.touched[d] = true
 	m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
 	d.exp["status"] = string(controlplane.StatusAwaitingDelete)
 	d.exp["updated_at"] = got["updated_at"]
@@ -756,18 +1001,28 @@ func (m *machine) delete(rt *rapid.T) {
 	}
 }
 
-// check compares everything the ControlPlane shows with the model, and the
-// stores with each other.
-func (m *machine) check(rt *rapid.T) {
+// check, after every step, compares the stores with each other, and the
+// deployments the step changed, with their revisions, with the model
+// (each step has compared what it answered already); checkAll, at the
+// end, compares every deployment of every tenant as listed, and every
+// deployment's revisions.
+func (m *machine) check(rt *rapid.T) { m.checkDeployments(rt, false) }
+
+func (m *machine) checkAll(rt *rapid.T) { m.checkDeployments(rt, true) }
+
+func (m *machine) checkDeployments(rt *rapid.T, all bool) {
 	if len(m.systems) > 1 {
 		want := m.dump(rt)
 		for i, s := range m.systems[1:] {
-			if d := cmp.Diff(want, m.dumpStore(rt, s.st)); d != "" {
+			if d := diff(want, m.dumpStore(rt, s.st)); d != "" {
 				rt.Fatalf("store %d holds other records than store 0 (-0 +%d):\n%s", i+1, i+1, d)
 			}
 		}
 	}
 	for _, tenant := range tenants {
+		if !all {
+			break // "list" compares pages every few steps
+		}
 		var want []any // newest first
 		for _, d := range slices.Backward(m.deps) {
 			if d.tenant == tenant {
@@ -784,11 +1039,14 @@ func (m *machine) check(rt *rapid.T) {
 		if want == nil {
 			want = []any{}
 		}
-		if d := cmp.Diff(map[string]any{"resources": want, "offset": float64(len(want))}, got); d != "" {
+		if d := diff(map[string]any{"resources": want, "offset": float64(len(want))}, got); d != "" {
 			rt.Fatalf("deployments of %s differ from the model (-model +got):\n%s", tenant, d)
 		}
 	}
 	for _, d := range m.deps {
+		if !all && !m.touched[d] {
+			continue
+		}
 		m.checkMirror(rt, d)
 		var want []any
 		for _, r := range slices.Backward(d.revs) {
@@ -811,8 +1069,11 @@ func (m *machine) check(rt *rapid.T) {
 			delete(rm, "updated_at")
 			got = append(got, rm)
 		}
-		if diff := cmp.Diff(want[:min(len(want), controlplane.MaxPageLimit)], got); diff != "" {
+		if diff := diff(want[:min(len(want), controlplane.MaxPageLimit)], got); diff != "" {
 			rt.Fatalf("revisions of %s differ from the model (-model +got):\n%s", d.id(), diff)
+		}
+		if rarely(rt, 3, "revision status filter") {
+			m.checkRevisionFilter(rt, d, want)
 		}
 		if d.exp["latest_revision_id"] != d.revs[len(d.revs)-1].id {
 			rt.Fatalf("latest_revision_id %v is not the newest revision %s", d.exp["latest_revision_id"], d.revs[len(d.revs)-1].id)
@@ -827,6 +1088,41 @@ func (m *machine) check(rt *rapid.T) {
 		if d.exp["active_revision_id"] != active {
 			rt.Fatalf("active_revision_id %v is not the newest DEPLOYED revision %v", d.exp["active_revision_id"], active)
 		}
+	}
+	clear(m.touched)
+}
+
+// checkRevisionFilter lists d's revisions with a status filter and a
+// small page, and compares with all (the model's revisions, newest first).
+func (m *machine) checkRevisionFilter(rt *rapid.T, d *mDep, all []any) {
+	statuses := rapid.SliceOfNDistinct(rapid.SampledFrom(allStatuses), 1, 3, rapid.ID).Draw(rt, "revision statuses")
+	q := &controlplane.ListRevisionsQuery{Limit: new(rapid.IntRange(1, 3).Draw(rt, "revision limit")),
+		Offset: rapid.IntRange(0, 2).Draw(rt, "revision offset")}
+	for _, s := range statuses {
+		q.Status = append(q.Status, controlplane.RevisionStatus(s))
+	}
+	want := []any{}
+	for _, r := range all {
+		if slices.Contains(statuses, r.(map[string]any)["status"].(string)) {
+			want = append(want, r)
+		}
+	}
+	want = want[min(q.Offset, len(want)):min(q.Offset+*q.Limit, len(want))]
+	page, err := m.call(rt, "list revisions by status", func(cp *controlplane.ControlPlane) (any, error) {
+		return cp.ListRevisions(m.ctx, d.tenant, d.id(), q)
+	})
+	if err != nil {
+		rt.Fatal(err)
+	}
+	got := []any{}
+	for _, r := range page.(*controlplane.RevisionPage).Resources {
+		rm := toMap(rt, r)
+		delete(rm, "created_at")
+		delete(rm, "updated_at")
+		got = append(got, rm)
+	}
+	if diff := diff(want, got); diff != "" {
+		rt.Fatalf("revisions of %s with status in %v, offset %d, limit %d differ from the model (-model +got):\n%s", d.id(), statuses, q.Offset, *q.Limit, diff)
 	}
 }
 
@@ -843,10 +1139,19 @@ func (m *machine) checkMirror(rt *rapid.T, d *mDep) {
 		rt.Fatalf("latest revision %q of %s: %v", latest, d.id(), err)
 	}
 	want := jsonValue(rt, rev.(*controlplane.Revision).SourceRevisionConfig)
-	if diff := cmp.Diff(want, got["source_revision_config"]); diff != "" {
+	if diff := diff(want, got["source_revision_config"]); diff != "" {
 		rt.Fatalf("deployment %s does not mirror its latest revision %s (-revision +deployment):\n%s", d.id(), latest, diff)
 	}
-	if diff := cmp.Diff(d.revs[len(d.revs)-1].src, d.exp["source_revision_config"]); diff != "" {
+	if diff := diff(d.revs[len(d.revs)-1].src, d.exp["source_revision_config"]); diff != "" {
 		rt.Fatalf("model: deployment %s does not mirror its latest revision (-revision +deployment):\n%s", d.id(), diff)
 	}
+}
+
+// diff is cmp.Diff(want, got), computed only when they differ: the machine
+// compares after every step, and reflect.DeepEqual is far cheaper.
+func diff(want, got any) string {
+	if reflect.DeepEqual(want, got) {
+		return ""
+	}
+	return cmp.Diff(want, got)
 }

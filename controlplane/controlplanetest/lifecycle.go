@@ -76,42 +76,48 @@ func modelLegal(src, from, to string) bool {
 }
 
 // push sends a push event; the model predicts which deployments get a
-// revision.
+// revision: the github deployments of the tenant that owns the
+// installation, not being deleted, with build_on_push true, the same
+// repository (normRepo) and repo_ref equal to the pushed branch. Tags and
+// other refs build nothing.
 func (m *machine) push(rt *rapid.T) {
-	inst := rapid.SampledFrom([]int64{installationOf(tenants[0]), installationOf(tenants[1]), 99}).Draw(rt, "installation")
-	repo := rapid.SampledFrom([]string{"https://github.com/acme/a", "git@github.com:ACME/a.git", "HTTP://GitHub.com/acme/a.git/",
-		"https://github.com/acme/b/", "https://github.com/acme/ab"}).Draw(rt, "repo")
-	ref := rapid.SampledFrom([]string{"refs/heads/main", "refs/heads/dev", "refs/tags/v1", "refs/pull/1/head", "main"}).Draw(rt, "ref")
-	after := rapid.SampledFrom([]string{"a1b2c3", "d4e5f6"}).Draw(rt, "after")
+	inst := pick(rt, "installation", int64(installationID), installationID+1, 99)
+	owner, repo := pick(rt, "owner", repoOwners...), pick(rt, "repo", repoNames...)
+	url := pick(rt, "url form", "https://github.com/"+owner+"/"+repo, "git@github.com:"+owner+"/"+repo+".git",
+		"HTTP://GitHub.com/"+owner+"/"+repo+".git/", "https://github.com/"+owner+"/"+repo+"x")
+	var refs []string
+	for _, b := range branches {
+		refs = append(refs, "refs/heads/"+b)
+	}
+	ref := pick(rt, "ref", append(refs, append(slices.Clone(tags), "refs/pull/1/head", "main")...)...)
 	// Mostly, aim at a build_on_push deployment, its URL spelled another way.
 	var aims []*mDep
 	for _, d := range m.deps {
-		if getPath(d.exp, []string{"source_config", "build_on_push"}) == true {
+		if getPath(d.exp, loc("source_config.build_on_push")) == true {
 			aims = append(aims, d)
 		}
 	}
-	if len(aims) > 0 && rapid.IntRange(0, 3).Draw(rt, "aim") != 0 {
+	if len(aims) > 0 && !rarely(rt, 4, "stray push") {
 		d := rapid.SampledFrom(aims).Draw(rt, "aim at")
-		u := getPath(d.exp, []string{"source_config", "repo_url"}).(string)
-		path := strings.TrimPrefix(u, "https://github.com/")
-		repo = rapid.SampledFrom([]string{u, u + ".git", u + "/", "git@github.com:" + path + ".git", "https://GitHub.com/" + strings.ToUpper(path)}).Draw(rt, "spelling")
-		ref = "refs/heads/" + getPath(d.exp, []string{"source_revision_config", "repo_ref"}).(string)
-		inst = installationOf(d.tenant)
+		inst = int64(installationID + slices.Index(tenants, d.tenant))
+		path := strings.TrimPrefix(normRepo(getPath(d.exp, loc("source_config.repo_url")).(string)), "github.com/")
+		url = pick(rt, "spelling", "https://github.com/"+path, "https://github.com/"+path+".git", "https://github.com/"+path+"/",
+			"git@github.com:"+path+".git", "https://GitHub.com/"+strings.ToUpper(path))
+		ref = "refs/heads/" + getPath(d.exp, loc("source_revision_config.repo_ref")).(string)
 	}
-	norm := strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(repo), "/"), ".git")
-	norm = strings.NewReplacer("git@github.com:", "https://github.com/", "http://", "https://").Replace(norm)
+	after := m.sha()
 	branch, isBranch := strings.CutPrefix(ref, "refs/heads/")
 	var want []string // tenant/id of the deployments that get a revision
 	for _, d := range m.deps {
-		if inst == installationOf(d.tenant) && isBranch && d.source() == "github" && !d.deleted() &&
-			getPath(d.exp, []string{"source_config", "build_on_push"}) == true &&
-			getPath(d.exp, []string{"source_config", "repo_url"}) == norm &&
-			getPath(d.exp, []string{"source_revision_config", "repo_ref"}) == branch {
+		if inst == int64(installationID+slices.Index(tenants, d.tenant)) && isBranch && d.source() == github && !d.deleted() &&
+			getPath(d.exp, loc("source_config.build_on_push")) == true &&
+			normRepo(getPath(d.exp, loc("source_config.repo_url")).(string)) == normRepo(url) &&
+			getPath(d.exp, loc("source_revision_config.repo_ref")) == branch {
 			want = append(want, d.tenant+"/"+d.id())
 		}
 	}
-	ev := &controlplane.PushEvent{InstallationID: inst, RepoURL: repo, Ref: ref, After: after}
-	res := m.expectOutcome(rt, fmt.Sprintf("push %+v", ev), okay, func(cp *controlplane.ControlPlane) (any, error) {
+	ev := &controlplane.PushEvent{InstallationID: inst, RepoURL: url, Ref: ref, After: after}
+	res, _ := m.expectOutcome(rt, fmt.Sprintf("push %+v", ev), okay, "", func(cp *controlplane.ControlPlane) (any, error) {
 		return cp.HandleGitHubPush(m.ctx, ev)
 	})
 	pushed := res.([]controlplane.PushedRevision)
@@ -121,17 +127,18 @@ func (m *machine) push(rt *rapid.T) {
 	}
 	slices.Sort(want)
 	slices.Sort(got)
-	if d := cmp.Diff(want, got); d != "" {
+	if d := diff(want, got); d != "" {
 		rt.Fatalf("push %+v: deployments with a new revision differ from the model (-model +got):\n%s", ev, d)
 	}
 	for _, p := range pushed {
 		d := m.find(p.Tenant, p.DeploymentID)
 		got := m.get(rt, d)
+		m.touched[d] = true
 		m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
 		d.exp["updated_at"], d.exp["latest_revision_id"] = got["updated_at"], p.Revision.ID
-		setPath(d.exp, []string{"source_revision_config", "repo_commit_sha"}, after)
+		setPath(d.exp, loc("source_revision_config.repo_commit_sha"), after)
 		m.addRevision(rt, d, p.Revision.ID)
-		if diff := cmp.Diff(d.exp, got); diff != "" {
+		if diff := diff(d.exp, got); diff != "" {
 			rt.Fatalf("push: deployment differs from the model (-model +got):\n%s", diff)
 		}
 	}
@@ -224,7 +231,7 @@ func (s *scripted) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 			cur = string(st.Status)
 		}
 		if err != nil {
-			if d := cmp.Diff(before, s.m.dumpStore(s.rt, s.sys.st)); d != "" {
+			if d := diff(before, s.m.dumpStore(s.rt, s.sys.st)); d != "" {
 				s.rt.Fatalf("a refused report (%+v: %v) changed the store (-before +after):\n%s", st, err, d)
 			}
 		}
@@ -263,7 +270,7 @@ func (m *machine) work(rt *rapid.T) {
 		return cp.Process(m.ctx, s)
 	})
 	for i, s := range ds[1:] {
-		if d := cmp.Diff(ds[0].seen(), s.seen()); d != "" {
+		if d := diff(ds[0].seen(), s.seen()); d != "" {
 			rt.Fatalf("process: the deployer of store %d saw other work than store 0's:\n%s", i+1, d)
 		}
 	}
@@ -351,7 +358,7 @@ func (m *machine) checkDeploy(rt *rapid.T, s *scripted, pending []string) {
 	if string(w.Revision.Status) != r.status {
 		rt.Fatalf("Deploy got revision %s in status %s, the model has %s", r.id, w.Revision.Status, r.status)
 	}
-	if diff := cmp.Diff([]any{r.secrets, r.spec, r.src}, []any{jsonValue(rt, w.Secrets), jsonValue(rt, w.ResourceSpec),
+	if diff := diff([]any{r.secrets, r.spec, r.src}, []any{jsonValue(rt, w.Secrets), jsonValue(rt, w.ResourceSpec),
 		jsonValue(rt, w.Revision.SourceRevisionConfig)}); diff != "" {
 		rt.Fatalf("Deploy got another snapshot than the model's (-model +got):\n%s", diff)
 	}
@@ -419,11 +426,12 @@ func (m *machine) checkDeploy(rt *rapid.T, s *scripted, pending []string) {
 		r.status, r.msg = modelFailure(r.status), errPlanned.Error()
 	}
 	got := m.get(rt, d)
+	m.touched[d] = true
 	if touched {
 		m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
 		exp["updated_at"] = got["updated_at"]
 	}
-	if diff := cmp.Diff(exp, got); diff != "" {
+	if diff := diff(exp, got); diff != "" {
 		rt.Fatalf("after Deploy of %s: deployment differs from the model (-model +got):\n%s", r.id, diff)
 	}
 	d.exp = exp

@@ -1,0 +1,318 @@
+package controlplanetest
+
+import (
+	"slices"
+	"strings"
+)
+
+// The model's own statement of the deployment rules: wire contract
+// section 6 and the seed's field tables, written out again here rather than
+// read from controlplane.FieldRules (the table under test), so that a wrong
+// rule in the control plane shows as a difference instead of being copied
+// into the prediction. TestModelTableAgrees compares the two tables.
+
+// createPolicy says what a create does with a field, for one source.
+type createPolicy int
+
+const (
+	cNA       createPolicy = iota // does not apply to the source: a value is 422
+	cRequired                     // null is 422
+	cOptional                     // may be null; some have defaults
+	cReadOnly                     // the service assigns it: a value is 422
+	cIgnored                      // a read-only response field: ignored in requests
+)
+
+// patchPolicy says what a PATCH does with a non-null field, for one source.
+type patchPolicy int
+
+const (
+	pNA        patchPolicy = iota // does not apply to the source: a value is 422
+	pImmutable                    // a different value is 422; an equal one is a no-op
+	pInPlace                      // replaces the stored value, no revision
+	pRevision                     // replaces the stored value and makes a revision, even when equal
+	pReadOnly                     // the service owns it: a value is 422
+	pIgnored                      // a read-only response field: ignored in requests
+)
+
+// Sources, in column order.
+const (
+	github         = "github"
+	externalDocker = "external_docker"
+)
+
+var sources = []string{github, externalDocker}
+
+func srcIndex(source string) int {
+	if source == externalDocker {
+		return 1
+	}
+	return 0
+}
+
+// fieldPolicy is one row: a request field (its JSON path below "body") and
+// its policies for {github, external_docker}.
+type fieldPolicy struct {
+	loc    []string
+	create [2]createPolicy
+	patch  [2]patchPolicy
+}
+
+func (f fieldPolicy) key() string { return strings.Join(f.loc, ".") }
+
+func loc(s string) []string { return strings.Split(s, ".") }
+
+// modelFields is the table.
+var modelFields = []fieldPolicy{
+	// Seed: name and source cannot be changed after creation; section 6:
+	// in a PATCH they are 422 immutable_field when they differ.
+	{loc("name"), [2]createPolicy{cRequired, cRequired}, [2]patchPolicy{pImmutable, pImmutable}},
+	{loc("source"), [2]createPolicy{cRequired, cRequired}, [2]patchPolicy{pImmutable, pImmutable}},
+	// Section 6: github create needs integration_id and repo_url; the seed:
+	// not changeable by PATCH, only for github.
+	{loc("source_config.integration_id"), [2]createPolicy{cRequired, cNA}, [2]patchPolicy{pImmutable, pNA}},
+	{loc("source_config.repo_url"), [2]createPolicy{cRequired, cNA}, [2]patchPolicy{pImmutable, pNA}},
+	// Defaults to prod; not changeable by PATCH; only for github.
+	{loc("source_config.deployment_type"), [2]createPolicy{cOptional, cNA}, [2]patchPolicy{pImmutable, pNA}},
+	// Defaults to false; changes in place; only for github.
+	{loc("source_config.build_on_push"), [2]createPolicy{cOptional, cNA}, [2]patchPolicy{pInPlace, pNA}},
+	// Settable only for external_docker (in place); assigned and read-only
+	// for github.
+	{loc("source_config.custom_url"), [2]createPolicy{cReadOnly, cOptional}, [2]patchPolicy{pReadOnly, pInPlace}},
+	// Only for external_docker; a non-null PATCH value makes a revision and
+	// replaces the whole object.
+	{loc("source_config.resource_spec"), [2]createPolicy{cNA, cOptional}, [2]patchPolicy{pNA, pRevision}},
+	// Only for external_docker; not changeable by PATCH.
+	{loc("source_config.listener_id"), [2]createPolicy{cNA, cOptional}, [2]patchPolicy{pNA, pImmutable}},
+	{loc("source_config.listener_config"), [2]createPolicy{cNA, cOptional}, [2]patchPolicy{pNA, pImmutable}},
+	// JS builds of a repository: github only; change in place.
+	{loc("source_config.install_command"), [2]createPolicy{cOptional, cNA}, [2]patchPolicy{pInPlace, pNA}},
+	{loc("source_config.build_command"), [2]createPolicy{cOptional, cNA}, [2]patchPolicy{pInPlace, pNA}},
+	// Any non-null source_revision_config field makes a revision.
+	{loc("source_revision_config.repo_ref"), [2]createPolicy{cRequired, cNA}, [2]patchPolicy{pRevision, pNA}},
+	{loc("source_revision_config.graph_config_path"), [2]createPolicy{cRequired, cNA}, [2]patchPolicy{pRevision, pNA}},
+	{loc("source_revision_config.image_uri"), [2]createPolicy{cNA, cRequired}, [2]patchPolicy{pNA, pRevision}},
+	// Read-only response field: ignored in requests (section 1).
+	{loc("source_revision_config.repo_commit_sha"), [2]createPolicy{cIgnored, cIgnored}, [2]patchPolicy{pIgnored, pIgnored}},
+	// Optional on create; a non-empty list makes a revision ([] is "no
+	// change").
+	{loc("secrets"), [2]createPolicy{cOptional, cOptional}, [2]patchPolicy{pRevision, pRevision}},
+}
+
+// isTag: a tag ref is the full ref path beginning refs/tags/ (seed,
+// SourceRevisionConfig.repo_ref); anything else is a branch name.
+func isTag(ref any) bool {
+	s, ok := ref.(string)
+	return ok && strings.HasPrefix(s, "refs/tags/")
+}
+
+func alnum(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' }
+
+// nameOK: 1..63 characters of [A-Za-z0-9._-], starting with a letter or
+// digit (section 6).
+func nameOK(s string) bool {
+	if len(s) < 1 || len(s) > 63 || !alnum(s[0]) {
+		return false
+	}
+	for i := range len(s) {
+		if b := s[i]; !alnum(b) && !strings.ContainsRune("._-", rune(b)) {
+			return false
+		}
+	}
+	return true
+}
+
+// dnsLabelOK: a Kubernetes name (RFC 1123 label), for volumes,
+// containers and namespaces.
+func dnsLabelOK(s string) bool {
+	if len(s) < 1 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := range len(s) {
+		if b := s[i]; !(b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// envNameOK: a C identifier, the name of an environment variable (EnvVar
+// names, and secret names, which become environment variables).
+func envNameOK(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for i := range len(s) {
+		if b := s[i]; !alnum(b) && b != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// secretsOK checks a secrets list (decoded JSON): every secret has a name
+// that is a unique environment variable name, and a value (a string, which
+// may be empty); a missing or null value is a problem.
+func secretsOK(v any) bool {
+	list, _ := v.([]any)
+	seen := map[string]bool{}
+	namesOK, valuesOK := true, true
+	for _, s := range list {
+		m := s.(map[string]any)
+		name, _ := m["name"].(string)
+		if !envNameOK(name) || seen[name] {
+			namesOK = false
+		}
+		seen[name] = true
+		if _, ok := m["value"].(string); !ok {
+			valuesOK = false
+		}
+	}
+	return namesOK && valuesOK
+}
+
+// Resource spec numbers (section 6: scales >= 0, cpu and memory > 0,
+// min_scale <= max_scale, limits >= requests), with the seed's defaults:
+// a limit is 2x its request, queue_* take the main values.
+var (
+	specScales = []string{"min_scale", "max_scale", "queue_min_scale", "queue_max_scale"}
+	specCPUs   = []string{"cpu", "cpu_limit", "queue_cpu", "queue_cpu_limit", "db_cpu", "db_cpu_limit"}
+	specMemory = []string{"memory_mb", "memory_limit_mb", "queue_memory_mb", "queue_memory_limit_mb",
+		"db_memory_mb", "db_memory_limit_mb", "redis_memory_mb"}
+	specOther = []string{"db_storage_gi", "db_max_connections"} // drawn positive only: the contract gives no range
+)
+
+func num(m map[string]any, k string) (float64, bool) {
+	f, ok := m[k].(float64)
+	return f, ok
+}
+
+// specOK checks a resource_spec (decoded JSON).
+func specOK(m map[string]any) bool {
+	for _, k := range specScales {
+		if v, ok := num(m, k); ok && v < 0 {
+			return false
+		}
+	}
+	for _, k := range slices.Concat(specCPUs, specMemory) {
+		if v, ok := num(m, k); ok && v <= 0 {
+			return false
+		}
+	}
+	// value or default
+	get := func(k string, def func() (float64, bool)) (float64, bool) {
+		if v, ok := num(m, k); ok {
+			return v, true
+		}
+		return def()
+	}
+	none := func() (float64, bool) { return 0, false }
+	from := func(k string) func() (float64, bool) { return func() (float64, bool) { return num(m, k) } }
+	twice := func(f func() (float64, bool)) func() (float64, bool) {
+		return func() (float64, bool) { v, ok := f(); return 2 * v, ok }
+	}
+	minS, _ := get("min_scale", none)
+	_, hasMin := num(m, "min_scale")
+	maxS, hasMax := num(m, "max_scale")
+	if hasMin && hasMax && minS > maxS {
+		return false
+	}
+	qMin, hasQMin := get("queue_min_scale", from("min_scale"))
+	qMax, hasQMax := get("queue_max_scale", from("max_scale"))
+	if hasQMin && hasQMax && qMin > qMax {
+		return false
+	}
+	pairs := [][2]func() (float64, bool){}
+	for _, p := range [][3]string{{"cpu", "cpu_limit", ""}, {"memory_mb", "memory_limit_mb", ""},
+		{"db_cpu", "db_cpu_limit", ""}, {"db_memory_mb", "db_memory_limit_mb", ""},
+		{"queue_cpu", "queue_cpu_limit", "cpu"}, {"queue_memory_mb", "queue_memory_limit_mb", "memory_mb"}} {
+		req := from(p[0])
+		if p[2] != "" {
+			req = func() (float64, bool) { return get(p[0], from(p[2])) }
+		}
+		limit := func() (float64, bool) { return get(p[1], twice(req)) }
+		pairs = append(pairs, [2]func() (float64, bool){req, limit})
+	}
+	for _, p := range pairs {
+		r, okR := p[0]()
+		l, okL := p[1]()
+		if okR && okL && r > l {
+			return false
+		}
+	}
+	// Kubernetes sub-objects: volumes named by unique DNS labels, mounts
+	// naming one of them with a mountPath, containers named by DNS labels
+	// (unique in the pod) with an image, an imagePullPolicy of the enum,
+	// env names that are C identifiers, value and valueFrom exclusive.
+	vols := map[string]bool{}
+	for _, v := range list(m["volumes"]) {
+		name, _ := v["name"].(string)
+		if !dnsLabelOK(name) || vols[name] {
+			return false
+		}
+		vols[name] = true
+	}
+	mountsOK := func(ms []map[string]any) bool {
+		for _, mt := range ms {
+			name, _ := mt["name"].(string)
+			path, _ := mt["mountPath"].(string)
+			if !vols[name] || path == "" {
+				return false
+			}
+		}
+		return true
+	}
+	if !mountsOK(list(m["volume_mounts"])) {
+		return false
+	}
+	names := map[string]bool{}
+	for _, c := range slices.Concat(list(m["init_containers"]), list(m["sidecars"])) {
+		name, _ := c["name"].(string)
+		image, _ := c["image"].(string)
+		if !dnsLabelOK(name) || names[name] || image == "" {
+			return false
+		}
+		names[name] = true
+		if p, ok := c["imagePullPolicy"]; ok && !slices.Contains([]any{"Always", "Never", "IfNotPresent"}, p) {
+			return false
+		}
+		for _, e := range list(c["env"]) {
+			n, _ := e["name"].(string)
+			val, _ := e["value"].(string)
+			if !envNameOK(n) || e["valueFrom"] != nil && val != "" {
+				return false
+			}
+		}
+		if !mountsOK(list(c["volumeMounts"])) {
+			return false
+		}
+	}
+	return true
+}
+
+// list reads a JSON array of objects.
+func list(v any) []map[string]any {
+	var out []map[string]any
+	for _, x := range asSlice(v) {
+		out = append(out, x.(map[string]any))
+	}
+	return out
+}
+
+func asSlice(v any) []any { s, _ := v.([]any); return s }
+
+// normRepo reduces a repository URL as PushEvent documents: case, scheme,
+// user, a trailing ".git" or "/" do not matter, and git@host:owner/repo is
+// https://host/owner/repo.
+func normRepo(s string) string {
+	s = strings.ToLower(s)
+	if i := strings.Index(s, "://"); i >= 0 {
+		s = s[i+3:]
+	} else if h, p, ok := strings.Cut(s, ":"); ok {
+		s = h + "/" + p
+	}
+	if _, after, ok := strings.Cut(s, "@"); ok {
+		s = after
+	}
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "/"), ".git")
+	return s
+}

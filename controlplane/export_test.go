@@ -1,0 +1,28 @@
+package controlplane
+
+// This file exports the mutation hook (mutation.go) to the package's
+// external tests only: it is compiled into this package's test binary and
+// nowhere else.
+
+// Mutation is a deliberate defect of the rules, for mutation tests.
+type Mutation = mutation
+
+// The defects the mutation tests check the state machine against.
+const (
+	MutationSpecInPlace       = mutSpecInPlace
+	MutationTagNeedsV         = mutTagNeedsV
+	MutationBuildOnPushTag    = mutBuildOnPushTag
+	MutationTypeMutable       = mutTypeMutable
+	MutationCustomURLSettable = mutCustomURLSettable
+)
+
+// WithMutation returns a copy of o (nil means defaults) with which New
+// builds a ControlPlane that has defect m.
+func WithMutation(o *Options, m Mutation) *Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	c.mutation = m
+	return &c
+}

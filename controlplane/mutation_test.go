@@ -1,0 +1,67 @@
+package controlplane_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"testing"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/controlplane/controlplanetest"
+)
+
+// mutationEnv names the environment variable that makes
+// TestHelperMutation run the state machine against a ControlPlane with a
+// deliberate defect.
+const mutationEnv = "CONTROLPLANE_MUTATION"
+
+// TestHelperMutation is not a test on its own: TestMutationsCaught
+// re-executes the test binary to run it with mutationEnv set, and expects
+// it to fail.
+func TestHelperMutation(t *testing.T) {
+	m := controlplane.Mutation(os.Getenv(mutationEnv))
+	if m == "" {
+		t.Skip("helper for TestMutationsCaught; runs only when re-executed with " + mutationEnv + " set")
+	}
+	controlplanetest.RunWith(t, controlplane.WithMutation(nil, m), openMem)
+}
+
+// TestMutationsCaught proves that the state machine (package
+// controlplanetest) catches a wrong rule, the way storetest proves itself
+// against broken stores: for each deliberate defect, the machine runs in a
+// child process against ControlPlanes with that defect and must fail, with
+// the model's complaint in its output (not a crash).
+func TestMutationsCaught(t *testing.T) {
+	for _, c := range []struct {
+		mutation controlplane.Mutation
+		want     string // a regexp the failure output must match
+	}{
+		// Caught by a PATCH of resource_spec alone: no new revision.
+		{controlplane.MutationSpecInPlace, `made no new revision`},
+		// Caught by build_on_push with refs/tags/release-1 (no v): accepted.
+		{controlplane.MutationTagNeedsV, `outcome (ok|conflict) .*model says validation`},
+		{controlplane.MutationBuildOnPushTag, `outcome (ok|conflict) .*model says validation`},
+		// Caught by a PATCH of deployment_type: accepted.
+		{controlplane.MutationTypeMutable, `outcome (ok|conflict) .*model says validation`},
+		// Caught by a github create with custom_url: accepted.
+		{controlplane.MutationCustomURLSettable, `outcome (ok|conflict) .*model says validation`},
+	} {
+		t.Run(string(c.mutation), func(t *testing.T) {
+			t.Parallel()
+			// Many checks, since rapid stops at the first failure; little
+			// shrinking; no fail files left in testdata/.
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperMutation$", "-test.count=1", "-test.timeout=5m",
+				"-rapid.checks=2000", "-rapid.nofailfile", "-rapid.shrinktime=1s")
+			cmd.Env = append(os.Environ(), mutationEnv+"="+string(c.mutation))
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) {
+				t.Fatalf("the state machine passed (or did not run: %v) on a control plane with defect %q; output:\n%s", err, c.mutation, out)
+			}
+			if !regexp.MustCompile(`\[rapid\] failed after`).Match(out) || !regexp.MustCompile(c.want).Match(out) {
+				t.Errorf("defect %q: the machine failed, but not with the model's complaint %q; output:\n%s", c.mutation, c.want, out)
+			}
+		})
+	}
+}
