@@ -64,6 +64,10 @@ type Options struct {
 	// this secret (401 otherwise). Default empty: the webhook answers 503
 	// to every delivery, signed or not, and never creates a revision.
 	GitHubWebhookSecret []byte
+	// Load bounds the requests served at once, the long polls held open
+	// and each client's request rate (503 and 429 beyond; see shed.go and
+	// ratelimit.go). Default nil: the caps of LoadLimits, no rate limit.
+	Load *LoadLimits
 }
 
 // handler is the http.Handler New returns.
@@ -82,6 +86,7 @@ type handler struct {
 	openapi        []byte
 
 	webhookSecret []byte // empty: the GitHub webhook is disabled
+	load          *load  // admission control: concurrency caps, rate limit
 
 	bufs     sync.Pool // *bytes.Buffer for encoding answers
 	idPrefix string
@@ -112,6 +117,7 @@ func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
 		allow:          map[string]string{},
 
 		webhookSecret: bytes.Clone(o.GitHubWebhookSecret),
+		load:          newLoad(o.Load),
 	}
 	if h.auth == nil {
 		h.auth = denyAll{}
@@ -212,9 +218,9 @@ func (h *handler) serve(rt route) http.Handler {
 		var code int
 		var body any
 		var err error
-		if !rt.public {
-			_, c.tenant, err = h.authenticate(r)
-		}
+		var release func()
+		c.tenant, release, err = h.admit(w, r, rt) // caps, credentials, rate limit
+		defer release()
 		if err == nil {
 			code, body, err = rt.serve(h, c)
 		}
