@@ -18,6 +18,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/google/uuid"
+	"golang.org/x/net/netutil"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploysim"
@@ -48,6 +50,8 @@ Usage:
     deployplane [-addr 127.0.0.1:8124] [-db ./deployplane.db | -db postgres://...]
                 [-keys FILE] [-public-url URL] [-secret-key-file FILE]
                 [-sim-step 500ms] [-github-webhook-secret SECRET]
+                [-max-conns 1024] [-max-in-flight N] [-max-long-polls 256]
+                [-rate-limit 50] [-rate-burst 100]
 
 Flags:
 
@@ -97,6 +101,23 @@ Flags:
                       trigger build_on_push deployments (prefer the
                       environment variable: command lines are visible to
                       other users of the machine)
+    -max-conns N      open connections at most (default 1024; 0: no cap);
+                      beyond it new connections wait in the kernel's accept
+                      queue until one closes
+    -max-in-flight N  requests in service at once, long polls aside (default
+                      0: 128 per processor, 256 on two); one more is answered
+                      at once 503 with Retry-After: 1; -1: no cap
+    -max-long-polls N long polls (GET /v2/auth/wait/...) open at once, apart
+                      from -max-in-flight (default 256; -1: no cap); must be
+                      below -max-conns, or long polls could hold every
+                      connection
+    -rate-limit R     requests per second each API key may send, sustained
+                      (default 50; 0: no rate limit); beyond it 429 with
+                      Retry-After, RateLimit-Limit, RateLimit-Remaining and
+                      RateLimit-Reset. Failed credentials, and the public
+                      routes, are limited by client address alike
+    -rate-burst N     requests each API key may send at once before the rate
+                      applies (default 100)
 
 Environment:
 
@@ -226,6 +247,13 @@ type config struct {
 	pgSchema        string
 	simStep         time.Duration
 	webhookSecret   string
+
+	// Load: connections, concurrency and rate limits.
+	maxConns     int
+	maxInFlight  int
+	maxLongPolls int
+	rateLimit    float64
+	rateBurst    int
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
@@ -245,6 +273,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.pgSchema, "pg-schema", storepg.DefaultSchema, "PostgreSQL schema")
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
 	fs.StringVar(&c.webhookSecret, "github-webhook-secret", "", "GitHub App webhook secret")
+	fs.IntVar(&c.maxConns, "max-conns", 1024, "open connections at most (0: no cap)")
+	fs.IntVar(&c.maxInFlight, "max-in-flight", 0, "requests in service at once (0: default, -1: no cap)")
+	fs.IntVar(&c.maxLongPolls, "max-long-polls", httphandler.DefaultMaxLongPolls, "long polls open at once (-1: no cap)")
+	fs.Float64Var(&c.rateLimit, "rate-limit", 50, "requests per second per API key (0: no limit)")
+	fs.IntVar(&c.rateBurst, "rate-burst", 100, "requests per API key at once")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -276,6 +309,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if c.pgSchema == "" {
 		fmt.Fprintln(stderr, "deployplane: -pg-schema must not be empty")
+		return nil, errUsage
+	}
+	if msg := c.checkLoadFlags(); msg != "" {
+		fmt.Fprintln(stderr, "deployplane: "+msg)
 		return nil, errUsage
 	}
 	return c, nil
@@ -375,6 +412,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 			Logger:              log,
 			OAuth:               oauth,
 			GitHubWebhookSecret: webhookSecret,
+			Load:                c.loadLimits(),
 		})),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
@@ -398,7 +436,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	}
 	log.Info("listening", "addr", url, "db", redactDSN(c.db), "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
 		"public_url", publicURL, "secret_key", keyOrigin, "deployer", "simulated", "sim_step", c.simStep,
-		"github_webhook", webhook)
+		"github_webhook", webhook, "max_conns", c.maxConns, "rate_limit", c.rateLimit, "rate_burst", c.rateBurst)
 
 	// The reconcile loop has its own context: it stops after the last
 	// request, and before the deferred Close of the store.
@@ -407,7 +445,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	looped := make(chan error, 1)
 	go func() { looped <- cp.Run(loopCtx, deploysim.New(&deploysim.Options{Step: c.simStep})) }()
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(c.limitListener(ln)) }()
 	go cleanupFlows(ctx, oauth, log)
 	var failed error
 	select {
@@ -438,6 +476,45 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	}
 	log.Info("stopped")
 	return failed
+}
+
+// checkLoadFlags says what is wrong with the load flags, or "".
+func (c *config) checkLoadFlags() string {
+	switch {
+	case c.maxConns < 0:
+		return "-max-conns must be 0 (no cap) or positive"
+	case c.maxInFlight < -1:
+		return "-max-in-flight must be -1 (no cap), 0 (the default) or positive"
+	case c.maxLongPolls < -1 || c.maxLongPolls == 0:
+		return "-max-long-polls must be -1 (no cap) or positive"
+	case c.maxConns > 0 && (c.maxLongPolls < 0 || c.maxLongPolls >= c.maxConns):
+		return "-max-long-polls must be below -max-conns, or long polls could hold every connection"
+	case c.rateLimit < 0 || math.IsNaN(c.rateLimit) || math.IsInf(c.rateLimit, 0):
+		return "-rate-limit must be 0 (no limit) or a positive number of requests per second"
+	case c.rateLimit > 0 && c.rateBurst < 1:
+		return "-rate-burst must be at least 1"
+	}
+	return ""
+}
+
+// loadLimits are the handler's LoadLimits of the flags.
+func (c *config) loadLimits() *httphandler.LoadLimits {
+	l := &httphandler.LoadLimits{MaxInFlight: c.maxInFlight, MaxLongPolls: c.maxLongPolls}
+	if c.rateLimit > 0 {
+		l.RateLimit = &httphandler.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst}
+	}
+	return l
+}
+
+// limitListener caps ln's open connections at -max-conns: Accept waits
+// while that many are open, so a flood of connections waits in the
+// kernel's accept queue instead of costing the server a goroutine and
+// buffers each.
+func (c *config) limitListener(ln net.Listener) net.Listener {
+	if c.maxConns == 0 {
+		return ln
+	}
+	return netutil.LimitListener(ln, c.maxConns)
 }
 
 // redactDSN hides the password of a PostgreSQL URL, for the log.
