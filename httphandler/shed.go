@@ -12,9 +12,14 @@ import (
 // their latency when a burst arrives.
 
 // DefaultMaxInFlightPerCPU is the default cap of requests in service at
-// once, per processor the Go runtime uses (GOMAXPROCS): 128 on one, 256 on
-// two, 1024 on eight.
-const DefaultMaxInFlightPerCPU = 128
+// once, per processor the Go runtime uses (GOMAXPROCS), and never below
+// 64: 64 on one or two, 256 on eight. See the package documentation's
+// "Load" section for how it was chosen.
+const DefaultMaxInFlightPerCPU = 32
+
+// DefaultMaxInFlight is the default cap of requests in service at once:
+// DefaultMaxInFlightPerCPU times GOMAXPROCS, at least 64.
+func DefaultMaxInFlight() int { return max(64, DefaultMaxInFlightPerCPU*runtime.GOMAXPROCS(0)) }
 
 // DefaultMaxLongPolls is the default cap of long polls open at once.
 const DefaultMaxLongPolls = 256
@@ -26,7 +31,7 @@ const DefaultMaxLongPolls = 256
 type LoadLimits struct {
 	// MaxInFlight caps the requests in service at once, long polls aside.
 	// One more is answered at once with 503, Retry-After: 1 and a JSON
-	// detail. Default (0): DefaultMaxInFlightPerCPU per GOMAXPROCS.
+	// detail. Default (0): DefaultMaxInFlight().
 	// Negative: no cap.
 	MaxInFlight int
 	// MaxLongPolls caps the long polls open at once (GET
@@ -97,7 +102,7 @@ func newLoad(opts *LoadLimits) *load {
 	l := &load{}
 	switch {
 	case o.MaxInFlight == 0:
-		l.inFlight.max = int64(DefaultMaxInFlightPerCPU * runtime.GOMAXPROCS(0))
+		l.inFlight.max = int64(DefaultMaxInFlight())
 	case o.MaxInFlight > 0:
 		l.inFlight.max = int64(o.MaxInFlight)
 	}

@@ -105,7 +105,7 @@ Flags:
                       beyond it new connections wait in the kernel's accept
                       queue until one closes
     -max-in-flight N  requests in service at once, long polls aside (default
-                      0: 128 per processor, 256 on two); one more is answered
+                      0: 32 per processor, at least 64); one more is answered
                       at once 503 with Retry-After: 1; -1: no cap
     -max-long-polls N long polls (GET /v2/auth/wait/...) open at once, apart
                       from -max-in-flight (default 256; -1: no cap); must be
