@@ -115,9 +115,18 @@ type loadReply struct {
 
 func (s *loadServer) get(key, path string) loadReply {
 	s.t.Helper()
-	req, err := http.NewRequest("GET", s.url+path, nil)
+	r, err := s.do(key, path)
 	if err != nil {
 		s.t.Fatal(err)
+	}
+	return r
+}
+
+// do is get for any goroutine: it returns its error.
+func (s *loadServer) do(key, path string) (loadReply, error) {
+	req, err := http.NewRequest("GET", s.url+path, nil)
+	if err != nil {
+		return loadReply{}, err
 	}
 	if key != "" {
 		req.Header.Set("X-Api-Key", key)
@@ -125,14 +134,11 @@ func (s *loadServer) get(key, path string) loadReply {
 	// A connection per request: a held request keeps its connection busy.
 	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
 	if err != nil {
-		s.t.Fatal(err)
+		return loadReply{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return loadReply{resp.StatusCode, resp.Header, b}
+	return loadReply{resp.StatusCode, resp.Header, b}, err
 }
 
 // hold starts a request of loadHoldKey and returns once it is held inside
@@ -140,9 +146,20 @@ func (s *loadServer) get(key, path string) loadReply {
 func (s *loadServer) hold(path string) <-chan loadReply {
 	s.t.Helper()
 	out := make(chan loadReply, 1)
-	go func() { out <- s.get(loadHoldKey, path) }()
-	<-s.auth.entered
-	return out
+	go func() {
+		r, err := s.do(loadHoldKey, path)
+		if err != nil {
+			r = loadReply{body: []byte(err.Error())}
+		}
+		out <- r
+	}()
+	select {
+	case <-s.auth.entered:
+		return out
+	case r := <-out:
+		s.t.Fatalf("a request to hold was answered instead: %d %s", r.status, r.body)
+		return nil
+	}
 }
 
 // wantDetail checks that r is status with a JSON {"detail": "..."} body and
@@ -229,19 +246,24 @@ func TestLoadLongPollsDoNotStarveRequests(t *testing.T) {
 	}
 }
 
-// The default caps let a few hundred requests in at once.
+// The default cap: DefaultMaxInFlight() requests in service at once, and
+// not one more.
 func TestLoadDefaults(t *testing.T) {
 	s := newLoadServer(t, nil)
+	n := httphandler.DefaultMaxInFlight()
+	if n < 64 {
+		t.Fatalf("DefaultMaxInFlight() = %d, want at least 64", n)
+	}
 	var held []<-chan loadReply
-	for range 100 {
+	for range n {
 		held = append(held, s.hold("/v2/deployments"))
 	}
-	if r := s.get(loadKeyA, "/v2/deployments"); r.status != http.StatusOK {
-		t.Errorf("with 100 requests in flight and the default cap: %d %s", r.status, r.body)
-	}
+	wantDetail(t, "one request beyond the default cap", s.get(loadKeyA, "/v2/deployments"), http.StatusServiceUnavailable, "Retry-After", "1")
 	s.letGo()
 	for _, c := range held {
-		<-c
+		if r := <-c; r.status != http.StatusOK {
+			t.Errorf("a held request: %d %s", r.status, r.body)
+		}
 	}
 }
 

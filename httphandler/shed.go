@@ -1,6 +1,7 @@
 package httphandler
 
 import (
+	"errors"
 	"net/http"
 	"runtime"
 	"sync/atomic"
@@ -204,6 +205,6 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt route) (tenan
 
 // isUnauthorized reports whether err is the handler's 401.
 func isUnauthorized(err error) bool {
-	se, ok := err.(*statusError)
-	return ok && se.status == http.StatusUnauthorized
+	var se *statusError
+	return errors.As(err, &se) && se.status == http.StatusUnauthorized
 }
