@@ -229,6 +229,60 @@
 // No credentials, or credentials the Authenticator rejects, are 401.
 // Resources of another tenant answer 404, exactly like unknown ids.
 //
+// # Load
+//
+// Options.Load bounds the work the handler takes on (wire contract section
+// 9: refused load is 503 with Retry-After, a rate limit 429 with
+// Retry-After and RateLimit-*, both {"detail": ...}). Nothing waits in a
+// queue: a request beyond a cap is answered at once, so the requests
+// admitted keep their latency when a burst comes.
+//
+//   - In-flight cap (LoadLimits.MaxInFlight, default DefaultMaxInFlight():
+//     32 per GOMAXPROCS, at least 64): requests in service at once, every
+//     route and unknown path alike. One more is answered 503 with
+//     Retry-After: 1 and {"detail": "The server is busy: ..."} before its
+//     credentials are even checked. A refusal costs the handler about
+//     3 µs (BenchmarkRefused); the default keeps a 2-core server's
+//     CPU-bound requests (a page of 100 deployments takes milliseconds)
+//     from queueing for seconds, while leaving storebolt's group commit
+//     its 64 writers. A server whose requests mostly wait on a remote
+//     database may raise it; a small, busy one gets lower latency from a
+//     cap of a few per processor (BENCHMARKS.md).
+//   - Long-poll cap (LoadLimits.MaxLongPolls, default DefaultMaxLongPolls,
+//     256): GET /v2/auth/wait/{auth_id}, which holds its request for up to
+//     300 s, goes through its own cap instead (503 "... too many long polls
+//     ..."), so long polls never take the places of ordinary requests nor
+//     these theirs. Event streams and ?wait= on a revision, once served,
+//     are named in shed.go to take the same cap.
+//   - GET /healthz and GET /readyz, when served, are under neither cap nor
+//     the rate limit: a load balancer that found a saturated server
+//     unhealthy would pull it and move its load onto the others.
+//   - Rate limit (LoadLimits.RateLimit, default none; cmd/deployplane sets
+//     50 a second in bursts of 100): a token bucket (golang.org/x/time/rate)
+//     per client. Requests with accepted credentials are charged to their
+//     Principal.ID (the KeyTable's "key:" and digest prefix), whatever their
+//     address, so clients behind one NAT do not share a bucket. Public
+//     routes are charged to the client's address (RateLimit.ClientAddr,
+//     default the IP of RemoteAddr, IPv6 by /64). Failed credentials (401)
+//     are charged to the address in a bucket of their own, and an address
+//     whose bucket is empty is answered 429 before its credentials are
+//     checked, valid or not: guessing keys is bounded to the rate, and
+//     costs the server no more than the check.
+//
+// Every answer of a rate-limited request carries RateLimit-Limit (the
+// burst), RateLimit-Remaining (whole tokens left) and RateLimit-Reset
+// (seconds until the bucket is full again, rounded up). A 429 adds
+// Retry-After: the seconds until one token is back, rounded up, at least
+// 1; with 50 a second that is 1. The limiter reads RateLimit.Now, so tests
+// move its clock. Its table of buckets stays bounded: a bucket that has
+// refilled is dropped (a new client gets a full one, so nothing changes),
+// the table is swept each time it has doubled, and beyond
+// RateLimit.MaxClients (default 100,000 clients active within one refill
+// time) buckets are dropped at random, which errs on the side of serving.
+//
+// The connection count is the server's to cap: cmd/deployplane wraps its
+// listener in golang.org/x/net/netutil.LimitListener (-max-conns).
+//
 // # Logs
 //
 // Options.Logger gets one Info record per request (method, path without the

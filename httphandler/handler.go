@@ -93,6 +93,10 @@ type Options struct {
 	// GET /openapi.json; installations are claimed through the verified
 	// GitHub App flow (GET /v1/integrations/github/install).
 	AllowUnverifiedIntegrations bool
+	// Load bounds the requests served at once, the long polls held open
+	// and each client's request rate (503 and 429 beyond; see shed.go and
+	// ratelimit.go). Default nil: the caps of LoadLimits, no rate limit.
+	Load *LoadLimits
 }
 
 // handler is the http.Handler New returns.
@@ -116,6 +120,7 @@ type handler struct {
 
 	webhookSecret   []byte // empty: the GitHub webhook is disabled
 	allowUnverified bool   // serve POST /v1/integrations/github
+	load            *load  // admission control: concurrency caps, rate limit
 
 	bufs     sync.Pool // *bytes.Buffer for encoding answers
 	idPrefix string
@@ -150,6 +155,7 @@ func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
 
 		webhookSecret:   bytes.Clone(o.GitHubWebhookSecret),
 		allowUnverified: o.AllowUnverifiedIntegrations,
+		load:            newLoad(o.Load),
 	}
 	if h.auth == nil {
 		h.auth = denyAll{}
@@ -298,9 +304,9 @@ func (h *handler) serve(rt route) http.Handler {
 		var code int
 		var body any
 		var err error
-		if !rt.public {
-			_, c.tenant, err = h.authenticate(r)
-		}
+		var release func()
+		c.tenant, release, err = h.admit(w, r, rt) // caps, credentials, rate limit
+		defer release()
 		if err == nil {
 			code, body, err = rt.serve(h, c)
 		}

@@ -18,6 +18,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/google/uuid"
+	"golang.org/x/net/netutil"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploysim"
@@ -53,6 +55,8 @@ Usage:
                 [-github-app-id ID -github-app-slug SLUG -github-app-private-key-file FILE
                  -github-client-id ID -github-client-secret SECRET]
                 [-allow-unverified-integrations]
+                [-max-conns 1024] [-max-in-flight N] [-max-long-polls 256]
+                [-rate-limit 50] [-rate-burst 100]
 
 Flags:
 
@@ -124,6 +128,23 @@ Flags:
                       also serve POST /v1/integrations/github, which
                       registers a GitHub installation id without asking
                       GitHub (see "GitHub integrations" below)
+    -max-conns N      open connections at most (default 1024; 0: no cap);
+                      beyond it new connections wait in the kernel's accept
+                      queue until one closes
+    -max-in-flight N  requests in service at once, long polls aside (default
+                      0: 32 per processor, at least 64); one more is answered
+                      at once 503 with Retry-After: 1; -1: no cap
+    -max-long-polls N long polls (GET /v2/auth/wait/...) open at once, apart
+                      from -max-in-flight (default 256; -1: no cap); must be
+                      below -max-conns, or long polls could hold every
+                      connection
+    -rate-limit R     requests per second each API key may send, sustained
+                      (default 50; 0: no rate limit); beyond it 429 with
+                      Retry-After, RateLimit-Limit, RateLimit-Remaining and
+                      RateLimit-Reset. Failed credentials, and the public
+                      routes, are limited by client address alike
+    -rate-burst N     requests each API key may send at once before the rate
+                      applies (default 100)
 
 Environment:
 
@@ -306,6 +327,12 @@ type config struct {
 	githubAPIURL          string
 	githubURL             string
 	allowUnverifiedIntegs bool
+	// Load: connections, concurrency and rate limits.
+	maxConns     int
+	maxInFlight  int
+	maxLongPolls int
+	rateLimit    float64
+	rateBurst    int
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
@@ -336,6 +363,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.githubAPIURL, "github-api-url", githubapp.DefaultAPIURL, "GitHub REST API URL")
 	fs.StringVar(&c.githubURL, "github-url", githubapp.DefaultWebURL, "GitHub web URL")
 	fs.BoolVar(&c.allowUnverifiedIntegs, "allow-unverified-integrations", false, "serve POST /v1/integrations/github")
+	fs.IntVar(&c.maxConns, "max-conns", 1024, "open connections at most (0: no cap)")
+	fs.IntVar(&c.maxInFlight, "max-in-flight", 0, "requests in service at once (0: default, -1: no cap)")
+	fs.IntVar(&c.maxLongPolls, "max-long-polls", httphandler.DefaultMaxLongPolls, "long polls open at once (-1: no cap)")
+	fs.Float64Var(&c.rateLimit, "rate-limit", 50, "requests per second per API key (0: no limit)")
+	fs.IntVar(&c.rateBurst, "rate-burst", 100, "requests per API key at once")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -380,6 +412,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if given := c.githubApp(); len(given) > 0 && len(given) < 5 {
 		fmt.Fprintf(stderr, "deployplane: the GitHub App needs -github-app-id, -github-app-slug, -github-app-private-key-file, -github-client-id and -github-client-secret; given only %s\n",
 			strings.Join(given, " "))
+		return nil, errUsage
+	}
+	if msg := c.checkLoadFlags(); msg != "" {
+		fmt.Fprintln(stderr, "deployplane: "+msg)
 		return nil, errUsage
 	}
 	return c, nil
@@ -535,6 +571,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 			Logger:              log,
 			OAuth:               oauth,
 			GitHubWebhookSecret: webhookSecret,
+			Load:                c.loadLimits(),
 
 			AllowUnverifiedIntegrations: c.allowUnverifiedIntegs,
 		})),
@@ -564,7 +601,8 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	}
 	log.Info("listening", "addr", url, "db", redactDSN(c.db), "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
 		"public_url", publicURL, "secret_key", keyOrigin, "deployer", "simulated", "sim_step", c.simStep,
-		"github_webhook", webhook, "github_app", githubAppState, "unverified_integrations", c.allowUnverifiedIntegs)
+		"github_webhook", webhook, "github_app", githubAppState, "unverified_integrations", c.allowUnverifiedIntegs,
+		"max_conns", c.maxConns, "rate_limit", c.rateLimit, "rate_burst", c.rateBurst)
 
 	// The reconcile loop has its own context: it stops after the last
 	// request, and before the deferred Close of the store.
@@ -573,7 +611,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	looped := make(chan error, 1)
 	go func() { looped <- cp.Run(loopCtx, deploysim.New(&deploysim.Options{Step: c.simStep})) }()
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(c.limitListener(ln)) }()
 	go cleanupFlows(ctx, oauth, log)
 	var failed error
 	select {
@@ -604,6 +642,45 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	}
 	log.Info("stopped")
 	return failed
+}
+
+// checkLoadFlags says what is wrong with the load flags, or "".
+func (c *config) checkLoadFlags() string {
+	switch {
+	case c.maxConns < 0:
+		return "-max-conns must be 0 (no cap) or positive"
+	case c.maxInFlight < -1:
+		return "-max-in-flight must be -1 (no cap), 0 (the default) or positive"
+	case c.maxLongPolls < -1 || c.maxLongPolls == 0:
+		return "-max-long-polls must be -1 (no cap) or positive"
+	case c.maxConns > 0 && (c.maxLongPolls < 0 || c.maxLongPolls >= c.maxConns):
+		return "-max-long-polls must be below -max-conns, or long polls could hold every connection"
+	case c.rateLimit < 0 || math.IsNaN(c.rateLimit) || math.IsInf(c.rateLimit, 0):
+		return "-rate-limit must be 0 (no limit) or a positive number of requests per second"
+	case c.rateLimit > 0 && c.rateBurst < 1:
+		return "-rate-burst must be at least 1"
+	}
+	return ""
+}
+
+// loadLimits are the handler's LoadLimits of the flags.
+func (c *config) loadLimits() *httphandler.LoadLimits {
+	l := &httphandler.LoadLimits{MaxInFlight: c.maxInFlight, MaxLongPolls: c.maxLongPolls}
+	if c.rateLimit > 0 {
+		l.RateLimit = &httphandler.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst}
+	}
+	return l
+}
+
+// limitListener caps ln's open connections at -max-conns: Accept waits
+// while that many are open, so a flood of connections waits in the
+// kernel's accept queue instead of costing the server a goroutine and
+// buffers each.
+func (c *config) limitListener(ln net.Listener) net.Listener {
+	if c.maxConns == 0 {
+		return ln
+	}
+	return netutil.LimitListener(ln, c.maxConns)
 }
 
 // redactDSN hides the password of a PostgreSQL URL, for the log.
