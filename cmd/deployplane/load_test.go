@@ -9,61 +9,83 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
-	"time"
+	"testing/synctest"
+
+	"github.com/deployplane/deployplane/internal/memnet"
 )
 
 // TestMaxConns: with -max-conns 2, a third connection is not served while
-// two are open, and is served once one of them closes.
+// two are open, and is served once one of them closes. The server's own
+// listener wrapping runs over an in-memory network in a synctest bubble,
+// where a dial that the listener has not accepted is durably blocked, so
+// "not accepted" is observed exactly rather than by waiting a while.
 func TestMaxConns(t *testing.T) {
-	url, _, _ := server(t, []string{"-db", ":memory:", "-max-conns", "2", "-max-long-polls", "1"}, nil)
-	addr := strings.TrimPrefix(url, "http://")
-	const request = "GET /openapi.json HTTP/1.1\r\nHost: deployplane\r\n\r\n"
-	dial := func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		if _, err := io.WriteString(c, request); err != nil {
-			t.Fatal(err)
-		}
-		return c, bufio.NewReader(c)
+	c, err := parseFlags([]string{"-max-conns", "2", "-max-long-polls", "1"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
 	}
-	answer := func(what string, r *bufio.Reader) {
-		t.Helper()
-		resp, err := http.ReadResponse(r, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: status %d", what, resp.StatusCode)
-		}
-	}
-	// Two connections, answered and kept open (keep-alive).
-	c1, r1 := dial()
-	answer("the first connection", r1)
-	_, r2 := dial()
-	answer("the second connection", r2)
+	synctest.Test(t, func(t *testing.T) {
+		var network memnet.Network
+		ln := network.Listen()
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, "ok")
+		})}
+		go func() { _ = srv.Serve(c.limitListener(ln)) }()
+		defer srv.Close()
 
-	// The third connects (the kernel completes the handshake) but the
-	// server does not accept it. How long to look for a wrong answer is a
-	// wall-clock bound, but only on the failing side: a correct server
-	// passes however slow the machine, a server without the cap answers
-	// within this time on any machine.
-	c3, r3 := dial()
-	_ = c3.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	if _, err := r3.Peek(1); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("the third connection was answered while two were open (read: %v)", err)
-	}
-	// One closes: the third is accepted and answered.
-	c1.Close()
-	_ = c3.SetReadDeadline(time.Time{})
-	answer("the third connection, once the first closed", r3)
+		const request = "GET / HTTP/1.1\r\nHost: deployplane\r\n\r\n"
+		dial := func() (net.Conn, *bufio.Reader) {
+			conn, err := network.DialContext(t.Context(), "tcp", ln.Addr().String())
+			if err != nil {
+				t.Error(err)
+				return nil, nil
+			}
+			if _, err := io.WriteString(conn, request); err != nil {
+				t.Error(err)
+			}
+			return conn, bufio.NewReader(conn)
+		}
+		answer := func(what string, r *bufio.Reader) {
+			t.Helper()
+			resp, err := http.ReadResponse(r, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: status %d", what, resp.StatusCode)
+			}
+		}
+		// Two connections, answered and kept open (keep-alive).
+		c1, r1 := dial()
+		answer("the first connection", r1)
+		c2, r2 := dial()
+		answer("the second connection", r2)
+		defer c2.Close()
+
+		// The third waits to be accepted while two are open.
+		third := make(chan *bufio.Reader, 1)
+		go func() {
+			conn, r := dial()
+			if conn != nil {
+				defer conn.Close()
+			}
+			third <- r
+			<-t.Context().Done()
+		}()
+		synctest.Wait()
+		select {
+		case <-third:
+			t.Fatal("the third connection was accepted while two were open")
+		default:
+		}
+		// One closes: the third is accepted and answered.
+		c1.Close()
+		answer("the third connection, once the first closed", <-third)
+	})
 }
 
 // TestRateLimitFlags: -rate-limit and -rate-burst reach the handler, which
