@@ -34,7 +34,7 @@
 // and a body, or an error (GET /v2/deployments/{id} answers
 // ControlPlane.GetDeploymentJSON, the stored wire JSON, without decoding
 // and encoding it again: the same bytes and headers as any encoded answer); one function (errorReply) maps errors to
-// answers: *controlplane.ValidationError 422 {"detail": [{loc, msg, type}]}
+// answers: *apierr.ValidationError 422 {"detail": [{loc, msg, type}]}
 // (at most 100 problems, below),
 // ErrNotFound 404, ErrConflict 409, ErrInvalidState 400, each with the
 // controlplane's sentence as {"detail": "..."}, and anything else a bare
@@ -146,7 +146,7 @@
 // otherwise. A HEAD of the callback answers 200 and spends nothing, so a
 // link checker cannot use up the state before the browser arrives.
 //
-// oauthflow's errors map like controlplane's: *oauthflow.ValidationError
+// oauthflow's errors map like controlplane's: *apierr.ValidationError
 // 422, ErrNotFound 404 ("OAuth provider {provider_id} not found."),
 // ErrConflict 409. With Options.OAuth nil the /v2/auth routes are neither
 // served nor documented, and any request under /v2/auth/ answers 404
