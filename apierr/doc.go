@@ -1,17 +1,19 @@
 // Package apierr is the error vocabulary of deployplane's API, shared by
 // both domains (controlplane, oauthflow) and the HTTP layer (httphandler).
 //
-// The domains return these errors and nothing else for a client's mistake;
-// httphandler turns each into one answer of the wire contract. The package
-// knows nothing of HTTP: the statuses below are the mapping httphandler
-// applies, listed so that an embedder calling a domain directly knows what
-// a client of the HTTP API would see.
+// The domains report a client's mistakes with these errors (beside a few
+// sentinels of their own, such as oauthflow.ErrUnknownState and
+// controlplane's GitHub installation errors); httphandler turns each into
+// one answer of the wire contract. The package knows nothing of HTTP: the
+// statuses below are the mapping httphandler applies, listed so that an
+// embedder calling a domain directly knows what a client of the HTTP API
+// would see.
 //
-//	*ValidationError          422 {"detail": [{"loc", "msg", "type"}, ...]}
-//	ErrNotFound (*NotFoundError)  404 {"detail": "Deployment ID {id} not found."}
-//	ErrConflict               409 {"detail": sentence}
-//	ErrInvalidState           400 {"detail": sentence}
-//	ErrInvalidTenant          500 (a programming error of the embedder)
+//	*ValidationError                422 {"detail": [{"loc", "msg", "type"}, ...]}
+//	ErrNotFound (a *NotFoundError)  404 {"detail": "Deployment ID {id} not found."}
+//	ErrConflict                     409 {"detail": sentence}
+//	ErrInvalidState                 400 {"detail": sentence}
+//	ErrInvalidTenant                500 (a programming error of the embedder)
 //
 // Match them with errors.Is (the sentinels) and errors.As (*ValidationError,
 // *NotFoundError, *DetailError). The Error text of an error matching

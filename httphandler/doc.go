@@ -149,8 +149,9 @@
 //
 // oauthflow's errors are the same apierr errors and map the same way:
 // *apierr.ValidationError 422, apierr.ErrNotFound 404 ("OAuth provider
-// {provider_id} not found."), apierr.ErrConflict 409. With Options.OAuth nil the /v2/auth routes are neither
-// served nor documented, and any request under /v2/auth/ answers 404
+// {provider_id} not found."), apierr.ErrConflict 409. With Options.OAuth
+// nil the /v2/auth routes are neither served nor documented, and any
+// request under /v2/auth/ answers 404
 // {"detail": "The OAuth helpers (/v2/auth/*) are not enabled on this
 // server."}.
 //
