@@ -17,6 +17,8 @@
 //   - storemem: in-memory store (tests, development, `-db :memory:`).
 //   - storebolt: durable embedded store over bbolt, the server's default.
 //   - storepg: PostgreSQL store, for several replicas over one database.
+//   - apierr: the error vocabulary both domains and httphandler share
+//     (not found, conflict, invalid state, validation problems).
 //   - controlplane: the deployment domain; every rule of the API lives here,
 //     with the Deployer interface and the reconcile loop that moves revisions.
 //   - deploysim: the built-in simulated Deployer.
@@ -27,8 +29,8 @@
 //   - examples: runnable programs showing the library in use.
 //
 // Imports point one way: cmd and examples use httphandler, which uses
-// controlplane and oauthflow, which use store; deploysim and githubapp use
-// controlplane;
+// controlplane and oauthflow, which use store; all three use apierr, which
+// uses nothing of deployplane; deploysim and githubapp use controlplane;
 // the store implementations depend on store alone.
 //
 // # Quick start

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -37,7 +38,7 @@ func TestConcurrentUse(t *testing.T) {
 				switch {
 				case err == nil:
 					created++
-				case errors.Is(err, controlplane.ErrConflict):
+				case errors.Is(err, apierr.ErrConflict):
 					conflicts++
 				default:
 					t.Errorf("create: %v", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -140,18 +141,6 @@ func later(now, prev time.Time) time.Time {
 	return prev.Add(time.Microsecond)
 }
 
-func checkTenant(tenant string) error {
-	if tenant == "" || len(tenant) > 64 {
-		return fmt.Errorf("%w: %q", ErrInvalidTenant, tenant)
-	}
-	for i := 0; i < len(tenant); i++ {
-		if b := tenant[i]; !isAlnum(b) && b != '.' && b != '_' && b != '-' {
-			return fmt.Errorf("%w: %q", ErrInvalidTenant, tenant)
-		}
-	}
-	return nil
-}
-
 // pathID canonicalizes an id from a path; ok is false when it cannot be an
 // id at all (the resource is then simply not found).
 func pathID(id string) (string, bool) {
@@ -175,9 +164,9 @@ func (cp *ControlPlane) storeErr(op string, err error) error {
 			return fmt.Errorf("controlplane: %s: %s", op, err.Error())
 		}
 	}
-	var nf *NotFoundError
-	var ve *ValidationError
-	var de *detailError
+	var nf *apierr.NotFoundError
+	var ve *apierr.ValidationError
+	var de *apierr.DetailError
 	if errors.As(err, &nf) || errors.As(err, &ve) || errors.As(err, &de) {
 		return err
 	}
@@ -210,11 +199,11 @@ func (r *deploymentRecord) wire() *Deployment {
 // graph_config_path, reporting a conflict. aliased says that the client
 // named the path by the alias alone, so that problems about it are reported
 // at the key it sent (aliasLocs).
-func normalizeRevisionConfig(src *SourceRevisionConfig, ps []Problem) (_ []Problem, aliased bool) {
+func normalizeRevisionConfig(src *SourceRevisionConfig, ps []apierr.Problem) (_ []apierr.Problem, aliased bool) {
 	if a := src.LanggraphConfigPath; a != nil {
 		if g := src.GraphConfigPath; g != nil && *g != *a {
-			ps = append(ps, Problem{Loc: []any{"body", "source_revision_config", "langgraph_config_path"},
-				Type: TypeValueError, Msg: "langgraph_config_path is an alias of graph_config_path; both are given with different values"})
+			ps = append(ps, apierr.Problem{Loc: []any{"body", "source_revision_config", "langgraph_config_path"},
+				Type: apierr.TypeValueError, Msg: "langgraph_config_path is an alias of graph_config_path; both are given with different values"})
 		} else {
 			aliased = g == nil
 			src.GraphConfigPath = a
@@ -228,7 +217,7 @@ func normalizeRevisionConfig(src *SourceRevisionConfig, ps []Problem) (_ []Probl
 // graph_config_path moved to langgraph_config_path when aliased: a
 // problem's loc names the key the client sent. ps's own Locs are not
 // modified (they may be shared by a transaction that runs again).
-func aliasLocs(ps []Problem, aliased bool) []Problem {
+func aliasLocs(ps []apierr.Problem, aliased bool) []apierr.Problem {
 	if !aliased {
 		return ps
 	}
@@ -244,7 +233,7 @@ func aliasLocs(ps []Problem, aliased bool) []Problem {
 
 // draftOf sees a request as a Deployment so that the rules table applies.
 // Its secrets are left nil: the caller sets them from checker.secrets.
-func draftOf(name *string, source *Source, sc *SourceConfig, src *SourceRevisionConfig) (_ *Deployment, _ []Problem, aliased bool) {
+func draftOf(name *string, source *Source, sc *SourceConfig, src *SourceRevisionConfig) (_ *Deployment, _ []apierr.Problem, aliased bool) {
 	d := &Deployment{}
 	if name != nil {
 		d.Name = *name
@@ -272,32 +261,25 @@ func isTagRef(ref *string) bool { return ref != nil && strings.HasPrefix(*ref, "
 // checkTagRef is the cross-field rule on a merged deployment: build_on_push
 // cannot be true with a tag ref. mut is mutNone except in the mutation
 // tests.
-func checkTagRef(d *Deployment, ps []Problem, mut mutation) []Problem {
+func checkTagRef(d *Deployment, ps []apierr.Problem, mut mutation) []apierr.Problem {
 	if mut == mutBuildOnPushTag {
 		return ps // test-only: see mutation.go
 	}
 	if b := d.SourceConfig.BuildOnPush; b != nil && *b && mut.isTagRef(d.SourceRevisionConfig.RepoRef) {
-		ps = append(ps, Problem{Loc: []any{"body", "source_config", "build_on_push"}, Type: TypeBuildOnPushWithTagRef,
+		ps = append(ps, apierr.Problem{Loc: []any{"body", "source_config", "build_on_push"}, Type: apierr.TypeBuildOnPushWithTagRef,
 			Msg: "build_on_push cannot be enabled when source_revision_config.repo_ref is a tag (starts with 'refs/tags/')"})
 	}
 	return ps
 }
 
-func validationError(ps []Problem) error {
-	if len(ps) == 0 {
-		return nil
-	}
-	return &ValidationError{Problems: ps}
-}
-
 // CreateDeployment creates a deployment, its first revision (status
 // CREATING, returned as latest_revision_id) and its tracing project, all in
 // one store transaction. The deployment starts AWAITING_DATABASE. Errors: a
-// *ValidationError listing every problem; ErrConflict when the name is
+// *apierr.ValidationError listing every problem; apierr.ErrConflict when the name is
 // taken among the tenant's deployments not yet removed; the tracing hook's
 // error, in which case nothing is left behind.
 func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req *CreateDeploymentRequest) (*Deployment, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	if req == nil {
@@ -325,12 +307,12 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		ps := slices.Clone(pure)
 		ps = cp.checkReferences(tx, tenant, rec.Source, &rec.SourceConfig, ps)
-		if err := validationError(ps); err != nil {
+		if err := apierr.Validation(ps...); err != nil {
 			return err
 		}
 		if err := tx.Create(colDeploymentNames, key(tenant, rec.Name), []byte(id)); err != nil {
 			if errors.Is(err, store.ErrAlreadyExists) {
-				return conflictf("A deployment named '%s' already exists.", rec.Name)
+				return apierr.Conflictf("A deployment named '%s' already exists.", rec.Name)
 			}
 			return err
 		}
@@ -352,12 +334,12 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 // checkReferences checks the ids a create names: the integration of a
 // github deployment, the listener and namespace of an external_docker one.
 // (Fields that do not apply to the source are reported by the table.)
-func (cp *ControlPlane) checkReferences(r store.Reader, tenant string, src Source, sc *SourceConfig, ps []Problem) []Problem {
+func (cp *ControlPlane) checkReferences(r store.Reader, tenant string, src Source, sc *SourceConfig, ps []apierr.Problem) []apierr.Problem {
 	switch src {
 	case SourceGitHub:
 		if id := sc.IntegrationID; id != nil && validUUID(*id) {
 			if _, err := r.Get(colIntegrations, key(tenant, *id)); err != nil {
-				ps = append(ps, Problem{Loc: []any{"body", "source_config", "integration_id"}, Type: TypeUnknownReference,
+				ps = append(ps, apierr.Problem{Loc: []any{"body", "source_config", "integration_id"}, Type: apierr.TypeUnknownReference,
 					Msg: "Integration ID " + *id + " not found."})
 			}
 		}
@@ -366,7 +348,7 @@ func (cp *ControlPlane) checkReferences(r store.Reader, tenant string, src Sourc
 		if id := sc.ListenerID; id != nil && validUUID(*id) {
 			var err error
 			if l, err = getListener(r, tenant, *id); err != nil {
-				ps = append(ps, Problem{Loc: []any{"body", "source_config", "listener_id"}, Type: TypeUnknownReference,
+				ps = append(ps, apierr.Problem{Loc: []any{"body", "source_config", "listener_id"}, Type: apierr.TypeUnknownReference,
 					Msg: "Listener ID " + *id + " not found."})
 			}
 		}
@@ -374,13 +356,13 @@ func (cp *ControlPlane) checkReferences(r store.Reader, tenant string, src Sourc
 			loc := []any{"body", "source_config", "listener_config", "k8s_namespace"}
 			switch {
 			case sc.ListenerID == nil:
-				ps = append(ps, Problem{Loc: loc, Type: TypeValueError, Msg: "k8s_namespace requires source_config.listener_id"})
+				ps = append(ps, apierr.Problem{Loc: loc, Type: apierr.TypeValueError, Msg: "k8s_namespace requires source_config.listener_id"})
 			case l == nil:
 				// the listener problem is already reported
 			case l.ComputeType != ComputeTypeK8s:
-				ps = append(ps, Problem{Loc: loc, Type: TypeValueError, Msg: "k8s_namespace applies only to listeners whose compute type is 'k8s'"})
+				ps = append(ps, apierr.Problem{Loc: loc, Type: apierr.TypeValueError, Msg: "k8s_namespace applies only to listeners whose compute type is 'k8s'"})
 			case len(l.ComputeConfig.K8sNamespaces) > 0 && !slices.Contains(l.ComputeConfig.K8sNamespaces, *lc.K8sNamespace):
-				ps = append(ps, Problem{Loc: loc, Type: TypeNamespaceNotOfListener,
+				ps = append(ps, apierr.Problem{Loc: loc, Type: apierr.TypeNamespaceNotOfListener,
 					Msg: "Namespace should be one of the listener's compute_config.k8s_namespaces"})
 			}
 		}
@@ -413,14 +395,14 @@ func newRevision(d *deploymentRecord, id string, now time.Time) *revisionRecord 
 	}
 }
 
-// GetDeployment returns a deployment of the tenant, or a *NotFoundError.
+// GetDeployment returns a deployment of the tenant, or a *apierr.NotFoundError.
 func (cp *ControlPlane) GetDeployment(ctx context.Context, tenant, id string) (*Deployment, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	cid, ok := pathID(id)
 	if !ok {
-		return nil, &NotFoundError{Kind: KindDeployment, ID: id}
+		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
 	}
 	var rec *deploymentRecord
 	err := cp.st.View(ctx, func(r store.Reader) error {
@@ -442,12 +424,12 @@ func (cp *ControlPlane) GetDeployment(ctx context.Context, tenant, id string) (*
 // as stored, in its old format, until the deployment is next written.
 // Errors: as GetDeployment.
 func (cp *ControlPlane) GetDeploymentJSON(ctx context.Context, tenant, id string) ([]byte, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	cid, ok := pathID(id)
 	if !ok {
-		return nil, &NotFoundError{Kind: KindDeployment, ID: id}
+		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
 	}
 	var b []byte
 	err := cp.st.View(ctx, func(r store.Reader) error {
@@ -467,8 +449,8 @@ func (cp *ControlPlane) GetDeploymentJSON(ctx context.Context, tenant, id string
 // resource_spec) creates a new revision, even when equal to the current
 // value. A new revision supersedes the deployment's revisions still before
 // DEPLOYING (they become SKIPPED in the same Update) and is pending work
-// for Run. Errors: *NotFoundError, ErrInvalidState while the deployment is
-// AWAITING_DELETE, *ValidationError. A request that changes nothing leaves
+// for Run. Errors: *apierr.NotFoundError, apierr.ErrInvalidState while the deployment is
+// AWAITING_DELETE, *apierr.ValidationError. A request that changes nothing leaves
 // the deployment, including updated_at, as it was.
 func (cp *ControlPlane) UpdateDeployment(ctx context.Context, tenant, id string, req *UpdateDeploymentRequest) (*Deployment, error) {
 	d, _, err := cp.patch(ctx, tenant, id, req, false)
@@ -483,12 +465,12 @@ func (cp *ControlPlane) CreateRevision(ctx context.Context, tenant, deploymentID
 }
 
 func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *UpdateDeploymentRequest, force bool) (*Deployment, *Revision, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, nil, err
 	}
 	cid, ok := pathID(id)
 	if !ok {
-		return nil, nil, &NotFoundError{Kind: KindDeployment, ID: id}
+		return nil, nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
 	}
 	if req == nil {
 		req = &UpdateDeploymentRequest{}
@@ -506,10 +488,10 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 			return err
 		}
 		if stored.Status == StatusAwaitingDelete {
-			return invalidStatef("Deployment ID %s is being deleted.", cid)
+			return apierr.InvalidStatef("Deployment ID %s is being deleted.", cid)
 		}
 		merged, ps, trigger := mergePatch(stored, p, pure, aliased, cp.mutation)
-		if err := validationError(ps); err != nil {
+		if err := apierr.Validation(ps...); err != nil {
 			return err
 		}
 		if !trigger && !force {
@@ -554,14 +536,14 @@ func (r *deploymentRecord) equal(o *deploymentRecord) bool {
 // (or Process) then calls the Deployer's Teardown and removes every record
 // of the deployment; its name stays taken until then. Deleting a deployment
 // that is already AWAITING_DELETE succeeds and changes nothing. Errors:
-// *NotFoundError.
+// *apierr.NotFoundError.
 func (cp *ControlPlane) DeleteDeployment(ctx context.Context, tenant, id string) error {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return err
 	}
 	cid, ok := pathID(id)
 	if !ok {
-		return &NotFoundError{Kind: KindDeployment, ID: id}
+		return &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
 	}
 	now := cp.now()
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
@@ -587,27 +569,27 @@ func (cp *ControlPlane) DeleteDeployment(ctx context.Context, tenant, id string)
 }
 
 // GetRevision returns a revision of the tenant's deployment. Errors:
-// *NotFoundError of kind Deployment or Revision (a revision of another
+// *apierr.NotFoundError of kind Deployment or Revision (a revision of another
 // deployment is not found).
 func (cp *ControlPlane) GetRevision(ctx context.Context, tenant, deploymentID, revisionID string) (*Revision, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	did, ok := pathID(deploymentID)
 	if !ok {
-		return nil, &NotFoundError{Kind: KindDeployment, ID: deploymentID}
+		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: deploymentID}
 	}
 	rid, ok := pathID(revisionID)
 	var rev *revisionRecord
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		if _, err := r.Get(colDeployments, key(tenant, did)); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
-				return &NotFoundError{Kind: KindDeployment, ID: did}
+				return &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: did}
 			}
 			return err
 		}
 		if !ok {
-			return &NotFoundError{Kind: KindRevision, ID: revisionID}
+			return &apierr.NotFoundError{Kind: apierr.KindRevision, ID: revisionID}
 		}
 		var err error
 		rev, err = getRevision(r, tenant, did, rid)
@@ -630,15 +612,15 @@ func (cp *ControlPlane) GetRevision(ctx context.Context, tenant, deploymentID, r
 // place (install_command, build_command, custom_url, build_on_push) are
 // not part of a revision and keep their current values (older
 // revisions before DEPLOYING become SKIPPED, as for any new one). Errors:
-// *NotFoundError (deployment, or a revision that is not this deployment's),
-// ErrInvalidState while the deployment is AWAITING_DELETE.
+// *apierr.NotFoundError (deployment, or a revision that is not this deployment's),
+// apierr.ErrInvalidState while the deployment is AWAITING_DELETE.
 func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deploymentID, revisionID string) (*Deployment, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	did, ok := pathID(deploymentID)
 	if !ok {
-		return nil, &NotFoundError{Kind: KindDeployment, ID: deploymentID}
+		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: deploymentID}
 	}
 	rid, rok := pathID(revisionID)
 	now := cp.now()
@@ -651,14 +633,14 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 			return err
 		}
 		if !rok {
-			return &NotFoundError{Kind: KindRevision, ID: revisionID}
+			return &apierr.NotFoundError{Kind: apierr.KindRevision, ID: revisionID}
 		}
 		old, err := getRevision(tx, tenant, did, rid)
 		if err != nil {
 			return err
 		}
 		if stored.Status == StatusAwaitingDelete {
-			return invalidStatef("Deployment ID %s is being deleted.", did)
+			return apierr.InvalidStatef("Deployment ID %s is being deleted.", did)
 		}
 		next := *stored
 		redeployed(&next.Deployment, old)
@@ -692,12 +674,12 @@ func (StoreTracingProjects) CreateTracingProject(ctx context.Context, tx store.T
 }
 
 // Get reads the tracing project of a deployment; the error matches
-// ErrNotFound when there is none.
+// apierr.ErrNotFound when there is none.
 func (StoreTracingProjects) Get(r store.Reader, tenant, deploymentID string) (TracingProject, error) {
 	var p TracingProject
 	b, err := r.Get(colTracingProjects, key(tenant, deploymentID))
 	if errors.Is(err, store.ErrNotFound) {
-		return p, &NotFoundError{Kind: "Tracing project", ID: deploymentID}
+		return p, &apierr.NotFoundError{Kind: apierr.KindTracingProject, ID: deploymentID}
 	}
 	if err != nil {
 		return p, err

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/store"
 )
@@ -205,7 +206,7 @@ func TestCreateNameUniqueness(t *testing.T) {
 	f := newFixture(t, nil)
 	d := f.create(tenantA, dockerBody("agent"))
 	_, err := f.cp.CreateDeployment(f.ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("agent")))
-	if !errors.Is(err, controlplane.ErrConflict) || err.Error() != "A deployment named 'agent' already exists." {
+	if !errors.Is(err, apierr.ErrConflict) || err.Error() != "A deployment named 'agent' already exists." {
 		t.Fatalf("second create: %v, want ErrConflict with the detail sentence", err)
 	}
 	f.create(tenantB, dockerBody("agent")) // another tenant may use the name
@@ -214,7 +215,7 @@ func TestCreateNameUniqueness(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f.cp.CreateDeployment(f.ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("agent")))
-	if !errors.Is(err, controlplane.ErrConflict) {
+	if !errors.Is(err, apierr.ErrConflict) {
 		t.Fatalf("create while the namesake is AWAITING_DELETE: %v, want ErrConflict", err)
 	}
 }
@@ -265,7 +266,7 @@ func TestHookErrorIsKept(t *testing.T) {
 	}
 	f.st.Close()
 	_, err = f.cp.GetDeployment(f.ctx, tenantA, "00000000-0000-7000-8000-000000000001")
-	if err == nil || errors.Is(err, store.ErrClosed) || errors.Is(err, controlplane.ErrNotFound) {
+	if err == nil || errors.Is(err, store.ErrClosed) || errors.Is(err, apierr.ErrNotFound) {
 		t.Fatalf("get over a closed store: %v, want an error that is neither a store sentinel nor a domain error", err)
 	}
 }

@@ -32,7 +32,7 @@
 // the Deployer reports the commit it built, the pushed commit for a push,
 // and the named revision's commit for a redeploy (so a redeploy rebuilds
 // that commit, not the branch's head). DeleteDeployment marks it
-// AWAITING_DELETE, after which changes answer ErrInvalidState and its name
+// AWAITING_DELETE, after which changes answer apierr.ErrInvalidState and its name
 // stays taken until the lifecycle removes it.
 //
 // A redeploy changes only what a revision is: the new revision copies the
@@ -64,7 +64,7 @@
 // drives and reports, and the control plane keeps what only it can keep:
 // the lease, and the one transition table. Each Report is checked against
 // Transitions and written in its own Update with the lease renewed; a
-// refused report (ErrInvalidState) or a lost lease (ErrLeaseLost) writes
+// refused report (apierr.ErrInvalidState) or a lost lease (ErrLeaseLost) writes
 // nothing and tells the deployer to stop. Deploy may also return before the
 // revision is terminal, to be called again after PollInterval (a deployer
 // that polls an outside system), or return an error, recorded as the
@@ -114,7 +114,7 @@
 //
 // GitHub installations: an integration is a GitHub App installation, and
 // an installation belongs to at most one tenant (a second claim, by any
-// tenant, is ErrConflict), so a push reaches exactly the tenant that holds
+// tenant, is apierr.ErrConflict), so a push reaches exactly the tenant that holds
 // it. The verified way to claim one: StartGitHubInstall stores a random
 // state bound to the tenant (only its SHA-256 is stored; single use,
 // expiring after GitHubInstallStateTTL) and returns the App's installation
@@ -141,13 +141,22 @@
 //
 // # Errors
 //
-// *NotFoundError (matches ErrNotFound; an id of another tenant is not
-// found), ErrConflict, ErrInvalidState and *ValidationError (every problem of
-// a request, each with its loc path, e.g. ["body", "source_config",
-// "resource_spec", "sidecars", 0, "name"]). The Error text of the first
-// three is the sentence an HTTP response carries as its detail. Store
-// sentinels never leak out of this package; a TracingProjects hook's error
-// is returned wrapped.
+// The errors of a client's mistake are those of package apierr, the
+// vocabulary controlplane shares with oauthflow and httphandler:
+// *apierr.NotFoundError (matches apierr.ErrNotFound; Kind is
+// apierr.KindDeployment, KindRevision or KindListener; an id of another
+// tenant is not found), apierr.ErrConflict, apierr.ErrInvalidState and
+// *apierr.ValidationError (every problem of a request, each with its loc
+// path, e.g. ["body", "source_config", "resource_spec", "sidecars", 0,
+// "name"], and one of the apierr.Type codes). The Error text of the first
+// three is the sentence an HTTP response carries as its detail, e.g.
+// "Deployment ID {id} not found.". A tenant that breaks apierr.CheckTenant
+// is apierr.ErrInvalidTenant. This package's own sentinels are those of
+// the reconcile loop (ErrLeaseLost) and of the GitHub installation flow
+// (ErrGitHubAppNotConfigured, ErrUnknownInstallState,
+// ErrInstallationForbidden, ErrGitHubUnavailable, each returned as an
+// *apierr.DetailError carrying its sentence). Store sentinels never leak
+// out of this package; a TracingProjects hook's error is returned wrapped.
 //
 // ValidateCreateDeployment, ValidateUpdateDeployment,
 // ValidateCreateListener and ValidateUpdateListener run the checks of the

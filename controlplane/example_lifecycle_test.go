@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -54,7 +55,7 @@ func ExampleControlPlane_Process() {
 		panic(err)
 	}
 	_, err := cp.GetDeployment(ctx, exampleTenant, d.ID)
-	fmt.Println(errors.Is(err, controlplane.ErrNotFound))
+	fmt.Println(errors.Is(err, apierr.ErrNotFound))
 	more, _ := cp.Process(ctx, printer{})
 	fmt.Println("more work:", more)
 	// Output:
@@ -192,7 +193,7 @@ func ExampleControlPlane_ReportDeploymentStatus() {
 	// READY needs an active revision; a deployer reports UNUSED after
 	// scaling an idle deployment to zero.
 	err := cp.ReportDeploymentStatus(ctx, exampleTenant, d.ID, controlplane.StatusReady)
-	fmt.Println(errors.Is(err, controlplane.ErrInvalidState))
+	fmt.Println(errors.Is(err, apierr.ErrInvalidState))
 	if _, err := cp.Process(ctx, quiet{}); err != nil {
 		panic(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -81,7 +82,7 @@ func ExampleValidationError() {
 		Name:                 new("renamed"),
 		SourceRevisionConfig: &controlplane.SourceRevisionConfig{RepoRef: new("main")},
 	})
-	var ve *controlplane.ValidationError
+	var ve *apierr.ValidationError
 	if errors.As(err, &ve) {
 		for _, p := range ve.Problems {
 			fmt.Println(p.Loc, p.Type)

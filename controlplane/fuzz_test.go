@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 )
 
@@ -36,7 +37,7 @@ func FuzzCreateAndPatch(f *testing.F) {
 		fx.integration(tenantA)
 		check := func(op string, d *controlplane.Deployment, err error) {
 			t.Helper()
-			var ve *controlplane.ValidationError
+			var ve *apierr.ValidationError
 			switch {
 			case err == nil:
 				got, gerr := fx.cp.GetDeployment(fx.ctx, tenantA, d.ID)
@@ -53,7 +54,7 @@ func FuzzCreateAndPatch(f *testing.F) {
 						t.Fatalf("%s: malformed problem %+v", op, p)
 					}
 				}
-			case errors.Is(err, controlplane.ErrConflict):
+			case errors.Is(err, apierr.ErrConflict):
 			default:
 				t.Fatalf("%s: unexpected error %v", op, err)
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -47,7 +48,7 @@ func TestGetDeploymentJSONOfOlderRecords(t *testing.T) {
 		t.Errorf("GetDeploymentJSON = %s\nwant %s", got, want)
 	}
 	for _, c := range []struct{ tenant, id string }{{"t2", d.ID}, {"t1", "00000000-0000-4000-8000-000000000000"}, {"t1", "nope"}} {
-		if _, err := cp.GetDeploymentJSON(ctx, c.tenant, c.id); !errors.Is(err, ErrNotFound) {
+		if _, err := cp.GetDeploymentJSON(ctx, c.tenant, c.id); !errors.Is(err, apierr.ErrNotFound) {
 			t.Errorf("GetDeploymentJSON(%s, %s) = %v, want not found", c.tenant, c.id, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -66,14 +67,14 @@ var (
 
 // The sentences of the installation flow's errors.
 var (
-	errNoGitHubApp = &detailError{kind: ErrGitHubAppNotConfigured,
-		detail: "No GitHub App is configured on this server, so GitHub installations cannot be verified."}
-	errInstallState = &detailError{kind: ErrUnknownInstallState,
-		detail: "This installation link is invalid, has expired, or was already used."}
-	errInstallForbidden = &detailError{kind: ErrInstallationForbidden,
-		detail: "The GitHub user who installed the App cannot access this installation."}
-	errGitHubDown = &detailError{kind: ErrGitHubUnavailable,
-		detail: "GitHub did not confirm the installation: the authorization code was refused or GitHub could not be reached."}
+	errNoGitHubApp = &apierr.DetailError{Kind: ErrGitHubAppNotConfigured,
+		Detail: "No GitHub App is configured on this server, so GitHub installations cannot be verified."}
+	errInstallState = &apierr.DetailError{Kind: ErrUnknownInstallState,
+		Detail: "This installation link is invalid, has expired, or was already used."}
+	errInstallForbidden = &apierr.DetailError{Kind: ErrInstallationForbidden,
+		Detail: "The GitHub user who installed the App cannot access this installation."}
+	errGitHubDown = &apierr.DetailError{Kind: ErrGitHubUnavailable,
+		Detail: "GitHub did not confirm the installation: the authorization code was refused or GitHub could not be reached."}
 )
 
 // GitHubApp is the GitHub App through which tenants install the
@@ -125,7 +126,7 @@ func digestKey(s string) string {
 // GitHubInstallStateTTL) and returns the App's installation URL carrying
 // it. Errors: ErrGitHubAppNotConfigured.
 func (cp *ControlPlane) StartGitHubInstall(ctx context.Context, tenant string) (string, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return "", err
 	}
 	if cp.github == nil {
@@ -186,11 +187,11 @@ func sweep(tx store.Tx, col, cutoff string) error {
 // behind code can access the installation, and only then records the
 // integration for the state's tenant, named after the installation's
 // account. The installation must not belong to another tenant
-// (ErrConflict); when the tenant already holds it, its integration is
-// returned unchanged. Errors: *ValidationError (no installation id or
+// (apierr.ErrConflict); when the tenant already holds it, its integration is
+// returned unchanged. Errors: *apierr.ValidationError (no installation id or
 // code, or setup_action "request": nothing installed yet),
 // ErrGitHubAppNotConfigured, ErrUnknownInstallState,
-// ErrInstallationForbidden, ErrGitHubUnavailable, ErrConflict.
+// ErrInstallationForbidden, ErrGitHubUnavailable, apierr.ErrConflict.
 func (cp *ControlPlane) CompleteGitHubInstall(ctx context.Context, s *GitHubSetup) (*Integration, error) {
 	if cp.github == nil {
 		return nil, errNoGitHubApp
@@ -200,21 +201,21 @@ func (cp *ControlPlane) CompleteGitHubInstall(ctx context.Context, s *GitHubSetu
 	}
 	c := &checker{lim: cp.lim}
 	if s.State == "" {
-		c.add([]any{"query", "state"}, TypeMissing, "Field required")
+		c.add([]any{"query", "state"}, apierr.TypeMissing, "Field required")
 	}
 	if s.SetupAction == "request" {
-		c.add([]any{"query", "setup_action"}, TypeLiteralError,
+		c.add([]any{"query", "setup_action"}, apierr.TypeLiteralError,
 			"The installation was requested and awaits approval by an owner of the account; start again once it is approved")
 	} else {
 		if s.InstallationID <= 0 {
-			c.add([]any{"query", "installation_id"}, TypeGreaterThan, "Input should be greater than 0")
+			c.add([]any{"query", "installation_id"}, apierr.TypeGreaterThan, "Input should be greater than 0")
 		}
 		if s.Code == "" {
-			c.add([]any{"query", "code"}, TypeMissing,
+			c.add([]any{"query", "code"}, apierr.TypeMissing,
 				"Field required (the GitHub App must request user authorization (OAuth) during installation)")
 		}
 	}
-	if err := validationError(c.ps); err != nil {
+	if err := apierr.Validation(c.ps...); err != nil {
 		return nil, err
 	}
 	// The state is spent before GitHub is asked, so that it is single use
@@ -271,7 +272,7 @@ func (cp *ControlPlane) CompleteGitHubInstall(ctx context.Context, s *GitHubSetu
 
 // recordIntegration records that tenant holds installationID, as a new
 // integration named name, in one Update. An installation held by another
-// tenant is ErrConflict; one the tenant already holds is ErrConflict too,
+// tenant is apierr.ErrConflict; one the tenant already holds is apierr.ErrConflict too,
 // unless again is true, which returns the existing integration instead.
 func (cp *ControlPlane) recordIntegration(ctx context.Context, tenant string, installationID int64, name string, again bool) (*Integration, error) {
 	rec := &integrationRecord{Integration: Integration{ID: cp.newID(), InstallationID: installationID, Name: name},
@@ -289,7 +290,7 @@ func (cp *ControlPlane) recordIntegration(ctx context.Context, tenant string, in
 		case err == nil:
 			t, id, _ := strings.Cut(string(owner), "/")
 			if t != tenant || !again {
-				return conflictf("GitHub installation %d is already registered.", installationID)
+				return apierr.Conflictf("GitHub installation %d is already registered.", installationID)
 			}
 			v, err := tx.Get(colIntegrations, key(tenant, id))
 			if err != nil {

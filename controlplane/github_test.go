@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/storebolt"
 	"pgregory.net/rapid"
@@ -72,7 +73,7 @@ func TestInstallationOwnedByOneTenant(t *testing.T) {
 	before := dump(t, f.st)
 	for _, tenant := range []string{tenantB, tenantA} {
 		_, err := f.cp.CreateIntegration(f.ctx, tenant, req(7))
-		if !errors.Is(err, controlplane.ErrConflict) {
+		if !errors.Is(err, apierr.ErrConflict) {
 			t.Errorf("tenant %s registers installation 7, held by A: %v, want ErrConflict", tenant, err)
 		}
 	}
@@ -83,7 +84,7 @@ func TestInstallationOwnedByOneTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f.cp.CompleteGitHubInstall(f.ctx, &controlplane.GitHubSetup{InstallationID: 7, SetupAction: "install", Code: "code-b", State: stateOf(t, u)})
-	if !errors.Is(err, controlplane.ErrConflict) {
+	if !errors.Is(err, apierr.ErrConflict) {
 		t.Errorf("tenant B completes an installation held by A: %v, want ErrConflict", err)
 	}
 	list, err := f.cp.ListIntegrations(f.ctx, tenantB)
@@ -380,7 +381,7 @@ func TestInstallationOwnershipProperty(t *testing.T) {
 						rt.Fatalf("verified claim by the owner: %+v, %v; want integration %s", in, err, integ[inst])
 					}
 				default:
-					if !errors.Is(err, controlplane.ErrConflict) {
+					if !errors.Is(err, apierr.ErrConflict) {
 						rt.Fatalf("claim of %d (owner %s) by %s: %+v, %v; want ErrConflict", inst, o, tenant, in, err)
 					}
 				}

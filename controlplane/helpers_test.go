@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/store/storetest"
@@ -112,9 +113,9 @@ func dockerBody(name string) string {
 }
 
 // problems returns the problems of a *ValidationError, or fails.
-func problems(t tb, err error) []controlplane.Problem {
+func problems(t tb, err error) []apierr.Problem {
 	t.Helper()
-	var ve *controlplane.ValidationError
+	var ve *apierr.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("error = %v, want a *ValidationError", err)
 	}
@@ -122,7 +123,7 @@ func problems(t tb, err error) []controlplane.Problem {
 }
 
 // locTypes reduces problems to "loc: type" lines, the part the tests pin.
-func locTypes(ps []controlplane.Problem) []string {
+func locTypes(ps []apierr.Problem) []string {
 	var out []string
 	for _, p := range ps {
 		var parts []string

@@ -33,7 +33,7 @@ type Deployer interface {
 	// when Run stops. Work stopped by Run or a lost lease is resumed later
 	// (by this or another replica), so Deploy must be safe to call again
 	// for the same revision.
-	// A report that fails with ErrInvalidState (the revision was superseded
+	// A report that fails with apierr.ErrInvalidState (the revision was superseded
 	// and SKIPPED, or the deployment is being deleted) means: stop.
 	Deploy(ctx context.Context, w *Work, r Reporter) error
 	// Teardown removes everything Deploy made for a deployment being
@@ -64,11 +64,11 @@ type Work struct {
 // transaction; it also renews the lease. It is safe for concurrent use but
 // reports of one revision are meant to come in order.
 type Reporter interface {
-	// Report records a step. Errors: ErrInvalidState (the step's status may
+	// Report records a step. Errors: apierr.ErrInvalidState (the step's status may
 	// not follow the revision's current one, the revision is already
 	// terminal, or the deployment status is not one a deployer may set;
 	// nothing is written), ErrLeaseLost (another worker owns the revision
-	// now; nothing is written), a *ValidationError for unknown status
+	// now; nothing is written), a *apierr.ValidationError for unknown status
 	// values, or a store or context error.
 	Report(ctx context.Context, s Step) error
 }

@@ -13,6 +13,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/internal/testclock"
 	"github.com/deployplane/deployplane/store"
@@ -110,7 +111,7 @@ func TestReportedStatusesFollowTheTable(t *testing.T) {
 						rt.Fatalf("accepted %s, stored %s", s, rev.Status)
 					}
 					stored = append(stored, s)
-				case !errors.Is(err, controlplane.ErrInvalidState):
+				case !errors.Is(err, apierr.ErrInvalidState):
 					rt.Fatalf("%s -> %s: %v, want ErrInvalidState", cur, s, err)
 				case legal:
 					rt.Fatalf("%s -> %s refused (%v); the table allows it", cur, s, err)
@@ -376,7 +377,7 @@ func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	if !ok || err != nil {
 		t.Fatalf("Process = %v, %v", ok, err)
 	}
-	if !errors.Is(late, controlplane.ErrInvalidState) && !errors.Is(late, controlplane.ErrLeaseLost) {
+	if !errors.Is(late, apierr.ErrInvalidState) && !errors.Is(late, controlplane.ErrLeaseLost) {
 		t.Errorf("late report: %v, want a refusal", late)
 	}
 	rev, err := a.GetRevision(ctx, tenantA, d.ID, *d.LatestRevisionID)
@@ -525,7 +526,7 @@ func TestRedeployBecomesActive(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f.cp.RedeployRevision(f.ctx, tenantA, d.ID, first)
-	if !errors.Is(err, controlplane.ErrInvalidState) {
+	if !errors.Is(err, apierr.ErrInvalidState) {
 		t.Errorf("redeploy while AWAITING_DELETE: %v, want ErrInvalidState", err)
 	}
 }
@@ -567,7 +568,7 @@ func TestDeleteTearsDownAndRemoves(t *testing.T) {
 	}
 	want := tenantA + "/" + d.ID + "/AWAITING_DELETE"
 	diff(t, "teardowns", []string{want, want}, torn)
-	if _, err := f.cp.GetDeployment(f.ctx, tenantA, d.ID); !errors.Is(err, controlplane.ErrNotFound) {
+	if _, err := f.cp.GetDeployment(f.ctx, tenantA, d.ID); !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("GetDeployment after teardown: %v, want not found", err)
 	}
 	for col, recs := range dump(t, f.st) {
@@ -636,7 +637,7 @@ func TestReportedDeploymentStatus(t *testing.T) {
 	}
 	var got []string
 	for _, e := range errs {
-		got = append(got, fmt.Sprint(errors.Is(e, controlplane.ErrInvalidState)))
+		got = append(got, fmt.Sprint(errors.Is(e, apierr.ErrInvalidState)))
 	}
 	diff(t, "refused", []string{"true", "true", "false", "false", "false", "false", "false", "true", "true"}, got)
 	if dep, _ := f.cp.GetDeployment(f.ctx, tenantA, d.ID); dep.Status != controlplane.StatusUnknown {
@@ -646,8 +647,8 @@ func TestReportedDeploymentStatus(t *testing.T) {
 		s    controlplane.DeploymentStatus
 		want error
 	}{
-		{controlplane.StatusAwaitingDelete, controlplane.ErrInvalidState},
-		{"SLEEPING", controlplane.ErrInvalidState},
+		{controlplane.StatusAwaitingDelete, apierr.ErrInvalidState},
+		{"SLEEPING", apierr.ErrInvalidState},
 		{controlplane.StatusReady, nil},
 		{controlplane.StatusUnused, nil},
 	} {
@@ -655,7 +656,7 @@ func TestReportedDeploymentStatus(t *testing.T) {
 			t.Errorf("ReportDeploymentStatus(%s) = %v, want %v", tc.s, err, tc.want)
 		}
 	}
-	if err := f.cp.ReportDeploymentStatus(f.ctx, tenantB, d.ID, controlplane.StatusReady); !errors.Is(err, controlplane.ErrNotFound) {
+	if err := f.cp.ReportDeploymentStatus(f.ctx, tenantB, d.ID, controlplane.StatusReady); !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("another tenant's deployment: %v, want not found", err)
 	}
 	dep, _ := f.cp.GetDeployment(f.ctx, tenantA, d.ID)

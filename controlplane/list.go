@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -15,25 +16,25 @@ func (c *checker) page(limit *int, offset int) {
 	if limit != nil {
 		switch {
 		case *limit < 1:
-			c.add([]any{"query", "limit"}, TypeGreaterThanEqual, "Input should be greater than or equal to 1")
+			c.add([]any{"query", "limit"}, apierr.TypeGreaterThanEqual, "Input should be greater than or equal to 1")
 		case *limit > MaxPageLimit:
-			c.add([]any{"query", "limit"}, TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", MaxPageLimit))
+			c.add([]any{"query", "limit"}, apierr.TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", MaxPageLimit))
 		}
 	}
 	if offset < 0 {
-		c.add([]any{"query", "offset"}, TypeGreaterThanEqual, "Input should be greater than or equal to 0")
+		c.add([]any{"query", "offset"}, apierr.TypeGreaterThanEqual, "Input should be greater than or equal to 0")
 	}
 }
 
 func (c *checker) queryIDs(name string, ids []string) {
 	loc := []any{"query", name}
 	if len(ids) > c.lim.MaxFilterIDs {
-		c.add(loc, TypeTooLong, fmt.Sprintf("List should have at most %d items", c.lim.MaxFilterIDs))
+		c.add(loc, apierr.TypeTooLong, fmt.Sprintf("List should have at most %d items", c.lim.MaxFilterIDs))
 		return
 	}
 	for _, id := range ids {
 		if !validUUID(id) {
-			c.add(loc, TypeUUIDParsing, "Input should be a comma-separated list of valid UUIDs")
+			c.add(loc, apierr.TypeUUIDParsing, "Input should be a comma-separated list of valid UUIDs")
 			return
 		}
 	}
@@ -46,7 +47,7 @@ func limitOf(l *int) int {
 	return *l
 }
 
-// Validate reports every bad value of q as a *ValidationError with loc
+// Validate reports every bad value of q as a *apierr.ValidationError with loc
 // ["query", name], using DefaultLimits. A caller that serves a
 // ControlPlane with other Options.Limits uses ValidateWith(cp.Limits()),
 // which is what ListDeployments applies.
@@ -60,28 +61,28 @@ func (q *ListDeploymentsQuery) ValidateWith(lim Limits) error {
 	c := &checker{lim: lim}
 	c.page(q.Limit, q.Offset)
 	if len(q.NameContains) > 63 {
-		c.add([]any{"query", "name_contains"}, TypeStringTooLong, "String should have at most 63 characters")
+		c.add([]any{"query", "name_contains"}, apierr.TypeStringTooLong, "String should have at most 63 characters")
 	}
 	switch q.Status {
 	case "", StatusAwaitingDatabase, StatusReady, StatusUnused, StatusAwaitingDelete, StatusUnknown:
 	default:
-		c.add([]any{"query", "status"}, TypeLiteralError,
+		c.add([]any{"query", "status"}, apierr.TypeLiteralError,
 			"Input should be 'AWAITING_DATABASE', 'READY', 'UNUSED', 'AWAITING_DELETE' or 'UNKNOWN'")
 	}
 	c.queryIDs("tag_value_ids", q.TagValueIDs)
 	if len(q.ImageVersion) > lim.MaxStringBytes {
-		c.add([]any{"query", "image_version"}, TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", lim.MaxStringBytes))
+		c.add([]any{"query", "image_version"}, apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", lim.MaxStringBytes))
 	}
 	switch q.DeploymentType {
 	case "", DeploymentTypeDevFree, DeploymentTypeDev, DeploymentTypeProd:
 	default:
-		c.add([]any{"query", "deployment_type"}, TypeLiteralError, "Input should be 'dev_free', 'dev' or 'prod'")
+		c.add([]any{"query", "deployment_type"}, apierr.TypeLiteralError, "Input should be 'dev_free', 'dev' or 'prod'")
 	}
 	c.queryIDs("deployment_ids", q.DeploymentIDs)
-	return validationError(c.ps)
+	return apierr.Validation(c.ps...)
 }
 
-// Validate reports every bad value of q as a *ValidationError with loc
+// Validate reports every bad value of q as a *apierr.ValidationError with loc
 // ["query", name]. (No limit of Limits applies to it yet; ValidateWith
 // exists so that callers treat every query alike.)
 func (q *ListRevisionsQuery) Validate() error { return q.ValidateWith(DefaultLimits()) }
@@ -93,14 +94,14 @@ func (q *ListRevisionsQuery) ValidateWith(lim Limits) error {
 	c.page(q.Limit, q.Offset)
 	for _, s := range q.Status {
 		if !validRevisionStatus(s) {
-			c.add([]any{"query", "status"}, TypeLiteralError, "Input should be a comma-separated list of revision statuses")
+			c.add([]any{"query", "status"}, apierr.TypeLiteralError, "Input should be a comma-separated list of revision statuses")
 			break
 		}
 	}
-	return validationError(c.ps)
+	return apierr.Validation(c.ps...)
 }
 
-// Validate reports every bad value of q as a *ValidationError with loc
+// Validate reports every bad value of q as a *apierr.ValidationError with loc
 // ["query", name].
 func (q *ListListenersQuery) Validate() error { return q.ValidateWith(DefaultLimits()) }
 
@@ -109,7 +110,7 @@ func (q *ListListenersQuery) Validate() error { return q.ValidateWith(DefaultLim
 func (q *ListListenersQuery) ValidateWith(lim Limits) error {
 	c := &checker{lim: lim}
 	c.page(q.Limit, q.Offset)
-	return validationError(c.ps)
+	return apierr.Validation(c.ps...)
 }
 
 func validRevisionStatus(s RevisionStatus) bool {
@@ -163,7 +164,7 @@ func (f *summaryFilter) match(s string) bool {
 
 // ListDeployments returns one page of the tenant's deployments matching
 // every filter of q, newest first (created_at desc, then id desc). A nil q
-// lists everything with the default limit. Errors: *ValidationError at
+// lists everything with the default limit. Errors: *apierr.ValidationError at
 // ["query", name].
 //
 // Cost: the page is found through the index records, never by decoding the
@@ -174,7 +175,7 @@ func (f *summaryFilter) match(s string) bool {
 // other filters are checked on each candidate's summary record. Offset skips
 // index entries; only the returned page is decoded.
 func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *ListDeploymentsQuery) (*DeploymentPage, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	if q == nil {
@@ -204,7 +205,7 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 		for _, t := range tails {
 			_, id, _ := strings.Cut(t, "/")
 			rec, err := getDeployment(r, tenant, id)
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, apierr.ErrNotFound) {
 				return fmt.Errorf("controlplane: an index names the missing deployment %s", id)
 			}
 			if err != nil {
@@ -379,7 +380,7 @@ func (cp *ControlPlane) listByIDs(r store.Reader, tenant string, q *ListDeployme
 		seen[cid] = true
 		rec, err := getDeployment(r, tenant, cid)
 		if err != nil {
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, apierr.ErrNotFound) {
 				continue
 			}
 			return err
@@ -406,9 +407,9 @@ func (cp *ControlPlane) listByIDs(r store.Reader, tenant string, q *ListDeployme
 
 // ListRevisions returns one page of a deployment's revisions, newest first,
 // keeping those whose status is in q.Status (when given). Errors:
-// *NotFoundError, *ValidationError.
+// *apierr.NotFoundError, *apierr.ValidationError.
 func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID string, q *ListRevisionsQuery) (*RevisionPage, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	if q == nil {
@@ -419,7 +420,7 @@ func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID 
 	}
 	did, ok := pathID(deploymentID)
 	if !ok {
-		return nil, &NotFoundError{Kind: KindDeployment, ID: deploymentID}
+		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: deploymentID}
 	}
 	limit := limitOf(q.Limit)
 	var page []Revision

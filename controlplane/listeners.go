@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -26,7 +27,7 @@ func (c *checker) checkComputeConfig(loc []any, cc *ComputeConfig) {
 	for i, ns := range cc.K8sNamespaces {
 		if c.pattern(at(nl, i), validDNSLabel(ns), dnsLabelPattern) {
 			if seen[ns] {
-				c.add(at(nl, i), TypeDuplicate, "Namespaces should be unique")
+				c.add(at(nl, i), apierr.TypeDuplicate, "Namespaces should be unique")
 			}
 			seen[ns] = true
 		}
@@ -38,60 +39,60 @@ func listenerComputeKey(tenant, computeID string) string {
 }
 
 // checkCreateListener is every check of CreateListener.
-func (cp *ControlPlane) checkCreateListener(req *CreateListenerRequest) []Problem {
+func (cp *ControlPlane) checkCreateListener(req *CreateListenerRequest) []apierr.Problem {
 	c := &checker{lim: cp.lim}
 	switch {
 	case req.ComputeType == nil:
-		c.add([]any{"body", "compute_type"}, TypeMissing, "Field required")
+		c.add([]any{"body", "compute_type"}, apierr.TypeMissing, "Field required")
 	case *req.ComputeType != ComputeTypeK8s:
-		c.add([]any{"body", "compute_type"}, TypeLiteralError, "Input should be 'k8s'")
+		c.add([]any{"body", "compute_type"}, apierr.TypeLiteralError, "Input should be 'k8s'")
 	}
 	if req.ComputeID == nil {
-		c.add([]any{"body", "compute_id"}, TypeMissing, "Field required")
+		c.add([]any{"body", "compute_id"}, apierr.TypeMissing, "Field required")
 	} else {
 		c.str([]any{"body", "compute_id"}, *req.ComputeID, 253)
 	}
 	c.checkComputeConfig([]any{"body", "compute_config"}, req.ComputeConfig)
 	if req.Version != nil && len(*req.Version) > 256 {
-		c.add([]any{"body", "version"}, TypeStringTooLong, "String should have at most 256 bytes")
+		c.add([]any{"body", "version"}, apierr.TypeStringTooLong, "String should have at most 256 bytes")
 	}
 	return c.ps
 }
 
 // checkUpdateListener is every check of UpdateListener that needs no
 // stored listener.
-func (cp *ControlPlane) checkUpdateListener(req *UpdateListenerRequest) []Problem {
+func (cp *ControlPlane) checkUpdateListener(req *UpdateListenerRequest) []apierr.Problem {
 	c := &checker{lim: cp.lim}
 	c.checkComputeConfig([]any{"body", "compute_config"}, req.ComputeConfig)
 	if req.Version != nil && len(*req.Version) > 256 {
-		c.add([]any{"body", "version"}, TypeStringTooLong, "String should have at most 256 bytes")
+		c.add([]any{"body", "version"}, apierr.TypeStringTooLong, "String should have at most 256 bytes")
 	}
 	return c.ps
 }
 
 // listenerImmutables appends to ps the problems of a PATCH that would
 // change listener l's immutable fields.
-func listenerImmutables(req *UpdateListenerRequest, l *Listener, ps []Problem) []Problem {
+func listenerImmutables(req *UpdateListenerRequest, l *Listener, ps []apierr.Problem) []apierr.Problem {
 	if req.ComputeType != nil && *req.ComputeType != l.ComputeType {
-		ps = append(ps, Problem{Loc: []any{"body", "compute_type"}, Type: TypeImmutableField, Msg: "Field cannot be changed after creation"})
+		ps = append(ps, apierr.Problem{Loc: []any{"body", "compute_type"}, Type: apierr.TypeImmutableField, Msg: "Field cannot be changed after creation"})
 	}
 	if req.ComputeID != nil && *req.ComputeID != l.ComputeID {
-		ps = append(ps, Problem{Loc: []any{"body", "compute_id"}, Type: TypeImmutableField, Msg: "Field cannot be changed after creation"})
+		ps = append(ps, apierr.Problem{Loc: []any{"body", "compute_id"}, Type: apierr.TypeImmutableField, Msg: "Field cannot be changed after creation"})
 	}
 	return ps
 }
 
 // CreateListener registers a listener. compute_type must be "k8s";
-// compute_id is required and unique per tenant (ErrConflict). Errors:
-// *ValidationError, ErrConflict.
+// compute_id is required and unique per tenant (apierr.ErrConflict). Errors:
+// *apierr.ValidationError, apierr.ErrConflict.
 func (cp *ControlPlane) CreateListener(ctx context.Context, tenant string, req *CreateListenerRequest) (*Listener, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	if req == nil {
 		req = &CreateListenerRequest{}
 	}
-	if err := validationError(cp.checkCreateListener(req)); err != nil {
+	if err := apierr.Validation(cp.checkCreateListener(req)...); err != nil {
 		return nil, err
 	}
 	now := cp.now()
@@ -110,7 +111,7 @@ func (cp *ControlPlane) CreateListener(ctx context.Context, tenant string, req *
 	err = cp.st.Update(ctx, func(tx store.Tx) error {
 		if err := tx.Create(colListenerCompute, listenerComputeKey(tenant, l.ComputeID), []byte(l.ID)); err != nil {
 			if errors.Is(err, store.ErrAlreadyExists) {
-				return conflictf("A listener with compute_id '%s' is already registered.", l.ComputeID)
+				return apierr.Conflictf("A listener with compute_id '%s' is already registered.", l.ComputeID)
 			}
 			return err
 		}
@@ -125,14 +126,14 @@ func (cp *ControlPlane) CreateListener(ctx context.Context, tenant string, req *
 	return l, nil
 }
 
-// GetListener returns a listener of the tenant, or a *NotFoundError.
+// GetListener returns a listener of the tenant, or a *apierr.NotFoundError.
 func (cp *ControlPlane) GetListener(ctx context.Context, tenant, id string) (*Listener, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	cid, ok := pathID(id)
 	if !ok {
-		return nil, &NotFoundError{Kind: KindListener, ID: id}
+		return nil, &apierr.NotFoundError{Kind: apierr.KindListener, ID: id}
 	}
 	var l *Listener
 	err := cp.st.View(ctx, func(r store.Reader) error {
@@ -147,9 +148,9 @@ func (cp *ControlPlane) GetListener(ctx context.Context, tenant, id string) (*Li
 }
 
 // ListListeners returns one page of the tenant's listeners, newest first.
-// Errors: *ValidationError.
+// Errors: *apierr.ValidationError.
 func (cp *ControlPlane) ListListeners(ctx context.Context, tenant string, q *ListListenersQuery) (*ListenerPage, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	if q == nil {
@@ -187,14 +188,14 @@ func (cp *ControlPlane) ListListeners(ctx context.Context, tenant string, q *Lis
 // UpdateListener applies a PATCH to a listener: compute_type and compute_id
 // are accepted only when equal to the stored values (422 immutable_field);
 // compute_config replaces the stored one; version changes in place. Errors:
-// *NotFoundError, *ValidationError.
+// *apierr.NotFoundError, *apierr.ValidationError.
 func (cp *ControlPlane) UpdateListener(ctx context.Context, tenant, id string, req *UpdateListenerRequest) (*Listener, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	cid, ok := pathID(id)
 	if !ok {
-		return nil, &NotFoundError{Kind: KindListener, ID: id}
+		return nil, &apierr.NotFoundError{Kind: apierr.KindListener, ID: id}
 	}
 	if req == nil {
 		req = &UpdateListenerRequest{}
@@ -209,7 +210,7 @@ func (cp *ControlPlane) UpdateListener(ctx context.Context, tenant, id string, r
 			return err
 		}
 		ps := listenerImmutables(req, l, slices.Clone(pure))
-		if err := validationError(ps); err != nil {
+		if err := apierr.Validation(ps...); err != nil {
 			return err
 		}
 		next := *l
@@ -242,14 +243,14 @@ func (cp *ControlPlane) UpdateListener(ctx context.Context, tenant, id string, r
 
 // DeleteListener removes a listener. A listener that deployments (of any
 // status, until they are removed) still name cannot be deleted:
-// ErrInvalidState. Errors: *NotFoundError, ErrInvalidState.
+// apierr.ErrInvalidState. Errors: *apierr.NotFoundError, apierr.ErrInvalidState.
 func (cp *ControlPlane) DeleteListener(ctx context.Context, tenant, id string) error {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return err
 	}
 	cid, ok := pathID(id)
 	if !ok {
-		return &NotFoundError{Kind: KindListener, ID: id}
+		return &apierr.NotFoundError{Kind: apierr.KindListener, ID: id}
 	}
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		l, err := getListener(tx, tenant, cid)
@@ -265,7 +266,7 @@ func (cp *ControlPlane) DeleteListener(ctx context.Context, tenant, id string) e
 			return err
 		}
 		if inUse {
-			return invalidStatef("Listener ID %s is used by deployments.", cid)
+			return apierr.InvalidStatef("Listener ID %s is used by deployments.", cid)
 		}
 		for _, k := range []struct{ col, key string }{
 			{colListeners, key(tenant, cid)},
@@ -286,10 +287,10 @@ func (cp *ControlPlane) DeleteListener(ctx context.Context, tenant, id string) e
 // verified one): whoever calls it is trusted to hold the installation.
 // installation_id (> 0) and name (1..MaxStringBytes) are required. An
 // installation belongs to at most one tenant: one already registered, by
-// this tenant or another, is ErrConflict. Errors: *ValidationError,
-// ErrConflict.
+// this tenant or another, is apierr.ErrConflict. Errors: *apierr.ValidationError,
+// apierr.ErrConflict.
 func (cp *ControlPlane) CreateIntegration(ctx context.Context, tenant string, req *CreateIntegrationRequest) (*Integration, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	if req == nil {
@@ -297,16 +298,16 @@ func (cp *ControlPlane) CreateIntegration(ctx context.Context, tenant string, re
 	}
 	c := &checker{lim: cp.lim}
 	if req.InstallationID == nil {
-		c.add([]any{"body", "installation_id"}, TypeMissing, "Field required")
+		c.add([]any{"body", "installation_id"}, apierr.TypeMissing, "Field required")
 	} else if *req.InstallationID <= 0 {
-		c.add([]any{"body", "installation_id"}, TypeGreaterThan, "Input should be greater than 0")
+		c.add([]any{"body", "installation_id"}, apierr.TypeGreaterThan, "Input should be greater than 0")
 	}
 	if req.Name == nil {
-		c.add([]any{"body", "name"}, TypeMissing, "Field required")
+		c.add([]any{"body", "name"}, apierr.TypeMissing, "Field required")
 	} else {
 		c.str([]any{"body", "name"}, *req.Name, cp.lim.MaxStringBytes)
 	}
-	if err := validationError(c.ps); err != nil {
+	if err := apierr.Validation(c.ps...); err != nil {
 		return nil, err
 	}
 	return cp.recordIntegration(ctx, tenant, *req.InstallationID, *req.Name, false)
@@ -315,7 +316,7 @@ func (cp *ControlPlane) CreateIntegration(ctx context.Context, tenant string, re
 // ListIntegrations returns the tenant's GitHub integrations, oldest first
 // (created_at, then id). The list is never nil.
 func (cp *ControlPlane) ListIntegrations(ctx context.Context, tenant string) ([]Integration, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	var recs []integrationRecord

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 )
 
@@ -29,7 +30,7 @@ func TestListeners(t *testing.T) {
 
 	// compute_id is unique per tenant.
 	_, err = f.cp.CreateListener(f.ctx, tenantA, decode[controlplane.CreateListenerRequest](t, `{"compute_type": "k8s", "compute_id": "cluster-1"}`))
-	if !errors.Is(err, controlplane.ErrConflict) {
+	if !errors.Is(err, apierr.ErrConflict) {
 		t.Errorf("duplicate compute_id: %v, want ErrConflict", err)
 	}
 	if _, err := f.cp.CreateListener(f.ctx, tenantB, decode[controlplane.CreateListenerRequest](t, `{"compute_type": "k8s", "compute_id": "cluster-1"}`)); err != nil {
@@ -47,7 +48,7 @@ func TestListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	diff(t, "get", l, got)
-	if _, err := f.cp.GetListener(f.ctx, tenantB, l.ID); !errors.Is(err, controlplane.ErrNotFound) || err.Error() != "Listener ID "+l.ID+" not found." {
+	if _, err := f.cp.GetListener(f.ctx, tenantB, l.ID); !errors.Is(err, apierr.ErrNotFound) || err.Error() != "Listener ID "+l.ID+" not found." {
 		t.Errorf("get from another tenant: %v", err)
 	}
 	page, err := f.cp.ListListeners(f.ctx, tenantA, nil)
@@ -89,22 +90,22 @@ func TestListeners(t *testing.T) {
 	// A listener in use cannot be deleted; a free one can.
 	d := f.create(tenantA, `{"name": "agent", "source": "external_docker", "source_config": {"listener_id": "`+l.ID+`"},
 		"source_revision_config": {"image_uri": "r/a:1"}}`)
-	if err := f.cp.DeleteListener(f.ctx, tenantA, l.ID); !errors.Is(err, controlplane.ErrInvalidState) {
+	if err := f.cp.DeleteListener(f.ctx, tenantA, l.ID); !errors.Is(err, apierr.ErrInvalidState) {
 		t.Errorf("delete a listener in use: %v, want ErrInvalidState", err)
 	}
 	if err := f.cp.DeleteDeployment(f.ctx, tenantA, d.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.cp.DeleteListener(f.ctx, tenantA, l.ID); !errors.Is(err, controlplane.ErrInvalidState) {
+	if err := f.cp.DeleteListener(f.ctx, tenantA, l.ID); !errors.Is(err, apierr.ErrInvalidState) {
 		t.Errorf("delete a listener of a deployment being deleted: %v, want ErrInvalidState", err)
 	}
 	if err := f.cp.DeleteListener(f.ctx, tenantA, bare.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.cp.GetListener(f.ctx, tenantA, bare.ID); !errors.Is(err, controlplane.ErrNotFound) {
+	if _, err := f.cp.GetListener(f.ctx, tenantA, bare.ID); !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("get after delete: %v, want ErrNotFound", err)
 	}
-	if err := f.cp.DeleteListener(f.ctx, tenantA, bare.ID); !errors.Is(err, controlplane.ErrNotFound) {
+	if err := f.cp.DeleteListener(f.ctx, tenantA, bare.ID); !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("second delete: %v, want ErrNotFound", err)
 	}
 	// Its compute id is free again.
@@ -124,7 +125,7 @@ func TestIntegrations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.cp.CreateIntegration(f.ctx, tenantA, decode[controlplane.CreateIntegrationRequest](t, `{"installation_id": 42, "name": "again"}`)); !errors.Is(err, controlplane.ErrConflict) {
+	if _, err := f.cp.CreateIntegration(f.ctx, tenantA, decode[controlplane.CreateIntegrationRequest](t, `{"installation_id": 42, "name": "again"}`)); !errors.Is(err, apierr.ErrConflict) {
 		t.Errorf("duplicate installation: %v, want ErrConflict", err)
 	}
 	_, err = f.cp.CreateIntegration(f.ctx, tenantA, decode[controlplane.CreateIntegrationRequest](t, `{"installation_id": 0, "name": ""}`))
@@ -146,7 +147,7 @@ func TestIntegrations(t *testing.T) {
 func TestInvalidTenant(t *testing.T) {
 	f := newFixture(t, nil)
 	for _, tenant := range []string{"", "a/b", string(make([]byte, 65))} {
-		if _, err := f.cp.ListDeployments(f.ctx, tenant, nil); !errors.Is(err, controlplane.ErrInvalidTenant) {
+		if _, err := f.cp.ListDeployments(f.ctx, tenant, nil); !errors.Is(err, apierr.ErrInvalidTenant) {
 			t.Errorf("tenant %q: %v, want ErrInvalidTenant", tenant, err)
 		}
 	}

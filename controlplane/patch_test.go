@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 )
 
@@ -186,8 +187,8 @@ func TestPatchErrors(t *testing.T) {
 		{tenantA, "not-a-uuid"},
 	} {
 		_, err := f.cp.UpdateDeployment(f.ctx, tt.tenant, tt.id, patch)
-		var nf *controlplane.NotFoundError
-		if !errors.As(err, &nf) || nf.Kind != controlplane.KindDeployment || err.Error() != "Deployment ID "+tt.id+" not found." {
+		var nf *apierr.NotFoundError
+		if !errors.As(err, &nf) || nf.Kind != apierr.KindDeployment || err.Error() != "Deployment ID "+tt.id+" not found." {
 			t.Errorf("PATCH %s as %s: %v, want Deployment not found", tt.id, tt.tenant, err)
 		}
 	}
@@ -196,13 +197,13 @@ func TestPatchErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dump(t, f.st)
-	if _, err := f.cp.UpdateDeployment(f.ctx, tenantA, d.ID, patch); !errors.Is(err, controlplane.ErrInvalidState) {
+	if _, err := f.cp.UpdateDeployment(f.ctx, tenantA, d.ID, patch); !errors.Is(err, apierr.ErrInvalidState) {
 		t.Errorf("PATCH while AWAITING_DELETE: %v, want ErrInvalidState", err)
 	}
-	if _, err := f.cp.CreateRevision(f.ctx, tenantA, d.ID, patch); !errors.Is(err, controlplane.ErrInvalidState) {
+	if _, err := f.cp.CreateRevision(f.ctx, tenantA, d.ID, patch); !errors.Is(err, apierr.ErrInvalidState) {
 		t.Errorf("create revision while AWAITING_DELETE: %v, want ErrInvalidState", err)
 	}
-	if _, err := f.cp.RedeployRevision(f.ctx, tenantA, d.ID, *d.LatestRevisionID); !errors.Is(err, controlplane.ErrInvalidState) {
+	if _, err := f.cp.RedeployRevision(f.ctx, tenantA, d.ID, *d.LatestRevisionID); !errors.Is(err, apierr.ErrInvalidState) {
 		t.Errorf("redeploy while AWAITING_DELETE: %v, want ErrInvalidState", err)
 	}
 	if err := f.cp.DeleteDeployment(f.ctx, tenantA, d.ID); err != nil {

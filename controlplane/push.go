@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -66,7 +67,7 @@ const zeroSHA = "0000000000000000000000000000000000000000"
 // never by scanning all deployments. A delivery seen before (PushEvent.DeliveryID,
 // BodyDigest) creates nothing; a delivery is recorded as seen in the same
 // Update that creates its revisions, so that it is processed exactly once
-// even across a crash. Errors: *ValidationError when a branch push lacks
+// even across a crash. Errors: *apierr.ValidationError when a branch push lacks
 // the installation id, the repository or the commit.
 func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]PushedRevision, error) {
 	if ev == nil {
@@ -78,19 +79,19 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 	}
 	c := &checker{lim: cp.lim}
 	if ev.InstallationID <= 0 {
-		c.add([]any{"body", "installation", "id"}, TypeGreaterThan, "Input should be greater than 0")
+		c.add([]any{"body", "installation", "id"}, apierr.TypeGreaterThan, "Input should be greater than 0")
 	}
 	if ev.RepoURL == "" {
-		c.add([]any{"body", "repository", "clone_url"}, TypeMissing, "Field required")
+		c.add([]any{"body", "repository", "clone_url"}, apierr.TypeMissing, "Field required")
 	} else {
 		c.str([]any{"body", "repository", "clone_url"}, ev.RepoURL, cp.lim.MaxStringBytes)
 	}
 	if ev.After == "" {
-		c.add([]any{"body", "after"}, TypeMissing, "Field required")
+		c.add([]any{"body", "after"}, apierr.TypeMissing, "Field required")
 	} else {
 		c.str([]any{"body", "after"}, ev.After, cp.lim.MaxStringBytes)
 	}
-	if err := validationError(c.ps); err != nil {
+	if err := apierr.Validation(c.ps...); err != nil {
 		return nil, err
 	}
 	repo := normalizeRepoURL(ev.RepoURL)
@@ -151,7 +152,7 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 			_, id, _ := strings.Cut(t, "/")
 			d, err := getDeployment(tx, tenant, id)
 			if err != nil {
-				if errors.Is(err, ErrNotFound) {
+				if errors.Is(err, apierr.ErrNotFound) {
 					err = errors.New("controlplane: the push index names a missing deployment " + id)
 				}
 				return err

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/internal/wirejson"
 	"github.com/deployplane/deployplane/store"
 )
@@ -264,11 +265,11 @@ func removePending(tx store.Tx, tenant, id string) error {
 }
 
 // getRecord reads the JSON record under k in collection col into a new T,
-// or returns a *NotFoundError of kind and id when there is none.
+// or returns a *apierr.NotFoundError of kind and id when there is none.
 func getRecord[T any](r store.Reader, col, k, kind, id string) (*T, error) {
 	b, err := r.Get(col, k)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, &NotFoundError{Kind: kind, ID: id}
+		return nil, &apierr.NotFoundError{Kind: kind, ID: id}
 	}
 	if err != nil {
 		return nil, err
@@ -280,9 +281,9 @@ func getRecord[T any](r store.Reader, col, k, kind, id string) (*T, error) {
 	return &v, nil
 }
 
-// getDeployment reads a deployment of the tenant, or a *NotFoundError.
+// getDeployment reads a deployment of the tenant, or a *apierr.NotFoundError.
 func getDeployment(r store.Reader, tenant, id string) (*deploymentRecord, error) {
-	return getRecord[deploymentRecord](r, colDeployments, key(tenant, id), KindDeployment, id)
+	return getRecord[deploymentRecord](r, colDeployments, key(tenant, id), apierr.KindDeployment, id)
 }
 
 // tagsField starts the last field of a stored deployment record.
@@ -296,7 +297,7 @@ var tagsField = []byte(`,"tag_value_ids":`)
 func getDeploymentJSON(r store.Reader, tenant, id string) ([]byte, error) {
 	b, err := r.Get(colDeployments, key(tenant, id))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, &NotFoundError{Kind: KindDeployment, ID: id}
+		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
 	}
 	if err != nil {
 		return nil, err
@@ -354,14 +355,14 @@ func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) er
 }
 
 // getRevision reads a revision of the tenant's deployment, or a
-// *NotFoundError.
+// *apierr.NotFoundError.
 func getRevision(r store.Reader, tenant, deploymentID, id string) (*revisionRecord, error) {
-	return getRecord[revisionRecord](r, colRevisions, key(tenant, deploymentID, id), KindRevision, id)
+	return getRecord[revisionRecord](r, colRevisions, key(tenant, deploymentID, id), apierr.KindRevision, id)
 }
 
-// getListener reads a listener of the tenant, or a *NotFoundError.
+// getListener reads a listener of the tenant, or a *apierr.NotFoundError.
 func getListener(r store.Reader, tenant, id string) (*Listener, error) {
-	return getRecord[Listener](r, colListeners, key(tenant, id), KindListener, id)
+	return getRecord[Listener](r, colListeners, key(tenant, id), apierr.KindListener, id)
 }
 
 // integrationRecord is what cp_integrations holds.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 )
 
@@ -146,21 +147,21 @@ func TestRevisionNotFound(t *testing.T) {
 		tenant, dep, rev string
 		wantKind, wantID string
 	}{
-		{"revision of another deployment", tenantA, a.ID, *b.LatestRevisionID, controlplane.KindRevision, *b.LatestRevisionID},
-		{"unknown revision", tenantA, a.ID, "00000000-0000-7000-8000-0000000000ff", controlplane.KindRevision, "00000000-0000-7000-8000-0000000000ff"},
-		{"malformed revision id", tenantA, a.ID, "zzz", controlplane.KindRevision, "zzz"},
-		{"deployment of another tenant", tenantA, other.ID, *other.LatestRevisionID, controlplane.KindDeployment, other.ID},
-		{"unknown deployment", tenantA, "00000000-0000-7000-8000-0000000000ff", *a.LatestRevisionID, controlplane.KindDeployment, "00000000-0000-7000-8000-0000000000ff"},
+		{"revision of another deployment", tenantA, a.ID, *b.LatestRevisionID, apierr.KindRevision, *b.LatestRevisionID},
+		{"unknown revision", tenantA, a.ID, "00000000-0000-7000-8000-0000000000ff", apierr.KindRevision, "00000000-0000-7000-8000-0000000000ff"},
+		{"malformed revision id", tenantA, a.ID, "zzz", apierr.KindRevision, "zzz"},
+		{"deployment of another tenant", tenantA, other.ID, *other.LatestRevisionID, apierr.KindDeployment, other.ID},
+		{"unknown deployment", tenantA, "00000000-0000-7000-8000-0000000000ff", *a.LatestRevisionID, apierr.KindDeployment, "00000000-0000-7000-8000-0000000000ff"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			check := func(op string, err error) {
 				t.Helper()
-				var nf *controlplane.NotFoundError
-				if !errors.As(err, &nf) || !errors.Is(err, controlplane.ErrNotFound) {
+				var nf *apierr.NotFoundError
+				if !errors.As(err, &nf) || !errors.Is(err, apierr.ErrNotFound) {
 					t.Fatalf("%s: %v, want a *NotFoundError", op, err)
 				}
-				diff(t, op, controlplane.NotFoundError{Kind: tt.wantKind, ID: tt.wantID}, *nf)
+				diff(t, op, apierr.NotFoundError{Kind: tt.wantKind, ID: tt.wantID}, *nf)
 			}
 			before := dump(t, f.st)
 			_, err := f.cp.GetRevision(f.ctx, tt.tenant, tt.dep, tt.rev)
@@ -171,7 +172,7 @@ func TestRevisionNotFound(t *testing.T) {
 		})
 	}
 	_, err := f.cp.ListRevisions(f.ctx, tenantB, a.ID, nil)
-	if !errors.Is(err, controlplane.ErrNotFound) {
+	if !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("ListRevisions of another tenant's deployment: %v, want ErrNotFound", err)
 	}
 }

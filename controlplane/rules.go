@@ -3,6 +3,8 @@ package controlplane
 import (
 	"reflect"
 	"slices"
+
+	"github.com/deployplane/deployplane/apierr"
 )
 
 // CreatePolicy says what POST /v2/deployments does with a field, for one
@@ -214,15 +216,15 @@ func (r *fieldRule) appliesTo() Source {
 	return allSources[0]
 }
 
-func notApplicable(r *fieldRule, src Source) Problem {
-	return Problem{Loc: bodyLoc(r.loc), Type: TypeNotApplicableToSource,
+func notApplicable(r *fieldRule, src Source) apierr.Problem {
+	return apierr.Problem{Loc: bodyLoc(r.loc), Type: apierr.TypeNotApplicableToSource,
 		Msg: "Field applies only to source '" + string(r.appliesTo()) + "' and must be null for source '" + string(src) + "'"}
 }
 
 // applyCreateTable checks d (a create request seen as a Deployment) against
 // the create column of source src, appending problems, and clears ignored
 // fields. mut is mutNone except in the mutation tests.
-func applyCreateTable(d *Deployment, src Source, ps []Problem, mut mutation) []Problem {
+func applyCreateTable(d *Deployment, src Source, ps []apierr.Problem, mut mutation) []apierr.Problem {
 	si := sourceIndex(src)
 	var zero Deployment
 	for i := range rules {
@@ -239,11 +241,11 @@ func applyCreateTable(d *Deployment, src Source, ps []Problem, mut mutation) []P
 			}
 		case CreateRequired:
 			if v == nil {
-				ps = append(ps, Problem{Loc: bodyLoc(r.loc), Type: TypeMissing, Msg: "Field required"})
+				ps = append(ps, apierr.Problem{Loc: bodyLoc(r.loc), Type: apierr.TypeMissing, Msg: "Field required"})
 			}
 		case CreateReadOnly:
 			if v != nil {
-				ps = append(ps, Problem{Loc: bodyLoc(r.loc), Type: TypeReadOnlyField,
+				ps = append(ps, apierr.Problem{Loc: bodyLoc(r.loc), Type: apierr.TypeReadOnlyField,
 					Msg: "Field is assigned by the service for source '" + string(src) + "' and cannot be set"})
 			}
 		case CreateIgnored:
@@ -257,7 +259,7 @@ func applyCreateTable(d *Deployment, src Source, ps []Problem, mut mutation) []P
 // stored) following the patch column of stored's source. It reports whether
 // a revision-triggering field was given. mut is mutNone except in the
 // mutation tests.
-func applyPatchTable(stored, patch, merged *Deployment, ps []Problem, mut mutation) (_ []Problem, trigger bool) {
+func applyPatchTable(stored, patch, merged *Deployment, ps []apierr.Problem, mut mutation) (_ []apierr.Problem, trigger bool) {
 	si := sourceIndex(stored.Source)
 	for i := range rules {
 		r := &rules[i]
@@ -274,7 +276,7 @@ func applyPatchTable(stored, patch, merged *Deployment, ps []Problem, mut mutati
 			ps = append(ps, notApplicable(r, stored.Source))
 		case PatchImmutable:
 			if !reflect.DeepEqual(v, r.get(stored)) {
-				ps = append(ps, Problem{Loc: bodyLoc(r.loc), Type: TypeImmutableField,
+				ps = append(ps, apierr.Problem{Loc: bodyLoc(r.loc), Type: apierr.TypeImmutableField,
 					Msg: "Field cannot be changed after creation"})
 			}
 		case PatchInPlace:
@@ -283,7 +285,7 @@ func applyPatchTable(stored, patch, merged *Deployment, ps []Problem, mut mutati
 			r.set(merged, patch)
 			trigger = true
 		case PatchReadOnly:
-			ps = append(ps, Problem{Loc: bodyLoc(r.loc), Type: TypeReadOnlyField,
+			ps = append(ps, apierr.Problem{Loc: bodyLoc(r.loc), Type: apierr.TypeReadOnlyField,
 				Msg: "Field is assigned by the service for source '" + string(stored.Source) + "' and cannot be set"})
 		case PatchIgnored:
 		}

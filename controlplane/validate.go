@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/deployplane/deployplane/apierr"
 )
 
 // maxNumber bounds every numeric field of a ResourceSpec, so that the
@@ -18,7 +20,7 @@ const maxNumber = 1_000_000_000
 // whether it was acceptable.
 type checker struct {
 	lim Limits
-	ps  []Problem
+	ps  []apierr.Problem
 }
 
 func at(base []any, more ...any) []any {
@@ -27,17 +29,17 @@ func at(base []any, more ...any) []any {
 }
 
 func (c *checker) add(loc []any, typ, msg string) {
-	c.ps = append(c.ps, Problem{Loc: loc, Type: typ, Msg: msg})
+	c.ps = append(c.ps, apierr.Problem{Loc: loc, Type: typ, Msg: msg})
 }
 
 // str checks a required-non-empty string of at most max bytes.
 func (c *checker) str(loc []any, s string, max int) bool {
 	if s == "" {
-		c.add(loc, TypeStringTooShort, "String should have at least 1 character")
+		c.add(loc, apierr.TypeStringTooShort, "String should have at least 1 character")
 		return false
 	}
 	if len(s) > max {
-		c.add(loc, TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", max))
+		c.add(loc, apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", max))
 		return false
 	}
 	return true
@@ -53,7 +55,7 @@ func (c *checker) optStr(loc []any, s *string, max int) {
 // items checks a list length.
 func (c *checker) items(loc []any, n, max int) bool {
 	if n > max {
-		c.add(loc, TypeTooLong, fmt.Sprintf("List should have at most %d items", max))
+		c.add(loc, apierr.TypeTooLong, fmt.Sprintf("List should have at most %d items", max))
 		return false
 	}
 	return true
@@ -61,7 +63,7 @@ func (c *checker) items(loc []any, n, max int) bool {
 
 func (c *checker) uuid(loc []any, s string) bool {
 	if _, err := uuid.Parse(s); err != nil || len(s) != 36 {
-		c.add(loc, TypeUUIDParsing, "Input should be a valid UUID")
+		c.add(loc, apierr.TypeUUIDParsing, "Input should be a valid UUID")
 		return false
 	}
 	return true
@@ -69,7 +71,7 @@ func (c *checker) uuid(loc []any, s string) bool {
 
 func (c *checker) pattern(loc []any, ok bool, pat string) bool {
 	if !ok {
-		c.add(loc, TypeStringPatternMismatch, "String should match pattern '"+pat+"'")
+		c.add(loc, apierr.TypeStringPatternMismatch, "String should match pattern '"+pat+"'")
 	}
 	return ok
 }
@@ -80,11 +82,11 @@ func (c *checker) object(loc []any, m map[string]any) {
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
-		c.add(loc, TypeValueError, "Value should be a JSON object")
+		c.add(loc, apierr.TypeValueError, "Value should be a JSON object")
 		return
 	}
 	if len(b) > c.lim.MaxObjectBytes {
-		c.add(loc, TypeTooLong, fmt.Sprintf("Object should encode to at most %d bytes", c.lim.MaxObjectBytes))
+		c.add(loc, apierr.TypeTooLong, fmt.Sprintf("Object should encode to at most %d bytes", c.lim.MaxObjectBytes))
 	}
 }
 
@@ -210,7 +212,7 @@ func (c *checker) checkDeploymentValues(d *Deployment) {
 	}
 	c.optStr(bodyLoc(sl, "repo_url"), sc.RepoURL, max)
 	if t := sc.DeploymentType; t != nil && *t != DeploymentTypeDevFree && *t != DeploymentTypeDev && *t != DeploymentTypeProd {
-		c.add(bodyLoc(sl, "deployment_type"), TypeLiteralError, "Input should be 'dev_free', 'dev' or 'prod'")
+		c.add(bodyLoc(sl, "deployment_type"), apierr.TypeLiteralError, "Input should be 'dev_free', 'dev' or 'prod'")
 	}
 	c.optStr(bodyLoc(sl, "custom_url"), sc.CustomURL, max)
 	if sc.ResourceSpec != nil {
@@ -247,19 +249,19 @@ func (c *checker) secrets(loc []any, in []SecretInput) []Secret {
 	for i, s := range in {
 		nl := at(loc, i, "name")
 		if s.Name == "" {
-			c.add(nl, TypeMissing, "Field required")
+			c.add(nl, apierr.TypeMissing, "Field required")
 		} else if c.pattern(nl, len(s.Name) <= 256 && validCIdent(s.Name), cIdentPattern+" (at most 256 characters)") {
 			if seen[s.Name] {
-				c.add(nl, TypeDuplicate, "Secret names should be unique")
+				c.add(nl, apierr.TypeDuplicate, "Secret names should be unique")
 			}
 			seen[s.Name] = true
 		}
 		out[i].Name = s.Name
 		switch {
 		case s.Value == nil:
-			c.add(at(loc, i, "value"), TypeMissing, "Field required")
+			c.add(at(loc, i, "value"), apierr.TypeMissing, "Field required")
 		case len(*s.Value) > c.lim.MaxSecretValueBytes:
-			c.add(at(loc, i, "value"), TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", c.lim.MaxSecretValueBytes))
+			c.add(at(loc, i, "value"), apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", c.lim.MaxSecretValueBytes))
 		default:
 			out[i].Value = *s.Value
 		}
@@ -292,13 +294,13 @@ func (c *checker) intRange(loc []any, v *int64, min int64) {
 	}
 	switch {
 	case *v < min:
-		typ, msg := TypeGreaterThanEqual, fmt.Sprintf("Input should be greater than or equal to %d", min)
+		typ, msg := apierr.TypeGreaterThanEqual, fmt.Sprintf("Input should be greater than or equal to %d", min)
 		if min == 1 {
-			typ, msg = TypeGreaterThan, "Input should be greater than 0"
+			typ, msg = apierr.TypeGreaterThan, "Input should be greater than 0"
 		}
 		c.add(loc, typ, msg)
 	case *v > maxNumber:
-		c.add(loc, TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", maxNumber))
+		c.add(loc, apierr.TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", maxNumber))
 	}
 }
 
@@ -308,9 +310,9 @@ func (c *checker) positiveFloat(loc []any, v *float64) {
 	}
 	switch {
 	case math.IsNaN(*v) || !(*v > 0):
-		c.add(loc, TypeGreaterThan, "Input should be greater than 0")
+		c.add(loc, apierr.TypeGreaterThan, "Input should be greater than 0")
 	case *v > maxNumber:
-		c.add(loc, TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", maxNumber))
+		c.add(loc, apierr.TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", maxNumber))
 	}
 }
 
@@ -374,9 +376,9 @@ func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec) {
 			given := scales[p[0]] != nil || scales[p[1]] != nil
 			if lo, hi := dScales[p[0]], dScales[p[1]]; given && lo != nil && hi != nil && *lo > *hi {
 				if scales[p[0]] != nil {
-					c.add(at(loc, p[0]), TypeLessThanEqual, "Input should be less than or equal to "+p[1])
+					c.add(at(loc, p[0]), apierr.TypeLessThanEqual, "Input should be less than or equal to "+p[1])
 				} else {
-					c.add(at(loc, p[1]), TypeGreaterThanEqual, "Input should be greater than or equal to "+p[0])
+					c.add(at(loc, p[1]), apierr.TypeGreaterThanEqual, "Input should be greater than or equal to "+p[0])
 				}
 			}
 		}
@@ -411,7 +413,7 @@ func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec) {
 			vl := at(loc, "volumes", i)
 			if c.k8sName(at(vl, "name"), v.Name, validDNSLabel, dnsLabelPattern) {
 				if volumes[v.Name] {
-					c.add(at(vl, "name"), TypeDuplicate, "Volume names should be unique in the pod")
+					c.add(at(vl, "name"), apierr.TypeDuplicate, "Volume names should be unique in the pod")
 				}
 				volumes[v.Name] = true
 			}
@@ -433,15 +435,15 @@ func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec) {
 
 func (c *checker) limitProblem(loc []any, p [2]string, limitGiven bool) {
 	if limitGiven {
-		c.add(at(loc, p[1]), TypeGreaterThanEqual, "Limit should be greater than or equal to "+p[0])
+		c.add(at(loc, p[1]), apierr.TypeGreaterThanEqual, "Limit should be greater than or equal to "+p[0])
 	} else {
-		c.add(at(loc, p[0]), TypeLessThanEqual, "Request should be less than or equal to "+p[1])
+		c.add(at(loc, p[0]), apierr.TypeLessThanEqual, "Request should be less than or equal to "+p[1])
 	}
 }
 
 func (c *checker) k8sName(loc []any, s string, valid func(string) bool, pat string) bool {
 	if s == "" {
-		c.add(loc, TypeMissing, "Field required")
+		c.add(loc, apierr.TypeMissing, "Field required")
 		return false
 	}
 	return c.pattern(loc, valid(s), pat)
@@ -457,7 +459,7 @@ func (c *checker) checkStringMap(loc []any, m map[string]string, labels bool) {
 		if labels {
 			c.pattern(at(loc, k), validLabelValue(v), labelValPattern)
 		} else if len(v) > c.lim.MaxStringBytes {
-			c.add(at(loc, k), TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", c.lim.MaxStringBytes))
+			c.add(at(loc, k), apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", c.lim.MaxStringBytes))
 		}
 	}
 }
@@ -470,12 +472,12 @@ func (c *checker) checkMounts(loc []any, mounts []VolumeMount, volumes map[strin
 	for i, m := range mounts {
 		ml := at(loc, i)
 		if m.Name == "" {
-			c.add(at(ml, "name"), TypeMissing, "Field required")
+			c.add(at(ml, "name"), apierr.TypeMissing, "Field required")
 		} else if !volumes[m.Name] {
-			c.add(at(ml, "name"), TypeUnknownReference, "Volume mount should name a volume of resource_spec.volumes")
+			c.add(at(ml, "name"), apierr.TypeUnknownReference, "Volume mount should name a volume of resource_spec.volumes")
 		}
 		if m.MountPath == "" {
-			c.add(at(ml, "mountPath"), TypeMissing, "Field required")
+			c.add(at(ml, "mountPath"), apierr.TypeMissing, "Field required")
 		} else {
 			c.str(at(ml, "mountPath"), m.MountPath, max)
 		}
@@ -494,17 +496,17 @@ func (c *checker) checkContainers(loc []any, cs []Container, volumes, names map[
 		cl := at(loc, i)
 		if c.k8sName(at(cl, "name"), ct.Name, validDNSLabel, dnsLabelPattern) {
 			if names[ct.Name] {
-				c.add(at(cl, "name"), TypeDuplicate, "Container names should be unique in the pod")
+				c.add(at(cl, "name"), apierr.TypeDuplicate, "Container names should be unique in the pod")
 			}
 			names[ct.Name] = true
 		}
 		if ct.Image == "" {
-			c.add(at(cl, "image"), TypeMissing, "Field required")
+			c.add(at(cl, "image"), apierr.TypeMissing, "Field required")
 		} else {
 			c.str(at(cl, "image"), ct.Image, max)
 		}
 		if p := ct.ImagePullPolicy; p != nil && *p != "Always" && *p != "Never" && *p != "IfNotPresent" {
-			c.add(at(cl, "imagePullPolicy"), TypeLiteralError, "Input should be 'Always', 'Never' or 'IfNotPresent'")
+			c.add(at(cl, "imagePullPolicy"), apierr.TypeLiteralError, "Input should be 'Always', 'Never' or 'IfNotPresent'")
 		}
 		for _, l := range []struct {
 			k  string
@@ -513,7 +515,7 @@ func (c *checker) checkContainers(loc []any, cs []Container, volumes, names map[
 			if c.items(at(cl, l.k), len(l.ss), c.lim.MaxItems) {
 				for j, s := range l.ss {
 					if len(s) > max {
-						c.add(at(cl, l.k, j), TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", max))
+						c.add(at(cl, l.k, j), apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", max))
 					}
 				}
 			}
@@ -523,15 +525,15 @@ func (c *checker) checkContainers(loc []any, cs []Container, volumes, names map[
 			for j, e := range ct.Env {
 				el := at(cl, "env", j)
 				if e.Name == "" {
-					c.add(at(el, "name"), TypeMissing, "Field required")
+					c.add(at(el, "name"), apierr.TypeMissing, "Field required")
 				} else {
 					c.pattern(at(el, "name"), len(e.Name) <= 256 && validCIdent(e.Name), cIdentPattern+" (at most 256 characters)")
 				}
 				if e.Value != nil && len(*e.Value) > max {
-					c.add(at(el, "value"), TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", max))
+					c.add(at(el, "value"), apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", max))
 				}
 				if e.ValueFrom != nil && e.Value != nil && *e.Value != "" {
-					c.add(at(el, "valueFrom"), TypeValueError, "valueFrom cannot be used when value is non-empty")
+					c.add(at(el, "valueFrom"), apierr.TypeValueError, "valueFrom cannot be used when value is non-empty")
 				}
 				c.object(at(el, "valueFrom"), e.ValueFrom)
 			}
@@ -551,7 +553,7 @@ func (c *checker) checkContainers(loc []any, cs []Container, volumes, names map[
 					for _, k := range sortedKeys(m.m) {
 						c.pattern(at(ml, k), validQualifiedName(k), qualNamePattern)
 						if v := m.m[k]; v == "" || len(v) > 64 {
-							c.add(at(ml, k), TypeValueError, "Quantity should have 1 to 64 characters")
+							c.add(at(ml, k), apierr.TypeValueError, "Quantity should have 1 to 64 characters")
 						}
 					}
 				}
@@ -560,7 +562,7 @@ func (c *checker) checkContainers(loc []any, cs []Container, volumes, names map[
 		c.checkMounts(at(cl, "volumeMounts"), ct.VolumeMounts, volumes)
 		c.object(at(cl, "securityContext"), ct.SecurityContext)
 		if p := ct.RestartPolicy; p != nil && *p != "Always" && *p != "OnFailure" {
-			c.add(at(cl, "restartPolicy"), TypeLiteralError, "Input should be 'Always' or 'OnFailure'")
+			c.add(at(cl, "restartPolicy"), apierr.TypeLiteralError, "Input should be 'Always' or 'OnFailure'")
 		}
 	}
 }

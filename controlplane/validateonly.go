@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -15,10 +16,10 @@ import (
 // listener a create names) in a View.
 
 // ValidateCreateDeployment reports the problems CreateDeployment would find
-// in req, as a *ValidationError, without creating anything; nil means req
-// would pass validation. A taken name (ErrConflict) is not checked.
+// in req, as a *apierr.ValidationError, without creating anything; nil means req
+// would pass validation. A taken name (apierr.ErrConflict) is not checked.
 func (cp *ControlPlane) ValidateCreateDeployment(ctx context.Context, tenant string, req *CreateDeploymentRequest) error {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return err
 	}
 	if req == nil {
@@ -32,33 +33,33 @@ func (cp *ControlPlane) ValidateCreateDeployment(ctx context.Context, tenant str
 	if err != nil {
 		return cp.storeErr("validate deployment", err)
 	}
-	return validationError(ps)
+	return apierr.Validation(ps...)
 }
 
 // ValidateUpdateDeployment reports the problems UpdateDeployment (and
 // CreateRevision) would find in req for deployment id, as a
-// *ValidationError, without changing anything. Errors as UpdateDeployment's
-// (*NotFoundError, ErrInvalidState) when the deployment cannot be patched.
+// *apierr.ValidationError, without changing anything. Errors as UpdateDeployment's
+// (*apierr.NotFoundError, apierr.ErrInvalidState) when the deployment cannot be patched.
 func (cp *ControlPlane) ValidateUpdateDeployment(ctx context.Context, tenant, id string, req *UpdateDeploymentRequest) error {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return err
 	}
 	cid, ok := pathID(id)
 	if !ok {
-		return &NotFoundError{Kind: KindDeployment, ID: id}
+		return &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
 	}
 	if req == nil {
 		req = &UpdateDeploymentRequest{}
 	}
 	p, pure, aliased := cp.checkPatch(req)
-	var ps []Problem
+	var ps []apierr.Problem
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		stored, err := getDeployment(r, tenant, cid)
 		if err != nil {
 			return err
 		}
 		if stored.Status == StatusAwaitingDelete {
-			return invalidStatef("Deployment ID %s is being deleted.", cid)
+			return apierr.InvalidStatef("Deployment ID %s is being deleted.", cid)
 		}
 		_, ps, _ = mergePatch(stored, p, pure, aliased, cp.mutation)
 		return nil
@@ -66,38 +67,38 @@ func (cp *ControlPlane) ValidateUpdateDeployment(ctx context.Context, tenant, id
 	if err != nil {
 		return cp.storeErr("validate deployment", err)
 	}
-	return validationError(ps)
+	return apierr.Validation(ps...)
 }
 
 // ValidateCreateListener reports the problems CreateListener would find in
-// req, as a *ValidationError, without creating anything. A taken
-// compute_id (ErrConflict) is not checked.
+// req, as a *apierr.ValidationError, without creating anything. A taken
+// compute_id (apierr.ErrConflict) is not checked.
 func (cp *ControlPlane) ValidateCreateListener(ctx context.Context, tenant string, req *CreateListenerRequest) error {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return err
 	}
 	if req == nil {
 		req = &CreateListenerRequest{}
 	}
-	return validationError(cp.checkCreateListener(req))
+	return apierr.Validation(cp.checkCreateListener(req)...)
 }
 
 // ValidateUpdateListener reports the problems UpdateListener would find in
-// req for listener id, as a *ValidationError, without changing anything.
-// Errors as UpdateListener's (*NotFoundError).
+// req for listener id, as a *apierr.ValidationError, without changing anything.
+// Errors as UpdateListener's (*apierr.NotFoundError).
 func (cp *ControlPlane) ValidateUpdateListener(ctx context.Context, tenant, id string, req *UpdateListenerRequest) error {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return err
 	}
 	cid, ok := pathID(id)
 	if !ok {
-		return &NotFoundError{Kind: KindListener, ID: id}
+		return &apierr.NotFoundError{Kind: apierr.KindListener, ID: id}
 	}
 	if req == nil {
 		req = &UpdateListenerRequest{}
 	}
 	pure := cp.checkUpdateListener(req)
-	var ps []Problem
+	var ps []apierr.Problem
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		l, err := getListener(r, tenant, cid)
 		if err != nil {
@@ -109,28 +110,28 @@ func (cp *ControlPlane) ValidateUpdateListener(ctx context.Context, tenant, id s
 	if err != nil {
 		return cp.storeErr("validate listener", err)
 	}
-	return validationError(ps)
+	return apierr.Validation(ps...)
 }
 
 // checkCreate is every check of CreateDeployment that needs no store: it
 // returns the request as a draft deployment, its tag value ids (canonical,
 // sorted, without duplicates) and the problems.
-func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, []string, []Problem) {
+func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, []string, []apierr.Problem) {
 	d, ps, aliased := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig)
 	c := &checker{lim: cp.lim, ps: ps}
 	known := d.Source == SourceGitHub || d.Source == SourceExternalDocker
 	switch {
 	case d.Source == "":
-		c.add([]any{"body", "source"}, TypeMissing, "Field required")
+		c.add([]any{"body", "source"}, apierr.TypeMissing, "Field required")
 	case !known:
-		c.add([]any{"body", "source"}, TypeLiteralError, "Input should be 'github' or 'external_docker'")
+		c.add([]any{"body", "source"}, apierr.TypeLiteralError, "Input should be 'github' or 'external_docker'")
 	case !cp.offered(d.Source):
-		c.add([]any{"body", "source"}, TypeSourceNotOffered, "Source '"+string(d.Source)+"' is not offered by this control plane")
+		c.add([]any{"body", "source"}, apierr.TypeSourceNotOffered, "Source '"+string(d.Source)+"' is not offered by this control plane")
 	}
 	if known {
 		c.ps = applyCreateTable(d, d.Source, c.ps, cp.mutation)
 	} else if d.Name == "" {
-		c.add([]any{"body", "name"}, TypeMissing, "Field required")
+		c.add([]any{"body", "name"}, apierr.TypeMissing, "Field required")
 	}
 	c.checkDeploymentValues(d)
 	d.Secrets = c.secrets([]any{"body", "secrets"}, req.Secrets)
@@ -144,7 +145,7 @@ func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, 
 // checkPatch is every check of a PATCH that needs no stored deployment: it
 // returns the request as a draft, the problems, and whether the client
 // named the graph config path by its alias (for mergePatch).
-func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, []Problem, bool) {
+func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, []apierr.Problem, bool) {
 	p, ps, aliased := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig)
 	c := &checker{lim: cp.lim, ps: ps}
 	c.checkDeploymentValues(p)
@@ -157,7 +158,7 @@ func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, [
 // table's, then pure, then the cross-field ones of the merged deployment)
 // and whether a new revision is due. aliased (from checkPatch) moves the
 // problems about graph_config_path to the key the client sent.
-func mergePatch(stored *deploymentRecord, p *Deployment, pure []Problem, aliased bool, mut mutation) (deploymentRecord, []Problem, bool) {
+func mergePatch(stored *deploymentRecord, p *Deployment, pure []apierr.Problem, aliased bool, mut mutation) (deploymentRecord, []apierr.Problem, bool) {
 	merged := *stored
 	ps, trigger := applyPatchTable(&stored.Deployment, p, &merged.Deployment, nil, mut)
 	ps = append(ps, pure...)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -39,7 +40,7 @@ func FuzzValidateOnly(f *testing.F) {
 
 		same := func(op string, vErr, err error) {
 			t.Helper()
-			var ve *controlplane.ValidationError
+			var ve *apierr.ValidationError
 			switch {
 			case vErr == nil:
 				if errors.As(err, &ve) {
@@ -94,23 +95,23 @@ func FuzzValidateOnly(f *testing.F) {
 func TestValidateOnlyErrors(t *testing.T) {
 	fx := newFixture(t, nil)
 	unknown := "00000000-0000-7000-8000-0000000000ff"
-	if err := fx.cp.ValidateUpdateDeployment(fx.ctx, tenantA, unknown, nil); !errors.Is(err, controlplane.ErrNotFound) {
+	if err := fx.cp.ValidateUpdateDeployment(fx.ctx, tenantA, unknown, nil); !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("ValidateUpdateDeployment of an unknown id: %v", err)
 	}
-	if err := fx.cp.ValidateUpdateListener(fx.ctx, tenantA, "nope", nil); !errors.Is(err, controlplane.ErrNotFound) {
+	if err := fx.cp.ValidateUpdateListener(fx.ctx, tenantA, "nope", nil); !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("ValidateUpdateListener of a malformed id: %v", err)
 	}
 	d := fx.create(tenantA, dockerBody("d"))
 	if err := fx.cp.DeleteDeployment(fx.ctx, tenantA, d.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := fx.cp.ValidateUpdateDeployment(fx.ctx, tenantA, d.ID, nil); !errors.Is(err, controlplane.ErrInvalidState) {
+	if err := fx.cp.ValidateUpdateDeployment(fx.ctx, tenantA, d.ID, nil); !errors.Is(err, apierr.ErrInvalidState) {
 		t.Errorf("ValidateUpdateDeployment while deleting: %v", err)
 	}
 	if err := fx.cp.ValidateCreateDeployment(fx.ctx, tenantA, nil); err == nil {
 		t.Error("ValidateCreateDeployment of an empty request: nil")
 	}
-	if err := fx.cp.ValidateCreateListener(fx.ctx, "", nil); !errors.Is(err, controlplane.ErrInvalidTenant) {
+	if err := fx.cp.ValidateCreateListener(fx.ctx, "", nil); !errors.Is(err, apierr.ErrInvalidTenant) {
 		t.Errorf("ValidateCreateListener without tenant: %v", err)
 	}
 }
@@ -125,7 +126,7 @@ func ExampleControlPlane_ValidateCreateDeployment() {
 		Source:  new(controlplane.SourceExternalDocker),
 		Secrets: []controlplane.SecretInput{{Name: "1BAD", Value: new("x")}},
 	})
-	var ve *controlplane.ValidationError
+	var ve *apierr.ValidationError
 	if errors.As(err, &ve) {
 		for _, p := range ve.Problems {
 			fmt.Println(p.Loc, p.Type)

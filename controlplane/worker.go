@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -361,7 +362,7 @@ func (cp *ControlPlane) deploy(ctx context.Context, d Deployer, j *job) error {
 	if derr != nil {
 		// Record the failure of the phase the revision is in.
 		err := cp.apply(ctx, j, Step{Message: derr.Error()}, true)
-		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrInvalidState) {
+		if errors.Is(err, ErrLeaseLost) || errors.Is(err, apierr.ErrInvalidState) {
 			return nil // someone else's now, or already terminal
 		}
 		return err
@@ -376,7 +377,7 @@ func (cp *ControlPlane) teardown(ctx context.Context, d Deployer, j *job) error 
 		dep, err = getDeployment(r, j.tenant, j.deployment)
 		return err
 	})
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, apierr.ErrNotFound) {
 		dep = nil // removed already; drop the work below
 	} else if err != nil {
 		return cp.storeErr("load work", err)
@@ -395,7 +396,7 @@ func (cp *ControlPlane) teardown(ctx context.Context, d Deployer, j *job) error 
 			return err
 		}
 		rec, err := getDeployment(tx, j.tenant, j.deployment)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, apierr.ErrNotFound) {
 			return removePending(tx, j.tenant, j.deployment)
 		}
 		if err != nil {
@@ -426,7 +427,7 @@ func (r *reporter) Report(ctx context.Context, s Step) error {
 // With fail, the step's status is the failure of the revision's phase.
 func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) error {
 	if s.Status != "" && !validRevisionStatus(s.Status) {
-		return invalidStatef("Unknown revision status %q.", s.Status)
+		return apierr.InvalidStatef("Unknown revision status %q.", s.Status)
 	}
 	if s.DeploymentStatus != "" {
 		if err := deployerStatus(s.DeploymentStatus); err != nil {
@@ -444,14 +445,14 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 			return err
 		}
 		if !found {
-			return invalidStatef("Revision %s is %s.", rev.ID, rev.Status)
+			return apierr.InvalidStatef("Revision %s is %s.", rev.ID, rev.Status)
 		}
 		step := s
 		if fail {
 			step.Status = FailureOf(rev.Status)
 		}
 		if step.Status != "" && !CanTransition(rev.Source, rev.Status, step.Status) {
-			return invalidStatef("Revision %s cannot move from %s to %s.", rev.ID, rev.Status, step.Status)
+			return apierr.InvalidStatef("Revision %s cannot move from %s to %s.", rev.ID, rev.Status, step.Status)
 		}
 		if step == (Step{}) {
 			return tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.leaseFor)))
@@ -606,16 +607,16 @@ func (cp *ControlPlane) Run(ctx context.Context, d Deployer) error {
 // ReportDeploymentStatus sets a deployment's status on a deployer's word,
 // outside any revision's work: UNUSED when it scaled an idle deployment to
 // zero, UNKNOWN when it cannot tell, READY when it is serving again (only
-// once a revision is active). Errors: *NotFoundError, ErrInvalidState for
+// once a revision is active). Errors: *apierr.NotFoundError, apierr.ErrInvalidState for
 // another status, a deployment being deleted, or READY without an active
 // revision. Setting the status it already has changes nothing.
 func (cp *ControlPlane) ReportDeploymentStatus(ctx context.Context, tenant, deploymentID string, s DeploymentStatus) error {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return err
 	}
 	did, ok := pathID(deploymentID)
 	if !ok {
-		return &NotFoundError{Kind: KindDeployment, ID: deploymentID}
+		return &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: deploymentID}
 	}
 	if err := deployerStatus(s); err != nil {
 		return err
@@ -642,16 +643,16 @@ func deployerStatus(s DeploymentStatus) error {
 	case StatusReady, StatusUnused, StatusUnknown:
 		return nil
 	}
-	return invalidStatef("A deployer may not set the deployment status %q.", s)
+	return apierr.InvalidStatef("A deployer may not set the deployment status %q.", s)
 }
 
 // setDeployerStatus applies a deployer's status to d, checking its state.
 func setDeployerStatus(d *deploymentRecord, s DeploymentStatus) error {
 	switch {
 	case d.Status == StatusAwaitingDelete:
-		return invalidStatef("Deployment ID %s is being deleted.", d.ID)
+		return apierr.InvalidStatef("Deployment ID %s is being deleted.", d.ID)
 	case s == StatusReady && d.ActiveRevisionID == nil:
-		return invalidStatef("Deployment ID %s has no active revision; it cannot be READY.", d.ID)
+		return apierr.InvalidStatef("Deployment ID %s has no active revision; it cannot be READY.", d.ID)
 	}
 	d.Status = s
 	return nil

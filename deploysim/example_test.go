@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploysim"
 	"github.com/deployplane/deployplane/storemem"
 )
 
-func errorsIsNotFound(err error) bool { return errors.Is(err, controlplane.ErrNotFound) }
+func errorsIsNotFound(err error) bool { return errors.Is(err, apierr.ErrNotFound) }
 
 // A control plane running the simulation: a new external_docker deployment
 // reaches DEPLOYED and READY by itself.

@@ -15,6 +15,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 )
 
@@ -44,7 +45,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // object is an error (encoding/json would keep the last), and unknown
 // members are ignored. null is the same as an absent member. An empty body,
 // or null, is a missing body unless optional says it may be omitted (it then
-// decodes as {}). Every failure is a *controlplane.ValidationError whose loc
+// decodes as {}). Every failure is a *apierr.ValidationError whose loc
 // starts with "body".
 //
 // Malformed JSON is one json_invalid problem. A well-formed body whose
@@ -61,14 +62,14 @@ func decodeBody(body []byte, v any, optional bool) error {
 		if optional {
 			return nil
 		}
-		return validationError(controlplane.Problem{Loc: []any{"body"}, Msg: "Field required", Type: controlplane.TypeMissing})
+		return apierr.Validation(apierr.Problem{Loc: []any{"body"}, Msg: "Field required", Type: apierr.TypeMissing})
 	}
 	d := &bodyDecoder{root: reflect.TypeOf(v)}
 	err := json.Unmarshal(trimmed, v, json.WithUnmarshalers(json.UnmarshalFromFunc(d.unmarshal)))
 	if err != nil {
 		var syn *jsontext.SyntacticError
 		if errors.As(err, &syn) || d.count() == 0 {
-			return validationError(decodeProblem(d.root, err))
+			return apierr.Validation(decodeProblem(d.root, err))
 		}
 		// A semantic error the checks of unmarshal do not foresee ends the
 		// decoding; it joins the problems found until then.
@@ -77,23 +78,23 @@ func decodeBody(body []byte, v any, optional bool) error {
 	if d.count() == 0 {
 		return nil
 	}
-	return &typeProblems{ValidationError: controlplane.ValidationError{Problems: d.ps}, more: d.more}
+	return &typeProblems{ValidationError: apierr.ValidationError{Problems: d.ps}, more: d.more}
 }
 
 // typeProblems is the 422 of a body with mistyped members (decodeBody): the
 // problems stored and how many more were found but not stored.
 type typeProblems struct {
-	controlplane.ValidationError
+	apierr.ValidationError
 	more int
 }
 
-// Unwrap lets errors.As find the *controlplane.ValidationError.
+// Unwrap lets errors.As find the *apierr.ValidationError.
 func (e *typeProblems) Unwrap() error { return &e.ValidationError }
 
 // bodyDecoder collects the type problems of one body.
 type bodyDecoder struct {
 	root reflect.Type
-	ps   []controlplane.Problem
+	ps   []apierr.Problem
 	more int // problems beyond maxProblems, counted only
 
 	lastType reflect.Type // the type leaf last answered for, and its answer
@@ -102,7 +103,7 @@ type bodyDecoder struct {
 
 func (d *bodyDecoder) count() int { return len(d.ps) + d.more }
 
-func (d *bodyDecoder) problem(p controlplane.Problem) {
+func (d *bodyDecoder) problem(p apierr.Problem) {
 	if len(d.ps) < maxProblems {
 		d.ps = append(d.ps, p)
 		return
@@ -185,7 +186,7 @@ func (d *bodyDecoder) mistyped(dec *jsontext.Decoder, t reflect.Type) {
 		return
 	}
 	typ, msg := kindProblem(t)
-	d.problem(controlplane.Problem{Loc: locOf(d.root, dec.StackPointer()), Msg: msg, Type: typ})
+	d.problem(apierr.Problem{Loc: locOf(d.root, dec.StackPointer()), Msg: msg, Type: typ})
 }
 
 // leaf reports whether values of type t decode themselves.
@@ -206,7 +207,7 @@ var (
 )
 
 // decodeProblem describes a decoding error of a value of type t.
-func decodeProblem(t reflect.Type, err error) controlplane.Problem {
+func decodeProblem(t reflect.Type, err error) apierr.Problem {
 	var syn *jsontext.SyntacticError
 	var sem *json.SemanticError
 	switch {
@@ -215,16 +216,16 @@ func decodeProblem(t reflect.Type, err error) controlplane.Problem {
 		if syn.Err != nil {
 			msg = "Invalid JSON: " + syn.Err.Error()
 		}
-		return controlplane.Problem{Loc: locOf(t, syn.JSONPointer), Msg: msg, Type: "json_invalid"}
+		return apierr.Problem{Loc: locOf(t, syn.JSONPointer), Msg: msg, Type: apierr.TypeJSONInvalid}
 	case errors.As(err, &sem):
 		loc := locOf(t, sem.JSONPointer)
 		if sem.GoType == nil {
-			return controlplane.Problem{Loc: loc, Msg: "Invalid JSON value", Type: "json_invalid"}
+			return apierr.Problem{Loc: loc, Msg: "Invalid JSON value", Type: apierr.TypeJSONInvalid}
 		}
 		typ, msg := kindProblem(sem.GoType)
-		return controlplane.Problem{Loc: loc, Msg: msg, Type: typ}
+		return apierr.Problem{Loc: loc, Msg: msg, Type: typ}
 	}
-	return controlplane.Problem{Loc: []any{"body"}, Msg: "Invalid JSON", Type: "json_invalid"}
+	return apierr.Problem{Loc: []any{"body"}, Msg: "Invalid JSON", Type: apierr.TypeJSONInvalid}
 }
 
 // kindProblem names the type of value a Go type expects, in the words of
@@ -235,20 +236,20 @@ func kindProblem(t reflect.Type) (typ, msg string) {
 	}
 	switch t.Kind() {
 	case reflect.String:
-		return "string_type", "Input should be a valid string"
+		return apierr.TypeStringType, "Input should be a valid string"
 	case reflect.Bool:
-		return "bool_type", "Input should be a valid boolean"
+		return apierr.TypeBoolType, "Input should be a valid boolean"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "int_type", "Input should be a valid integer"
+		return apierr.TypeIntType, "Input should be a valid integer"
 	case reflect.Float32, reflect.Float64:
-		return "float_type", "Input should be a valid number"
+		return apierr.TypeFloatType, "Input should be a valid number"
 	case reflect.Slice, reflect.Array:
-		return "list_type", "Input should be a valid list"
+		return apierr.TypeListType, "Input should be a valid list"
 	case reflect.Map, reflect.Struct:
-		return "dict_type", "Input should be a valid object"
+		return apierr.TypeDictType, "Input should be a valid object"
 	}
-	return "json_invalid", "Invalid JSON value"
+	return apierr.TypeJSONInvalid, "Invalid JSON value"
 }
 
 // locOf turns a JSON pointer into a body loc: object member names
@@ -303,19 +304,19 @@ func fieldType(t reflect.Type, name string) reflect.Type {
 // strings. Malformed ones are a 422 at ["path", name].
 func pathIDs(r *http.Request, names ...string) ([]string, error) {
 	ids := make([]string, len(names))
-	var ps []controlplane.Problem
+	var ps []apierr.Problem
 	for i, name := range names {
 		v := r.PathValue(name)
 		c, ok := CanonicalTenant(v) // a tenant is a UUID too
 		if !ok {
-			ps = append(ps, controlplane.Problem{Loc: []any{"path", name}, Type: controlplane.TypeUUIDParsing,
+			ps = append(ps, apierr.Problem{Loc: []any{"path", name}, Type: apierr.TypeUUIDParsing,
 				Msg: "Input should be a valid UUID"})
 			continue
 		}
 		ids[i] = c
 	}
 	if ps != nil {
-		return nil, validationError(ps...)
+		return nil, apierr.Validation(ps...)
 	}
 	return ids, nil
 }
@@ -323,14 +324,14 @@ func pathIDs(r *http.Request, names ...string) ([]string, error) {
 // queryParser reads typed query parameters, collecting every problem.
 type queryParser struct {
 	v  url.Values
-	ps []controlplane.Problem
+	ps []apierr.Problem
 }
 
 func newQueryParser(raw string) *queryParser {
 	v, err := url.ParseQuery(raw)
 	q := &queryParser{v: v}
 	if err != nil {
-		q.ps = append(q.ps, controlplane.Problem{Loc: []any{"query"}, Type: controlplane.TypeValueError,
+		q.ps = append(q.ps, apierr.Problem{Loc: []any{"query"}, Type: apierr.TypeValueError,
 			Msg: "The query string is malformed: " + err.Error()})
 	}
 	return q
@@ -357,7 +358,7 @@ func (q *queryParser) intp(name string) *int {
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil {
-		q.ps = append(q.ps, controlplane.Problem{Loc: []any{"query", name}, Type: "int_parsing",
+		q.ps = append(q.ps, apierr.Problem{Loc: []any{"query", name}, Type: apierr.TypeIntParsing,
 			Msg: "Input should be a valid integer, unable to parse string as an integer"})
 		return nil
 	}
@@ -382,7 +383,7 @@ func (q *queryParser) boolp(name string) *bool {
 		b = true
 	case "false", "0", "no", "off", "f", "n":
 	default:
-		q.ps = append(q.ps, controlplane.Problem{Loc: []any{"query", name}, Type: "bool_parsing",
+		q.ps = append(q.ps, apierr.Problem{Loc: []any{"query", name}, Type: apierr.TypeBoolParsing,
 			Msg: "Input should be a valid boolean, unable to interpret input"})
 		return nil
 	}
@@ -412,7 +413,7 @@ func (q *queryParser) done(validate func(controlplane.Limits) error, lim control
 	if len(q.ps) == 0 {
 		return nil
 	}
-	return joinProblems(validationError(q.ps...), validate(lim))
+	return joinProblems(apierr.Validation(q.ps...), validate(lim))
 }
 
 // parseListDeployments reads the query of GET /v2/deployments (wire

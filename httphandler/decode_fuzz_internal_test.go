@@ -8,6 +8,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/oauthflow"
 )
@@ -60,7 +61,7 @@ func FuzzDecodeBody(f *testing.F) {
 				}
 				continue
 			}
-			var ve *controlplane.ValidationError
+			var ve *apierr.ValidationError
 			if !errors.As(err, &ve) || len(ve.Problems) == 0 {
 				t.Fatalf("%T %q: %v", v, body, err)
 			}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 )
 
@@ -19,63 +20,63 @@ func TestTypeProblemsWithRuleProblems(t *testing.T) {
 	f := newFixture(t, s)
 	tests := []struct {
 		name, method, path, body string
-		want                     []controlplane.Problem
+		want                     []apierr.Problem
 	}{
-		{"issue 12 example", "POST", "/v2/deployments", `{"name":5,"source":7,"secrets":"x"}`, []controlplane.Problem{
+		{"issue 12 example", "POST", "/v2/deployments", `{"name":5,"source":7,"secrets":"x"}`, []apierr.Problem{
 			{Loc: []any{"body", "name"}, Type: "string_type"},
 			{Loc: []any{"body", "source"}, Type: "string_type"},
 			{Loc: []any{"body", "secrets"}, Type: "list_type"}}},
 		{"nested, with rules", "POST", "/v2/deployments", `{"name": "ok", "source": "external_docker",
 			"source_revision_config": {"image_uri": 5},
-			"secrets": [{"name": "A", "value": 1}, 3, {"name": "bad name!", "value": "v"}]}`, []controlplane.Problem{
+			"secrets": [{"name": "A", "value": 1}, 3, {"name": "bad name!", "value": "v"}]}`, []apierr.Problem{
 			{Loc: []any{"body", "source_revision_config", "image_uri"}, Type: "string_type"},
 			{Loc: []any{"body", "secrets", 0, "value"}, Type: "string_type"},
 			{Loc: []any{"body", "secrets", 1}, Type: "dict_type"},
 			{Loc: []any{"body", "secrets", 2, "name"}, Type: "string_pattern_mismatch"}}},
 		{"rules of a source that decoded", "POST", "/v2/deployments", `{"name": "Bad Name", "source": "svn", "tag_value_ids": [1, "x"]}`,
-			[]controlplane.Problem{
+			[]apierr.Problem{
 				{Loc: []any{"body", "tag_value_ids", 0}, Type: "string_type"},
 				{Loc: []any{"body", "source"}, Type: "literal_error"},
 				{Loc: []any{"body", "name"}, Type: "string_pattern_mismatch"},
 				{Loc: []any{"body", "tag_value_ids", 1}, Type: "uuid_parsing"}}},
 		{"integer out of range and fractional", "POST", "/v2/deployments", `{"name": "n", "source": "external_docker",
 			"source_revision_config": {"image_uri": "i"},
-			"source_config": {"resource_spec": {"min_scale": 1e400, "max_scale": 1.5, "cpu": "1"}}}`, []controlplane.Problem{
+			"source_config": {"resource_spec": {"min_scale": 1e400, "max_scale": 1.5, "cpu": "1"}}}`, []apierr.Problem{
 			{Loc: []any{"body", "source_config", "resource_spec", "min_scale"}, Type: "int_type"},
 			{Loc: []any{"body", "source_config", "resource_spec", "max_scale"}, Type: "int_type"},
 			{Loc: []any{"body", "source_config", "resource_spec", "cpu"}, Type: "float_type"}}},
 		{"PATCH: type and immutable field", "PATCH", "/v2/deployments/" + f.github.ID,
-			`{"name": "renamed", "source_config": {"build_on_push": "yes"}}`, []controlplane.Problem{
+			`{"name": "renamed", "source_config": {"build_on_push": "yes"}}`, []apierr.Problem{
 				{Loc: []any{"body", "source_config", "build_on_push"}, Type: "bool_type"},
 				{Loc: []any{"body", "name"}, Type: "immutable_field"}}},
 		{"new revision: type and rule", "POST", "/v2/deployments/" + f.github.ID + "/revisions",
-			`{"source_revision_config": {"repo_ref": ["main"]}, "secrets": [{"name": "1A", "value": "v"}]}`, []controlplane.Problem{
+			`{"source_revision_config": {"repo_ref": ["main"]}, "secrets": [{"name": "1A", "value": "v"}]}`, []apierr.Problem{
 				{Loc: []any{"body", "source_revision_config", "repo_ref"}, Type: "string_type"},
 				{Loc: []any{"body", "secrets", 0, "name"}, Type: "string_pattern_mismatch"}}},
 		{"PATCH of an unknown deployment stays a 422 of its types", "PATCH", "/v2/deployments/0194c0de-0000-7000-8000-0000000000ff",
-			`{"secrets": 1}`, []controlplane.Problem{{Loc: []any{"body", "secrets"}, Type: "list_type"}}},
-		{"bad path id and bad body", "PATCH", "/v2/deployments/nope", `{"secrets": 3, "name": "x"}`, []controlplane.Problem{
+			`{"secrets": 1}`, []apierr.Problem{{Loc: []any{"body", "secrets"}, Type: "list_type"}}},
+		{"bad path id and bad body", "PATCH", "/v2/deployments/nope", `{"secrets": 3, "name": "x"}`, []apierr.Problem{
 			{Loc: []any{"path", "deployment_id"}, Type: "uuid_parsing"},
 			{Loc: []any{"body", "secrets"}, Type: "list_type"}}},
 		{"listener create", "POST", "/v2/listeners",
-			`{"compute_type": "k8s8", "compute_id": 5, "compute_config": {"k8s_namespaces": ["Bad", 1]}}`, []controlplane.Problem{
+			`{"compute_type": "k8s8", "compute_id": 5, "compute_config": {"k8s_namespaces": ["Bad", 1]}}`, []apierr.Problem{
 				{Loc: []any{"body", "compute_id"}, Type: "string_type"},
 				{Loc: []any{"body", "compute_config", "k8s_namespaces", 1}, Type: "string_type"},
 				{Loc: []any{"body", "compute_type"}, Type: "literal_error"},
 				{Loc: []any{"body", "compute_config", "k8s_namespaces", 0}, Type: "string_pattern_mismatch"}}},
-		{"listener PATCH", "PATCH", "/v2/listeners/" + f.listener.ID, `{"compute_id": "other", "version": 3}`, []controlplane.Problem{
+		{"listener PATCH", "PATCH", "/v2/listeners/" + f.listener.ID, `{"compute_id": "other", "version": 3}`, []apierr.Problem{
 			{Loc: []any{"body", "version"}, Type: "string_type"},
 			{Loc: []any{"body", "compute_id"}, Type: "immutable_field"}}},
-		{"not an object", "POST", "/v2/deployments", `[{"name": "x"}]`, []controlplane.Problem{
+		{"not an object", "POST", "/v2/deployments", `[{"name": "x"}]`, []apierr.Problem{
 			{Loc: []any{"body"}, Type: "dict_type"}}},
-		{"malformed JSON stays one problem", "POST", "/v2/deployments", `{"name": 5, "source": }`, []controlplane.Problem{
+		{"malformed JSON stays one problem", "POST", "/v2/deployments", `{"name": 5, "source": }`, []apierr.Problem{
 			{Loc: []any{"body", "source"}, Type: "json_invalid"}}},
 		{"a duplicate name after a type problem is malformed JSON", "POST", "/v2/deployments", `{"name": 5, "source": "github", "source": "x"}`,
-			[]controlplane.Problem{{Loc: []any{"body", "source"}, Type: "json_invalid"}}},
+			[]apierr.Problem{{Loc: []any{"body", "source"}, Type: "json_invalid"}}},
 		{"a free-form value takes any JSON", "POST", "/v2/deployments", `{"name": 5, "source": "external_docker",
 			"source_revision_config": {"image_uri": "i"},
 			"source_config": {"resource_spec": {"sidecars": [{"name": "s", "image": "i", "env": [{"name": "A", "valueFrom": {"x": [1, "y"]}}]}]}}}`,
-			[]controlplane.Problem{{Loc: []any{"body", "name"}, Type: "string_type"}}},
+			[]apierr.Problem{{Loc: []any{"body", "name"}, Type: "string_type"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,9 +115,9 @@ func TestProblemsCapped(t *testing.T) {
 	if len(ps) != 100 {
 		t.Fatalf("%d problems listed, want 100", len(ps))
 	}
-	diff(t, "first", controlplane.Problem{Loc: []any{"body", "secrets", 0}, Msg: "Input should be a valid object", Type: "dict_type"}, ps[0])
+	diff(t, "first", apierr.Problem{Loc: []any{"body", "secrets", 0}, Msg: "Input should be a valid object", Type: "dict_type"}, ps[0])
 	diff(t, "99th", []any{"body", "secrets", 98}, ps[98].Loc)
-	diff(t, "last", controlplane.Problem{Loc: []any{"body"}, Type: "too_many_errors",
+	diff(t, "last", apierr.Problem{Loc: []any{"body"}, Type: "too_many_errors",
 		Msg: fmt.Sprintf("Too many problems: %d more problems not shown", n-99)}, ps[99])
 
 	// Exactly 100 problems are all listed.

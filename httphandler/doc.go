@@ -34,10 +34,11 @@
 // and a body, or an error (GET /v2/deployments/{id} answers
 // ControlPlane.GetDeploymentJSON, the stored wire JSON, without decoding
 // and encoding it again: the same bytes and headers as any encoded answer); one function (errorReply) maps errors to
-// answers: *controlplane.ValidationError 422 {"detail": [{loc, msg, type}]}
-// (at most 100 problems, below),
-// ErrNotFound 404, ErrConflict 409, ErrInvalidState 400, each with the
-// controlplane's sentence as {"detail": "..."}, and anything else a bare
+// answers, one case per error of package apierr, the vocabulary both
+// domains share: *apierr.ValidationError 422 {"detail": [{loc, msg, type}]}
+// (at most 100 problems, below), apierr.ErrNotFound 404,
+// apierr.ErrConflict 409, apierr.ErrInvalidState 400, each with the
+// domain's sentence as {"detail": "..."}, and anything else a bare
 // 500 {"detail": "Internal Server Error"} whose cause goes to the log only.
 // Answers are json.Encoder's bytes (HTML characters escaped, a final
 // newline). Every timestamp in them (created_at, updated_at of deployments,
@@ -146,10 +147,11 @@
 // otherwise. A HEAD of the callback answers 200 and spends nothing, so a
 // link checker cannot use up the state before the browser arrives.
 //
-// oauthflow's errors map like controlplane's: *oauthflow.ValidationError
-// 422, ErrNotFound 404 ("OAuth provider {provider_id} not found."),
-// ErrConflict 409. With Options.OAuth nil the /v2/auth routes are neither
-// served nor documented, and any request under /v2/auth/ answers 404
+// oauthflow's errors are the same apierr errors and map the same way:
+// *apierr.ValidationError 422, apierr.ErrNotFound 404 ("OAuth provider
+// {provider_id} not found."), apierr.ErrConflict 409. With Options.OAuth
+// nil the /v2/auth routes are neither served nor documented, and any
+// request under /v2/auth/ answers 404
 // {"detail": "The OAuth helpers (/v2/auth/*) are not enabled on this
 // server."}.
 //

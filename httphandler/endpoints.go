@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 )
 
@@ -33,7 +34,7 @@ func (h *handler) decodeChecked(c *call, v any, optional bool, pathErr error, va
 	err = decodeBody(body, v, optional)
 	var tp *typeProblems
 	if validate != nil && errors.As(err, &tp) && tp.more == 0 {
-		var ve *controlplane.ValidationError
+		var ve *apierr.ValidationError
 		if errors.As(validate(), &ve) {
 			typed := tp.Problems[:len(tp.Problems):len(tp.Problems)]
 			for _, p := range ve.Problems {
@@ -47,7 +48,7 @@ func (h *handler) decodeChecked(c *call, v any, optional bool, pathErr error, va
 }
 
 // under reports whether loc is the loc of one of ps, or inside one.
-func under(loc []any, ps []controlplane.Problem) bool {
+func under(loc []any, ps []apierr.Problem) bool {
 	for _, p := range ps {
 		if len(p.Loc) <= len(loc) && slices.Equal(p.Loc, loc[:len(p.Loc)]) {
 			return true
@@ -59,13 +60,13 @@ func under(loc []any, ps []controlplane.Problem) bool {
 // joinProblems merges validation errors into one; any other error wins.
 // The count of problems left out (typeProblems) adds up.
 func joinProblems(errs ...error) error {
-	var ps []controlplane.Problem
+	var ps []apierr.Problem
 	more := 0
 	for _, err := range errs {
 		if err == nil {
 			continue
 		}
-		var ve *controlplane.ValidationError
+		var ve *apierr.ValidationError
 		if !errors.As(err, &ve) {
 			return err
 		}
@@ -79,9 +80,9 @@ func joinProblems(errs ...error) error {
 		return nil
 	}
 	if more > 0 {
-		return &typeProblems{ValidationError: controlplane.ValidationError{Problems: ps}, more: more}
+		return &typeProblems{ValidationError: apierr.ValidationError{Problems: ps}, more: more}
 	}
-	return validationError(ps...)
+	return apierr.Validation(ps...)
 }
 
 func (h *handler) createDeployment(c *call) (int, any, error) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/oauthflow"
 )
@@ -23,33 +24,24 @@ type statusError struct {
 
 func (e *statusError) Error() string { return e.detail }
 
-// validationError is a 422 the handler finds while decoding (body, path or
-// query).
-func validationError(ps ...controlplane.Problem) error {
-	return &controlplane.ValidationError{Problems: ps}
-}
-
 // maxProblems is the most problems a 422 lists. When there are more, the
 // last one listed is a too_many_errors problem at ["body"] saying how many
 // were left out, so that the answer to a large body of mistakes stays
 // small.
 const maxProblems = 100
 
-// typeTooManyErrors is the type of the problem that ends a capped list.
-const typeTooManyErrors = "too_many_errors"
-
 // capProblems returns the problems to list for ps and more problems found
 // but not stored: all of them when they are at most maxProblems, else the
 // first maxProblems-1 and a too_many_errors problem counting the rest.
-func capProblems(ps []controlplane.Problem, more int) []controlplane.Problem {
+func capProblems(ps []apierr.Problem, more int) []apierr.Problem {
 	if len(ps)+more <= maxProblems {
 		if ps == nil {
-			ps = []controlplane.Problem{}
+			ps = []apierr.Problem{}
 		}
 		return ps
 	}
 	left := len(ps) + more - (maxProblems - 1)
-	out := append(ps[:maxProblems-1:maxProblems-1], controlplane.Problem{Loc: []any{"body"}, Type: typeTooManyErrors,
+	out := append(ps[:maxProblems-1:maxProblems-1], apierr.Problem{Loc: []any{"body"}, Type: apierr.TypeTooManyErrors,
 		Msg: fmt.Sprintf("Too many problems: %d more problems not shown", left)})
 	return out
 }
@@ -61,18 +53,19 @@ type errorBody struct {
 
 // problemsBody is the 422 body, {"detail": [{"loc", "msg", "type"}, ...]}.
 type problemsBody struct {
-	Detail []controlplane.Problem `json:"detail"`
+	Detail []apierr.Problem `json:"detail"`
 }
 
 // The detail of a 500; the cause goes to the log only.
 const detailInternal = "Internal Server Error"
 
 // errorReply maps an error to its status and body: the one place where
-// errors become HTTP. internal reports whether the cause must be logged.
+// errors become HTTP, one case per error of the shared vocabulary (package
+// apierr), whichever domain returned it. internal reports whether the
+// cause must be logged.
 func errorReply(err error) (status int, body any, internal bool) {
 	var se *statusError
-	var ve *controlplane.ValidationError
-	var ove *oauthflow.ValidationError
+	var ve *apierr.ValidationError
 	switch {
 	case errors.As(err, &se):
 		return se.status, errorBody{se.detail}, false
@@ -83,20 +76,11 @@ func errorReply(err error) (status int, body any, internal bool) {
 			more = tp.more
 		}
 		return http.StatusUnprocessableEntity, problemsBody{capProblems(ve.Problems, more)}, false
-	case errors.As(err, &ove):
-		// The same shape as controlplane's; the two domains do not share
-		// a type.
-		n := min(len(ove.Problems), maxProblems)
-		ps := make([]controlplane.Problem, n)
-		for i, p := range ove.Problems[:n] {
-			ps[i] = controlplane.Problem{Loc: p.Loc, Msg: p.Msg, Type: p.Type}
-		}
-		return http.StatusUnprocessableEntity, problemsBody{capProblems(ps, len(ove.Problems)-n)}, false
-	case errors.Is(err, controlplane.ErrNotFound), errors.Is(err, oauthflow.ErrNotFound):
+	case errors.Is(err, apierr.ErrNotFound):
 		return http.StatusNotFound, errorBody{err.Error()}, false
-	case errors.Is(err, controlplane.ErrConflict), errors.Is(err, oauthflow.ErrConflict):
+	case errors.Is(err, apierr.ErrConflict):
 		return http.StatusConflict, errorBody{err.Error()}, false
-	case errors.Is(err, controlplane.ErrInvalidState):
+	case errors.Is(err, apierr.ErrInvalidState):
 		return http.StatusBadRequest, errorBody{err.Error()}, false
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		// The client went away or the server is shutting down; nobody

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 )
 
@@ -75,7 +76,7 @@ func (h *handler) githubSetup(c *call) (int, any, error) {
 		s.InstallationID = id
 	}
 	in, err := h.cp.CompleteGitHubInstall(c.r.Context(), s)
-	var ve *controlplane.ValidationError
+	var ve *apierr.ValidationError
 	switch {
 	case err == nil:
 		return http.StatusOK, htmlPage{titleInstalled, "The GitHub installation of " + in.Name + " (installation " +
@@ -95,7 +96,7 @@ func (h *handler) githubSetup(c *call) (int, any, error) {
 		return http.StatusBadRequest, htmlPage{titleInstallFailed, err.Error() + installAgain}, nil
 	case errors.Is(err, controlplane.ErrInstallationForbidden):
 		return http.StatusForbidden, htmlPage{titleInstallFailed, err.Error() + installAgain}, nil
-	case errors.Is(err, controlplane.ErrConflict):
+	case errors.Is(err, apierr.ErrConflict):
 		return http.StatusConflict, htmlPage{titleInstallFailed,
 			"This GitHub installation is already registered by another workspace; an installation belongs to one workspace."}, nil
 	case errors.Is(err, controlplane.ErrGitHubUnavailable):

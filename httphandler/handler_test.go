@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/storemem"
@@ -140,8 +141,8 @@ func TestErrors(t *testing.T) {
 	tests := []struct {
 		name, method, path, body string
 		status                   int
-		detail                   string                 // for {"detail": "..."} answers
-		problems                 []controlplane.Problem // for 422, compared without msg
+		detail                   string           // for {"detail": "..."} answers
+		problems                 []apierr.Problem // for 422, compared without msg
 		allow                    string
 	}{
 		{name: "unknown path", method: "GET", path: "/v2/nothing", status: 404, detail: "Not Found"},
@@ -170,64 +171,64 @@ func TestErrors(t *testing.T) {
 		{name: "body too large", method: "POST", path: "/v2/deployments", body: `{"name": "` + strings.Repeat("a", 5000) + `"}`,
 			status: 413, detail: "Request body is larger than the limit of 4096 bytes."},
 		{name: "bad path id", method: "GET", path: "/v2/deployments/nope", status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"path", "deployment_id"}, Type: "uuid_parsing"}}},
+			problems: []apierr.Problem{{Loc: []any{"path", "deployment_id"}, Type: "uuid_parsing"}}},
 		{name: "two bad path ids", method: "POST", path: "/v2/deployments/1/revisions/2/redeploy", status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"path", "deployment_id"}, Type: "uuid_parsing"},
+			problems: []apierr.Problem{{Loc: []any{"path", "deployment_id"}, Type: "uuid_parsing"},
 				{Loc: []any{"path", "revision_id"}, Type: "uuid_parsing"}}},
 		{name: "bad path id and bad body", method: "PATCH", path: "/v2/deployments/nope", body: `{"secrets": 3}`, status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"path", "deployment_id"}, Type: "uuid_parsing"},
+			problems: []apierr.Problem{{Loc: []any{"path", "deployment_id"}, Type: "uuid_parsing"},
 				{Loc: []any{"body", "secrets"}, Type: "list_type"}}},
 		{name: "malformed JSON", method: "POST", path: "/v2/deployments", body: `{"name": `, status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"body", "name"}, Type: "json_invalid"}}},
+			problems: []apierr.Problem{{Loc: []any{"body", "name"}, Type: "json_invalid"}}},
 		{name: "malformed JSON at the top", method: "POST", path: "/v2/deployments", body: `nonsense`, status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"body"}, Type: "json_invalid"}}},
+			problems: []apierr.Problem{{Loc: []any{"body"}, Type: "json_invalid"}}},
 		{name: "trailing garbage", method: "POST", path: "/v2/deployments", body: `{} {}`, status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"body"}, Type: "json_invalid"}}},
+			problems: []apierr.Problem{{Loc: []any{"body"}, Type: "json_invalid"}}},
 		{name: "no body", method: "POST", path: "/v2/deployments", status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"body"}, Type: "missing"}}},
+			problems: []apierr.Problem{{Loc: []any{"body"}, Type: "missing"}}},
 		{name: "null body", method: "PATCH", path: "/v2/deployments/" + g.ID, body: "null", status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"body"}, Type: "missing"}}},
+			problems: []apierr.Problem{{Loc: []any{"body"}, Type: "missing"}}},
 		{name: "not an object", method: "POST", path: "/v2/listeners", body: `[1]`, status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"body"}, Type: "dict_type"}}},
+			problems: []apierr.Problem{{Loc: []any{"body"}, Type: "dict_type"}}},
 		{name: "wrong type deep inside", method: "POST", path: "/v2/deployments",
 			body:   `{"source_config": {"resource_spec": {"sidecars": [{"name": "a", "image": "b"}, {"name": 7}]}}}`,
-			status: 422, problems: []controlplane.Problem{{Loc: []any{"body", "source_config", "resource_spec", "sidecars", 1, "name"}, Type: "string_type"},
+			status: 422, problems: []apierr.Problem{{Loc: []any{"body", "source_config", "resource_spec", "sidecars", 1, "name"}, Type: "string_type"},
 				// and the rule checks of what decoded
 				{Loc: []any{"body", "source"}, Type: "missing"}, {Loc: []any{"body", "name"}, Type: "missing"},
 				{Loc: []any{"body", "source_config", "resource_spec", "sidecars", 1, "image"}, Type: "missing"}}},
 		{name: "map value of the wrong type", method: "POST", path: "/v2/deployments",
 			body:   `{"source_config": {"resource_spec": {"labels": {"0": 1}}}}`,
-			status: 422, problems: []controlplane.Problem{{Loc: []any{"body", "source_config", "resource_spec", "labels", "0"}, Type: "string_type"},
+			status: 422, problems: []apierr.Problem{{Loc: []any{"body", "source_config", "resource_spec", "labels", "0"}, Type: "string_type"},
 				{Loc: []any{"body", "source"}, Type: "missing"}, {Loc: []any{"body", "name"}, Type: "missing"}}},
 		{name: "invalid UTF-8", method: "POST", path: "/v2/listeners", body: "{\"compute_id\": \"\xff\"}", status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"body", "compute_id"}, Type: "json_invalid"}}},
+			problems: []apierr.Problem{{Loc: []any{"body", "compute_id"}, Type: "json_invalid"}}},
 		{name: "domain validation", method: "POST", path: "/v2/deployments", body: `{"source": "svn"}`, status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"body", "source"}, Type: "literal_error"}, {Loc: []any{"body", "name"}, Type: "missing"}}},
+			problems: []apierr.Problem{{Loc: []any{"body", "source"}, Type: "literal_error"}, {Loc: []any{"body", "name"}, Type: "missing"}}},
 		{name: "query problems, all of them", method: "GET", path: "/v2/deployments?limit=abc&offset=-1&status=BAD&deployment_ids=x&remote_reconciled=maybe",
-			status: 422, problems: []controlplane.Problem{
+			status: 422, problems: []apierr.Problem{
 				{Loc: []any{"query", "limit"}, Type: "int_parsing"},
 				{Loc: []any{"query", "remote_reconciled"}, Type: "bool_parsing"},
 				{Loc: []any{"query", "offset"}, Type: "greater_than_equal"},
 				{Loc: []any{"query", "status"}, Type: "literal_error"},
 				{Loc: []any{"query", "deployment_ids"}, Type: "uuid_parsing"}}},
 		{name: "limit out of range", method: "GET", path: "/v2/listeners?limit=101", status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"query", "limit"}, Type: "less_than_equal"}}},
+			problems: []apierr.Problem{{Loc: []any{"query", "limit"}, Type: "less_than_equal"}}},
 		{name: "malformed query", method: "GET", path: "/v2/listeners?limit=%zz", status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"query"}, Type: "value_error"}}},
+			problems: []apierr.Problem{{Loc: []any{"query"}, Type: "value_error"}}},
 		{name: "revision query and path", method: "GET", path: "/v2/deployments/x/revisions?status=NOPE", status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"path", "deployment_id"}, Type: "uuid_parsing"},
+			problems: []apierr.Problem{{Loc: []any{"path", "deployment_id"}, Type: "uuid_parsing"},
 				{Loc: []any{"query", "status"}, Type: "literal_error"}}},
 		{name: "immutable field", method: "PATCH", path: "/v2/deployments/" + g.ID, body: `{"name": "renamed"}`, status: 422,
-			problems: []controlplane.Problem{{Loc: []any{"body", "name"}, Type: "immutable_field"}}},
+			problems: []apierr.Problem{{Loc: []any{"body", "name"}, Type: "immutable_field"}}},
 		{name: "alias clash", method: "PATCH", path: "/v2/deployments/" + g.ID,
 			body:   `{"source_revision_config": {"graph_config_path": "a.json", "langgraph_config_path": "b.json"}}`,
-			status: 422, problems: []controlplane.Problem{{Loc: []any{"body", "source_revision_config", "langgraph_config_path"}, Type: "value_error"}}},
+			status: 422, problems: []apierr.Problem{{Loc: []any{"body", "source_revision_config", "langgraph_config_path"}, Type: "value_error"}}},
 		{name: "alias at the key sent", method: "PATCH", path: "/v2/deployments/" + f.docker.ID,
 			body:   `{"source_revision_config": {"langgraph_config_path": "a.json"}}`,
-			status: 422, problems: []controlplane.Problem{{Loc: []any{"body", "source_revision_config", "langgraph_config_path"}, Type: "not_applicable_to_source"}}},
+			status: 422, problems: []apierr.Problem{{Loc: []any{"body", "source_revision_config", "langgraph_config_path"}, Type: "not_applicable_to_source"}}},
 		{name: "secret without a value", method: "PATCH", path: "/v2/deployments/" + g.ID,
 			body:   `{"secrets": [{"name": "A", "value": ""}, {"name": "B"}, {"name": "C", "value": null}]}`,
-			status: 422, problems: []controlplane.Problem{{Loc: []any{"body", "secrets", 1, "value"}, Type: "missing"},
+			status: 422, problems: []apierr.Problem{{Loc: []any{"body", "secrets", 1, "value"}, Type: "missing"},
 				{Loc: []any{"body", "secrets", 2, "value"}, Type: "missing"}}},
 	}
 	for _, tt := range tests {
@@ -418,7 +419,7 @@ func TestQueryUsesTheControlPlaneLimits(t *testing.T) {
 }
 
 // locTypes renders problems as "loc.joined: type", sorted.
-func locTypes(ps []controlplane.Problem) []string {
+func locTypes(ps []apierr.Problem) []string {
 	var out []string
 	for _, p := range ps {
 		var loc []string

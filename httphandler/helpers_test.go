@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/internal/memnet"
@@ -245,13 +246,13 @@ func detail(t testing.TB, r reply) string {
 
 // problems decodes a 422 body, checking its shape: every problem has a loc
 // starting with body, path or query, a msg and a type.
-func problems(t testing.TB, r reply) []controlplane.Problem {
+func problems(t testing.TB, r reply) []apierr.Problem {
 	t.Helper()
 	if r.status != http.StatusUnprocessableEntity {
 		t.Fatalf("status %d, want 422: %s", r.status, r.body)
 	}
 	var b struct {
-		Detail []controlplane.Problem `json:"detail"`
+		Detail []apierr.Problem `json:"detail"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(r.body))
 	dec.UseNumber()

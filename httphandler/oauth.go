@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/oauthflow"
 )
@@ -143,7 +144,7 @@ func parseWaitQuery(raw string) (time.Duration, error) {
 	p := newQueryParser(raw)
 	n := p.intp("timeout")
 	if len(p.ps) > 0 {
-		return 0, validationError(p.ps...)
+		return 0, apierr.Validation(p.ps...)
 	}
 	if n == nil {
 		return oauthflow.DefaultWaitTimeout, nil
@@ -239,7 +240,7 @@ func (h *handler) oauthCallback(c *call) (int, any, error) {
 			msg = "The provider refused the authorization (" + ae.Code + "): " + ae.Description
 		}
 		return http.StatusBadRequest, htmlPage{titleFailed, msg + startAgain}, nil
-	case errors.Is(err, oauthflow.ErrNotFound):
+	case errors.Is(err, apierr.ErrNotFound):
 		return http.StatusNotFound, htmlPage{titleFailed, "This OAuth provider is no longer configured." + startAgain}, nil
 	case errors.Is(err, egress.ErrRefused):
 		return http.StatusBadGateway, htmlPage{titleFailed,

@@ -12,7 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/oauthflow"
 )
 
@@ -143,7 +143,7 @@ func TestOAuthProviders(t *testing.T) {
 	diff(t, "patched", want, got)
 	diff(t, "get after patch", want, must[oauthflow.Provider](t, s, keyA, "GET", "/v2/auth/providers/a-prov", "", 200))
 
-	diff(t, "immutable provider_id", []controlplane.Problem{{Loc: []any{"body", "provider_id"}, Msg: "provider_id cannot be changed", Type: "immutable_field"}},
+	diff(t, "immutable provider_id", []apierr.Problem{{Loc: []any{"body", "provider_id"}, Msg: "provider_id cannot be changed", Type: "immutable_field"}},
 		problems(t, s.as(keyA, "PATCH", "/v2/auth/providers/a-prov", `{"provider_id": "other"}`)))
 
 	diff(t, "delete", map[string]string{"message": "OAuth provider a-prov deleted."},

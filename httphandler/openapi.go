@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/oauthflow"
 )
@@ -25,7 +26,7 @@ func openAPIDocument(routes []route) []byte {
 	g.schemas["HTTPError"] = obj{"type": "object", "required": []string{"detail"},
 		"properties": obj{"detail": obj{"type": "string"}}}
 	g.schemas["HTTPValidationError"] = obj{"type": "object", "required": []string{"detail"},
-		"properties": obj{"detail": obj{"type": "array", "items": g.schema(reflect.TypeFor[controlplane.Problem]())}}}
+		"properties": obj{"detail": obj{"type": "array", "items": g.schema(reflect.TypeFor[apierr.Problem]())}}}
 
 	paths := obj{}
 	for _, rt := range routes {
@@ -217,7 +218,7 @@ func (g *schemaGen) schema(t reflect.Type) obj {
 		if name == "" {
 			return g.structSchema(t)
 		}
-		if t == reflect.TypeFor[controlplane.Problem]() {
+		if t == reflect.TypeFor[apierr.Problem]() {
 			name = "ValidationError"
 			g.schemas[name] = obj{"type": "object", "required": []string{"loc", "msg", "type"}, "properties": obj{
 				"loc":  obj{"type": "array", "items": obj{"anyOf": []obj{{"type": "string"}, {"type": "integer"}}}},

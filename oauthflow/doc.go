@@ -99,12 +99,14 @@
 //
 // # Errors and HTTP statuses
 //
-// For the HTTP layer:
+// The errors of a client's mistake are those of package apierr, the
+// vocabulary oauthflow shares with controlplane and httphandler. For the
+// HTTP layer:
 //
-//	*ValidationError              422 {"detail": Problems}
-//	errors.Is(err, ErrNotFound)   404 {"detail": err.Error()}  e.g. "OAuth provider github not found."
-//	errors.Is(err, ErrConflict)   409 {"detail": err.Error()}
-//	ErrInvalidTenant, others      500
+//	*apierr.ValidationError              422 {"detail": Problems}
+//	errors.Is(err, apierr.ErrNotFound)   404 {"detail": err.Error()}  e.g. "OAuth provider github not found."
+//	errors.Is(err, apierr.ErrConflict)   409 {"detail": err.Error()}
+//	apierr.ErrInvalidTenant, others      500
 //
 // and for Callback, which renders a small HTML page rather than JSON:
 //
@@ -112,13 +114,14 @@
 //	errors.Is(err, ErrUnknownState)  400 error page (nothing changed)
 //	*AuthorizationError           400 error page (the flow failed; Code and
 //	                              Description come from the provider: escape them)
-//	errors.Is(err, ErrNotFound)   404 error page (the provider was deleted)
+//	errors.Is(err, apierr.ErrNotFound)  404 error page (the provider was deleted)
 //	errors.Is(err, ErrExchangeFailed)  502 error page (the flow failed;
 //	                              errors.Is(err, egress.ErrRefused) when the
 //	                              egress policy refused the token endpoint)
 //
-// Problem and ValidationError have the same shape as controlplane's; the
-// two packages do not import each other.
+// A missing provider is an *apierr.NotFoundError of Kind
+// apierr.KindOAuthProvider. controlplane returns the same types; the two
+// domains do not import each other.
 //
 // # Performance
 //
@@ -146,6 +149,6 @@
 //
 // Every method but Callback takes the tenant explicitly. Providers, tokens
 // and flows of one tenant are invisible to another: another tenant's
-// provider is ErrNotFound and another tenant's flow is not_found. Tokens are
+// provider is apierr.ErrNotFound and another tenant's flow is not_found. Tokens are
 // kept per (tenant, provider, user).
 package oauthflow

@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/storemem"
@@ -155,7 +156,7 @@ func ExampleValidationError() {
 		AuthURL:    "http://github.com/login/oauth/authorize",
 		TokenURL:   "https://github.com/login/oauth/access_token",
 	})
-	var ve *oauthflow.ValidationError
+	var ve *apierr.ValidationError
 	if errors.As(err, &ve) {
 		for _, p := range ve.Problems {
 			fmt.Println(p.Loc, p.Type, p.Msg)

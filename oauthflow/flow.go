@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/store"
 )
@@ -85,28 +86,28 @@ const (
 func validateAuthRequest(req AuthRequest) ([]string, error) {
 	var ps problems
 	if req.UserID == "" {
-		ps.add("missing", "Field required", "body", "user_id")
+		ps.add(apierr.TypeMissing, "Field required", "body", "user_id")
 	} else if len(req.UserID) > maxUserIDLen {
-		ps.add("string_too_long", fmt.Sprintf("String should have at most %d characters", maxUserIDLen), "body", "user_id")
+		ps.add(apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d characters", maxUserIDLen), "body", "user_id")
 	}
 	if len(req.AgentID) > maxAgentIDLen {
-		ps.add("string_too_long", fmt.Sprintf("String should have at most %d characters", maxAgentIDLen), "body", "agent_id")
+		ps.add(apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d characters", maxAgentIDLen), "body", "agent_id")
 	}
 	if req.Provider == "" {
-		ps.add("missing", "Field required", "body", "provider")
+		ps.add(apierr.TypeMissing, "Field required", "body", "provider")
 	}
 	var scopes []string
 	switch {
 	case req.Scopes == nil:
-		ps.add("missing", "Field required", "body", "scopes")
+		ps.add(apierr.TypeMissing, "Field required", "body", "scopes")
 	case len(req.Scopes) > maxScopes:
-		ps.add("too_long", fmt.Sprintf("List should have at most %d items, not %d", maxScopes, len(req.Scopes)), "body", "scopes")
+		ps.add(apierr.TypeTooLong, fmt.Sprintf("List should have at most %d items, not %d", maxScopes, len(req.Scopes)), "body", "scopes")
 	default:
 		scopes = make([]string, 0, len(req.Scopes))
 		seen := make(map[string]bool, len(req.Scopes))
 		for i, sc := range req.Scopes {
 			if !validScope(sc) {
-				ps.add("string_pattern_mismatch", fmt.Sprintf("a scope is 1 to %d printable ASCII characters without spaces, '\"' or '\\'", maxScopeLen), "body", "scopes", i)
+				ps.add(apierr.TypeStringPatternMismatch, fmt.Sprintf("a scope is 1 to %d printable ASCII characters without spaces, '\"' or '\\'", maxScopeLen), "body", "scopes", i)
 				continue
 			}
 			if !seen[sc] {
@@ -116,7 +117,7 @@ func validateAuthRequest(req AuthRequest) ([]string, error) {
 		}
 	}
 	if req.UseAgentBuilderPublicOAuth {
-		ps.add("value_error", "public OAuth apps are not offered by this server; configure a provider and set this to false", "body", "use_agent_builder_public_oauth")
+		ps.add(apierr.TypeValueError, "public OAuth apps are not offered by this server; configure a provider and set this to false", "body", "use_agent_builder_public_oauth")
 	}
 	return scopes, ps.err()
 }
@@ -166,9 +167,9 @@ func (t *tokenRecord) covers(scopes []string) bool {
 // when one covers the requested scopes and is unexpired (refreshing it
 // through its refresh token when it has expired), or else starts an
 // authorization-code flow and answers pending with the provider URL to send
-// the user to. Errors: *ValidationError, ErrNotFound (unknown provider).
+// the user to. Errors: *apierr.ValidationError, apierr.ErrNotFound (unknown provider).
 func (s *Service) Authenticate(ctx context.Context, tenant string, req AuthRequest) (AuthResult, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return AuthResult{}, err
 	}
 	scopes, err := validateAuthRequest(req)
@@ -201,7 +202,7 @@ func (s *Service) Authenticate(ctx context.Context, tenant string, req AuthReque
 	return s.startFlow(ctx, tenant, req, prov, scopes)
 }
 
-// readProviderAndToken reads the provider's record (or *NotFoundError)
+// readProviderAndToken reads the provider's record (or *apierr.NotFoundError)
 // and the user's token (nil when there is none).
 func readProviderAndToken(r store.Reader, tenant, providerID, key string) ([]byte, *tokenRecord, error) {
 	prov, err := r.Get(collProviders, providerKey(tenant, providerID))
@@ -486,7 +487,7 @@ const exchangeTimeout = 30 * time.Second
 // the token encrypted, and completes the flow, waking its waiters. Each
 // state is accepted once. It needs no tenant: the state identifies the
 // flow. Errors: ErrUnknownState (nothing changed), *AuthorizationError and
-// ErrExchangeFailed (the flow is marked failed), ErrNotFound (the provider
+// ErrExchangeFailed (the flow is marked failed), apierr.ErrNotFound (the provider
 // was deleted; the flow is marked failed).
 func (s *Service) Callback(ctx context.Context, req CallbackRequest) error {
 	if req.State == "" {
@@ -525,7 +526,7 @@ func (s *Service) Callback(ctx context.Context, req CallbackRequest) error {
 			outcome = &AuthorizationError{Code: req.Error, Description: req.ErrorDescription}
 		case req.Code == "":
 			outcome = &AuthorizationError{Code: "invalid_request", Description: "the provider sent neither a code nor an error"}
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, apierr.ErrNotFound):
 			outcome = err
 		case err != nil:
 			return err
@@ -588,7 +589,7 @@ func (s *Service) exchange(ctx context.Context, flow flowRecord, prov providerRe
 // finish ends a flow claimed by Callback: completed with tok stored, or
 // failed when tok is nil. A completed flow stays readable by Wait for
 // another FlowTTL. If the provider was deleted during the exchange the
-// token is dropped, the flow fails, and finish returns ErrNotFound.
+// token is dropped, the flow fails, and finish returns apierr.ErrNotFound.
 func (s *Service) finish(ctx context.Context, flow flowRecord, prov providerRecord, tok *oauth2.Token) error {
 	now := s.clock()
 	key := tokenKey(flow.Tenant, flow.ProviderID, flow.UserID)
@@ -609,7 +610,7 @@ func (s *Service) finish(ctx context.Context, flow flowRecord, prov providerReco
 		cur.Status = flowFailed
 		if tok != nil {
 			switch err := putTokenIfProvider(tx, flow.Tenant, prov, key, rec); {
-			case errors.Is(err, ErrNotFound):
+			case errors.Is(err, apierr.ErrNotFound):
 				// Deleted during the exchange: the flow fails.
 			case err != nil:
 				return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/oauthflow"
 )
 
@@ -367,11 +368,11 @@ func TestAuthenticateErrors(t *testing.T) {
 	e.addProvider(t, tenantA, "fake", true)
 
 	_, err := e.svc.Authenticate(ctx, tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "nope", Scopes: noScopes})
-	if !errors.Is(err, oauthflow.ErrNotFound) || err.Error() != "OAuth provider nope not found." {
+	if !errors.Is(err, apierr.ErrNotFound) || err.Error() != "OAuth provider nope not found." {
 		t.Errorf("unknown provider: %v, want ErrNotFound 'OAuth provider nope not found.'", err)
 	}
 	_, err = e.svc.Authenticate(ctx, tenantB, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: noScopes})
-	if !errors.Is(err, oauthflow.ErrNotFound) {
+	if !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("another tenant's provider: %v, want ErrNotFound", err)
 	}
 
@@ -379,7 +380,7 @@ func TestAuthenticateErrors(t *testing.T) {
 		Scopes:                     []string{"ok", "", "has space", `q"uote`},
 		UseAgentBuilderPublicOAuth: true,
 	})
-	var ve *oauthflow.ValidationError
+	var ve *apierr.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("invalid request: %v, want *ValidationError", err)
 	}
@@ -399,7 +400,7 @@ func TestAuthenticateErrors(t *testing.T) {
 		t.Errorf("problem locations (-want +got):\n%s", diff)
 	}
 
-	if _, err := e.svc.Authenticate(ctx, "", oauthflow.AuthRequest{UserID: "a", Provider: "fake", Scopes: noScopes}); !errors.Is(err, oauthflow.ErrInvalidTenant) {
+	if _, err := e.svc.Authenticate(ctx, "", oauthflow.AuthRequest{UserID: "a", Provider: "fake", Scopes: noScopes}); !errors.Is(err, apierr.ErrInvalidTenant) {
 		t.Errorf("empty tenant: %v, want ErrInvalidTenant", err)
 	}
 }

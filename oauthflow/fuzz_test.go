@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/oauthflow"
 )
@@ -53,7 +54,7 @@ func FuzzProviderAuthURL(f *testing.F) {
 		in.AuthURL = authURL
 		_, err := e.svc.CreateProvider(ctx, tenantA, in)
 		if err != nil {
-			var ve *oauthflow.ValidationError
+			var ve *apierr.ValidationError
 			if !errors.As(err, &ve) {
 				t.Fatalf("error %v is not a *ValidationError", err)
 			}

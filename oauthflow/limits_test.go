@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/oauthflow"
 )
 
@@ -55,7 +56,7 @@ func TestAuthenticateScopeCap(t *testing.T) {
 	} {
 		_, err := e.svc.Authenticate(context.Background(), tenantA, oauthflow.AuthRequest{UserID: "alice", Provider: "fake", Scopes: tc.scopes})
 		ve := validationErrorOf(t, err)
-		want := []oauthflow.Problem{{Loc: []any{"body", "scopes"}, Msg: tc.msg, Type: "too_long"}}
+		want := []apierr.Problem{{Loc: []any{"body", "scopes"}, Msg: tc.msg, Type: "too_long"}}
 		if diff := cmp.Diff(want, ve.Problems); diff != "" {
 			t.Errorf("%s: problems (-want +got):\n%s", tc.name, diff)
 		}
@@ -125,9 +126,9 @@ func BenchmarkValidateScopes(b *testing.B) {
 }
 
 // validationErrorOf returns err as a *ValidationError, or fails the test.
-func validationErrorOf(t *testing.T, err error) *oauthflow.ValidationError {
+func validationErrorOf(t *testing.T, err error) *apierr.ValidationError {
 	t.Helper()
-	var ve *oauthflow.ValidationError
+	var ve *apierr.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("error %v, want a *ValidationError", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/store"
 )
@@ -127,23 +128,23 @@ func validateProvider(in NewProvider, create bool, pol *egress.Policy) error {
 	required := func(field, v string, max int) bool {
 		switch {
 		case v == "" && create:
-			ps.add("missing", "Field required", "body", field)
+			ps.add(apierr.TypeMissing, "Field required", "body", field)
 		case v == "":
-			ps.add("string_too_short", "String should have at least 1 character", "body", field)
+			ps.add(apierr.TypeStringTooShort, "String should have at least 1 character", "body", field)
 		case utf8.RuneCountInString(v) > max:
-			ps.add("string_too_long", "String should have at most "+strconv.Itoa(max)+" characters", "body", field)
+			ps.add(apierr.TypeStringTooLong, "String should have at most "+strconv.Itoa(max)+" characters", "body", field)
 		default:
 			return true
 		}
 		return false
 	}
 	if required("provider_id", in.ProviderID, 63) && !providerIDPattern.MatchString(in.ProviderID) {
-		ps.add("string_pattern_mismatch", "provider_id must be 1 to 63 characters of letters, digits, '.', '_' or '-', starting with a letter or digit", "body", "provider_id")
+		ps.add(apierr.TypeStringPatternMismatch, "provider_id must be 1 to 63 characters of letters, digits, '.', '_' or '-', starting with a letter or digit", "body", "provider_id")
 	}
 	required("name", in.Name, maxNameLen)
 	required("client_id", in.ClientID, maxClientLen)
 	if utf8.RuneCountInString(string(in.ClientSecret)) > maxSecretLen {
-		ps.add("string_too_long", "String should have at most "+strconv.Itoa(maxSecretLen)+" characters", "body", "client_secret")
+		ps.add(apierr.TypeStringTooLong, "String should have at most "+strconv.Itoa(maxSecretLen)+" characters", "body", "client_secret")
 	}
 	if required("auth_url", in.AuthURL, maxURLLen) {
 		checkEndpointURL(&ps, pol, "auth_url", in.AuthURL)
@@ -154,13 +155,13 @@ func validateProvider(in NewProvider, create bool, pol *egress.Policy) error {
 	if m := in.CodeChallengeMethod; m != nil {
 		switch {
 		case *m != MethodS256:
-			ps.add("literal_error", "Input should be 'S256'", "body", "code_challenge_method")
+			ps.add(apierr.TypeLiteralError, "Input should be 'S256'", "body", "code_challenge_method")
 		case !in.UsesPKCE:
-			ps.add("not_applicable", "code_challenge_method applies only when uses_pkce is true", "body", "code_challenge_method")
+			ps.add(apierr.TypeNotApplicable, "code_challenge_method applies only when uses_pkce is true", "body", "code_challenge_method")
 		}
 	}
 	if t := in.ProviderType; t != nil && utf8.RuneCountInString(*t) > maxNameLen {
-		ps.add("string_too_long", "String should have at most "+strconv.Itoa(maxNameLen)+" characters", "body", "provider_type")
+		ps.add(apierr.TypeStringTooLong, "String should have at most "+strconv.Itoa(maxNameLen)+" characters", "body", "provider_type")
 	}
 	return ps.err()
 }
@@ -173,23 +174,23 @@ func checkEndpointURL(ps *problems, pol *egress.Policy, field, raw string) {
 	u, err := url.Parse(raw)
 	switch {
 	case strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r > '~' }):
-		ps.add("url_parsing", "URL must be printable ASCII without spaces (percent-encode the rest, punycode for hosts)", "body", field)
+		ps.add(apierr.TypeURLParsing, "URL must be printable ASCII without spaces (percent-encode the rest, punycode for hosts)", "body", field)
 	case err != nil || !u.IsAbs() || u.Host == "" || u.Hostname() == "":
-		ps.add("url_parsing", "Input should be a valid absolute URL", "body", field)
+		ps.add(apierr.TypeURLParsing, "Input should be a valid absolute URL", "body", field)
 	case u.User != nil:
-		ps.add("url_parsing", "URL must not contain credentials", "body", field)
+		ps.add(apierr.TypeURLParsing, "URL must not contain credentials", "body", field)
 	case u.Fragment != "" || strings.Contains(raw, "#"):
-		ps.add("url_parsing", "URL must not contain a fragment", "body", field)
+		ps.add(apierr.TypeURLParsing, "URL must not contain a fragment", "body", field)
 	default:
 		var re *egress.RefusedError
 		switch err := pol.CheckURL(u); {
 		case err == nil:
 		case errors.As(err, &re) && re.Scheme != "":
-			ps.add("url_scheme", "URL scheme should be 'https' ('http' only for hosts the server's operator allows)", "body", field)
+			ps.add(apierr.TypeURLScheme, "URL scheme should be 'https' ('http' only for hosts the server's operator allows)", "body", field)
 		case errors.As(err, &re) && re.Addr.IsValid():
-			ps.add("url_host", "URL host "+re.Addr.String()+" is not a public address ("+re.Reason+"); this server reaches such hosts only when its operator allows them", "body", field)
+			ps.add(apierr.TypeURLHost, "URL host "+re.Addr.String()+" is not a public address ("+re.Reason+"); this server reaches such hosts only when its operator allows them", "body", field)
 		default:
-			ps.add("url_host", "URL host "+u.Hostname()+" is this server itself; this server reaches such hosts only when its operator allows them", "body", field)
+			ps.add(apierr.TypeURLHost, "URL host "+u.Hostname()+" is this server itself; this server reaches such hosts only when its operator allows them", "body", field)
 		}
 	}
 }
@@ -211,11 +212,11 @@ func (in NewProvider) toProvider() Provider {
 	return p
 }
 
-// CreateProvider adds a provider to tenant. It returns a *ValidationError
-// listing every invalid field, or ErrConflict when the tenant already has a
+// CreateProvider adds a provider to tenant. It returns a *apierr.ValidationError
+// listing every invalid field, or apierr.ErrConflict when the tenant already has a
 // provider with that ProviderID.
 func (s *Service) CreateProvider(ctx context.Context, tenant string, in NewProvider) (Provider, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return Provider{}, err
 	}
 	if err := validateProvider(in, true, s.egress); err != nil {
@@ -237,7 +238,7 @@ func (s *Service) CreateProvider(ctx context.Context, tenant string, in NewProvi
 		return tx.Create(collProviders, providerKey(tenant, in.ProviderID), b)
 	})
 	if errors.Is(err, store.ErrAlreadyExists) {
-		return Provider{}, &conflictError{detail: "An OAuth provider with provider_id '" + in.ProviderID + "' already exists."}
+		return Provider{}, apierr.Conflictf("An OAuth provider with provider_id '%s' already exists.", in.ProviderID)
 	}
 	if err != nil {
 		return Provider{}, err
@@ -248,7 +249,7 @@ func (s *Service) CreateProvider(ctx context.Context, tenant string, in NewProvi
 
 // ListProviders returns tenant's providers ordered by ProviderID.
 func (s *Service) ListProviders(ctx context.Context, tenant string) ([]Provider, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
 	}
 	var out []Provider
@@ -266,9 +267,9 @@ func (s *Service) ListProviders(ctx context.Context, tenant string) ([]Provider,
 	return out, err
 }
 
-// GetProvider returns tenant's provider providerID, or ErrNotFound.
+// GetProvider returns tenant's provider providerID, or apierr.ErrNotFound.
 func (s *Service) GetProvider(ctx context.Context, tenant, providerID string) (Provider, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return Provider{}, err
 	}
 	var rec providerRecord
@@ -279,7 +280,7 @@ func (s *Service) GetProvider(ctx context.Context, tenant, providerID string) (P
 }
 
 // getProvider reads a provider record, turning a missing one into a
-// *NotFoundError.
+// *apierr.NotFoundError.
 func getProvider(r store.Reader, tenant, providerID string, rec *providerRecord) error {
 	*rec = providerRecord{}
 	if providerID == "" {
@@ -293,10 +294,10 @@ func getProvider(r store.Reader, tenant, providerID string, rec *providerRecord)
 }
 
 // UpdateProvider applies patch to tenant's provider providerID. It returns
-// ErrNotFound, or a *ValidationError listing every invalid field (a
+// apierr.ErrNotFound, or a *apierr.ValidationError listing every invalid field (a
 // ProviderID different from the current one is "immutable_field").
 func (s *Service) UpdateProvider(ctx context.Context, tenant, providerID string, patch ProviderPatch) (Provider, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return Provider{}, err
 	}
 	var sealed []byte
@@ -329,11 +330,11 @@ func (s *Service) UpdateProvider(ctx context.Context, tenant, providerID string,
 		err := validateProvider(in, false, s.egress)
 		if patch.ProviderID != nil && *patch.ProviderID != rec.ProviderID {
 			var ps problems
-			var ve *ValidationError
+			var ve *apierr.ValidationError
 			if errors.As(err, &ve) {
 				ps = ve.Problems
 			}
-			ps.add("immutable_field", "provider_id cannot be changed", "body", "provider_id")
+			ps.add(apierr.TypeImmutableField, "provider_id cannot be changed", "body", "provider_id")
 			err = ps.err()
 		}
 		if err != nil {
@@ -363,9 +364,9 @@ func deref[T any](p *T, def T) T {
 
 // DeleteProvider removes tenant's provider providerID together with every
 // token obtained through it. Flows still open for it fail at their
-// callback. It returns ErrNotFound when there is no such provider.
+// callback. It returns apierr.ErrNotFound when there is no such provider.
 func (s *Service) DeleteProvider(ctx context.Context, tenant, providerID string) error {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return err
 	}
 	err := s.st.Update(ctx, func(tx store.Tx) error {

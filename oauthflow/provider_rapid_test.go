@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/oauthflow"
 )
 
@@ -70,10 +71,10 @@ func TestProviderModel(t *testing.T) {
 					UsesPKCE:     rapid.Bool().Draw(rt, "pkce"),
 				}
 				got, err := e.svc.CreateProvider(ctx, tn, in)
-				var ve *oauthflow.ValidationError
+				var ve *apierr.ValidationError
 				switch {
 				case errors.As(err, &ve):
-				case exists && !errors.Is(err, oauthflow.ErrConflict):
+				case exists && !errors.Is(err, apierr.ErrConflict):
 					rt.Fatalf("create of an existing provider: %v, want ErrConflict", err)
 				case !exists && err != nil:
 					rt.Fatalf("create: %v", err)
@@ -95,10 +96,10 @@ func TestProviderModel(t *testing.T) {
 					p.UsesPKCE = ptr(rapid.Bool().Draw(rt, "pkce"))
 				}
 				got, err := e.svc.UpdateProvider(ctx, tn, pid, p)
-				var ve *oauthflow.ValidationError
+				var ve *apierr.ValidationError
 				switch {
 				case !exists:
-					if !errors.Is(err, oauthflow.ErrNotFound) {
+					if !errors.Is(err, apierr.ErrNotFound) {
 						rt.Fatalf("patch of a missing provider: %v, want ErrNotFound", err)
 					}
 				case errors.As(err, &ve):
@@ -123,7 +124,7 @@ func TestProviderModel(t *testing.T) {
 				}
 			case "delete":
 				err := e.svc.DeleteProvider(ctx, tn, pid)
-				if exists != (err == nil) || (!exists && !errors.Is(err, oauthflow.ErrNotFound)) {
+				if exists != (err == nil) || (!exists && !errors.Is(err, apierr.ErrNotFound)) {
 					rt.Fatalf("delete (exists=%v): %v", exists, err)
 				}
 				delete(model[tn], pid)
@@ -133,7 +134,7 @@ func TestProviderModel(t *testing.T) {
 					if err != nil || !cmp.Equal(cur, got) {
 						rt.Fatalf("get = %+v, %v; want %+v", got, err, cur)
 					}
-				} else if !errors.Is(err, oauthflow.ErrNotFound) {
+				} else if !errors.Is(err, apierr.ErrNotFound) {
 					rt.Fatalf("get of a missing provider: %v", err)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/oauthflow"
 )
 
@@ -62,7 +63,7 @@ func TestProviderLifecycle(t *testing.T) {
 	}
 
 	_, err = e.svc.CreateProvider(ctx, tenantA, validProvider())
-	if !errors.Is(err, oauthflow.ErrConflict) || err.Error() != "An OAuth provider with provider_id 'github' already exists." {
+	if !errors.Is(err, apierr.ErrConflict) || err.Error() != "An OAuth provider with provider_id 'github' already exists." {
 		t.Errorf("duplicate create: %v, want ErrConflict", err)
 	}
 	if _, err := e.svc.CreateProvider(ctx, tenantB, validProvider()); err != nil {
@@ -103,10 +104,10 @@ func TestProviderLifecycle(t *testing.T) {
 	if err := e.svc.DeleteProvider(ctx, tenantA, "github"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.GetProvider(ctx, tenantA, "github"); !errors.Is(err, oauthflow.ErrNotFound) || err.Error() != "OAuth provider github not found." {
+	if _, err := e.svc.GetProvider(ctx, tenantA, "github"); !errors.Is(err, apierr.ErrNotFound) || err.Error() != "OAuth provider github not found." {
 		t.Errorf("GetProvider after delete: %v", err)
 	}
-	if err := e.svc.DeleteProvider(ctx, tenantA, "github"); !errors.Is(err, oauthflow.ErrNotFound) {
+	if err := e.svc.DeleteProvider(ctx, tenantA, "github"); !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("second delete: %v, want ErrNotFound", err)
 	}
 	if _, err := e.svc.GetProvider(ctx, tenantB, "github"); err != nil {
@@ -131,13 +132,13 @@ func TestProviderIsolation(t *testing.T) {
 	if list, err := e.svc.ListProviders(ctx, tenantB); err != nil || len(list) != 0 {
 		t.Errorf("tenant B lists %v, %v", list, err)
 	}
-	if _, err := e.svc.GetProvider(ctx, tenantB, "github"); !errors.Is(err, oauthflow.ErrNotFound) {
+	if _, err := e.svc.GetProvider(ctx, tenantB, "github"); !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("tenant B gets A's provider: %v", err)
 	}
-	if _, err := e.svc.UpdateProvider(ctx, tenantB, "github", oauthflow.ProviderPatch{Name: ptr("x")}); !errors.Is(err, oauthflow.ErrNotFound) {
+	if _, err := e.svc.UpdateProvider(ctx, tenantB, "github", oauthflow.ProviderPatch{Name: ptr("x")}); !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("tenant B patches A's provider: %v", err)
 	}
-	if err := e.svc.DeleteProvider(ctx, tenantB, "github"); !errors.Is(err, oauthflow.ErrNotFound) {
+	if err := e.svc.DeleteProvider(ctx, tenantB, "github"); !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("tenant B deletes A's provider: %v", err)
 	}
 	if _, err := e.svc.GetProvider(ctx, tenantA, "github"); err != nil {
@@ -155,7 +156,7 @@ func problemsOf(t *testing.T, err error) []problem {
 	if err == nil {
 		return nil
 	}
-	var ve *oauthflow.ValidationError
+	var ve *apierr.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("error %v is not a *ValidationError", err)
 	}
@@ -352,7 +353,7 @@ func TestCallbackAfterProviderDeleted(t *testing.T) {
 	if err := e.svc.DeleteProvider(ctx, tenantA, "fake"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.svc.Callback(ctx, cb); !errors.Is(err, oauthflow.ErrNotFound) {
+	if err := e.svc.Callback(ctx, cb); !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("Callback = %v, want ErrNotFound", err)
 	}
 	if w, _ := e.svc.Wait(ctx, tenantA, res.AuthID, 0); w.Status != oauthflow.StatusNotFound {

@@ -153,19 +153,3 @@ func (s *Service) clock() time.Time {
 func (s *Service) redirectURI(providerID string) string {
 	return s.publicURL + CallbackPath + url.PathEscape(providerID)
 }
-
-// checkTenant applies the tenant rule shared with controlplane: 1 to 64
-// bytes of [A-Za-z0-9._-] (in practice a UUID).
-func checkTenant(tenant string) error {
-	if tenant == "" || len(tenant) > 64 {
-		return fmt.Errorf("%w: %q", ErrInvalidTenant, tenant)
-	}
-	for i := 0; i < len(tenant); i++ {
-		switch c := tenant[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return fmt.Errorf("%w: %q", ErrInvalidTenant, tenant)
-		}
-	}
-	return nil
-}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -32,7 +33,7 @@ func (r WaitResult) LogValue() slog.Value {
 // passes, or ctx is done (then it returns ctx.Err()). It answers completed
 // with the token, timeout, or not_found when tenant has no such flow or it
 // expired or failed. timeout must be within 0..MaxWaitTimeout (else a
-// *ValidationError at ["query", "timeout"]); 0 checks once and answers
+// *apierr.ValidationError at ["query", "timeout"]); 0 checks once and answers
 // pending while the flow is open. The HTTP layer applies
 // DefaultWaitTimeout when the client gives none.
 //
@@ -40,14 +41,14 @@ func (r WaitResult) LogValue() slog.Value {
 // the flow, re-reading the store every Options.PollInterval meanwhile so
 // that a flow finished by another replica is seen too.
 func (s *Service) Wait(ctx context.Context, tenant, authID string, timeout time.Duration) (WaitResult, error) {
-	if err := checkTenant(tenant); err != nil {
+	if err := apierr.CheckTenant(tenant); err != nil {
 		return WaitResult{}, err
 	}
 	var ps problems
 	if timeout < 0 {
-		ps.add("greater_than_equal", "Input should be greater than or equal to 0", "query", "timeout")
+		ps.add(apierr.TypeGreaterThanEqual, "Input should be greater than or equal to 0", "query", "timeout")
 	} else if timeout > MaxWaitTimeout {
-		ps.add("less_than_equal", "Input should be less than or equal to "+strconv.Itoa(int(MaxWaitTimeout/time.Second)), "query", "timeout")
+		ps.add(apierr.TypeLessThanEqual, "Input should be less than or equal to "+strconv.Itoa(int(MaxWaitTimeout/time.Second)), "query", "timeout")
 	}
 	if err := ps.err(); err != nil {
 		return WaitResult{}, err

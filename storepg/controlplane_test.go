@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/controlplane/controlplanetest"
 	"github.com/deployplane/deployplane/internal/testclock"
@@ -104,7 +105,7 @@ func TestReplicasRaceCreatesAndPatches(t *testing.T) {
 				switch {
 				case err == nil:
 					winners[name] = append(winners[name], d.ID)
-				case errors.Is(err, controlplane.ErrConflict):
+				case errors.Is(err, apierr.ErrConflict):
 					conflicts++
 				default:
 					t.Errorf("create %s: %v", name, err)
@@ -466,7 +467,7 @@ func settled(t *testing.T, cp *controlplane.ControlPlane, d *controlplane.Deploy
 	ctx := context.Background()
 	if deleted {
 		_, err := cp.GetDeployment(ctx, cpTenant, d.ID)
-		if errors.Is(err, controlplane.ErrNotFound) {
+		if errors.Is(err, apierr.ErrNotFound) {
 			return true
 		}
 		if err != nil {
@@ -567,7 +568,7 @@ func TestReplicaTakesOverExpiredLease(t *testing.T) {
 	if !ok || err != nil {
 		t.Fatalf("Process = %v, %v", ok, err)
 	}
-	if !errors.Is(late, controlplane.ErrInvalidState) && !errors.Is(late, controlplane.ErrLeaseLost) {
+	if !errors.Is(late, apierr.ErrInvalidState) && !errors.Is(late, controlplane.ErrLeaseLost) {
 		t.Errorf("a's late report: %v, want a refusal", late)
 	}
 	for i, cp := range cps {

@@ -100,6 +100,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/store/storetest"
@@ -292,15 +293,15 @@ const (
 )
 
 func classify(err error) string {
-	var ve *controlplane.ValidationError
+	var ve *apierr.ValidationError
 	switch {
 	case err == nil:
 		return okay
-	case errors.Is(err, controlplane.ErrNotFound):
+	case errors.Is(err, apierr.ErrNotFound):
 		return notFound
-	case errors.Is(err, controlplane.ErrInvalidState):
+	case errors.Is(err, apierr.ErrInvalidState):
 		return invalidState
-	case errors.Is(err, controlplane.ErrConflict):
+	case errors.Is(err, apierr.ErrConflict):
 		return conflict
 	case errors.As(err, &ve):
 		return invalid
