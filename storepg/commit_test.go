@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -94,11 +93,17 @@ func (p *breakProxy) forward(client net.Conn) {
 	defer server.Close()
 	var swallow atomic.Bool // drop what the server sends
 	serverDone := make(chan struct{})
+	swallowed := make(chan struct{}) // closed once the server answered while swallowing
 	go func() {
 		defer close(serverDone)
 		buf := make([]byte, 32<<10)
+		answered := false
 		for {
 			n, err := server.Read(buf)
+			if n > 0 && swallow.Load() && !answered {
+				answered = true
+				close(swallowed)
+			}
 			if n > 0 && !swallow.Load() {
 				if _, werr := client.Write(buf[:n]); werr != nil {
 					return
@@ -146,18 +151,29 @@ func (p *breakProxy) forward(client net.Conn) {
 				p.down.Store(true)
 				swallow.Store(true)
 				send(server, msg)
-				time.Sleep(300 * time.Millisecond) // the server commits
+				p.committed(swallowed, serverDone)
 				return
 			case loseAnswer:
 				swallow.Store(true)
 				send(server, msg)
-				time.Sleep(300 * time.Millisecond) // the server commits
+				p.committed(swallowed, serverDone)
 				return
 			}
 		}
 		if send(server, msg) != nil {
 			return
 		}
+	}
+}
+
+// committed waits until the server has answered the COMMIT the proxy
+// forwarded (the answer is swallowed: the client never learns the
+// outcome), the server ended the connection, or the proxy is closed.
+func (p *breakProxy) committed(swallowed, serverDone <-chan struct{}) {
+	select {
+	case <-swallowed:
+	case <-serverDone:
+	case <-p.closed:
 	}
 }
 
