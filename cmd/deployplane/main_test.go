@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -138,6 +139,42 @@ const dockerBody = `{"name": "agent", "source": "external_docker", "source_revis
 
 var keyRE = regexp.MustCompile(`(?m)^    (dp_[A-Za-z0-9_-]{43})$`)
 
+// The command is built once per test process: go test -count=N runs the
+// tests that need it N times, and linking it is most of their time on a
+// loaded machine. TestMain removes it.
+var (
+	binDir   string // made by TestMain
+	buildBin = sync.OnceValues(func() (string, error) {
+		bin := filepath.Join(binDir, "deployplane")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build: %w\n%s", err, out)
+		}
+		return bin, nil
+	})
+)
+
+// binary returns the built command.
+func binary(t *testing.T) string {
+	t.Helper()
+	bin, err := buildBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "deployplane-cmd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // TestBinaryRestart builds the command, starts it on a free port over a
 // fresh database, creates a deployment with the key it generates, stops it
 // with SIGTERM, starts it again and reads the deployment back with the same
@@ -146,12 +183,8 @@ func TestBinaryRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary; skipped with -short")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "deployplane")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	db := filepath.Join(dir, "deployplane.db")
+	bin := binary(t)
+	db := filepath.Join(t.TempDir(), "deployplane.db")
 	start := func() (*exec.Cmd, *watcher, *watcher, string) {
 		cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-db", db)
 		cmd.Env = append(os.Environ(), "DEPLOYPLANE_API_KEY=") // no key configured
