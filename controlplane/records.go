@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/deployplane/deployplane/internal/wirejson"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -74,37 +73,17 @@ func createdKey(t time.Time) string {
 func key(parts ...string) string { return strings.Join(parts, "/") }
 
 // deploymentRecord is what cp_deployments holds: the wire shape plus the
-// fields that are not on the wire.
+// fields that are not on the wire. encoding/json writes the embedded
+// Deployment's fields first, in their order, then tag_value_ids: the stored
+// record starts with the very bytes json.Marshal of the Deployment gives,
+// which getDeploymentJSON relies on.
 type deploymentRecord struct {
 	Deployment
 	Tags []string `json:"tag_value_ids"`
 }
 
-// MarshalJSON encodes r as Deployment.MarshalJSON does, followed by
-// tag_value_ids: the stored record starts with the very bytes the wire
-// shows, which getDeploymentJSON relies on.
-func (r deploymentRecord) MarshalJSON() ([]byte, error) {
-	return marshalRecord(r.Deployment, struct {
-		Tags []string `json:"tag_value_ids"`
-	}{r.Tags})
-}
-
-// marshalRecord encodes a record: the wire value's JSON, then the members
-// of rest.
-func marshalRecord(wire json.Marshaler, rest any) ([]byte, error) {
-	b, err := wire.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	more, err := json.Marshal(rest)
-	if err != nil {
-		return nil, err
-	}
-	return wirejson.AppendMembers(b, more), nil
-}
-
 // tail is the deployment's place in the newest-first order: createdKey/id.
-func (r *deploymentRecord) tail() string { return createdKey(r.CreatedAt) + "/" + r.ID }
+func (r *deploymentRecord) tail() string { return createdKey(r.CreatedAt.Time()) + "/" + r.ID }
 
 func (r *deploymentRecord) orderKey(tenant string) string { return tenant + "/" + r.tail() }
 
@@ -157,7 +136,7 @@ func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
 	if r.Secrets == nil {
 		r.Secrets = []Secret{}
 	}
-	b, err := r.MarshalJSON() // directly: json.Marshal would re-validate the bytes, doubling the cost
+	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
@@ -312,7 +291,8 @@ func getDeploymentJSON(r store.Reader, tenant, id string) ([]byte, error) {
 }
 
 // revisionRecord is what cp_revisions holds: the wire shape plus the
-// snapshot fields that are not on the wire.
+// snapshot fields that are not on the wire, encoded as one object (the
+// Revision's fields first).
 type revisionRecord struct {
 	Revision
 	revisionSnapshot
@@ -330,14 +310,8 @@ type revisionSnapshot struct {
 	ImageVersion *string `json:"image_version,omitempty"`
 }
 
-// MarshalJSON encodes rev as Revision.MarshalJSON does, followed by the
-// snapshot fields.
-func (rev revisionRecord) MarshalJSON() ([]byte, error) {
-	return marshalRecord(rev.Revision, &rev.revisionSnapshot)
-}
-
 func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) error {
-	b, err := rev.MarshalJSON()
+	b, err := json.Marshal(rev)
 	if err != nil {
 		return err
 	}
@@ -350,7 +324,7 @@ func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) er
 	if err != nil {
 		return err
 	}
-	return tx.Put(colRevisionOrder, key(tenant, rev.DeploymentID, createdKey(rev.CreatedAt), rev.ID), []byte(rev.Status))
+	return tx.Put(colRevisionOrder, key(tenant, rev.DeploymentID, createdKey(rev.CreatedAt.Time()), rev.ID), []byte(rev.Status))
 }
 
 // getRevision reads a revision of the tenant's deployment, or a

@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/deployplane/deployplane/oauthflow"
+	"github.com/deployplane/deployplane/wiretime"
 )
 
 // Property: random sequences of provider calls over two tenants agree with
@@ -79,7 +80,7 @@ func TestProviderModel(t *testing.T) {
 					rt.Fatalf("create: %v", err)
 				case err == nil:
 					if got.ProviderID != pid || got.Name != in.Name || got.ClientID != in.ClientID || got.AuthURL != in.AuthURL ||
-						got.TokenURL != in.TokenURL || got.UsesPKCE != in.UsesPKCE || got.OrganizationID != tn || got.CreatedAt != e.clock.Now() {
+						got.TokenURL != in.TokenURL || got.UsesPKCE != in.UsesPKCE || got.OrganizationID != tn || got.CreatedAt != wiretime.New(e.clock.Now()) {
 						rt.Fatalf("created %+v from %+v", got, in)
 					}
 					model[tn][pid] = got
@@ -115,7 +116,7 @@ func TestProviderModel(t *testing.T) {
 					if next.UsesPKCE {
 						next.CodeChallengeMethod = ptr("S256")
 					}
-					next.UpdatedAt = e.clock.Now()
+					next.UpdatedAt = wiretime.New(e.clock.Now())
 					if diff := cmp.Diff(next, got); diff != "" {
 						rt.Fatalf("patch %+v (-want +got):\n%s", p, diff)
 					}
