@@ -35,7 +35,42 @@ import (
 //	cp_tracing_projects     tenant/deployment id         -> TracingProject JSON (StoreTracingProjects)
 //	cp_pending              r/tenant/deployment/ts/rev   -> lease (a revision not terminal; worker.go)
 //	cp_pending              d/tenant/deployment          -> lease (a deployment AWAITING_DELETE)
-//	(github.go: cp_installation_owners, cp_github_install_states, cp_webhook_deliveries)
+//	cp_installation_owners  installation id              -> tenant/integration id (github.go)
+//	cp_github_install_states s/sha256(state)             -> tenant and expiry; e/expiry/s/sha256(state) -> ""
+//	cp_webhook_deliveries   d/sha256(delivery id), b/sha256(body digest) -> time seen; e/time/key -> ""
+//
+// This is the storage layout, for maintainers (the package doc tells users
+// only what they can rely on). It lives here, beside the code that writes
+// it, so that a change to one shows in the same diff as the other.
+//
+// A deployment is one record; next to it, in the same Update, putDeployment
+// keeps its order record (a reverse scan lists newest first, an offset
+// skips small keys), its summary under the same key (filters are checked
+// against it without decoding the deployment), its index records (status,
+// deployment type, source, image version, tag value id, listener, and push
+// for github deployments with build_on_push: a push reads one owner record
+// and one index prefix), its name record (uniqueness) and its entry in the
+// name blocks (name_contains is one bytes.Index per block of 256 names,
+// nameblocks.go). removeDeployment deletes all of them with the revisions
+// and the pending work.
+//
+// The stored deployment record is the deployment's wire JSON with
+// tag_value_ids as its last member and secrets never null: encoding/json
+// writes deploymentRecord's embedded Deployment first, and the wire
+// timestamps format themselves (wiretime.Time), so the record's bytes up to
+// tag_value_ids are those json.Marshal gives of GetDeployment's result, and
+// getDeploymentJSON serves them cut there, without decoding. A revision
+// record is its wire JSON followed by its snapshot. Records written when
+// mirror structs encoded the wire types are byte for byte the same
+// (TestRecordsAsBefore); records of earlier builds with trimmed fractions
+// decode, and getDeploymentJSON serves them as stored.
+//
+// The lifecycle's records follow the work, not the data: cp_pending holds
+// one lease per revision not terminal and per deployment AWAITING_DELETE
+// (claims scan only these, first in a View, so an idle poll writes
+// nothing). cp_webhook_deliveries and cp_github_install_states expire
+// entries by their e/ index: each write removes up to 8 entries past
+// DeliveryRetention or GitHubInstallStateTTL.
 const (
 	colDeployments          = "cp_deployments"
 	colDeploymentOrder      = "cp_deployment_order"
