@@ -24,14 +24,16 @@
 //   - deploysim: the built-in simulated Deployer.
 //   - githubapp: the GitHub App through which tenants connect installations.
 //   - oauthflow: the OAuth helper domain (providers, flows, tokens).
+//   - wiretime: the timestamp type of both domains' wire types (RFC 3339
+//     UTC, always six fractional digits).
 //   - httphandler: the HTTP API as an http.Handler to mount on any mux.
 //   - cmd/deployplane: the standalone server.
 //   - examples: runnable programs showing the library in use.
 //
 // Imports point one way: cmd and examples use httphandler, which uses
-// controlplane and oauthflow, which use store; all three use apierr, which
-// uses nothing of deployplane; deploysim and githubapp use controlplane;
-// the store implementations depend on store alone.
+// controlplane and oauthflow, which use store and wiretime; all three use
+// apierr, which uses nothing of deployplane; deploysim and githubapp use
+// controlplane; the store implementations depend on store alone.
 //
 // # Quick start
 //

@@ -16,6 +16,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/wiretime"
 )
 
 // ControlPlane is the deployment domain over a store.Store: every rule of
@@ -134,11 +135,11 @@ func (cp *ControlPlane) now() time.Time {
 // that updated_at only grows and a new revision is always newer than the
 // deployment's previous ones, even when concurrent calls commit out of clock
 // order.
-func later(now, prev time.Time) time.Time {
-	if now.After(prev) {
-		return now
+func later(now time.Time, prev wiretime.Time) wiretime.Time {
+	if !now.After(prev.Time()) {
+		return prev.Add(time.Microsecond)
 	}
-	return prev.Add(time.Microsecond)
+	return wiretime.New(now)
 }
 
 // pathID canonicalizes an id from a path; ok is false when it cannot be an
@@ -290,7 +291,7 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 	now := cp.now()
 	id, revID := cp.newID(), cp.newID()
 	rec := &deploymentRecord{Deployment: *d, Tags: tags}
-	rec.ID, rec.CreatedAt, rec.UpdatedAt = id, now, now
+	rec.ID, rec.CreatedAt, rec.UpdatedAt = id, wiretime.New(now), wiretime.New(now)
 	rec.Status = StatusAwaitingDatabase
 	rec.LatestRevisionID = &revID
 	rec.SourceRevisionConfig.RepoCommitSHA = nil
@@ -319,7 +320,7 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 		if err := putDeployment(tx, tenant, nil, rec); err != nil {
 			return err
 		}
-		if err := addRevision(tx, tenant, newRevision(rec, revID, now)); err != nil {
+		if err := addRevision(tx, tenant, newRevision(rec, revID, rec.CreatedAt)); err != nil {
 			return err
 		}
 		return cp.tracing.CreateTracingProject(ctx, tx, TracingProject{Tenant: tenant, DeploymentID: id, Name: rec.Name, CreatedAt: now})
@@ -377,7 +378,7 @@ func validUUID(s string) bool { _, ok := pathID(s); return ok }
 // a revision that builds its branch head, the pushed commit for a push, the
 // named revision's for a redeploy), so that the deployment's
 // source_revision_config stays the mirror of its latest revision's.
-func newRevision(d *deploymentRecord, id string, now time.Time) *revisionRecord {
+func newRevision(d *deploymentRecord, id string, now wiretime.Time) *revisionRecord {
 	src := d.SourceRevisionConfig
 	if src.RepoCommitSHA != nil {
 		src.RepoCommitSHA = new(*src.RepoCommitSHA)
@@ -526,8 +527,8 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 }
 
 func (r *deploymentRecord) equal(o *deploymentRecord) bool {
-	a, _ := r.MarshalJSON()
-	b, _ := o.MarshalJSON()
+	a, _ := json.Marshal(r)
+	b, _ := json.Marshal(o)
 	return string(a) == string(b)
 }
 

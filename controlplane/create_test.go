@@ -10,6 +10,7 @@ import (
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/wiretime"
 )
 
 // expand replaces the placeholders of a test body with ids made in setup:
@@ -186,7 +187,7 @@ func TestCreateDefaults(t *testing.T) {
 		},
 		SourceRevisionConfig: controlplane.SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("langgraph.json")},
 		Secrets:              []controlplane.Secret{},
-		CreatedAt:            t0.Add(2 * time.Second), UpdatedAt: t0.Add(2 * time.Second),
+		CreatedAt:            wiretime.New(t0.Add(2 * time.Second)), UpdatedAt: wiretime.New(t0.Add(2 * time.Second)),
 		Status:           controlplane.StatusAwaitingDatabase,
 		LatestRevisionID: new("00000000-0000-7000-8000-000000000003"),
 	}
@@ -243,7 +244,7 @@ func TestTracingProject(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		diff(t, "tracing project", controlplane.TracingProject{Tenant: tenantA, DeploymentID: d.ID, Name: "agent", CreatedAt: d.CreatedAt}, got)
+		diff(t, "tracing project", controlplane.TracingProject{Tenant: tenantA, DeploymentID: d.ID, Name: "agent", CreatedAt: d.CreatedAt.Time()}, got)
 	})
 	t.Run("a failing hook leaves nothing behind", func(t *testing.T) {
 		h := &failingHook{}

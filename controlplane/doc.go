@@ -167,24 +167,23 @@
 //
 // # Timestamps
 //
-// Every timestamp of the wire types (created_at, updated_at of Deployment,
-// Revision and Listener, and of their pages) encodes as fixed-width RFC
-// 3339 in UTC with exactly six fractional digits and a Z, as wire contract
-// section 1 shows and the hosted service writes: 2026-11-21T10:04:05.123456Z,
+// The created_at and updated_at fields of Deployment, Revision and Listener
+// are a wiretime.Time (package wiretime, shared with oauthflow): a
+// time.Time that encodes as fixed-width RFC 3339 in UTC with exactly six
+// fractional digits and a Z, as wire contract section 1 shows and the
+// hosted service writes: 2026-11-21T10:04:05.123456Z,
 // 2026-11-21T10:04:05.000000Z when the microseconds are zero. Clients that
 // parse with Python's datetime.fromisoformat (3 or 6 digits only before
-// 3.11) read them, and they sort as strings in time order. The fields stay
-// time.Time; each type's MarshalJSON encodes an unexported mirror struct
-// whose timestamps format themselves (in UTC, truncated below the
-// microsecond, the precision of the ControlPlane's clock). Decoding is
-// time.Time's own and accepts any RFC 3339 time, with or without a
-// fraction. The pages' MarshalJSON encode their items in one buffer.
+// 3.11) read them, and they sort as strings in time order. The wire types
+// have no MarshalJSON of their own: json.Marshal of a Deployment, a page,
+// or a struct of yours that holds them writes the wire format, at the cost
+// of encoding the same struct with time.Time fields (BENCHMARKS.md).
 //
-// encoding/json validates and compacts whatever a MarshalJSON method
-// returns, which costs about three times the encoding itself, so the store
-// writes and httphandler's answers call MarshalJSON directly; json.Marshal
-// of a Deployment or a page (an embedder's own encoding) pays it (see
-// Benchmarks).
+// The ControlPlane stamps times in UTC at the microsecond, so encoding (which
+// truncates below the microsecond) loses nothing. Decoding accepts any RFC
+// 3339 time, with or without a fraction. Convert with wiretime.New(t) and
+// d.CreatedAt.Time(); Before, After, Compare, Equal and Add work on the
+// field directly.
 //
 // # The rules table
 //
@@ -227,124 +226,23 @@
 //
 // # Storage
 //
-// Every key starts with the tenant. A deployment is one JSON record keyed by
-// tenant and id; next to it, in the same Update, the package keeps:
+// Every record the package writes is keyed by tenant first, in the store
+// collections Collections lists (for tools that back up, copy or inspect a
+// store). Beside each deployment, in the same Update, the package keeps
+// the order, summary, index and name records its lists read, so that
+// ListDeployments never decodes a tenant's deployments to filter them:
+// with deployment_ids it does one Get per id; otherwise it walks one
+// index newest first (tag, image version, name blocks for name_contains,
+// type, status, source, else the order), checks the other filters on
+// small summaries, skips the offset over small keys, and decodes only the
+// returned page. The layout of every collection, for maintainers, is
+// documented beside the code that writes it, in records.go.
 //
-//   - an order record, tenant/created_at/id with an empty value, so that a
-//     reverse scan lists newest first and an offset skips small keys;
-//   - a summary record under the same key (lowercased name, status, type,
-//     source, image version) against which filters are checked without
-//     decoding a deployment;
-//   - index records tenant/field/value/created_at/id for status, deployment
-//     type, source (remote_reconciled), image version, tag value id and
-//     listener;
-//   - a name record (tenant/name, for uniqueness) and an entry in the name
-//     blocks: records of up to 256 lowercased names in order-record order,
-//     which answer name_contains with one bytes.Index per block and resolve
-//     only the matches to ids (nameblocks.go).
-//
-// The lifecycle adds, in the same Updates as the records they follow:
-//
-//   - pending work, cp_pending: r/tenant/deployment/ts/revision for every
-//     revision not terminal and d/tenant/deployment for every deployment
-//     AWAITING_DELETE, each holding its lease. Claiming scans only these
-//     (first in a View, so an idle poll writes nothing); their number
-//     follows the work in flight, not the revisions stored.
-//   - cp_installation_owners, installation id -> tenant/integration id (one
-//     owner per installation), and the index field "push"
-//     (tenant/push/integration id/ts/id) for github deployments with
-//     build_on_push true: a push reads one owner record and one index
-//     prefix, never all deployments. (Integrations recorded before owners
-//     were, in the former cp_installations, and build_on_push deployments
-//     stored before the push index existed are not found by pushes;
-//     register the integration again.)
-//   - cp_webhook_deliveries: d/sha256(delivery id) and b/sha256(body
-//     digest), each with the time it was seen, and e/time/key index entries
-//     in time order. The Update that records a delivery also removes up to
-//     8 entries older than DeliveryRetention, so the collection holds about
-//     the deliveries of the last 24 hours, whatever the restarts or
-//     replicas.
-//   - cp_github_install_states: s/sha256(state) -> tenant and expiry, and
-//     e/expiry/s/sha256(state) entries; each StartGitHubInstall removes up
-//     to 8 expired states, and CompleteGitHubInstall removes the one it
-//     spends.
-//   - The stored deployment record is the wire JSON with tag_value_ids as
-//     its last field and secrets never null, so GetDeploymentJSON returns
-//     it cut at that field, without decoding. The record is written by
-//     Deployment's own MarshalJSON, followed by tag_value_ids, so its bytes
-//     are those json.Encoder writes for GetDeployment's result. Records
-//     written before timestamps had six fractional digits (earlier,
-//     unreleased builds, which trimmed trailing zeros: ...05.67725Z,
-//     ...05Z) still decode, but GetDeploymentJSON serves their bytes as
-//     stored, old format included, until the deployment is next written.
-//
-// ListDeployments with deployment_ids does one Get per id. Otherwise it walks
-// one source newest first, chosen by a fixed priority (no counts are kept):
-// the tag indexes (tag_value_ids), the image version index, the name blocks
-// (name_contains), the type, status and source indexes, else the order
-// records; the other filters are checked on the candidates' summaries, the
-// offset skips matches, and only the returned page is decoded. Revisions are
-// keyed by tenant/deployment/id with their own order records (value: the
-// status, for the status filter); listeners likewise.
-//
-// # Benchmarks
-//
-// At 100k deployments in one tenant over storemem (every 200th a github
-// "dev" deployment, every 150th tagged, pages of 100):
-//
-//	go test -run XXX -bench . -benchtime 50x -count 3 ./controlplane/
-//
-//	CreateDeployment                      60-100 µs/op (GC of the 100k heap included)
-//	UpdateDeployment (new revision)       ~62 µs/op
-//	GetDeployment                         ~26 µs/op
-//	page of 100 at offset 0               ~1.45 ms; ratio to the same page at 1k 0.76 (goal <= 1.5)
-//	page of 100 at offset 50k             ~9.3 ms (50k order keys skipped, 100 deployments decoded)
-//	deployment_type=dev (0.5% match)      1.4-1.9 ms
-//	tag_value_ids (0.67%)                 ~2.0 ms
-//	name_contains (0.1%)                  ~3.6 ms
-//	remote_reconciled=false (0.5%)        ~1.4 ms
-//	deployment_ids (100 ids)              ~2.1 ms
-//
-// Measured (best of the three runs) on a 2-core machine shared with other
-// builds (load average 5 to 10), so absolute figures vary by 2x or more
-// from run to run; the ratios are the stable part. Decoding the page's 100
-// JSON records (~15 µs each) dominates every list but the deep offset.
-//
-// GetDeploymentJSON against GetDeployment plus json.Marshal, one
-// deployment with a resource_spec and a secret over storemem:
-//
-//	go test -run XXX -bench GetDeploymentJSON -benchmem -benchtime 20000x -count 3 ./controlplane/
-//
-//	GetDeployment+Marshal   36-42 µs/op, 7767 B/op, 38 allocs/op
-//	GetDeploymentJSON       1.9-2.0 µs/op, 2000 B/op, 6 allocs/op: 21-22x-baseline
-//
-// The cost of the six-digit timestamps: encoding a Deployment (the one of
-// BenchmarkGetDeploymentJSON) and a page of 100 of them, against the same
-// fields encoded with encoding/json's own time.Time encoding (the format
-// before), in the same run:
-//
-//	go test -run XXX -bench MarshalDeployment -benchmem -benchtime 20000x -count 3 ./controlplane/
-//
-//	                       before                 wire format
-//	one, MarshalJSON       3.5-3.7 µs, 3 allocs   4.1-5.0 µs, 6 allocs: 0.73-0.90x-baseline
-//	one, json.Marshal      3.7-4.3 µs             16.8-17.7 µs:         0.21-0.22x-baseline
-//	page100, MarshalJSON   394-412 µs, 201 allocs 454-483 µs, 504 allocs: 0.82-0.87x-baseline
-//	page100, json.Marshal  403-458 µs             1.73-1.81 ms:         0.25-0.26x-baseline
-//
-// (An earlier run gave 0.92-0.95x for one MarshalJSON.) The MarshalJSON
-// rows are what the store and the HTTP answers pay. GetDeployment plus
-// json.Marshal above went from 24-26 µs to 36-42 µs with them (the
-// json.Marshal row); GetDeploymentJSON is unchanged.
-//
-// A revision's whole lifecycle (CreateRevision, then Process: one claim,
-// four reports; seven Updates) beside 10k DEPLOYED deployments against the
-// same beside 10:
-//
-//	go test -run XXX -bench ProcessRevision -benchtime 2000x -count 2 ./controlplane/
-//
-//	10 deployments          200-245 µs/op
-//	10k deployments         290-305 µs/op: 0.79-0.84x-baseline
-//
-// (The claim walks the same few pending records in both; the rest of the
-// gap is the larger store, which every write pays for.)
+// Compatibility with stores written by earlier builds: records whose
+// timestamps have trimmed fractions (...05.67725Z, ...05Z) still decode,
+// but GetDeploymentJSON serves their bytes as stored, old format included,
+// until the deployment is next written. Integrations recorded before
+// installations had owners, and build_on_push deployments stored before the
+// push index existed, are not found by pushes; register the integration
+// again.
 package controlplane

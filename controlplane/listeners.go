@@ -11,6 +11,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/wiretime"
 )
 
 // checkComputeConfig checks a listener's k8s namespaces: DNS labels, no
@@ -97,14 +98,14 @@ func (cp *ControlPlane) CreateListener(ctx context.Context, tenant string, req *
 	}
 	now := cp.now()
 	l := &Listener{ID: cp.newID(), ComputeType: *req.ComputeType, ComputeID: *req.ComputeID,
-		ComputeConfig: ComputeConfig{K8sNamespaces: []string{}}, CreatedAt: now, UpdatedAt: now}
+		ComputeConfig: ComputeConfig{K8sNamespaces: []string{}}, CreatedAt: wiretime.New(now), UpdatedAt: wiretime.New(now)}
 	if req.ComputeConfig != nil && req.ComputeConfig.K8sNamespaces != nil {
 		l.ComputeConfig.K8sNamespaces = slices.Clone(req.ComputeConfig.K8sNamespaces)
 	}
 	if req.Version != nil {
 		l.Version = *req.Version
 	}
-	b, err := l.MarshalJSON()
+	b, err := json.Marshal(l)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +229,7 @@ func (cp *ControlPlane) UpdateListener(ctx context.Context, tenant, id string, r
 			return nil
 		}
 		next.UpdatedAt = later(now, l.UpdatedAt)
-		b, err := next.MarshalJSON()
+		b, err := json.Marshal(&next)
 		if err != nil {
 			return err
 		}
@@ -270,7 +271,7 @@ func (cp *ControlPlane) DeleteListener(ctx context.Context, tenant, id string) e
 		}
 		for _, k := range []struct{ col, key string }{
 			{colListeners, key(tenant, cid)},
-			{colListenerOrder, key(tenant, createdKey(l.CreatedAt), cid)},
+			{colListenerOrder, key(tenant, createdKey(l.CreatedAt.Time()), cid)},
 			{colListenerCompute, listenerComputeKey(tenant, l.ComputeID)},
 		} {
 			if err := tx.Delete(k.col, k.key); err != nil {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
-	"github.com/deployplane/deployplane/internal/wirejson"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -37,7 +36,42 @@ import (
 //	cp_tracing_projects     tenant/deployment id         -> TracingProject JSON (StoreTracingProjects)
 //	cp_pending              r/tenant/deployment/ts/rev   -> lease (a revision not terminal; worker.go)
 //	cp_pending              d/tenant/deployment          -> lease (a deployment AWAITING_DELETE)
-//	(github.go: cp_installation_owners, cp_github_install_states, cp_webhook_deliveries)
+//	cp_installation_owners  installation id              -> tenant/integration id (github.go)
+//	cp_github_install_states s/sha256(state)             -> tenant and expiry; e/expiry/s/sha256(state) -> ""
+//	cp_webhook_deliveries   d/sha256(delivery id), b/sha256(body digest) -> time seen; e/time/key -> ""
+//
+// This is the storage layout, for maintainers (the package doc tells users
+// only what they can rely on). It lives here, beside the code that writes
+// it, so that a change to one shows in the same diff as the other.
+//
+// A deployment is one record; next to it, in the same Update, putDeployment
+// keeps its order record (a reverse scan lists newest first, an offset
+// skips small keys), its summary under the same key (filters are checked
+// against it without decoding the deployment), its index records (status,
+// deployment type, source, image version, tag value id, listener, and push
+// for github deployments with build_on_push: a push reads one owner record
+// and one index prefix), its name record (uniqueness) and its entry in the
+// name blocks (name_contains is one bytes.Index per block of 256 names,
+// nameblocks.go). removeDeployment deletes all of them with the revisions
+// and the pending work.
+//
+// The stored deployment record is the deployment's wire JSON with
+// tag_value_ids as its last member and secrets never null: encoding/json
+// writes deploymentRecord's embedded Deployment first, and the wire
+// timestamps format themselves (wiretime.Time), so the record's bytes up to
+// tag_value_ids are those json.Marshal gives of GetDeployment's result, and
+// getDeploymentJSON serves them cut there, without decoding. A revision
+// record is its wire JSON followed by its snapshot. Records written when
+// mirror structs encoded the wire types are byte for byte the same
+// (TestRecordsAsBefore); records of earlier builds with trimmed fractions
+// decode, and getDeploymentJSON serves them as stored.
+//
+// The lifecycle's records follow the work, not the data: cp_pending holds
+// one lease per revision not terminal and per deployment AWAITING_DELETE
+// (claims scan only these, first in a View, so an idle poll writes
+// nothing). cp_webhook_deliveries and cp_github_install_states expire
+// entries by their e/ index: each write removes up to 8 entries past
+// DeliveryRetention or GitHubInstallStateTTL.
 const (
 	colDeployments          = "cp_deployments"
 	colDeploymentOrder      = "cp_deployment_order"
@@ -75,37 +109,17 @@ func createdKey(t time.Time) string {
 func key(parts ...string) string { return strings.Join(parts, "/") }
 
 // deploymentRecord is what cp_deployments holds: the wire shape plus the
-// fields that are not on the wire.
+// fields that are not on the wire. encoding/json writes the embedded
+// Deployment's fields first, in their order, then tag_value_ids: the stored
+// record starts with the very bytes json.Marshal of the Deployment gives,
+// which getDeploymentJSON relies on.
 type deploymentRecord struct {
 	Deployment
 	Tags []string `json:"tag_value_ids"`
 }
 
-// MarshalJSON encodes r as Deployment.MarshalJSON does, followed by
-// tag_value_ids: the stored record starts with the very bytes the wire
-// shows, which getDeploymentJSON relies on.
-func (r deploymentRecord) MarshalJSON() ([]byte, error) {
-	return marshalRecord(r.Deployment, struct {
-		Tags []string `json:"tag_value_ids"`
-	}{r.Tags})
-}
-
-// marshalRecord encodes a record: the wire value's JSON, then the members
-// of rest.
-func marshalRecord(wire json.Marshaler, rest any) ([]byte, error) {
-	b, err := wire.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	more, err := json.Marshal(rest)
-	if err != nil {
-		return nil, err
-	}
-	return wirejson.AppendMembers(b, more), nil
-}
-
 // tail is the deployment's place in the newest-first order: createdKey/id.
-func (r *deploymentRecord) tail() string { return createdKey(r.CreatedAt) + "/" + r.ID }
+func (r *deploymentRecord) tail() string { return createdKey(r.CreatedAt.Time()) + "/" + r.ID }
 
 func (r *deploymentRecord) orderKey(tenant string) string { return tenant + "/" + r.tail() }
 
@@ -158,7 +172,7 @@ func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
 	if r.Secrets == nil {
 		r.Secrets = []Secret{}
 	}
-	b, err := r.MarshalJSON() // directly: json.Marshal would re-validate the bytes, doubling the cost
+	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
@@ -313,7 +327,8 @@ func getDeploymentJSON(r store.Reader, tenant, id string) ([]byte, error) {
 }
 
 // revisionRecord is what cp_revisions holds: the wire shape plus the
-// snapshot fields that are not on the wire.
+// snapshot fields that are not on the wire, encoded as one object (the
+// Revision's fields first).
 type revisionRecord struct {
 	Revision
 	revisionSnapshot
@@ -331,14 +346,8 @@ type revisionSnapshot struct {
 	ImageVersion *string `json:"image_version,omitempty"`
 }
 
-// MarshalJSON encodes rev as Revision.MarshalJSON does, followed by the
-// snapshot fields.
-func (rev revisionRecord) MarshalJSON() ([]byte, error) {
-	return marshalRecord(rev.Revision, &rev.revisionSnapshot)
-}
-
 func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) error {
-	b, err := rev.MarshalJSON()
+	b, err := json.Marshal(rev)
 	if err != nil {
 		return err
 	}
@@ -351,7 +360,7 @@ func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) er
 	if err != nil {
 		return err
 	}
-	return tx.Put(colRevisionOrder, key(tenant, rev.DeploymentID, createdKey(rev.CreatedAt), rev.ID), []byte(rev.Status))
+	return tx.Put(colRevisionOrder, key(tenant, rev.DeploymentID, createdKey(rev.CreatedAt.Time()), rev.ID), []byte(rev.Status))
 }
 
 // getRevision reads a revision of the tenant's deployment, or a

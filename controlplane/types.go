@@ -1,8 +1,6 @@
 package controlplane
 
-import (
-	"time"
-)
+import "github.com/deployplane/deployplane/wiretime"
 
 // Source says where a deployment's code comes from.
 type Source string
@@ -58,10 +56,11 @@ const (
 	RevisionUnknown        RevisionStatus = "UNKNOWN"
 )
 
-// Deployment is a deployment as it appears on the wire. Timestamps are UTC
-// with microsecond precision and encode with six fractional digits
-// (2026-11-21T10:04:05.123456Z; see the package doc). Secrets is never nil in values returned by the
-// ControlPlane (an empty list encodes as []).
+// Deployment is a deployment as it appears on the wire; json.Marshal of it
+// is its wire JSON. Timestamps are wiretime.Time: UTC with microsecond
+// precision, encoded with six fractional digits
+// (2026-11-21T10:04:05.123456Z). Secrets is never nil in values returned by
+// the ControlPlane (an empty list encodes as []).
 type Deployment struct {
 	ID                   string               `json:"id"`
 	Name                 string               `json:"name"`
@@ -69,8 +68,8 @@ type Deployment struct {
 	SourceConfig         SourceConfig         `json:"source_config"`
 	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
 	Secrets              []Secret             `json:"secrets"`
-	CreatedAt            time.Time            `json:"created_at"`
-	UpdatedAt            time.Time            `json:"updated_at"`
+	CreatedAt            wiretime.Time        `json:"created_at"`
+	UpdatedAt            wiretime.Time        `json:"updated_at"`
 	Status               DeploymentStatus     `json:"status"`
 	LatestRevisionID     *string              `json:"latest_revision_id"`
 	ActiveRevisionID     *string              `json:"active_revision_id"`
@@ -243,8 +242,8 @@ type ResourceRequirements struct {
 // repo_commit_sha) change after creation. Secrets never appear here.
 type Revision struct {
 	ID                   string               `json:"id"`
-	CreatedAt            time.Time            `json:"created_at"`
-	UpdatedAt            time.Time            `json:"updated_at"`
+	CreatedAt            wiretime.Time        `json:"created_at"`
+	UpdatedAt            wiretime.Time        `json:"updated_at"`
 	Status               RevisionStatus       `json:"status"`
 	Source               Source               `json:"source"`
 	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
@@ -268,8 +267,8 @@ type Listener struct {
 	ComputeID     string        `json:"compute_id"`
 	ComputeConfig ComputeConfig `json:"compute_config"`
 	Version       string        `json:"version"`
-	CreatedAt     time.Time     `json:"created_at"`
-	UpdatedAt     time.Time     `json:"updated_at"`
+	CreatedAt     wiretime.Time `json:"created_at"`
+	UpdatedAt     wiretime.Time `json:"updated_at"`
 }
 
 // Integration is a GitHub App installation of the tenant; github deployments

@@ -11,6 +11,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/wiretime"
 )
 
 // Pending work. cp_pending holds one record per unit of work not yet done,
@@ -30,7 +31,7 @@ const (
 )
 
 func revisionPendingKey(tenant string, rev *revisionRecord) string {
-	return pendingRevision + key(tenant, rev.DeploymentID, createdKey(rev.CreatedAt), rev.ID)
+	return pendingRevision + key(tenant, rev.DeploymentID, createdKey(rev.CreatedAt.Time()), rev.ID)
 }
 
 func deletePendingKey(tenant, deploymentID string) string {
@@ -74,7 +75,7 @@ func addRevision(tx store.Tx, tenant string, rev *revisionRecord) error {
 		}
 		old.Status = RevisionSkipped
 		old.StatusMessage = new("Superseded by revision " + rev.ID + ".")
-		old.UpdatedAt = later(rev.CreatedAt, old.UpdatedAt)
+		old.UpdatedAt = later(rev.CreatedAt.Time(), old.UpdatedAt)
 		if err := putRevision(tx, tenant, old, false); err != nil {
 			return err
 		}
@@ -90,7 +91,7 @@ func addRevision(tx store.Tx, tenant string, rev *revisionRecord) error {
 
 // interruptRevisions ends every unfinished revision of a deployment being
 // deleted with INTERRUPTED, and queues the deployment's teardown.
-func interruptRevisions(tx store.Tx, tenant, deploymentID string, at time.Time) error {
+func interruptRevisions(tx store.Tx, tenant, deploymentID string, at wiretime.Time) error {
 	prefix := pendingRevision + key(tenant, deploymentID) + "/"
 	var ks []string
 	err := tx.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
@@ -107,7 +108,7 @@ func interruptRevisions(tx store.Tx, tenant, deploymentID string, at time.Time) 
 		}
 		rev.Status = RevisionInterrupted
 		rev.StatusMessage = new("The deployment is being deleted.")
-		rev.UpdatedAt = later(at, rev.UpdatedAt)
+		rev.UpdatedAt = later(at.Time(), rev.UpdatedAt)
 		if err := putRevision(tx, tenant, rev, false); err != nil {
 			return err
 		}
@@ -513,7 +514,7 @@ func (cp *ControlPlane) applyToDeployment(tx store.Tx, j *job, rev *revisionReco
 			if err != nil {
 				return err
 			}
-			newer = createdKey(act.CreatedAt)+act.ID < createdKey(rev.CreatedAt)+rev.ID
+			newer = createdKey(act.CreatedAt.Time())+act.ID < createdKey(rev.CreatedAt.Time())+rev.ID
 		}
 		if newer {
 			next.ActiveRevisionID = new(rev.ID)

@@ -44,11 +44,8 @@
 // newline). Every timestamp in them (created_at, updated_at of deployments,
 // revisions, listeners, OAuth providers and their pages) is fixed-width RFC
 // 3339 UTC with six fractional digits, 2026-11-21T10:04:05.123456Z (wire
-// contract section 1): the controlplane and oauthflow types encode
-// themselves that way. Those types are written with their MarshalJSON
-// directly, since the encoder would validate and compact its output again
-// at about three times the cost of the encoding; the bytes are the same
-// (TestEncodeAsEncoder).
+// contract section 1): their fields are a wiretime.Time, which encodes
+// that way, so json.Encoder writes them with no help.
 //
 // An unknown path is a JSON 404 and a known path with another method a JSON
 // 405 with Allow (the mux's own plain-text answers never show). A handler

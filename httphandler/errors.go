@@ -10,8 +10,6 @@ import (
 	"strconv"
 
 	"github.com/deployplane/deployplane/apierr"
-	"github.com/deployplane/deployplane/controlplane"
-	"github.com/deployplane/deployplane/oauthflow"
 )
 
 // statusError is an answer decided by the handler itself: a 401, 403, 404,
@@ -103,7 +101,7 @@ func (h *handler) writeJSON(w http.ResponseWriter, status int, v any) {
 			h.bufs.Put(buf)
 		}
 	}()
-	if err := encode(buf, v); err != nil {
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		// Every body is a plain struct of the controlplane; this cannot
 		// happen short of a bug, which must not leak as a half answer.
 		status = http.StatusInternalServerError
@@ -115,61 +113,4 @@ func (h *handler) writeJSON(w http.ResponseWriter, status int, v any) {
 	hd.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
-}
-
-// encode writes v as json.Encoder does: compact JSON, HTML-escaped, and a
-// newline. The controlplane and oauthflow response types encode themselves
-// (MarshalJSON, for their fixed-width timestamps) into exactly those bytes,
-// so they are written directly: the encoder would validate and compact the
-// bytes again, which costs about twice the encoding itself.
-func encode(buf *bytes.Buffer, v any) error {
-	m := wireMarshaler(v)
-	if m == nil {
-		return json.NewEncoder(buf).Encode(v)
-	}
-	b, err := m.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	buf.Write(b)
-	buf.WriteByte('\n')
-	return nil
-}
-
-// wireMarshaler returns v as a json.Marshaler when it is one of the
-// response types whose MarshalJSON gives what json.Encoder would write for
-// it (TestEncodeAsEncoder checks them), else nil.
-func wireMarshaler(v any) json.Marshaler {
-	switch x := v.(type) {
-	case controlplane.Deployment, controlplane.Revision, controlplane.Listener,
-		controlplane.DeploymentPage, controlplane.RevisionPage, controlplane.ListenerPage, oauthflow.Provider:
-		return x.(json.Marshaler)
-	case *controlplane.Deployment:
-		return nonNil(x)
-	case *controlplane.Revision:
-		return nonNil(x)
-	case *controlplane.Listener:
-		return nonNil(x)
-	case *controlplane.DeploymentPage:
-		return nonNil(x)
-	case *controlplane.RevisionPage:
-		return nonNil(x)
-	case *controlplane.ListenerPage:
-		return nonNil(x)
-	case *oauthflow.Provider:
-		return nonNil(x)
-	}
-	return nil
-}
-
-// nonNil is p as a json.Marshaler, or nil for a nil pointer (which the
-// encoder writes as null).
-func nonNil[T any, P interface {
-	*T
-	json.Marshaler
-}](p P) json.Marshaler {
-	if p == nil {
-		return nil
-	}
-	return p
 }

@@ -296,7 +296,7 @@ func TestDecodingCannotReachReadOnlyFields(t *testing.T) {
 		"source_revision_config": {"image_uri": "img:1", "Repo_Commit_SHA": "abc", "repo_commit_sha": "abc", "IMAGE_URI": "img:2"},
 		"secrets": null}`, 201)
 	if d.ID == forged || *d.LatestRevisionID == forged || d.Status != controlplane.StatusAwaitingDatabase ||
-		d.CreatedAt.Year() == 2000 || d.SourceConfig.ListenerID != nil || d.SourceRevisionConfig.RepoCommitSHA != nil {
+		d.CreatedAt.Time().Year() == 2000 || d.SourceConfig.ListenerID != nil || d.SourceRevisionConfig.RepoCommitSHA != nil {
 		t.Errorf("a request field reached a read-only field: %+v", d)
 	}
 	diff(t, "image_uri (IMAGE_URI ignored)", "img:1", *d.SourceRevisionConfig.ImageURI)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/oauthflow"
+	"github.com/deployplane/deployplane/wiretime"
 )
 
 // waitAnswer is the answer of GET /v2/auth/wait/{auth_id}.
@@ -67,7 +68,7 @@ func oAuthFullFlow(t *testing.T) {
 	p := must[oauthflow.Provider](t, s, keyA, "POST", "/v2/auth/providers", s.providerBody("fake", true), 200)
 	want := oauthflow.Provider{ID: p.ID, OrganizationID: tenantA, ProviderID: "fake", Name: "Fake fake", ClientID: s.prov.ClientID(),
 		AuthURL: s.prov.AuthURL(), TokenURL: s.prov.TokenURL(), UsesPKCE: true,
-		CodeChallengeMethod: new(oauthflow.MethodS256), CreatedAt: s.clock.Now(), UpdatedAt: s.clock.Now()}
+		CodeChallengeMethod: new(oauthflow.MethodS256), CreatedAt: wiretime.New(s.clock.Now()), UpdatedAt: wiretime.New(s.clock.Now())}
 	diff(t, "created provider", want, p)
 
 	a := s.authenticate(t, keyA, `{"user_id": "user-1", "provider": "fake", "scopes": ["repo", "read:user"], "agent_id": "agent-1"}`)
@@ -139,7 +140,7 @@ func TestOAuthProviders(t *testing.T) {
 	got := must[oauthflow.Provider](t, s, keyA, "PATCH", "/v2/auth/providers/a-prov",
 		`{"name": "Renamed", "uses_pkce": false, "client_secret": "new-secret-value", "provider_type": "github"}`, 200)
 	want := a
-	want.Name, want.UsesPKCE, want.CodeChallengeMethod, want.ProviderType, want.UpdatedAt = "Renamed", false, nil, new("github"), s.clock.Now()
+	want.Name, want.UsesPKCE, want.CodeChallengeMethod, want.ProviderType, want.UpdatedAt = "Renamed", false, nil, new("github"), wiretime.New(s.clock.Now())
 	diff(t, "patched", want, got)
 	diff(t, "get after patch", want, must[oauthflow.Provider](t, s, keyA, "GET", "/v2/auth/providers/a-prov", "", 200))
 

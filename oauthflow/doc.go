@@ -19,14 +19,14 @@
 // a problem of type url_scheme or url_host. The client secret is
 // write-only: it is encrypted at rest and no Provider carries it.
 //
-// A Provider's created_at and updated_at encode as fixed-width RFC 3339 in
-// UTC with six fractional digits (2026-11-21T10:04:05.123456Z, also
-// ...05.000000Z), like controlplane's timestamps (wire contract section 1):
-// its MarshalJSON encodes an unexported mirror struct. The fields stay
-// time.Time, the Service stamps them at the microsecond (its clock is
-// truncated), and decoding accepts any RFC 3339 time, so providers stored
-// by earlier builds with trimmed fractions still decode. The stored record
-// is written the same way, followed by the sealed secret.
+// A Provider's created_at and updated_at are a wiretime.Time, the
+// timestamp type controlplane's wire types use too: they encode as
+// fixed-width RFC 3339 in UTC with six fractional digits
+// (2026-11-21T10:04:05.123456Z, also ...05.000000Z; wire contract section
+// 1) with a plain json.Marshal, and decode from any RFC 3339 time, so
+// providers stored by earlier builds with trimmed fractions still decode.
+// The Service stamps them at the microsecond (its clock is truncated).
+// The stored record is the Provider's JSON followed by the sealed secret.
 //
 // # Flows
 //

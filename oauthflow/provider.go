@@ -9,12 +9,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/wiretime"
 )
 
 // Provider is an OAuth provider configured for a tenant, as shown to
@@ -39,9 +39,9 @@ type Provider struct {
 	// CodeChallengeMethod is "S256" when UsesPKCE, else nil.
 	CodeChallengeMethod *string `json:"code_challenge_method"`
 	// CreatedAt is when the provider was created.
-	CreatedAt time.Time `json:"created_at"`
+	CreatedAt wiretime.Time `json:"created_at"`
 	// UpdatedAt is when the provider last changed.
-	UpdatedAt time.Time `json:"updated_at"`
+	UpdatedAt wiretime.Time `json:"updated_at"`
 	// ProviderType is a free-form label (e.g. "github"), or nil.
 	ProviderType *string `json:"provider_type"`
 }
@@ -226,7 +226,7 @@ func (s *Service) CreateProvider(ctx context.Context, tenant string, in NewProvi
 	rec := providerRecord{Provider: in.toProvider()}
 	rec.ID = s.newID()
 	rec.OrganizationID = tenant
-	rec.CreatedAt, rec.UpdatedAt = now, now
+	rec.CreatedAt, rec.UpdatedAt = wiretime.New(now), wiretime.New(now)
 	if in.ClientSecret != "" {
 		rec.SealedSecret = s.seal.seal([]byte(in.ClientSecret), secretAAD(tenant, in.ProviderID))
 	}
@@ -341,7 +341,7 @@ func (s *Service) UpdateProvider(ctx context.Context, tenant, providerID string,
 			return err
 		}
 		next := providerRecord{Provider: in.toProvider(), SealedSecret: rec.SealedSecret}
-		next.ID, next.OrganizationID, next.CreatedAt, next.UpdatedAt = rec.ID, rec.OrganizationID, rec.CreatedAt, now
+		next.ID, next.OrganizationID, next.CreatedAt, next.UpdatedAt = rec.ID, rec.OrganizationID, rec.CreatedAt, wiretime.New(now)
 		if patch.ClientSecret != nil {
 			next.SealedSecret = sealed
 		}

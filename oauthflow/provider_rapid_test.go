@@ -13,6 +13,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/oauthflow"
+	"github.com/deployplane/deployplane/wiretime"
 )
 
 // Property: random sequences of provider calls over two tenants agree with
@@ -80,7 +81,7 @@ func TestProviderModel(t *testing.T) {
 					rt.Fatalf("create: %v", err)
 				case err == nil:
 					if got.ProviderID != pid || got.Name != in.Name || got.ClientID != in.ClientID || got.AuthURL != in.AuthURL ||
-						got.TokenURL != in.TokenURL || got.UsesPKCE != in.UsesPKCE || got.OrganizationID != tn || got.CreatedAt != e.clock.Now() {
+						got.TokenURL != in.TokenURL || got.UsesPKCE != in.UsesPKCE || got.OrganizationID != tn || got.CreatedAt != wiretime.New(e.clock.Now()) {
 						rt.Fatalf("created %+v from %+v", got, in)
 					}
 					model[tn][pid] = got
@@ -116,7 +117,7 @@ func TestProviderModel(t *testing.T) {
 					if next.UsesPKCE {
 						next.CodeChallengeMethod = ptr("S256")
 					}
-					next.UpdatedAt = e.clock.Now()
+					next.UpdatedAt = wiretime.New(e.clock.Now())
 					if diff := cmp.Diff(next, got); diff != "" {
 						rt.Fatalf("patch %+v (-want +got):\n%s", p, diff)
 					}

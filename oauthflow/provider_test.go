@@ -12,6 +12,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/oauthflow"
+	"github.com/deployplane/deployplane/wiretime"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -47,8 +48,8 @@ func TestProviderLifecycle(t *testing.T) {
 		TokenURL:            "https://github.com/login/oauth/access_token",
 		UsesPKCE:            true,
 		CodeChallengeMethod: ptr("S256"),
-		CreatedAt:           now,
-		UpdatedAt:           now,
+		CreatedAt:           wiretime.New(now),
+		UpdatedAt:           wiretime.New(now),
 		ProviderType:        ptr("github"),
 	}
 	if diff := cmp.Diff(want, created); diff != "" {
@@ -79,7 +80,7 @@ func TestProviderLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want.Name, want.UsesPKCE, want.CodeChallengeMethod, want.UpdatedAt = "GitHub Enterprise", false, nil, e.clock.Now()
+	want.Name, want.UsesPKCE, want.CodeChallengeMethod, want.UpdatedAt = "GitHub Enterprise", false, nil, wiretime.New(e.clock.Now())
 	if diff := cmp.Diff(want, patched); diff != "" {
 		t.Errorf("UpdateProvider (-want +got):\n%s", diff)
 	}

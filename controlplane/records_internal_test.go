@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,47 +11,18 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/deployplane/deployplane/internal/wirejson"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storemem"
+	"github.com/deployplane/deployplane/wiretime"
 )
 
-// TestWireMirrors: each encoding mirror has its type's JSON fields, in the
-// same order, with the same tags and types, time.Time as wirejson.Time. A field
-// added to a wire type without its mirror fails here.
-func TestWireMirrors(t *testing.T) {
-	type field struct{ Name, Tag, Type string }
-	fields := func(typ reflect.Type, skipEmbedded bool) []field {
-		var out []field
-		for f := range typ.Fields() {
-			if f.Tag.Get("json") == "-" || (skipEmbedded && f.Anonymous) {
-				continue
-			}
-			ft := f.Type.String()
-			if f.Type == reflect.TypeFor[wirejson.Time]() {
-				ft = reflect.TypeFor[time.Time]().String()
-			}
-			out = append(out, field{f.Name, string(f.Tag), ft})
-		}
-		return out
-	}
-	for _, c := range []struct{ typ, mirror reflect.Type }{
-		{reflect.TypeFor[Deployment](), reflect.TypeFor[deploymentJSON]()},
-		{reflect.TypeFor[Revision](), reflect.TypeFor[revisionJSON]()},
-		{reflect.TypeFor[Listener](), reflect.TypeFor[listenerJSON]()},
-	} {
-		if d := cmp.Diff(fields(c.typ, true), fields(c.mirror, false)); d != "" {
-			t.Errorf("%s and its mirror %s differ (-type +mirror):\n%s", c.typ, c.mirror, d)
-		}
-	}
-}
-
-// TestRecordsRoundTrip: the stored records keep every field through their
-// own MarshalJSON (which must not be the promoted one of the wire type).
+// TestRecordsRoundTrip: the stored records keep every field through
+// encoding/json, and the deployment record is its wire JSON followed by
+// tag_value_ids.
 func TestRecordsRoundTrip(t *testing.T) {
-	at := time.Date(2026, 11, 21, 10, 4, 5, 123_456_000, time.UTC)
+	at := wiretime.New(time.Date(2026, 11, 21, 10, 4, 5, 123_456_000, time.UTC))
 	dep := deploymentRecord{Deployment: Deployment{ID: "d", Name: "n", Source: SourceGitHub, Secrets: []Secret{{"K", "V"}},
-		CreatedAt: at, UpdatedAt: at.Add(time.Second), Status: StatusReady, ImageVersion: new("v1")}, Tags: []string{"x", "y"}}
+		CreatedAt: at, UpdatedAt: wiretime.New(at.Time().Add(time.Second)), Status: StatusReady, ImageVersion: new("v1")}, Tags: []string{"x", "y"}}
 	rev := revisionRecord{Revision: Revision{ID: "r", CreatedAt: at, UpdatedAt: at, Status: RevisionDeployed, Source: SourceGitHub},
 		revisionSnapshot: revisionSnapshot{DeploymentID: "d", Secrets: []Secret{{"K", "V"}}, ResourceSpec: &ResourceSpec{MinScale: new(int64(2))},
 			InstallCommand: new("i"), BuildCommand: new("b"), ImageVersion: new("v2")}}
@@ -126,7 +98,7 @@ func TestOlderTimestampsDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !got.CreatedAt.Equal(old) || !got.UpdatedAt.Equal(old) {
+	if !got.CreatedAt.Time().Equal(old) || !got.UpdatedAt.Time().Equal(old) {
 		t.Errorf("decoded created_at %v updated_at %v, want %v", got.CreatedAt, got.UpdatedAt, old)
 	}
 	b, _ := json.Marshal(got)
@@ -142,42 +114,41 @@ func TestOlderTimestampsDecode(t *testing.T) {
 	}
 }
 
-// TestPagesEncodeAsTheirFields: a page's MarshalJSON gives what
-// encoding/json gives for its fields (a method-less copy of the type),
-// with nil, empty and full resources.
-func TestPagesEncodeAsTheirFields(t *testing.T) {
-	type plainDeploymentPage DeploymentPage
-	type plainRevisionPage RevisionPage
-	type plainListenerPage ListenerPage
+// TestRecordsAsBefore: the records the code writes are byte for byte the
+// ones written before the wire types carried wiretime.Time (when mirror
+// structs encoded them; testdata/records-before-wiretime.jsonl, written by
+// that code), and those decode to the same values: a store written by
+// either reads the same, and GetDeploymentJSON serves the same bytes.
+func TestRecordsAsBefore(t *testing.T) {
+	golden, err := os.ReadFile("testdata/records-before-wiretime.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(golden)), "\n")
 	at := time.Date(2026, 11, 21, 10, 4, 5, 120_000_000, time.UTC)
-	ds := []Deployment{{ID: "a<b>&", CreatedAt: at, Secrets: []Secret{}}, {ID: "b", UpdatedAt: at}}
-	rs := []Revision{{ID: "r1", CreatedAt: at}, {ID: "r2", StatusMessage: new("\u2028 <x>")}}
-	ls := []Listener{{ID: "l1", CreatedAt: at}}
-	for _, c := range []struct {
-		page, plain any
-	}{
-		{DeploymentPage{Resources: ds, Offset: 7}, plainDeploymentPage{Resources: ds, Offset: 7}},
-		{DeploymentPage{Resources: []Deployment{}}, plainDeploymentPage{Resources: []Deployment{}}},
-		{DeploymentPage{}, plainDeploymentPage{}},
-		{RevisionPage{Resources: rs, Offset: 2}, plainRevisionPage{Resources: rs, Offset: 2}},
-		{RevisionPage{}, plainRevisionPage{}},
-		{ListenerPage{Resources: ls, Offset: 1}, plainListenerPage{Resources: ls, Offset: 1}},
-		{ListenerPage{Resources: []Listener{}}, plainListenerPage{Resources: []Listener{}}},
-	} {
-		got, err := json.Marshal(c.page)
+	w := wiretime.New(at)
+	dep := &deploymentRecord{Deployment: Deployment{ID: "d", Name: "n<&>", Source: SourceGitHub, Secrets: []Secret{{"K", "V"}},
+		SourceConfig: SourceConfig{ResourceSpec: &ResourceSpec{MinScale: new(int64(1))}},
+		CreatedAt:    w, UpdatedAt: wiretime.New(at.Add(time.Second)), Status: StatusReady, ImageVersion: new("v1"), LatestRevisionID: new("r")},
+		Tags: []string{"x", "y"}}
+	rev := &revisionRecord{Revision: Revision{ID: "r", CreatedAt: w, UpdatedAt: w, Status: RevisionDeployed, Source: SourceGitHub},
+		revisionSnapshot: revisionSnapshot{DeploymentID: "d", Secrets: []Secret{{"K", "V"}}, ResourceSpec: &ResourceSpec{MinScale: new(int64(2))},
+			InstallCommand: new("i"), BuildCommand: new("b"), ImageVersion: new("v2")}}
+	l := &Listener{ID: "l", ComputeType: "k8s", ComputeID: "c", ComputeConfig: ComputeConfig{K8sNamespaces: []string{"a"}}, Version: "1", CreatedAt: w, UpdatedAt: w}
+	for i, v := range []any{dep, rev, l} {
+		b, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		direct, err := c.page.(json.Marshaler).MarshalJSON()
-		if err != nil {
+		if string(b) != lines[i] {
+			t.Errorf("%T encodes as\n%s\nbefore:\n%s", v, b, lines[i])
+		}
+		got := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+		if err := json.Unmarshal([]byte(lines[i]), got); err != nil {
 			t.Fatal(err)
 		}
-		want, err := json.Marshal(c.plain)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != string(want) || string(direct) != string(want) {
-			t.Errorf("%T: json.Marshal = %s\nMarshalJSON = %s\nwant %s", c.page, got, direct, want)
+		if d := cmp.Diff(v, got, cmp.AllowUnexported(revisionRecord{})); d != "" {
+			t.Errorf("%T decoded from the earlier record (-want +got):\n%s", v, d)
 		}
 	}
 }
