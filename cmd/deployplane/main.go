@@ -564,17 +564,18 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if c.webhookSecret != "" {
 		webhookSecret = []byte(c.webhookSecret)
 	}
-	srv := &http.Server{
-		Handler: endLongPolls(draining, httphandler.New(cp, &httphandler.Options{
-			Authenticator:       auth,
-			MaxBodyBytes:        c.maxBody,
-			Logger:              log,
-			OAuth:               oauth,
-			GitHubWebhookSecret: webhookSecret,
-			Load:                c.loadLimits(),
+	api := httphandler.New(cp, &httphandler.Options{
+		Authenticator:       auth,
+		MaxBodyBytes:        c.maxBody,
+		Logger:              log,
+		OAuth:               oauth,
+		GitHubWebhookSecret: webhookSecret,
+		Load:                c.loadLimits(),
 
-			AllowUnverifiedIntegrations: c.allowUnverifiedIntegs,
-		})),
+		AllowUnverifiedIntegrations: c.allowUnverifiedIntegs,
+	})
+	srv := &http.Server{
+		Handler:           endLongPolls(draining, api),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -634,6 +635,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		_ = srv.Close()
 	}
 	<-served
+	_ = api.Close() // the request records still waiting
 	if failed == nil {
 		stopLoop()
 		if err := <-looped; err != nil {
