@@ -272,7 +272,9 @@ Logs:
     (method, path without the query, status, duration, request_id, tenant);
     keys, tokens, secrets, bodies and query strings (the OAuth callback's
     carries the code and state) are never logged, nor the password of a
-    PostgreSQL URL. Every answer carries its X-Request-Id.
+    PostgreSQL URL. Every answer carries its X-Request-Id. Request records
+    are written by a goroutine of their own, in order, and all of them
+    before the server exits.
 
 Signals:
 
