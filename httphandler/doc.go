@@ -297,7 +297,7 @@
 // order the requests ended, so that formatting and writing the log does not
 // lengthen the request nor make concurrent requests queue on the log's
 // writer. Nothing is dropped: a request ending while the buffer is full
-// waits for room. The goroutine runs only while records wait. Call the
+// waits for room (only a record whose Handle panics is skipped). The goroutine runs only while records wait. Call the
 // Handler's Close after http.Server.Shutdown has returned: it returns once
 // every record has reached the Logger's handler, so that the program's last
 // requests are in the log when it exits. Error records (the cause of a 500,

@@ -88,9 +88,18 @@ func (l *requestLog) drain() {
 		l.room.Broadcast()
 		l.mu.Unlock()
 		for _, p := range batch {
-			_ = l.h.Handle(p.ctx, p.rec) // as slog.Logger does: a handler's error has nowhere to go
+			l.handle(p)
 		}
 	}
+}
+
+// handle hands p to the handler. A handler's error has nowhere to go (as
+// with slog.Logger); a handler's panic skips the record, rather than end
+// the process (no request is there for net/http to recover) or stop the
+// log with records waiting.
+func (l *requestLog) handle(p pendingRecord) {
+	defer func() { _ = recover() }()
+	_ = l.h.Handle(p.ctx, p.rec)
 }
 
 // flush waits until every record added before it was called has been

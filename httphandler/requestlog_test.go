@@ -20,6 +20,8 @@ import (
 type collector struct {
 	gate  chan struct{}
 	attrs []slog.Attr // from WithAttrs
+	// panicOn, when not empty, is the path of the records Handle panics on.
+	panicOn string
 
 	mu   *sync.Mutex
 	recs *[]map[string]string
@@ -32,6 +34,18 @@ func (c *collector) Enabled(context.Context, slog.Level) bool { return true }
 func (c *collector) Handle(_ context.Context, r slog.Record) error {
 	if c.gate != nil {
 		<-c.gate
+	}
+	if c.panicOn != "" {
+		var path string
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "path" {
+				path = a.Value.String()
+			}
+			return true
+		})
+		if path == c.panicOn {
+			panic("collector: " + path)
+		}
 	}
 	m := map[string]string{"msg": r.Message, "level": r.Level.String()}
 	for _, a := range c.attrs {
@@ -161,4 +175,21 @@ func TestRequestLogLevel(t *testing.T) {
 	if b.String() != "" {
 		t.Errorf("logged at Warn: %s", b.String())
 	}
+}
+
+// TestRequestLogHandlerPanics: a Logger's handler that panics on one record
+// loses that record only: the records after it arrive, Close returns, and
+// the process goes on.
+func TestRequestLogHandlerPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCollector()
+		c.panicOn = "/nowhere"
+		h := httphandler.New(controlplane.New(storemem.New(), nil), &httphandler.Options{
+			Logger: slog.New(c).With("service", "api"), LogBuffer: 2})
+		ids := []string{serveID(t, h, "/openapi.json")}
+		serveID(t, h, "/nowhere")
+		ids = append(ids, serveID(t, h, "/openapi.json"))
+		_ = h.Close()
+		checkRecords(t, c.records(), ids, []string{"/openapi.json", "/openapi.json"})
+	})
 }
