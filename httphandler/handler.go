@@ -164,7 +164,8 @@ func (x *Handler) Close() error {
 
 // New returns the HTTP API of cp (wire contract sections 1 to 5, the GitHub
 // webhook of section 7, and the OAuth helpers of section 8) as an
-// http.Handler, to mount on any mux (under a prefix with http.StripPrefix).
+// http.Handler, to mount on any mux (under a prefix with http.StripPrefix);
+// call its Close after the server's shutdown (the request log).
 // The handler records what clients ask for; revisions move only while
 // cp.Run drives them with a Deployer, which the embedding program starts. A nil opts means defaults. The handler is safe for
 // concurrent use.
