@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -205,4 +206,94 @@ func BenchmarkGetDeploymentInProcess(b *testing.B) {
 				}
 			}
 		})
+}
+
+// getClients is the number of concurrent keep-alive connections of
+// BenchmarkGetDeploymentParallel.
+const getClients = 64
+
+// getter returns a function that sends n GETs of url with key A, spread
+// over getClients goroutines, each with a keep-alive connection of its own.
+func getter(b *testing.B, url string) func(n int) {
+	clients := make([]*http.Client, getClients)
+	for i := range clients {
+		tr := &http.Transport{MaxIdleConnsPerHost: 1}
+		b.Cleanup(tr.CloseIdleConnections)
+		clients[i] = &http.Client{Transport: tr}
+	}
+	return func(n int) {
+		var left atomic.Int64
+		left.Store(int64(n))
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Go(func() {
+				for left.Add(-1) >= 0 {
+					get(b, c, url)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// BenchmarkGetDeploymentParallel: GET /v2/deployments/{id} from 64
+// concurrent keep-alive connections, with the request log on (every record
+// formatted by slog.NewJSONHandler into io.Discard, as a server's log is
+// formatted), in alternating rounds (benchcmp.Interleave) against:
+//
+//   - vs-bare: a bare net/http handler writing the same body, the same
+//     headers. Goals: 0.85x over storemem, 0.8x over storebolt.
+//   - log-cost: the same server with the request log off (no Logger).
+//     Goal: 0.95x, the log costs at most 5% of a GET.
+//
+// BenchmarkGetDeployment sends one request at a time, which hides what
+// contends under concurrency.
+func BenchmarkGetDeploymentParallel(b *testing.B) {
+	for _, sb := range benchStores() {
+		b.Run(sb.name, func(b *testing.B) {
+			st := sb.open(b)
+			b.Cleanup(func() { _ = st.Close() })
+			cp := controlplane.New(st, nil)
+			d, err := cp.CreateDeployment(context.Background(), tenantA, &controlplane.CreateDeploymentRequest{
+				Name: new("agent"), Source: new(controlplane.SourceExternalDocker),
+				SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example/agent:1")},
+				Secrets:              []controlplane.SecretInput{{Name: "A", Value: new("b")}},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			path := "/v2/deployments/" + d.ID
+			logged := httphandler.New(cp, &httphandler.Options{Authenticator: keyTable(b),
+				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+			b.Cleanup(func() { _ = logged.Close() })
+			api, client := benchServer(b, logged)
+			quiet, _ := benchServer(b, httphandler.New(cp, &httphandler.Options{Authenticator: keyTable(b)}))
+			// The bare handler writes the very body the API answers.
+			req, _ := http.NewRequest("GET", api.URL+path, nil)
+			req.Header.Set("X-Api-Key", keyA)
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			bare, _ := benchServer(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+				_, _ = w.Write(body)
+			}))
+			getBare, getLogged, getQuiet := getter(b, bare.URL+path), getter(b, api.URL+path), getter(b, quiet.URL+path)
+			b.Run("vs-bare", func(b *testing.B) {
+				getBare(getClients) // open the connections
+				getLogged(getClients)
+				b.ReportMetric(float64(len(body)), "body-bytes")
+				benchcmp.Interleave(b, getBare, getLogged)
+			})
+			b.Run("log-cost", func(b *testing.B) {
+				getQuiet(getClients)
+				getLogged(getClients)
+				benchcmp.Interleave(b, getQuiet, getLogged)
+			})
+		})
+	}
 }

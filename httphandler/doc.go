@@ -286,7 +286,21 @@
 //
 // Options.Logger gets one Info record per request (method, path without the
 // query, status, duration, request_id, tenant) and an Error record with the
-// cause of every 500. Every answer carries X-Request-Id. Keys, tokens,
+// cause of every 500 and of every panic. Every answer carries X-Request-Id.
+//
+// The request records are written asynchronously: a request builds its
+// record and appends it to a buffer (Options.LogBuffer records), and one
+// goroutine of the handler's own hands them to the Logger's handler, in the
+// order the requests ended, so that formatting and writing the log does not
+// lengthen the request nor make concurrent requests queue on the log's
+// writer. Nothing is dropped: a request ending while the buffer is full
+// waits for room (only a record whose Handle panics is skipped). The goroutine runs only while records wait. Call the
+// Handler's Close after http.Server.Shutdown has returned: it returns once
+// every record has reached the Logger's handler, so that the program's last
+// requests are in the log when it exits. Error records (the cause of a 500,
+// a panic) are written synchronously, before their request's record. The
+// Logger's attributes (Logger.With) and level apply as to any record; the
+// request records carry no source location (HandlerOptions.AddSource). Keys, tokens,
 // client secrets, bodies and query strings (the OAuth callback's carries the
 // authorization code and state) are never logged; give the oauthflow.Service
 // the same Logger, it never logs a secret either.

@@ -36,7 +36,7 @@ func TestOAuthCallbackEgressRefused(t *testing.T) {
 		t.Errorf("the token endpoint got %d requests, want none", n)
 	}
 	diff(t, "wait after the refusal", waitAnswer{Status: "not_found"}, s.wait(t, keyA, a.AuthID, ""))
-	if logs := s.log.String(); !strings.Contains(logs, "is not a public address (loopback)") && !strings.Contains(logs, "only https may be used") {
+	if logs := s.logs(); !strings.Contains(logs, "is not a public address (loopback)") && !strings.Contains(logs, "only https may be used") {
 		t.Errorf("the log does not say why the exchange failed:\n%s", logs)
 	}
 }

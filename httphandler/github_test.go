@@ -140,7 +140,7 @@ func TestGitHubInstallFlow(t *testing.T) {
 
 	// Secrets (client secret, codes, tokens) appear in no answer and no log.
 	for _, secret := range s.gh.Secrets() {
-		if strings.Contains(s.log.String(), secret) {
+		if strings.Contains(s.logs(), secret) {
 			t.Errorf("the log holds a secret of GitHub's")
 		}
 	}
@@ -208,7 +208,7 @@ func TestGitHubSetupErrors(t *testing.T) {
 	}
 	htmlAnswer(t, "GET after HEAD", setup(v), 200, "is integration")
 	for _, secret := range s.gh.Secrets() {
-		if strings.Contains(s.log.String(), secret) {
+		if strings.Contains(s.logs(), secret) {
 			t.Errorf("the log holds a secret of GitHub's")
 		}
 	}

@@ -70,7 +70,20 @@ type Options struct {
 	// without the query, status, duration, request_id, tenant) and, at
 	// Error, the cause of every 500. Credentials, bodies and queries are
 	// never logged. Default: discard everything.
+	//
+	// The request records reach Logger's handler asynchronously, in the
+	// order the requests ended, from one goroutine of the handler's own
+	// that runs while records wait; call the Handler's Close after
+	// http.Server.Shutdown so that the last ones are written before the
+	// program exits. Error records are written synchronously, before the
+	// request's own record.
 	Logger *slog.Logger
+	// LogBuffer is the number of request records that may wait for
+	// Logger's handler. When that many wait, a request ending waits for
+	// room: no record is ever dropped, and a handler slower than the
+	// requests slows them down as a synchronous log would. Default
+	// DefaultLogBuffer.
+	LogBuffer int
 	// OAuth serves the OAuth helpers, /v2/auth/* (wire contract section
 	// 8). Its PublicURL must be where browsers reach this handler, so that
 	// the providers' redirects land on GET /v2/auth/callback/{provider_id}.
@@ -112,6 +125,7 @@ type handler struct {
 	// webhookMaxBody limits GitHub webhook deliveries.
 	webhookMaxBody int64
 	log            *slog.Logger
+	reqlog         *requestLog // the request records, written asynchronously
 	mux            *http.ServeMux
 	paths          *http.ServeMux // path patterns without methods, to tell 405 from 404
 	unclean        http.Handler   // the 404 of paths that are not clean
@@ -127,13 +141,35 @@ type handler struct {
 	seq      atomic.Uint64
 }
 
+// Handler is the HTTP API New returns. It is an http.Handler; Close writes
+// the request records still waiting at shutdown.
+type Handler struct {
+	h *handler
+}
+
+// ServeHTTP serves one request of the API.
+func (x *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { x.h.ServeHTTP(w, r) }
+
+// Close waits until every request record of the requests that have ended
+// has been handed to Options.Logger's handler, and returns nil. Call it
+// after http.Server.Shutdown has returned (requests ending meanwhile may
+// make it wait for their records too). The handler holds no goroutine
+// while no record waits, so one never closed leaks nothing; it only may
+// lose the last records when the program exits. The Handler keeps serving
+// after Close, and a later Close flushes the records logged meanwhile.
+func (x *Handler) Close() error {
+	x.h.reqlog.flush()
+	return nil
+}
+
 // New returns the HTTP API of cp (wire contract sections 1 to 5, the GitHub
 // webhook of section 7, and the OAuth helpers of section 8) as an
-// http.Handler, to mount on any mux (under a prefix with http.StripPrefix).
+// http.Handler, to mount on any mux (under a prefix with http.StripPrefix);
+// call its Close after the server's shutdown (the request log).
 // The handler records what clients ask for; revisions move only while
 // cp.Run drives them with a Deployer, which the embedding program starts. A nil opts means defaults. The handler is safe for
 // concurrent use.
-func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
+func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -175,6 +211,7 @@ func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	h.reqlog = newRequestLog(h.log.Handler(), o.LogBuffer)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	h.idPrefix = hex.EncodeToString(b[:])
@@ -208,7 +245,7 @@ func New(cp *controlplane.ControlPlane, opts *Options) http.Handler {
 			detail: fmt.Sprintf("The request header fields are larger than the limit of %d bytes.", h.maxHeader)}
 	}})
 	h.openapi = openAPIDocument(routes)
-	return h
+	return &Handler{h}
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -293,11 +330,15 @@ func (h *handler) serve(rt route) http.Handler {
 					h.writeJSON(w, status, errorBody{detailInternal})
 				}
 			}
-			if h.log.Enabled(r.Context(), slog.LevelInfo) {
-				h.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-					slog.String("method", r.Method), slog.String("path", logPath(r)), slog.Int("status", status),
-					slog.Duration("duration", time.Since(start)), slog.String("request_id", id),
+			if ctx := r.Context(); h.log.Enabled(ctx, slog.LevelInfo) {
+				// Built here, formatted and written by the request log's
+				// goroutine (requestlog.go).
+				now := time.Now()
+				rec := slog.NewRecord(now, slog.LevelInfo, "request", 0)
+				rec.AddAttrs(slog.String("method", r.Method), slog.String("path", logPath(r)), slog.Int("status", status),
+					slog.Duration("duration", now.Sub(start)), slog.String("request_id", id),
 					slog.String("tenant", c.tenant))
+				h.reqlog.add(ctx, rec)
 			}
 		}()
 

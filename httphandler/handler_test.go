@@ -265,7 +265,7 @@ func TestInternalError(t *testing.T) {
 		t.Fatal("no X-Request-Id")
 	}
 	found := false
-	for line := range strings.Lines(s.log.String()) {
+	for line := range strings.Lines(s.logs()) {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatal(err)
@@ -275,7 +275,7 @@ func TestInternalError(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Errorf("no error record with the cause for request %s in:\n%s", id, s.log.String())
+		t.Errorf("no error record with the cause for request %s in:\n%s", id, s.logs())
 	}
 }
 
@@ -343,7 +343,7 @@ func TestLogs(t *testing.T) {
 	r := s.as(keyA, "PATCH", "/v2/deployments/"+f.github.ID, `{"secrets": [{"name": "TOKEN", "value": "another-secret"}]}`)
 	diff(t, "status", 200, r.status)
 
-	logs := s.log.String()
+	logs := s.logs()
 	for _, secret := range []string{keyA, keyB, "wrong-key-value", "sk-secret-value", "another-secret", "query-secret"} {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the log holds %q:\n%s", secret, logs)
@@ -509,8 +509,8 @@ func TestAuthenticatorFailures(t *testing.T) {
 			r := s.as("any-key", "GET", "/v2/deployments", "")
 			diff(t, "status", tt.status, r.status)
 			diff(t, "detail", tt.detail, detail(t, r))
-			if tt.log != "" && !strings.Contains(s.log.String(), tt.log) {
-				t.Errorf("the log lacks %q:\n%s", tt.log, s.log.String())
+			if tt.log != "" && !strings.Contains(s.logs(), tt.log) {
+				t.Errorf("the log lacks %q:\n%s", tt.log, s.logs())
 			}
 		})
 	}

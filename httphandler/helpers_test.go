@@ -58,8 +58,16 @@ type server struct {
 	url    string
 	client *http.Client // reaches the server and the provider
 	log    *syncBuffer
+	api    *httphandler.Handler
 	prov   *oauthtest.Provider
 	clock  *testclock.Clock
+}
+
+// logs is what the server logged so far, the request records of the
+// requests that have ended included.
+func (s *server) logs() string {
+	_ = s.api.Close()
+	return s.log.String()
 }
 
 type syncBuffer struct {
@@ -156,7 +164,8 @@ func newServerWith(t testing.TB, c serverSetup) *server {
 		}
 		o.OAuth = svc
 	}
-	srv.Config.Handler = httphandler.New(c.cp, &o)
+	s.api = httphandler.New(c.cp, &o)
+	srv.Config.Handler = s.api
 	if c.http != nil {
 		c.http(srv.Config)
 	}

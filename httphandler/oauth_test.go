@@ -159,7 +159,7 @@ func TestOAuthProviders(t *testing.T) {
 	if r.status != 404 || detail(t, r) != "OAuth provider a-prov not found." {
 		t.Errorf("authenticate with a deleted provider: %d %s", r.status, r.body)
 	}
-	if logs := s.log.String(); strings.Contains(logs, s.prov.ClientSecret()) || strings.Contains(logs, "new-secret-value") {
+	if logs := s.logs(); strings.Contains(logs, s.prov.ClientSecret()) || strings.Contains(logs, "new-secret-value") {
 		t.Errorf("a client secret reached the log:\n%s", logs)
 	}
 }
@@ -357,7 +357,7 @@ func TestOAuthSecretsStayOut(t *testing.T) {
 			t.Errorf("an answer shows the client secret: %s", r.body)
 		}
 	}
-	logs := s.log.String()
+	logs := s.logs()
 	for _, secret := range s.prov.Secrets() {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the log holds the secret %q:\n%s", secret, logs)
@@ -442,8 +442,8 @@ func oAuthWaitClientGone(t *testing.T) {
 	// the bubble is idle again, not at the timeout.
 	synctest.Wait()
 	record := `"path":"/v2/auth/wait/` + a.AuthID + `"`
-	if !strings.Contains(s.log.String(), record) {
-		t.Fatalf("the long poll still runs after its client went away:\n%s", s.log.String())
+	if !strings.Contains(s.logs(), record) {
+		t.Fatalf("the long poll still runs after its client went away:\n%s", s.logs())
 	}
 }
 

@@ -272,7 +272,9 @@ Logs:
     (method, path without the query, status, duration, request_id, tenant);
     keys, tokens, secrets, bodies and query strings (the OAuth callback's
     carries the code and state) are never logged, nor the password of a
-    PostgreSQL URL. Every answer carries its X-Request-Id.
+    PostgreSQL URL. Every answer carries its X-Request-Id. Request records
+    are written by a goroutine of their own, in order, and all of them
+    before the server exits.
 
 Signals:
 
@@ -564,17 +566,18 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if c.webhookSecret != "" {
 		webhookSecret = []byte(c.webhookSecret)
 	}
-	srv := &http.Server{
-		Handler: endLongPolls(draining, httphandler.New(cp, &httphandler.Options{
-			Authenticator:       auth,
-			MaxBodyBytes:        c.maxBody,
-			Logger:              log,
-			OAuth:               oauth,
-			GitHubWebhookSecret: webhookSecret,
-			Load:                c.loadLimits(),
+	api := httphandler.New(cp, &httphandler.Options{
+		Authenticator:       auth,
+		MaxBodyBytes:        c.maxBody,
+		Logger:              log,
+		OAuth:               oauth,
+		GitHubWebhookSecret: webhookSecret,
+		Load:                c.loadLimits(),
 
-			AllowUnverifiedIntegrations: c.allowUnverifiedIntegs,
-		})),
+		AllowUnverifiedIntegrations: c.allowUnverifiedIntegs,
+	})
+	srv := &http.Server{
+		Handler:           endLongPolls(draining, api),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -634,6 +637,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		_ = srv.Close()
 	}
 	<-served
+	_ = api.Close() // the request records still waiting
 	if failed == nil {
 		stopLoop()
 		if err := <-looped; err != nil {

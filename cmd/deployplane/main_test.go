@@ -492,7 +492,8 @@ func TestStoreFailsToOpen(t *testing.T) {
 }
 
 // TestGracefulShutdown: a request in flight when the server is told to stop
-// finishes (and its deployment is committed) before run returns.
+// finishes (and its deployment is committed, and its request record
+// written) before run returns.
 func TestGracefulShutdown(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "db")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -550,6 +551,11 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "msg=\"shutting down\"") {
 		t.Errorf("no shutdown in the log:\n%s", stderr.String())
+	}
+	// The request's record is written before run returns (the request log
+	// is asynchronous; run closes it after the server's shutdown).
+	if !strings.Contains(stderr.String(), "msg=request method=POST path=/v2/deployments status=201") {
+		t.Errorf("the request in flight at shutdown is not in the log:\n%s", stderr.String())
 	}
 
 	// The store was closed cleanly: it opens again and holds the deployment.
