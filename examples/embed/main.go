@@ -40,10 +40,10 @@ const tenant = "0194c0de-0000-7000-8000-000000000001"
 // /api-host/. StripPrefix removes the prefix before the handler routes, so
 // the API answers at /api-host/v2/deployments, /api-host/openapi.json, ...
 // and its JSON 404 covers everything below /api-host/.
-func newMux(cp *controlplane.ControlPlane, apiKey string) (*http.ServeMux, error) {
+func newMux(cp *controlplane.ControlPlane, apiKey string) (*http.ServeMux, *httphandler.Handler, error) {
 	keys, err := httphandler.NewKeyTable([]httphandler.Key{{SHA256: httphandler.HashKey(apiKey), Tenants: []string{tenant}}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	api := httphandler.New(cp, &httphandler.Options{Authenticator: keys})
 
@@ -55,7 +55,7 @@ func newMux(cp *controlplane.ControlPlane, apiKey string) (*http.ServeMux, error
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("/api-host/", http.StripPrefix("/api-host", api))
-	return mux, nil
+	return mux, api, nil
 }
 
 func main() {
@@ -88,7 +88,7 @@ func serve(ctx context.Context, ln net.Listener, key string, step time.Duration)
 	st := storemem.New()
 	defer st.Close()
 	cp := controlplane.New(st, nil)
-	mux, err := newMux(cp, key)
+	mux, api, err := newMux(cp, key)
 	if err != nil {
 		return err
 	}
@@ -99,16 +99,21 @@ func serve(ctx context.Context, ln net.Listener, key string, step time.Duration)
 	go func() { loopDone <- cp.Run(ctx, deploysim.New(&deploysim.Options{Step: step})) }()
 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	shutDown := make(chan struct{})
 	go func() {
+		defer close(shutDown)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	serveErr := srv.Serve(ln)
+	serveErr := srv.Serve(ln) // returns as soon as Shutdown starts
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
-	cancel() // a listener error stops the loop too
-	return errors.Join(serveErr, <-loopDone)
+	cancel() // a listener error stops the loop and the server too
+	<-shutDown
+	// Every request is answered; the handler's request log may still hold
+	// their records: Close hands them to the logger.
+	return errors.Join(serveErr, <-loopDone, api.Close())
 }

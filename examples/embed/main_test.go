@@ -36,7 +36,7 @@ func getWith(client *http.Client, url string) string {
 
 // Example: the service's routes and the API live side by side on one mux.
 func Example() {
-	mux, err := newMux(controlplane.New(storemem.New(), nil), key)
+	mux, _, err := newMux(controlplane.New(storemem.New(), nil), key)
 	if err != nil {
 		panic(err)
 	}
@@ -57,7 +57,7 @@ func Example() {
 // TestMountedAPI creates a deployment through the prefix and reads it back,
 // and checks that the service's own routes are untouched by the API.
 func TestMountedAPI(t *testing.T) {
-	mux, err := newMux(controlplane.New(storemem.New(), nil), key)
+	mux, _, err := newMux(controlplane.New(storemem.New(), nil), key)
 	if err != nil {
 		t.Fatal(err)
 	}
