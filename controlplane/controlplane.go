@@ -31,6 +31,7 @@ type ControlPlane struct {
 	tracing TracingProjects
 	lim     Limits
 	github  GitHubApp // nil: no verified GitHub installations
+	shapes  *shapes   // the shape tags' validator, built once (shape.go)
 
 	// lifecycle (worker.go)
 	poll      time.Duration
@@ -115,6 +116,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 			*f.v = f.d
 		}
 	}
+	cp.shapes = newShapes(cp.lim)
 	return cp
 }
 

@@ -176,6 +176,35 @@ var rules = []fieldRule{
 		set: func(dst, src *Deployment) { dst.Secrets = src.Secrets }},
 }
 
+// locResourceSpec is the row of resource_spec, whose own checks are
+// nested in validation's order.
+var locResourceSpec = []string{"source_config", "resource_spec"}
+
+// ruleIndex is the index of the row whose loc is loc, or -1.
+func ruleIndex(loc []string) int {
+	return slices.IndexFunc(rules, func(r fieldRule) bool { return slices.Equal(r.loc, loc) })
+}
+
+// ruleOfLoc is the index of the row a problem's loc (["body", ...]) is at
+// or below; len(rules) for a loc below no row.
+func ruleOfLoc(loc []any) int {
+	for i := range rules {
+		if r := rules[i].loc; len(loc) > len(r) && loc[0] == "body" {
+			match := true
+			for j, k := range r {
+				if loc[1+j] != k {
+					match = false
+					break
+				}
+			}
+			if match {
+				return i
+			}
+		}
+	}
+	return len(rules)
+}
+
 func nonEmpty(s string) any {
 	if s == "" {
 		return nil

@@ -3,7 +3,6 @@ package controlplane
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -20,6 +19,7 @@ const maxNumber = 1_000_000_000
 // whether it was acceptable.
 type checker struct {
 	lim Limits
+	sh  *shapes // nil for checks that use no shape tags
 	ps  []apierr.Problem
 }
 
@@ -200,38 +200,45 @@ func validQualifiedName(s string) bool {
 }
 
 // checkDeploymentValues checks the value of every non-null field of d (a
-// request seen as a Deployment), independently of the source rules.
+// request seen as a Deployment), independently of the source rules: the
+// shape tags of its types, then the plain checks of a resource_spec. The
+// problems come in the order of the rules table's rows (which is the
+// order of the fields), a resource_spec's own fields first among its
+// problems, ranked as shapes.specRank says.
 func (c *checker) checkDeploymentValues(d *Deployment) {
-	if d.Name != "" {
-		c.pattern(bodyLoc([]string{"name"}), validName(d.Name), namePattern)
+	ps := c.sh.problems([]any{"body"}, d)
+	specRow := ruleIndex(locResourceSpec)
+	slices.SortStableFunc(ps, func(a, b apierr.Problem) int {
+		if ra, rb := ruleOfLoc(a.Loc), ruleOfLoc(b.Loc); ra != rb || ra != specRow {
+			return ra - rb
+		}
+		ka, kb := specKey(a.Loc), specKey(b.Loc)
+		if ra, rb := c.sh.specRank[ka], c.sh.specRank[kb]; ra != rb {
+			return ra - rb
+		}
+		return strings.Compare(ka, kb)
+	})
+	numbers := false
+	i := 0
+	for ; i < len(ps) && ruleOfLoc(ps[i].Loc) <= specRow; i++ {
+		if ruleOfLoc(ps[i].Loc) == specRow && c.sh.specRank[specKey(ps[i].Loc)] < 3 {
+			numbers = true
+		}
 	}
-	sc, sl := &d.SourceConfig, []string{"source_config"}
-	max := c.lim.MaxStringBytes
-	if sc.IntegrationID != nil {
-		c.uuid(bodyLoc(sl, "integration_id"), *sc.IntegrationID)
+	c.ps = append(c.ps, ps[:i]...)
+	if r := d.SourceConfig.ResourceSpec; r != nil {
+		c.checkResourceSpec(bodyLoc(locResourceSpec), r, numbers)
 	}
-	c.optStr(bodyLoc(sl, "repo_url"), sc.RepoURL, max)
-	if t := sc.DeploymentType; t != nil && *t != DeploymentTypeDevFree && *t != DeploymentTypeDev && *t != DeploymentTypeProd {
-		c.add(bodyLoc(sl, "deployment_type"), apierr.TypeLiteralError, "Input should be 'dev_free', 'dev' or 'prod'")
-	}
-	c.optStr(bodyLoc(sl, "custom_url"), sc.CustomURL, max)
-	if sc.ResourceSpec != nil {
-		c.checkResourceSpec(bodyLoc(sl, "resource_spec"), sc.ResourceSpec)
-	}
-	if sc.ListenerID != nil {
-		c.uuid(bodyLoc(sl, "listener_id"), *sc.ListenerID)
-	}
-	if lc := sc.ListenerConfig; lc != nil && lc.K8sNamespace != nil {
-		ns := *lc.K8sNamespace
-		c.pattern(bodyLoc(sl, "listener_config", "k8s_namespace"), validDNSLabel(ns), dnsLabelPattern)
-	}
-	c.optStr(bodyLoc(sl, "install_command"), sc.InstallCommand, max)
-	c.optStr(bodyLoc(sl, "build_command"), sc.BuildCommand, max)
+	c.ps = append(c.ps, ps[i:]...)
+}
 
-	src, rl := &d.SourceRevisionConfig, []string{"source_revision_config"}
-	c.optStr(bodyLoc(rl, "repo_ref"), src.RepoRef, max)
-	c.optStr(bodyLoc(rl, "graph_config_path"), src.GraphConfigPath, max)
-	c.optStr(bodyLoc(rl, "image_uri"), src.ImageURI, max)
+// specKey is the resource_spec field a problem's loc names, or "".
+func specKey(loc []any) string {
+	if len(loc) > 3 {
+		s, _ := loc[3].(string)
+		return s
+	}
+	return ""
 }
 
 // secrets checks a request's secrets and returns them as a deployment
@@ -288,34 +295,6 @@ func (c *checker) tagValueIDs(loc []any, ids []string) []string {
 	return slices.Compact(out)
 }
 
-func (c *checker) intRange(loc []any, v *int64, min int64) {
-	if v == nil {
-		return
-	}
-	switch {
-	case *v < min:
-		typ, msg := apierr.TypeGreaterThanEqual, fmt.Sprintf("Input should be greater than or equal to %d", min)
-		if min == 1 {
-			typ, msg = apierr.TypeGreaterThan, "Input should be greater than 0"
-		}
-		c.add(loc, typ, msg)
-	case *v > maxNumber:
-		c.add(loc, apierr.TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", maxNumber))
-	}
-}
-
-func (c *checker) positiveFloat(loc []any, v *float64) {
-	if v == nil {
-		return
-	}
-	switch {
-	case math.IsNaN(*v) || !(*v > 0):
-		c.add(loc, apierr.TypeGreaterThan, "Input should be greater than 0")
-	case *v > maxNumber:
-		c.add(loc, apierr.TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", maxNumber))
-	}
-}
-
 // resourceNumbers lists the numeric fields of a ResourceSpec with their
 // JSON names, for the range rules.
 func resourceNumbers(r *ResourceSpec) (scales, positiveInts map[string]*int64, cpus map[string]*float64) {
@@ -354,19 +333,12 @@ var (
 		{"executor_cpu", "executor_cpu_limit"}, {"db_cpu", "db_cpu_limit"}}
 )
 
-func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec) {
-	before := len(c.ps)
+// checkResourceSpec is the plain part of a resource_spec's checks (the
+// numbers' ranges and service_account_name are shape tags). numbers says
+// that a number is out of range: the orderings are then not looked at.
+func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec, numbers bool) {
 	scales, ints, cpus := resourceNumbers(r)
-	for _, k := range sortedKeys(scales) {
-		c.intRange(at(loc, k), scales[k], 0)
-	}
-	for _, k := range sortedKeys(ints) {
-		c.intRange(at(loc, k), ints[k], 1)
-	}
-	for _, k := range sortedKeys(cpus) {
-		c.positiveFloat(at(loc, k), cpus[k])
-	}
-	if len(c.ps) == before {
+	if !numbers {
 		// Orderings, on the values the deployer will use, for pairs the
 		// client gave at least one side of (a pair that is all defaults
 		// only repeats another pair's problem).
@@ -398,10 +370,6 @@ func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec) {
 
 	c.checkStringMap(at(loc, "labels"), r.Labels, true)
 	c.checkStringMap(at(loc, "annotations"), r.Annotations, false)
-	if r.ServiceAccountName != nil {
-		s := *r.ServiceAccountName
-		c.pattern(at(loc, "service_account_name"), validDNSSubdomain(s), dnsSubPattern)
-	}
 	if c.items(at(loc, "image_pull_secrets"), len(r.ImagePullSecrets), c.lim.MaxItems) {
 		for i, ref := range r.ImagePullSecrets {
 			c.k8sName(at(loc, "image_pull_secrets", i, "name"), ref.Name, validDNSSubdomain, dnsSubPattern)
