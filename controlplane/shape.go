@@ -30,6 +30,8 @@ import (
 //	dnslabel  an RFC 1123 label (Kubernetes names), dnsLabelPattern
 //	dnssub    an RFC 1123 subdomain, dnsSubPattern
 //	cident    a C identifier of at most 256 characters, cIdentPattern
+//	maxstr    a string of at most Limits.MaxStringBytes bytes ("" too)
+//	secretval a secret value of at most Limits.MaxSecretValueBytes bytes
 //
 // What validator cannot say cleanly stays a plain function (validate.go):
 // the caps of a list, checked before its items and set at run time; unique
@@ -45,6 +47,9 @@ type shapes struct {
 	// name: the scales, the integer sizes, the CPUs (each group by name),
 	// then service_account_name, as the plain checks listed them.
 	specRank map[string]int
+	// fieldOrder maps the JSON names of each item type's fields to their
+	// index, for problems in the order of the fields.
+	fieldOrder map[reflect.Type]map[string]int
 }
 
 // newShapes returns the validator of a ControlPlane whose limits are lim.
@@ -58,19 +63,31 @@ func newShapes(lim Limits) *shapes {
 		return name
 	})
 	for tag, ok := range map[string]func(string) bool{
-		"depname":  validName,
-		"uuid36":   validUUID36,
-		"dnslabel": validDNSLabel,
-		"dnssub":   validDNSSubdomain,
-		"cident":   func(s string) bool { return len(s) <= 256 && validCIdent(s) },
-		"str":      func(s string) bool { return s != "" && len(s) <= lim.MaxStringBytes },
+		"depname":   validName,
+		"uuid36":    validUUID36,
+		"dnslabel":  validDNSLabel,
+		"dnssub":    validDNSSubdomain,
+		"cident":    func(s string) bool { return len(s) <= 256 && validCIdent(s) },
+		"str":       func(s string) bool { return s != "" && len(s) <= lim.MaxStringBytes },
+		"maxstr":    func(s string) bool { return len(s) <= lim.MaxStringBytes },
+		"secretval": func(s string) bool { return len(s) <= lim.MaxSecretValueBytes },
 	} {
 		err := v.RegisterValidation(tag, func(fl validator.FieldLevel) bool { return ok(fl.Field().String()) })
 		if err != nil {
 			panic(err) // a constant tag name: cannot fail
 		}
 	}
-	sh := &shapes{v: v, lim: lim, specRank: map[string]int{}}
+	sh := &shapes{v: v, lim: lim, specRank: map[string]int{}, fieldOrder: map[reflect.Type]map[string]int{}}
+	for _, t := range []reflect.Type{reflect.TypeFor[ResourceSpec](), reflect.TypeFor[SecretInput](),
+		reflect.TypeFor[LocalObjectReference](), reflect.TypeFor[Volume](), reflect.TypeFor[VolumeMount](),
+		reflect.TypeFor[Container](), reflect.TypeFor[EnvVar]()} {
+		order := map[string]int{}
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			order[name] = i
+		}
+		sh.fieldOrder[t] = order
+	}
 	rt := reflect.TypeFor[ResourceSpec]()
 	for i := range rt.NumField() {
 		f := rt.Field(i)
@@ -158,11 +175,13 @@ func shapeMessage(fe validator.FieldError, lim Limits) (typ, msg string) {
 		return apierr.TypeStringPatternMismatch, "String should match pattern '" + cIdentPattern + " (at most 256 characters)'"
 	case "uuid36":
 		return apierr.TypeUUIDParsing, "Input should be a valid UUID"
-	case "str":
+	case "str", "maxstr":
 		if s, _ := fe.Value().(string); s == "" {
 			return apierr.TypeStringTooShort, "String should have at least 1 character"
 		}
 		return apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", lim.MaxStringBytes)
+	case "secretval":
+		return apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", lim.MaxSecretValueBytes)
 	case "oneof":
 		vs := strings.Fields(fe.Param())
 		for i := range vs {

@@ -180,13 +180,13 @@ type ListenerConfig struct {
 
 // LocalObjectReference names a Kubernetes object in the same namespace.
 type LocalObjectReference struct {
-	Name string `json:"name"`
+	Name string `json:"name" validate:"required,dnssub"`
 }
 
 // Volume is a pod volume. Its source objects are free-form (passed through
 // to Kubernetes as given).
 type Volume struct {
-	Name                  string         `json:"name"`
+	Name                  string         `json:"name" validate:"required,dnslabel"`
 	ConfigMap             map[string]any `json:"configMap,omitzero"`
 	Secret                map[string]any `json:"secret,omitzero"`
 	EmptyDir              map[string]any `json:"emptyDir,omitzero"`
@@ -199,35 +199,35 @@ type Volume struct {
 
 // VolumeMount mounts a Volume (by name) into a container.
 type VolumeMount struct {
-	Name             string  `json:"name"`
-	MountPath        string  `json:"mountPath"`
-	SubPath          *string `json:"subPath,omitzero"`
-	MountPropagation *string `json:"mountPropagation,omitzero"`
+	Name             string  `json:"name" validate:"required"`
+	MountPath        string  `json:"mountPath" validate:"required,str"`
+	SubPath          *string `json:"subPath,omitzero" validate:"omitnil,str"`
+	MountPropagation *string `json:"mountPropagation,omitzero" validate:"omitnil,str"`
 	ReadOnly         *bool   `json:"readOnly,omitzero"`
-	SubPathExpr      *string `json:"subPathExpr,omitzero"`
+	SubPathExpr      *string `json:"subPathExpr,omitzero" validate:"omitnil,str"`
 }
 
 // Container is an init container or a sidecar.
 type Container struct {
-	Name            string                `json:"name"`
-	Image           string                `json:"image"`
-	ImagePullPolicy *string               `json:"imagePullPolicy,omitzero"`
+	Name            string                `json:"name" validate:"required,dnslabel"`
+	Image           string                `json:"image" validate:"required,str"`
+	ImagePullPolicy *string               `json:"imagePullPolicy,omitzero" validate:"omitnil,oneof=Always Never IfNotPresent"`
 	Command         []string              `json:"command,omitzero"`
 	Args            []string              `json:"args,omitzero"`
-	WorkingDir      *string               `json:"workingDir,omitzero"`
+	WorkingDir      *string               `json:"workingDir,omitzero" validate:"omitnil,str"`
 	Env             []EnvVar              `json:"env,omitzero"`
 	EnvFrom         []map[string]any      `json:"envFrom,omitzero"`
 	Resources       *ResourceRequirements `json:"resources,omitzero"`
 	VolumeMounts    []VolumeMount         `json:"volumeMounts,omitzero"`
 	SecurityContext map[string]any        `json:"securityContext,omitzero"`
-	RestartPolicy   *string               `json:"restartPolicy,omitzero"`
+	RestartPolicy   *string               `json:"restartPolicy,omitzero" validate:"omitnil,oneof=Always OnFailure"`
 }
 
 // EnvVar is a container environment variable. Value and ValueFrom are
 // exclusive.
 type EnvVar struct {
-	Name      string         `json:"name"`
-	Value     *string        `json:"value"`
+	Name      string         `json:"name" validate:"required,cident"`
+	Value     *string        `json:"value" validate:"omitnil,maxstr"`
 	ValueFrom map[string]any `json:"valueFrom"`
 }
 
