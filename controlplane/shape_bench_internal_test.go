@@ -362,3 +362,24 @@ func (c *checker) checkContainersBefore(loc []any, cs []Container, volumes, name
 		}
 	}
 }
+
+// BenchmarkCheckCreateFullSpecAllocs is BenchmarkCheckCreateFullSpec as two
+// sequential sub-benchmarks, for the allocations of each side.
+func BenchmarkCheckCreateFullSpecAllocs(b *testing.B) {
+	var req CreateDeploymentRequest
+	if err := json.Unmarshal([]byte(fullSpecRequest), &req); err != nil {
+		b.Fatal(err)
+	}
+	cp := New(storemem.New(), nil)
+	benchcmp.CompareNamed(b, "plain", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			cp.checkCreateBefore(&req)
+		}
+	}, "tags", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			cp.checkCreate(&req)
+		}
+	})
+}
