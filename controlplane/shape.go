@@ -44,8 +44,9 @@ type shapes struct {
 	v   *validator.Validate
 	lim Limits
 	// specRank orders the problems of a resource_spec's own fields, by JSON
-	// name: the scales, the integer sizes, the CPUs (each group by name),
-	// then service_account_name, as the plain checks listed them.
+	// name: the scales (0), the integer sizes (1), the CPUs (2), each group
+	// by name, as the plain checks listed them, then every other field (3),
+	// in the order of the fields.
 	specRank map[string]int
 	// fieldOrder maps the JSON names of each item type's fields to their
 	// index, for problems in the order of the fields.

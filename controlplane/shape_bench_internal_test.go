@@ -383,3 +383,10 @@ func BenchmarkCheckCreateFullSpecAllocs(b *testing.B) {
 		}
 	})
 }
+
+// optStr checks an optional string (nil is fine) like str.
+func (c *checker) optStr(loc []any, s *string, max int) {
+	if s != nil {
+		c.str(loc, *s, max)
+	}
+}

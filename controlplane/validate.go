@@ -13,7 +13,8 @@ import (
 )
 
 // maxNumber bounds every numeric field of a ResourceSpec, so that the
-// documented defaults (2x a request) cannot overflow.
+// documented defaults (2x a request) cannot overflow: it is the lte of the
+// numbers' shape tags in types.go (TestShapeNumberTags checks they agree).
 const maxNumber = 1_000_000_000
 
 // checker collects problems. Its methods check one value each and report
@@ -44,13 +45,6 @@ func (c *checker) str(loc []any, s string, max int) bool {
 		return false
 	}
 	return true
-}
-
-// optStr checks an optional string (nil is fine) like str.
-func (c *checker) optStr(loc []any, s *string, max int) {
-	if s != nil {
-		c.str(loc, *s, max)
-	}
 }
 
 // items checks a list length.
