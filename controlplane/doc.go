@@ -283,4 +283,10 @@
 // row's value: it needs only types.go (and its tag). A check no tag can
 // express is a plain function in validate.go; a new top-level request
 // member also needs the request types (requests.go) and draftOf.
+//
+// The tests then say what else to state, on purpose: the state-machine
+// model states each rule again (controlplanetest's policy table;
+// TestModelTableAgrees fails until it does), the row fixtures of
+// rules_internal_test.go and the bad draft of shape_internal_test.go need a
+// value for the field, and TestRecordsAsBefore pins the stored bytes.
 package controlplane
