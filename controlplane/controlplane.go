@@ -31,6 +31,7 @@ type ControlPlane struct {
 	tracing TracingProjects
 	lim     Limits
 	github  GitHubApp // nil: no verified GitHub installations
+	shapes  *shapes   // the shape tags' validator, built once (shape.go)
 
 	// lifecycle (worker.go)
 	poll      time.Duration
@@ -115,6 +116,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 			*f.v = f.d
 		}
 	}
+	cp.shapes = newShapes(cp.lim)
 	return cp
 }
 
@@ -295,13 +297,8 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 	rec.Status = StatusAwaitingDatabase
 	rec.LatestRevisionID = &revID
 	rec.SourceRevisionConfig.RepoCommitSHA = nil
-	if rec.Source == SourceGitHub {
-		if rec.SourceConfig.DeploymentType == nil {
-			rec.SourceConfig.DeploymentType = new(DeploymentTypeProd)
-		}
-		if rec.SourceConfig.BuildOnPush == nil {
-			rec.SourceConfig.BuildOnPush = new(false)
-		}
+	applyCreateDefaults(&rec.Deployment, rec.Source)
+	if rec.Source == SourceGitHub { // CreateReadOnly: the service assigns it
 		rec.SourceConfig.CustomURL = new(cp.customURL(tenant, id, rec.Name))
 	}
 
@@ -379,21 +376,7 @@ func validUUID(s string) bool { _, ok := pathID(s); return ok }
 // named revision's for a redeploy), so that the deployment's
 // source_revision_config stays the mirror of its latest revision's.
 func newRevision(d *deploymentRecord, id string, now wiretime.Time) *revisionRecord {
-	src := d.SourceRevisionConfig
-	if src.RepoCommitSHA != nil {
-		src.RepoCommitSHA = new(*src.RepoCommitSHA)
-	}
-	return &revisionRecord{
-		Revision: Revision{ID: id, CreatedAt: now, UpdatedAt: now, Status: RevisionCreating, Source: d.Source,
-			SourceRevisionConfig: src},
-		revisionSnapshot: revisionSnapshot{
-			DeploymentID:   d.ID,
-			Secrets:        d.Secrets,
-			ResourceSpec:   d.SourceConfig.ResourceSpec,
-			InstallCommand: d.SourceConfig.InstallCommand,
-			BuildCommand:   d.SourceConfig.BuildCommand,
-		},
-	}
+	return newRevisionRecord(Revision{ID: id, CreatedAt: now, UpdatedAt: now, Status: RevisionCreating}, d.ID, snapshotOf(&d.Deployment))
 }
 
 // GetDeployment returns a deployment of the tenant, or a *apierr.NotFoundError.

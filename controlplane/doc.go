@@ -189,18 +189,30 @@
 //
 // Which request field is required, optional, not applicable, read-only,
 // immutable, changed in place or revision-triggering, per source, is written
-// once, in the table FieldRules returns. Validation, PATCH and redeploy read
-// it. The
+// once, in the table FieldRules returns. Each row also says the field's
+// create default, whether a revision records it and a redeploy restores it
+// (what a revision is), and which list index and summary use it; create,
+// PATCH, newRevision and RedeployRevision read the rows, and table tests
+// check every row against the storage code. The
 // state-machine test (package controlplanetest) does not: its model states
 // the rules again, from the wire contract, so that a wrong rule here shows
 // as a difference instead of being copied into the predictions, and this
 // package's mutation tests check that it catches deliberately broken rules
 // (mutation.go, switched on per ControlPlane by a hook only the tests
 // reach).
-// Value checks (the name pattern, UUIDs, enums, Kubernetes sub-objects,
-// ResourceSpec numbers, the caps of Limits) are plain functions; the
-// references a create names (integration, listener, namespace) are checked
-// inside the transaction that writes it.
+//
+// Shape checks (the name pattern, UUIDs, enums, string lengths, DNS-1123
+// names, the ranges of ResourceSpec numbers) are `validate` struct tags on
+// the request types, run by github.com/go-playground/validator/v10 (built
+// once per ControlPlane, in New) and translated to this package's problems:
+// the loc by JSON names, indexes as ints, the types and messages of
+// package apierr. What a tag cannot say cleanly stays a plain function:
+// per-source and cross-field rules (the table, build_on_push with a tag
+// ref, limits >= requests on the defaulted spec), caps checked before a
+// list's items, unique names, volume mounts naming a volume, value and
+// valueFrom exclusive, Kubernetes qualified names as map keys and the size
+// of free-form objects. The references a create names (integration,
+// listener, namespace) are checked inside the transaction that writes it.
 //
 // Requests name secrets as SecretInput, whose Value is a pointer: a secret
 // needs both its name and its value (the seed's Secret), so an absent or
@@ -245,4 +257,36 @@
 // installations had owners, and build_on_push deployments stored before the
 // push index existed, are not found by pushes; register the integration
 // again.
+//
+// # Adding a field
+//
+// A field of source_config or source_revision_config (the usual case)
+// touches at most three production files:
+//
+//  1. types.go: the field on its struct, with its JSON name and, for its
+//     shape checks, a `validate` tag (shape.go lists this package's own
+//     tags beside validator's).
+//  2. rules.go: one row of the rules table: its loc, its create and patch
+//     policy per source, and, where they apply, its create default, its
+//     snapshot policy (snapRecorded or snapRestored), the index fields and
+//     the summary that use it, and its get/set accessors. Validation,
+//     PATCH, create defaults, new revisions and redeploys follow the row.
+//     A snapshot field is also mapped, beside the table, to the revision
+//     record (revisionRecord.snapshot and newRevisionRecord).
+//  3. records.go, only when the field is stored outside the deployment
+//     record: a snapshot field in the revision record, an indexed field in
+//     indexKeys, a summary field in summary. The table tests
+//     (rules_internal_test.go, whose two fixtures must differ in the new
+//     field) fail until records.go and the row agree.
+//
+// A field inside resource_spec or another object row is part of that
+// row's value: it needs only types.go (and its tag). A check no tag can
+// express is a plain function in validate.go; a new top-level request
+// member also needs the request types (requests.go) and draftOf.
+//
+// The tests then say what else to state, on purpose: the state-machine
+// model states each rule again (controlplanetest's policy table;
+// TestModelTableAgrees fails until it does), the row fixtures of
+// rules_internal_test.go and the bad draft of shape_internal_test.go need a
+// value for the field, and TestRecordsAsBefore pins the stored bytes.
 package controlplane

@@ -31,8 +31,8 @@ type UpdateDeploymentRequest struct {
 // ["body", "secrets", i, "value"], so Value is a pointer to tell an absent
 // value from an empty one, which is allowed. Answers carry Secret.
 type SecretInput struct {
-	Name  string  `json:"name"`
-	Value *string `json:"value"`
+	Name  string  `json:"name" validate:"required,cident"`
+	Value *string `json:"value" validate:"required,secretval"`
 }
 
 // CreateListenerRequest is the body of POST /v2/listeners. ComputeType (must

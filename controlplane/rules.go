@@ -65,17 +65,45 @@ type FieldRule struct {
 	Patch map[Source]PatchPolicy
 }
 
-// fieldRule is a FieldRule with accessors over a Deployment-shaped draft.
+// fieldRule is a row of the rules table: everything the package knows
+// about one request field. FieldRule is its public part.
 type fieldRule struct {
 	loc    []string
 	create [2]CreatePolicy // indexed by sourceIndex
 	patch  [2]PatchPolicy
+	// def, when set for a source, gives the field its create default when
+	// the request leaves it null.
+	def [2]func(d *Deployment)
+	// snap says whether the field belongs to a revision's snapshot.
+	snap snapshotPolicy
+	// index lists the cp_deployment_index fields whose keys depend on the
+	// field's value (records.go, indexKeys); summary says that the list
+	// summary does (records.go, summary). The tests check both against
+	// records.go.
+	index   []string
+	summary bool
 	// get returns the field's value (dereferenced) or nil when it is
 	// null/absent. Values compare with reflect.DeepEqual.
 	get func(d *Deployment) any
 	// set copies the field from src into dst.
 	set func(dst, src *Deployment)
 }
+
+// snapshotPolicy says what a revision holds of a field.
+type snapshotPolicy int
+
+const (
+	// snapNone: the field is the deployment's, not a revision's.
+	snapNone snapshotPolicy = iota
+	// snapRecorded: a new revision records the value its build used, but
+	// a redeploy leaves the deployment's current value (the commands,
+	// changed in place).
+	snapRecorded
+	// snapRestored: the field is what a revision is (wire contract section
+	// 7): a new revision records it, and a redeploy of the revision sets
+	// it back on the deployment. Every PatchRevision field is one.
+	snapRestored
+)
 
 // sources in table order: index 0 is github, 1 is external_docker.
 var allSources = [2]Source{SourceGitHub, SourceExternalDocker}
@@ -111,62 +139,65 @@ func deref[T any](p *T) any {
 
 // rules is the table: wire contract section 6 and the seed's field tables.
 // Columns: path, create {github, external_docker}, patch {github,
-// external_docker}.
+// external_docker}, then what else the row says (create default, snapshot,
+// index, summary), then the accessors.
 var rules = []fieldRule{
-	{loc: []string{"name"}, create: [2]CreatePolicy{req, req}, patch: [2]PatchPolicy{pImm, pImm},
+	{loc: []string{"name"}, create: [2]CreatePolicy{req, req}, patch: [2]PatchPolicy{pImm, pImm}, summary: true,
 		get: func(d *Deployment) any { return nonEmpty(d.Name) },
 		set: func(dst, src *Deployment) { dst.Name = src.Name }},
-	{loc: []string{"source"}, create: [2]CreatePolicy{req, req}, patch: [2]PatchPolicy{pImm, pImm},
+	{loc: []string{"source"}, create: [2]CreatePolicy{req, req}, patch: [2]PatchPolicy{pImm, pImm}, index: []string{idxSource, idxPush}, summary: true,
 		get: func(d *Deployment) any { return nonEmpty(string(d.Source)) },
 		set: func(dst, src *Deployment) { dst.Source = src.Source }},
-	{loc: []string{"source_config", "integration_id"}, create: [2]CreatePolicy{req, na}, patch: [2]PatchPolicy{pImm, pNA},
+	{loc: []string{"source_config", "integration_id"}, create: [2]CreatePolicy{req, na}, patch: [2]PatchPolicy{pImm, pNA}, index: []string{idxPush},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.IntegrationID) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.IntegrationID = src.SourceConfig.IntegrationID }},
 	{loc: []string{"source_config", "repo_url"}, create: [2]CreatePolicy{req, na}, patch: [2]PatchPolicy{pImm, pNA},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.RepoURL) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.RepoURL = src.SourceConfig.RepoURL }},
-	{loc: []string{"source_config", "deployment_type"}, create: [2]CreatePolicy{opt, na}, patch: [2]PatchPolicy{pImm, pNA},
+	{loc: []string{"source_config", "deployment_type"}, create: [2]CreatePolicy{opt, na}, patch: [2]PatchPolicy{pImm, pNA}, index: []string{idxType}, summary: true,
+		def: [2]func(*Deployment){func(d *Deployment) { d.SourceConfig.DeploymentType = new(DeploymentTypeProd) }, nil},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.DeploymentType) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.DeploymentType = src.SourceConfig.DeploymentType }},
-	{loc: []string{"source_config", "build_on_push"}, create: [2]CreatePolicy{opt, na}, patch: [2]PatchPolicy{pIn, pNA},
+	{loc: []string{"source_config", "build_on_push"}, create: [2]CreatePolicy{opt, na}, patch: [2]PatchPolicy{pIn, pNA}, index: []string{idxPush},
+		def: [2]func(*Deployment){func(d *Deployment) { d.SourceConfig.BuildOnPush = new(false) }, nil},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.BuildOnPush) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.BuildOnPush = src.SourceConfig.BuildOnPush }},
 	{loc: []string{"source_config", "custom_url"}, create: [2]CreatePolicy{ro, opt}, patch: [2]PatchPolicy{pRO, pIn},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.CustomURL) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.CustomURL = src.SourceConfig.CustomURL }},
-	{loc: []string{"source_config", "resource_spec"}, create: [2]CreatePolicy{na, opt}, patch: [2]PatchPolicy{pNA, pRev},
+	{loc: []string{"source_config", "resource_spec"}, create: [2]CreatePolicy{na, opt}, patch: [2]PatchPolicy{pNA, pRev}, snap: snapRestored,
 		get: func(d *Deployment) any { return deref(d.SourceConfig.ResourceSpec) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.ResourceSpec = src.SourceConfig.ResourceSpec }},
-	{loc: []string{"source_config", "listener_id"}, create: [2]CreatePolicy{na, opt}, patch: [2]PatchPolicy{pNA, pImm},
+	{loc: []string{"source_config", "listener_id"}, create: [2]CreatePolicy{na, opt}, patch: [2]PatchPolicy{pNA, pImm}, index: []string{idxListener},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.ListenerID) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.ListenerID = src.SourceConfig.ListenerID }},
 	{loc: []string{"source_config", "listener_config"}, create: [2]CreatePolicy{na, opt}, patch: [2]PatchPolicy{pNA, pImm},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.ListenerConfig) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.ListenerConfig = src.SourceConfig.ListenerConfig }},
-	{loc: []string{"source_config", "install_command"}, create: [2]CreatePolicy{opt, na}, patch: [2]PatchPolicy{pIn, pNA},
+	{loc: []string{"source_config", "install_command"}, create: [2]CreatePolicy{opt, na}, patch: [2]PatchPolicy{pIn, pNA}, snap: snapRecorded,
 		get: func(d *Deployment) any { return deref(d.SourceConfig.InstallCommand) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.InstallCommand = src.SourceConfig.InstallCommand }},
-	{loc: []string{"source_config", "build_command"}, create: [2]CreatePolicy{opt, na}, patch: [2]PatchPolicy{pIn, pNA},
+	{loc: []string{"source_config", "build_command"}, create: [2]CreatePolicy{opt, na}, patch: [2]PatchPolicy{pIn, pNA}, snap: snapRecorded,
 		get: func(d *Deployment) any { return deref(d.SourceConfig.BuildCommand) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.BuildCommand = src.SourceConfig.BuildCommand }},
-	{loc: []string{"source_revision_config", "repo_ref"}, create: [2]CreatePolicy{req, na}, patch: [2]PatchPolicy{pRev, pNA},
+	{loc: []string{"source_revision_config", "repo_ref"}, create: [2]CreatePolicy{req, na}, patch: [2]PatchPolicy{pRev, pNA}, snap: snapRestored,
 		get: func(d *Deployment) any { return deref(d.SourceRevisionConfig.RepoRef) },
 		set: func(dst, src *Deployment) { dst.SourceRevisionConfig.RepoRef = src.SourceRevisionConfig.RepoRef }},
-	{loc: []string{"source_revision_config", "graph_config_path"}, create: [2]CreatePolicy{req, na}, patch: [2]PatchPolicy{pRev, pNA},
+	{loc: []string{"source_revision_config", "graph_config_path"}, create: [2]CreatePolicy{req, na}, patch: [2]PatchPolicy{pRev, pNA}, snap: snapRestored,
 		get: func(d *Deployment) any { return deref(d.SourceRevisionConfig.GraphConfigPath) },
 		set: func(dst, src *Deployment) {
 			dst.SourceRevisionConfig.GraphConfigPath = src.SourceRevisionConfig.GraphConfigPath
 		}},
-	{loc: []string{"source_revision_config", "image_uri"}, create: [2]CreatePolicy{na, req}, patch: [2]PatchPolicy{pNA, pRev},
+	{loc: []string{"source_revision_config", "image_uri"}, create: [2]CreatePolicy{na, req}, patch: [2]PatchPolicy{pNA, pRev}, snap: snapRestored,
 		get: func(d *Deployment) any { return deref(d.SourceRevisionConfig.ImageURI) },
 		set: func(dst, src *Deployment) { dst.SourceRevisionConfig.ImageURI = src.SourceRevisionConfig.ImageURI }},
-	{loc: []string{"source_revision_config", "repo_commit_sha"}, create: [2]CreatePolicy{ign, ign}, patch: [2]PatchPolicy{pIgn, pIgn},
+	{loc: []string{"source_revision_config", "repo_commit_sha"}, create: [2]CreatePolicy{ign, ign}, patch: [2]PatchPolicy{pIgn, pIgn}, snap: snapRestored,
 		get: func(d *Deployment) any { return deref(d.SourceRevisionConfig.RepoCommitSHA) },
 		set: func(dst, src *Deployment) {
 			dst.SourceRevisionConfig.RepoCommitSHA = src.SourceRevisionConfig.RepoCommitSHA
 		}},
 	// secrets: an empty list is "no change" on PATCH, so it reads as unset.
-	{loc: []string{"secrets"}, create: [2]CreatePolicy{opt, opt}, patch: [2]PatchPolicy{pRev, pRev},
+	{loc: []string{"secrets"}, create: [2]CreatePolicy{opt, opt}, patch: [2]PatchPolicy{pRev, pRev}, snap: snapRestored,
 		get: func(d *Deployment) any {
 			if len(d.Secrets) == 0 {
 				return nil
@@ -174,6 +205,35 @@ var rules = []fieldRule{
 			return d.Secrets
 		},
 		set: func(dst, src *Deployment) { dst.Secrets = src.Secrets }},
+}
+
+// locResourceSpec is the row of resource_spec, whose own checks are
+// nested in validation's order.
+var locResourceSpec = []string{"source_config", "resource_spec"}
+
+// ruleIndex is the index of the row whose loc is loc, or -1.
+func ruleIndex(loc []string) int {
+	return slices.IndexFunc(rules, func(r fieldRule) bool { return slices.Equal(r.loc, loc) })
+}
+
+// ruleOfLoc is the index of the row a problem's loc (["body", ...]) is at
+// or below; len(rules) for a loc below no row.
+func ruleOfLoc(loc []any) int {
+	for i := range rules {
+		if r := rules[i].loc; len(loc) > len(r) && loc[0] == "body" {
+			match := true
+			for j, k := range r {
+				if loc[1+j] != k {
+					match = false
+					break
+				}
+			}
+			if match {
+				return i
+			}
+		}
+	}
+	return len(rules)
 }
 
 func nonEmpty(s string) any {
@@ -293,21 +353,63 @@ func applyPatchTable(stored, patch, merged *Deployment, ps []apierr.Problem, mut
 	return ps, trigger
 }
 
-// redeployed sets on d (the deployment as stored) what a revision is, from
-// rev: every field that a PATCH changes through a new revision
-// (PatchRevision in the table, for d's source) is the revision's, and so is
-// repo_commit_sha, which goes with its source_revision_config. Every other
-// field keeps d's value, the in-place ones (PatchInPlace: install_command,
-// build_command, custom_url, build_on_push) included, although rev records
-// the commands its build used.
-func redeployed(d *Deployment, rev *revisionRecord) {
-	snap := Deployment{Source: rev.Source, SourceRevisionConfig: rev.SourceRevisionConfig, Secrets: rev.Secrets,
-		SourceConfig: SourceConfig{ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand}}
-	si := sourceIndex(d.Source)
+// applyCreateDefaults gives the null fields of d (a valid create of
+// source src) their create defaults.
+func applyCreateDefaults(d *Deployment, src Source) {
+	si := sourceIndex(src)
 	for i := range rules {
-		if r := &rules[i]; r.patch[si] == PatchRevision {
-			r.set(d, &snap)
+		if r := &rules[i]; r.def[si] != nil && r.get(d) == nil {
+			r.def[si](d)
 		}
 	}
-	d.SourceRevisionConfig.RepoCommitSHA = snap.SourceRevisionConfig.RepoCommitSHA
+}
+
+// snapshotOf is what a new revision of d records: every snapshot row of
+// the table (values shared with d, which the caller no longer changes).
+func snapshotOf(d *Deployment) *Deployment {
+	snap := &Deployment{Source: d.Source}
+	for i := range rules {
+		if r := &rules[i]; r.snap != snapNone {
+			r.set(snap, d)
+		}
+	}
+	if sha := snap.SourceRevisionConfig.RepoCommitSHA; sha != nil {
+		snap.SourceRevisionConfig.RepoCommitSHA = new(*sha) // the deployer may set the revision's
+	}
+	return snap
+}
+
+// redeployed sets on d (the deployment as stored) what a revision is, from
+// rev: every snapRestored row of the table. Every other field keeps d's
+// value, the snapRecorded ones (install_command, build_command) included,
+// although rev records the commands its build used.
+func redeployed(d *Deployment, rev *revisionRecord) {
+	snap := rev.snapshot()
+	for i := range rules {
+		if r := &rules[i]; r.snap == snapRestored {
+			r.set(d, snap)
+		}
+	}
+}
+
+// The revision record and the snapshot rows: these two functions are the
+// only place that maps one to the other. They follow records.go's
+// revisionRecord (a snapshot field added there is added here).
+
+// snapshot returns the fields rev records, Deployment-shaped.
+func (rev *revisionRecord) snapshot() *Deployment {
+	return &Deployment{Source: rev.Source, SourceRevisionConfig: rev.SourceRevisionConfig, Secrets: rev.Secrets,
+		SourceConfig: SourceConfig{ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand}}
+}
+
+// newRevisionRecord is a revision of deployment id holding snap.
+func newRevisionRecord(rev Revision, deploymentID string, snap *Deployment) *revisionRecord {
+	rev.Source, rev.SourceRevisionConfig = snap.Source, snap.SourceRevisionConfig
+	return &revisionRecord{Revision: rev, revisionSnapshot: revisionSnapshot{
+		DeploymentID:   deploymentID,
+		Secrets:        snap.Secrets,
+		ResourceSpec:   snap.SourceConfig.ResourceSpec,
+		InstallCommand: snap.SourceConfig.InstallCommand,
+		BuildCommand:   snap.SourceConfig.BuildCommand,
+	}}
 }

@@ -63,7 +63,7 @@ const (
 // the ControlPlane (an empty list encodes as []).
 type Deployment struct {
 	ID                   string               `json:"id"`
-	Name                 string               `json:"name"`
+	Name                 string               `json:"name" validate:"omitempty,depname"`
 	Source               Source               `json:"source"`
 	SourceConfig         SourceConfig         `json:"source_config"`
 	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
@@ -84,16 +84,16 @@ type Deployment struct {
 // when changed, or cannot be changed (resource_spec is the exception: a
 // non-null value in a PATCH creates a revision). Every field is nullable.
 type SourceConfig struct {
-	IntegrationID  *string         `json:"integration_id"`
-	RepoURL        *string         `json:"repo_url"`
-	DeploymentType *DeploymentType `json:"deployment_type"`
+	IntegrationID  *string         `json:"integration_id" validate:"omitnil,uuid36"`
+	RepoURL        *string         `json:"repo_url" validate:"omitnil,str"`
+	DeploymentType *DeploymentType `json:"deployment_type" validate:"omitnil,oneof=dev_free dev prod"`
 	BuildOnPush    *bool           `json:"build_on_push"`
-	CustomURL      *string         `json:"custom_url"`
+	CustomURL      *string         `json:"custom_url" validate:"omitnil,str"`
 	ResourceSpec   *ResourceSpec   `json:"resource_spec"`
-	ListenerID     *string         `json:"listener_id"`
+	ListenerID     *string         `json:"listener_id" validate:"omitnil,uuid36"`
 	ListenerConfig *ListenerConfig `json:"listener_config"`
-	InstallCommand *string         `json:"install_command"`
-	BuildCommand   *string         `json:"build_command"`
+	InstallCommand *string         `json:"install_command" validate:"omitnil,str"`
+	BuildCommand   *string         `json:"build_command" validate:"omitnil,str"`
 }
 
 // SourceRevisionConfig holds the settings whose change creates a revision.
@@ -101,9 +101,9 @@ type SourceConfig struct {
 // (the pushed or redeployed commit, or the one the Deployer reports for the
 // latest revision). Every field is nullable.
 type SourceRevisionConfig struct {
-	RepoRef         *string `json:"repo_ref"`
-	GraphConfigPath *string `json:"graph_config_path"`
-	ImageURI        *string `json:"image_uri"`
+	RepoRef         *string `json:"repo_ref" validate:"omitnil,str"`
+	GraphConfigPath *string `json:"graph_config_path" validate:"omitnil,str"`
+	ImageURI        *string `json:"image_uri" validate:"omitnil,str"`
 	// RepoCommitSHA is read-only, ignored in requests: the commit a
 	// revision builds, set by a push (the pushed commit), a redeploy (the
 	// named revision's) or the Deployer (Step.RepoCommitSHA); nil until
@@ -127,66 +127,66 @@ type Secret struct {
 // defaults (limit = 2x request, queue_* = main values) for deployers. CPU
 // fields take integers and decimals.
 type ResourceSpec struct {
-	MinScale      *int64   `json:"min_scale"`
-	MaxScale      *int64   `json:"max_scale"`
-	CPU           *float64 `json:"cpu"`
-	CPULimit      *float64 `json:"cpu_limit"`
-	MemoryMB      *int64   `json:"memory_mb"`
-	MemoryLimitMB *int64   `json:"memory_limit_mb"`
+	MinScale      *int64   `json:"min_scale" validate:"omitnil,gte=0,lte=1000000000"`
+	MaxScale      *int64   `json:"max_scale" validate:"omitnil,gte=0,lte=1000000000"`
+	CPU           *float64 `json:"cpu" validate:"omitnil,gt=0,lte=1000000000"`
+	CPULimit      *float64 `json:"cpu_limit" validate:"omitnil,gt=0,lte=1000000000"`
+	MemoryMB      *int64   `json:"memory_mb" validate:"omitnil,gt=0,lte=1000000000"`
+	MemoryLimitMB *int64   `json:"memory_limit_mb" validate:"omitnil,gt=0,lte=1000000000"`
 
-	QueueMinScale      *int64   `json:"queue_min_scale"`
-	QueueMaxScale      *int64   `json:"queue_max_scale"`
-	QueueCPU           *float64 `json:"queue_cpu"`
-	QueueCPULimit      *float64 `json:"queue_cpu_limit"`
-	QueueMemoryMB      *int64   `json:"queue_memory_mb"`
-	QueueMemoryLimitMB *int64   `json:"queue_memory_limit_mb"`
+	QueueMinScale      *int64   `json:"queue_min_scale" validate:"omitnil,gte=0,lte=1000000000"`
+	QueueMaxScale      *int64   `json:"queue_max_scale" validate:"omitnil,gte=0,lte=1000000000"`
+	QueueCPU           *float64 `json:"queue_cpu" validate:"omitnil,gt=0,lte=1000000000"`
+	QueueCPULimit      *float64 `json:"queue_cpu_limit" validate:"omitnil,gt=0,lte=1000000000"`
+	QueueMemoryMB      *int64   `json:"queue_memory_mb" validate:"omitnil,gt=0,lte=1000000000"`
+	QueueMemoryLimitMB *int64   `json:"queue_memory_limit_mb" validate:"omitnil,gt=0,lte=1000000000"`
 
 	// The orchestrator_* and executor_* fields are marked "do not use" by
 	// the seed; they are accepted, validated and stored.
-	OrchestratorCPU           *float64 `json:"orchestrator_cpu"`
-	OrchestratorCPULimit      *float64 `json:"orchestrator_cpu_limit"`
-	OrchestratorMemoryMB      *int64   `json:"orchestrator_memory_mb"`
-	OrchestratorMemoryLimitMB *int64   `json:"orchestrator_memory_limit_mb"`
-	OrchestratorMinScale      *int64   `json:"orchestrator_min_scale"`
-	OrchestratorMaxScale      *int64   `json:"orchestrator_max_scale"`
-	ExecutorCPU               *float64 `json:"executor_cpu"`
-	ExecutorCPULimit          *float64 `json:"executor_cpu_limit"`
-	ExecutorMemoryMB          *int64   `json:"executor_memory_mb"`
-	ExecutorMemoryLimitMB     *int64   `json:"executor_memory_limit_mb"`
+	OrchestratorCPU           *float64 `json:"orchestrator_cpu" validate:"omitnil,gt=0,lte=1000000000"`
+	OrchestratorCPULimit      *float64 `json:"orchestrator_cpu_limit" validate:"omitnil,gt=0,lte=1000000000"`
+	OrchestratorMemoryMB      *int64   `json:"orchestrator_memory_mb" validate:"omitnil,gt=0,lte=1000000000"`
+	OrchestratorMemoryLimitMB *int64   `json:"orchestrator_memory_limit_mb" validate:"omitnil,gt=0,lte=1000000000"`
+	OrchestratorMinScale      *int64   `json:"orchestrator_min_scale" validate:"omitnil,gte=0,lte=1000000000"`
+	OrchestratorMaxScale      *int64   `json:"orchestrator_max_scale" validate:"omitnil,gte=0,lte=1000000000"`
+	ExecutorCPU               *float64 `json:"executor_cpu" validate:"omitnil,gt=0,lte=1000000000"`
+	ExecutorCPULimit          *float64 `json:"executor_cpu_limit" validate:"omitnil,gt=0,lte=1000000000"`
+	ExecutorMemoryMB          *int64   `json:"executor_memory_mb" validate:"omitnil,gt=0,lte=1000000000"`
+	ExecutorMemoryLimitMB     *int64   `json:"executor_memory_limit_mb" validate:"omitnil,gt=0,lte=1000000000"`
 
-	RedisMemoryMB *int64 `json:"redis_memory_mb"`
+	RedisMemoryMB *int64 `json:"redis_memory_mb" validate:"omitnil,gt=0,lte=1000000000"`
 
 	Labels             map[string]string      `json:"labels"`
 	Annotations        map[string]string      `json:"annotations"`
-	ServiceAccountName *string                `json:"service_account_name"`
+	ServiceAccountName *string                `json:"service_account_name" validate:"omitnil,dnssub"`
 	ImagePullSecrets   []LocalObjectReference `json:"image_pull_secrets"`
 	Volumes            []Volume               `json:"volumes"`
 	VolumeMounts       []VolumeMount          `json:"volume_mounts"`
 	InitContainers     []Container            `json:"init_containers"`
 	Sidecars           []Container            `json:"sidecars"`
 
-	DBCPU            *float64 `json:"db_cpu"`
-	DBCPULimit       *float64 `json:"db_cpu_limit"`
-	DBMemoryMB       *int64   `json:"db_memory_mb"`
-	DBMemoryLimitMB  *int64   `json:"db_memory_limit_mb"`
-	DBStorageGi      *int64   `json:"db_storage_gi"`
-	DBMaxConnections *int64   `json:"db_max_connections"`
+	DBCPU            *float64 `json:"db_cpu" validate:"omitnil,gt=0,lte=1000000000"`
+	DBCPULimit       *float64 `json:"db_cpu_limit" validate:"omitnil,gt=0,lte=1000000000"`
+	DBMemoryMB       *int64   `json:"db_memory_mb" validate:"omitnil,gt=0,lte=1000000000"`
+	DBMemoryLimitMB  *int64   `json:"db_memory_limit_mb" validate:"omitnil,gt=0,lte=1000000000"`
+	DBStorageGi      *int64   `json:"db_storage_gi" validate:"omitnil,gt=0,lte=1000000000"`
+	DBMaxConnections *int64   `json:"db_max_connections" validate:"omitnil,gt=0,lte=1000000000"`
 }
 
 // ListenerConfig places an external_docker deployment on its listener.
 type ListenerConfig struct {
-	K8sNamespace *string `json:"k8s_namespace"`
+	K8sNamespace *string `json:"k8s_namespace" validate:"omitnil,dnslabel"`
 }
 
 // LocalObjectReference names a Kubernetes object in the same namespace.
 type LocalObjectReference struct {
-	Name string `json:"name"`
+	Name string `json:"name" validate:"required,dnssub"`
 }
 
 // Volume is a pod volume. Its source objects are free-form (passed through
 // to Kubernetes as given).
 type Volume struct {
-	Name                  string         `json:"name"`
+	Name                  string         `json:"name" validate:"required,dnslabel"`
 	ConfigMap             map[string]any `json:"configMap,omitzero"`
 	Secret                map[string]any `json:"secret,omitzero"`
 	EmptyDir              map[string]any `json:"emptyDir,omitzero"`
@@ -199,35 +199,35 @@ type Volume struct {
 
 // VolumeMount mounts a Volume (by name) into a container.
 type VolumeMount struct {
-	Name             string  `json:"name"`
-	MountPath        string  `json:"mountPath"`
-	SubPath          *string `json:"subPath,omitzero"`
-	MountPropagation *string `json:"mountPropagation,omitzero"`
+	Name             string  `json:"name" validate:"required"`
+	MountPath        string  `json:"mountPath" validate:"required,str"`
+	SubPath          *string `json:"subPath,omitzero" validate:"omitnil,str"`
+	MountPropagation *string `json:"mountPropagation,omitzero" validate:"omitnil,str"`
 	ReadOnly         *bool   `json:"readOnly,omitzero"`
-	SubPathExpr      *string `json:"subPathExpr,omitzero"`
+	SubPathExpr      *string `json:"subPathExpr,omitzero" validate:"omitnil,str"`
 }
 
 // Container is an init container or a sidecar.
 type Container struct {
-	Name            string                `json:"name"`
-	Image           string                `json:"image"`
-	ImagePullPolicy *string               `json:"imagePullPolicy,omitzero"`
+	Name            string                `json:"name" validate:"required,dnslabel"`
+	Image           string                `json:"image" validate:"required,str"`
+	ImagePullPolicy *string               `json:"imagePullPolicy,omitzero" validate:"omitnil,oneof=Always Never IfNotPresent"`
 	Command         []string              `json:"command,omitzero"`
 	Args            []string              `json:"args,omitzero"`
-	WorkingDir      *string               `json:"workingDir,omitzero"`
+	WorkingDir      *string               `json:"workingDir,omitzero" validate:"omitnil,str"`
 	Env             []EnvVar              `json:"env,omitzero"`
 	EnvFrom         []map[string]any      `json:"envFrom,omitzero"`
 	Resources       *ResourceRequirements `json:"resources,omitzero"`
 	VolumeMounts    []VolumeMount         `json:"volumeMounts,omitzero"`
 	SecurityContext map[string]any        `json:"securityContext,omitzero"`
-	RestartPolicy   *string               `json:"restartPolicy,omitzero"`
+	RestartPolicy   *string               `json:"restartPolicy,omitzero" validate:"omitnil,oneof=Always OnFailure"`
 }
 
 // EnvVar is a container environment variable. Value and ValueFrom are
 // exclusive.
 type EnvVar struct {
-	Name      string         `json:"name"`
-	Value     *string        `json:"value"`
+	Name      string         `json:"name" validate:"required,cident"`
+	Value     *string        `json:"value" validate:"omitnil,maxstr"`
 	ValueFrom map[string]any `json:"valueFrom"`
 }
 

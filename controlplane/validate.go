@@ -3,7 +3,7 @@ package controlplane
 import (
 	"encoding/json"
 	"fmt"
-	"math"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -13,13 +13,15 @@ import (
 )
 
 // maxNumber bounds every numeric field of a ResourceSpec, so that the
-// documented defaults (2x a request) cannot overflow.
+// documented defaults (2x a request) cannot overflow: it is the lte of the
+// numbers' shape tags in types.go (TestShapeNumberTags checks they agree).
 const maxNumber = 1_000_000_000
 
 // checker collects problems. Its methods check one value each and report
 // whether it was acceptable.
 type checker struct {
 	lim Limits
+	sh  *shapes // nil for checks that use no shape tags
 	ps  []apierr.Problem
 }
 
@@ -43,13 +45,6 @@ func (c *checker) str(loc []any, s string, max int) bool {
 		return false
 	}
 	return true
-}
-
-// optStr checks an optional string (nil is fine) like str.
-func (c *checker) optStr(loc []any, s *string, max int) {
-	if s != nil {
-		c.str(loc, *s, max)
-	}
 }
 
 // items checks a list length.
@@ -200,38 +195,87 @@ func validQualifiedName(s string) bool {
 }
 
 // checkDeploymentValues checks the value of every non-null field of d (a
-// request seen as a Deployment), independently of the source rules.
+// request seen as a Deployment), independently of the source rules: the
+// shape tags of its types, then the plain checks of a resource_spec. The
+// problems come in the order of the rules table's rows (which is the
+// order of the fields), a resource_spec's own fields first among its
+// problems, ranked as shapes.specRank says.
 func (c *checker) checkDeploymentValues(d *Deployment) {
-	if d.Name != "" {
-		c.pattern(bodyLoc([]string{"name"}), validName(d.Name), namePattern)
+	ps := c.sh.problems([]any{"body"}, d)
+	specRow := ruleIndex(locResourceSpec)
+	isNumber := func(p apierr.Problem) bool { return ruleOfLoc(p.Loc) == specRow && c.sh.specRank[specKey(p.Loc)] < 3 }
+	slices.SortStableFunc(ps, func(a, b apierr.Problem) int {
+		if ra, rb := ruleOfLoc(a.Loc), ruleOfLoc(b.Loc); ra != rb || ra != specRow {
+			return ra - rb
+		}
+		ka, kb := specKey(a.Loc), specKey(b.Loc)
+		if ra, rb := c.sh.specRank[ka], c.sh.specRank[kb]; ra != rb {
+			return ra - rb
+		}
+		if c.sh.specRank[ka] == 3 {
+			return 0 // not a number: the order of the fields
+		}
+		return strings.Compare(ka, kb)
+	})
+	i := 0
+	for i < len(ps) && ruleOfLoc(ps[i].Loc) < specRow {
+		i++
 	}
-	sc, sl := &d.SourceConfig, []string{"source_config"}
-	max := c.lim.MaxStringBytes
-	if sc.IntegrationID != nil {
-		c.uuid(bodyLoc(sl, "integration_id"), *sc.IntegrationID)
+	n := i
+	for n < len(ps) && isNumber(ps[n]) {
+		n++
 	}
-	c.optStr(bodyLoc(sl, "repo_url"), sc.RepoURL, max)
-	if t := sc.DeploymentType; t != nil && *t != DeploymentTypeDevFree && *t != DeploymentTypeDev && *t != DeploymentTypeProd {
-		c.add(bodyLoc(sl, "deployment_type"), apierr.TypeLiteralError, "Input should be 'dev_free', 'dev' or 'prod'")
+	r := n
+	for r < len(ps) && ruleOfLoc(ps[r].Loc) == specRow {
+		r++
 	}
-	c.optStr(bodyLoc(sl, "custom_url"), sc.CustomURL, max)
-	if sc.ResourceSpec != nil {
-		c.checkResourceSpec(bodyLoc(sl, "resource_spec"), sc.ResourceSpec)
+	c.ps = append(c.ps, ps[:n]...)
+	if spec := d.SourceConfig.ResourceSpec; spec != nil {
+		c.checkResourceSpec(bodyLoc(locResourceSpec), spec, n > i, ps[n:r])
 	}
-	if sc.ListenerID != nil {
-		c.uuid(bodyLoc(sl, "listener_id"), *sc.ListenerID)
-	}
-	if lc := sc.ListenerConfig; lc != nil && lc.K8sNamespace != nil {
-		ns := *lc.K8sNamespace
-		c.pattern(bodyLoc(sl, "listener_config", "k8s_namespace"), validDNSLabel(ns), dnsLabelPattern)
-	}
-	c.optStr(bodyLoc(sl, "install_command"), sc.InstallCommand, max)
-	c.optStr(bodyLoc(sl, "build_command"), sc.BuildCommand, max)
+	c.ps = append(c.ps, ps[r:]...)
+}
 
-	src, rl := &d.SourceRevisionConfig, []string{"source_revision_config"}
-	c.optStr(bodyLoc(rl, "repo_ref"), src.RepoRef, max)
-	c.optStr(bodyLoc(rl, "graph_config_path"), src.GraphConfigPath, max)
-	c.optStr(bodyLoc(rl, "image_uri"), src.ImageURI, max)
+// item checks one item of a list, or one object, at loc: the shape tags of
+// v (a pointer to its struct), then plain, which gets the index in c.ps of
+// the item's first problem. The problems of both come in the order of the
+// item's fields.
+func (c *checker) item(loc []any, v any, plain func(start int)) {
+	start := len(c.ps)
+	c.ps = append(c.ps, c.sh.problems(loc, v)...)
+	if plain != nil {
+		plain(start)
+	}
+	c.sortByField(start, loc, v)
+}
+
+// sortByField sorts the problems from start on (all at or below loc) in the
+// order of the fields of v's struct, stably.
+func (c *checker) sortByField(start int, loc []any, v any) {
+	order, depth := c.sh.fieldOrder[reflect.TypeOf(v).Elem()], len(loc)
+	rank := func(p apierr.Problem) int {
+		if len(p.Loc) > depth {
+			if s, ok := p.Loc[depth].(string); ok {
+				return order[s]
+			}
+		}
+		return -1
+	}
+	slices.SortStableFunc(c.ps[start:], func(a, b apierr.Problem) int { return rank(a) - rank(b) })
+}
+
+// clean reports whether no problem from start on is at loc.
+func (c *checker) clean(start int, loc []any) bool {
+	return !slices.ContainsFunc(c.ps[start:], func(p apierr.Problem) bool { return slices.Equal(p.Loc, loc) })
+}
+
+// specKey is the resource_spec field a problem's loc names, or "".
+func specKey(loc []any) string {
+	if len(loc) > 3 {
+		s, _ := loc[3].(string)
+		return s
+	}
+	return ""
 }
 
 // secrets checks a request's secrets and returns them as a deployment
@@ -246,23 +290,18 @@ func (c *checker) secrets(loc []any, in []SecretInput) []Secret {
 	}
 	out := make([]Secret, len(in))
 	seen := make(map[string]bool, len(in))
-	for i, s := range in {
-		nl := at(loc, i, "name")
-		if s.Name == "" {
-			c.add(nl, apierr.TypeMissing, "Field required")
-		} else if c.pattern(nl, len(s.Name) <= 256 && validCIdent(s.Name), cIdentPattern+" (at most 256 characters)") {
-			if seen[s.Name] {
-				c.add(nl, apierr.TypeDuplicate, "Secret names should be unique")
+	for i := range in {
+		s, il := &in[i], at(loc, i)
+		c.item(il, s, func(start int) {
+			if nl := at(il, "name"); c.clean(start, nl) {
+				if seen[s.Name] {
+					c.add(nl, apierr.TypeDuplicate, "Secret names should be unique")
+				}
+				seen[s.Name] = true
 			}
-			seen[s.Name] = true
-		}
+		})
 		out[i].Name = s.Name
-		switch {
-		case s.Value == nil:
-			c.add(at(loc, i, "value"), apierr.TypeMissing, "Field required")
-		case len(*s.Value) > c.lim.MaxSecretValueBytes:
-			c.add(at(loc, i, "value"), apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", c.lim.MaxSecretValueBytes))
-		default:
+		if s.Value != nil && len(*s.Value) <= c.lim.MaxSecretValueBytes {
 			out[i].Value = *s.Value
 		}
 	}
@@ -286,34 +325,6 @@ func (c *checker) tagValueIDs(loc []any, ids []string) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-func (c *checker) intRange(loc []any, v *int64, min int64) {
-	if v == nil {
-		return
-	}
-	switch {
-	case *v < min:
-		typ, msg := apierr.TypeGreaterThanEqual, fmt.Sprintf("Input should be greater than or equal to %d", min)
-		if min == 1 {
-			typ, msg = apierr.TypeGreaterThan, "Input should be greater than 0"
-		}
-		c.add(loc, typ, msg)
-	case *v > maxNumber:
-		c.add(loc, apierr.TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", maxNumber))
-	}
-}
-
-func (c *checker) positiveFloat(loc []any, v *float64) {
-	if v == nil {
-		return
-	}
-	switch {
-	case math.IsNaN(*v) || !(*v > 0):
-		c.add(loc, apierr.TypeGreaterThan, "Input should be greater than 0")
-	case *v > maxNumber:
-		c.add(loc, apierr.TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", maxNumber))
-	}
 }
 
 // resourceNumbers lists the numeric fields of a ResourceSpec with their
@@ -354,19 +365,12 @@ var (
 		{"executor_cpu", "executor_cpu_limit"}, {"db_cpu", "db_cpu_limit"}}
 )
 
-func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec) {
-	before := len(c.ps)
+// checkResourceSpec is the plain part of a resource_spec's checks (the
+// numbers' ranges and service_account_name are shape tags). numbers says
+// that a number is out of range: the orderings are then not looked at.
+func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec, numbers bool, shapes []apierr.Problem) {
 	scales, ints, cpus := resourceNumbers(r)
-	for _, k := range sortedKeys(scales) {
-		c.intRange(at(loc, k), scales[k], 0)
-	}
-	for _, k := range sortedKeys(ints) {
-		c.intRange(at(loc, k), ints[k], 1)
-	}
-	for _, k := range sortedKeys(cpus) {
-		c.positiveFloat(at(loc, k), cpus[k])
-	}
-	if len(c.ps) == before {
+	if !numbers {
 		// Orderings, on the values the deployer will use, for pairs the
 		// client gave at least one side of (a pair that is all defaults
 		// only repeats another pair's problem).
@@ -396,41 +400,42 @@ func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec) {
 		}
 	}
 
+	start := len(c.ps)
+	c.ps = append(c.ps, shapes...)
 	c.checkStringMap(at(loc, "labels"), r.Labels, true)
 	c.checkStringMap(at(loc, "annotations"), r.Annotations, false)
-	if r.ServiceAccountName != nil {
-		s := *r.ServiceAccountName
-		c.pattern(at(loc, "service_account_name"), validDNSSubdomain(s), dnsSubPattern)
-	}
 	if c.items(at(loc, "image_pull_secrets"), len(r.ImagePullSecrets), c.lim.MaxItems) {
-		for i, ref := range r.ImagePullSecrets {
-			c.k8sName(at(loc, "image_pull_secrets", i, "name"), ref.Name, validDNSSubdomain, dnsSubPattern)
+		for i := range r.ImagePullSecrets {
+			c.item(at(loc, "image_pull_secrets", i), &r.ImagePullSecrets[i], nil)
 		}
 	}
 	volumes := map[string]bool{}
 	if c.items(at(loc, "volumes"), len(r.Volumes), c.lim.MaxItems) {
-		for i, v := range r.Volumes {
-			vl := at(loc, "volumes", i)
-			if c.k8sName(at(vl, "name"), v.Name, validDNSLabel, dnsLabelPattern) {
-				if volumes[v.Name] {
-					c.add(at(vl, "name"), apierr.TypeDuplicate, "Volume names should be unique in the pod")
+		for i := range r.Volumes {
+			v, vl := &r.Volumes[i], at(loc, "volumes", i)
+			c.item(vl, v, func(start int) {
+				if nl := at(vl, "name"); c.clean(start, nl) {
+					if volumes[v.Name] {
+						c.add(nl, apierr.TypeDuplicate, "Volume names should be unique in the pod")
+					}
+					volumes[v.Name] = true
 				}
-				volumes[v.Name] = true
-			}
-			for _, o := range []struct {
-				k string
-				m map[string]any
-			}{{"configMap", v.ConfigMap}, {"secret", v.Secret}, {"emptyDir", v.EmptyDir},
-				{"persistentVolumeClaim", v.PersistentVolumeClaim}, {"nfs", v.NFS}, {"projected", v.Projected},
-				{"downwardAPI", v.DownwardAPI}, {"csi", v.CSI}} {
-				c.object(at(vl, o.k), o.m)
-			}
+				for _, o := range []struct {
+					k string
+					m map[string]any
+				}{{"configMap", v.ConfigMap}, {"secret", v.Secret}, {"emptyDir", v.EmptyDir},
+					{"persistentVolumeClaim", v.PersistentVolumeClaim}, {"nfs", v.NFS}, {"projected", v.Projected},
+					{"downwardAPI", v.DownwardAPI}, {"csi", v.CSI}} {
+					c.object(at(vl, o.k), o.m)
+				}
+			})
 		}
 	}
 	c.checkMounts(at(loc, "volume_mounts"), r.VolumeMounts, volumes)
 	containers := map[string]bool{}
 	c.checkContainers(at(loc, "init_containers"), r.InitContainers, volumes, containers)
 	c.checkContainers(at(loc, "sidecars"), r.Sidecars, volumes, containers)
+	c.sortByField(start, loc, r)
 }
 
 func (c *checker) limitProblem(loc []any, p [2]string, limitGiven bool) {
@@ -439,14 +444,6 @@ func (c *checker) limitProblem(loc []any, p [2]string, limitGiven bool) {
 	} else {
 		c.add(at(loc, p[0]), apierr.TypeLessThanEqual, "Request should be less than or equal to "+p[1])
 	}
-}
-
-func (c *checker) k8sName(loc []any, s string, valid func(string) bool, pat string) bool {
-	if s == "" {
-		c.add(loc, apierr.TypeMissing, "Field required")
-		return false
-	}
-	return c.pattern(loc, valid(s), pat)
 }
 
 func (c *checker) checkStringMap(loc []any, m map[string]string, labels bool) {
@@ -468,22 +465,13 @@ func (c *checker) checkMounts(loc []any, mounts []VolumeMount, volumes map[strin
 	if !c.items(loc, len(mounts), c.lim.MaxItems) {
 		return
 	}
-	max := c.lim.MaxStringBytes
-	for i, m := range mounts {
-		ml := at(loc, i)
-		if m.Name == "" {
-			c.add(at(ml, "name"), apierr.TypeMissing, "Field required")
-		} else if !volumes[m.Name] {
-			c.add(at(ml, "name"), apierr.TypeUnknownReference, "Volume mount should name a volume of resource_spec.volumes")
-		}
-		if m.MountPath == "" {
-			c.add(at(ml, "mountPath"), apierr.TypeMissing, "Field required")
-		} else {
-			c.str(at(ml, "mountPath"), m.MountPath, max)
-		}
-		c.optStr(at(ml, "subPath"), m.SubPath, max)
-		c.optStr(at(ml, "mountPropagation"), m.MountPropagation, max)
-		c.optStr(at(ml, "subPathExpr"), m.SubPathExpr, max)
+	for i := range mounts {
+		m, ml := &mounts[i], at(loc, i)
+		c.item(ml, m, func(int) {
+			if m.Name != "" && !volumes[m.Name] {
+				c.add(at(ml, "name"), apierr.TypeUnknownReference, "Volume mount should name a volume of resource_spec.volumes")
+			}
+		})
 	}
 }
 
@@ -492,78 +480,62 @@ func (c *checker) checkContainers(loc []any, cs []Container, volumes, names map[
 		return
 	}
 	max := c.lim.MaxStringBytes
-	for i, ct := range cs {
-		cl := at(loc, i)
-		if c.k8sName(at(cl, "name"), ct.Name, validDNSLabel, dnsLabelPattern) {
-			if names[ct.Name] {
-				c.add(at(cl, "name"), apierr.TypeDuplicate, "Container names should be unique in the pod")
-			}
-			names[ct.Name] = true
-		}
-		if ct.Image == "" {
-			c.add(at(cl, "image"), apierr.TypeMissing, "Field required")
-		} else {
-			c.str(at(cl, "image"), ct.Image, max)
-		}
-		if p := ct.ImagePullPolicy; p != nil && *p != "Always" && *p != "Never" && *p != "IfNotPresent" {
-			c.add(at(cl, "imagePullPolicy"), apierr.TypeLiteralError, "Input should be 'Always', 'Never' or 'IfNotPresent'")
-		}
-		for _, l := range []struct {
-			k  string
-			ss []string
-		}{{"command", ct.Command}, {"args", ct.Args}} {
-			if c.items(at(cl, l.k), len(l.ss), c.lim.MaxItems) {
-				for j, s := range l.ss {
-					if len(s) > max {
-						c.add(at(cl, l.k, j), apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", max))
-					}
+	for i := range cs {
+		ct, cl := &cs[i], at(loc, i)
+		c.item(cl, ct, func(start int) {
+			if nl := at(cl, "name"); c.clean(start, nl) {
+				if names[ct.Name] {
+					c.add(nl, apierr.TypeDuplicate, "Container names should be unique in the pod")
 				}
+				names[ct.Name] = true
 			}
-		}
-		c.optStr(at(cl, "workingDir"), ct.WorkingDir, max)
-		if c.items(at(cl, "env"), len(ct.Env), c.lim.MaxItems) {
-			for j, e := range ct.Env {
-				el := at(cl, "env", j)
-				if e.Name == "" {
-					c.add(at(el, "name"), apierr.TypeMissing, "Field required")
-				} else {
-					c.pattern(at(el, "name"), len(e.Name) <= 256 && validCIdent(e.Name), cIdentPattern+" (at most 256 characters)")
-				}
-				if e.Value != nil && len(*e.Value) > max {
-					c.add(at(el, "value"), apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", max))
-				}
-				if e.ValueFrom != nil && e.Value != nil && *e.Value != "" {
-					c.add(at(el, "valueFrom"), apierr.TypeValueError, "valueFrom cannot be used when value is non-empty")
-				}
-				c.object(at(el, "valueFrom"), e.ValueFrom)
-			}
-		}
-		if c.items(at(cl, "envFrom"), len(ct.EnvFrom), c.lim.MaxItems) {
-			for j, o := range ct.EnvFrom {
-				c.object(at(cl, "envFrom", j), o)
-			}
-		}
-		if rr := ct.Resources; rr != nil {
-			for _, m := range []struct {
-				k string
-				m map[string]string
-			}{{"limits", rr.Limits}, {"requests", rr.Requests}} {
-				ml := at(cl, "resources", m.k)
-				if c.items(ml, len(m.m), c.lim.MaxMapEntries) {
-					for _, k := range sortedKeys(m.m) {
-						c.pattern(at(ml, k), validQualifiedName(k), qualNamePattern)
-						if v := m.m[k]; v == "" || len(v) > 64 {
-							c.add(at(ml, k), apierr.TypeValueError, "Quantity should have 1 to 64 characters")
+			for _, l := range []struct {
+				k  string
+				ss []string
+			}{{"command", ct.Command}, {"args", ct.Args}} {
+				if c.items(at(cl, l.k), len(l.ss), c.lim.MaxItems) {
+					for j, s := range l.ss {
+						if len(s) > max {
+							c.add(at(cl, l.k, j), apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", max))
 						}
 					}
 				}
 			}
-		}
-		c.checkMounts(at(cl, "volumeMounts"), ct.VolumeMounts, volumes)
-		c.object(at(cl, "securityContext"), ct.SecurityContext)
-		if p := ct.RestartPolicy; p != nil && *p != "Always" && *p != "OnFailure" {
-			c.add(at(cl, "restartPolicy"), apierr.TypeLiteralError, "Input should be 'Always' or 'OnFailure'")
-		}
+			if c.items(at(cl, "env"), len(ct.Env), c.lim.MaxItems) {
+				for j := range ct.Env {
+					e, el := &ct.Env[j], at(cl, "env", j)
+					c.item(el, e, func(int) {
+						if e.ValueFrom != nil && e.Value != nil && *e.Value != "" {
+							c.add(at(el, "valueFrom"), apierr.TypeValueError, "valueFrom cannot be used when value is non-empty")
+						}
+						c.object(at(el, "valueFrom"), e.ValueFrom)
+					})
+				}
+			}
+			if c.items(at(cl, "envFrom"), len(ct.EnvFrom), c.lim.MaxItems) {
+				for j, o := range ct.EnvFrom {
+					c.object(at(cl, "envFrom", j), o)
+				}
+			}
+			if rr := ct.Resources; rr != nil {
+				for _, m := range []struct {
+					k string
+					m map[string]string
+				}{{"limits", rr.Limits}, {"requests", rr.Requests}} {
+					ml := at(cl, "resources", m.k)
+					if c.items(ml, len(m.m), c.lim.MaxMapEntries) {
+						for _, k := range sortedKeys(m.m) {
+							c.pattern(at(ml, k), validQualifiedName(k), qualNamePattern)
+							if v := m.m[k]; v == "" || len(v) > 64 {
+								c.add(at(ml, k), apierr.TypeValueError, "Quantity should have 1 to 64 characters")
+							}
+						}
+					}
+				}
+			}
+			c.checkMounts(at(cl, "volumeMounts"), ct.VolumeMounts, volumes)
+			c.object(at(cl, "securityContext"), ct.SecurityContext)
+		})
 	}
 }
 

@@ -118,7 +118,7 @@ func (cp *ControlPlane) ValidateUpdateListener(ctx context.Context, tenant, id s
 // sorted, without duplicates) and the problems.
 func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, []string, []apierr.Problem) {
 	d, ps, aliased := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig)
-	c := &checker{lim: cp.lim, ps: ps}
+	c := &checker{lim: cp.lim, sh: cp.shapes, ps: ps}
 	known := d.Source == SourceGitHub || d.Source == SourceExternalDocker
 	switch {
 	case d.Source == "":
@@ -147,7 +147,7 @@ func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, 
 // named the graph config path by its alias (for mergePatch).
 func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, []apierr.Problem, bool) {
 	p, ps, aliased := draftOf(req.Name, req.Source, req.SourceConfig, req.SourceRevisionConfig)
-	c := &checker{lim: cp.lim, ps: ps}
+	c := &checker{lim: cp.lim, sh: cp.shapes, ps: ps}
 	c.checkDeploymentValues(p)
 	p.Secrets = c.secrets([]any{"body", "secrets"}, req.Secrets)
 	return p, c.ps, aliased

@@ -1,0 +1,143 @@
+package controlplane
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/deployplane/deployplane/wiretime"
+)
+
+// rowFixtures are two deployments that differ in every field of the rules
+// table (checked by TestRulesFixturesDiffer), for the row property tests.
+func rowFixtures() (a, b *deploymentRecord) {
+	a = &deploymentRecord{Deployment: Deployment{ID: "0190a2b4-0000-7000-8000-00000000000a", Name: "alpha", Source: SourceGitHub,
+		Status: StatusReady, CreatedAt: wiretime.New(wiretime.Time{}.Time()),
+		SourceConfig: SourceConfig{IntegrationID: new("0190a2b4-0000-7000-8000-0000000000a1"), RepoURL: new("github.com/o/a"),
+			DeploymentType: new(DeploymentTypeDev), BuildOnPush: new(true), CustomURL: new("https://a.example"),
+			ResourceSpec: &ResourceSpec{CPU: new(1.0)}, ListenerID: new("0190a2b4-0000-7000-8000-0000000000a2"),
+			ListenerConfig: &ListenerConfig{K8sNamespace: new("ns-a")}, InstallCommand: new("pip install a"), BuildCommand: new("make a")},
+		SourceRevisionConfig: SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("a.json"), ImageURI: new("r/a:1"),
+			RepoCommitSHA: new("aaaaaaa")},
+		Secrets: []Secret{{Name: "A", Value: "a"}}}}
+	b = &deploymentRecord{Deployment: Deployment{ID: a.ID, Name: "beta", Source: SourceExternalDocker,
+		Status: StatusReady, CreatedAt: a.CreatedAt,
+		SourceConfig: SourceConfig{IntegrationID: new("0190a2b4-0000-7000-8000-0000000000b1"), RepoURL: new("github.com/o/b"),
+			DeploymentType: new(DeploymentTypeProd), BuildOnPush: new(false), CustomURL: new("https://b.example"),
+			ResourceSpec: &ResourceSpec{CPU: new(2.0)}, ListenerID: new("0190a2b4-0000-7000-8000-0000000000b2"),
+			ListenerConfig: &ListenerConfig{K8sNamespace: new("ns-b")}, InstallCommand: new("pip install b"), BuildCommand: new("make b")},
+		SourceRevisionConfig: SourceRevisionConfig{RepoRef: new("dev"), GraphConfigPath: new("b.json"), ImageURI: new("r/b:1"),
+			RepoCommitSHA: new("bbbbbbb")},
+		Secrets: []Secret{{Name: "B", Value: "b"}}}}
+	return a, b
+}
+
+func rowName(r *fieldRule) string { return strings.Join(r.loc, ".") }
+
+// TestRulesFixturesDiffer: the fixtures differ in every row, and each
+// row's set copies its field and nothing else (every other row reads the
+// same after it).
+func TestRulesFixturesDiffer(t *testing.T) {
+	for i := range rules {
+		r := &rules[i]
+		a, b := rowFixtures()
+		if reflect.DeepEqual(r.get(&a.Deployment), r.get(&b.Deployment)) {
+			t.Fatalf("%s: the fixtures agree", rowName(r))
+		}
+		if _, ok := fieldAt(reflect.TypeFor[Deployment](), r.loc); !ok {
+			t.Errorf("%s names no field of Deployment", rowName(r))
+		}
+		r.set(&a.Deployment, &b.Deployment)
+		if !reflect.DeepEqual(r.get(&a.Deployment), r.get(&b.Deployment)) {
+			t.Errorf("%s: set does not copy the field", rowName(r))
+		}
+		orig, _ := rowFixtures()
+		for j := range rules {
+			if o := &rules[j]; j != i && !reflect.DeepEqual(o.get(&a.Deployment), o.get(&orig.Deployment)) {
+				t.Errorf("%s: set changes %s too", rowName(r), rowName(o))
+			}
+		}
+	}
+}
+
+// TestRulesSnapshot: a new revision records every snapshot row; a redeploy
+// of it sets back every snapRestored row and leaves every other field of
+// the deployment as it is; every revision-triggering field (PatchRevision
+// for some source) is snapRestored.
+func TestRulesSnapshot(t *testing.T) {
+	for i := range rules {
+		r := &rules[i]
+		a, b := rowFixtures()
+		rev := newRevision(a, "0190a2b4-0000-7000-8000-0000000000c1", a.CreatedAt)
+		if got := r.get(rev.snapshot()); r.snap != snapNone && !reflect.DeepEqual(got, r.get(&a.Deployment)) {
+			t.Errorf("%s: the revision records %v, want %v", rowName(r), got, r.get(&a.Deployment))
+		}
+		redeployed(&b.Deployment, rev)
+		want := r.get(&b.Deployment)
+		if r.snap == snapRestored {
+			want = r.get(&a.Deployment)
+		}
+		_, orig := rowFixtures()
+		if r.snap != snapRestored {
+			want = r.get(&orig.Deployment)
+		}
+		if got := r.get(&b.Deployment); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s (snapshot policy %d): after redeploy %v, want %v", rowName(r), r.snap, got, want)
+		}
+		for si := range allSources {
+			if r.patch[si] == PatchRevision && r.snap != snapRestored {
+				t.Errorf("%s: revision-triggering for %s but not restored by a redeploy", rowName(r), allSources[si])
+			}
+		}
+	}
+}
+
+// TestRulesIndexes: changing a row's field changes the deployment's index
+// keys of exactly the index fields the row names, and its list summary iff
+// the row says so.
+func TestRulesIndexes(t *testing.T) {
+	for i := range rules {
+		r := &rules[i]
+		a, b := rowFixtures()
+		before, sum := a.indexKeys("t"), a.summary()
+		r.set(&a.Deployment, &b.Deployment)
+		after := a.indexKeys("t")
+		var changed []string
+		for _, k := range append(slices.Clone(before), after...) {
+			if slices.Contains(before, k) != slices.Contains(after, k) {
+				changed = append(changed, strings.Split(k, "/")[1])
+			}
+		}
+		slices.Sort(changed)
+		changed = slices.Compact(changed)
+		want := slices.Sorted(slices.Values(r.index))
+		if !slices.Equal(changed, want) {
+			t.Errorf("%s: changes the index keys of %v, the row says %v", rowName(r), changed, want)
+		}
+		if got := a.summary() != sum; got != r.summary {
+			t.Errorf("%s: changes the summary: %v, the row says %v", rowName(r), got, r.summary)
+		}
+	}
+}
+
+// TestRulesDefaults: a row has a create default only for a source where
+// the field is optional on create, and the default is a value.
+func TestRulesDefaults(t *testing.T) {
+	for i := range rules {
+		r := &rules[i]
+		for si, def := range r.def {
+			if def == nil {
+				continue
+			}
+			if r.create[si] != CreateOptional {
+				t.Errorf("%s: a default for %s, where it is not optional", rowName(r), allSources[si])
+			}
+			var d Deployment
+			def(&d)
+			if r.get(&d) == nil {
+				t.Errorf("%s: the default for %s is null", rowName(r), allSources[si])
+			}
+		}
+	}
+}
