@@ -1,0 +1,5 @@
+//go:build !race
+
+package controlplane_test
+
+const raceEnabled = false
