@@ -21,7 +21,7 @@
 //	integrations StartGitHubInstall, CompleteGitHubInstall (verified),
 //	             CreateIntegration (unverified), ListIntegrations
 //	lifecycle    Run, Process, HandleGitHubPush, ReportDeploymentStatus
-//	for HTTP     GetDeploymentJSON (the wire JSON without decoding), Limits
+//	for HTTP     GetDeploymentJSON (the wire JSON in one call), Limits
 //
 // A deployment starts AWAITING_DATABASE with a first revision in status
 // CREATING; PATCHes, redeploys and build_on_push pushes add revisions
@@ -238,10 +238,17 @@
 // returned page. The layout of every collection, for maintainers, is
 // documented beside the code that writes it, in records.go.
 //
-// Compatibility with stores written by earlier builds: records whose
-// timestamps have trimmed fractions (...05.67725Z, ...05Z) still decode,
-// but GetDeploymentJSON serves their bytes as stored, old format included,
-// until the deployment is next written. Integrations recorded before
+// Deployments and revisions are stored in a compact storage form, not as
+// their wire JSON: nulls and empty members are left out, and every record
+// carries a format version. A build that meets a record written by a newer
+// build (a newer format version) refuses to read it, with an error that
+// wraps ErrNewerRecord and names the record and both versions, rather than
+// misreading it: do not run an older binary over a store a newer one wrote.
+//
+// Compatibility with stores written by earlier builds: deployment and
+// revision records in the earlier wire-JSON form still decode (and are
+// rewritten in the storage form when next written); timestamps with trimmed
+// fractions (...05.67725Z, ...05Z) decode too. Integrations recorded before
 // installations had owners, and build_on_push deployments stored before the
 // push index existed, are not found by pushes; register the integration
 // again.
