@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/internal/seal"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/wiretime"
 )
@@ -31,6 +32,7 @@ type ControlPlane struct {
 	tracing TracingProjects
 	lim     Limits
 	github  GitHubApp // nil: no verified GitHub installations
+	secrets secretCodec
 
 	// lifecycle (worker.go)
 	poll      time.Duration
@@ -69,6 +71,13 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		workers:  o.Workers,
 		wake:     make(chan struct{}, 1),
 		mutation: o.mutation,
+	}
+	if len(o.SecretKey) > 0 {
+		s, err := seal.New(o.SecretKey)
+		if err != nil {
+			err = fmt.Errorf("controlplane: Options.SecretKey: %w", err)
+		}
+		cp.secrets = secretCodec{sealer: s, err: err}
 	}
 	if cp.poll <= 0 {
 		cp.poll = DefaultPollInterval
@@ -317,10 +326,10 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 			}
 			return err
 		}
-		if err := putDeployment(tx, tenant, nil, rec); err != nil {
+		if err := cp.putDeployment(tx, tenant, nil, rec); err != nil {
 			return err
 		}
-		if err := addRevision(tx, tenant, newRevision(rec, revID, rec.CreatedAt)); err != nil {
+		if err := cp.addRevision(tx, tenant, newRevision(rec, revID, rec.CreatedAt)); err != nil {
 			return err
 		}
 		return cp.tracing.CreateTracingProject(ctx, tx, TracingProject{Tenant: tenant, DeploymentID: id, Name: rec.Name, CreatedAt: now})
@@ -408,7 +417,7 @@ func (cp *ControlPlane) GetDeployment(ctx context.Context, tenant, id string) (*
 	var rec *deploymentRecord
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		var err error
-		rec, err = getDeployment(r, tenant, cid)
+		rec, err = cp.getDeployment(r, tenant, cid)
 		return err
 	})
 	if err != nil {
@@ -433,7 +442,7 @@ func (cp *ControlPlane) GetDeploymentJSON(ctx context.Context, tenant, id string
 	var b []byte
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		var err error
-		b, err = getDeploymentJSON(r, tenant, cid)
+		b, err = cp.getDeploymentJSON(r, tenant, cid)
 		return err
 	})
 	if err != nil {
@@ -482,7 +491,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 	var outRev *revisionRecord
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		out, outRev = nil, nil
-		stored, err := getDeployment(tx, tenant, cid)
+		stored, err := cp.getDeployment(tx, tenant, cid)
 		if err != nil {
 			return err
 		}
@@ -500,18 +509,18 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 			}
 			merged.UpdatedAt = later(now, stored.UpdatedAt)
 			out = &merged
-			return putDeployment(tx, tenant, stored, &merged)
+			return cp.putDeployment(tx, tenant, stored, &merged)
 		}
 		at := later(now, stored.UpdatedAt)
 		merged.SourceRevisionConfig.RepoCommitSHA = nil // the new revision builds its ref anew
 		rev := newRevision(&merged, revID, at)
 		merged.LatestRevisionID = &revID
 		merged.UpdatedAt = at
-		if err := addRevision(tx, tenant, rev); err != nil {
+		if err := cp.addRevision(tx, tenant, rev); err != nil {
 			return err
 		}
 		out, outRev = &merged, rev
-		return putDeployment(tx, tenant, stored, &merged)
+		return cp.putDeployment(tx, tenant, stored, &merged)
 	})
 	if err != nil {
 		return nil, nil, cp.storeErr("update deployment", err)
@@ -546,7 +555,7 @@ func (cp *ControlPlane) DeleteDeployment(ctx context.Context, tenant, id string)
 	}
 	now := cp.now()
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		stored, err := getDeployment(tx, tenant, cid)
+		stored, err := cp.getDeployment(tx, tenant, cid)
 		if err != nil {
 			return err
 		}
@@ -556,10 +565,10 @@ func (cp *ControlPlane) DeleteDeployment(ctx context.Context, tenant, id string)
 		next := *stored
 		next.Status = StatusAwaitingDelete
 		next.UpdatedAt = later(now, stored.UpdatedAt)
-		if err := interruptRevisions(tx, tenant, cid, next.UpdatedAt); err != nil {
+		if err := cp.interruptRevisions(tx, tenant, cid, next.UpdatedAt); err != nil {
 			return err
 		}
-		return putDeployment(tx, tenant, stored, &next)
+		return cp.putDeployment(tx, tenant, stored, &next)
 	})
 	if err == nil {
 		cp.notify()
@@ -591,7 +600,7 @@ func (cp *ControlPlane) GetRevision(ctx context.Context, tenant, deploymentID, r
 			return &apierr.NotFoundError{Kind: apierr.KindRevision, ID: revisionID}
 		}
 		var err error
-		rev, err = getRevision(r, tenant, did, rid)
+		rev, err = cp.getRevision(r, tenant, did, rid)
 		return err
 	})
 	if err != nil {
@@ -627,14 +636,14 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 	var out *deploymentRecord
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		out = nil
-		stored, err := getDeployment(tx, tenant, did)
+		stored, err := cp.getDeployment(tx, tenant, did)
 		if err != nil {
 			return err
 		}
 		if !rok {
 			return &apierr.NotFoundError{Kind: apierr.KindRevision, ID: revisionID}
 		}
-		old, err := getRevision(tx, tenant, did, rid)
+		old, err := cp.getRevision(tx, tenant, did, rid)
 		if err != nil {
 			return err
 		}
@@ -645,11 +654,11 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 		redeployed(&next.Deployment, old)
 		next.LatestRevisionID = &newID
 		next.UpdatedAt = later(now, stored.UpdatedAt)
-		if err := addRevision(tx, tenant, newRevision(&next, newID, next.UpdatedAt)); err != nil {
+		if err := cp.addRevision(tx, tenant, newRevision(&next, newID, next.UpdatedAt)); err != nil {
 			return err
 		}
 		out = &next
-		return putDeployment(tx, tenant, stored, &next)
+		return cp.putDeployment(tx, tenant, stored, &next)
 	})
 	if err != nil {
 		return nil, cp.storeErr("redeploy revision", err)

@@ -245,6 +245,26 @@
 // wraps ErrNewerRecord and names the record and both versions, rather than
 // misreading it: do not run an older binary over a store a newer one wrote.
 //
+// # Secrets at rest
+//
+// With Options.SecretKey (32 bytes, the key oauthflow takes too;
+// cmd/deployplane always passes it), deployment and revision secrets are
+// sealed with AES-256-GCM before they reach the store, each record's bound
+// to its tenant and identity, in every store: the store holds no secret
+// value in plain text. The ControlPlane answers, and a Deployer's Work
+// receives, the plain values. Without a key (embedders, tests) secrets are
+// stored in plain text, readable by whoever reads the store: set a key in
+// production. A read of sealed secrets without a key, or with another key,
+// fails with an error wrapping ErrSecretKey; records with plain-text
+// secrets (written without a key, or by earlier builds) still read with a
+// key and are sealed when next written.
+//
+// Key rotation is not supported yet: there is one key, and no command
+// re-seals a store under another. A sealed value starts with a version
+// byte so that a later build can open values of an old key while sealing
+// with a new one; until then, an operator keeps the key (and backs it up
+// with the store).
+//
 // Compatibility with stores written by earlier builds: deployment and
 // revision records in the earlier wire-JSON form still decode (and are
 // rewritten in the storage form when next written); timestamps with trimmed

@@ -170,8 +170,8 @@ func (r *deploymentRecord) indexKeys(tenant string) []string {
 // putDeployment writes r in its storage form and brings its order and index
 // records in line with it; old is the record as stored before (nil when r
 // is new).
-func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
-	b, err := encodeDeployment(r)
+func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
+	b, err := cp.secrets.encodeDeployment(tenant, r)
 	if err != nil {
 		return err
 	}
@@ -218,7 +218,7 @@ func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
 // revisions and its pending work (the tracing project belongs to the
 // TracingProjects hook). The lifecycle calls it once a deployment is torn
 // down.
-func removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
+func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
 	if err := removeName(tx, tenant, r.orderKey(tenant)); err != nil { // before the order record goes
 		return err
 	}
@@ -295,7 +295,7 @@ func getRecord[T any](r store.Reader, col, k, kind, id string) (*T, error) {
 }
 
 // getDeployment reads a deployment of the tenant, or a *apierr.NotFoundError.
-func getDeployment(r store.Reader, tenant, id string) (*deploymentRecord, error) {
+func (cp *ControlPlane) getDeployment(r store.Reader, tenant, id string) (*deploymentRecord, error) {
 	b, err := r.Get(colDeployments, key(tenant, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
@@ -303,14 +303,14 @@ func getDeployment(r store.Reader, tenant, id string) (*deploymentRecord, error)
 	if err != nil {
 		return nil, err
 	}
-	return decodeDeployment(b, id)
+	return cp.secrets.decodeDeployment(b, tenant, id)
 }
 
 // getDeploymentJSON reads a deployment of the tenant as its wire JSON (what
 // json.Marshal of GetDeployment's result gives): the record decoded from its
 // storage form and encoded.
-func getDeploymentJSON(r store.Reader, tenant, id string) ([]byte, error) {
-	rec, err := getDeployment(r, tenant, id)
+func (cp *ControlPlane) getDeploymentJSON(r store.Reader, tenant, id string) ([]byte, error) {
+	rec, err := cp.getDeployment(r, tenant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -337,8 +337,8 @@ type revisionSnapshot struct {
 	ImageVersion *string `json:"image_version,omitempty"`
 }
 
-func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) error {
-	b, err := encodeRevision(rev)
+func (cp *ControlPlane) putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) error {
+	b, err := cp.secrets.encodeRevision(tenant, rev)
 	if err != nil {
 		return err
 	}
@@ -356,7 +356,7 @@ func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) er
 
 // getRevision reads a revision of the tenant's deployment, or a
 // *apierr.NotFoundError.
-func getRevision(r store.Reader, tenant, deploymentID, id string) (*revisionRecord, error) {
+func (cp *ControlPlane) getRevision(r store.Reader, tenant, deploymentID, id string) (*revisionRecord, error) {
 	b, err := r.Get(colRevisions, key(tenant, deploymentID, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &apierr.NotFoundError{Kind: apierr.KindRevision, ID: id}
@@ -364,7 +364,7 @@ func getRevision(r store.Reader, tenant, deploymentID, id string) (*revisionReco
 	if err != nil {
 		return nil, err
 	}
-	return decodeRevision(b, id)
+	return cp.secrets.decodeRevision(b, tenant, id)
 }
 
 // getListener reads a listener of the tenant, or a *apierr.NotFoundError.

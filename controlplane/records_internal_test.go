@@ -25,11 +25,11 @@ func TestRecordsRoundTrip(t *testing.T) {
 	rev := revisionRecord{Revision: Revision{ID: "r", CreatedAt: at, UpdatedAt: at, Status: RevisionDeployed, Source: SourceGitHub},
 		revisionSnapshot: revisionSnapshot{DeploymentID: "d", Secrets: []Secret{{"K", "V"}}, ResourceSpec: &ResourceSpec{MinScale: new(int64(2))},
 			InstallCommand: new("i"), BuildCommand: new("b"), ImageVersion: new("v2")}}
-	b, err := encodeDeployment(&dep)
+	b, err := (secretCodec{}).encodeDeployment("t", &dep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotDep, err := decodeDeployment(b, "d")
+	gotDep, err := (secretCodec{}).decodeDeployment(b, "t", "d")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,11 +39,11 @@ func TestRecordsRoundTrip(t *testing.T) {
 	if want := `{"v":1,"id":"d","n":"n","s":"github","sec":[{"name":"K","value":"V"}],"c":`; !strings.HasPrefix(string(b), want) || strings.Contains(string(b), "null") {
 		t.Errorf("stored deployment record = %s\nwant it to start %s and hold no null", b, want)
 	}
-	b, err = encodeRevision(&rev)
+	b, err = (secretCodec{}).encodeRevision("t", &rev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotRev, err := decodeRevision(b, "r")
+	gotRev, err := (secretCodec{}).decodeRevision(b, "t", "r")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestNewerRecordVersion(t *testing.T) {
 	if _, err := cp.GetDeploymentJSON(ctx, "t1", d.ID); !errors.Is(err, ErrNewerRecord) {
 		t.Errorf("GetDeploymentJSON of a version 2 record = %v, want ErrNewerRecord", err)
 	}
-	if _, err := decodeRevision([]byte(`{"v":12,"id":"r"}`), "r"); !errors.Is(err, ErrNewerRecord) {
+	if _, err := (secretCodec{}).decodeRevision([]byte(`{"v":12,"id":"r"}`), "t", "r"); !errors.Is(err, ErrNewerRecord) {
 		t.Errorf("decodeRevision of a version 12 record = %v, want ErrNewerRecord", err)
 	}
 }
@@ -107,7 +107,7 @@ func TestOlderTimestampsDecode(t *testing.T) {
 	old := time.Date(2026, 11, 21, 6, 45, 29, 677_250_000, time.UTC)
 	var stored []byte
 	err = st.Update(ctx, func(tx store.Tx) error {
-		cur, err := getDeployment(tx, "t1", d.ID)
+		cur, err := cp.getDeployment(tx, "t1", d.ID)
 		if err != nil {
 			return err
 		}
@@ -183,11 +183,11 @@ func TestRecordsAsBefore(t *testing.T) {
 		revisionSnapshot: revisionSnapshot{DeploymentID: "d", Secrets: []Secret{{"K", "V"}}, ResourceSpec: &ResourceSpec{MinScale: new(int64(2))},
 			InstallCommand: new("i"), BuildCommand: new("b"), ImageVersion: new("v2")}}
 	l := &Listener{ID: "l", ComputeType: "k8s", ComputeID: "c", ComputeConfig: ComputeConfig{K8sNamespaces: []string{"a"}}, Version: "1", CreatedAt: w, UpdatedAt: w}
-	gotDep, err := decodeDeployment([]byte(lines[0]), "d")
+	gotDep, err := (secretCodec{}).decodeDeployment([]byte(lines[0]), "t", "d")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotRev, err := decodeRevision([]byte(lines[1]), "r")
+	gotRev, err := (secretCodec{}).decodeRevision([]byte(lines[1]), "t", "r")
 	if err != nil {
 		t.Fatal(err)
 	}

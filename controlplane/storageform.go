@@ -10,6 +10,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"github.com/deployplane/deployplane/internal/seal"
 	"github.com/deployplane/deployplane/wiretime"
 )
 
@@ -71,7 +72,8 @@ type storedDeployment struct {
 	Config  storedSourceConfig   `json:"sc,omitzero"`
 	Spec    *storedResourceSpec  `json:"rs,omitzero"`
 	Rev     storedRevisionConfig `json:"rc,omitzero"`
-	Secrets []Secret             `json:"sec,omitempty"`
+	Secrets []Secret             `json:"sec,omitempty"` // without Options.SecretKey only
+	Sealed  []byte               `json:"sx,omitzero"`   // the secrets' JSON, sealed (secretsAAD)
 	Created int64                `json:"c"`
 	Updated int64                `json:"u"`
 	Status  DeploymentStatus     `json:"st"`
@@ -163,20 +165,79 @@ type storedRevision struct {
 	Source         Source               `json:"s"`
 	Rev            storedRevisionConfig `json:"rc,omitzero"`
 	Message        *string              `json:"msg,omitzero"`
-	Secrets        []Secret             `json:"sec,omitempty"`
+	Secrets        []Secret             `json:"sec,omitempty"` // without Options.SecretKey only
+	Sealed         []byte               `json:"sx,omitzero"`   // the secrets' JSON, sealed (secretsAAD)
 	Spec           *storedResourceSpec  `json:"rs,omitzero"`
 	InstallCommand *string              `json:"ic,omitzero"`
 	BuildCommand   *string              `json:"bc,omitzero"`
 	ImageVersion   *string              `json:"iv,omitzero"`
 }
 
+// ErrSecretKey is wrapped by the error of a read that meets secrets it
+// cannot open: sealed while Options.SecretKey is not set, or sealed under
+// another key (or copied from another record).
+var ErrSecretKey = errors.New("controlplane: cannot open stored secrets (Options.SecretKey not set, or not the key they were sealed with)")
+
+// secretCodec seals and opens the secrets of deployment and revision
+// records. A nil sealer keeps them in plain text (no Options.SecretKey);
+// err is the error of an unusable Options.SecretKey, returned by every
+// write.
+type secretCodec struct {
+	sealer *seal.Sealer
+	err    error
+}
+
+// secretsAAD binds sealed secrets to their record: kind, tenant and the
+// record's key.
+func secretsAAD(kind, tenant, recordKey string) string {
+	return "controlplane/" + kind + "/" + tenant + "/" + recordKey
+}
+
+// seal returns the stored members of secrets: plain (no key) or sealed.
+func (c secretCodec) seal(secrets []Secret, aad string) ([]Secret, []byte, error) {
+	if c.err != nil {
+		return nil, nil, c.err
+	}
+	if c.sealer == nil || len(secrets) == 0 {
+		return secrets, nil, nil
+	}
+	b, err := json.Marshal(secrets)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, c.sealer.Seal(b, aad), nil
+}
+
+// open returns the secrets of a record from its stored members.
+func (c secretCodec) open(plain []Secret, sealed []byte, aad, kind, id string) ([]Secret, error) {
+	if len(sealed) == 0 {
+		return plain, nil
+	}
+	if c.sealer == nil {
+		return nil, fmt.Errorf("controlplane: %s %s holds sealed secrets: %w", kind, id, ErrSecretKey)
+	}
+	b, err := c.sealer.Open(sealed, aad)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %s %s: %w", kind, id, ErrSecretKey)
+	}
+	var out []Secret
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("controlplane: decoding the secrets of %s %s: %w", kind, id, err)
+	}
+	return out, nil
+}
+
 // encodeDeployment gives the storage form of r.
-func encodeDeployment(r *deploymentRecord) ([]byte, error) {
+func (c secretCodec) encodeDeployment(tenant string, r *deploymentRecord) ([]byte, error) {
 	d := &r.Deployment
+	plain, sealed, err := c.seal(d.Secrets, secretsAAD("deployment", tenant, d.ID))
+	if err != nil {
+		return nil, err
+	}
 	return json.Marshal(&storedDeployment{
 		V: recordVersion, ID: d.ID, Name: d.Name, Source: d.Source,
 		Config: storedSourceConfig(d.SourceConfig), Spec: (*storedResourceSpec)(d.SourceConfig.ResourceSpec),
-		Rev: storedRevisionConfig(d.SourceRevisionConfig), Secrets: d.Secrets,
+		Rev: storedRevisionConfig(d.SourceRevisionConfig), Secrets: plain, Sealed: sealed,
 		Created: micros(d.CreatedAt), Updated: micros(d.UpdatedAt), Status: d.Status,
 		Latest: d.LatestRevisionID, Active: d.ActiveRevisionID, Image: d.ImageVersion, Tags: r.Tags,
 	})
@@ -184,7 +245,7 @@ func encodeDeployment(r *deploymentRecord) ([]byte, error) {
 
 // decodeDeployment reads a stored deployment record of any version this
 // build understands.
-func decodeDeployment(b []byte, id string) (*deploymentRecord, error) {
+func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentRecord, error) {
 	v, err := checkRecordVersion(b, "deployment", id)
 	if err != nil {
 		return nil, err
@@ -202,6 +263,12 @@ func decodeDeployment(b []byte, id string) (*deploymentRecord, error) {
 			LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image,
 		}, Tags: s.Tags}
 		r.SourceConfig.ResourceSpec = (*ResourceSpec)(s.Spec)
+		if err == nil {
+			r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("deployment", tenant, s.ID), "deployment", id)
+			if err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: decoding deployment %s: %w", id, err)
@@ -213,12 +280,16 @@ func decodeDeployment(b []byte, id string) (*deploymentRecord, error) {
 }
 
 // encodeRevision gives the storage form of rev.
-func encodeRevision(rev *revisionRecord) ([]byte, error) {
+func (c secretCodec) encodeRevision(tenant string, rev *revisionRecord) ([]byte, error) {
+	plain, sealed, err := c.seal(rev.Secrets, secretsAAD("revision", tenant, rev.DeploymentID+"/"+rev.ID))
+	if err != nil {
+		return nil, err
+	}
 	return json.Marshal(&storedRevision{
 		V: recordVersion, ID: rev.ID, DeploymentID: rev.DeploymentID,
 		Created: micros(rev.CreatedAt), Updated: micros(rev.UpdatedAt), Status: rev.Status, Source: rev.Source,
 		Rev: storedRevisionConfig(rev.Revision.SourceRevisionConfig), Message: rev.StatusMessage,
-		Secrets: rev.Secrets, Spec: (*storedResourceSpec)(rev.revisionSnapshot.ResourceSpec),
+		Secrets: plain, Sealed: sealed, Spec: (*storedResourceSpec)(rev.revisionSnapshot.ResourceSpec),
 		InstallCommand: rev.revisionSnapshot.InstallCommand, BuildCommand: rev.revisionSnapshot.BuildCommand,
 		ImageVersion: rev.revisionSnapshot.ImageVersion,
 	})
@@ -226,7 +297,7 @@ func encodeRevision(rev *revisionRecord) ([]byte, error) {
 
 // decodeRevision reads a stored revision record of any version this build
 // understands.
-func decodeRevision(b []byte, id string) (*revisionRecord, error) {
+func (c secretCodec) decodeRevision(b []byte, tenant, id string) (*revisionRecord, error) {
 	v, err := checkRecordVersion(b, "revision", id)
 	if err != nil {
 		return nil, err
@@ -242,6 +313,12 @@ func decodeRevision(b []byte, id string) (*revisionRecord, error) {
 				Source: s.Source, SourceRevisionConfig: SourceRevisionConfig(s.Rev), StatusMessage: s.Message},
 			revisionSnapshot: revisionSnapshot{DeploymentID: s.DeploymentID, Secrets: s.Secrets, ResourceSpec: (*ResourceSpec)(s.Spec),
 				InstallCommand: s.InstallCommand, BuildCommand: s.BuildCommand, ImageVersion: s.ImageVersion},
+		}
+		if err == nil {
+			r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("revision", tenant, s.DeploymentID+"/"+s.ID), "revision", id)
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err != nil {
