@@ -672,9 +672,18 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 // deployment.
 type StoreTracingProjects struct{}
 
+// storedTracingProject is the storage form (version 1) of a tracing
+// project record: the key holds the tenant and the deployment id. Records
+// without "v" are the TracingProject JSON of earlier builds.
+type storedTracingProject struct {
+	V       int    `json:"v"`
+	Name    string `json:"n"`
+	Created int64  `json:"c"`
+}
+
 // CreateTracingProject records p in tx.
 func (StoreTracingProjects) CreateTracingProject(ctx context.Context, tx store.Tx, p TracingProject) error {
-	b, err := json.Marshal(p)
+	b, err := json.Marshal(storedTracingProject{V: recordVersion, Name: p.Name, Created: p.CreatedAt.UnixMicro()})
 	if err != nil {
 		return err
 	}
@@ -692,6 +701,16 @@ func (StoreTracingProjects) Get(r store.Reader, tenant, deploymentID string) (Tr
 	if err != nil {
 		return p, err
 	}
-	err = json.Unmarshal(b, &p)
-	return p, err
+	v, err := checkRecordVersion(b, "tracing project", deploymentID)
+	if err != nil || v == 0 {
+		if err == nil {
+			err = json.Unmarshal(b, &p)
+		}
+		return p, err
+	}
+	var s storedTracingProject
+	if err := json.Unmarshal(b, &s); err != nil {
+		return p, err
+	}
+	return TracingProject{Tenant: tenant, DeploymentID: deploymentID, Name: s.Name, CreatedAt: time.UnixMicro(s.Created).UTC()}, nil
 }

@@ -32,7 +32,7 @@ import (
 //	cp_listener_compute_ids tenant/escaped compute id    -> id
 //	cp_integrations         tenant/id                    -> integrationRecord JSON
 //	cp_integration_installs tenant/installation id       -> id
-//	cp_tracing_projects     tenant/deployment id         -> TracingProject JSON (StoreTracingProjects)
+//	cp_tracing_projects     tenant/deployment id         -> storedTracingProject JSON (StoreTracingProjects)
 //	cp_pending              r/tenant/deployment/ts/rev   -> lease (a revision not terminal; worker.go)
 //	cp_pending              d/tenant/deployment          -> lease (a deployment AWAITING_DELETE)
 //	cp_installation_owners  installation id              -> tenant/integration id (github.go)
@@ -57,7 +57,11 @@ import (
 // Deployment and revision records are in a storage form, separate from
 // the wire form (storageform.go): a JSON object whose first member is the
 // format version, {"v":1,...}, with short keys (documented on the fields of
-// storedDeployment and storedRevision), timestamps as Unix microseconds,
+// storedDeployment and storedRevision), no ids (the key holds them: the
+// record's own id, and a revision's deployment id), timestamps as Unix
+// microseconds, secrets sealed under Options.SecretKey ("sx", the JSON of
+// the secret list sealed with AAD controlplane/<kind>/<tenant>/<record key>;
+// "sec" holds them in plain text when there is no key),
 // resource_spec beside source_config rather than inside it, and every null,
 // empty or zero member left out. A read of a record whose version is newer
 // than recordVersion fails with an error wrapping ErrNewerRecord that names
@@ -67,8 +71,11 @@ import (
 // six or fewer fractional digits, testdata/records-before-wiretime.jsonl):
 // they still decode, and are rewritten in the current form when next
 // written. A change to the storage form that older builds would misread
-// bumps recordVersion and keeps decoding the earlier versions. Listeners,
-// integrations and the other records are still their JSON with wire names.
+// bumps recordVersion and keeps decoding the earlier versions. Tracing
+// projects of StoreTracingProjects are versioned the same way
+// ({"v":1,"n":name,"c":micros}; the key holds tenant and deployment id).
+// Listeners, integrations and the other records are still their JSON with
+// wire names.
 // getDeploymentJSON decodes and encodes: GET costs a decode of the compact
 // record (BENCHMARKS.md).
 //
@@ -364,7 +371,7 @@ func (cp *ControlPlane) getRevision(r store.Reader, tenant, deploymentID, id str
 	if err != nil {
 		return nil, err
 	}
-	return cp.secrets.decodeRevision(b, tenant, id)
+	return cp.secrets.decodeRevision(b, tenant, deploymentID, id)
 }
 
 // getListener reads a listener of the tenant, or a *apierr.NotFoundError.

@@ -36,14 +36,14 @@ func TestRecordsRoundTrip(t *testing.T) {
 	if d := cmp.Diff(&dep, gotDep); d != "" {
 		t.Errorf("deployment round trip (-want +got):\n%s", d)
 	}
-	if want := `{"v":1,"id":"d","n":"n","s":"github","sec":[{"name":"K","value":"V"}],"c":`; !strings.HasPrefix(string(b), want) || strings.Contains(string(b), "null") {
+	if want := `{"v":1,"n":"n","s":"github","sec":[{"name":"K","value":"V"}],"c":`; !strings.HasPrefix(string(b), want) || strings.Contains(string(b), "null") {
 		t.Errorf("stored deployment record = %s\nwant it to start %s and hold no null", b, want)
 	}
 	b, err = (secretCodec{}).encodeRevision("t", &rev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotRev, err := (secretCodec{}).decodeRevision(b, "t", "r")
+	gotRev, err := (secretCodec{}).decodeRevision(b, "t", "d", "r")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestNewerRecordVersion(t *testing.T) {
 	if _, err := cp.GetDeploymentJSON(ctx, "t1", d.ID); !errors.Is(err, ErrNewerRecord) {
 		t.Errorf("GetDeploymentJSON of a version 2 record = %v, want ErrNewerRecord", err)
 	}
-	if _, err := (secretCodec{}).decodeRevision([]byte(`{"v":12,"id":"r"}`), "t", "r"); !errors.Is(err, ErrNewerRecord) {
+	if _, err := (secretCodec{}).decodeRevision([]byte(`{"v":12,"id":"r"}`), "t", "d", "r"); !errors.Is(err, ErrNewerRecord) {
 		t.Errorf("decodeRevision of a version 12 record = %v, want ErrNewerRecord", err)
 	}
 }
@@ -187,7 +187,7 @@ func TestRecordsAsBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotRev, err := (secretCodec{}).decodeRevision([]byte(lines[1]), "t", "r")
+	gotRev, err := (secretCodec{}).decodeRevision([]byte(lines[1]), "t", "d", "r")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,5 +210,45 @@ func TestRecordsAsBefore(t *testing.T) {
 	}
 	if d := cmp.Diff(l, &gotL); d != "" {
 		t.Errorf("listener decoded from the earlier record (-want +got):\n%s", d)
+	}
+}
+
+// TestTracingProjectRecords: StoreTracingProjects writes the compact
+// versioned form and reads it back whole; a record in the TracingProject
+// JSON of earlier builds still reads.
+func TestTracingProjectRecords(t *testing.T) {
+	ctx := context.Background()
+	st := storemem.New()
+	defer st.Close()
+	at := time.Date(2026, 11, 21, 10, 4, 5, 123_456_000, time.UTC)
+	p := TracingProject{Tenant: "t1", DeploymentID: "d1", Name: "agent", CreatedAt: at}
+	old, _ := json.Marshal(TracingProject{Tenant: "t1", DeploymentID: "d2", Name: "old", CreatedAt: at})
+	err := st.Update(ctx, func(tx store.Tx) error {
+		if err := (StoreTracingProjects{}).CreateTracingProject(ctx, tx, p); err != nil {
+			return err
+		}
+		return tx.Put(colTracingProjects, key("t1", "d2"), old)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.View(ctx, func(r store.Reader) error {
+		b, _ := r.Get(colTracingProjects, key("t1", "d1"))
+		if !strings.HasPrefix(string(b), `{"v":1,`) {
+			t.Errorf("stored tracing project = %s, want the versioned form", b)
+		}
+		for _, want := range []TracingProject{p, {Tenant: "t1", DeploymentID: "d2", Name: "old", CreatedAt: at}} {
+			got, err := StoreTracingProjects{}.Get(r, "t1", want.DeploymentID)
+			if err != nil {
+				return err
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("tracing project %s (-want +got):\n%s", want.DeploymentID, d)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

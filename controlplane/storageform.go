@@ -66,7 +66,7 @@ func fromMicros(us int64) wiretime.Time { return wiretime.New(time.UnixMicro(us)
 // to "rs" (storedResourceSpec, the wire names without its nulls).
 type storedDeployment struct {
 	V       int                  `json:"v"`
-	ID      string               `json:"id"`
+	ID      string               `json:"-"` // the record's key holds it
 	Name    string               `json:"n"`
 	Source  Source               `json:"s"`
 	Config  storedSourceConfig   `json:"sc,omitzero"`
@@ -157,8 +157,8 @@ type storedResourceSpec struct {
 // storedRevision is the storage form (version 1) of a revision record.
 type storedRevision struct {
 	V              int                  `json:"v"`
-	ID             string               `json:"id"`
-	DeploymentID   string               `json:"d"`
+	ID             string               `json:"-"` // the record's key holds it
+	DeploymentID   string               `json:"-"` // and this`
 	Created        int64                `json:"c"`
 	Updated        int64                `json:"u"`
 	Status         RevisionStatus       `json:"st"`
@@ -234,9 +234,11 @@ func (c secretCodec) encodeDeployment(tenant string, r *deploymentRecord) ([]byt
 	if err != nil {
 		return nil, err
 	}
+	config := storedSourceConfig(d.SourceConfig)
+	config.ResourceSpec = nil // stored as Spec; nil lets an empty config be left out
 	return json.Marshal(&storedDeployment{
 		V: recordVersion, ID: d.ID, Name: d.Name, Source: d.Source,
-		Config: storedSourceConfig(d.SourceConfig), Spec: (*storedResourceSpec)(d.SourceConfig.ResourceSpec),
+		Config: config, Spec: (*storedResourceSpec)(d.SourceConfig.ResourceSpec),
 		Rev: storedRevisionConfig(d.SourceRevisionConfig), Secrets: plain, Sealed: sealed,
 		Created: micros(d.CreatedAt), Updated: micros(d.UpdatedAt), Status: d.Status,
 		Latest: d.LatestRevisionID, Active: d.ActiveRevisionID, Image: d.ImageVersion, Tags: r.Tags,
@@ -257,14 +259,14 @@ func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentR
 		var s storedDeployment
 		err = jsonv2.Unmarshal(b, &s) // about twice as fast as encoding/json here
 		r = deploymentRecord{Deployment: Deployment{
-			ID: s.ID, Name: s.Name, Source: s.Source,
+			ID: id, Name: s.Name, Source: s.Source,
 			SourceConfig: SourceConfig(s.Config), SourceRevisionConfig: SourceRevisionConfig(s.Rev), Secrets: s.Secrets,
 			CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
 			LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image,
 		}, Tags: s.Tags}
 		r.SourceConfig.ResourceSpec = (*ResourceSpec)(s.Spec)
 		if err == nil {
-			r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("deployment", tenant, s.ID), "deployment", id)
+			r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("deployment", tenant, id), "deployment", id)
 			if err != nil {
 				return nil, err
 			}
@@ -297,7 +299,7 @@ func (c secretCodec) encodeRevision(tenant string, rev *revisionRecord) ([]byte,
 
 // decodeRevision reads a stored revision record of any version this build
 // understands.
-func (c secretCodec) decodeRevision(b []byte, tenant, id string) (*revisionRecord, error) {
+func (c secretCodec) decodeRevision(b []byte, tenant, deploymentID, id string) (*revisionRecord, error) {
 	v, err := checkRecordVersion(b, "revision", id)
 	if err != nil {
 		return nil, err
@@ -309,13 +311,13 @@ func (c secretCodec) decodeRevision(b []byte, tenant, id string) (*revisionRecor
 		var s storedRevision
 		err = jsonv2.Unmarshal(b, &s)
 		r = revisionRecord{
-			Revision: Revision{ID: s.ID, CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
+			Revision: Revision{ID: id, CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
 				Source: s.Source, SourceRevisionConfig: SourceRevisionConfig(s.Rev), StatusMessage: s.Message},
-			revisionSnapshot: revisionSnapshot{DeploymentID: s.DeploymentID, Secrets: s.Secrets, ResourceSpec: (*ResourceSpec)(s.Spec),
+			revisionSnapshot: revisionSnapshot{DeploymentID: deploymentID, Secrets: s.Secrets, ResourceSpec: (*ResourceSpec)(s.Spec),
 				InstallCommand: s.InstallCommand, BuildCommand: s.BuildCommand, ImageVersion: s.ImageVersion},
 		}
 		if err == nil {
-			r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("revision", tenant, s.DeploymentID+"/"+s.ID), "revision", id)
+			r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("revision", tenant, deploymentID+"/"+id), "revision", id)
 			if err != nil {
 				return nil, err
 			}
