@@ -184,7 +184,7 @@ func BenchmarkListFiltered(b *testing.B) {
 }
 
 // BenchmarkGetDeploymentJSON: what an HTTP GET needs, the deployment's wire
-// JSON, through GetDeploymentJSON (the stored record cut at its last field)
+// JSON, through GetDeploymentJSON (decode the storage form, encode the wire)
 // against GetDeployment plus json.Marshal (decode, then encode). One
 // deployment with a resource_spec and secrets, over storemem.
 func BenchmarkGetDeploymentJSON(b *testing.B) {

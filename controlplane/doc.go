@@ -21,7 +21,7 @@
 //	integrations StartGitHubInstall, CompleteGitHubInstall (verified),
 //	             CreateIntegration (unverified), ListIntegrations
 //	lifecycle    Run, Process, HandleGitHubPush, ReportDeploymentStatus
-//	for HTTP     GetDeploymentJSON (the wire JSON without decoding), Limits
+//	for HTTP     GetDeploymentJSON (the wire JSON in one call), Limits
 //
 // A deployment starts AWAITING_DATABASE with a first revision in status
 // CREATING; PATCHes, redeploys and build_on_push pushes add revisions
@@ -250,10 +250,37 @@
 // returned page. The layout of every collection, for maintainers, is
 // documented beside the code that writes it, in records.go.
 //
-// Compatibility with stores written by earlier builds: records whose
-// timestamps have trimmed fractions (...05.67725Z, ...05Z) still decode,
-// but GetDeploymentJSON serves their bytes as stored, old format included,
-// until the deployment is next written. Integrations recorded before
+// Deployments and revisions are stored in a compact storage form, not as
+// their wire JSON: nulls and empty members are left out, and every record
+// carries a format version. A build that meets a record written by a newer
+// build (a newer format version) refuses to read it, with an error that
+// wraps ErrNewerRecord and names the record and both versions, rather than
+// misreading it: do not run an older binary over a store a newer one wrote.
+//
+// # Secrets at rest
+//
+// With Options.SecretKey (32 bytes, the key oauthflow takes too;
+// cmd/deployplane always passes it), deployment and revision secrets are
+// sealed with AES-256-GCM before they reach the store, each record's bound
+// to its tenant and identity, in every store: the store holds no secret
+// value in plain text. The ControlPlane answers, and a Deployer's Work
+// receives, the plain values. Without a key (embedders, tests) secrets are
+// stored in plain text, readable by whoever reads the store: set a key in
+// production. A read of sealed secrets without a key, or with another key,
+// fails with an error wrapping ErrSecretKey; records with plain-text
+// secrets (written without a key, or by earlier builds) still read with a
+// key and are sealed when next written.
+//
+// Key rotation is not supported yet: there is one key, and no command
+// re-seals a store under another. A sealed value starts with a version
+// byte so that a later build can open values of an old key while sealing
+// with a new one; until then, an operator keeps the key (and backs it up
+// with the store).
+//
+// Compatibility with stores written by earlier builds: deployment and
+// revision records in the earlier wire-JSON form still decode (and are
+// rewritten in the storage form when next written); timestamps with trimmed
+// fractions (...05.67725Z, ...05Z) decode too. Integrations recorded before
 // installations had owners, and build_on_push deployments stored before the
 // push index existed, are not found by pushes; register the integration
 // again.
@@ -261,7 +288,8 @@
 // # Adding a field
 //
 // A field of source_config or source_revision_config (the usual case)
-// touches at most three production files:
+// touches three production files, four when an index or the list summary
+// uses it:
 //
 //  1. types.go: the field on its struct, with its JSON name and, for its
 //     shape checks, a `validate` tag (shape.go lists this package's own
@@ -273,14 +301,18 @@
 //     PATCH, create defaults, new revisions and redeploys follow the row.
 //     A snapshot field is also mapped, beside the table, to the revision
 //     record (revisionRecord.snapshot and newRevisionRecord).
-//  3. records.go, only when the field is stored outside the deployment
-//     record: a snapshot field in the revision record, an indexed field in
-//     indexKeys, a summary field in summary. The table tests
-//     (rules_internal_test.go, whose two fixtures must differ in the new
-//     field) fail until records.go and the row agree.
+//  3. storageform.go: the same field, with a short storage key, on the
+//     stored twin of its struct (storedSourceConfig or
+//     storedRevisionConfig). The twins are conversions of the wire structs,
+//     so the build fails until the field is there.
+//  4. records.go, only when an index or the list summary uses the field:
+//     indexKeys or summary. The table tests (rules_internal_test.go, whose
+//     two fixtures must differ in the new field) fail until records.go and
+//     the row agree.
 //
 // A field inside resource_spec or another object row is part of that
-// row's value: it needs only types.go (and its tag). A check no tag can
+// row's value: it needs only types.go (and its tag), and for resource_spec
+// its twin in storedResourceSpec (storageform.go). A check no tag can
 // express is a plain function in validate.go; a new top-level request
 // member also needs the request types (requests.go) and draftOf.
 //

@@ -204,3 +204,26 @@ func ExampleResourceSpec_WithDefaults() {
 	// Output:
 	// 3 2048 1.5 2048
 }
+
+// Options.SecretKey seals deployment and revision secrets at rest; the
+// ControlPlane still answers them in plain text, and a ControlPlane without
+// the key cannot read them.
+func ExampleOptions_secretKey() {
+	ctx := context.Background()
+	st := storemem.New()
+	key := []byte("an example key of 32 bytes......") // in production: 32 random bytes, kept apart from the store
+	cp := controlplane.New(st, &controlplane.Options{SecretKey: key})
+
+	d := exampleDeployment(ctx, cp)
+	got, err := cp.GetDeployment(ctx, exampleTenant, d.ID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(got.Secrets[0].Name, got.Secrets[0].Value)
+
+	_, err = controlplane.New(st, nil).GetDeployment(ctx, exampleTenant, d.ID)
+	fmt.Println(errors.Is(err, controlplane.ErrSecretKey))
+	// Output:
+	// OPENAI_API_KEY sk-...
+	// true
+}

@@ -25,7 +25,7 @@ func TestGetDeploymentJSONOfOlderRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = st.Update(ctx, func(tx store.Tx) error {
-		rec, err := getDeployment(tx, "t1", d.ID)
+		rec, err := cp.getDeployment(tx, "t1", d.ID)
 		if err != nil {
 			return err
 		}

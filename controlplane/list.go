@@ -204,7 +204,7 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 		}
 		for _, t := range tails {
 			_, id, _ := strings.Cut(t, "/")
-			rec, err := getDeployment(r, tenant, id)
+			rec, err := cp.getDeployment(r, tenant, id)
 			if errors.Is(err, apierr.ErrNotFound) {
 				return fmt.Errorf("controlplane: an index names the missing deployment %s", id)
 			}
@@ -378,7 +378,7 @@ func (cp *ControlPlane) listByIDs(r store.Reader, tenant string, q *ListDeployme
 			continue
 		}
 		seen[cid] = true
-		rec, err := getDeployment(r, tenant, cid)
+		rec, err := cp.getDeployment(r, tenant, cid)
 		if err != nil {
 			if errors.Is(err, apierr.ErrNotFound) {
 				continue
@@ -426,7 +426,7 @@ func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID 
 	var page []Revision
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		page = page[:0]
-		d, err := getDeployment(r, tenant, did)
+		d, err := cp.getDeployment(r, tenant, did)
 		if err != nil {
 			return err
 		}
@@ -442,7 +442,7 @@ func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID 
 			return err
 		}
 		for _, id := range ids {
-			rev, err := getRevision(r, tenant, did, id)
+			rev, err := cp.getRevision(r, tenant, did, id)
 			if err != nil {
 				return err
 			}

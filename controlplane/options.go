@@ -44,6 +44,15 @@ type Options struct {
 	// Limits caps list sizes and string lengths; zero fields take the
 	// defaults of DefaultLimits.
 	Limits Limits
+	// SecretKey is the 32-byte AES-256 key that seals deployment and
+	// revision secrets at rest (AES-256-GCM, each value bound to its tenant
+	// and record), the same key oauthflow.Options.SecretKey takes. Default
+	// nil: secrets are stored in plain text, readable by anyone who can read
+	// the store; set it in production (cmd/deployplane always does). A key
+	// of another length fails every write with an error. Records sealed
+	// under a key can only be read with that key (ErrSecretKey otherwise);
+	// see the package doc on key rotation.
+	SecretKey []byte
 	// GitHubApp verifies GitHub installations (StartGitHubInstall,
 	// CompleteGitHubInstall); package githubapp implements it. Default
 	// nil: those methods answer ErrGitHubAppNotConfigured, and

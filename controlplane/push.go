@@ -150,7 +150,7 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 		}
 		for _, t := range tails {
 			_, id, _ := strings.Cut(t, "/")
-			d, err := getDeployment(tx, tenant, id)
+			d, err := cp.getDeployment(tx, tenant, id)
 			if err != nil {
 				if errors.Is(err, apierr.ErrNotFound) {
 					err = errors.New("controlplane: the push index names a missing deployment " + id)
@@ -169,10 +169,10 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 			rev := newRevision(&next, ids[len(out)], at)
 			next.LatestRevisionID = new(rev.ID)
 			next.UpdatedAt = at
-			if err := addRevision(tx, tenant, rev); err != nil {
+			if err := cp.addRevision(tx, tenant, rev); err != nil {
 				return err
 			}
-			if err := putDeployment(tx, tenant, d, &next); err != nil {
+			if err := cp.putDeployment(tx, tenant, d, &next); err != nil {
 				return err
 			}
 			out = append(out, PushedRevision{Tenant: tenant, DeploymentID: d.ID, Revision: rev.Revision})

@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,20 +19,20 @@ import (
 // ts is createdKey(created_at): 16 hex digits that sort in time order, so
 // reverse scans give newest first (created_at desc, then id desc).
 //
-//	cp_deployments          tenant/id                    -> deploymentRecord JSON
+//	cp_deployments          tenant/id                    -> storedDeployment JSON (storageform.go)
 //	cp_deployment_order     tenant/ts/id                 -> "" (unfiltered pages skip these small keys)
 //	cp_deployment_summaries tenant/ts/id                 -> summary (lowercased name, status, type, source, image version)
 //	cp_deployment_name_blocks tenant/ts/id (first)       -> up to 256 lowercased names, '\n'-separated (nameblocks.go)
 //	cp_deployment_index     tenant/field/value/ts/id     -> "" (field: status, type, source, image, tag, listener, push)
 //	cp_deployment_names     tenant/name                  -> id (names not yet removed)
-//	cp_revisions            tenant/deployment/id         -> revisionRecord JSON
+//	cp_revisions            tenant/deployment/id         -> storedRevision JSON (storageform.go)
 //	cp_revision_order       tenant/deployment/ts/id      -> status
 //	cp_listeners            tenant/id                    -> Listener JSON
 //	cp_listener_order       tenant/ts/id                 -> ""
 //	cp_listener_compute_ids tenant/escaped compute id    -> id
 //	cp_integrations         tenant/id                    -> integrationRecord JSON
 //	cp_integration_installs tenant/installation id       -> id
-//	cp_tracing_projects     tenant/deployment id         -> TracingProject JSON (StoreTracingProjects)
+//	cp_tracing_projects     tenant/deployment id         -> storedTracingProject JSON (StoreTracingProjects)
 //	cp_pending              r/tenant/deployment/ts/rev   -> lease (a revision not terminal; worker.go)
 //	cp_pending              d/tenant/deployment          -> lease (a deployment AWAITING_DELETE)
 //	cp_installation_owners  installation id              -> tenant/integration id (github.go)
@@ -55,16 +54,30 @@ import (
 // nameblocks.go). removeDeployment deletes all of them with the revisions
 // and the pending work.
 //
-// The stored deployment record is the deployment's wire JSON with
-// tag_value_ids as its last member and secrets never null: encoding/json
-// writes deploymentRecord's embedded Deployment first, and the wire
-// timestamps format themselves (wiretime.Time), so the record's bytes up to
-// tag_value_ids are those json.Marshal gives of GetDeployment's result, and
-// getDeploymentJSON serves them cut there, without decoding. A revision
-// record is its wire JSON followed by its snapshot. Records written when
-// mirror structs encoded the wire types are byte for byte the same
-// (TestRecordsAsBefore); records of earlier builds with trimmed fractions
-// decode, and getDeploymentJSON serves them as stored.
+// Deployment and revision records are in a storage form, separate from
+// the wire form (storageform.go): a JSON object whose first member is the
+// format version, {"v":1,...}, with short keys (documented on the fields of
+// storedDeployment and storedRevision), no ids (the key holds them: the
+// record's own id, and a revision's deployment id), timestamps as Unix
+// microseconds, secrets sealed under Options.SecretKey ("sx", the JSON of
+// the secret list sealed with AAD controlplane/<kind>/<tenant>/<record key>;
+// "sec" holds them in plain text when there is no key),
+// resource_spec beside source_config rather than inside it, and every null,
+// empty or zero member left out. A read of a record whose version is newer
+// than recordVersion fails with an error wrapping ErrNewerRecord that names
+// the record and both versions. Records without "v" (version 0) are the
+// wire JSON that earlier builds stored (the deployment's wire JSON followed
+// by tag_value_ids; a revision's followed by its snapshot; timestamps with
+// six or fewer fractional digits, testdata/records-before-wiretime.jsonl):
+// they still decode, and are rewritten in the current form when next
+// written. A change to the storage form that older builds would misread
+// bumps recordVersion and keeps decoding the earlier versions. Tracing
+// projects of StoreTracingProjects are versioned the same way
+// ({"v":1,"n":name,"c":micros}; the key holds tenant and deployment id).
+// Listeners, integrations and the other records are still their JSON with
+// wire names.
+// getDeploymentJSON decodes and encodes: GET costs a decode of the compact
+// record (BENCHMARKS.md).
 //
 // The lifecycle's records follow the work, not the data: cp_pending holds
 // one lease per revision not terminal and per deployment AWAITING_DELETE
@@ -108,11 +121,10 @@ func createdKey(t time.Time) string {
 
 func key(parts ...string) string { return strings.Join(parts, "/") }
 
-// deploymentRecord is what cp_deployments holds: the wire shape plus the
-// fields that are not on the wire. encoding/json writes the embedded
-// Deployment's fields first, in their order, then tag_value_ids: the stored
-// record starts with the very bytes json.Marshal of the Deployment gives,
-// which getDeploymentJSON relies on.
+// deploymentRecord is a deployment as the package works on it: the wire
+// shape plus the fields that are not on the wire. cp_deployments holds it
+// in its storage form (encodeDeployment); its own JSON encoding is the
+// unversioned form of earlier builds, which decodeDeployment still reads.
 type deploymentRecord struct {
 	Deployment
 	Tags []string `json:"tag_value_ids"`
@@ -162,17 +174,11 @@ func (r *deploymentRecord) indexKeys(tenant string) []string {
 	return ks
 }
 
-// putDeployment writes r and brings its order and index records in line
-// with it; old is the record as stored before (nil when r is new).
-//
-// The record's JSON is the deployment's wire JSON with tag_value_ids as the
-// last field, and secrets never null, so that getDeploymentJSON can cut the
-// wire JSON out of it without decoding.
-func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
-	if r.Secrets == nil {
-		r.Secrets = []Secret{}
-	}
-	b, err := json.Marshal(r)
+// putDeployment writes r in its storage form and brings its order and index
+// records in line with it; old is the record as stored before (nil when r
+// is new).
+func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
+	b, err := cp.secrets.encodeDeployment(tenant, r)
 	if err != nil {
 		return err
 	}
@@ -219,7 +225,7 @@ func putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
 // revisions and its pending work (the tracing project belongs to the
 // TracingProjects hook). The lifecycle calls it once a deployment is torn
 // down.
-func removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
+func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
 	if err := removeName(tx, tenant, r.orderKey(tenant)); err != nil { // before the order record goes
 		return err
 	}
@@ -296,19 +302,7 @@ func getRecord[T any](r store.Reader, col, k, kind, id string) (*T, error) {
 }
 
 // getDeployment reads a deployment of the tenant, or a *apierr.NotFoundError.
-func getDeployment(r store.Reader, tenant, id string) (*deploymentRecord, error) {
-	return getRecord[deploymentRecord](r, colDeployments, key(tenant, id), apierr.KindDeployment, id)
-}
-
-// tagsField starts the last field of a stored deployment record.
-var tagsField = []byte(`,"tag_value_ids":`)
-
-// getDeploymentJSON reads a deployment of the tenant as its wire JSON (what
-// json.Marshal of GetDeployment's result gives): the stored record up to its
-// last field, tag_value_ids. A record written before secrets were stored
-// as [] (or one whose free-form objects hold a "secrets": null) is decoded
-// and encoded instead.
-func getDeploymentJSON(r store.Reader, tenant, id string) ([]byte, error) {
+func (cp *ControlPlane) getDeployment(r store.Reader, tenant, id string) (*deploymentRecord, error) {
 	b, err := r.Get(colDeployments, key(tenant, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
@@ -316,19 +310,23 @@ func getDeploymentJSON(r store.Reader, tenant, id string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if i := bytes.LastIndex(b, tagsField); i > 0 && !bytes.Contains(b, []byte(`"secrets":null`)) {
-		return append(b[:i], '}'), nil
-	}
-	var rec deploymentRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return nil, fmt.Errorf("controlplane: decoding deployment %s: %w", id, err)
+	return cp.secrets.decodeDeployment(b, tenant, id)
+}
+
+// getDeploymentJSON reads a deployment of the tenant as its wire JSON (what
+// json.Marshal of GetDeployment's result gives): the record decoded from its
+// storage form and encoded.
+func (cp *ControlPlane) getDeploymentJSON(r store.Reader, tenant, id string) ([]byte, error) {
+	rec, err := cp.getDeployment(r, tenant, id)
+	if err != nil {
+		return nil, err
 	}
 	return json.Marshal(rec.wire())
 }
 
-// revisionRecord is what cp_revisions holds: the wire shape plus the
-// snapshot fields that are not on the wire, encoded as one object (the
-// Revision's fields first).
+// revisionRecord is a revision as the package works on it: the wire shape
+// plus the snapshot fields that are not on the wire. cp_revisions holds it
+// in its storage form (encodeRevision).
 type revisionRecord struct {
 	Revision
 	revisionSnapshot
@@ -346,8 +344,8 @@ type revisionSnapshot struct {
 	ImageVersion *string `json:"image_version,omitempty"`
 }
 
-func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) error {
-	b, err := json.Marshal(rev)
+func (cp *ControlPlane) putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) error {
+	b, err := cp.secrets.encodeRevision(tenant, rev)
 	if err != nil {
 		return err
 	}
@@ -365,8 +363,15 @@ func putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) er
 
 // getRevision reads a revision of the tenant's deployment, or a
 // *apierr.NotFoundError.
-func getRevision(r store.Reader, tenant, deploymentID, id string) (*revisionRecord, error) {
-	return getRecord[revisionRecord](r, colRevisions, key(tenant, deploymentID, id), apierr.KindRevision, id)
+func (cp *ControlPlane) getRevision(r store.Reader, tenant, deploymentID, id string) (*revisionRecord, error) {
+	b, err := r.Get(colRevisions, key(tenant, deploymentID, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &apierr.NotFoundError{Kind: apierr.KindRevision, ID: id}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cp.secrets.decodeRevision(b, tenant, deploymentID, id)
 }
 
 // getListener reads a listener of the tenant, or a *apierr.NotFoundError.

@@ -3,8 +3,8 @@ package controlplane
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +16,8 @@ import (
 	"github.com/deployplane/deployplane/wiretime"
 )
 
-// TestRecordsRoundTrip: the stored records keep every field through
-// encoding/json, and the deployment record is its wire JSON followed by
-// tag_value_ids.
+// TestRecordsRoundTrip: the storage form keeps every field, starts with
+// its format version and holds no null.
 func TestRecordsRoundTrip(t *testing.T) {
 	at := wiretime.New(time.Date(2026, 11, 21, 10, 4, 5, 123_456_000, time.UTC))
 	dep := deploymentRecord{Deployment: Deployment{ID: "d", Name: "n", Source: SourceGitHub, Secrets: []Secret{{"K", "V"}},
@@ -26,29 +25,75 @@ func TestRecordsRoundTrip(t *testing.T) {
 	rev := revisionRecord{Revision: Revision{ID: "r", CreatedAt: at, UpdatedAt: at, Status: RevisionDeployed, Source: SourceGitHub},
 		revisionSnapshot: revisionSnapshot{DeploymentID: "d", Secrets: []Secret{{"K", "V"}}, ResourceSpec: &ResourceSpec{MinScale: new(int64(2))},
 			InstallCommand: new("i"), BuildCommand: new("b"), ImageVersion: new("v2")}}
-	for _, v := range []any{&dep, &rev} {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := reflect.New(reflect.TypeOf(v).Elem()).Interface()
-		if err := json.Unmarshal(b, got); err != nil {
-			t.Fatal(err)
-		}
-		if d := cmp.Diff(v, got, cmp.AllowUnexported(revisionRecord{})); d != "" {
-			t.Errorf("%T round trip (-want +got):\n%s", v, d)
+	b, err := (secretCodec{}).encodeDeployment("t", &dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotDep, err := (secretCodec{}).decodeDeployment(b, "t", "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(&dep, gotDep); d != "" {
+		t.Errorf("deployment round trip (-want +got):\n%s", d)
+	}
+	if want := `{"v":1,"n":"n","s":"github","sec":[{"name":"K","value":"V"}],"c":`; !strings.HasPrefix(string(b), want) || strings.Contains(string(b), "null") {
+		t.Errorf("stored deployment record = %s\nwant it to start %s and hold no null", b, want)
+	}
+	b, err = (secretCodec{}).encodeRevision("t", &rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotRev, err := (secretCodec{}).decodeRevision(b, "t", "d", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(&rev, gotRev, cmp.AllowUnexported(revisionRecord{})); d != "" {
+		t.Errorf("revision round trip (-want +got):\n%s", d)
+	}
+	if strings.Contains(string(b), "null") {
+		t.Errorf("stored revision record = %s, holds a null", b)
+	}
+}
+
+// TestNewerRecordVersion: a record whose format version is newer than this
+// build's is an error naming the record and both versions, wrapping
+// ErrNewerRecord, through the ControlPlane's reads.
+func TestNewerRecordVersion(t *testing.T) {
+	ctx := context.Background()
+	st := storemem.New()
+	defer st.Close()
+	cp := New(st, nil)
+	d, err := cp.CreateDeployment(ctx, "t1", &CreateDeploymentRequest{Name: new("a"), Source: new(SourceExternalDocker),
+		SourceRevisionConfig: &SourceRevisionConfig{ImageURI: new("r/a:1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(ctx, func(tx store.Tx) error {
+		return tx.Put(colDeployments, key("t1", d.ID), []byte(`{"v":2,"id":"`+d.ID+`","future":true}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cp.GetDeployment(ctx, "t1", d.ID)
+	if !errors.Is(err, ErrNewerRecord) {
+		t.Fatalf("GetDeployment of a version 2 record = %v, want ErrNewerRecord", err)
+	}
+	for _, want := range []string{d.ID, "version 2", "version 1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
 		}
 	}
-	b, _ := json.Marshal(dep)
-	wire, _ := json.Marshal(dep.wire())
-	if want := string(wire[:len(wire)-1]) + `,"tag_value_ids":["x","y"]}`; string(b) != want {
-		t.Errorf("stored deployment record = %s\nwant %s", b, want)
+	if _, err := cp.GetDeploymentJSON(ctx, "t1", d.ID); !errors.Is(err, ErrNewerRecord) {
+		t.Errorf("GetDeploymentJSON of a version 2 record = %v, want ErrNewerRecord", err)
+	}
+	if _, err := (secretCodec{}).decodeRevision([]byte(`{"v":12,"id":"r"}`), "t", "d", "r"); !errors.Is(err, ErrNewerRecord) {
+		t.Errorf("decodeRevision of a version 12 record = %v, want ErrNewerRecord", err)
 	}
 }
 
 // TestOlderTimestampsDecode: a record stored by an earlier build, with
-// trimmed fractions, still decodes; GetDeploymentJSON serves its bytes as
-// stored (the documented exception), GetDeployment re-encodes them.
+// trimmed fractions, still decodes; GetDeployment and GetDeploymentJSON
+// answer it re-encoded.
 func TestOlderTimestampsDecode(t *testing.T) {
 	ctx := context.Background()
 	st := storemem.New()
@@ -62,7 +107,11 @@ func TestOlderTimestampsDecode(t *testing.T) {
 	old := time.Date(2026, 11, 21, 6, 45, 29, 677_250_000, time.UTC)
 	var stored []byte
 	err = st.Update(ctx, func(tx store.Tx) error {
-		b, err := tx.Get(colDeployments, key("t1", d.ID))
+		cur, err := cp.getDeployment(tx, "t1", d.ID)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(cur) // the unversioned wire-JSON form of earlier builds
 		if err != nil {
 			return err
 		}
@@ -109,16 +158,15 @@ func TestOlderTimestampsDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := string(stored[:strings.LastIndex(string(stored), `,"tag_value_ids":`)]) + "}"; string(raw) != want {
-		t.Errorf("GetDeploymentJSON = %s\nwant the stored bytes %s", raw, want)
+	if string(raw) != string(b) {
+		t.Errorf("GetDeploymentJSON = %s\nwant json.Marshal(GetDeployment) %s", raw, b)
 	}
 }
 
-// TestRecordsAsBefore: the records the code writes are byte for byte the
-// ones written before the wire types carried wiretime.Time (when mirror
-// structs encoded them; testdata/records-before-wiretime.jsonl, written by
-// that code), and those decode to the same values: a store written by
-// either reads the same, and GetDeploymentJSON serves the same bytes.
+// TestRecordsAsBefore: unversioned deployment and revision records in the
+// wire-JSON form of earlier builds (testdata/records-before-wiretime.jsonl,
+// written before the storage form) decode to the same values; listeners
+// still encode byte for byte as before.
 func TestRecordsAsBefore(t *testing.T) {
 	golden, err := os.ReadFile("testdata/records-before-wiretime.jsonl")
 	if err != nil {
@@ -135,20 +183,72 @@ func TestRecordsAsBefore(t *testing.T) {
 		revisionSnapshot: revisionSnapshot{DeploymentID: "d", Secrets: []Secret{{"K", "V"}}, ResourceSpec: &ResourceSpec{MinScale: new(int64(2))},
 			InstallCommand: new("i"), BuildCommand: new("b"), ImageVersion: new("v2")}}
 	l := &Listener{ID: "l", ComputeType: "k8s", ComputeID: "c", ComputeConfig: ComputeConfig{K8sNamespaces: []string{"a"}}, Version: "1", CreatedAt: w, UpdatedAt: w}
-	for i, v := range []any{dep, rev, l} {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
+	gotDep, err := (secretCodec{}).decodeDeployment([]byte(lines[0]), "t", "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotRev, err := (secretCodec{}).decodeRevision([]byte(lines[1]), "t", "d", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct{ want, got any }{{dep, gotDep}, {rev, gotRev}} {
+		if d := cmp.Diff(c.want, c.got, cmp.AllowUnexported(revisionRecord{})); d != "" {
+			t.Errorf("%T decoded from the earlier record %d (-want +got):\n%s", c.want, i, d)
 		}
-		if string(b) != lines[i] {
-			t.Errorf("%T encodes as\n%s\nbefore:\n%s", v, b, lines[i])
+	}
+	// Listeners keep the wire form.
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != lines[2] {
+		t.Errorf("listener encodes as\n%s\nbefore:\n%s", b, lines[2])
+	}
+	var gotL Listener
+	if err := json.Unmarshal([]byte(lines[2]), &gotL); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(l, &gotL); d != "" {
+		t.Errorf("listener decoded from the earlier record (-want +got):\n%s", d)
+	}
+}
+
+// TestTracingProjectRecords: StoreTracingProjects writes the compact
+// versioned form and reads it back whole; a record in the TracingProject
+// JSON of earlier builds still reads.
+func TestTracingProjectRecords(t *testing.T) {
+	ctx := context.Background()
+	st := storemem.New()
+	defer st.Close()
+	at := time.Date(2026, 11, 21, 10, 4, 5, 123_456_000, time.UTC)
+	p := TracingProject{Tenant: "t1", DeploymentID: "d1", Name: "agent", CreatedAt: at}
+	old, _ := json.Marshal(TracingProject{Tenant: "t1", DeploymentID: "d2", Name: "old", CreatedAt: at})
+	err := st.Update(ctx, func(tx store.Tx) error {
+		if err := (StoreTracingProjects{}).CreateTracingProject(ctx, tx, p); err != nil {
+			return err
 		}
-		got := reflect.New(reflect.TypeOf(v).Elem()).Interface()
-		if err := json.Unmarshal([]byte(lines[i]), got); err != nil {
-			t.Fatal(err)
+		return tx.Put(colTracingProjects, key("t1", "d2"), old)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.View(ctx, func(r store.Reader) error {
+		b, _ := r.Get(colTracingProjects, key("t1", "d1"))
+		if !strings.HasPrefix(string(b), `{"v":1,`) {
+			t.Errorf("stored tracing project = %s, want the versioned form", b)
 		}
-		if d := cmp.Diff(v, got, cmp.AllowUnexported(revisionRecord{})); d != "" {
-			t.Errorf("%T decoded from the earlier record (-want +got):\n%s", v, d)
+		for _, want := range []TracingProject{p, {Tenant: "t1", DeploymentID: "d2", Name: "old", CreatedAt: at}} {
+			got, err := StoreTracingProjects{}.Get(r, "t1", want.DeploymentID)
+			if err != nil {
+				return err
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("tracing project %s (-want +got):\n%s", want.DeploymentID, d)
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

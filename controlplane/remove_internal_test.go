@@ -44,11 +44,11 @@ func TestRemoveDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := st.Update(ctx, func(tx store.Tx) error {
-		rec, err := getDeployment(tx, tenant, victim.ID)
+		rec, err := cp.getDeployment(tx, tenant, victim.ID)
 		if err != nil {
 			return err
 		}
-		return removeDeployment(tx, tenant, rec)
+		return cp.removeDeployment(tx, tenant, rec)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -121,11 +121,11 @@ func TestRemoveManyKeepsNameBlocks(t *testing.T) {
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	for round, id := range order {
 		err := st.Update(ctx, func(tx store.Tx) error {
-			rec, err := getDeployment(tx, tenant, id)
+			rec, err := cp.getDeployment(tx, tenant, id)
 			if err != nil {
 				return err
 			}
-			return removeDeployment(tx, tenant, rec)
+			return cp.removeDeployment(tx, tenant, rec)
 		})
 		if err != nil {
 			t.Fatal(err)

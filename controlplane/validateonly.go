@@ -54,7 +54,7 @@ func (cp *ControlPlane) ValidateUpdateDeployment(ctx context.Context, tenant, id
 	p, pure, aliased := cp.checkPatch(req)
 	var ps []apierr.Problem
 	err := cp.st.View(ctx, func(r store.Reader) error {
-		stored, err := getDeployment(r, tenant, cid)
+		stored, err := cp.getDeployment(r, tenant, cid)
 		if err != nil {
 			return err
 		}

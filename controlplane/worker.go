@@ -55,7 +55,7 @@ func parseLease(v []byte) (token string, expiry time.Time) {
 // addRevision stores rev, a new revision, as pending work, and supersedes
 // the deployment's revisions still before DEPLOYING: they become SKIPPED in
 // this same Update.
-func addRevision(tx store.Tx, tenant string, rev *revisionRecord) error {
+func (cp *ControlPlane) addRevision(tx store.Tx, tenant string, rev *revisionRecord) error {
 	prefix := pendingRevision + key(tenant, rev.DeploymentID) + "/"
 	var olds []string
 	err := tx.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
@@ -66,7 +66,7 @@ func addRevision(tx store.Tx, tenant string, rev *revisionRecord) error {
 		return err
 	}
 	for _, k := range olds {
-		old, err := getRevision(tx, tenant, rev.DeploymentID, k[strings.LastIndexByte(k, '/')+1:])
+		old, err := cp.getRevision(tx, tenant, rev.DeploymentID, k[strings.LastIndexByte(k, '/')+1:])
 		if err != nil {
 			return err
 		}
@@ -76,14 +76,14 @@ func addRevision(tx store.Tx, tenant string, rev *revisionRecord) error {
 		old.Status = RevisionSkipped
 		old.StatusMessage = new("Superseded by revision " + rev.ID + ".")
 		old.UpdatedAt = later(rev.CreatedAt.Time(), old.UpdatedAt)
-		if err := putRevision(tx, tenant, old, false); err != nil {
+		if err := cp.putRevision(tx, tenant, old, false); err != nil {
 			return err
 		}
 		if err := tx.Delete(colPending, k); err != nil {
 			return err
 		}
 	}
-	if err := putRevision(tx, tenant, rev, true); err != nil {
+	if err := cp.putRevision(tx, tenant, rev, true); err != nil {
 		return err
 	}
 	return tx.Put(colPending, revisionPendingKey(tenant, rev), nil)
@@ -91,7 +91,7 @@ func addRevision(tx store.Tx, tenant string, rev *revisionRecord) error {
 
 // interruptRevisions ends every unfinished revision of a deployment being
 // deleted with INTERRUPTED, and queues the deployment's teardown.
-func interruptRevisions(tx store.Tx, tenant, deploymentID string, at wiretime.Time) error {
+func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant, deploymentID string, at wiretime.Time) error {
 	prefix := pendingRevision + key(tenant, deploymentID) + "/"
 	var ks []string
 	err := tx.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
@@ -102,14 +102,14 @@ func interruptRevisions(tx store.Tx, tenant, deploymentID string, at wiretime.Ti
 		return err
 	}
 	for _, k := range ks {
-		rev, err := getRevision(tx, tenant, deploymentID, k[strings.LastIndexByte(k, '/')+1:])
+		rev, err := cp.getRevision(tx, tenant, deploymentID, k[strings.LastIndexByte(k, '/')+1:])
 		if err != nil {
 			return err
 		}
 		rev.Status = RevisionInterrupted
 		rev.StatusMessage = new("The deployment is being deleted.")
 		rev.UpdatedAt = later(at.Time(), rev.UpdatedAt)
-		if err := putRevision(tx, tenant, rev, false); err != nil {
+		if err := cp.putRevision(tx, tenant, rev, false); err != nil {
 			return err
 		}
 		if err := tx.Delete(colPending, k); err != nil {
@@ -337,11 +337,11 @@ func (cp *ControlPlane) do(ctx context.Context, d Deployer, j *job) error {
 func (cp *ControlPlane) deploy(ctx context.Context, d Deployer, j *job) error {
 	var w *Work
 	err := cp.st.View(ctx, func(r store.Reader) error {
-		dep, err := getDeployment(r, j.tenant, j.deployment)
+		dep, err := cp.getDeployment(r, j.tenant, j.deployment)
 		if err != nil {
 			return err
 		}
-		rev, err := getRevision(r, j.tenant, j.deployment, j.revision)
+		rev, err := cp.getRevision(r, j.tenant, j.deployment, j.revision)
 		if err != nil {
 			return err
 		}
@@ -375,7 +375,7 @@ func (cp *ControlPlane) teardown(ctx context.Context, d Deployer, j *job) error 
 	var dep *deploymentRecord
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		var err error
-		dep, err = getDeployment(r, j.tenant, j.deployment)
+		dep, err = cp.getDeployment(r, j.tenant, j.deployment)
 		return err
 	})
 	if errors.Is(err, apierr.ErrNotFound) {
@@ -396,14 +396,14 @@ func (cp *ControlPlane) teardown(ctx context.Context, d Deployer, j *job) error 
 		if err != nil || !found {
 			return err
 		}
-		rec, err := getDeployment(tx, j.tenant, j.deployment)
+		rec, err := cp.getDeployment(tx, j.tenant, j.deployment)
 		if errors.Is(err, apierr.ErrNotFound) {
 			return removePending(tx, j.tenant, j.deployment)
 		}
 		if err != nil {
 			return err
 		}
-		return removeDeployment(tx, j.tenant, rec)
+		return cp.removeDeployment(tx, j.tenant, rec)
 	})
 	if errors.Is(err, ErrLeaseLost) {
 		return nil
@@ -441,7 +441,7 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		if err != nil {
 			return err
 		}
-		rev, err := getRevision(tx, j.tenant, j.deployment, j.revision)
+		rev, err := cp.getRevision(tx, j.tenant, j.deployment, j.revision)
 		if err != nil {
 			return err
 		}
@@ -472,7 +472,7 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 			next.ImageVersion = new(*step.ImageVersion)
 		}
 		next.UpdatedAt = later(now, rev.UpdatedAt)
-		if err := putRevision(tx, j.tenant, &next, false); err != nil {
+		if err := cp.putRevision(tx, j.tenant, &next, false); err != nil {
 			return err
 		}
 		if IsTerminal(next.Status) {
@@ -499,7 +499,7 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 // the deployment's latest revision into the deployment's
 // source_revision_config, and sets the status a step asks for.
 func (cp *ControlPlane) applyToDeployment(tx store.Tx, j *job, rev *revisionRecord, s Step, now time.Time) error {
-	dep, err := getDeployment(tx, j.tenant, j.deployment)
+	dep, err := cp.getDeployment(tx, j.tenant, j.deployment)
 	if err != nil {
 		return err
 	}
@@ -510,7 +510,7 @@ func (cp *ControlPlane) applyToDeployment(tx store.Tx, j *job, rev *revisionReco
 	if rev.Status == RevisionDeployed && s.Status == RevisionDeployed {
 		newer := dep.ActiveRevisionID == nil
 		if !newer {
-			act, err := getRevision(tx, j.tenant, j.deployment, *dep.ActiveRevisionID)
+			act, err := cp.getRevision(tx, j.tenant, j.deployment, *dep.ActiveRevisionID)
 			if err != nil {
 				return err
 			}
@@ -535,7 +535,7 @@ func (cp *ControlPlane) applyToDeployment(tx store.Tx, j *job, rev *revisionReco
 		return nil
 	}
 	next.UpdatedAt = later(now, dep.UpdatedAt)
-	return putDeployment(tx, j.tenant, dep, &next)
+	return cp.putDeployment(tx, j.tenant, dep, &next)
 }
 
 // notify wakes Run: there is new work in this process.
@@ -624,7 +624,7 @@ func (cp *ControlPlane) ReportDeploymentStatus(ctx context.Context, tenant, depl
 	}
 	now := cp.now()
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		dep, err := getDeployment(tx, tenant, did)
+		dep, err := cp.getDeployment(tx, tenant, did)
 		if err != nil {
 			return err
 		}
@@ -633,7 +633,7 @@ func (cp *ControlPlane) ReportDeploymentStatus(ctx context.Context, tenant, depl
 			return err
 		}
 		next.UpdatedAt = later(now, dep.UpdatedAt)
-		return putDeployment(tx, tenant, dep, &next)
+		return cp.putDeployment(tx, tenant, dep, &next)
 	})
 	return cp.storeErr("report deployment status", err)
 }

@@ -32,8 +32,8 @@
 //
 // An endpoint decodes, calls one ControlPlane method and returns a status
 // and a body, or an error (GET /v2/deployments/{id} answers
-// ControlPlane.GetDeploymentJSON, the stored wire JSON, without decoding
-// and encoding it again: the same bytes and headers as any encoded answer); one function (errorReply) maps errors to
+// ControlPlane.GetDeploymentJSON, the wire JSON in one call: the same bytes
+// and headers as any encoded answer); one function (errorReply) maps errors to
 // answers, one case per error of package apierr, the vocabulary both
 // domains share: *apierr.ValidationError 422 {"detail": [{loc, msg, type}]}
 // (at most 100 problems, below), apierr.ErrNotFound 404,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,6 +27,9 @@ import (
 
 const benchTenant = "3f1c9a52-6b7d-4e8f-9a0b-1c2d3e4f5a6b"
 
+// benchSecretKey seals the fleet's secrets.
+var benchSecretKey = []byte("0123456789abcdef0123456789abcdef")
+
 // fleet is a ControlPlane with the GitHub integration its github
 // deployments use.
 type fleet struct {
@@ -34,7 +39,9 @@ type fleet struct {
 
 func newFleet(b *testing.B, st store.Store) *fleet {
 	b.Helper()
-	cp := controlplane.New(st, nil)
+	// A production ControlPlane seals secrets (cmd/deployplane always
+	// passes a key), which the space figures include.
+	cp := controlplane.New(st, &controlplane.Options{SecretKey: benchSecretKey})
 	in, err := cp.CreateIntegration(context.Background(), benchTenant, &controlplane.CreateIntegrationRequest{
 		InstallationID: new(int64(1)), Name: new("acme"),
 	})
@@ -216,4 +223,66 @@ func BenchmarkSpace100k(b *testing.B) {
 			b.ReportMetric(float64(size)/n, "bytes/deployment")
 		})
 	}
+}
+
+// BenchmarkHeap100k reports the heap that 100k deployments created
+// through the ControlPlane keep live in storemem (record, first revision,
+// tracing project and every order, summary, name and index record), and
+// the bytes of keys and values per deployment in each collection, to show
+// what takes the space. Run it with -benchtime=1x.
+func BenchmarkHeap100k(b *testing.B) {
+	const n = 100_000
+	var perDep float64
+	var cols map[string]int
+	for b.Loop() {
+		before := liveHeap()
+		st := storemem.New()
+		var next atomic.Int64
+		newFleet(b, st).create(b, &next, n)
+		perDep = float64(liveHeap()-before) / n
+		cols = collectionBytes(b, st)
+		runtime.KeepAlive(st)
+		st.Close()
+	}
+	b.ReportMetric(perDep, "heap-bytes/deployment")
+	names := make([]string, 0, len(cols))
+	for c := range cols {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	for _, c := range names {
+		b.ReportMetric(float64(cols[c])/n, c+"-bytes/deployment")
+	}
+}
+
+// liveHeap returns the bytes of live heap objects after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// collectionBytes sums the key and value bytes of each control plane
+// collection.
+func collectionBytes(b *testing.B, st store.Store) map[string]int {
+	b.Helper()
+	out := map[string]int{}
+	err := st.View(context.Background(), func(r store.Reader) error {
+		for _, col := range controlplane.Collections() {
+			err := r.Scan(col, "", nil, func(k string, v []byte) (bool, error) {
+				out[col] += len(k) + len(v)
+				return true, nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
 }

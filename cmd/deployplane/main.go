@@ -558,7 +558,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if err != nil {
 		return err
 	}
-	cp := controlplane.New(st, &controlplane.Options{Logger: log, GitHubApp: githubApp})
+	cp := controlplane.New(st, &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey})
 	// draining keeps ctx's values (the tests' hooks) but not its end.
 	draining, drain := context.WithCancel(context.WithoutCancel(ctx))
 	defer drain()
