@@ -331,9 +331,12 @@
 // GetDeployment sends GET /v2/deployments/{id} over a real loopback
 // connection (keep-alive, one client) through the handler, against a bare
 // net/http handler writing the same body (about 700 bytes) with
-// Content-Type and Content-Length. The handler answers the stored wire JSON
-// (ControlPlane.GetDeploymentJSON), so no JSON is decoded or encoded on the
-// way; a CPU profile of the GET over storemem puts ServeHTTP at about 5% of
+// Content-Type and Content-Length. The handler answers
+// ControlPlane.GetDeploymentJSON, which since the compact storage form
+// decodes the stored record and encodes the wire JSON (these figures were
+// measured when it served the stored bytes as they were; BENCHMARKS.md has
+// the GET over HTTP after the change: 0.87x on storemem, 0.80x on
+// storebolt); a CPU profile of the GET over storemem puts ServeHTTP at about 5% of
 // the process's samples (the store read 2.6%), the rest being net/http and
 // the loopback syscalls of client and server, which the bare handler pays
 // alike. Profiled one side per process (40000 requests each), the GET
