@@ -22,14 +22,14 @@ import (
 	"github.com/deployplane/deployplane/storemem"
 )
 
-func benchStores() []struct {
+// benchStore is a store a benchmark runs over.
+type benchStore struct {
 	name string
 	open func(b *testing.B) store.Store
-} {
-	return []struct {
-		name string
-		open func(b *testing.B) store.Store
-	}{
+}
+
+func benchStores() []benchStore {
+	return []benchStore{
 		{"storemem", func(*testing.B) store.Store { return storemem.New() }},
 		{"storebolt", func(b *testing.B) store.Store {
 			st, err := storebolt.Open(filepath.Join(b.TempDir(), "bench.db"), nil)
@@ -67,6 +67,24 @@ func get(b *testing.B, c *http.Client, url string) {
 	}
 }
 
+// benchDeployment opens sb's store (closed when b ends) and creates the one
+// deployment the GET benchmarks read.
+func benchDeployment(b *testing.B, sb benchStore) (*controlplane.ControlPlane, *controlplane.Deployment) {
+	b.Helper()
+	st := sb.open(b)
+	b.Cleanup(func() { _ = st.Close() })
+	cp := controlplane.New(st, nil)
+	d, err := cp.CreateDeployment(context.Background(), tenantA, &controlplane.CreateDeploymentRequest{
+		Name: new("agent"), Source: new(controlplane.SourceExternalDocker),
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example/agent:1")},
+		Secrets:              []controlplane.SecretInput{{Name: "A", Value: new("b")}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cp, d
+}
+
 // BenchmarkGetDeployment: GET /v2/deployments/{id} through the handler
 // (authentication, routing, a store read of the stored wire JSON, the
 // answer) against a bare net/http handler that writes the same body with
@@ -76,17 +94,7 @@ func get(b *testing.B, c *http.Client, url string) {
 func BenchmarkGetDeployment(b *testing.B) {
 	for _, sb := range benchStores() {
 		b.Run(sb.name, func(b *testing.B) {
-			st := sb.open(b)
-			b.Cleanup(func() { _ = st.Close() })
-			cp := controlplane.New(st, nil)
-			d, err := cp.CreateDeployment(context.Background(), tenantA, &controlplane.CreateDeploymentRequest{
-				Name: new("agent"), Source: new(controlplane.SourceExternalDocker),
-				SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example/agent:1")},
-				Secrets:              []controlplane.SecretInput{{Name: "A", Value: new("b")}},
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
+			cp, d := benchDeployment(b, sb)
 			api, client := benchServer(b, httphandler.New(cp, &httphandler.Options{Authenticator: keyTable(b)}))
 			url := api.URL + "/v2/deployments/" + d.ID
 			// The bare handler writes the very body the API answers.
@@ -251,17 +259,7 @@ func getter(b *testing.B, url string) func(n int) {
 func BenchmarkGetDeploymentParallel(b *testing.B) {
 	for _, sb := range benchStores() {
 		b.Run(sb.name, func(b *testing.B) {
-			st := sb.open(b)
-			b.Cleanup(func() { _ = st.Close() })
-			cp := controlplane.New(st, nil)
-			d, err := cp.CreateDeployment(context.Background(), tenantA, &controlplane.CreateDeploymentRequest{
-				Name: new("agent"), Source: new(controlplane.SourceExternalDocker),
-				SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example/agent:1")},
-				Secrets:              []controlplane.SecretInput{{Name: "A", Value: new("b")}},
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
+			cp, d := benchDeployment(b, sb)
 			path := "/v2/deployments/" + d.ID
 			logged := httphandler.New(cp, &httphandler.Options{Authenticator: keyTable(b),
 				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
