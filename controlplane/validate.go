@@ -414,12 +414,7 @@ func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec, numbers bool, sh
 		for i := range r.Volumes {
 			v, vl := &r.Volumes[i], at(loc, "volumes", i)
 			c.item(vl, v, func(start int) {
-				if nl := at(vl, "name"); c.clean(start, nl) {
-					if volumes[v.Name] {
-						c.add(nl, apierr.TypeDuplicate, "Volume names should be unique in the pod")
-					}
-					volumes[v.Name] = true
-				}
+				c.unique(start, at(vl, "name"), volumes, v.Name, "Volume names should be unique in the pod")
 				for _, o := range []struct {
 					k string
 					m map[string]any
@@ -436,6 +431,18 @@ func (c *checker) checkResourceSpec(loc []any, r *ResourceSpec, numbers bool, sh
 	c.checkContainers(at(loc, "init_containers"), r.InitContainers, volumes, containers)
 	c.checkContainers(at(loc, "sidecars"), r.Sidecars, volumes, containers)
 	c.sortByField(start, loc, r)
+}
+
+// unique records name in seen and reports a duplicate at loc, once the
+// name passed its shape checks (c.clean since start).
+func (c *checker) unique(start int, loc []any, seen map[string]bool, name, msg string) {
+	if !c.clean(start, loc) {
+		return
+	}
+	if seen[name] {
+		c.add(loc, apierr.TypeDuplicate, msg)
+	}
+	seen[name] = true
 }
 
 func (c *checker) limitProblem(loc []any, p [2]string, limitGiven bool) {
@@ -483,12 +490,7 @@ func (c *checker) checkContainers(loc []any, cs []Container, volumes, names map[
 	for i := range cs {
 		ct, cl := &cs[i], at(loc, i)
 		c.item(cl, ct, func(start int) {
-			if nl := at(cl, "name"); c.clean(start, nl) {
-				if names[ct.Name] {
-					c.add(nl, apierr.TypeDuplicate, "Container names should be unique in the pod")
-				}
-				names[ct.Name] = true
-			}
+			c.unique(start, at(cl, "name"), names, ct.Name, "Container names should be unique in the pod")
 			for _, l := range []struct {
 				k  string
 				ss []string
