@@ -34,6 +34,7 @@ type ControlPlane struct {
 	github  GitHubApp   // nil: no verified GitHub installations
 	shapes  *shapes     // the shape tags' validator, built once (shape.go)
 	secrets secretCodec // seals secret values at rest (storageform.go)
+	tenants tenantCache // tenant key prefixes (keys.go)
 
 	// lifecycle (worker.go)
 	poll      time.Duration
@@ -317,7 +318,11 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 		if err := apierr.Validation(ps...); err != nil {
 			return err
 		}
-		if err := tx.Create(colDeploymentNames, key(tenant, rec.Name), []byte(id)); err != nil {
+		tp, err := cp.writeTenant(tx, tenant)
+		if err != nil {
+			return err
+		}
+		if err := tx.Create(colDeploymentNames, tp+rec.Name, []byte(encID(id))); err != nil {
 			if errors.Is(err, store.ErrAlreadyExists) {
 				return apierr.Conflictf("A deployment named '%s' already exists.", rec.Name)
 			}
@@ -573,7 +578,11 @@ func (cp *ControlPlane) GetRevision(ctx context.Context, tenant, deploymentID, r
 	rid, ok := pathID(revisionID)
 	var rev *revisionRecord
 	err := cp.st.View(ctx, func(r store.Reader) error {
-		if _, err := r.Get(colDeployments, key(tenant, did)); err != nil {
+		tp, err := cp.readTenant(r, tenant)
+		if err != nil {
+			return err
+		}
+		if _, err := r.Get(colDeployments, deploymentKey(tp, did)); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: did}
 			}
@@ -582,7 +591,6 @@ func (cp *ControlPlane) GetRevision(ctx context.Context, tenant, deploymentID, r
 		if !ok {
 			return &apierr.NotFoundError{Kind: apierr.KindRevision, ID: revisionID}
 		}
-		var err error
 		rev, err = cp.getRevision(r, tenant, did, rid)
 		return err
 	})
@@ -670,14 +678,22 @@ func (StoreTracingProjects) CreateTracingProject(ctx context.Context, tx store.T
 	if err != nil {
 		return err
 	}
-	return tx.Put(colTracingProjects, key(p.Tenant, p.DeploymentID), b)
+	tp, err := (*tenantCache)(nil).assignTenant(tx, p.Tenant)
+	if err != nil {
+		return err
+	}
+	return tx.Put(colTracingProjects, deploymentKey(tp, p.DeploymentID), b)
 }
 
 // Get reads the tracing project of a deployment; the error matches
 // apierr.ErrNotFound when there is none.
 func (StoreTracingProjects) Get(r store.Reader, tenant, deploymentID string) (TracingProject, error) {
 	var p TracingProject
-	b, err := r.Get(colTracingProjects, key(tenant, deploymentID))
+	tp, err := (*tenantCache)(nil).tenantPrefix(r, tenant, false)
+	if err != nil {
+		return p, err
+	}
+	b, err := r.Get(colTracingProjects, deploymentKey(tp, deploymentID))
 	if errors.Is(err, store.ErrNotFound) {
 		return p, &apierr.NotFoundError{Kind: apierr.KindTracingProject, ID: deploymentID}
 	}

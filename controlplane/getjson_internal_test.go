@@ -34,7 +34,7 @@ func TestGetDeploymentJSONOfOlderRecords(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return tx.Put(colDeployments, key("t1", d.ID), b)
+		return tx.Put(colDeployments, testDeploymentKey(tx, "t1", d.ID), b)
 	})
 	if err != nil {
 		t.Fatal(err)

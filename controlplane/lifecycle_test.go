@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/uuid"
 	"pgregory.net/rapid"
 
 	"github.com/deployplane/deployplane/apierr"
@@ -573,7 +574,8 @@ func TestDeleteTearsDownAndRemoves(t *testing.T) {
 	}
 	for col, recs := range dump(t, f.st) {
 		for k, v := range recs {
-			if (strings.Contains(k, d.ID) || strings.Contains(v, d.ID)) && col != "cp_tracing_projects" {
+			bin := uuid.MustParse(d.ID) // keys hold ids as their 16 bytes
+			if (strings.Contains(k, d.ID) || strings.Contains(v, d.ID) || strings.Contains(k, string(bin[:])) || strings.Contains(v, string(bin[:]))) && col != "cp_tracing_projects" {
 				t.Errorf("%s/%s still names the removed deployment", col, k)
 			}
 		}

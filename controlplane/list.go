@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -189,21 +188,24 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 	var page []Deployment
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		page = page[:0]
-		var tails []string // ts/id of the page, newest first
-		var err error
+		var tails []string // timeKey+encID(id) of the page, newest first
+		tp, err := cp.readTenant(r, tenant)
+		if err != nil {
+			return err
+		}
 		switch {
 		case len(q.DeploymentIDs) > 0:
 			return cp.listByIDs(r, tenant, q, &f, limit, &page)
 		case len(q.TagValueIDs) > 0:
-			tails, err = listByTags(r, tenant, q, &f, limit)
+			tails, err = listByTags(r, tp, q, &f, limit)
 		default:
-			tails, err = listByIndex(r, tenant, q, &f, limit)
+			tails, err = listByIndex(r, tp, q, &f, limit)
 		}
 		if err != nil {
 			return err
 		}
 		for _, t := range tails {
-			_, id, _ := strings.Cut(t, "/")
+			id := tailID(t)
 			rec, err := cp.getDeployment(r, tenant, id)
 			if errors.Is(err, apierr.ErrNotFound) {
 				return fmt.Errorf("controlplane: an index names the missing deployment %s", id)
@@ -224,32 +226,33 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 	return &DeploymentPage{Resources: page, Offset: q.Offset + len(page)}, nil
 }
 
-// listByIndex walks one index newest first and returns the ts/id tails of
-// the page: the index that answers one filter exactly, the name blocks for
-// name_contains, or the order records when there is no filter. The other
-// filters are checked on the candidates' summaries.
-func listByIndex(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
-	col, prefix := colDeploymentOrder, tenant+"/"
+// listByIndex walks one index newest first and returns the tails
+// (timeKey+encID(id)) of the page: the index that answers one filter
+// exactly, the name blocks for name_contains, or the order records when
+// there is no filter. The other filters are checked on the candidates'
+// summaries. tp is the tenant prefix.
+func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
+	col, prefix := colDeploymentOrder, tp
 	// Priority: most selective first, as a rule of thumb (no counts are
 	// kept): an image version names few deployments, a name substring is
 	// usually rare, types and statuses are shared by many.
 	switch {
 	case q.ImageVersion != "":
-		col, prefix = colDeploymentIndex, key(tenant, idxImage, url.QueryEscape(q.ImageVersion))+"/"
+		col, prefix = colDeploymentIndex, indexPrefix(tp, idxImage, q.ImageVersion)
 	case f.needle != "":
 		col = ""
 	case q.DeploymentType != "":
-		col, prefix = colDeploymentIndex, key(tenant, idxType, string(q.DeploymentType))+"/"
+		col, prefix = colDeploymentIndex, indexPrefix(tp, idxType, string(q.DeploymentType))
 	case q.Status != "":
-		col, prefix = colDeploymentIndex, key(tenant, idxStatus, string(q.Status))+"/"
+		col, prefix = colDeploymentIndex, indexPrefix(tp, idxStatus, string(q.Status))
 	case f.source != "":
-		col, prefix = colDeploymentIndex, key(tenant, idxSource, f.source)+"/"
+		col, prefix = colDeploymentIndex, indexPrefix(tp, idxSource, f.source)
 	}
 	skip := q.Offset
 	var tails []string
 	visit := func(tail string) (bool, error) {
 		if f.enabled {
-			ok, err := f.check(r, tenant, tail)
+			ok, err := f.check(r, tp, tail)
 			if err != nil || !ok {
 				return err == nil, err
 			}
@@ -268,8 +271,8 @@ func listByIndex(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summ
 		names.needle = ""
 		names.enabled = names.status != "" || names.dtype != "" || names.source != "" || names.image != ""
 		f = &names
-		err := scanNames(r, tenant, needle, func(orderKey string) (bool, error) {
-			return visit(orderKey[len(tenant)+1:])
+		err := scanNames(r, tp, needle, func(orderKey string) (bool, error) {
+			return visit(orderKey[len(tp):])
 		})
 		return tails, err
 	}
@@ -280,10 +283,10 @@ func listByIndex(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summ
 }
 
 // check reads the summary of the deployment at tail and matches it.
-func (f *summaryFilter) check(r store.Reader, tenant, tail string) (bool, error) {
-	b, err := r.Get(colDeploymentSums, tenant+"/"+tail)
+func (f *summaryFilter) check(r store.Reader, tp, tail string) (bool, error) {
+	b, err := r.Get(colDeploymentSums, tp+tail)
 	if err != nil {
-		return false, fmt.Errorf("controlplane: deployment %s has no summary record: %w", tail, err)
+		return false, fmt.Errorf("controlplane: deployment %s has no summary record: %w", tailID(tail), err)
 	}
 	return f.match(string(b)), nil
 }
@@ -321,11 +324,11 @@ func (c *tagCursor) fill(r store.Reader) error {
 // if it carries any of them) newest first, reading each a chunk at a time,
 // and checks the other filters on the summaries: the cost follows offset +
 // limit, not the number of tagged deployments.
-func listByTags(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
+func listByTags(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
 	var cursors []*tagCursor
 	for _, tag := range q.TagValueIDs {
 		cid, _ := pathID(tag)
-		prefix := key(tenant, idxTag, cid) + "/"
+		prefix := indexPrefix(tp, idxTag, cid)
 		if !slices.ContainsFunc(cursors, func(c *tagCursor) bool { return c.prefix == prefix }) {
 			cursors = append(cursors, &tagCursor{prefix: prefix})
 		}
@@ -351,7 +354,7 @@ func listByTags(r store.Reader, tenant string, q *ListDeploymentsQuery, f *summa
 			}
 		}
 		if f.enabled {
-			ok, err := f.check(r, tenant, tail)
+			ok, err := f.check(r, tp, tail)
 			if err != nil {
 				return nil, err
 			}
@@ -397,7 +400,7 @@ func (cp *ControlPlane) listByIDs(r store.Reader, tenant string, q *ListDeployme
 		recs = append(recs, rec)
 	}
 	slices.SortFunc(recs, func(a, b *deploymentRecord) int {
-		return strings.Compare(b.orderKey(tenant), a.orderKey(tenant))
+		return strings.Compare(b.tail(), a.tail())
 	})
 	for i := q.Offset; i < len(recs) && len(*page) < limit; i++ {
 		*page = append(*page, *recs[i].wire())
@@ -437,7 +440,11 @@ func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID 
 		if len(q.Status) > 0 {
 			keep = func(status []byte) bool { return slices.Contains(q.Status, RevisionStatus(status)) }
 		}
-		ids, err := pageIDs(r, colRevisionOrder, key(tenant, did)+"/", q.Offset, limit, keep)
+		tp, err := cp.readTenant(r, tenant)
+		if err != nil {
+			return err
+		}
+		ids, err := pageIDs(r, colRevisionOrder, deploymentKey(tp, did), q.Offset, limit, keep, tailID)
 		if err != nil {
 			return err
 		}
@@ -460,11 +467,12 @@ func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID 
 }
 
 // pageIDs walks the order records under prefix newest first (keys
-// prefix+createdKey+"/"+id) and returns the ids of one page: of the records
+// prefix+timeKey+encID(id)) and returns the ids of one page: of the records
 // keep accepts (nil accepts all, and is given the record's value), it skips
-// offset and returns at most limit. Only keys are read, so a deep offset
+// offset and returns at most limit; idOf reads the id from a key's tail
+// (after prefix). Only keys are read, so a deep offset
 // costs no decoding.
-func pageIDs(r store.Reader, col, prefix string, offset, limit int, keep func(value []byte) bool) ([]string, error) {
+func pageIDs(r store.Reader, col, prefix string, offset, limit int, keep func(value []byte) bool, idOf func(tail string) string) ([]string, error) {
 	var ids []string
 	err := r.Scan(col, prefix, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
 		if keep != nil && !keep(v) {
@@ -474,9 +482,15 @@ func pageIDs(r store.Reader, col, prefix string, offset, limit int, keep func(va
 			offset--
 			return true, nil
 		}
-		_, id, _ := strings.Cut(k[len(prefix):], "/")
-		ids = append(ids, id)
+		ids = append(ids, idOf(k[len(prefix):]))
 		return len(ids) < limit, nil
 	})
 	return ids, err
+}
+
+// textTailID returns the id of a text order tail (createdKey/id): the
+// listeners' order records.
+func textTailID(tail string) string {
+	_, id, _ := strings.Cut(tail, "/")
+	return id
 }

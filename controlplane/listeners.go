@@ -164,7 +164,7 @@ func (cp *ControlPlane) ListListeners(ctx context.Context, tenant string, q *Lis
 	var page []Listener
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		page = page[:0]
-		ids, err := pageIDs(r, colListenerOrder, tenant+"/", q.Offset, limit, nil)
+		ids, err := pageIDs(r, colListenerOrder, tenant+"/", q.Offset, limit, nil, textTailID)
 		if err != nil {
 			return err
 		}
@@ -259,7 +259,11 @@ func (cp *ControlPlane) DeleteListener(ctx context.Context, tenant, id string) e
 			return err
 		}
 		inUse := false
-		err = tx.Scan(colDeploymentIndex, key(tenant, idxListener, cid)+"/", nil, func(string, []byte) (bool, error) {
+		tp, err := cp.readTenant(tx, tenant)
+		if err != nil {
+			return err
+		}
+		err = tx.Scan(colDeploymentIndex, indexPrefix(tp, idxListener, cid), nil, func(string, []byte) (bool, error) {
 			inUse = true
 			return false, nil
 		})

@@ -13,7 +13,7 @@ import (
 // substring filter no key prefix can answer. Each block is one record of
 // cp_deployment_name_blocks: the lowercased names of up to nameBlockMax
 // deployments joined by '\n', in the order of their order records
-// (tenant/createdKey/id); the block's key is the order key of its first
+// (tenant prefix, timeKey, encID(id)); the block's key is the order key of its first
 // deployment. So the k-th name of a block belongs to the k-th order record
 // at or after the block's key, and a block need not repeat the ids: it is
 // a few kilobytes, and one bytes.Index over it finds its matches. Names are
@@ -28,8 +28,8 @@ var errCorruptBlock = errors.New("controlplane: a name block names more deployme
 // nameBlockAt finds the block that holds (or would hold) the deployment at
 // orderKey: the last block whose key is <= orderKey, else the first block.
 // key is "" when the tenant has no block.
-func nameBlockAt(r store.Reader, tenant, orderKey string) (key string, names []string, err error) {
-	prefix := tenant + "/"
+func nameBlockAt(r store.Reader, tp, orderKey string) (key string, names []string, err error) {
+	prefix := tp
 	var val []byte
 	take := func(k string, v []byte) (bool, error) { key, val = k, v; return false, nil }
 	if err := r.Scan(colDeploymentNameBlocks, prefix, &store.ScanOptions{Reverse: true, Start: orderKey}, take); err != nil {
@@ -46,11 +46,11 @@ func nameBlockAt(r store.Reader, tenant, orderKey string) (key string, names []s
 	return key, names, nil
 }
 
-// orderKeys returns the order keys of the tenant from start on (ascending)
-// for which keep returns true, stopping when it returns stop.
-func orderKeys(r store.Reader, tenant, start string, fn func(i int, k string) (stop bool)) error {
+// orderKeys calls fn with the order keys of the tenant (prefix tp) from
+// start on (ascending), stopping when it returns stop.
+func orderKeys(r store.Reader, tp, start string, fn func(i int, k string) (stop bool)) error {
 	i := 0
-	return r.Scan(colDeploymentOrder, tenant+"/", &store.ScanOptions{Start: start}, func(k string, _ []byte) (bool, error) {
+	return r.Scan(colDeploymentOrder, tp, &store.ScanOptions{Start: start}, func(k string, _ []byte) (bool, error) {
 		stop := fn(i, k)
 		i++
 		return !stop, nil
@@ -60,7 +60,7 @@ func orderKeys(r store.Reader, tenant, start string, fn func(i int, k string) (s
 // putNameBlocks replaces the block stored under old (if any) by names, the
 // names of the order records from first on, split into blocks of at most
 // nameBlockMax names.
-func putNameBlocks(tx store.Tx, tenant, old, first string, names []string) error {
+func putNameBlocks(tx store.Tx, tp, old, first string, names []string) error {
 	if old != "" {
 		if err := tx.Delete(colDeploymentNameBlocks, old); err != nil {
 			return err
@@ -74,7 +74,7 @@ func putNameBlocks(tx store.Tx, tenant, old, first string, names []string) error
 	}
 	half := len(names) / 2
 	var second string
-	err := orderKeys(tx, tenant, first, func(i int, k string) bool {
+	err := orderKeys(tx, tp, first, func(i int, k string) bool {
 		second = k
 		return i == half
 	})
@@ -89,8 +89,8 @@ func putNameBlocks(tx store.Tx, tenant, old, first string, names []string) error
 
 // addName inserts the name of the deployment at orderKey, whose order
 // record is already written, into the name blocks.
-func addName(tx store.Tx, tenant, orderKey, name string) error {
-	key, names, err := nameBlockAt(tx, tenant, orderKey)
+func addName(tx store.Tx, tp, orderKey, name string) error {
+	key, names, err := nameBlockAt(tx, tp, orderKey)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func addName(tx store.Tx, tenant, orderKey, name string) error {
 	if key != "" && key < orderKey {
 		first = key
 		// Its place: the number of order records in [key, orderKey).
-		err := orderKeys(tx, tenant, key, func(j int, k string) bool {
+		err := orderKeys(tx, tp, key, func(j int, k string) bool {
 			i = j
 			return k >= orderKey
 		})
@@ -106,18 +106,18 @@ func addName(tx store.Tx, tenant, orderKey, name string) error {
 			return err
 		}
 	}
-	return putNameBlocks(tx, tenant, key, first, slices.Insert(names, i, strings.ToLower(name)))
+	return putNameBlocks(tx, tp, key, first, slices.Insert(names, i, strings.ToLower(name)))
 }
 
 // removeName deletes the name of the deployment at orderKey from the name
 // blocks; call it before deleting the order record.
-func removeName(tx store.Tx, tenant, orderKey string) error {
-	key, names, err := nameBlockAt(tx, tenant, orderKey)
+func removeName(tx store.Tx, tp, orderKey string) error {
+	key, names, err := nameBlockAt(tx, tp, orderKey)
 	if err != nil || key == "" || key > orderKey {
 		return err
 	}
 	i, next := -1, ""
-	err = orderKeys(tx, tenant, key, func(j int, k string) bool {
+	err = orderKeys(tx, tp, key, func(j int, k string) bool {
 		if k == orderKey {
 			i = j
 			return false
@@ -135,13 +135,13 @@ func removeName(tx store.Tx, tenant, orderKey string) error {
 	if i == 0 {
 		first = next
 	}
-	return putNameBlocks(tx, tenant, key, first, slices.Delete(names, i, i+1))
+	return putNameBlocks(tx, tp, key, first, slices.Delete(names, i, i+1))
 }
 
 // scanNames calls fn with the order key of every deployment of the tenant
 // whose lowercased name contains needle (lowercase, non-empty), newest
 // first, until fn returns false.
-func scanNames(r store.Reader, tenant, needle string, fn func(orderKey string) (bool, error)) error {
+func scanNames(r store.Reader, tp, needle string, fn func(orderKey string) (bool, error)) error {
 	for i := 0; i < len(needle); i++ {
 		if b := needle[i]; !isAlnum(b) && b != '.' && b != '_' && b != '-' {
 			return nil // no name holds this byte
@@ -149,7 +149,7 @@ func scanNames(r store.Reader, tenant, needle string, fn func(orderKey string) (
 	}
 	nb := []byte(needle)
 	var hits []int // name indexes of the block's matches
-	return r.Scan(colDeploymentNameBlocks, tenant+"/", &store.ScanOptions{Reverse: true}, func(key string, names []byte) (bool, error) {
+	return r.Scan(colDeploymentNameBlocks, tp, &store.ScanOptions{Reverse: true}, func(key string, names []byte) (bool, error) {
 		hits = hits[:0]
 		entry, counted := 0, 0
 		for from := 0; ; {
@@ -171,7 +171,7 @@ func scanNames(r store.Reader, tenant, needle string, fn func(orderKey string) (
 			return true, nil
 		}
 		keys := make([]string, 0, len(hits))
-		err := orderKeys(r, tenant, key, func(i int, k string) bool {
+		err := orderKeys(r, tp, key, func(i int, k string) bool {
 			if i == hits[len(keys)] {
 				keys = append(keys, k)
 			}

@@ -140,7 +140,11 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 		}
 		tenant, integID, _ := strings.Cut(string(owner), "/")
 		var tails []string
-		ip := key(tenant, idxPush, integID) + "/"
+		tp, err := cp.readTenant(tx, tenant)
+		if err != nil {
+			return err
+		}
+		ip := indexPrefix(tp, idxPush, integID)
 		err = tx.Scan(colDeploymentIndex, ip, nil, func(k string, _ []byte) (bool, error) {
 			tails = append(tails, k[len(ip):])
 			return true, nil
@@ -149,7 +153,7 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 			return err
 		}
 		for _, t := range tails {
-			_, id, _ := strings.Cut(t, "/")
+			id := tailID(t)
 			d, err := cp.getDeployment(tx, tenant, id)
 			if err != nil {
 				if errors.Is(err, apierr.ErrNotFound) {

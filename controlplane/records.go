@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -103,23 +102,50 @@ const (
 	colPending              = "cp_pending"
 )
 
-// Index fields of cp_deployment_index.
+// Index fields of cp_deployment_index: the byte after the tenant prefix.
 const (
-	idxStatus   = "status"
-	idxType     = "type"
-	idxSource   = "source"
-	idxImage    = "image"
-	idxTag      = "tag"
-	idxListener = "listener"
-	idxPush     = "push" // github deployments with build_on_push, by integration id
+	idxStatus   = "s"
+	idxType     = "y"
+	idxSource   = "o"
+	idxImage    = "i"
+	idxTag      = "t" // the value is an id (encID)
+	idxListener = "l" // the value is an id (encID)
+	idxPush     = "p" // github deployments with build_on_push, by integration id (encID)
 )
 
-// createdKey encodes t so that byte order is time order.
+// createdKey encodes t so that byte order is time order, as 16 hex digits:
+// the time part of the keys that are still text (listeners, GitHub
+// expiry indexes).
 func createdKey(t time.Time) string {
 	return fmt.Sprintf("%016x", uint64(t.UnixMicro())^(1<<63))
 }
 
+// key joins the parts of a text key (the collections not in the compact
+// layout: listeners, integrations and GitHub's).
 func key(parts ...string) string { return strings.Join(parts, "/") }
+
+// indexPrefix is the prefix of the index records of one field value; tp
+// is the tenant prefix. Id-valued fields encode the value with encID.
+func indexPrefix(tp, field, value string) string {
+	switch field {
+	case idxTag, idxListener, idxPush:
+		return tp + field + encID(value)
+	}
+	return tp + field + encStr(value)
+}
+
+// deploymentKey is the key of a deployment record, and of its name
+// record's value and tracing project: tp + encID(id).
+func deploymentKey(tp, id string) string { return tp + encID(id) }
+
+// revisionKey is the key of a revision record.
+func revisionKey(tp, deploymentID, id string) string { return tp + encID(deploymentID) + encID(id) }
+
+// tailID returns the id of an order tail (timeKey + encID(id)).
+func tailID(tail string) string {
+	id, _, _ := decID(tail[min(len(tail), 8):])
+	return id
+}
 
 // deploymentRecord is a deployment as the package works on it: the wire
 // shape plus the fields that are not on the wire. cp_deployments holds it
@@ -130,10 +156,13 @@ type deploymentRecord struct {
 	Tags []string `json:"tag_value_ids"`
 }
 
-// tail is the deployment's place in the newest-first order: createdKey/id.
-func (r *deploymentRecord) tail() string { return createdKey(r.CreatedAt.Time()) + "/" + r.ID }
+// tail is the deployment's place in the newest-first order: timeKey +
+// encID(id).
+func (r *deploymentRecord) tail() string { return timeKey(r.CreatedAt.Time()) + encID(r.ID) }
 
-func (r *deploymentRecord) orderKey(tenant string) string { return tenant + "/" + r.tail() }
+// orderKey is the key of the deployment's order and summary records; tp is
+// the tenant prefix.
+func (r *deploymentRecord) orderKey(tp string) string { return tp + r.tail() }
 
 // summary is the value of the deployment's summary record: what the list
 // filters other than tags and ids look at, in a form that decodes without
@@ -149,27 +178,27 @@ func (r *deploymentRecord) summary() string {
 	return strings.ToLower(r.Name) + "\x00" + string(r.Status) + "\x00" + t + "\x00" + string(r.Source) + "\x00" + img
 }
 
-// indexKeys lists r's cp_deployment_index keys.
-func (r *deploymentRecord) indexKeys(tenant string) []string {
+// indexKeys lists r's cp_deployment_index keys; tp is the tenant prefix.
+func (r *deploymentRecord) indexKeys(tp string) []string {
 	tail := r.tail()
 	ks := []string{
-		key(tenant, idxStatus, string(r.Status), tail),
-		key(tenant, idxSource, string(r.Source), tail),
+		indexPrefix(tp, idxStatus, string(r.Status)) + tail,
+		indexPrefix(tp, idxSource, string(r.Source)) + tail,
 	}
 	if t := r.SourceConfig.DeploymentType; t != nil {
-		ks = append(ks, key(tenant, idxType, string(*t), tail))
+		ks = append(ks, indexPrefix(tp, idxType, string(*t))+tail)
 	}
 	if r.ImageVersion != nil {
-		ks = append(ks, key(tenant, idxImage, url.QueryEscape(*r.ImageVersion), tail))
+		ks = append(ks, indexPrefix(tp, idxImage, *r.ImageVersion)+tail)
 	}
 	for _, tag := range r.Tags {
-		ks = append(ks, key(tenant, idxTag, tag, tail))
+		ks = append(ks, indexPrefix(tp, idxTag, tag)+tail)
 	}
 	if l := r.SourceConfig.ListenerID; l != nil {
-		ks = append(ks, key(tenant, idxListener, *l, tail))
+		ks = append(ks, indexPrefix(tp, idxListener, *l)+tail)
 	}
 	if id, bop := r.SourceConfig.IntegrationID, r.SourceConfig.BuildOnPush; r.Source == SourceGitHub && id != nil && bop != nil && *bop {
-		ks = append(ks, key(tenant, idxPush, *id, tail))
+		ks = append(ks, indexPrefix(tp, idxPush, *id)+tail)
 	}
 	return ks
 }
@@ -182,27 +211,31 @@ func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploy
 	if err != nil {
 		return err
 	}
-	if err := tx.Put(colDeployments, key(tenant, r.ID), b); err != nil {
+	tp, err := cp.writeTenant(tx, tenant)
+	if err != nil {
+		return err
+	}
+	if err := tx.Put(colDeployments, deploymentKey(tp, r.ID), b); err != nil {
 		return err
 	}
 	if old == nil {
-		if err := tx.Put(colDeploymentOrder, r.orderKey(tenant), nil); err != nil {
+		if err := tx.Put(colDeploymentOrder, r.orderKey(tp), nil); err != nil {
 			return err
 		}
-		if err := addName(tx, tenant, r.orderKey(tenant), r.Name); err != nil {
+		if err := addName(tx, tp, r.orderKey(tp), r.Name); err != nil {
 			return err
 		}
 	}
 	if old == nil || old.summary() != r.summary() {
-		if err := tx.Put(colDeploymentSums, r.orderKey(tenant), []byte(r.summary())); err != nil {
+		if err := tx.Put(colDeploymentSums, r.orderKey(tp), []byte(r.summary())); err != nil {
 			return err
 		}
 	}
 	var oldKeys []string
 	if old != nil {
-		oldKeys = old.indexKeys(tenant)
+		oldKeys = old.indexKeys(tp)
 	}
-	newKeys := r.indexKeys(tenant)
+	newKeys := r.indexKeys(tp)
 	for _, k := range oldKeys {
 		if !slices.Contains(newKeys, k) {
 			if err := tx.Delete(colDeploymentIndex, k); err != nil {
@@ -226,27 +259,31 @@ func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploy
 // TracingProjects hook). The lifecycle calls it once a deployment is torn
 // down.
 func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
-	if err := removeName(tx, tenant, r.orderKey(tenant)); err != nil { // before the order record goes
+	tp, err := cp.readTenant(tx, tenant)
+	if err != nil {
+		return err
+	}
+	if err := removeName(tx, tp, r.orderKey(tp)); err != nil { // before the order record goes
 		return err
 	}
 	for _, k := range []struct{ col, key string }{
-		{colDeployments, key(tenant, r.ID)},
-		{colDeploymentOrder, r.orderKey(tenant)},
-		{colDeploymentSums, r.orderKey(tenant)},
-		{colDeploymentNames, key(tenant, r.Name)},
+		{colDeployments, deploymentKey(tp, r.ID)},
+		{colDeploymentOrder, r.orderKey(tp)},
+		{colDeploymentSums, r.orderKey(tp)},
+		{colDeploymentNames, tp + r.Name},
 	} {
 		if err := tx.Delete(k.col, k.key); err != nil {
 			return err
 		}
 	}
-	for _, k := range r.indexKeys(tenant) {
+	for _, k := range r.indexKeys(tp) {
 		if err := tx.Delete(colDeploymentIndex, k); err != nil {
 			return err
 		}
 	}
 	var revs []string
-	prefix := key(tenant, r.ID) + "/"
-	err := tx.Scan(colRevisionOrder, prefix, nil, func(k string, _ []byte) (bool, error) {
+	prefix := deploymentKey(tp, r.ID)
+	err = tx.Scan(colRevisionOrder, prefix, nil, func(k string, _ []byte) (bool, error) {
 		revs = append(revs, k)
 		return true, nil
 	})
@@ -254,22 +291,21 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 		return err
 	}
 	for _, k := range revs {
-		_, id, _ := strings.Cut(k[len(prefix):], "/")
 		if err := tx.Delete(colRevisionOrder, k); err != nil {
 			return err
 		}
-		if err := tx.Delete(colRevisions, prefix+id); err != nil {
+		if err := tx.Delete(colRevisions, prefix+k[len(prefix)+8:]); err != nil {
 			return err
 		}
 	}
-	return removePending(tx, tenant, r.ID)
+	return removePending(tx, tp, r.ID)
 }
 
 // removePending deletes the pending work of a deployment: its unfinished
-// revisions and its teardown.
-func removePending(tx store.Tx, tenant, id string) error {
-	ks := []string{deletePendingKey(tenant, id)}
-	err := tx.Scan(colPending, pendingRevision+key(tenant, id)+"/", nil, func(k string, _ []byte) (bool, error) {
+// revisions and its teardown. tp is the tenant prefix.
+func removePending(tx store.Tx, tp, id string) error {
+	ks := []string{deletePendingKey(tp, id)}
+	err := tx.Scan(colPending, pendingRevision+deploymentKey(tp, id), nil, func(k string, _ []byte) (bool, error) {
 		ks = append(ks, k)
 		return true, nil
 	})
@@ -303,7 +339,11 @@ func getRecord[T any](r store.Reader, col, k, kind, id string) (*T, error) {
 
 // getDeployment reads a deployment of the tenant, or a *apierr.NotFoundError.
 func (cp *ControlPlane) getDeployment(r store.Reader, tenant, id string) (*deploymentRecord, error) {
-	b, err := r.Get(colDeployments, key(tenant, id))
+	tp, err := cp.readTenant(r, tenant)
+	if err != nil {
+		return nil, err
+	}
+	b, err := r.Get(colDeployments, deploymentKey(tp, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
 	}
@@ -349,7 +389,11 @@ func (cp *ControlPlane) putRevision(tx store.Tx, tenant string, rev *revisionRec
 	if err != nil {
 		return err
 	}
-	k := key(tenant, rev.DeploymentID, rev.ID)
+	tp, err := cp.writeTenant(tx, tenant)
+	if err != nil {
+		return err
+	}
+	k := revisionKey(tp, rev.DeploymentID, rev.ID)
 	if isNew {
 		err = tx.Create(colRevisions, k, b)
 	} else {
@@ -358,13 +402,17 @@ func (cp *ControlPlane) putRevision(tx store.Tx, tenant string, rev *revisionRec
 	if err != nil {
 		return err
 	}
-	return tx.Put(colRevisionOrder, key(tenant, rev.DeploymentID, createdKey(rev.CreatedAt.Time()), rev.ID), []byte(rev.Status))
+	return tx.Put(colRevisionOrder, deploymentKey(tp, rev.DeploymentID)+timeKey(rev.CreatedAt.Time())+encID(rev.ID), []byte(rev.Status))
 }
 
 // getRevision reads a revision of the tenant's deployment, or a
 // *apierr.NotFoundError.
 func (cp *ControlPlane) getRevision(r store.Reader, tenant, deploymentID, id string) (*revisionRecord, error) {
-	b, err := r.Get(colRevisions, key(tenant, deploymentID, id))
+	tp, err := cp.readTenant(r, tenant)
+	if err != nil {
+		return nil, err
+	}
+	b, err := r.Get(colRevisions, revisionKey(tp, deploymentID, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &apierr.NotFoundError{Kind: apierr.KindRevision, ID: id}
 	}
@@ -392,7 +440,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // Collections returns the names of the store collections the package
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
-	return []string{colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentIndex, colDeploymentNames, colRevisions,
+	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
 		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries}
 }

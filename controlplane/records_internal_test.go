@@ -69,7 +69,7 @@ func TestNewerRecordVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = st.Update(ctx, func(tx store.Tx) error {
-		return tx.Put(colDeployments, key("t1", d.ID), []byte(`{"v":2,"id":"`+d.ID+`","future":true}`))
+		return tx.Put(colDeployments, testDeploymentKey(tx, "t1", d.ID), []byte(`{"v":2,"id":"`+d.ID+`","future":true}`))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func TestOlderTimestampsDecode(t *testing.T) {
 		}
 		sb.WriteString(`,"tag_value_ids":` + string(rec) + "}")
 		stored = []byte(sb.String())
-		return tx.Put(colDeployments, key("t1", d.ID), stored)
+		return tx.Put(colDeployments, testDeploymentKey(tx, "t1", d.ID), stored)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -227,13 +227,13 @@ func TestTracingProjectRecords(t *testing.T) {
 		if err := (StoreTracingProjects{}).CreateTracingProject(ctx, tx, p); err != nil {
 			return err
 		}
-		return tx.Put(colTracingProjects, key("t1", "d2"), old)
+		return tx.Put(colTracingProjects, testDeploymentKey(tx, "t1", "d2"), old)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = st.View(ctx, func(r store.Reader) error {
-		b, _ := r.Get(colTracingProjects, key("t1", "d1"))
+		b, _ := r.Get(colTracingProjects, testDeploymentKey(r, "t1", "d1"))
 		if !strings.HasPrefix(string(b), `{"v":1,`) {
 			t.Errorf("stored tracing project = %s, want the versioned form", b)
 		}
@@ -251,4 +251,14 @@ func TestTracingProjectRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testDeploymentKey is the key of the tenant's deployment id in
+// cp_deployments and cp_tracing_projects (keys.go).
+func testDeploymentKey(r store.Reader, tenant, id string) string {
+	tp, err := (*tenantCache)(nil).tenantPrefix(r, tenant, false)
+	if err != nil {
+		panic(err)
+	}
+	return deploymentKey(tp, id)
 }

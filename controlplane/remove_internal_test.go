@@ -62,7 +62,7 @@ func TestRemoveDeployment(t *testing.T) {
 			continue // the hook's record
 		}
 		for k, v := range recs {
-			if strings.Contains(k, victim.ID) || strings.Contains(v, victim.ID) || strings.Contains(v, "\x00d300\n") {
+			if strings.Contains(k, victim.ID) || strings.Contains(v, victim.ID) || strings.Contains(k, encID(victim.ID)) || strings.Contains(v, encID(victim.ID)) || strings.Contains(v, "\x00d300\n") {
 				t.Errorf("%s/%s still names the removed deployment", col, k)
 			}
 		}

@@ -106,7 +106,7 @@ func TestRulesIndexes(t *testing.T) {
 		var changed []string
 		for _, k := range append(slices.Clone(before), after...) {
 			if slices.Contains(before, k) != slices.Contains(after, k) {
-				changed = append(changed, strings.Split(k, "/")[1])
+				changed = append(changed, k[len("t"):len("t")+1]) // the field byte after the tenant prefix
 			}
 		}
 		slices.Sort(changed)

@@ -18,24 +18,35 @@ import (
 // written in the same Update as the change that creates or ends it, so that
 // claiming never scans revisions:
 //
-//	cp_pending  r/tenant/deployment/ts/revision  -> lease   (a revision not terminal)
-//	cp_pending  d/tenant/deployment              -> lease   (a deployment AWAITING_DELETE)
+//	cp_pending  "r" tenant deployment ts revision  -> lease   (a revision not terminal)
+//	cp_pending  "d" tenant deployment              -> lease   (a deployment AWAITING_DELETE)
+//
+// in the compact key encoding (keys.go): tenant prefix, encID ids, timeKey.
 //
 // A lease is "" (free) or "token expiry": the token of the claim (the
 // ControlPlane's owner id and a sequence number) and the expiry in Unix
 // microseconds of the ControlPlane's clock. A record whose lease has expired
 // may be claimed by anyone.
 const (
-	pendingRevision = "r/"
-	pendingDelete   = "d/"
+	pendingRevision = "r"
+	pendingDelete   = "d"
 )
 
-func revisionPendingKey(tenant string, rev *revisionRecord) string {
-	return pendingRevision + key(tenant, rev.DeploymentID, createdKey(rev.CreatedAt.Time()), rev.ID)
+// revisionPendingKey is the pending key of rev; tp is the tenant prefix.
+func revisionPendingKey(tp string, rev *revisionRecord) string {
+	return pendingRevision + deploymentKey(tp, rev.DeploymentID) + timeKey(rev.CreatedAt.Time()) + encID(rev.ID)
 }
 
-func deletePendingKey(tenant, deploymentID string) string {
-	return pendingDelete + key(tenant, deploymentID)
+// deletePendingKey is the pending key of a deployment's teardown.
+func deletePendingKey(tp, deploymentID string) string {
+	return pendingDelete + deploymentKey(tp, deploymentID)
+}
+
+// pendingRevisionID returns the revision id at the end of a revision's
+// pending key whose prefix up to the deployment is prefix.
+func pendingRevisionID(prefix, k string) string {
+	id, _, _ := decID(k[min(len(k), len(prefix)+8):])
+	return id
 }
 
 func lease(token string, expiry time.Time) []byte {
@@ -56,9 +67,13 @@ func parseLease(v []byte) (token string, expiry time.Time) {
 // the deployment's revisions still before DEPLOYING: they become SKIPPED in
 // this same Update.
 func (cp *ControlPlane) addRevision(tx store.Tx, tenant string, rev *revisionRecord) error {
-	prefix := pendingRevision + key(tenant, rev.DeploymentID) + "/"
+	tp, err := cp.writeTenant(tx, tenant)
+	if err != nil {
+		return err
+	}
+	prefix := pendingRevision + deploymentKey(tp, rev.DeploymentID)
 	var olds []string
-	err := tx.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
+	err = tx.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
 		olds = append(olds, k)
 		return true, nil
 	})
@@ -66,7 +81,7 @@ func (cp *ControlPlane) addRevision(tx store.Tx, tenant string, rev *revisionRec
 		return err
 	}
 	for _, k := range olds {
-		old, err := cp.getRevision(tx, tenant, rev.DeploymentID, k[strings.LastIndexByte(k, '/')+1:])
+		old, err := cp.getRevision(tx, tenant, rev.DeploymentID, pendingRevisionID(prefix, k))
 		if err != nil {
 			return err
 		}
@@ -86,15 +101,19 @@ func (cp *ControlPlane) addRevision(tx store.Tx, tenant string, rev *revisionRec
 	if err := cp.putRevision(tx, tenant, rev, true); err != nil {
 		return err
 	}
-	return tx.Put(colPending, revisionPendingKey(tenant, rev), nil)
+	return tx.Put(colPending, revisionPendingKey(tp, rev), nil)
 }
 
 // interruptRevisions ends every unfinished revision of a deployment being
 // deleted with INTERRUPTED, and queues the deployment's teardown.
 func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant, deploymentID string, at wiretime.Time) error {
-	prefix := pendingRevision + key(tenant, deploymentID) + "/"
+	tp, err := cp.writeTenant(tx, tenant)
+	if err != nil {
+		return err
+	}
+	prefix := pendingRevision + deploymentKey(tp, deploymentID)
 	var ks []string
-	err := tx.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
+	err = tx.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
 		ks = append(ks, k)
 		return true, nil
 	})
@@ -102,7 +121,7 @@ func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant, deploymentID str
 		return err
 	}
 	for _, k := range ks {
-		rev, err := cp.getRevision(tx, tenant, deploymentID, k[strings.LastIndexByte(k, '/')+1:])
+		rev, err := cp.getRevision(tx, tenant, deploymentID, pendingRevisionID(prefix, k))
 		if err != nil {
 			return err
 		}
@@ -116,7 +135,7 @@ func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant, deploymentID str
 			return err
 		}
 	}
-	return tx.Put(colPending, deletePendingKey(tenant, deploymentID), nil)
+	return tx.Put(colPending, deletePendingKey(tp, deploymentID), nil)
 }
 
 // job is one claimed unit of work.
@@ -128,25 +147,45 @@ type job struct {
 	revision   string // "" for a teardown
 }
 
-func parseJob(k string) (*job, bool) {
+// parseJob decodes a pending key; the tenant is looked up by its prefix.
+func (cp *ControlPlane) parseJob(r store.Reader, k string) (*job, error) {
 	j := &job{pkey: k}
-	switch {
-	case strings.HasPrefix(k, pendingRevision):
-		parts := strings.Split(k[len(pendingRevision):], "/")
-		if len(parts) != 4 {
-			return nil, false
+	bad := func() (*job, error) {
+		if len(k) > 1 && k[1] == '/' {
+			return nil, fmt.Errorf("controlplane: pending work key %q is in the layout of an earlier build: run (*ControlPlane).Migrate", k)
 		}
-		j.tenant, j.deployment, j.revision = parts[0], parts[1], parts[3]
-	case strings.HasPrefix(k, pendingDelete):
-		parts := strings.Split(k[len(pendingDelete):], "/")
-		if len(parts) != 2 {
-			return nil, false
-		}
-		j.tenant, j.deployment = parts[0], parts[1]
-	default:
-		return nil, false
+		return nil, fmt.Errorf("controlplane: malformed pending work key %q", k)
 	}
-	return j, true
+	if k == "" || (k[:1] != pendingRevision && k[:1] != pendingDelete) {
+		return bad()
+	}
+	n := tenantPrefixLen(k[1:])
+	if n == 0 {
+		return bad()
+	}
+	id, rest, ok := decID(k[1+n:])
+	if !ok {
+		return bad()
+	}
+	j.deployment = id
+	if k[:1] == pendingRevision {
+		if len(rest) < 8 {
+			return bad()
+		}
+		if j.revision, rest, ok = decID(rest[8:]); !ok {
+			return bad()
+		}
+	}
+	if rest != "" {
+		return bad()
+	}
+	_, isTx := r.(store.Tx)
+	t, err := cp.tenants.tenantOf(r, k[1:1+n], !isTx)
+	if err != nil {
+		return nil, err
+	}
+	j.tenant = t
+	return j, nil
 }
 
 // owner is this ControlPlane's lease owner id, made on first use from NewID
@@ -166,7 +205,7 @@ func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 	var j *job
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		var err error
-		j, err = claimable(r, now)
+		j, err = cp.claimable(r, now)
 		return err
 	})
 	if err != nil || j == nil {
@@ -175,7 +214,7 @@ func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 	token := cp.owner() + ":" + strconv.FormatUint(cp.claims.Add(1), 10)
 	err = cp.st.Update(ctx, func(tx store.Tx) error {
 		var err error
-		if j, err = claimable(tx, now); err != nil || j == nil {
+		if j, err = cp.claimable(tx, now); err != nil || j == nil {
 			return err
 		}
 		j.token = token
@@ -187,19 +226,19 @@ func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 // claimable finds the first pending unit of work, in key order, whose
 // lease is free or expired at now. It walks the pending records, so its
 // cost follows the work in flight and waiting, never the revisions stored.
-func claimable(r store.Reader, now time.Time) (*job, error) {
-	var j *job
-	err := r.Scan(colPending, "", nil, func(k string, v []byte) (bool, error) {
+func (cp *ControlPlane) claimable(r store.Reader, now time.Time) (*job, error) {
+	var k string
+	err := r.Scan(colPending, "", nil, func(key string, v []byte) (bool, error) {
 		if tok, exp := parseLease(v); tok != "" && exp.After(now) {
 			return true, nil
 		}
-		var ok bool
-		if j, ok = parseJob(k); !ok {
-			return false, fmt.Errorf("controlplane: malformed pending work key %q", k)
-		}
+		k = key
 		return false, nil
 	})
-	return j, err
+	if err != nil || k == "" {
+		return nil, err
+	}
+	return cp.parseJob(r, k)
 }
 
 // ownLease reads the job's pending record and checks that the lease is

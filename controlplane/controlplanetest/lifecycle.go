@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 	"pgregory.net/rapid"
 
 	"github.com/deployplane/deployplane/controlplane"
@@ -338,7 +339,8 @@ func (m *machine) checkTeardown(rt *rapid.T, s *scripted, err error, pending []s
 	// Nothing names it any more, in any collection.
 	for col, recs := range m.dump(rt) {
 		for k, v := range recs {
-			if strings.Contains(k, id) || strings.Contains(v, id) {
+			bin := uuid.MustParse(id) // keys hold ids as their 16 bytes
+			if strings.Contains(k, id) || strings.Contains(v, id) || strings.Contains(k, string(bin[:])) || strings.Contains(v, string(bin[:])) {
 				if col != "cp_tracing_projects" {
 					rt.Fatalf("%s/%s still names the removed deployment %s", col, k, id)
 				}
