@@ -26,3 +26,11 @@ func WithMutation(o *Options, m Mutation) *Options {
 	c.mutation = m
 	return &c
 }
+
+// SetMigrateBatch makes Migrate move n records per Update until the test
+// ends.
+func SetMigrateBatch(t interface{ Cleanup(func()) }, n int) {
+	old := migrateBatchSize
+	migrateBatchSize = n
+	t.Cleanup(func() { migrateBatchSize = old })
+}

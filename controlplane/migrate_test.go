@@ -1,0 +1,175 @@
+package controlplane_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/store/storetest"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+// readLayoutAnswers reads the answers file: phase -> question -> answer.
+func readLayoutAnswers(t *testing.T) map[string]map[string]any {
+	f, err := os.Open(layoutAnswersFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]map[string]any{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l struct {
+			P, Q string
+			A    any
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		if out[l.P] == nil {
+			out[l.P] = map[string]any{}
+		}
+		out[l.P][l.Q] = l.A
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// jsonValue is v as encoding/json decodes it into an any.
+func jsonValue(t *testing.T, v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkLayoutAnswers asks cp (over a migrated fixture) everything the
+// fixture's answers file holds and compares.
+func checkLayoutAnswers(t *testing.T, cp *controlplane.ControlPlane) {
+	want := readLayoutAnswers(t)
+	got := map[string]map[string]any{"before": layoutAnswers(t, cp), "work": layoutWork(t, cp), "after": layoutAnswers(t, cp)}
+	for phase, qs := range want {
+		if len(qs) != len(got[phase]) {
+			t.Errorf("%s: %d answers, want %d", phase, len(got[phase]), len(qs))
+		}
+		for q, w := range qs {
+			if d := cmp.Diff(w, jsonValue(t, got[phase][q])); d != "" {
+				t.Errorf("%s: %s (-before +after migration):\n%s", phase, q, d)
+			}
+		}
+	}
+}
+
+// checkNoOldKeys: every key of the deployment collections is in the
+// current layout (starts with a tenant prefix byte, or "r"/"d" and one).
+func checkNoOldKeys(t *testing.T, st store.Store) {
+	recs, err := storetest.Dump(context.Background(), st, controlplane.Collections()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range []string{"cp_deployments", "cp_deployment_order", "cp_deployment_summaries", "cp_deployment_name_blocks",
+		"cp_deployment_index", "cp_deployment_names", "cp_revisions", "cp_revision_order", "cp_tracing_projects", "cp_pending"} {
+		if len(recs[col]) == 0 {
+			t.Errorf("%s is empty after migration", col)
+		}
+		for k := range recs[col] {
+			if col == "cp_pending" {
+				k = k[1:]
+			}
+			if k[0] >= ' ' {
+				t.Errorf("%s: key %q is in the old layout after migration", col, k)
+			}
+		}
+	}
+}
+
+// TestMigrateLayoutFixture: a store written by the earlier key layout
+// answers every list (every filter, name_contains, paging), get, revision
+// and listener read as it did there once migrated, and its pending work,
+// pushes, name uniqueness and teardowns behave the same.
+func TestMigrateLayoutFixture(t *testing.T) {
+	ctx := context.Background()
+	st := storemem.New()
+	n := loadLayoutRecords(t, ctx, st, layoutRecordsFile)
+	cp := controlplane.New(st, layoutOptions(100_000, layoutLaterNow))
+	if err := cp.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkNoOldKeys(t, st)
+	if err := cp.Migrate(ctx); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	if n < 500 {
+		t.Fatalf("the fixture holds only %d records", n)
+	}
+	checkLayoutAnswers(t, cp)
+}
+
+// failingStore fails every Update after the first few, as a crash would.
+type failingStore struct {
+	store.Store
+	left atomic.Int64
+}
+
+var errCrash = errors.New("crash")
+
+func (s *failingStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if s.left.Add(-1) < 0 {
+		return errCrash
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// TestMigrateResumes: a migration stopped after any number of batches
+// carries on when run again, and several replicas migrating one store at
+// once leave it as one would.
+func TestMigrateResumes(t *testing.T) {
+	ctx := context.Background()
+	controlplane.SetMigrateBatch(t, 16) // several batches per collection
+	for _, crashAfter := range []int64{0, 1, 5, 17, 40} {
+		st := storemem.New()
+		loadLayoutRecords(t, ctx, st, layoutRecordsFile)
+		fs := &failingStore{Store: st}
+		fs.left.Store(crashAfter)
+		err := controlplane.New(fs, layoutOptions(100_000, layoutLaterNow)).Migrate(ctx)
+		if !errors.Is(err, errCrash) && err != nil {
+			t.Fatalf("crash after %d: %v", crashAfter, err)
+		}
+		if err == nil {
+			t.Fatalf("the migration took only %d Updates", crashAfter)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Go(func() { errs[i] = controlplane.New(st, layoutOptions(100_000, layoutLaterNow)).Migrate(ctx) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkNoOldKeys(t, st)
+		t.Run(fmt.Sprint("crash after ", crashAfter), func(t *testing.T) {
+			checkLayoutAnswers(t, controlplane.New(st, layoutOptions(100_000, layoutLaterNow)))
+		})
+	}
+}
