@@ -559,6 +559,11 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		return err
 	}
 	cp := controlplane.New(st, &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey})
+	// Records of an earlier key layout move to the current one before
+	// anything is served (resumable; replicas may start at once).
+	if err := cp.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrating the store: %w", err)
+	}
 	// draining keeps ctx's values (the tests' hooks) but not its end.
 	draining, drain := context.WithCancel(context.WithoutCancel(ctx))
 	defer drain()
