@@ -322,7 +322,7 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 		if err != nil {
 			return err
 		}
-		if err := tx.Create(colDeploymentNames, tp+rec.Name, []byte(encID(id))); err != nil {
+		if err := tx.Create(colDeploymentNames, tp+rec.Name, nil); err != nil {
 			if errors.Is(err, store.ErrAlreadyExists) {
 				return apierr.Conflictf("A deployment named '%s' already exists.", rec.Name)
 			}

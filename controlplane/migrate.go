@@ -102,7 +102,7 @@ func (cp *ControlPlane) migrateBatch(ctx context.Context, col, prefix string, co
 			}
 			v := r.v
 			if col == colDeploymentNames {
-				v = []byte(encID(string(v)))
+				v = nil // the name record's presence is all it says
 			}
 			if err := tx.Put(col, nk, v); err != nil {
 				return err

@@ -124,12 +124,29 @@ func createdKey(t time.Time) string {
 // layout: listeners, integrations and GitHub's).
 func key(parts ...string) string { return strings.Join(parts, "/") }
 
+// indexCodes are the one-byte codes of the values of the enum-valued
+// index fields (status, type, source). Codes are never reused: a new
+// value gets a new code, and a value without one is stored as 0x00 and
+// encStr(value).
+var indexCodes = map[string]byte{
+	string(StatusAwaitingDatabase): 1, string(StatusReady): 2, string(StatusUnused): 3,
+	string(StatusAwaitingDelete): 4, string(StatusUnknown): 5,
+	string(DeploymentTypeDevFree): 6, string(DeploymentTypeDev): 7, string(DeploymentTypeProd): 8,
+	string(SourceGitHub): 9, string(SourceExternalDocker): 10,
+}
+
 // indexPrefix is the prefix of the index records of one field value; tp
-// is the tenant prefix. Id-valued fields encode the value with encID.
+// is the tenant prefix. Id-valued fields encode the value with encID,
+// enum-valued ones with indexCodes, image versions with encStr.
 func indexPrefix(tp, field, value string) string {
 	switch field {
 	case idxTag, idxListener, idxPush:
 		return tp + field + encID(value)
+	case idxStatus, idxType, idxSource:
+		if c, ok := indexCodes[value]; ok {
+			return tp + field + string([]byte{c})
+		}
+		return tp + field + "\x00" + encStr(value)
 	}
 	return tp + field + encStr(value)
 }

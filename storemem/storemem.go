@@ -4,8 +4,9 @@
 //
 // # Design
 //
-// Each collection is a copy-on-write B-tree (github.com/google/btree, whose
-// Clone is O(1) and shares nodes until either side writes). The store
+// Each collection is a copy-on-write B+tree (tree.go, whose Clone is O(1)
+// and shares nodes until either side writes; each record is one string
+// holding its key and value). The store
 // publishes an immutable snapshot, a map from collection name to tree, behind
 // an atomic pointer:
 //
@@ -18,7 +19,7 @@
 //     published as the next snapshot in one atomic store; if it returns an
 //     error or panics, the clones are dropped and nothing is visible.
 //
-// A published tree is never written or cloned again (btree's Clone mutates
+// A published tree is never written or cloned again (Clone mutates
 // the tree it is called on, so it is only ever called on the writer's private
 // copy of each collection). Values are copied on the way in and on the way
 // out, so no byte slice is shared with a caller.
@@ -32,32 +33,64 @@
 package storemem
 
 import (
-	"bytes"
 	"context"
+	"encoding/binary"
 	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/google/btree"
-
 	"github.com/deployplane/deployplane/store"
 )
 
-// degree of the B-trees: nodes hold up to 2*degree-1 items. Every commit
-// copies the nodes on the written paths, so smaller nodes make Updates
-// cheaper and larger ones make Scans cheaper; 16 measured best of 8, 16 and
-// 32 for the benchmarks in bench_test.go.
-const degree = 16
 
-type item struct {
-	key   string
-	value []byte
+// item is one record in one allocation: the key's length as a uvarint,
+// the key, then the value. A tree slot is then 16 bytes (a string header)
+// where a key string and a value slice took 40, and each record is one
+// object on the heap rather than two (BENCHMARKS.md, "Space per
+// deployment").
+type item string
+
+// newItem packs key and value into an item.
+func newItem(key string, value []byte) item {
+	var n [binary.MaxVarintLen64]byte
+	w := binary.PutUvarint(n[:], uint64(len(key)))
+	var b strings.Builder
+	b.Grow(w + len(key) + len(value))
+	b.Write(n[:w])
+	b.WriteString(key)
+	b.Write(value)
+	return item(b.String())
 }
 
-func lessItem(a, b item) bool { return a.key < b.key }
+// keyEnd returns where the item's key starts and ends.
+func (it item) keyEnd() (start, end int) {
+	var n uint64
+	for i := 0; i < len(it); i++ {
+		b := it[i]
+		n |= uint64(b&0x7f) << (7 * i)
+		if b < 0x80 {
+			return i + 1, i + 1 + int(n)
+		}
+	}
+	panic("storemem: corrupt item")
+}
 
-type tree = btree.BTreeG[item]
+// key returns the item's key.
+func (it item) key() string {
+	s, e := it.keyEnd()
+	return string(it[s:e])
+}
+
+// value returns a copy of the item's value.
+func (it item) value() []byte {
+	_, e := it.keyEnd()
+	if e == len(it) {
+		return nil
+	}
+	return []byte(it[e:])
+}
+
 
 // snapshot is an immutable view of every collection. Neither the map nor the
 // trees in it are modified after publication.
@@ -172,11 +205,11 @@ func get(t *tree, collection, key string) ([]byte, error) {
 	if t == nil {
 		return nil, store.ErrNotFound
 	}
-	it, ok := t.Get(item{key: key})
+	it, ok := t.Get(key)
 	if !ok {
 		return nil, store.ErrNotFound
 	}
-	return bytes.Clone(it.value), nil
+	return it.value(), nil
 }
 
 // scan implements store.Reader.Scan over t, which is nil for a collection
@@ -194,25 +227,26 @@ func scan(t *tree, collection, prefix string, opts *store.ScanOptions, fn func(s
 	end, bounded := prefixEnd(prefix)
 	var err error
 	visit := func(it item) bool {
-		if bounded && it.key == end {
+		k := it.key()
+		if bounded && k == end {
 			return true // the exclusive upper bound of a descending walk
 		}
-		if !strings.HasPrefix(it.key, prefix) {
+		if !strings.HasPrefix(k, prefix) {
 			return false // walked out of the prefix's contiguous range
 		}
 		var more bool
-		more, err = fn(it.key, bytes.Clone(it.value))
+		more, err = fn(k, it.value())
 		return more && err == nil
 	}
 	switch {
 	case !opts.Reverse:
-		t.AscendGreaterOrEqual(item{key: max(prefix, opts.Start)}, visit)
+		t.Ascend(max(prefix, opts.Start), visit)
 	case opts.Start != "" && (!bounded || opts.Start < end):
-		t.DescendLessOrEqual(item{key: opts.Start}, visit)
+		t.Descend(opts.Start, false, visit)
 	case bounded:
-		t.DescendLessOrEqual(item{key: end}, visit)
+		t.Descend(end, false, visit)
 	default:
-		t.Descend(visit)
+		t.Descend("", true, visit)
 	}
 	return err
 }
@@ -255,7 +289,7 @@ func (t *tx) writable(collection string) *tree {
 	if m, ok := t.master[collection]; ok {
 		w = m.Clone()
 	} else {
-		w = btree.NewG(degree, lessItem)
+		w = newTree()
 	}
 	t.written[collection] = w
 	return w
@@ -273,10 +307,10 @@ func (t *tx) Create(collection, key string, value []byte) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	if cur := t.tree(collection); cur != nil && cur.Has(item{key: key}) {
+	if cur := t.tree(collection); cur != nil && cur.Has(key) {
 		return store.ErrAlreadyExists
 	}
-	t.writable(collection).ReplaceOrInsert(item{key: key, value: bytes.Clone(value)})
+	t.writable(collection).Put(newItem(key, value))
 	return nil
 }
 
@@ -284,7 +318,7 @@ func (t *tx) Put(collection, key string, value []byte) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	t.writable(collection).ReplaceOrInsert(item{key: key, value: bytes.Clone(value)})
+	t.writable(collection).Put(newItem(key, value))
 	return nil
 }
 
@@ -292,9 +326,9 @@ func (t *tx) Delete(collection, key string) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	if cur := t.tree(collection); cur == nil || !cur.Has(item{key: key}) {
+	if cur := t.tree(collection); cur == nil || !cur.Has(key) {
 		return store.ErrNotFound
 	}
-	t.writable(collection).Delete(item{key: key})
+	t.writable(collection).Delete(key)
 	return nil
 }
