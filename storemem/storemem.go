@@ -43,7 +43,6 @@ import (
 	"github.com/deployplane/deployplane/store"
 )
 
-
 // item is one record in one allocation: the key's length as a uvarint,
 // the key, then the value. A tree slot is then 16 bytes (a string header)
 // where a key string and a value slice took 40, and each record is one
@@ -90,7 +89,6 @@ func (it item) value() []byte {
 	}
 	return []byte(it[e:])
 }
-
 
 // snapshot is an immutable view of every collection. Neither the map nor the
 // trees in it are modified after publication.
