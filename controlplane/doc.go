@@ -238,7 +238,8 @@
 //
 // # Storage
 //
-// Every record the package writes is keyed by tenant first, in the store
+// Every record the package writes is keyed by tenant first (a short
+// per-tenant prefix for the deployment collections), in the store
 // collections Collections lists (for tools that back up, copy or inspect a
 // store). Beside each deployment, in the same Update, the package keeps
 // the order, summary, index and name records its lists read, so that
@@ -276,6 +277,16 @@
 // byte so that a later build can open values of an old key while sealing
 // with a new one; until then, an operator keeps the key (and backs it up
 // with the store).
+//
+// Stores written by builds before the compact key layout must be
+// migrated once: call (*ControlPlane).Migrate after opening such a store
+// and before serving from it (cmd/deployplane does so at every start; on
+// a migrated or new store it only looks, and writes nothing). It moves
+// the records in small batches, each its own transaction, so it can be
+// interrupted and run again, and replicas sharing a storepg database may
+// all run it at start. Until it has run, that store's deployments are not
+// seen. Run it with the new build only: an older build does not read the
+// migrated layout.
 //
 // Compatibility with stores written by earlier builds: deployment and
 // revision records in the earlier wire-JSON form still decode (and are

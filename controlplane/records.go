@@ -13,30 +13,61 @@ import (
 	"github.com/deployplane/deployplane/store"
 )
 
-// Collections and key layout. Every key starts with the tenant and "/"
-// (tenants are [A-Za-z0-9._-]{1,64}, so no tenant's prefix is another's).
-// ts is createdKey(created_at): 16 hex digits that sort in time order, so
-// reverse scans give newest first (created_at desc, then id desc).
+// Collections and key layout. The collections of deployments, revisions
+// and their work use compact binary keys (keys.go): T is the tenant
+// prefix, a number of one byte (the first 23 tenants) or a few, assigned
+// once per tenant in cp_tenants; D, R, L, I are ids, 17 bytes each for a
+// UUID (a tag byte and its 16 bytes; other ids are tagged and length
+// prefixed); ts is timeKey(created_at), 8 bytes that sort in time order,
+// so reverse scans give newest first (created_at desc, then id desc).
+// Parts delimit themselves: there is no separator.
 //
-//	cp_deployments          tenant/id                    -> storedDeployment JSON (storageform.go)
-//	cp_deployment_order     tenant/ts/id                 -> "" (unfiltered pages skip these small keys)
-//	cp_deployment_summaries tenant/ts/id                 -> summary (lowercased name, status, type, source, image version)
-//	cp_deployment_name_blocks tenant/ts/id (first)       -> up to 256 lowercased names, '\n'-separated (nameblocks.go)
-//	cp_deployment_index     tenant/field/value/ts/id     -> "" (field: status, type, source, image, tag, listener, push)
-//	cp_deployment_names     tenant/name                  -> id (names not yet removed)
-//	cp_revisions            tenant/deployment/id         -> storedRevision JSON (storageform.go)
-//	cp_revision_order       tenant/deployment/ts/id      -> status
-//	cp_listeners            tenant/id                    -> Listener JSON
-//	cp_listener_order       tenant/ts/id                 -> ""
-//	cp_listener_compute_ids tenant/escaped compute id    -> id
-//	cp_integrations         tenant/id                    -> integrationRecord JSON
-//	cp_integration_installs tenant/installation id       -> id
-//	cp_tracing_projects     tenant/deployment id         -> storedTracingProject JSON (StoreTracingProjects)
-//	cp_pending              r/tenant/deployment/ts/rev   -> lease (a revision not terminal; worker.go)
-//	cp_pending              d/tenant/deployment          -> lease (a deployment AWAITING_DELETE)
-//	cp_installation_owners  installation id              -> tenant/integration id (github.go)
-//	cp_github_install_states s/sha256(state)             -> tenant and expiry; e/expiry/s/sha256(state) -> ""
+//	cp_tenants              "t" tenant -> T;  "p" T -> tenant;  "#" -> last number assigned
+//	cp_deployments          T D                    -> storedDeployment JSON (storageform.go)
+//	cp_deployment_order     T ts D                 -> "" (unfiltered pages skip these small keys)
+//	cp_deployment_summaries T ts D                 -> summary (lowercased name, status, type, source, image version)
+//	cp_deployment_name_blocks T ts D (first)       -> up to 256 lowercased names, '\n'-separated (nameblocks.go)
+//	cp_deployment_index     T field value ts D     -> "" (indexPrefix: field one byte; value a code, an id or a length-prefixed string)
+//	cp_deployment_names     T name                 -> "" (names not yet removed)
+//	cp_revisions            T D R                  -> storedRevision JSON (storageform.go)
+//	cp_revision_order       T D ts R               -> status
+//	cp_tracing_projects     T D                    -> storedTracingProject JSON (StoreTracingProjects)
+//	cp_pending              "r" T D ts R           -> lease (a revision not terminal; worker.go)
+//	cp_pending              "d" T D                -> lease (a deployment AWAITING_DELETE)
+//
+// The other collections keep text keys, the tenant's name and "/" first
+// (tenants are [A-Za-z0-9._-]{1,64}, so no tenant's prefix is another's),
+// ts16 being createdKey: 16 hex digits.
+//
+//	cp_listeners            tenant/id              -> Listener JSON
+//	cp_listener_order       tenant/ts16/id         -> ""
+//	cp_listener_compute_ids tenant/escaped compute id -> id
+//	cp_integrations         tenant/id              -> integrationRecord JSON
+//	cp_integration_installs tenant/installation id -> id
+//	cp_installation_owners  installation id        -> tenant/integration id (github.go)
+//	cp_github_install_states s/sha256(state)       -> tenant and expiry; e/expiry/s/sha256(state) -> ""
 //	cp_webhook_deliveries   d/sha256(delivery id), b/sha256(body digest) -> time seen; e/time/key -> ""
+//
+// Why binary keys: at 100k deployments the keys were two thirds of the
+// space (the 36-character tenant opened all 11 keys of a deployment, its
+// 36-character id sat in 10, a 16-hex-digit time in 6): the tenant prefix
+// takes 1 byte for 37, an id 17 for 36 (37 with its "/"), a time 8 for 17.
+// Enum index values (status, type, source) are one byte (indexCodes), and
+// a name record's value is empty (its presence is the uniqueness). The
+// space per deployment and how it splits are in BENCHMARKS.md ("Space per
+// deployment"). A tenant prefix is immutable once assigned, so every
+// replica may cache it (tenantCache, filled only from committed reads); a
+// tenant never written has none, and its reads use tenantNone, which
+// names nothing. Every store accepts any bytes in keys (storepg keeps them
+// as bytea).
+//
+// Stores written by earlier builds hold text keys in these collections
+// (tenant/id, tenant/ts16/id, tenant/field/value/ts16/id, r/tenant/...):
+// Migrate (migrate.go) moves them to this layout in resumable batches;
+// cmd/deployplane runs it at start. Old keys start with a printable byte,
+// new ones with a tenant prefix (0x01-0x1f) or "r"/"d" and one, so the two
+// never share a prefix. testdata/layout-v0-*.jsonl is a store of the old
+// layout and what it answered.
 //
 // This is the storage layout, for maintainers (the package doc tells users
 // only what they can rely on). It lives here, beside the code that writes
@@ -59,7 +90,8 @@ import (
 // storedDeployment and storedRevision), no ids (the key holds them: the
 // record's own id, and a revision's deployment id), timestamps as Unix
 // microseconds, secrets sealed under Options.SecretKey ("sx", the JSON of
-// the secret list sealed with AAD controlplane/<kind>/<tenant>/<record key>;
+// the secret list sealed with AAD controlplane/<kind>/<tenant>/<ids>, the
+// text ids "id" or "deployment/id" whatever the key layout;
 // "sec" holds them in plain text when there is no key),
 // resource_spec beside source_config rather than inside it, and every null,
 // empty or zero member left out. A read of a record whose version is newer

@@ -188,7 +188,9 @@ type secretCodec struct {
 }
 
 // secretsAAD binds sealed secrets to their record: kind, tenant and the
-// record's key.
+// record's ids as text ("id", or "deployment/id" for a revision), not its
+// store key, so that a change of key layout (Migrate) moves sealed records
+// as they are.
 func secretsAAD(kind, tenant, recordKey string) string {
 	return "controlplane/" + kind + "/" + tenant + "/" + recordKey
 }
