@@ -58,7 +58,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		o = *opts
 	}
 	cp := &ControlPlane{
-		st:      st,
+		st:      viewStore{st},
 		clock:   o.Clock,
 		newID:   o.NewID,
 		sources: slices.Clone(o.Sources),

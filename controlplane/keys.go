@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -218,10 +219,22 @@ func (c *tenantCache) tenantOf(r store.Reader, p string, committed bool) (string
 }
 
 // readTenant is tenantPrefix for a Reader that may be a View's or an
-// Update's: it caches only when r is not a Tx.
+// Update's: it caches only what a View read.
 func (cp *ControlPlane) readTenant(r store.Reader, tenant string) (string, error) {
-	_, isTx := r.(store.Tx)
-	return cp.tenants.tenantPrefix(r, tenant, !isTx)
+	_, committed := r.(viewReader)
+	return cp.tenants.tenantPrefix(r, tenant, committed)
+}
+
+// viewStore is the ControlPlane's store: it marks the Readers of Views,
+// which read committed state, so that readTenant may cache what they read
+// (some stores pass a View the same type as an Update's Tx).
+type viewStore struct{ store.Store }
+
+// viewReader is the Reader of a View.
+type viewReader struct{ store.Reader }
+
+func (s viewStore) View(ctx context.Context, fn func(store.Reader) error) error {
+	return s.Store.View(ctx, func(r store.Reader) error { return fn(viewReader{r}) })
 }
 
 // writeTenant is assignTenant.

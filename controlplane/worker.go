@@ -179,8 +179,8 @@ func (cp *ControlPlane) parseJob(r store.Reader, k string) (*job, error) {
 	if rest != "" {
 		return bad()
 	}
-	_, isTx := r.(store.Tx)
-	t, err := cp.tenants.tenantOf(r, k[1:1+n], !isTx)
+	_, committed := r.(viewReader)
+	t, err := cp.tenants.tenantOf(r, k[1:1+n], committed)
 	if err != nil {
 		return nil, err
 	}
