@@ -27,8 +27,10 @@ import (
 //
 //	DEPLOYPLANE_WRITE_LAYOUT_FIXTURE=1 go test -run TestWriteLayoutFixture ./controlplane/
 //
-// over that commit, with this file copied into it; over the current code
-// the test does nothing.
+// over that commit, with this file copied into it and nameBlockMax set
+// to 16 in its nameblocks.go (so that a small fixture has several name
+// blocks per tenant). Over the current code it would write the current
+// layout, which is not what the files hold: do not rerun it here.
 const (
 	layoutRecordsFile = "testdata/layout-v0-records.jsonl"
 	layoutAnswersFile = "testdata/layout-v0-answers.jsonl"
