@@ -37,7 +37,8 @@
 // answers, one case per error of package apierr, the vocabulary both
 // domains share: *apierr.ValidationError 422 {"detail": [{loc, msg, type}]}
 // (at most 100 problems, below), apierr.ErrNotFound 404,
-// apierr.ErrConflict 409, apierr.ErrInvalidState 400, each with the
+// apierr.ErrConflict 409 (with X-Should-Retry: false, so that generated
+// SDKs do not retry it), apierr.ErrInvalidState 400, each with the
 // domain's sentence as {"detail": "..."}, and anything else a bare
 // 500 {"detail": "Internal Server Error"} whose cause goes to the log only.
 // Answers are json.Encoder's bytes (HTML characters escaped, a final
