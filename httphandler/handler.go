@@ -45,7 +45,8 @@ const DefaultMaxHeaderBytes = 64 << 10
 // default.
 type Options struct {
 	// Authenticator checks the credentials of every route but the public
-	// ones (GET /openapi.json, the OAuth callback and the GitHub webhook).
+	// ones (GET /openapi.json, the OAuth callback, the GitHub webhook and
+	// setup redirect, GET /healthz, /readyz and /metrics).
 	// Default nil: no credentials are accepted, so every other route
 	// answers 401. NewKeyTable builds the built-in one.
 	Authenticator Authenticator
