@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -348,4 +349,28 @@ func TestPendingWork(t *testing.T) {
 		cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("after a delete (-want +got):\n%s", diff)
 	}
+}
+
+// ExampleControlPlane_PendingWork counts the work the reconcile loop has
+// not done yet, as a metrics scrape does.
+func ExampleControlPlane_PendingWork() {
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), nil)
+	for _, name := range []string{"a", "b"} {
+		req := &controlplane.CreateDeploymentRequest{Name: &name, Source: new(controlplane.SourceExternalDocker),
+			SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example/agent:1")}}
+		if _, err := cp.CreateDeployment(ctx, tenantA, req); err != nil {
+			panic(err)
+		}
+	}
+	pw, err := cp.PendingWork(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("waiting:", pw.RevisionsWaiting, "in progress:", pw.RevisionsInProgress)
+	// Without Run, the control plane is not ready.
+	fmt.Println(cp.Ready(ctx))
+	// Output:
+	// waiting: 2 in progress: 0
+	// controlplane: not ready: reconcile: controlplane: the reconcile loop (Run) is not running
 }

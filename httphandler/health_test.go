@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
@@ -154,4 +156,50 @@ func TestHealthUnderLoad(t *testing.T) {
 	}
 	s.letGo()
 	<-held
+}
+
+// gatedDeployer is a deployer whose readiness check blocks until the test
+// lets it answer, counting the checks.
+type gatedDeployer struct {
+	*deploysim.Deployer
+	checks atomic.Int32
+	gate   chan struct{}
+}
+
+func (d *gatedDeployer) Ready(ctx context.Context) error {
+	d.checks.Add(1)
+	select {
+	case <-d.gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestReadyzProbesShareACheck: probes that arrive while a readiness check
+// runs wait for it and share its verdict; the next probe checks again.
+func TestReadyzProbesShareACheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &gatedDeployer{Deployer: sim(nil), gate: make(chan struct{})}
+		s := newLiveServer(t, d, nil)
+		synctest.Wait() // Run is running
+		const probes = 5
+		codes := make(chan int, probes)
+		for range probes {
+			go func() { codes <- s.do("GET", "/readyz", "").status }()
+		}
+		synctest.Wait() // one probe in the check, the others waiting for it
+		if n := d.checks.Load(); n != 1 {
+			t.Fatalf("%d checks under way for %d probes, want 1", n, probes)
+		}
+		close(d.gate)
+		for range probes {
+			if code := <-codes; code != http.StatusOK {
+				t.Errorf("probe: %d", code)
+			}
+		}
+		if r := s.do("GET", "/readyz", ""); r.status != http.StatusOK || d.checks.Load() != 2 {
+			t.Errorf("a later probe: %d after %d checks, want 200 after 2", r.status, d.checks.Load())
+		}
+	})
 }
