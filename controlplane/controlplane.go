@@ -44,6 +44,8 @@ type ControlPlane struct {
 	ownerOnce sync.Once
 	ownerID   string
 	claims    atomic.Uint64
+	obs       Observer                 // observe.go; never nil
+	deployer  atomic.Pointer[Deployer] // the Deployer Run drives, for Ready
 
 	// mutation is a deliberate defect for the mutation tests (mutation.go);
 	// always mutNone outside them.
@@ -71,6 +73,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		leaseFor: o.LeaseDuration,
 		workers:  o.Workers,
 		wake:     make(chan struct{}, 1),
+		obs:      o.Observer,
 		mutation: o.mutation,
 	}
 	if len(o.SecretKey) > 0 {
@@ -91,6 +94,9 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	}
 	if cp.clock == nil {
 		cp.clock = time.Now
+	}
+	if cp.obs == nil {
+		cp.obs = noObserver{}
 	}
 	if cp.newID == nil {
 		cp.newID = func() string { return uuid.Must(uuid.NewV7()).String() }

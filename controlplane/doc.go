@@ -112,6 +112,20 @@
 // when this ControlPlane creates work and polls every PollInterval for work
 // other replicas created.
 //
+// Operations: every status change the loop records (a report, or the
+// failure of a Deploy error) is logged at Info ("revision transition":
+// tenant, deployment, revision, from, to, and step, the time the Deployer
+// spent in the status it left) and told to Options.Observer, with every
+// lease taken over (claimed after another claim's lease expired; work given
+// back for a retry, whose lease carries the token "retry", is not taken
+// over) and the duration of every Deploy and Teardown call; package
+// prommetrics implements Observer with Prometheus. SKIPPED and INTERRUPTED
+// are written by API calls, not the loop, and are not observed. Ready
+// reports whether the store answers, Run runs and its Deployer (when it
+// implements ReadinessChecker) reaches its engine, for GET /readyz;
+// PendingWork counts the revisions and deletions waiting and in progress,
+// reading only the pending records.
+//
 // GitHub installations: an integration is a GitHub App installation, and
 // an installation belongs to at most one tenant (a second claim, by any
 // tenant, is apierr.ErrConflict), so a push reaches exactly the tenant that holds

@@ -72,6 +72,11 @@ type Options struct {
 	// Workers caps the units of work Run drives at once. Default
 	// DefaultWorkers.
 	Workers int
+	// Observer is told of every revision status change the reconcile loop
+	// records, every lease it takes over and every Deployer call, for
+	// metrics (package prommetrics). Default nil: nobody. Every change the
+	// loop records is also logged at Info ("revision transition").
+	Observer Observer
 
 	// Which clock does what: Clock stamps every record and decides when a
 	// lease has expired (so a test moves work past a lease with an

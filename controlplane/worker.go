@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
@@ -29,6 +30,11 @@ const (
 	pendingRevision = "r/"
 	pendingDelete   = "d/"
 )
+
+// retryToken is the token of a lease that gives work back until a later
+// time (release with retry): nobody holds it, so claiming it once it has
+// expired takes nothing over.
+const retryToken = "retry"
 
 func revisionPendingKey(tenant string, rev *revisionRecord) string {
 	return pendingRevision + key(tenant, rev.DeploymentID, createdKey(rev.CreatedAt.Time()), rev.ID)
@@ -126,6 +132,12 @@ type job struct {
 	tenant     string
 	deployment string
 	revision   string // "" for a teardown
+	// takeover: the claim took a lease another claim still held when it
+	// expired (Observer.LeaseTakenOver).
+	takeover bool
+	// stepStart is when the Deployer's current step began (Unix
+	// nanoseconds by Options.Clock), for Transition.Step.
+	stepStart atomic.Int64
 }
 
 func parseJob(k string) (*job, bool) {
@@ -181,6 +193,9 @@ func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 		j.token = token
 		return tx.Put(colPending, j.pkey, lease(token, now.Add(cp.leaseFor)))
 	})
+	if err == nil && j != nil && j.takeover {
+		cp.obs.LeaseTakenOver()
+	}
 	return j, err
 }
 
@@ -190,13 +205,15 @@ func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 func claimable(r store.Reader, now time.Time) (*job, error) {
 	var j *job
 	err := r.Scan(colPending, "", nil, func(k string, v []byte) (bool, error) {
-		if tok, exp := parseLease(v); tok != "" && exp.After(now) {
+		tok, exp := parseLease(v)
+		if tok != "" && exp.After(now) {
 			return true, nil
 		}
 		var ok bool
 		if j, ok = parseJob(k); !ok {
 			return false, fmt.Errorf("controlplane: malformed pending work key %q", k)
 		}
+		j.takeover = tok != "" && tok != retryToken
 		return false, nil
 	})
 	return j, err
@@ -250,7 +267,7 @@ func (cp *ControlPlane) release(ctx context.Context, j *job, retry bool) error {
 		if !retry {
 			return tx.Put(colPending, j.pkey, nil)
 		}
-		return tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.poll)))
+		return tx.Put(colPending, j.pkey, lease(retryToken, now.Add(cp.poll)))
 	})
 	if errors.Is(err, ErrLeaseLost) {
 		return nil
@@ -310,6 +327,7 @@ func (cp *ControlPlane) do(ctx context.Context, d Deployer, j *job) error {
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := cp.keepLease(jctx, j, cancel)
+	j.stepStart.Store(cp.clock().UnixNano())
 	var err error
 	if j.revision != "" {
 		err = cp.deploy(jctx, d, j)
@@ -356,7 +374,9 @@ func (cp *ControlPlane) deploy(ctx context.Context, d Deployer, j *job) error {
 		return cp.storeErr("load work", err)
 	}
 	rep := &reporter{cp: cp, j: j}
+	start := cp.clock()
 	derr := d.Deploy(ctx, w, rep)
+	cp.obs.DeployerCall(DeployerDeploy, cp.clock().Sub(start), derr)
 	if ctx.Err() != nil {
 		return nil // do releases the work, or it was lost
 	}
@@ -384,7 +404,10 @@ func (cp *ControlPlane) teardown(ctx context.Context, d Deployer, j *job) error 
 		return cp.storeErr("load work", err)
 	}
 	if dep != nil {
-		if err := d.Teardown(ctx, j.tenant, dep.wire()); err != nil {
+		start := cp.clock()
+		err := d.Teardown(ctx, j.tenant, dep.wire())
+		cp.obs.DeployerCall(DeployerTeardown, cp.clock().Sub(start), err)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -436,7 +459,9 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		}
 	}
 	now := cp.now()
+	var from, to RevisionStatus // the status change committed, if any
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		from, to = "", ""
 		found, err := ownLease(tx, j)
 		if err != nil {
 			return err
@@ -475,6 +500,9 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		if err := cp.putRevision(tx, j.tenant, &next, false); err != nil {
 			return err
 		}
+		if next.Status != rev.Status {
+			from, to = rev.Status, next.Status
+		}
 		if IsTerminal(next.Status) {
 			err = tx.Delete(colPending, j.pkey)
 		} else {
@@ -490,6 +518,9 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 	})
 	if err != nil {
 		return cp.storeErr("report", err)
+	}
+	if to != "" {
+		cp.observeTransition(ctx, j, from, to, now)
 	}
 	return nil
 }
@@ -568,6 +599,7 @@ func (cp *ControlPlane) Run(ctx context.Context, d Deployer) error {
 		return errors.New("controlplane: Run is already running")
 	}
 	defer cp.running.Store(false)
+	cp.deployer.Store(&d)
 	sem := make(chan struct{}, cp.workers)
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -22,6 +22,7 @@ type route struct {
 	status       int  // the success status
 	resp         any  // a value of the response body's type; nil: no body
 	html         bool // the answer is an HTML page (for a browser), not JSON
+	text         bool // the answer is plain text (the Prometheus format), not JSON
 	query        []param
 	headers      []param // request headers the route reads (all required)
 	errors       []int   // error statuses beyond those the document derives
@@ -120,6 +121,23 @@ func (h *handler) routes() []route {
 		// The API description.
 		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI,
 			summary: "This OpenAPI 3.1 document", status: http.StatusOK, resp: map[string]any{}},
+	}
+	// Operations (health.go, metrics.go).
+	routes = append(routes,
+		route{method: http.MethodGet, path: "/healthz", public: true, serve: (*handler).healthz,
+			summary: "Liveness: 200 as long as the process serves", status: http.StatusOK, resp: healthBody{}},
+		route{method: http.MethodGet, path: "/readyz", public: true, serve: (*handler).readyz,
+			summary: "Readiness: 200 when the store answers, the reconcile loop runs and the deployer reaches its engine; " +
+				"503 saying which is not ready",
+			status: http.StatusOK, resp: healthBody{}, errors: []int{http.StatusServiceUnavailable}})
+	if h.metrics != nil {
+		rt := route{method: http.MethodGet, path: "/metrics", public: true, serve: (*handler).serveMetrics,
+			summary: "Metrics in the Prometheus text format", status: http.StatusOK, text: true}
+		if h.metricsKey != nil {
+			rt.summary += " (needs the metrics key: Authorization: Bearer <key>)"
+			rt.errors = []int{http.StatusUnauthorized}
+		}
+		routes = append(routes, rt)
 	}
 	if h.allowUnverified {
 		routes = append(routes, route{method: http.MethodPost, path: "/v1/integrations/github", serve: (*handler).createIntegration,

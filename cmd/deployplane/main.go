@@ -38,6 +38,7 @@ import (
 	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/oauthflow"
+	"github.com/deployplane/deployplane/prommetrics"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storebolt"
 	"github.com/deployplane/deployplane/storemem"
@@ -57,6 +58,7 @@ Usage:
                 [-allow-unverified-integrations]
                 [-max-conns 1024] [-max-in-flight N] [-max-long-polls 256]
                 [-rate-limit 50] [-rate-burst 100]
+                [-log-format text|json] [-metrics-key KEY]
 
 Flags:
 
@@ -145,6 +147,11 @@ Flags:
                       routes, are limited by client address alike
     -rate-burst N     requests each API key may send at once before the rate
                       applies (default 100)
+    -log-format F     text (default: log/slog's key=value lines) or json (one
+                      JSON object per line), on standard error
+    -metrics-key KEY  require "Authorization: Bearer KEY" on GET /metrics
+                      (default: /metrics is public; prefer the environment
+                      variable, see "Operations")
 
 Environment:
 
@@ -157,6 +164,8 @@ Environment:
     DEPLOYPLANE_GITHUB_CLIENT_SECRET
                             the GitHub App's OAuth client secret, as
                             -github-client-secret (give one or the other)
+    DEPLOYPLANE_METRICS_KEY the key of GET /metrics, as -metrics-key (give
+                            one or the other)
 
 Keys and tenants:
 
@@ -268,13 +277,42 @@ Replicas:
 
 Logs:
 
-    Structured (log/slog text) on standard error: one record per request
+    Structured, on standard error: log/slog's text lines, or JSON lines with
+    -log-format json. One record per request
     (method, path without the query, status, duration, request_id, tenant);
     keys, tokens, secrets, bodies and query strings (the OAuth callback's
     carries the code and state) are never logged, nor the password of a
     PostgreSQL URL. Every answer carries its X-Request-Id. Request records
     are written by a goroutine of their own, in order, and all of them
     before the server exits.
+
+Operations:
+
+    GET /healthz answers 200 {"status": "ok"} while the process serves.
+    GET /readyz answers 200 {"status": "ok"} when the database answers, the
+    reconcile loop runs and the deployer reaches its engine, and otherwise
+    503 {"status": "unavailable", "detail": ..., "not_ready": [...]} naming
+    "store", "reconcile" or "deployer" (the causes go to the log, at Warn,
+    when the state changes). Both are public, carry no data, and answer
+    even when the in-flight cap or the rate limit refuses other requests:
+    point a load balancer's or Kubernetes' liveness probe at /healthz and
+    its readiness probe at /readyz.
+
+    GET /metrics answers the Prometheus text format (package prommetrics):
+    requests by route pattern, method and status with their durations,
+    revision transitions, deployer step and call durations, leases taken
+    over, revisions waiting and in progress, database commit latency and
+    batch size, and the Go runtime's and the process's metrics. It is
+    public unless a metrics key is given (-metrics-key or
+    DEPLOYPLANE_METRICS_KEY): then scrapers send it as a bearer token
+    (Prometheus: authorization: {credentials: KEY}).
+
+    Each answer carries X-Request-Id: the client's own when it sent one (at
+    most 128 bytes, letters, digits and - _ . : / + = @ kept, the rest
+    dropped), a generated one otherwise; the request's log record has the
+    same request_id. The reconcile loop logs each revision status change at
+    Info ("revision transition": tenant, deployment, revision, from, to,
+    step).
 
 Signals:
 
@@ -335,6 +373,9 @@ type config struct {
 	maxLongPolls int
 	rateLimit    float64
 	rateBurst    int
+	// Operations: logs and metrics.
+	logFormat  string
+	metricsKey string
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
@@ -370,6 +411,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.IntVar(&c.maxLongPolls, "max-long-polls", httphandler.DefaultMaxLongPolls, "long polls open at once (-1: no cap)")
 	fs.Float64Var(&c.rateLimit, "rate-limit", 50, "requests per second per API key (0: no limit)")
 	fs.IntVar(&c.rateBurst, "rate-burst", 100, "requests per API key at once")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.metricsKey, "metrics-key", "", "key GET /metrics requires (default: public)")
+	envMetricsKey := getenv("DEPLOYPLANE_METRICS_KEY")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -419,6 +463,17 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if msg := c.checkLoadFlags(); msg != "" {
 		fmt.Fprintln(stderr, "deployplane: "+msg)
 		return nil, errUsage
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		fmt.Fprintf(stderr, "deployplane: -log-format must be text or json, not %q\n", c.logFormat)
+		return nil, errUsage
+	}
+	switch {
+	case c.metricsKey != "" && envMetricsKey != "":
+		fmt.Fprintln(stderr, "deployplane: give DEPLOYPLANE_METRICS_KEY or -metrics-key, not both")
+		return nil, errUsage
+	case envMetricsKey != "":
+		c.metricsKey = envMetricsKey
 	}
 	return c, nil
 }
@@ -472,8 +527,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if c.logFormat == "json" {
+		log = slog.New(slog.NewJSONHandler(stderr, nil))
+	}
+	metrics := prommetrics.New(&prommetrics.Options{Logger: log})
 
-	st, err := openStore(ctx, c.db, c.pgSchema)
+	st, err := openStore(ctx, c.db, c.pgSchema, metrics.ObserveCommit)
 	if err != nil {
 		return err
 	}
@@ -558,7 +617,10 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if err != nil {
 		return err
 	}
-	cp := controlplane.New(st, &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey})
+	cp := controlplane.New(st, &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics})
+	if err := metrics.WatchPendingWork(cp); err != nil {
+		return err
+	}
 	// draining keeps ctx's values (the tests' hooks) but not its end.
 	draining, drain := context.WithCancel(context.WithoutCancel(ctx))
 	defer drain()
@@ -573,6 +635,8 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		OAuth:               oauth,
 		GitHubWebhookSecret: webhookSecret,
 		Load:                c.loadLimits(),
+		Metrics:             metrics,
+		MetricsKey:          c.metricsKey,
 
 		AllowUnverifiedIntegrations: c.allowUnverifiedIntegs,
 	})
@@ -602,10 +666,15 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if githubApp != nil {
 		githubAppState = "enabled"
 	}
+	metricsAccess := "public"
+	if c.metricsKey != "" {
+		metricsAccess = "key required"
+	}
 	log.Info("listening", "addr", url, "db", redactDSN(c.db), "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
 		"public_url", publicURL, "secret_key", keyOrigin, "deployer", "simulated", "sim_step", c.simStep,
 		"github_webhook", webhook, "github_app", githubAppState, "unverified_integrations", c.allowUnverifiedIntegs,
-		"max_conns", c.maxConns, "rate_limit", c.rateLimit, "rate_burst", c.rateBurst)
+		"max_conns", c.maxConns, "rate_limit", c.rateLimit, "rate_burst", c.rateBurst,
+		"metrics", metricsAccess)
 
 	// The reconcile loop has its own context: it stops after the last
 	// request, and before the deferred Close of the store.
@@ -861,18 +930,20 @@ func cleanupFlows(ctx context.Context, oauth *oauthflow.Service, log *slog.Logge
 	}
 }
 
-func openStore(ctx context.Context, db, pgSchema string) (store.Store, error) {
+// openStore opens the -db store; onCommit observes its commits (bbolt's
+// and PostgreSQL's; the in-memory store has none).
+func openStore(ctx context.Context, db, pgSchema string, onCommit func(int, time.Duration, error)) (store.Store, error) {
 	switch {
 	case db == ":memory:":
 		return storemem.New(), nil
 	case isPostgres(db):
-		st, err := storepg.Open(ctx, db, &storepg.Options{Schema: pgSchema})
+		st, err := storepg.Open(ctx, db, &storepg.Options{Schema: pgSchema, OnCommit: onCommit})
 		if err != nil {
 			return nil, fmt.Errorf("opening %s: %w", redactDSN(db), err)
 		}
 		return st, nil
 	}
-	st, err := storebolt.Open(db, nil)
+	st, err := storebolt.Open(db, &storebolt.Options{OnCommit: onCommit})
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", db, err)
 	}

@@ -26,7 +26,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-var listeningRE = regexp.MustCompile(`msg=listening addr=(http://\S+)`)
+// listeningRE finds the server's address in its "listening" record, in
+// the text format or (-log-format json) the JSON one.
+var listeningRE = regexp.MustCompile(`(?:msg=listening addr=|"msg":"listening","addr":")(http://[^\s"]+)`)
 
 // watcher is an io.Writer that keeps everything written and reports the
 // address of the "listening" record.
