@@ -385,7 +385,8 @@ func validUUID(s string) bool { _, ok := pathID(s); return ok }
 // named revision's for a redeploy), so that the deployment's
 // source_revision_config stays the mirror of its latest revision's.
 func newRevision(d *deploymentRecord, id string, now wiretime.Time) *revisionRecord {
-	return newRevisionRecord(Revision{ID: id, CreatedAt: now, UpdatedAt: now, Status: RevisionCreating}, d.ID, snapshotOf(&d.Deployment))
+	return newRevisionRecord(Revision{ID: id, CreatedAt: now, UpdatedAt: now, Status: RevisionCreating,
+		StatusHistory: []StatusChange{{Status: RevisionCreating, At: now}}}, d.ID, snapshotOf(&d.Deployment))
 }
 
 // GetDeployment returns a deployment of the tenant, or a *apierr.NotFoundError.
