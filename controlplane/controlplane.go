@@ -31,9 +31,10 @@ type ControlPlane struct {
 	log     *slog.Logger
 	tracing TracingProjects
 	lim     Limits
-	github  GitHubApp   // nil: no verified GitHub installations
-	shapes  *shapes     // the shape tags' validator, built once (shape.go)
-	secrets secretCodec // seals secret values at rest (storageform.go)
+	github  GitHubApp    // nil: no verified GitHub installations
+	shapes  *shapes      // the shape tags' validator, built once (shape.go)
+	secrets secretCodec  // seals secret values at rest (storageform.go)
+	logs    LogRetention // with defaults (logs.go)
 
 	// lifecycle (worker.go)
 	poll      time.Duration
@@ -66,6 +67,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		tracing: o.TracingProjects,
 		lim:     o.Limits,
 		github:  o.GitHubApp,
+		logs:    o.LogRetention.withDefaults(),
 
 		poll:     o.PollInterval,
 		leaseFor: o.LeaseDuration,

@@ -262,6 +262,9 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 			return err
 		}
 	}
+	if err := removeLogs(tx, tenant, r.ID); err != nil {
+		return err
+	}
 	return removePending(tx, tenant, r.ID)
 }
 
@@ -394,5 +397,5 @@ func sortedKeys[V any](m map[string]V) []string {
 func Collections() []string {
 	return []string{colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
-		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries}
+		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs}
 }
