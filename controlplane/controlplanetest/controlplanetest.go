@@ -177,8 +177,8 @@ type mRev struct {
 	id                 string
 	src, secrets, spec any
 	status             string
-	msg                any // nil or the status_message
-	image              any // nil or the image version reported
+	msg                any   // nil or the status_message
+	image              any   // nil or the image version reported
 	history            []any // the statuses it entered, oldest first (status_history without the times)
 }
 
