@@ -27,6 +27,7 @@ import (
 //	cp_deployment_names     tenant/name                  -> id (names not yet removed)
 //	cp_revisions            tenant/deployment/id         -> storedRevision JSON (storageform.go)
 //	cp_revision_order       tenant/deployment/ts/id      -> status
+//	cp_revision_logs        tenant/deployment/revision/b|d[/seq] -> a log's meta record, its lines (logs.go)
 //	cp_listeners            tenant/id                    -> Listener JSON
 //	cp_listener_order       tenant/ts/id                 -> ""
 //	cp_listener_compute_ids tenant/escaped compute id    -> id
