@@ -31,9 +31,10 @@ type ControlPlane struct {
 	log     *slog.Logger
 	tracing TracingProjects
 	lim     Limits
-	github  GitHubApp   // nil: no verified GitHub installations
-	shapes  *shapes     // the shape tags' validator, built once (shape.go)
-	secrets secretCodec // seals secret values at rest (storageform.go)
+	github  GitHubApp    // nil: no verified GitHub installations
+	shapes  *shapes      // the shape tags' validator, built once (shape.go)
+	secrets secretCodec  // seals secret values at rest (storageform.go)
+	logs    LogRetention // with defaults (logs.go)
 
 	// lifecycle (worker.go)
 	poll      time.Duration
@@ -68,6 +69,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		tracing: o.TracingProjects,
 		lim:     o.Limits,
 		github:  o.GitHubApp,
+		logs:    o.LogRetention.withDefaults(),
 
 		poll:     o.PollInterval,
 		leaseFor: o.LeaseDuration,
@@ -391,7 +393,8 @@ func validUUID(s string) bool { _, ok := pathID(s); return ok }
 // named revision's for a redeploy), so that the deployment's
 // source_revision_config stays the mirror of its latest revision's.
 func newRevision(d *deploymentRecord, id string, now wiretime.Time) *revisionRecord {
-	return newRevisionRecord(Revision{ID: id, CreatedAt: now, UpdatedAt: now, Status: RevisionCreating}, d.ID, snapshotOf(&d.Deployment))
+	return newRevisionRecord(Revision{ID: id, CreatedAt: now, UpdatedAt: now, Status: RevisionCreating,
+		StatusHistory: []StatusChange{{Status: RevisionCreating, At: now}}}, d.ID, snapshotOf(&d.Deployment))
 }
 
 // GetDeployment returns a deployment of the tenant, or a *apierr.NotFoundError.

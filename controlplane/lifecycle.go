@@ -71,6 +71,16 @@ type Reporter interface {
 	// now; nothing is written), a *apierr.ValidationError for unknown status
 	// values, or a store or context error.
 	Report(ctx context.Context, s Step) error
+	// Log writes lines to the revision's build and deploy logs (each
+	// line's Type says which), all in one store transaction: a deployer
+	// batches the lines it has (a build's output, a step's messages)
+	// rather than calling Log per line. It renews the lease like Report,
+	// and still writes once the revision is terminal (last words after
+	// DEPLOYED). Each log keeps its newest lines within
+	// Options.LogRetention; older lines are dropped and counted. Errors:
+	// ErrLeaseLost (nothing is written), an error for a line of unknown
+	// type or level (nothing is written), or a store or context error.
+	Log(ctx context.Context, lines ...LogLine) error
 }
 
 // Step is one report of a Deployer. Zero fields change nothing.

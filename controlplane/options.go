@@ -58,6 +58,10 @@ type Options struct {
 	// nil: those methods answer ErrGitHubAppNotConfigured, and
 	// installations can only be registered unverified (CreateIntegration).
 	GitHubApp GitHubApp
+	// LogRetention bounds the build and deploy logs of each revision
+	// (zero fields: 10,000 lines and 5 MiB per log); older lines are
+	// dropped and counted.
+	LogRetention LogRetention
 
 	// PollInterval is how often Run looks in the store for work that other
 	// replicas created (work created through this ControlPlane wakes Run at

@@ -27,6 +27,7 @@ import (
 //	cp_deployment_names     tenant/name                  -> id (names not yet removed)
 //	cp_revisions            tenant/deployment/id         -> storedRevision JSON (storageform.go)
 //	cp_revision_order       tenant/deployment/ts/id      -> status
+//	cp_revision_logs        tenant/deployment/revision/b|d[/seq] -> a log's meta record, its lines (logs.go)
 //	cp_listeners            tenant/id                    -> Listener JSON
 //	cp_listener_order       tenant/ts/id                 -> ""
 //	cp_listener_compute_ids tenant/escaped compute id    -> id
@@ -262,6 +263,9 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 			return err
 		}
 	}
+	if err := removeLogs(tx, tenant, r.ID); err != nil {
+		return err
+	}
 	return removePending(tx, tenant, r.ID)
 }
 
@@ -394,5 +398,5 @@ func sortedKeys[V any](m map[string]V) []string {
 func Collections() []string {
 	return []string{colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
-		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries}
+		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs}
 }

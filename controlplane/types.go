@@ -248,6 +248,19 @@ type Revision struct {
 	Source               Source               `json:"source"`
 	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
 	StatusMessage        *string              `json:"status_message"`
+	// StatusHistory is every status the revision entered, with the time
+	// it did, oldest first: its CREATING at created_at, then each change
+	// (read-only; wire contract section 9). Never nil in values the
+	// ControlPlane returns. A revision stored by a build before this field
+	// answers what is known: CREATING at created_at and, when it has moved
+	// on, its status at updated_at.
+	StatusHistory []StatusChange `json:"status_history"`
+}
+
+// StatusChange is one entry of a revision's status_history.
+type StatusChange struct {
+	Status RevisionStatus `json:"status"`
+	At     wiretime.Time  `json:"at"`
 }
 
 // ComputeConfig is a listener's compute configuration.

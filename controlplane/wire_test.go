@@ -45,7 +45,7 @@ func TestWireShapes(t *testing.T) {
 		{"revision", rev, `{"id":"00000000-0000-7000-8000-000000000003","created_at":"2026-11-21T10:00:02.000000Z","updated_at":"2026-11-21T10:00:02.000000Z",
 			"status":"CREATING","source":"github",
 			"source_revision_config":{"repo_ref":"main","graph_config_path":"langgraph.json","image_uri":null,"repo_commit_sha":null},
-			"status_message":null}`},
+			"status_message":null,"status_history":[{"status":"CREATING","at":"2026-11-21T10:00:02.000000Z"}]}`},
 		{"empty page", empty, `{"resources":[],"offset":0}`},
 		{"listener", lis, `{"id":"00000000-0000-7000-8000-000000000004","compute_type":"k8s","compute_id":"cluster-3",
 			"compute_config":{"k8s_namespaces":[]},"version":"","created_at":"2026-11-21T10:00:03.000000Z","updated_at":"2026-11-21T10:00:03.000000Z"}`},

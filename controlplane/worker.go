@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,9 +80,8 @@ func (cp *ControlPlane) addRevision(tx store.Tx, tenant string, rev *revisionRec
 		if !skippable(old.Status) {
 			continue
 		}
-		old.Status = RevisionSkipped
+		old.enter(RevisionSkipped, later(rev.CreatedAt.Time(), old.UpdatedAt))
 		old.StatusMessage = new("Superseded by revision " + rev.ID + ".")
-		old.UpdatedAt = later(rev.CreatedAt.Time(), old.UpdatedAt)
 		if err := cp.putRevision(tx, tenant, old, false); err != nil {
 			return err
 		}
@@ -93,6 +93,13 @@ func (cp *ControlPlane) addRevision(tx store.Tx, tenant string, rev *revisionRec
 		return err
 	}
 	return tx.Put(colPending, revisionPendingKey(tenant, rev), nil)
+}
+
+// enter moves the revision to status s at at (its new updated_at) and
+// records the change in its status_history.
+func (r *revisionRecord) enter(s RevisionStatus, at wiretime.Time) {
+	r.Status, r.UpdatedAt = s, at
+	r.StatusHistory = append(slices.Clip(r.StatusHistory), StatusChange{Status: s, At: at})
 }
 
 // interruptRevisions ends every unfinished revision of a deployment being
@@ -112,9 +119,8 @@ func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant, deploymentID str
 		if err != nil {
 			return err
 		}
-		rev.Status = RevisionInterrupted
+		rev.enter(RevisionInterrupted, later(at.Time(), rev.UpdatedAt))
 		rev.StatusMessage = new("The deployment is being deleted.")
-		rev.UpdatedAt = later(at.Time(), rev.UpdatedAt)
 		if err := cp.putRevision(tx, tenant, rev, false); err != nil {
 			return err
 		}
@@ -484,8 +490,9 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 			return tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.leaseFor)))
 		}
 		next := *rev
+		next.UpdatedAt = later(now, rev.UpdatedAt)
 		if step.Status != "" {
-			next.Status = step.Status
+			next.enter(step.Status, next.UpdatedAt)
 		}
 		if step.Message != "" {
 			next.StatusMessage = new(step.Message)
@@ -496,7 +503,6 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		if step.ImageVersion != nil {
 			next.ImageVersion = new(*step.ImageVersion)
 		}
-		next.UpdatedAt = later(now, rev.UpdatedAt)
 		if err := cp.putRevision(tx, j.tenant, &next, false); err != nil {
 			return err
 		}

@@ -19,7 +19,12 @@
 //
 // Every route is listed once, in routes.go, on a private http.ServeMux with
 // Go 1.22 method patterns: deployments (POST, GET list, GET, PATCH, DELETE),
-// revisions (GET list, POST, GET, POST redeploy), listeners (POST, GET list,
+// revisions (GET list, POST, GET, POST redeploy), revision logs (GET
+// /v2/deployments/{deployment_id}/revisions/{revision_id}/logs, and
+// langgraph-cli's POST /v1/projects/{project_id}/revisions/{revision_id}/build_logs,
+// .../deploy_logs and /v1/projects/{project_id}/deploy_logs, whose project
+// id is the deployment id and whose body is the GET's query; logs.go),
+// listeners (POST, GET list,
 // GET, PATCH, DELETE), GitHub integrations (GET /v1/integrations/github,
 // GET /v1/integrations/github/install, the public GET
 // /v1/integrations/github/setup and POST /v1/integrations/github/webhook,

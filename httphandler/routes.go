@@ -80,6 +80,20 @@ func (h *handler) routes() []route {
 		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy", serve: (*handler).redeploy,
 			summary: "Redeploy a revision: a new revision copying its snapshot", status: http.StatusOK, resp: cp.Deployment{}},
 
+		// Logs (logs.go).
+		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/logs", serve: (*handler).revisionLogs,
+			summary: "Read a revision's build or deploy log, a page at a time", status: http.StatusOK, resp: cp.LogPage{},
+			query: logQueryParams},
+		{method: http.MethodPost, path: "/v1/projects/{project_id}/revisions/{revision_id}/build_logs", serve: (*handler).projectBuildLogs,
+			summary: "Read a revision's build log (langgraph-cli; the project id is the deployment id)",
+			body:    cp.LogQuery{}, bodyOptional: true, status: http.StatusOK, resp: cp.LogPage{}},
+		{method: http.MethodPost, path: "/v1/projects/{project_id}/revisions/{revision_id}/deploy_logs", serve: (*handler).projectRevisionDeployLogs,
+			summary: "Read a revision's deploy log (langgraph-cli; the project id is the deployment id)",
+			body:    cp.LogQuery{}, bodyOptional: true, status: http.StatusOK, resp: cp.LogPage{}},
+		{method: http.MethodPost, path: "/v1/projects/{project_id}/deploy_logs", serve: (*handler).projectDeployLogs,
+			summary: "Read the deploy log of the deployment's latest revision (langgraph-cli; the project id is the deployment id)",
+			body:    cp.LogQuery{}, bodyOptional: true, status: http.StatusOK, resp: cp.LogPage{}},
+
 		// Listeners.
 		{method: http.MethodPost, path: "/v2/listeners", serve: (*handler).createListener,
 			summary: "Register a listener", body: cp.CreateListenerRequest{}, status: http.StatusCreated, resp: cp.Listener{}},

@@ -24,6 +24,7 @@ import (
 	neturl "net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -52,7 +53,7 @@ Usage:
 
     deployplane [-addr 127.0.0.1:8124] [-db ./deployplane.db | -db postgres://...]
                 [-keys FILE] [-public-url URL] [-secret-key-file FILE]
-                [-sim-step 500ms] [-github-webhook-secret SECRET]
+                [-sim-step 500ms] [-sim-fail-at STATUS] [-github-webhook-secret SECRET]
                 [-github-app-id ID -github-app-slug SLUG -github-app-private-key-file FILE
                  -github-client-id ID -github-client-secret SECRET]
                 [-allow-unverified-integrations]
@@ -109,6 +110,10 @@ Flags:
     -sim-step D       the simulated deployer's delay per revision status
                       (default 500ms: an external_docker revision is DEPLOYED
                       about 2 s after it is created, a github one about 3 s)
+    -sim-fail-at STATUS
+                      make the simulated deployer fail every revision at this
+                      status (BUILDING gives BUILD_FAILED, DEPLOYING
+                      DEPLOY_FAILED, ...), to try failures and their logs
     -github-webhook-secret SECRET
                       the webhook secret of the GitHub App whose pushes
                       trigger build_on_push deployments (prefer the
@@ -356,6 +361,7 @@ type config struct {
 	envSecretKey    string
 	pgSchema        string
 	simStep         time.Duration
+	simFailAt       string
 	webhookSecret   string
 
 	// The GitHub App (integrations).
@@ -395,6 +401,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.egressAllow, "egress-allow-hosts", "", "hosts requests on a tenant's behalf may reach over http or at non-public addresses")
 	fs.StringVar(&c.pgSchema, "pg-schema", storepg.DefaultSchema, "PostgreSQL schema")
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
+	fs.StringVar(&c.simFailAt, "sim-fail-at", "", "revision status at which the simulated deployer fails")
 	fs.StringVar(&c.webhookSecret, "github-webhook-secret", "", "GitHub App webhook secret")
 	// The GitHub App (integrations).
 	envClientSecret := getenv("DEPLOYPLANE_GITHUB_CLIENT_SECRET")
@@ -434,6 +441,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if c.simStep <= 0 {
 		fmt.Fprintln(stderr, "deployplane: -sim-step must be positive")
+		return nil, errUsage
+	}
+	if s := controlplane.RevisionStatus(c.simFailAt); s != "" && (controlplane.IsTerminal(s) || !slices.Contains(controlplane.HappyPath(controlplane.SourceGitHub), s)) {
+		fmt.Fprintln(stderr, "deployplane: -sim-fail-at must be a status a revision passes through (CREATING, QUEUED, AWAITING_BUILD, BUILDING, AWAITING_DEPLOY, DEPLOYING)")
 		return nil, errUsage
 	}
 	switch {
@@ -681,7 +692,9 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	defer stopLoop()
 	looped := make(chan error, 1)
-	go func() { looped <- cp.Run(loopCtx, deploysim.New(&deploysim.Options{Step: c.simStep})) }()
+	go func() {
+		looped <- cp.Run(loopCtx, deploysim.New(&deploysim.Options{Step: c.simStep, FailAt: controlplane.RevisionStatus(c.simFailAt)}))
+	}()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(c.limitListener(ln)) }()
 	go cleanupFlows(ctx, oauth, log)
