@@ -432,7 +432,11 @@ func TestOlderDeployedStaysInactive(t *testing.T) {
 		return &script{deploy: func(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
 			path := controlplane.HappyPath(w.Revision.Source)
 			for _, s := range path[slices.Index(path, w.Revision.Status)+1 : slices.Index(path, last)+1] {
-				if err := r.Report(ctx, controlplane.Step{Status: s, ImageVersion: new("img-" + w.Revision.ID)}); err != nil {
+				step := controlplane.Step{Status: s, ImageVersion: new("img-" + w.Revision.ID)}
+				if s == controlplane.RevisionDeployed {
+					step.URL = new("http://127.0.0.1:1/" + w.Revision.ID)
+				}
+				if err := r.Report(ctx, step); err != nil {
 					return err
 				}
 			}
@@ -441,6 +445,9 @@ func TestOlderDeployedStaysInactive(t *testing.T) {
 	}
 	if ok, err := cp.Process(ctx, upTo(controlplane.RevisionDeploying)); !ok || err != nil {
 		t.Fatalf("Process = %v, %v", ok, err)
+	}
+	if got, err := cp.GetDeployment(ctx, tenantA, d.ID); err != nil || got.URL != nil {
+		t.Fatalf("url before any DEPLOYED = %v, %v; want null", got.URL, err)
 	}
 	second, err := cp.CreateRevision(ctx, tenantA, d.ID, &controlplane.UpdateDeploymentRequest{})
 	if err != nil {
@@ -464,6 +471,9 @@ func TestOlderDeployedStaysInactive(t *testing.T) {
 	}
 	if *got.ActiveRevisionID != second.ID || *got.ImageVersion != "img-"+second.ID {
 		t.Errorf("active %s image %s, want the newer %s", *got.ActiveRevisionID, *got.ImageVersion, second.ID)
+	}
+	if got.URL == nil || *got.URL != "http://127.0.0.1:1/"+second.ID {
+		t.Errorf("url %v, want the newer revision's (an older DEPLOYED does not move it)", got.URL)
 	}
 }
 

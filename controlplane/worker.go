@@ -521,6 +521,9 @@ func (cp *ControlPlane) applyToDeployment(tx store.Tx, j *job, rev *revisionReco
 			if rev.ImageVersion != nil {
 				next.ImageVersion = new(*rev.ImageVersion)
 			}
+			if s.URL != nil {
+				next.URL = new(*s.URL)
+			}
 			if next.Status == StatusAwaitingDatabase {
 				next.Status = StatusReady
 			}
