@@ -57,6 +57,10 @@ type Work struct {
 	ResourceSpec   *ResourceSpec
 	InstallCommand *string
 	BuildCommand   *string
+	// ImageVersion is the image last reported for the revision
+	// (Step.ImageVersion), nil until one is: a deployer that built the
+	// image and is resumed after a restart finds its build's output here.
+	ImageVersion *string
 }
 
 // Reporter records a Deployer's progress on one revision. Each Report is

@@ -346,7 +346,8 @@ func (cp *ControlPlane) deploy(ctx context.Context, d Deployer, j *job) error {
 			return err
 		}
 		w = &Work{Tenant: j.tenant, Deployment: *dep.wire(), Revision: rev.Revision, Secrets: rev.Secrets,
-			ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand}
+			ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand,
+			ImageVersion: rev.ImageVersion}
 		if w.Secrets == nil {
 			w.Secrets = []Secret{}
 		}
