@@ -207,7 +207,7 @@ func uniq(prefix string) string {
 // fixture is a control plane over a bbolt file, a Deployer on the test
 // daemon with its own instance label, and the proxy on a loopback server.
 type fixture struct {
-	t        *testing.T
+	t        testing.TB
 	cp       *controlplane.ControlPlane
 	d        *deploydocker.Deployer
 	cli      *client.Client
@@ -218,7 +218,7 @@ type fixture struct {
 
 // newFixture starts the control plane's Run with a Deployer; tweak may
 // change the Deployer's options.
-func newFixture(t *testing.T, tweak func(*deploydocker.Options)) *fixture {
+func newFixture(t testing.TB, tweak func(*deploydocker.Options)) *fixture {
 	t.Helper()
 	needDocker(t)
 	cli, err := client.New(client.WithHost(dockerHost))
@@ -245,7 +245,7 @@ func newFixture(t *testing.T, tweak func(*deploydocker.Options)) *fixture {
 
 // newDeployer makes a Deployer of the instance with its proxy served on l
 // (a new loopback listener when nil).
-func newDeployer(t *testing.T, st deploydocker.State, instance string, l net.Listener, tweak func(*deploydocker.Options)) (*deploydocker.Deployer, string) {
+func newDeployer(t testing.TB, st deploydocker.State, instance string, l net.Listener, tweak func(*deploydocker.Options)) (*deploydocker.Deployer, string) {
 	t.Helper()
 	if l == nil {
 		var err error

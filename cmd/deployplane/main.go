@@ -1,7 +1,9 @@
 // Command deployplane is the standalone deployplane server: the HTTP API of
 // package httphandler over a controlplane.ControlPlane and a store (bbolt,
 // in memory, or PostgreSQL for several replicas), the reconcile loop that
-// moves revisions along with the simulated deployer of package deploysim,
+// moves revisions along with the simulated deployer of package deploysim
+// (or, with -deployer docker, runs them as containers with package
+// deploydocker),
 // the GitHub webhook of build_on_push, API keys, request logs and graceful
 // shutdown. Run `deployplane -h` for the flags, the keys file format and how
 // the default tenant is chosen.
@@ -51,7 +53,10 @@ Usage:
 
     deployplane [-addr 127.0.0.1:8124] [-db ./deployplane.db | -db postgres://...]
                 [-keys FILE] [-public-url URL] [-secret-key-file FILE]
-                [-sim-step 500ms] [-github-webhook-secret SECRET]
+                [-deployer sim|docker] [-sim-step 500ms] [-docker-host URL]
+                [-docker-network host] [-docker-proxy-addr 127.0.0.1:8125]
+                [-docker-proxy-url URL] [-docker-instance NAME]
+                [-github-webhook-secret SECRET]
                 [-github-app-id ID -github-app-slug SLUG -github-app-private-key-file FILE
                  -github-client-id ID -github-client-secret SECRET]
                 [-allow-unverified-integrations]
@@ -104,9 +109,36 @@ Flags:
                       reach although they are not public https services:
                       each a name or an IP address (every port), or
                       HOST:PORT ([::1]:9000 for IPv6); see "OAuth helpers"
+    -deployer sim|docker
+                      what makes revisions real (default sim): sim walks the
+                      statuses without running anything (see "Revisions");
+                      docker runs external_docker revisions as containers on
+                      a Docker daemon (package deploydocker)
     -sim-step D       the simulated deployer's delay per revision status
                       (default 500ms: an external_docker revision is DEPLOYED
                       about 2 s after it is created, a github one about 3 s)
+    -docker-host URL  with -deployer docker, the daemon: unix:///path.sock or
+                      tcp://host:port (default $DOCKER_HOST, else
+                      unix:///var/run/docker.sock)
+    -docker-network NAME
+                      the network containers join (default host: each
+                      container gets its own port, passed in $PORT; another
+                      name is a Docker network whose container addresses
+                      this server can reach, containers listen on 8000)
+    -docker-proxy-addr HOST:PORT
+                      where deployments' urls are served (default
+                      127.0.0.1:8125): a deployment answers at
+                      <proxy URL>/<deployment id>/..., balanced over its
+                      active revision's containers
+    -docker-proxy-url URL
+                      the base URL clients reach -docker-proxy-addr at, which
+                      deployments' url fields carry (default: derived from
+                      -docker-proxy-addr)
+    -docker-instance NAME
+                      the label value that marks this server's containers
+                      (default deployplane); servers sharing a daemon need
+                      different ones, or the same one when they are replicas
+                      of one install
     -github-webhook-secret SECRET
                       the webhook secret of the GitHub App whose pushes
                       trigger build_on_push deployments (prefer the
@@ -175,7 +207,8 @@ Keys and tenants:
 
 Revisions:
 
-    The server runs the reconcile loop with the built-in simulated deployer:
+    With -deployer docker, revisions run as containers (see -deployer);
+    otherwise the server runs the reconcile loop with the simulated deployer:
     every revision walks its statuses one -sim-step at a time (github:
     CREATING, QUEUED, AWAITING_BUILD, BUILDING, AWAITING_DEPLOY, DEPLOYING,
     DEPLOYED; external_docker skips the two build states), then becomes the
@@ -319,6 +352,7 @@ type config struct {
 	pgSchema        string
 	simStep         time.Duration
 	webhookSecret   string
+	deployer        deployerFlags
 
 	// The GitHub App (integrations).
 	githubAppID           int64
@@ -354,6 +388,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.egressAllow, "egress-allow-hosts", "", "hosts requests on a tenant's behalf may reach over http or at non-public addresses")
 	fs.StringVar(&c.pgSchema, "pg-schema", storepg.DefaultSchema, "PostgreSQL schema")
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
+	c.deployer.register(fs, getenv)
 	fs.StringVar(&c.webhookSecret, "github-webhook-secret", "", "GitHub App webhook secret")
 	// The GitHub App (integrations).
 	envClientSecret := getenv("DEPLOYPLANE_GITHUB_CLIENT_SECRET")
@@ -401,6 +436,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if c.pgSchema == "" {
 		fmt.Fprintln(stderr, "deployplane: -pg-schema must not be empty")
+		return nil, errUsage
+	}
+	if msg := c.deployer.check(); msg != "" {
+		fmt.Fprintln(stderr, "deployplane: "+msg)
 		return nil, errUsage
 	}
 	// The GitHub App: all of it or none.
@@ -559,6 +598,11 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		return err
 	}
 	cp := controlplane.New(st, &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey})
+	deployer, deployerDesc, stopDeployer, err := startDeployer(ctx, &c.deployer, c.simStep, cp, log)
+	if err != nil {
+		return err
+	}
+	defer stopDeployer()
 	// draining keeps ctx's values (the tests' hooks) but not its end.
 	draining, drain := context.WithCancel(context.WithoutCancel(ctx))
 	defer drain()
@@ -602,17 +646,17 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if githubApp != nil {
 		githubAppState = "enabled"
 	}
-	log.Info("listening", "addr", url, "db", redactDSN(c.db), "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
-		"public_url", publicURL, "secret_key", keyOrigin, "deployer", "simulated", "sim_step", c.simStep,
+	log.Info("listening", append([]any{"addr", url, "db", redactDSN(c.db), "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
+		"public_url", publicURL, "secret_key", keyOrigin}, append(deployerDesc,
 		"github_webhook", webhook, "github_app", githubAppState, "unverified_integrations", c.allowUnverifiedIntegs,
-		"max_conns", c.maxConns, "rate_limit", c.rateLimit, "rate_burst", c.rateBurst)
+		"max_conns", c.maxConns, "rate_limit", c.rateLimit, "rate_burst", c.rateBurst)...)...)
 
 	// The reconcile loop has its own context: it stops after the last
 	// request, and before the deferred Close of the store.
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	defer stopLoop()
 	looped := make(chan error, 1)
-	go func() { looped <- cp.Run(loopCtx, deploysim.New(&deploysim.Options{Step: c.simStep})) }()
+	go func() { looped <- cp.Run(loopCtx, deployer) }()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(c.limitListener(ln)) }()
 	go cleanupFlows(ctx, oauth, log)
