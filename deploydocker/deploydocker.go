@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -217,7 +218,10 @@ func New(o *Options) (*Deployer, error) {
 		d.cli, d.ownClient = cli, true
 	}
 	d.proxy = newProxy()
-	d.ports = &ports{first: opt.FirstPort, last: opt.LastPort, next: opt.FirstPort}
+	// Start at a random place in the range: two control planes (or test
+	// processes) sharing a daemon then rarely reach for the same port in
+	// the moment before either's container exists.
+	d.ports = &ports{first: opt.FirstPort, last: opt.LastPort, next: opt.FirstPort + rand.IntN(opt.LastPort-opt.FirstPort+1)}
 	return d, nil
 }
 

@@ -157,19 +157,22 @@ func TestPatchWithoutGap(t *testing.T) {
 // A missing image, a crashing container and a health check that never
 // passes each end DEPLOY_FAILED saying why, with no container left.
 func TestDeployFailures(t *testing.T) {
-	f := newFixture(t, func(o *deploydocker.Options) {
-		// The unhealthy image never answers 200, so this only bounds the
-		// test's length; it cannot make a healthy container fail.
-		o.HealthTimeout = 3 * time.Second
-	})
 	for _, tc := range []struct {
 		name, image, want string
+		timeout           time.Duration
 	}{
-		{"missing", image("nothing/here:1"), "Pulling image"},
-		{"crash", image("crash:1"), "crashing on purpose"},
-		{"unhealthy", image("unhealthy:1"), "did not answer its health check"},
+		{"missing", image("nothing/here:1"), "Pulling image", 0},
+		{"crash", image("crash:1"), "crashing on purpose", 0},
+		// The unhealthy image never answers 200, so a short timeout only
+		// bounds the test; it cannot make a healthy container fail.
+		{"unhealthy", image("unhealthy:1"), "did not answer its health check", 3 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(o *deploydocker.Options) {
+				if tc.timeout > 0 {
+					o.HealthTimeout = tc.timeout
+				}
+			})
 			d := f.create(uniq(tc.name), tc.image, nil)
 			rev := f.wait(d.ID, *d.LatestRevisionID)
 			if rev.Status != controlplane.RevisionDeployFailed {
@@ -186,6 +189,39 @@ func TestDeployFailures(t *testing.T) {
 				t.Errorf("url %q after a failure, want null", *got.URL)
 			}
 		})
+	}
+}
+
+// A revision still starting when a newer one becomes active is superseded:
+// its half-started containers are removed and it ends DEPLOY_FAILED saying
+// so, while the newer one serves.
+func TestSupersededWhileStarting(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	d := f.create(uniq("superseded"), image("gated:1"), nil) // never healthy on its own
+	first := *d.LatestRevisionID
+	eventually(t, "the first revision's container runs", func() bool {
+		return len(f.containers(deploydocker.LabelRevision+"="+first)) == 1
+	})
+	img := image("server:v1")
+	patched, err := f.cp.UpdateDeployment(ctx, tenant, d.ID, &controlplane.UpdateDeploymentRequest{
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: &img}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := f.wait(d.ID, *patched.LatestRevisionID)
+	if second.Status != controlplane.RevisionDeployed {
+		t.Fatalf("second revision %s: %s", second.Status, deref(second.StatusMessage))
+	}
+	rev := f.wait(d.ID, first)
+	if rev.Status != controlplane.RevisionDeployFailed || !strings.Contains(deref(rev.StatusMessage), "Superseded by revision "+second.ID) {
+		t.Errorf("first revision %s %q, want DEPLOY_FAILED superseded", rev.Status, deref(rev.StatusMessage))
+	}
+	eventually(t, "the first revision's containers are removed", func() bool {
+		return len(f.containers(deploydocker.LabelRevision+"="+first)) == 0
+	})
+	if v, err := get(f.proxyURL + "/" + d.ID + "/version"); err != nil || v != "v1" {
+		t.Errorf("url answers %q, %v; want v1", v, err)
 	}
 }
 
