@@ -109,7 +109,14 @@ func (x *run) deploy(ctx context.Context) error {
 	} else if by != "" {
 		return x.failf(ctx, "Superseded by revision %s, which became active first.", by)
 	}
-	cs, err := x.d.ensureContainers(ctx, w, image)
+	env, err := x.d.ensureServices(ctx, w)
+	if err == nil {
+		x.d.logLine(w, "starting the revision's containers")
+	}
+	var cs []*ctr
+	if err == nil {
+		cs, err = x.d.ensureContainers(ctx, w, image, env)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -122,6 +122,9 @@ type Options struct {
 	// Credentials returns the registry credentials for a pull of image, or
 	// nil for an anonymous pull.
 	Credentials func(ctx context.Context, w *controlplane.Work, image string) (*Credentials, error)
+	// Services, when set, gives every deployment its own database and
+	// Redis (see Services); nil starts none.
+	Services *Services
 	// Builder builds github (and internal_source) revisions. Nil: such a
 	// revision ends BUILD_FAILED saying no builder is configured.
 	Builder Builder

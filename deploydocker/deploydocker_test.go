@@ -342,3 +342,88 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// With Services, a deployment gets its own database and Redis before its
+// first revision's containers (stand-in images here: the test server
+// answers on the port it is given), its containers get DATABASE_URI and
+// REDIS_URI pointing at them, the services outlive a new revision, and
+// DELETE removes them with the rest.
+func TestDeploymentServices(t *testing.T) {
+	f := newFixture(t, func(o *deploydocker.Options) {
+		o.Services = &deploydocker.Services{PostgresImage: image("server:v1"), RedisImage: image("server:v2")}
+	})
+	ctx := context.Background()
+	spec := &controlplane.ResourceSpec{DBMemoryMB: new(int64(64)), RedisMemoryMB: new(int64(32))}
+	d := f.create(uniq("services"), image("server:v1"), spec)
+	if rev := f.wait(d.ID, *d.LatestRevisionID); rev.Status != controlplane.RevisionDeployed {
+		t.Fatalf("%s: %s", rev.Status, deref(rev.StatusMessage))
+	}
+	url := f.proxyURL + "/" + d.ID
+	eventually(t, "url answers", func() bool { _, err := get(url + "/version"); return err == nil })
+	services := map[string]string{}
+	for _, role := range []string{deploydocker.RolePostgres, deploydocker.RoleRedis} {
+		ids := f.containers(deploydocker.LabelDeployment+"="+d.ID, deploydocker.LabelRole+"="+role)
+		if len(ids) != 1 {
+			t.Fatalf("%d %s containers, want 1", len(ids), role)
+		}
+		services[role] = ids[0]
+	}
+	db, err := get(url + "/env?name=DATABASE_URI")
+	if err != nil || !strings.HasPrefix(db, "postgres://postgres:") {
+		t.Fatalf("DATABASE_URI = %q, %v", db, err)
+	}
+	redis, err := get(url + "/env?name=REDIS_URI")
+	if err != nil || !strings.HasPrefix(redis, "redis://127.0.0.1:") {
+		t.Fatalf("REDIS_URI = %q, %v", redis, err)
+	}
+	// The URIs lead to the service containers: the stand-ins answer there.
+	dbAddr := db[strings.Index(db, "@")+1 : strings.Index(db, "/postgres?")]
+	if v, err := get("http://" + dbAddr + "/version"); err != nil || v != "v1" {
+		t.Errorf("the database address %s answers %q, %v", dbAddr, v, err)
+	}
+	if v, err := get("http://" + strings.TrimPrefix(redis, "redis://") + "/version"); err != nil || v != "v2" {
+		t.Errorf("the Redis address answers %q, %v", v, err)
+	}
+	res, err := f.cli.ContainerInspect(ctx, services[deploydocker.RolePostgres], client.ContainerInspectOptions{})
+	if err != nil || res.Container.HostConfig.Memory != 128<<20 {
+		t.Errorf("database memory limit %v, %v; want 2 x db_memory_mb", res.Container.HostConfig.Memory, err)
+	}
+
+	img := image("server:v2")
+	patched, err := f.cp.UpdateDeployment(ctx, tenant, d.ID, &controlplane.UpdateDeploymentRequest{
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: &img}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev := f.wait(d.ID, *patched.LatestRevisionID); rev.Status != controlplane.RevisionDeployed {
+		t.Fatalf("second revision %s: %s", rev.Status, deref(rev.StatusMessage))
+	}
+	eventually(t, "the new revision answers", func() bool { v, _ := get(url + "/version"); return v == "v2" })
+	if v, _ := get(url + "/env?name=DATABASE_URI"); v != db {
+		t.Errorf("the new revision's DATABASE_URI %q, want the same database %q", v, db)
+	}
+	for role, id := range services {
+		ids := f.containers(deploydocker.LabelDeployment+"="+d.ID, deploydocker.LabelRole+"="+role)
+		if len(ids) != 1 || ids[0] != id {
+			t.Errorf("%s after a new revision: %v, want the same container %s", role, ids, id)
+		}
+	}
+
+	// Reconcile keeps a live deployment's services.
+	if err := f.d.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for role := range services {
+		if n := len(f.containers(deploydocker.LabelDeployment+"="+d.ID, deploydocker.LabelRole+"="+role)); n != 1 {
+			t.Errorf("%d %s containers after Reconcile, want 1", n, role)
+		}
+	}
+
+	if err := f.cp.DeleteDeployment(ctx, tenant, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deployment is removed", func() bool { _, err := f.cp.GetDeployment(ctx, tenant, d.ID); return isNotFound(err) })
+	if n := len(f.containers(deploydocker.LabelDeployment + "=" + d.ID)); n != 0 {
+		t.Errorf("%d containers left after DELETE", n)
+	}
+}

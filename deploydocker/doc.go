@@ -28,6 +28,13 @@
 // memory_limit_mb (default 2x memory_mb) the hard memory limit. A field
 // left null sets no limit. Containers restart unless stopped.
 //
+// With Options.Services, the deployment's own database and Redis (wire
+// contract section 10) are started first, once per deployment: containers
+// labelled with LabelRole, kept across revisions, sized by the spec's db_*
+// and redis_memory_mb fields, and removed only by Teardown; the revision's
+// containers get DATABASE_URI and REDIS_URI (see Services). The deployment
+// stays AWAITING_DATABASE until its first revision is DEPLOYED.
+//
 // Then, under the deployment's lock, the revision reports DEPLOYED with
 // its image as image_version and the deployment's url (Step.URL), and the
 // proxy switches to the new containers. Only then are the containers of

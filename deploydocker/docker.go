@@ -142,6 +142,7 @@ func (d *Deployer) labelsOf(w *controlplane.Work, replica, port int) map[string]
 	l[LabelRevision] = w.Revision.ID
 	l[LabelRevisionCreated] = strconv.FormatInt(w.Revision.CreatedAt.Time().UnixMicro(), 10)
 	l[LabelReplica] = strconv.Itoa(replica)
+	l[LabelRole] = RoleServer
 	l[LabelPort] = strconv.Itoa(port)
 	return l
 }
@@ -149,7 +150,7 @@ func (d *Deployer) labelsOf(w *controlplane.Work, replica, port int) map[string]
 // ensureContainers makes the revision's replicas exist and run: it adopts
 // the ones an earlier Deploy created (after a restart), creates and starts
 // the missing ones, and removes any beyond min_scale.
-func (d *Deployer) ensureContainers(ctx context.Context, w *controlplane.Work, image string) ([]*ctr, error) {
+func (d *Deployer) ensureContainers(ctx context.Context, w *controlplane.Work, image string, extraEnv []string) ([]*ctr, error) {
 	n := replicas(w.ResourceSpec)
 	have, err := d.list(ctx, LabelDeployment+"="+w.Deployment.ID, LabelRevision+"="+w.Revision.ID)
 	if err != nil {
@@ -173,7 +174,7 @@ func (d *Deployer) ensureContainers(ctx context.Context, w *controlplane.Work, i
 			d.logLine(w, fmt.Sprintf("adopting container %s", strings.TrimPrefix(firstName(s.Names), "/")))
 			c, err = d.adopt(ctx, s.ID)
 		} else {
-			c, err = d.create(ctx, w, image, i)
+			c, err = d.create(ctx, w, image, i, extraEnv)
 		}
 		if err != nil {
 			return nil, err
@@ -241,7 +242,7 @@ func (d *Deployer) ctrOf(ci container.InspectResponse) (*ctr, error) {
 // create creates and starts replica i of the revision. Creation is
 // serialized with Teardown per deployment, so a deployment being deleted
 // gets no new container.
-func (d *Deployer) create(ctx context.Context, w *controlplane.Work, image string, replica int) (*ctr, error) {
+func (d *Deployer) create(ctx context.Context, w *controlplane.Work, image string, replica int, extraEnv []string) (*ctr, error) {
 	port := d.o.ServerPort
 	if d.o.Network == "host" {
 		p, err := d.ports.take(ctx, d)
@@ -256,6 +257,7 @@ func (d *Deployer) create(ctx context.Context, w *controlplane.Work, image strin
 			env = append(env, s.Name+"="+s.Value)
 		}
 	}
+	env = append(env, extraEnv...)
 	env = append(env, d.o.PortEnv+"="+strconv.Itoa(port))
 	name := d.containerName(w.Revision.ID, replica)
 	opts := client.ContainerCreateOptions{
@@ -445,7 +447,7 @@ func (d *Deployer) removeOlder(ctx context.Context, w *controlplane.Work) error 
 	var mu sync.Mutex
 	removed := 0
 	for _, c := range cs {
-		if c.Labels[LabelRevision] == w.Revision.ID {
+		if c.Labels[LabelRevision] == w.Revision.ID || isService(c.Labels) {
 			continue
 		}
 		created, err := strconv.ParseInt(c.Labels[LabelRevisionCreated], 10, 64)

@@ -66,6 +66,9 @@ func (d *Deployer) reconcileDeployment(ctx context.Context, tenant, depID string
 	var active []*ctr
 	status := map[string]controlplane.RevisionStatus{}
 	for _, c := range cs {
+		if isService(c.Labels) {
+			continue // the deployment's database or Redis: it stays with the deployment
+		}
 		rid := c.Labels[LabelRevision]
 		st, ok := status[rid]
 		if !ok {

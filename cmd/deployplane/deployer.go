@@ -23,6 +23,8 @@ type deployerFlags struct {
 	dockerProxy    string // listen address of the url proxy
 	dockerProxyURL string // base URL clients reach it at
 	dockerInstance string
+	postgresImage  string
+	redisImage     string
 }
 
 func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -32,6 +34,8 @@ func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.dockerProxy, "docker-proxy-addr", "127.0.0.1:8125", "where deployments' urls are served")
 	fs.StringVar(&f.dockerProxyURL, "docker-proxy-url", "", "base URL clients reach -docker-proxy-addr at")
 	fs.StringVar(&f.dockerInstance, "docker-instance", deploydocker.DefaultInstance, "label value that marks this server's containers")
+	fs.StringVar(&f.postgresImage, "docker-postgres-image", "postgres:16-alpine", "image of each deployment's database ('' for none)")
+	fs.StringVar(&f.redisImage, "docker-redis-image", "redis:7-alpine", "image of each deployment's Redis ('' for none)")
 }
 
 // check says what is wrong with the deployer flags, or "".
@@ -63,7 +67,8 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		proxyURL = defaultPublicURL(ln.Addr())
 	}
 	dd, err := deploydocker.New(&deploydocker.Options{Host: f.dockerHost, Network: f.dockerNetwork, ProxyURL: proxyURL,
-		Instance: f.dockerInstance, State: cp, Logger: log})
+		Instance: f.dockerInstance, State: cp, Logger: log,
+		Services: &deploydocker.Services{PostgresImage: f.postgresImage, RedisImage: f.redisImage}})
 	if err != nil {
 		ln.Close()
 		return nil, nil, nil, err

@@ -56,6 +56,7 @@ Usage:
                 [-deployer sim|docker] [-sim-step 500ms] [-docker-host URL]
                 [-docker-network host] [-docker-proxy-addr 127.0.0.1:8125]
                 [-docker-proxy-url URL] [-docker-instance NAME]
+                [-docker-postgres-image IMAGE] [-docker-redis-image IMAGE]
                 [-github-webhook-secret SECRET]
                 [-github-app-id ID -github-app-slug SLUG -github-app-private-key-file FILE
                  -github-client-id ID -github-client-secret SECRET]
@@ -139,6 +140,12 @@ Flags:
                       (default deployplane); servers sharing a daemon need
                       different ones, or the same one when they are replicas
                       of one install
+    -docker-postgres-image IMAGE, -docker-redis-image IMAGE
+                      the images of the database and the Redis every
+                      deployment gets, started before its first revision and
+                      kept until DELETE; its containers find them in
+                      DATABASE_URI and REDIS_URI (defaults postgres:16-alpine
+                      and redis:7-alpine; '' starts none)
     -github-webhook-secret SECRET
                       the webhook secret of the GitHub App whose pushes
                       trigger build_on_push deployments (prefer the
