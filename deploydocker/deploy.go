@@ -16,6 +16,7 @@ func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 	if d.o.ProxyURL == "" {
 		return errors.New("deploydocker: Options.ProxyURL is not set")
 	}
+	ctx = context.WithValue(ctx, reporterKey{}, r)
 	run := &run{d: d, w: w, r: r, status: w.Revision.Status}
 	err := run.deploy(ctx)
 	switch {
@@ -28,7 +29,7 @@ func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 	case errors.Is(err, errStop):
 		// Superseded (SKIPPED) or INTERRUPTED by a delete: this
 		// revision's containers have no future.
-		d.logLine(w, "revision ended elsewhere; removing its containers")
+		d.logLine(ctx, w, "revision ended elsewhere; removing its containers")
 		return d.removeRevision(context.WithoutCancel(ctx), w.Tenant, w.Deployment.ID, w.Revision.ID)
 	}
 	return err
@@ -69,7 +70,7 @@ func (x *run) advance(ctx context.Context, to controlplane.RevisionStatus, extra
 // removing its containers.
 func (x *run) failf(ctx context.Context, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
-	x.d.logLine(x.w, "failed: "+msg)
+	x.d.logLine(ctx, x.w, "failed: "+msg)
 	rctx := context.WithoutCancel(ctx)
 	rmErr := x.d.removeRevision(rctx, x.w.Tenant, x.w.Deployment.ID, x.w.Revision.ID)
 	if rmErr != nil {
@@ -94,7 +95,7 @@ func (x *run) deploy(ctx context.Context) error {
 	if err := x.advance(ctx, controlplane.RevisionAwaitingDeploy, controlplane.Step{}); err != nil {
 		return err
 	}
-	x.d.logLine(w, "pulling "+image)
+	x.d.logLine(ctx, w, "pulling "+image)
 	if err := x.d.pull(ctx, w, image, built); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -111,7 +112,7 @@ func (x *run) deploy(ctx context.Context) error {
 	}
 	env, err := x.d.ensureServices(ctx, w)
 	if err == nil {
-		x.d.logLine(w, "starting the revision's containers")
+		x.d.logLine(ctx, w, "starting the revision's containers")
 	}
 	var cs []*ctr
 	if err == nil {
@@ -137,7 +138,7 @@ func (x *run) deploy(ctx context.Context) error {
 			return x.failf(ctx, "%v", err)
 		}
 	}
-	x.d.logLine(w, fmt.Sprintf("%d container(s) healthy", len(cs)))
+	x.d.logLine(ctx, w, fmt.Sprintf("%d container(s) healthy", len(cs)))
 	return x.d.activate(ctx, x, cs, image)
 }
 
@@ -169,7 +170,7 @@ func (x *run) image(ctx context.Context) (image string, built bool, err error) {
 	if err := x.advance(ctx, controlplane.RevisionBuilding, controlplane.Step{}); err != nil {
 		return "", true, err
 	}
-	img, sha, err := x.d.o.Builder.Build(ctx, w, func(line string) { x.d.logLine(w, "build: "+line) })
+	img, sha, err := x.d.o.Builder.Build(ctx, w, func(line string) { x.d.logLine(ctx, w, "build: "+line) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", true, ctx.Err()
@@ -244,7 +245,7 @@ func (d *Deployer) activate(ctx context.Context, x *run, cs []*ctr, image string
 	}
 	old := d.proxy.set(w.Deployment.ID, backendsOf(cs))
 	mu.Unlock()
-	d.logLine(w, "active at "+url)
+	d.logLine(ctx, w, "active at "+url)
 
 	// The old revision's containers stop only now that the new ones serve:
 	// wait for the requests they still answer, then remove them.

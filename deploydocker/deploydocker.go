@@ -272,9 +272,14 @@ func (d *Deployer) lock(tenant, dep string) *sync.Mutex {
 	return m
 }
 
-// logLine is the one place deploy log lines go (the control plane's
-// Reporter will take them once it has a log method).
-func (d *Deployer) logLine(w *controlplane.Work, line string) {
+// reporterKey carries the Reporter of a Deploy in its ctx, for logLine.
+type reporterKey struct{}
+
+// logLine is the one place deploy and build log lines go: today
+// Options.Logger. Deploy puts its Reporter in ctx (reporterKey), so that
+// the lines can also become the revision's deploy and build logs here
+// once the Reporter takes them.
+func (d *Deployer) logLine(ctx context.Context, w *controlplane.Work, line string) {
 	d.log.Info("deploydocker: "+line, "tenant", w.Tenant, "deployment", w.Deployment.ID, "revision", w.Revision.ID)
 }
 

@@ -171,7 +171,7 @@ func (d *Deployer) ensureContainers(ctx context.Context, w *controlplane.Work, i
 	for i := range n {
 		var c *ctr
 		if s, ok := byReplica[i]; ok {
-			d.logLine(w, fmt.Sprintf("adopting container %s", strings.TrimPrefix(firstName(s.Names), "/")))
+			d.logLine(ctx, w, fmt.Sprintf("adopting container %s", strings.TrimPrefix(firstName(s.Names), "/")))
 			c, err = d.adopt(ctx, s.ID)
 		} else {
 			c, err = d.create(ctx, w, image, i, extraEnv)
@@ -289,7 +289,7 @@ func (d *Deployer) create(ctx context.Context, w *controlplane.Work, image strin
 	if err != nil {
 		return nil, fmt.Errorf("creating container %s: %w", name, err)
 	}
-	d.logLine(w, fmt.Sprintf("created container %s (port %d)", name, port))
+	d.logLine(ctx, w, fmt.Sprintf("created container %s (port %d)", name, port))
 	if _, err := d.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
 		return nil, fmt.Errorf("starting container %s: %w", name, err)
 	}
@@ -464,7 +464,7 @@ func (d *Deployer) removeOlder(ctx context.Context, w *controlplane.Work) error 
 	}
 	wg.Wait()
 	if removed > 0 {
-		d.logLine(w, fmt.Sprintf("removed %d container(s) of older revisions", removed))
+		d.logLine(ctx, w, fmt.Sprintf("removed %d container(s) of older revisions", removed))
 	}
 	return errors.Join(errs...)
 }
