@@ -31,6 +31,12 @@ func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 		// revision's containers have no future.
 		d.logLine(ctx, w, "revision ended elsewhere; removing its containers")
 		return d.removeRevision(context.WithoutCancel(ctx), w.Tenant, w.Deployment.ID, w.Revision.ID)
+	case err != nil:
+		// The control plane records the failure of the phase (a store
+		// error, say): its containers would serve nothing.
+		if rmErr := d.removeRevision(context.WithoutCancel(ctx), w.Tenant, w.Deployment.ID, w.Revision.ID); rmErr != nil {
+			d.log.Warn("deploydocker: removing the containers of a failed revision", "revision", w.Revision.ID, "err", rmErr)
+		}
 	}
 	return err
 }

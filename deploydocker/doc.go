@@ -20,7 +20,7 @@
 // least one) and waits until each answers its health check (GET
 // Options.HealthPath, "/ok", with 200). Each container gets the revision's
 // secrets as environment variables, the port to listen on in $PORT
-// (Options.PortEnv), the resource_spec's labels beside this package's, and
+// (Options.PortEnv, which overrides a secret of that name), the resource_spec's labels beside this package's, and
 // Docker limits from the spec with its documented defaults applied by
 // controlplane.ResourceSpec.WithDefaults (the one defaults function all
 // deployers share): cpu becomes CPU shares (1024 per CPU), cpu_limit

@@ -38,6 +38,9 @@ func (d *Deployer) Reconcile(ctx context.Context) error {
 	byDep := map[depKeyT][]container.Summary{}
 	for _, c := range all {
 		k := depKeyT{c.Labels[LabelTenant], c.Labels[LabelDeployment]}
+		if k.tenant == "" || k.dep == "" {
+			continue // not made by a Deployer: leave it
+		}
 		byDep[k] = append(byDep[k], c)
 	}
 	var errs []error
@@ -52,7 +55,7 @@ func (d *Deployer) reconcileDeployment(ctx context.Context, tenant, depID string
 	mu.Lock()
 	defer mu.Unlock()
 	dep, err := d.o.State.GetDeployment(ctx, tenant, depID)
-	if isNotFound(err) || (err == nil && tenant == "") {
+	if isNotFound(err) {
 		d.log.Info("deploydocker: removing the containers of a deleted deployment", "deployment", depID)
 		return d.removeAll(ctx, cs)
 	}
