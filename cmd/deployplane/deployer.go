@@ -25,6 +25,8 @@ type deployerFlags struct {
 	dockerInstance string
 	postgresImage  string
 	redisImage     string
+	healthPath     string
+	healthTimeout  time.Duration
 }
 
 func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -36,6 +38,8 @@ func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.dockerInstance, "docker-instance", deploydocker.DefaultInstance, "label value that marks this server's containers")
 	fs.StringVar(&f.postgresImage, "docker-postgres-image", "postgres:16-alpine", "image of each deployment's database ('' for none)")
 	fs.StringVar(&f.redisImage, "docker-redis-image", "redis:7-alpine", "image of each deployment's Redis ('' for none)")
+	fs.StringVar(&f.healthPath, "docker-health-path", deploydocker.DefaultHealthPath, "path of the containers' health check")
+	fs.DurationVar(&f.healthTimeout, "docker-health-timeout", deploydocker.DefaultHealthTimeout, "how long a new container has to pass its health check")
 }
 
 // check says what is wrong with the deployer flags, or "".
@@ -47,6 +51,9 @@ func (f *deployerFlags) check() string {
 	}
 	if f.kind == "docker" && f.dockerNetwork == "" {
 		return "-docker-network must not be empty"
+	}
+	if f.healthTimeout <= 0 {
+		return "-docker-health-timeout must be positive"
 	}
 	return ""
 }
@@ -67,7 +74,7 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		proxyURL = defaultPublicURL(ln.Addr())
 	}
 	dd, err := deploydocker.New(&deploydocker.Options{Host: f.dockerHost, Network: f.dockerNetwork, ProxyURL: proxyURL,
-		Instance: f.dockerInstance, State: cp, Logger: log,
+		Instance: f.dockerInstance, State: cp, Logger: log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
 		Services: &deploydocker.Services{PostgresImage: f.postgresImage, RedisImage: f.redisImage}})
 	if err != nil {
 		ln.Close()

@@ -16,12 +16,14 @@ import (
 // -deployer takes sim or docker; docker fails at start, naming the flag,
 // when the daemon does not answer.
 func TestDeployerFlags(t *testing.T) {
-	err := run(context.Background(), []string{"-deployer", "kubernetes"}, func(string) string { return "" }, io.Discard, io.Discard)
-	if !errors.Is(err, errUsage) {
-		t.Errorf("-deployer kubernetes: %v, want a usage error", err)
+	for _, args := range [][]string{{"-deployer", "kubernetes"}, {"-deployer", "docker", "-docker-health-timeout", "0s"}} {
+		err := run(context.Background(), args, func(string) string { return "" }, io.Discard, io.Discard)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
 	}
 	sock := "unix://" + filepath.Join(t.TempDir(), "none.sock")
-	err = run(context.Background(), []string{"-addr", "127.0.0.1:0", "-db", ":memory:", "-deployer", "docker",
+	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-db", ":memory:", "-deployer", "docker",
 		"-docker-host", sock, "-docker-proxy-addr", "127.0.0.1:0"}, func(string) string { return "" }, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "-docker-host") {
 		t.Errorf("-deployer docker with no daemon: %v, want an error naming -docker-host", err)

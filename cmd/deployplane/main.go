@@ -57,6 +57,7 @@ Usage:
                 [-docker-network host] [-docker-proxy-addr 127.0.0.1:8125]
                 [-docker-proxy-url URL] [-docker-instance NAME]
                 [-docker-postgres-image IMAGE] [-docker-redis-image IMAGE]
+                [-docker-health-path /ok] [-docker-health-timeout 3m]
                 [-github-webhook-secret SECRET]
                 [-github-app-id ID -github-app-slug SLUG -github-app-private-key-file FILE
                  -github-client-id ID -github-client-secret SECRET]
@@ -146,6 +147,10 @@ Flags:
                       kept until DELETE; its containers find them in
                       DATABASE_URI and REDIS_URI (defaults postgres:16-alpine
                       and redis:7-alpine; '' starts none)
+    -docker-health-path PATH, -docker-health-timeout D
+                      a new container is healthy once GET PATH answers 200
+                      (default /ok, on the port in $PORT); one that does not
+                      within D (default 3m) fails its revision (DEPLOY_FAILED)
     -github-webhook-secret SECRET
                       the webhook secret of the GitHub App whose pushes
                       trigger build_on_push deployments (prefer the
