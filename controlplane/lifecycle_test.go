@@ -836,3 +836,34 @@ func testRunStopsWhenTheStoreIsClosed(t *testing.T) {
 		t.Error("Process without a Deployer accepted")
 	}
 }
+
+// TestWorkCarriesTheReportedImage: a Deploy called again for the same
+// revision (resumed) finds the image an earlier call reported in
+// Work.ImageVersion; the first call finds none.
+func TestWorkCarriesTheReportedImage(t *testing.T) {
+	ctx := context.Background()
+	st := storemem.New()
+	defer st.Close()
+	clock := testclock.New(t0, time.Microsecond)
+	cp := controlplane.New(st, &controlplane.Options{Clock: clock.Now, PollInterval: time.Second})
+	if _, err := cp.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("agent"))); err != nil {
+		t.Fatal(err)
+	}
+	var seen []*string
+	d := &script{deploy: func(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+		seen = append(seen, w.ImageVersion)
+		if len(seen) == 1 {
+			return r.Report(ctx, controlplane.Step{Status: controlplane.RevisionQueued, ImageVersion: new("built:1")})
+		}
+		return nil
+	}}
+	for range 2 {
+		if ok, err := cp.Process(ctx, d); !ok || err != nil {
+			t.Fatalf("Process = %v, %v", ok, err)
+		}
+		clock.Advance(2 * time.Second)
+	}
+	if len(seen) != 2 || seen[0] != nil || seen[1] == nil || *seen[1] != "built:1" {
+		t.Errorf("Work.ImageVersion of the two calls: %v", seen)
+	}
+}
