@@ -427,3 +427,27 @@ func TestDeploymentServices(t *testing.T) {
 		t.Errorf("%d containers left after DELETE", n)
 	}
 }
+
+// A deployment with a custom_url answers it as its url (wire contract
+// section 10); the proxy still serves it at ProxyURL/<id>.
+func TestCustomURL(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	name, src, img, custom := uniq("custom"), controlplane.SourceExternalDocker, image("server:v1"), "https://agent.example.com"
+	d, err := f.cp.CreateDeployment(ctx, tenant, &controlplane.CreateDeploymentRequest{
+		Name: &name, Source: &src,
+		SourceConfig:         &controlplane.SourceConfig{CustomURL: &custom},
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: &img},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev := f.wait(d.ID, *d.LatestRevisionID); rev.Status != controlplane.RevisionDeployed {
+		t.Fatalf("%s: %s", rev.Status, deref(rev.StatusMessage))
+	}
+	got, _ := f.cp.GetDeployment(ctx, tenant, d.ID)
+	if deref(got.URL) != custom {
+		t.Errorf("url %q, want the custom_url %q", deref(got.URL), custom)
+	}
+	eventually(t, "the proxy serves it", func() bool { v, _ := get(f.proxyURL + "/" + d.ID + "/version"); return v == "v1" })
+}

@@ -62,7 +62,9 @@
 //
 // # Where a deployment answers
 //
-// Every deployment's url is Options.ProxyURL + "/" + its id. Proxy is a
+// Every deployment's url is Options.ProxyURL + "/" + its id, unless its
+// custom_url is set (an address of the operator's in front of the proxy):
+// then the url is the custom_url as it was when the revision deployed. Proxy is a
 // reverse proxy (net/http/httputil) that the server serves on its own
 // listener: a request for /{deployment id}/rest goes, as /rest, to the
 // active revision's containers in turn (round robin). Why a proxy in the
