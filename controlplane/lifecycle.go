@@ -57,6 +57,10 @@ type Work struct {
 	ResourceSpec   *ResourceSpec
 	InstallCommand *string
 	BuildCommand   *string
+	// ImageVersion is the image last reported for the revision
+	// (Step.ImageVersion), nil until one is: a deployer that built the
+	// image and is resumed after a restart finds its build's output here.
+	ImageVersion *string
 }
 
 // Reporter records a Deployer's progress on one revision. Each Report is
@@ -97,6 +101,13 @@ type Step struct {
 	// ImageVersion is the image the revision runs; it becomes the
 	// deployment's image_version when the revision becomes active.
 	ImageVersion *string
+	// URL is where the revision answers once active (a base URL, e.g. the
+	// Docker deployer's proxy address); it becomes the deployment's
+	// read-only url in the Update that makes the revision active, so it is
+	// reported with Status DEPLOYED. A step that does not make its revision
+	// active (an older revision reaching DEPLOYED after a newer one) leaves
+	// the url alone.
+	URL *string
 	// DeploymentStatus, when set, is the deployment's new status: READY
 	// (only once a revision is active), UNUSED (scaled to zero while idle)
 	// or UNKNOWN (the deployer cannot tell). A deployment being deleted

@@ -80,6 +80,7 @@ type storedDeployment struct {
 	Latest  *string              `json:"lr,omitzero"`
 	Active  *string              `json:"ar,omitzero"`
 	Image   *string              `json:"iv,omitzero"`
+	URL     *string              `json:"url,omitzero"`
 	Tags    []string             `json:"t,omitzero"`
 }
 
@@ -270,7 +271,7 @@ func (c secretCodec) encodeDeployment(tenant string, r *deploymentRecord) ([]byt
 		Config: config, Spec: (*storedResourceSpec)(d.SourceConfig.ResourceSpec),
 		Rev: storedRevisionConfig(d.SourceRevisionConfig), Secrets: plain, Sealed: sealed,
 		Created: micros(d.CreatedAt), Updated: micros(d.UpdatedAt), Status: d.Status,
-		Latest: d.LatestRevisionID, Active: d.ActiveRevisionID, Image: d.ImageVersion, Tags: r.Tags,
+		Latest: d.LatestRevisionID, Active: d.ActiveRevisionID, Image: d.ImageVersion, URL: d.URL, Tags: r.Tags,
 	})
 }
 
@@ -291,7 +292,7 @@ func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentR
 			ID: id, Name: s.Name, Source: s.Source,
 			SourceConfig: SourceConfig(s.Config), SourceRevisionConfig: SourceRevisionConfig(s.Rev), Secrets: s.Secrets,
 			CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
-			LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image,
+			LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image, URL: s.URL,
 		}, Tags: s.Tags}
 		r.SourceConfig.ResourceSpec = (*ResourceSpec)(s.Spec)
 		if err == nil {

@@ -41,7 +41,7 @@ func TestWireShapes(t *testing.T) {
 				"resource_spec":null,"listener_id":null,"listener_config":null,"install_command":null,"build_command":null},
 			"source_revision_config":{"repo_ref":"main","graph_config_path":"langgraph.json","image_uri":null,"repo_commit_sha":null},
 			"secrets":[],"created_at":"2026-11-21T10:00:02.000000Z","updated_at":"2026-11-21T10:00:02.000000Z","status":"AWAITING_DATABASE",
-			"latest_revision_id":"00000000-0000-7000-8000-000000000003","active_revision_id":null,"image_version":null}`},
+			"latest_revision_id":"00000000-0000-7000-8000-000000000003","active_revision_id":null,"image_version":null,"url":null}`},
 		{"revision", rev, `{"id":"00000000-0000-7000-8000-000000000003","created_at":"2026-11-21T10:00:02.000000Z","updated_at":"2026-11-21T10:00:02.000000Z",
 			"status":"CREATING","source":"github",
 			"source_revision_config":{"repo_ref":"main","graph_config_path":"langgraph.json","image_uri":null,"repo_commit_sha":null},

@@ -370,7 +370,8 @@ func (cp *ControlPlane) deploy(ctx context.Context, d Deployer, j *job) error {
 			return err
 		}
 		w = &Work{Tenant: j.tenant, Deployment: *dep.wire(), Revision: rev.Revision, Secrets: rev.Secrets,
-			ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand}
+			ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand,
+			ImageVersion: rev.ImageVersion}
 		if w.Secrets == nil {
 			w.Secrets = []Secret{}
 		}
@@ -557,6 +558,9 @@ func (cp *ControlPlane) applyToDeployment(tx store.Tx, j *job, rev *revisionReco
 			next.ActiveRevisionID = new(rev.ID)
 			if rev.ImageVersion != nil {
 				next.ImageVersion = new(*rev.ImageVersion)
+			}
+			if s.URL != nil {
+				next.URL = new(*s.URL)
 			}
 			if next.Status == StatusAwaitingDatabase {
 				next.Status = StatusReady

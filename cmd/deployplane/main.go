@@ -1,7 +1,9 @@
 // Command deployplane is the standalone deployplane server: the HTTP API of
 // package httphandler over a controlplane.ControlPlane and a store (bbolt,
 // in memory, or PostgreSQL for several replicas), the reconcile loop that
-// moves revisions along with the simulated deployer of package deploysim,
+// moves revisions along with the simulated deployer of package deploysim
+// (or, with -deployer docker, runs them as containers with package
+// deploydocker),
 // the GitHub webhook of build_on_push, API keys, request logs and graceful
 // shutdown. Run `deployplane -h` for the flags, the keys file format and how
 // the default tenant is chosen.
@@ -53,7 +55,13 @@ Usage:
 
     deployplane [-addr 127.0.0.1:8124] [-db ./deployplane.db | -db postgres://...]
                 [-keys FILE] [-public-url URL] [-secret-key-file FILE]
-                [-sim-step 500ms] [-sim-fail-at STATUS] [-github-webhook-secret SECRET]
+                [-deployer sim|docker] [-sim-step 500ms] [-sim-fail-at STATUS]
+                [-docker-host URL]
+                [-docker-network host] [-docker-proxy-addr 127.0.0.1:8125]
+                [-docker-proxy-url URL] [-docker-instance NAME]
+                [-docker-postgres-image IMAGE] [-docker-redis-image IMAGE]
+                [-docker-health-path /ok] [-docker-health-timeout 3m]
+                [-github-webhook-secret SECRET]
                 [-github-app-id ID -github-app-slug SLUG -github-app-private-key-file FILE
                  -github-client-id ID -github-client-secret SECRET]
                 [-allow-unverified-integrations]
@@ -107,6 +115,11 @@ Flags:
                       reach although they are not public https services:
                       each a name or an IP address (every port), or
                       HOST:PORT ([::1]:9000 for IPv6); see "OAuth helpers"
+    -deployer sim|docker
+                      what makes revisions real (default sim): sim walks the
+                      statuses without running anything (see "Revisions");
+                      docker runs external_docker revisions as containers on
+                      a Docker daemon (package deploydocker)
     -sim-step D       the simulated deployer's delay per revision status
                       (default 500ms: an external_docker revision is DEPLOYED
                       about 2 s after it is created, a github one about 3 s)
@@ -114,6 +127,38 @@ Flags:
                       make the simulated deployer fail every revision at this
                       status (BUILDING gives BUILD_FAILED, DEPLOYING
                       DEPLOY_FAILED, ...), to try failures and their logs
+    -docker-host URL  with -deployer docker, the daemon: unix:///path.sock or
+                      tcp://host:port (default $DOCKER_HOST, else
+                      unix:///var/run/docker.sock)
+    -docker-network NAME
+                      the network containers join (default host: each
+                      container gets its own port, passed in $PORT; another
+                      name is a Docker network whose container addresses
+                      this server can reach, containers listen on 8000)
+    -docker-proxy-addr HOST:PORT
+                      where deployments' urls are served (default
+                      127.0.0.1:8125): a deployment answers at
+                      <proxy URL>/<deployment id>/..., balanced over its
+                      active revision's containers
+    -docker-proxy-url URL
+                      the base URL clients reach -docker-proxy-addr at, which
+                      deployments' url fields carry (default: derived from
+                      -docker-proxy-addr)
+    -docker-instance NAME
+                      the label value that marks this server's containers
+                      (default deployplane); servers sharing a daemon need
+                      different ones, or the same one when they are replicas
+                      of one install
+    -docker-postgres-image IMAGE, -docker-redis-image IMAGE
+                      the images of the database and the Redis every
+                      deployment gets, started before its first revision and
+                      kept until DELETE; its containers find them in
+                      DATABASE_URI and REDIS_URI (defaults postgres:16-alpine
+                      and redis:7-alpine; '' starts none)
+    -docker-health-path PATH, -docker-health-timeout D
+                      a new container is healthy once GET PATH answers 200
+                      (default /ok, on the port in $PORT); one that does not
+                      within D (default 3m) fails its revision (DEPLOY_FAILED)
     -github-webhook-secret SECRET
                       the webhook secret of the GitHub App whose pushes
                       trigger build_on_push deployments (prefer the
@@ -189,7 +234,8 @@ Keys and tenants:
 
 Revisions:
 
-    The server runs the reconcile loop with the built-in simulated deployer:
+    With -deployer docker, revisions run as containers (see -deployer);
+    otherwise the server runs the reconcile loop with the simulated deployer:
     every revision walks its statuses one -sim-step at a time (github:
     CREATING, QUEUED, AWAITING_BUILD, BUILDING, AWAITING_DEPLOY, DEPLOYING,
     DEPLOYED; external_docker skips the two build states), then becomes the
@@ -363,6 +409,7 @@ type config struct {
 	simStep         time.Duration
 	simFailAt       string
 	webhookSecret   string
+	deployer        deployerFlags
 
 	// The GitHub App (integrations).
 	githubAppID           int64
@@ -402,6 +449,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.pgSchema, "pg-schema", storepg.DefaultSchema, "PostgreSQL schema")
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
 	fs.StringVar(&c.simFailAt, "sim-fail-at", "", "revision status at which the simulated deployer fails")
+	c.deployer.register(fs, getenv)
 	fs.StringVar(&c.webhookSecret, "github-webhook-secret", "", "GitHub App webhook secret")
 	// The GitHub App (integrations).
 	envClientSecret := getenv("DEPLOYPLANE_GITHUB_CLIENT_SECRET")
@@ -456,6 +504,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if c.pgSchema == "" {
 		fmt.Fprintln(stderr, "deployplane: -pg-schema must not be empty")
+		return nil, errUsage
+	}
+	if msg := c.deployer.check(); msg != "" {
+		fmt.Fprintln(stderr, "deployplane: "+msg)
 		return nil, errUsage
 	}
 	// The GitHub App: all of it or none.
@@ -632,6 +684,11 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if err := metrics.WatchPendingWork(cp); err != nil {
 		return err
 	}
+	deployer, deployerDesc, stopDeployer, err := startDeployer(ctx, &c.deployer, c.simStep, controlplane.RevisionStatus(c.simFailAt), cp, log)
+	if err != nil {
+		return err
+	}
+	defer stopDeployer()
 	// draining keeps ctx's values (the tests' hooks) but not its end.
 	draining, drain := context.WithCancel(context.WithoutCancel(ctx))
 	defer drain()
@@ -681,20 +738,18 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if c.metricsKey != "" {
 		metricsAccess = "key required"
 	}
-	log.Info("listening", "addr", url, "db", redactDSN(c.db), "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
-		"public_url", publicURL, "secret_key", keyOrigin, "deployer", "simulated", "sim_step", c.simStep,
+	log.Info("listening", append([]any{"addr", url, "db", redactDSN(c.db), "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
+		"public_url", publicURL, "secret_key", keyOrigin}, append(deployerDesc,
 		"github_webhook", webhook, "github_app", githubAppState, "unverified_integrations", c.allowUnverifiedIntegs,
 		"max_conns", c.maxConns, "rate_limit", c.rateLimit, "rate_burst", c.rateBurst,
-		"metrics", metricsAccess)
+		"metrics", metricsAccess)...)...)
 
 	// The reconcile loop has its own context: it stops after the last
 	// request, and before the deferred Close of the store.
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	defer stopLoop()
 	looped := make(chan error, 1)
-	go func() {
-		looped <- cp.Run(loopCtx, deploysim.New(&deploysim.Options{Step: c.simStep, FailAt: controlplane.RevisionStatus(c.simFailAt)}))
-	}()
+	go func() { looped <- cp.Run(loopCtx, deployer) }()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(c.limitListener(ln)) }()
 	go cleanupFlows(ctx, oauth, log)
