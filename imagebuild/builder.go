@@ -363,7 +363,7 @@ func (b *Builder) cut(line string) string {
 func (b *Builder) build(ctx context.Context, root *os.Root, ctxDir, dockerfile, generated, image string, w *controlplane.Work, emit func(string)) error {
 	pr, pw := io.Pipe()
 	go func() {
-		pw.CloseWithError(b.writeContext(pw, root, ctxDir, generated))
+		pw.CloseWithError(b.writeContext(pw, root, ctxDir, dockerfile, generated))
 	}()
 	defer pr.Close()
 	res, err := b.docker.ImageBuild(ctx, pr, client.ImageBuildOptions{
@@ -458,8 +458,10 @@ func (b *Builder) readOutput(r io.Reader, emit func(string)) error {
 
 // writeContext writes ctxDir of root as a tar build context: regular
 // files, directories and symbolic links, without what its .dockerignore
-// excludes, and with the generated Dockerfile when there is one.
-func (b *Builder) writeContext(w io.Writer, root *os.Root, ctxDir, generated string) error {
+// excludes, and with the generated Dockerfile when there is one. Like the
+// docker CLI, it keeps the Dockerfile and .dockerignore even when
+// .dockerignore lists them (the daemon reads them, then drops them).
+func (b *Builder) writeContext(w io.Writer, root *os.Root, ctxDir, dockerfile, generated string) error {
 	sub, err := root.OpenRoot(ctxDir)
 	if err != nil {
 		return fmt.Errorf("the build context %s: %w", ctxDir, err)
@@ -493,7 +495,7 @@ func (b *Builder) writeContext(w io.Writer, root *os.Root, ctxDir, generated str
 		if generated != "" && p == ".dockerignore" {
 			return nil // written below, with the generated Dockerfile added
 		}
-		if len(patterns) > 0 {
+		if len(patterns) > 0 && p != dockerfile && p != ".dockerignore" {
 			skip, err := pm.MatchesOrParentMatches(p)
 			if err != nil {
 				return err

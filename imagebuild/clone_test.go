@@ -50,9 +50,11 @@ func TestCheckoutLocal(t *testing.T) {
 		{"annotated tag", repo.dir, ptr("v1"), nil, repo.c1, "one"},
 		{"lightweight tag", repo.dir, ptr("light"), nil, repo.c1, "one"},
 		{"sha", repo.dir, ptr(repo.c1), nil, repo.c1, "one"},
+		{"sha of no tip", repo.dir, ptr(repo.c0), nil, repo.c0, "zero"},
 		{"pushed commit wins over the ref", repo.dir, ptr("main"), ptr(repo.c3), repo.c3, "feature"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // one Builder, used concurrently
 			dir := filepath.Join(t.TempDir(), "out")
 			var l lines
 			sha, err := b.Checkout(context.Background(), work(tc.url, tc.ref, tc.commit), dir, l.log)
@@ -189,6 +191,7 @@ func TestCheckoutHTTPWithInstallationToken(t *testing.T) {
 		{"branch", ptr("feature"), repo.c3},
 		{"tag", ptr("v1"), repo.c1},
 		{"sha", ptr(repo.c1), repo.c1},
+		{"sha of no tip", ptr(repo.c0), repo.c0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var l lines
@@ -210,6 +213,24 @@ func TestCheckoutHTTPWithInstallationToken(t *testing.T) {
 	if len(asked) == 0 || asked[0] != 42 {
 		t.Errorf("InstallationToken asked for %v, want installation 42", asked)
 	}
+	// A server that will not send a commit by name: every branch and tag
+	// is fetched instead, and the commit found among them.
+	srv.refuseWant(repo.c0)
+	var l lines
+	sha, err := good.Checkout(context.Background(), private(ptr(repo.c0), nil), filepath.Join(t.TempDir(), "out"), l.log)
+	if err != nil || sha != repo.c0 {
+		t.Errorf("refused sha: %s, %v; want %s", sha, err, repo.c0)
+	}
+	if !l.contains("fetching all branches and tags") {
+		t.Errorf("log %q: want the fallback named", l.all())
+	}
+	// Neither way finds a commit the repository does not have.
+	_, err = good.Checkout(context.Background(), private(ptr(strings.Repeat("cd", 20)), nil), filepath.Join(t.TempDir(), "out"), nil)
+	if !errors.Is(err, imagebuild.ErrClone) || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("unknown sha: err = %v, want ErrClone: not found", err)
+	}
+	srv.refuseWant("")
+
 	_, err = newBuilder("wrong").Checkout(context.Background(), private(nil, nil), filepath.Join(t.TempDir(), "out"), nil)
 	if !errors.Is(err, imagebuild.ErrClone) || !strings.Contains(err.Error(), "authentication required") {
 		t.Errorf("wrong token: err = %v, want ErrClone: authentication required", err)

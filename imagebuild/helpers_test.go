@@ -22,12 +22,13 @@ import (
 
 // testRepo is a local git repository made with go-git:
 //
-//	c1 (tags v1, annotated, and light)  <- c2 (main, HEAD)  <- c3 (feature)
+//	c0 <- c1 (tags v1, annotated, and light)  <- c2 (main, HEAD)  <- c3 (feature)
 //
-// version.txt says "one", "two" and "feature" in them.
+// version.txt says "zero", "one", "two" and "feature" in them; c0 is no
+// ref's tip.
 type testRepo struct {
-	dir        string
-	c1, c2, c3 string
+	dir            string
+	c0, c1, c2, c3 string
 }
 
 var sig = &object.Signature{Name: "test", Email: "test@example.com", When: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
@@ -80,6 +81,7 @@ func newTestRepo(t *testing.T, dir, name string, files map[string]string) *testR
 		t.Fatal(err)
 	}
 	tr := &testRepo{dir: p}
+	tr.c0 = commit("zero")
 	tr.c1 = commit("one")
 	if _, err := r.CreateTag("v1", plumbing.NewHash(tr.c1), &git.CreateTagOptions{Tagger: sig, Message: "v1"}); err != nil {
 		t.Fatal(err)
@@ -146,6 +148,14 @@ type gitServer struct {
 	*httptest.Server
 	mu       sync.Mutex
 	deepened bool
+	refuse   string // a commit this server refuses to send when asked for it by name, as some servers do
+}
+
+// refuseWant makes the server refuse fetches that want sha.
+func (gs *gitServer) refuseWant(sha string) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	gs.refuse = sha
 }
 
 func newGitServer(t *testing.T, root, user, password string) *gitServer {
@@ -163,7 +173,7 @@ func newGitServer(t *testing.T, root, user, password string) *gitServer {
 		t.Skipf("git-http-backend is not installed: %v", err)
 	}
 	gs := &gitServer{}
-	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
+	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}, Stderr: io.Discard}
 	gs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if user != "" {
 			u, p, ok := r.BasicAuth()
@@ -179,10 +189,15 @@ func newGitServer(t *testing.T, root, user, password string) *gitServer {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
+			gs.mu.Lock()
 			if strings.Contains(body, "deepen 1") {
-				gs.mu.Lock()
 				gs.deepened = true
-				gs.mu.Unlock()
+			}
+			refused := gs.refuse != "" && strings.Contains(body, "want "+gs.refuse)
+			gs.mu.Unlock()
+			if refused {
+				http.Error(w, "not our ref", http.StatusBadRequest)
+				return
 			}
 			r.Body = readCloser(body)
 		}
