@@ -176,3 +176,35 @@ func TestCheckCommand(t *testing.T) {
 		}
 	}
 }
+
+// FuzzGenerateDockerfile: any langgraph.json gives a Dockerfile or an
+// ErrConfig, never a panic or another error, and a Dockerfile always
+// starts with FROM.
+func FuzzGenerateDockerfile(f *testing.F) {
+	for _, s := range []string{
+		`{"dependencies": ["."], "graphs": {"a": "./g.py:graph"}}`,
+		`{"graphs": {"a": "./g.ts:graph"}, "node_version": "22"}`,
+		`{"dependencies": [".", "./pkg", "requests"], "graphs": {"a": {"path": "./pkg/m.py:g"}}, "auth": {"path": "./g.py:auth"}, "http": {"app": "./g.py:app"}, "keep_pkg_tools": ["pip"], "image_distro": "wolfi"}`,
+		`{"dependencies": ["."], "graphs": {"a": "./g.py:graph"}, "ui": {"x": "./u.tsx"}, "pip_config_file": "p.conf", "api_version": "0.4"}`,
+	} {
+		f.Add([]byte(s), "", "")
+	}
+	f.Add([]byte(`{"graphs": {"a": "./g.ts:graph"}}`), "npm ci", "npm run build")
+	fsys := fstest.MapFS{"g.py": {}, "g.ts": {}, "u.tsx": {}, "pkg/m.py": {}, "pkg/pyproject.toml": {}, "package.json": {Data: []byte(`{"packageManager": "yarn@4"}`)}}
+	f.Fuzz(func(t *testing.T, config []byte, install, build string) {
+		m := fstest.MapFS{"langgraph.json": {Data: config}}
+		for k, v := range fsys {
+			m[k] = v
+		}
+		df, err := imagebuild.GenerateDockerfile(m, "repo", "langgraph.json", &imagebuild.DockerfileOptions{InstallCommand: install, BuildCommand: build})
+		if err != nil {
+			if !errors.Is(err, imagebuild.ErrConfig) {
+				t.Fatalf("error not ErrConfig: %v", err)
+			}
+			return
+		}
+		if !strings.HasPrefix(df.Text, "FROM ") || df.Context != "." {
+			t.Fatalf("Dockerfile %q, context %q", df.Text, df.Context)
+		}
+	})
+}

@@ -238,6 +238,9 @@ func pyQuote(b *strings.Builder, s string) {
 // made of it: integers as they are, other numbers as float repr.
 func pyNumber(lit string) string {
 	if !strings.ContainsAny(lit, ".eE") {
+		if lit == "-0" {
+			return "0" // an int in Python
+		}
 		return lit
 	}
 	f, err := strconv.ParseFloat(lit, 64)
