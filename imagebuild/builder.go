@@ -82,8 +82,9 @@ type Options struct {
 	// without credentials.
 	InstallationToken func(ctx context.Context, installationID int64) (string, error)
 	// InstallationID maps a deployment's integration_id to its GitHub App
-	// installation id (controlplane.Integration.InstallationID). Needed
-	// with InstallationToken: Work carries the integration_id only.
+	// installation id (controlplane.Integration.InstallationID);
+	// InstallationIDs makes one. Needed with InstallationToken: Work
+	// carries the integration_id only.
 	InstallationID func(ctx context.Context, tenant, integrationID string) (int64, error)
 	// CloneTimeout bounds a clone; default DefaultCloneTimeout.
 	CloneTimeout time.Duration

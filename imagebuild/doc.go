@@ -33,7 +33,7 @@
 // basic auth x-access-token:<token>, the way GitHub documents for App
 // installations. controlplane.Work carries the integration_id, not the
 // installation id, so Options.InstallationID maps one to the other
-// (controlplane.ControlPlane.ListIntegrations has the pairs).
+// (InstallationIDs(cp) looks them up in the control plane).
 //
 // # Dockerfile
 //
