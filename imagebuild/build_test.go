@@ -153,6 +153,7 @@ func dockerBuilder(t *testing.T, c *client.Client, base string) *imagebuild.Buil
 
 func TestBuildWithRepositoryDockerfile(t *testing.T) {
 	c := dockerClient(t)
+	t.Parallel() // each test has its own base image and repository prefix
 	base := baseImage(t, c)
 	repo := newTestRepo(t, t.TempDir(), "app", map[string]string{
 		"agent/langgraph.json": `{"dependencies": ["."], "graphs": {"a": "./g.py:graph"}}`,
@@ -211,6 +212,7 @@ func TestBuildWithRepositoryDockerfile(t *testing.T) {
 
 func TestBuildWithGeneratedDockerfile(t *testing.T) {
 	c := dockerClient(t)
+	t.Parallel() // each test has its own base image and repository prefix
 	base := baseImage(t, c)
 	repo := newTestRepo(t, t.TempDir(), "myagent", map[string]string{
 		"langgraph.json":   `{"dependencies": ["."], "graphs": {"agent": "./agent/graph.py:graph"}}`,
@@ -293,6 +295,7 @@ func hasFile(t *testing.T, c *client.Client, image, file string) bool {
 
 func TestBuildFailures(t *testing.T) {
 	c := dockerClient(t)
+	t.Parallel() // each test has its own base image and repository prefix
 	base := baseImage(t, c)
 	for _, tc := range []struct {
 		name  string
@@ -327,6 +330,7 @@ func TestBuildFailures(t *testing.T) {
 
 func TestBuildLogLinesBounded(t *testing.T) {
 	c := dockerClient(t)
+	t.Parallel() // each test has its own base image and repository prefix
 	base := baseImage(t, c)
 	long := strings.Repeat("é", 300)
 	repo := newTestRepo(t, t.TempDir(), "app", map[string]string{"Dockerfile": "FROM " + base + ":3.11\nRUN echo " + long + "\n"})
