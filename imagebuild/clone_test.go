@@ -3,10 +3,13 @@ package imagebuild_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/egress"
@@ -238,5 +241,26 @@ func TestCheckoutHTTPWithInstallationToken(t *testing.T) {
 	_, err = good.Checkout(context.Background(), work(url, nil, nil), filepath.Join(t.TempDir(), "out"), nil)
 	if !errors.Is(err, imagebuild.ErrClone) || !strings.Contains(err.Error(), "authentication required") {
 		t.Errorf("no integration: err = %v, want ErrClone: authentication required", err)
+	}
+}
+
+// A server that never answers: the clone ends at CloneTimeout with a
+// message that says so.
+func TestCheckoutTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	policy, err := egress.New(&egress.Options{AllowHosts: []string{"127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := imagebuild.New(nil, &imagebuild.Options{Egress: policy, CloneTimeout: 50 * time.Millisecond, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Checkout(context.Background(), work(srv.URL+"/org/app.git", nil, nil), filepath.Join(t.TempDir(), "out"), nil)
+	if !errors.Is(err, imagebuild.ErrClone) || !strings.Contains(err.Error(), "timed out after 50ms") {
+		t.Errorf("err = %v, want ErrClone: timed out after 50ms", err)
 	}
 }
