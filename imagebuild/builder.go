@@ -25,11 +25,14 @@ import (
 	"github.com/deployplane/deployplane/egress"
 )
 
-// Labels put on every image a Builder builds.
+// Labels put on every image a Builder builds: the keys package
+// deploydocker puts on its containers (containers inherit an image's
+// labels), so that what was built for a deployment can be found and
+// removed with it.
 const (
-	LabelTenant     = "deployplane.tenant"
-	LabelDeployment = "deployplane.deployment"
-	LabelRevision   = "deployplane.revision"
+	LabelTenant     = "io.deployplane.tenant"
+	LabelDeployment = "io.deployplane.deployment"
+	LabelRevision   = "io.deployplane.revision"
 )
 
 // Defaults of Options.
