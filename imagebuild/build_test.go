@@ -161,6 +161,8 @@ func TestBuildWithRepositoryDockerfile(t *testing.T) {
 		"agent/g.py":           "graph = None\n",
 	})
 	b := dockerBuilder(t, c, "")
+	depID := randomName(t, "dep-") // RemoveImages below must not see the other tests' images
+	parent := t
 	for _, tc := range []struct {
 		name, ref, sha string
 	}{{"branch", "main", repo.c2}, {"tag", "v1", repo.c1}} {
@@ -168,10 +170,11 @@ func TestBuildWithRepositoryDockerfile(t *testing.T) {
 			w := work(repo.dir, &tc.ref, nil)
 			w.Revision.SourceRevisionConfig.GraphConfigPath = ptr("agent/langgraph.json")
 			w.Revision.ID = randomName(t, "rev-")
+			w.Deployment.ID = depID
 			var l lines
 			image, sha, err := b.Build(context.Background(), w, l.log)
 			if image != "" {
-				removeImage(t, c, image)
+				removeImage(parent, c, image) // at the end of the test, after RemoveImages
 			}
 			if err != nil {
 				t.Fatalf("Build: %v\nlog:\n%s", err, strings.Join(l.all(), "\n"))
@@ -208,6 +211,34 @@ func TestBuildWithRepositoryDockerfile(t *testing.T) {
 			}
 		})
 	}
+	// RemoveImages removes what was built for the deployment, and only
+	// for its tenant.
+	if n := countImages(t, c, depID); n < 2 {
+		t.Fatalf("%d images labelled with the deployment, want the 2 built", n)
+	}
+	if err := b.RemoveImages(context.Background(), "tenant-2", depID); err != nil {
+		t.Fatal(err)
+	}
+	if n := countImages(t, c, depID); n < 2 {
+		t.Errorf("another tenant's RemoveImages removed images: %d left", n)
+	}
+	if err := b.RemoveImages(context.Background(), "tenant-1", depID); err != nil {
+		t.Fatal(err)
+	}
+	if n := countImages(t, c, depID); n != 0 {
+		t.Errorf("%d images left after RemoveImages", n)
+	}
+}
+
+// countImages counts the images labelled with the deployment.
+func countImages(t *testing.T, c *client.Client, deploymentID string) int {
+	t.Helper()
+	res, err := c.ImageList(context.Background(), client.ImageListOptions{Filters: make(client.Filters).
+		Add("label", imagebuild.LabelDeployment+"="+deploymentID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(res.Items)
 }
 
 func TestBuildWithGeneratedDockerfile(t *testing.T) {
@@ -223,6 +254,7 @@ func TestBuildWithGeneratedDockerfile(t *testing.T) {
 	})
 	b := dockerBuilder(t, c, base)
 	w := work(repo.dir, ptr("main"), nil)
+	w.Deployment.ID = randomName(t, "dep-")
 	var l lines
 	image, sha, err := b.Build(context.Background(), w, l.log)
 	if image != "" {

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	cerrdefs "github.com/containerd/errdefs"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/client"
@@ -569,4 +570,29 @@ func (b *Builder) writeContext(w io.Writer, root *os.Root, ctxDir, dockerfile, g
 		}
 	}
 	return tw.Close()
+}
+
+// RemoveImages removes every image Build built for a deployment (found by
+// its labels), for a deployer's Teardown. Images a container still uses
+// are removed too (forced); removing none is not an error.
+func (b *Builder) RemoveImages(ctx context.Context, tenant, deploymentID string) error {
+	if b.docker == nil {
+		return errors.New("imagebuild: RemoveImages needs a Docker client (New was given nil)")
+	}
+	res, err := b.docker.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).
+		Add("label", LabelTenant+"="+tenant, LabelDeployment+"="+deploymentID)})
+	if err != nil {
+		return fmt.Errorf("imagebuild: listing the images of deployment %s: %w", deploymentID, err)
+	}
+	var errs []error
+	for _, im := range res.Items {
+		if _, err := b.docker.ImageRemove(ctx, im.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil &&
+			!cerrdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("imagebuild: removing the images of deployment %s: %w", deploymentID, err)
+	}
+	return nil
 }

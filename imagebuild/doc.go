@@ -61,7 +61,8 @@
 // such as Debian's docker.io 20.10 answer), network mode host (a daemon
 // may have no bridge network; Options.NetworkMode), and the labels
 // LabelTenant, LabelDeployment and LabelRevision, so that a deployer can
-// find what it built. The image is tagged
+// find what it built (Builder.RemoveImages removes a deployment's images
+// when it is deleted). The image is tagged
 // <Options.Repository>/<deployment id>:<revision id> (ImageRef). Every
 // line of the daemon's output, and a line per step of the clone, goes to
 // the log function, cut to Options.MaxLogLine bytes.
