@@ -184,7 +184,9 @@ func (b *Builder) ImageRef(deploymentID, revisionID string) string {
 // Every step and every line of the daemon's output goes to log (which
 // may be nil), cut to Options.MaxLogLine. Errors match ErrClone,
 // ErrConfig or ErrBuild, and their text is meant for the revision's
-// status_message; a context error is returned as it is.
+// status_message; a cancelled ctx returns its cause. When the clone
+// succeeded and a later step failed, commitSHA is still the commit that
+// was to be built.
 func (b *Builder) Build(ctx context.Context, w *controlplane.Work, log func(line string)) (image, commitSHA string, err error) {
 	emit := func(line string) {
 		if log != nil {

@@ -335,7 +335,7 @@ func (b *Builder) checkout(ctx context.Context, st storer.EncodedObjectStorer, c
 	defer w.Close()
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, cloneErr(&source{url: "checkout"}, context.Cause(ctx))
+			return nil, context.Cause(ctx)
 		}
 		name, e, err := w.Next()
 		if errors.Is(err, io.EOF) {
