@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing/fstest"
 
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/moby/moby/client"
 
 	"github.com/deployplane/deployplane/controlplane"
@@ -66,4 +70,55 @@ func ExampleBuilder_Build() {
 		return
 	}
 	fmt.Println(image, "built from", sha)
+}
+
+// Checkout clones what a revision builds, without building it (here from
+// a local repository, which Options.AllowLocalRepositories allows).
+func ExampleBuilder_Checkout() {
+	tmp, err := os.MkdirTemp("", "example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	// A repository with one commit.
+	repoDir := filepath.Join(tmp, "agent")
+	repo, err := git.PlainInit(repoDir, false)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repoDir, "langgraph.json"), []byte(`{"graphs": {"a": "./a.ts:graph"}}`), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := wt.Add("langgraph.json"); err != nil {
+		log.Fatal(err)
+	}
+	commit, err := wt.Commit("first", &git.CommitOptions{Author: &object.Signature{Name: "me", Email: "me@example.com"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	b, err := imagebuild.New(nil, &imagebuild.Options{AllowLocalRepositories: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w := &controlplane.Work{Tenant: "tenant-1",
+		Deployment: controlplane.Deployment{Source: controlplane.SourceGitHub, SourceConfig: controlplane.SourceConfig{RepoURL: &repoDir}}}
+	out := filepath.Join(tmp, "checkout")
+	sha, err := b.Checkout(context.Background(), w, out, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(sha == commit.String())
+	data, err := os.ReadFile(filepath.Join(out, "langgraph.json"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(data))
+	// Output:
+	// true
+	// {"graphs": {"a": "./a.ts:graph"}}
 }
