@@ -35,7 +35,7 @@ var sig = &object.Signature{Name: "test", Email: "test@example.com", When: time.
 
 // newTestRepo makes the repository at dir/name; files are added to every
 // commit.
-func newTestRepo(t *testing.T, dir, name string, files map[string]string) *testRepo {
+func newTestRepo(t testing.TB, dir, name string, files map[string]string) *testRepo {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	r, err := git.PlainInitWithOptions(p, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")}})
@@ -158,7 +158,7 @@ func (gs *gitServer) refuseWant(sha string) {
 	gs.refuse = sha
 }
 
-func newGitServer(t *testing.T, root, user, password string) *gitServer {
+func newGitServer(t testing.TB, root, user, password string) *gitServer {
 	t.Helper()
 	gitBin, err := exec.LookPath("git")
 	if err != nil {
@@ -214,7 +214,7 @@ func (gs *gitServer) shallow() bool {
 }
 
 // bareCopy makes a bare clone of src at dst with git.
-func bareCopy(t *testing.T, src, dst string) {
+func bareCopy(t testing.TB, src, dst string) {
 	t.Helper()
 	if out, err := exec.Command("git", "clone", "-q", "--bare", src, dst).CombinedOutput(); err != nil {
 		t.Fatalf("git clone --bare: %v\n%s", err, out)
