@@ -159,6 +159,8 @@ func TestBuildWithRepositoryDockerfile(t *testing.T) {
 		"agent/langgraph.json": `{"dependencies": ["."], "graphs": {"a": "./g.py:graph"}}`,
 		"agent/Dockerfile":     "FROM " + base + ":3.11\nCOPY . /app/\nRUN echo built\n",
 		"agent/g.py":           "graph = None\n",
+		"agent/.dockerignore":  "Dockerfile\n.dockerignore\nsecret.txt\n",
+		"agent/secret.txt":     "not for the image\n",
 	})
 	b := dockerBuilder(t, c, "")
 	depID := randomName(t, "dep-") // RemoveImages below must not see the other tests' images
@@ -200,6 +202,13 @@ func TestBuildWithRepositoryDockerfile(t *testing.T) {
 			// root) is not in it, g.py is.
 			if got := readFile(t, c, image, "/app/g.py"); got != "graph = None\n" {
 				t.Errorf("/app/g.py = %q", got)
+			}
+			// .dockerignore applies, and may list the Dockerfile itself
+			// (the daemon reads it, then leaves it out of COPY .).
+			for _, f := range []string{"/app/secret.txt", "/app/Dockerfile", "/app/.dockerignore"} {
+				if hasFile(t, c, image, f) {
+					t.Errorf("%s is in the image", f)
+				}
 			}
 			if got := readFile(t, c, image, "/fakesh.log"); got != "echo built\n" {
 				t.Errorf("RUN steps ran %q, want echo built", got)
@@ -390,5 +399,51 @@ func TestBuildLogLinesBounded(t *testing.T) {
 	}
 	if !cut {
 		t.Errorf("no cut line in the log:\n%s", strings.Join(l.all(), "\n"))
+	}
+}
+
+// A JavaScript monorepo with install_command and build_command: the
+// context is the repository root, the install runs there and the build in
+// the config's directory, as `langgraph build` does.
+func TestBuildJavaScriptWithCommands(t *testing.T) {
+	c := dockerClient(t)
+	t.Parallel()
+	base := baseImage(t, c)
+	if _, err := c.ImageTag(context.Background(), client.ImageTagOptions{Source: base + ":3.11", Target: base + ":20"}); err != nil {
+		t.Fatal(err)
+	}
+	removeImage(t, c, base+":20")
+	repo := newTestRepo(t, t.TempDir(), "mono", map[string]string{
+		"package.json":              `{"name": "mono", "private": true}`,
+		"apps/agent/langgraph.json": `{"node_version": "20", "graphs": {"agent": "./src/agent.ts:graph"}}`,
+		"apps/agent/src/agent.ts":   "export const graph = 1;\n",
+		"packages/shared/index.ts":  "export {};\n",
+	})
+	b := dockerBuilder(t, c, base)
+	w := work(repo.dir, ptr("main"), nil)
+	w.Deployment.ID = randomName(t, "dep-")
+	w.Revision.SourceRevisionConfig.GraphConfigPath = ptr("apps/agent/langgraph.json")
+	w.InstallCommand = ptr("npm ci && npm run prep")
+	w.BuildCommand = ptr("npm run build")
+	var l lines
+	image, _, err := b.Build(context.Background(), w, l.log)
+	if image != "" {
+		removeImage(t, c, image)
+	}
+	if err != nil {
+		t.Fatalf("Build: %v\nlog:\n%s", err, strings.Join(l.all(), "\n"))
+	}
+	if got, want := readFile(t, c, image, "/fakesh.log"), "npm ci && npm run prep\nnpm run build\n"; got != want {
+		t.Errorf("RUN steps ran %q, want %q", got, want)
+	}
+	inspect, err := c.ImageInspect(context.Background(), image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inspect.Config.WorkingDir; got != "/deps/mono/apps/agent" {
+		t.Errorf("WORKDIR = %q, want /deps/mono/apps/agent", got)
+	}
+	if got := readFile(t, c, image, "/deps/mono/packages/shared/index.ts"); got != "export {};\n" {
+		t.Errorf("the repository root is not the context: packages/shared/index.ts = %q", got)
 	}
 }
