@@ -109,7 +109,11 @@ type Options struct {
 	// os.TempDir().
 	TempDir string
 	// NetworkMode is the network of build steps; default "host" (the
-	// daemon may have no bridge network).
+	// daemon may have no bridge network). With "host" a repository's RUN
+	// steps share the daemon host's network, its loopback services
+	// included, and the egress policy does not apply to them: where the
+	// daemon has a bridge network, "default" keeps tenants' builds off
+	// the host's services.
 	NetworkMode string
 }
 
