@@ -27,13 +27,15 @@
 //   - wiretime: the timestamp type of both domains' wire types (RFC 3339
 //     UTC, always six fractional digits).
 //   - httphandler: the HTTP API as an http.Handler to mount on any mux.
+//   - prommetrics: the server's metrics in the Prometheus format (an
+//     httphandler.Metrics, a controlplane.Observer, the stores' OnCommit).
 //   - cmd/deployplane: the standalone server.
 //   - examples: runnable programs showing the library in use.
 //
 // Imports point one way: cmd and examples use httphandler, which uses
 // controlplane and oauthflow, which use store and wiretime; all three use
-// apierr, which uses nothing of deployplane; deploysim and githubapp use
-// controlplane; the store implementations depend on store alone.
+// apierr, which uses nothing of deployplane; deploysim, githubapp and
+// prommetrics use controlplane; the store implementations depend on store alone.
 //
 // # Quick start
 //

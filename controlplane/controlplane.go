@@ -31,10 +31,11 @@ type ControlPlane struct {
 	log     *slog.Logger
 	tracing TracingProjects
 	lim     Limits
-	github  GitHubApp   // nil: no verified GitHub installations
-	shapes  *shapes     // the shape tags' validator, built once (shape.go)
-	secrets secretCodec // seals secret values at rest (storageform.go)
-	tenants tenantCache // tenant key prefixes (keys.go)
+	github  GitHubApp    // nil: no verified GitHub installations
+	shapes  *shapes      // the shape tags' validator, built once (shape.go)
+	secrets secretCodec  // seals secret values at rest (storageform.go)
+	logs    LogRetention // with defaults (logs.go)
+	tenants tenantCache  // tenant key prefixes (keys.go)
 
 	// lifecycle (worker.go)
 	poll      time.Duration
@@ -45,6 +46,8 @@ type ControlPlane struct {
 	ownerOnce sync.Once
 	ownerID   string
 	claims    atomic.Uint64
+	obs       Observer                 // observe.go; never nil
+	deployer  atomic.Pointer[Deployer] // the Deployer Run drives, for Ready
 
 	// mutation is a deliberate defect for the mutation tests (mutation.go);
 	// always mutNone outside them.
@@ -67,11 +70,13 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		tracing: o.TracingProjects,
 		lim:     o.Limits,
 		github:  o.GitHubApp,
+		logs:    o.LogRetention.withDefaults(),
 
 		poll:     o.PollInterval,
 		leaseFor: o.LeaseDuration,
 		workers:  o.Workers,
 		wake:     make(chan struct{}, 1),
+		obs:      o.Observer,
 		mutation: o.mutation,
 	}
 	if len(o.SecretKey) > 0 {
@@ -92,6 +97,9 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	}
 	if cp.clock == nil {
 		cp.clock = time.Now
+	}
+	if cp.obs == nil {
+		cp.obs = noObserver{}
 	}
 	if cp.newID == nil {
 		cp.newID = func() string { return uuid.Must(uuid.NewV7()).String() }
@@ -390,7 +398,8 @@ func validUUID(s string) bool { _, ok := pathID(s); return ok }
 // named revision's for a redeploy), so that the deployment's
 // source_revision_config stays the mirror of its latest revision's.
 func newRevision(d *deploymentRecord, id string, now wiretime.Time) *revisionRecord {
-	return newRevisionRecord(Revision{ID: id, CreatedAt: now, UpdatedAt: now, Status: RevisionCreating}, d.ID, snapshotOf(&d.Deployment))
+	return newRevisionRecord(Revision{ID: id, CreatedAt: now, UpdatedAt: now, Status: RevisionCreating,
+		StatusHistory: []StatusChange{{Status: RevisionCreating, At: now}}}, d.ID, snapshotOf(&d.Deployment))
 }
 
 // GetDeployment returns a deployment of the tenant, or a *apierr.NotFoundError.

@@ -197,7 +197,8 @@ func TestCreateDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	diff(t, "first revision", &controlplane.Revision{ID: *got.LatestRevisionID, CreatedAt: got.CreatedAt, UpdatedAt: got.CreatedAt,
-		Status: controlplane.RevisionCreating, Source: controlplane.SourceGitHub, SourceRevisionConfig: got.SourceRevisionConfig}, rev)
+		Status: controlplane.RevisionCreating, Source: controlplane.SourceGitHub, SourceRevisionConfig: got.SourceRevisionConfig,
+		StatusHistory: []controlplane.StatusChange{{Status: controlplane.RevisionCreating, At: got.CreatedAt}}}, rev)
 
 	d := f.create(tenantA, dockerBody("docker"))
 	diff(t, "external_docker source_config", controlplane.SourceConfig{}, d.SourceConfig)

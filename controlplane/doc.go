@@ -21,6 +21,7 @@
 //	integrations StartGitHubInstall, CompleteGitHubInstall (verified),
 //	             CreateIntegration (unverified), ListIntegrations
 //	lifecycle    Run, Process, HandleGitHubPush, ReportDeploymentStatus
+//	logs         ListLogs, AppendLogs (and Reporter.Log during the work)
 //	for HTTP     GetDeploymentJSON (the wire JSON in one call), Limits
 //
 // A deployment starts AWAITING_DATABASE with a first revision in status
@@ -112,6 +113,20 @@
 // when this ControlPlane creates work and polls every PollInterval for work
 // other replicas created.
 //
+// Operations: every status change the loop records (a report, or the
+// failure of a Deploy error) is logged at Info ("revision transition":
+// tenant, deployment, revision, from, to, and step, the time the Deployer
+// spent in the status it left) and told to Options.Observer, with every
+// lease taken over (claimed after another claim's lease expired; work given
+// back for a retry, whose lease carries the token "retry", is not taken
+// over) and the duration of every Deploy and Teardown call; package
+// prommetrics implements Observer with Prometheus. SKIPPED and INTERRUPTED
+// are written by API calls, not the loop, and are not observed. Ready
+// reports whether the store answers, Run runs and its Deployer (when it
+// implements ReadinessChecker) reaches its engine, for GET /readyz;
+// PendingWork counts the revisions and deletions waiting and in progress,
+// reading only the pending records.
+//
 // GitHub installations: an integration is a GitHub App installation, and
 // an installation belongs to at most one tenant (a second claim, by any
 // tenant, is apierr.ErrConflict), so a push reaches exactly the tenant that holds
@@ -138,6 +153,33 @@
 // digest (PushEvent.DeliveryID, BodyDigest) are recorded in the Update that
 // creates its revisions, and a later push with either seen before, within
 // DeliveryRetention (24 hours), creates nothing.
+//
+// # Logs and status history
+//
+// Every revision keeps two logs, build and deploy, of lines with an id, a
+// timestamp, a level (DEBUG, INFO, WARNING, ERROR, CRITICAL) and a
+// message. A Deployer writes them in batches with Reporter.Log (one store
+// transaction per call, renewing the lease; allowed after the revision is
+// terminal, refused with ErrLeaseLost for a lost lease), or with
+// AppendLogs outside its work (a running server's output). Each log is
+// bounded by Options.LogRetention (default: the last 10,000 lines and 5
+// MiB of messages; a message is cut at 16 KiB): the oldest lines are
+// dropped in the write that goes over, and counted, and ListLogs answers
+// one WARNING line "N earlier lines dropped: ..." in their place, which
+// pages and filters like any line. Logs are removed with the deployment.
+//
+// ListLogs reads one log of a revision (or of the deployment's latest
+// revision), asc or desc, filtered by level (exact, case-insensitive),
+// query (a substring of the message, case-insensitive) and a time window
+// [start_time, end_time). Its offset is opaque (the order and the place
+// of the previous page's last line); next_offset is null only on a page
+// with no line, so a client following a growing log in asc order passes
+// each next_offset back and never sees a line twice. LogQuery.Validate
+// reports every bad parameter at [In, name], In being "query" or "body".
+//
+// A revision answers status_history, every status it entered with its
+// time, oldest first (its CREATING at created_at included), written in
+// the Update that changes the status.
 //
 // # Errors
 //

@@ -21,7 +21,7 @@ import (
 )
 
 // The layout fixture: a store written by the key layout of earlier builds
-// (commit eee47c5, before keys.go), and what every read and the work it
+// (commit 7465e74, main before keys.go), and what every read and the work it
 // holds answered there. TestMigrateLayoutFixture loads it, migrates it and
 // checks that the answers are the same. It was made by running
 //

@@ -57,6 +57,10 @@ type Work struct {
 	ResourceSpec   *ResourceSpec
 	InstallCommand *string
 	BuildCommand   *string
+	// ImageVersion is the image last reported for the revision
+	// (Step.ImageVersion), nil until one is: a deployer that built the
+	// image and is resumed after a restart finds its build's output here.
+	ImageVersion *string
 }
 
 // Reporter records a Deployer's progress on one revision. Each Report is
@@ -71,6 +75,16 @@ type Reporter interface {
 	// now; nothing is written), a *apierr.ValidationError for unknown status
 	// values, or a store or context error.
 	Report(ctx context.Context, s Step) error
+	// Log writes lines to the revision's build and deploy logs (each
+	// line's Type says which), all in one store transaction: a deployer
+	// batches the lines it has (a build's output, a step's messages)
+	// rather than calling Log per line. It renews the lease like Report,
+	// and still writes once the revision is terminal (last words after
+	// DEPLOYED). Each log keeps its newest lines within
+	// Options.LogRetention; older lines are dropped and counted. Errors:
+	// ErrLeaseLost (nothing is written), an error for a line of unknown
+	// type or level (nothing is written), or a store or context error.
+	Log(ctx context.Context, lines ...LogLine) error
 }
 
 // Step is one report of a Deployer. Zero fields change nothing.
@@ -87,6 +101,13 @@ type Step struct {
 	// ImageVersion is the image the revision runs; it becomes the
 	// deployment's image_version when the revision becomes active.
 	ImageVersion *string
+	// URL is where the revision answers once active (a base URL, e.g. the
+	// Docker deployer's proxy address); it becomes the deployment's
+	// read-only url in the Update that makes the revision active, so it is
+	// reported with Status DEPLOYED. A step that does not make its revision
+	// active (an older revision reaching DEPLOYED after a newer one) leaves
+	// the url alone.
+	URL *string
 	// DeploymentStatus, when set, is the deployment's new status: READY
 	// (only once a revision is active), UNUSED (scaled to zero while idle)
 	// or UNKNOWN (the deployer cannot tell). A deployment being deleted

@@ -433,7 +433,11 @@ func TestOlderDeployedStaysInactive(t *testing.T) {
 		return &script{deploy: func(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
 			path := controlplane.HappyPath(w.Revision.Source)
 			for _, s := range path[slices.Index(path, w.Revision.Status)+1 : slices.Index(path, last)+1] {
-				if err := r.Report(ctx, controlplane.Step{Status: s, ImageVersion: new("img-" + w.Revision.ID)}); err != nil {
+				step := controlplane.Step{Status: s, ImageVersion: new("img-" + w.Revision.ID)}
+				if s == controlplane.RevisionDeployed {
+					step.URL = new("http://127.0.0.1:1/" + w.Revision.ID)
+				}
+				if err := r.Report(ctx, step); err != nil {
 					return err
 				}
 			}
@@ -442,6 +446,9 @@ func TestOlderDeployedStaysInactive(t *testing.T) {
 	}
 	if ok, err := cp.Process(ctx, upTo(controlplane.RevisionDeploying)); !ok || err != nil {
 		t.Fatalf("Process = %v, %v", ok, err)
+	}
+	if got, err := cp.GetDeployment(ctx, tenantA, d.ID); err != nil || got.URL != nil {
+		t.Fatalf("url before any DEPLOYED = %v, %v; want null", got.URL, err)
 	}
 	second, err := cp.CreateRevision(ctx, tenantA, d.ID, &controlplane.UpdateDeploymentRequest{})
 	if err != nil {
@@ -465,6 +472,9 @@ func TestOlderDeployedStaysInactive(t *testing.T) {
 	}
 	if *got.ActiveRevisionID != second.ID || *got.ImageVersion != "img-"+second.ID {
 		t.Errorf("active %s image %s, want the newer %s", *got.ActiveRevisionID, *got.ImageVersion, second.ID)
+	}
+	if got.URL == nil || *got.URL != "http://127.0.0.1:1/"+second.ID {
+		t.Errorf("url %v, want the newer revision's (an older DEPLOYED does not move it)", got.URL)
 	}
 }
 
@@ -826,5 +836,36 @@ func testRunStopsWhenTheStoreIsClosed(t *testing.T) {
 	}
 	if _, err := cp.Process(ctx, nil); err == nil {
 		t.Error("Process without a Deployer accepted")
+	}
+}
+
+// TestWorkCarriesTheReportedImage: a Deploy called again for the same
+// revision (resumed) finds the image an earlier call reported in
+// Work.ImageVersion; the first call finds none.
+func TestWorkCarriesTheReportedImage(t *testing.T) {
+	ctx := context.Background()
+	st := storemem.New()
+	defer st.Close()
+	clock := testclock.New(t0, time.Microsecond)
+	cp := controlplane.New(st, &controlplane.Options{Clock: clock.Now, PollInterval: time.Second})
+	if _, err := cp.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("agent"))); err != nil {
+		t.Fatal(err)
+	}
+	var seen []*string
+	d := &script{deploy: func(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+		seen = append(seen, w.ImageVersion)
+		if len(seen) == 1 {
+			return r.Report(ctx, controlplane.Step{Status: controlplane.RevisionQueued, ImageVersion: new("built:1")})
+		}
+		return nil
+	}}
+	for range 2 {
+		if ok, err := cp.Process(ctx, d); !ok || err != nil {
+			t.Fatalf("Process = %v, %v", ok, err)
+		}
+		clock.Advance(2 * time.Second)
+	}
+	if len(seen) != 2 || seen[0] != nil || seen[1] == nil || *seen[1] != "built:1" {
+		t.Errorf("Work.ImageVersion of the two calls: %v", seen)
 	}
 }

@@ -58,6 +58,10 @@ type Options struct {
 	// nil: those methods answer ErrGitHubAppNotConfigured, and
 	// installations can only be registered unverified (CreateIntegration).
 	GitHubApp GitHubApp
+	// LogRetention bounds the build and deploy logs of each revision
+	// (zero fields: 10,000 lines and 5 MiB per log); older lines are
+	// dropped and counted.
+	LogRetention LogRetention
 
 	// PollInterval is how often Run looks in the store for work that other
 	// replicas created (work created through this ControlPlane wakes Run at
@@ -72,6 +76,11 @@ type Options struct {
 	// Workers caps the units of work Run drives at once. Default
 	// DefaultWorkers.
 	Workers int
+	// Observer is told of every revision status change the reconcile loop
+	// records, every lease it takes over and every Deployer call, for
+	// metrics (package prommetrics). Default nil: nobody. Every change the
+	// loop records is also logged at Info ("revision transition").
+	Observer Observer
 
 	// Which clock does what: Clock stamps every record and decides when a
 	// lease has expired (so a test moves work past a lease with an

@@ -39,6 +39,7 @@ import (
 // (tenants are [A-Za-z0-9._-]{1,64}, so no tenant's prefix is another's),
 // ts16 being createdKey: 16 hex digits.
 //
+//	cp_revision_logs        tenant/deployment/revision/b|d[/seq] -> a log's meta record, its lines (logs.go)
 //	cp_listeners            tenant/id              -> Listener JSON
 //	cp_listener_order       tenant/ts16/id         -> ""
 //	cp_listener_compute_ids tenant/escaped compute id -> id
@@ -347,6 +348,9 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 			return err
 		}
 	}
+	if err := removeLogs(tx, tenant, r.ID); err != nil {
+		return err
+	}
 	return removePending(tx, tp, r.ID)
 }
 
@@ -491,5 +495,5 @@ func sortedKeys[V any](m map[string]V) []string {
 func Collections() []string {
 	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
-		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries}
+		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs}
 }

@@ -22,7 +22,8 @@ func TestRecordsRoundTrip(t *testing.T) {
 	at := wiretime.New(time.Date(2026, 11, 21, 10, 4, 5, 123_456_000, time.UTC))
 	dep := deploymentRecord{Deployment: Deployment{ID: "d", Name: "n", Source: SourceGitHub, Secrets: []Secret{{"K", "V"}},
 		CreatedAt: at, UpdatedAt: wiretime.New(at.Time().Add(time.Second)), Status: StatusReady, ImageVersion: new("v1")}, Tags: []string{"x", "y"}}
-	rev := revisionRecord{Revision: Revision{ID: "r", CreatedAt: at, UpdatedAt: at, Status: RevisionDeployed, Source: SourceGitHub},
+	rev := revisionRecord{Revision: Revision{ID: "r", CreatedAt: at, UpdatedAt: at, Status: RevisionDeployed, Source: SourceGitHub,
+		StatusHistory: []StatusChange{{RevisionCreating, at}, {RevisionQueued, wiretime.New(at.Time().Add(time.Microsecond))}, {RevisionDeployed, at.Add(time.Second)}}},
 		revisionSnapshot: revisionSnapshot{DeploymentID: "d", Secrets: []Secret{{"K", "V"}}, ResourceSpec: &ResourceSpec{MinScale: new(int64(2))},
 			InstallCommand: new("i"), BuildCommand: new("b"), ImageVersion: new("v2")}}
 	b, err := (secretCodec{}).encodeDeployment("t", &dep)
@@ -179,7 +180,8 @@ func TestRecordsAsBefore(t *testing.T) {
 		SourceConfig: SourceConfig{ResourceSpec: &ResourceSpec{MinScale: new(int64(1))}},
 		CreatedAt:    w, UpdatedAt: wiretime.New(at.Add(time.Second)), Status: StatusReady, ImageVersion: new("v1"), LatestRevisionID: new("r")},
 		Tags: []string{"x", "y"}}
-	rev := &revisionRecord{Revision: Revision{ID: "r", CreatedAt: w, UpdatedAt: w, Status: RevisionDeployed, Source: SourceGitHub},
+	rev := &revisionRecord{Revision: Revision{ID: "r", CreatedAt: w, UpdatedAt: w, Status: RevisionDeployed, Source: SourceGitHub,
+		StatusHistory: []StatusChange{{RevisionCreating, w}, {RevisionDeployed, w}}}, // what is known of a record without one
 		revisionSnapshot: revisionSnapshot{DeploymentID: "d", Secrets: []Secret{{"K", "V"}}, ResourceSpec: &ResourceSpec{MinScale: new(int64(2))},
 			InstallCommand: new("i"), BuildCommand: new("b"), ImageVersion: new("v2")}}
 	l := &Listener{ID: "l", ComputeType: "k8s", ComputeID: "c", ComputeConfig: ComputeConfig{K8sNamespaces: []string{"a"}}, Version: "1", CreatedAt: w, UpdatedAt: w}

@@ -40,7 +40,7 @@ func TestRevisionSnapshotAndRedeploy(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	diff(t, "revision keys", []string{"created_at", "id", "source", "source_revision_config", "status", "status_message", "updated_at"}, keys)
+	diff(t, "revision keys", []string{"created_at", "id", "source", "source_revision_config", "status", "status_history", "status_message", "updated_at"}, keys)
 	if b, _ := json.Marshal(r1); strings.Contains(string(b), "v1") {
 		t.Errorf("revision JSON shows a secret: %s", b)
 	}
@@ -63,7 +63,8 @@ func TestRevisionSnapshotAndRedeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 	diff(t, "redeployed revision", &controlplane.Revision{ID: third, CreatedAt: d3.UpdatedAt, UpdatedAt: d3.UpdatedAt,
-		Status: controlplane.RevisionCreating, Source: controlplane.SourceExternalDocker, SourceRevisionConfig: r1.SourceRevisionConfig}, r3)
+		Status: controlplane.RevisionCreating, Source: controlplane.SourceExternalDocker, SourceRevisionConfig: r1.SourceRevisionConfig,
+		StatusHistory: []controlplane.StatusChange{{Status: controlplane.RevisionCreating, At: d3.UpdatedAt}}}, r3)
 
 	// Newest first, status filter, paging.
 	page, err := f.cp.ListRevisions(f.ctx, tenantA, d.ID, nil)

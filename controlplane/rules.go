@@ -196,6 +196,10 @@ var rules = []fieldRule{
 		set: func(dst, src *Deployment) {
 			dst.SourceRevisionConfig.RepoCommitSHA = src.SourceRevisionConfig.RepoCommitSHA
 		}},
+	// url: read-only, set by the deployer (Step.URL); ignored in requests.
+	{loc: []string{"url"}, create: [2]CreatePolicy{ign, ign}, patch: [2]PatchPolicy{pIgn, pIgn},
+		get: func(d *Deployment) any { return deref(d.URL) },
+		set: func(dst, src *Deployment) { dst.URL = src.URL }},
 	// secrets: an empty list is "no change" on PATCH, so it reads as unset.
 	{loc: []string{"secrets"}, create: [2]CreatePolicy{opt, opt}, patch: [2]PatchPolicy{pRev, pRev}, snap: snapRestored,
 		get: func(d *Deployment) any {

@@ -80,6 +80,7 @@ type storedDeployment struct {
 	Latest  *string              `json:"lr,omitzero"`
 	Active  *string              `json:"ar,omitzero"`
 	Image   *string              `json:"iv,omitzero"`
+	URL     *string              `json:"url,omitzero"`
 	Tags    []string             `json:"t,omitzero"`
 }
 
@@ -171,6 +172,35 @@ type storedRevision struct {
 	InstallCommand *string              `json:"ic,omitzero"`
 	BuildCommand   *string              `json:"bc,omitzero"`
 	ImageVersion   *string              `json:"iv,omitzero"`
+	// History is status_history, oldest first. Added to version 1 without
+	// a bump: older builds ignore the member (and drop it when they
+	// rewrite the record), and records without it answer a history made
+	// of created_at and updated_at (historyOf).
+	History []storedStatusChange `json:"h,omitzero"`
+}
+
+// storedStatusChange is a StatusChange: the status and Unix microseconds.
+type storedStatusChange struct {
+	S RevisionStatus `json:"s"`
+	T int64          `json:"t"`
+}
+
+// historyOf answers the status_history of a revision stored with h: h, or,
+// for a record stored without one, CREATING at created_at and, when the
+// revision has moved on, its status at updated_at.
+func historyOf(h []storedStatusChange, rev *Revision) []StatusChange {
+	if len(h) == 0 {
+		out := []StatusChange{{Status: RevisionCreating, At: rev.CreatedAt}}
+		if rev.Status != RevisionCreating && rev.Status != "" {
+			out = append(out, StatusChange{Status: rev.Status, At: rev.UpdatedAt})
+		}
+		return out
+	}
+	out := make([]StatusChange, len(h))
+	for i, c := range h {
+		out[i] = StatusChange{Status: c.S, At: fromMicros(c.T)}
+	}
+	return out
 }
 
 // ErrSecretKey is wrapped by the error of a read that meets secrets it
@@ -243,7 +273,7 @@ func (c secretCodec) encodeDeployment(tenant string, r *deploymentRecord) ([]byt
 		Config: config, Spec: (*storedResourceSpec)(d.SourceConfig.ResourceSpec),
 		Rev: storedRevisionConfig(d.SourceRevisionConfig), Secrets: plain, Sealed: sealed,
 		Created: micros(d.CreatedAt), Updated: micros(d.UpdatedAt), Status: d.Status,
-		Latest: d.LatestRevisionID, Active: d.ActiveRevisionID, Image: d.ImageVersion, Tags: r.Tags,
+		Latest: d.LatestRevisionID, Active: d.ActiveRevisionID, Image: d.ImageVersion, URL: d.URL, Tags: r.Tags,
 	})
 }
 
@@ -264,7 +294,7 @@ func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentR
 			ID: id, Name: s.Name, Source: s.Source,
 			SourceConfig: SourceConfig(s.Config), SourceRevisionConfig: SourceRevisionConfig(s.Rev), Secrets: s.Secrets,
 			CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
-			LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image,
+			LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image, URL: s.URL,
 		}, Tags: s.Tags}
 		r.SourceConfig.ResourceSpec = (*ResourceSpec)(s.Spec)
 		if err == nil {
@@ -289,13 +319,17 @@ func (c secretCodec) encodeRevision(tenant string, rev *revisionRecord) ([]byte,
 	if err != nil {
 		return nil, err
 	}
+	hist := make([]storedStatusChange, len(rev.StatusHistory))
+	for i, h := range rev.StatusHistory {
+		hist[i] = storedStatusChange{S: h.Status, T: micros(h.At)}
+	}
 	return json.Marshal(&storedRevision{
 		V: recordVersion, ID: rev.ID, DeploymentID: rev.DeploymentID,
 		Created: micros(rev.CreatedAt), Updated: micros(rev.UpdatedAt), Status: rev.Status, Source: rev.Source,
 		Rev: storedRevisionConfig(rev.Revision.SourceRevisionConfig), Message: rev.StatusMessage,
 		Secrets: plain, Sealed: sealed, Spec: (*storedResourceSpec)(rev.revisionSnapshot.ResourceSpec),
 		InstallCommand: rev.revisionSnapshot.InstallCommand, BuildCommand: rev.revisionSnapshot.BuildCommand,
-		ImageVersion: rev.revisionSnapshot.ImageVersion,
+		ImageVersion: rev.revisionSnapshot.ImageVersion, History: hist,
 	})
 }
 
@@ -307,10 +341,10 @@ func (c secretCodec) decodeRevision(b []byte, tenant, deploymentID, id string) (
 		return nil, err
 	}
 	var r revisionRecord
+	var s storedRevision
 	if v == 0 {
 		err = json.Unmarshal(b, &r)
 	} else {
-		var s storedRevision
 		err = jsonv2.Unmarshal(b, &s)
 		r = revisionRecord{
 			Revision: Revision{ID: id, CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
@@ -328,5 +362,6 @@ func (c secretCodec) decodeRevision(b []byte, tenant, deploymentID, id string) (
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: decoding revision %s: %w", id, err)
 	}
+	r.StatusHistory = historyOf(s.History, &r.Revision)
 	return &r, nil
 }

@@ -74,6 +74,11 @@ type Deployment struct {
 	LatestRevisionID     *string              `json:"latest_revision_id"`
 	ActiveRevisionID     *string              `json:"active_revision_id"`
 	ImageVersion         *string              `json:"image_version"`
+	// URL is where the active revision answers (wire contract sections 9
+	// and 10), read-only: set by the Deployer (Step.URL) when a revision
+	// becomes active, null until a real deployer has deployed one. A
+	// value in a request is ignored.
+	URL *string `json:"url"`
 	// TagValueIDs are the tag values the deployment carries, matched by the
 	// tag_value_ids list filter. They are set on create and not part of the
 	// wire shape of a deployment.
@@ -248,6 +253,19 @@ type Revision struct {
 	Source               Source               `json:"source"`
 	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
 	StatusMessage        *string              `json:"status_message"`
+	// StatusHistory is every status the revision entered, with the time
+	// it did, oldest first: its CREATING at created_at, then each change
+	// (read-only; wire contract section 9). Never nil in values the
+	// ControlPlane returns. A revision stored by a build before this field
+	// answers what is known: CREATING at created_at and, when it has moved
+	// on, its status at updated_at.
+	StatusHistory []StatusChange `json:"status_history"`
+}
+
+// StatusChange is one entry of a revision's status_history.
+type StatusChange struct {
+	Status RevisionStatus `json:"status"`
+	At     wiretime.Time  `json:"at"`
 }
 
 // ComputeConfig is a listener's compute configuration.

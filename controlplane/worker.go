@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
@@ -31,6 +33,11 @@ const (
 	pendingRevision = "r"
 	pendingDelete   = "d"
 )
+
+// retryToken is the token of a lease that gives work back until a later
+// time (release with retry): nobody holds it, so claiming it once it has
+// expired takes nothing over.
+const retryToken = "retry"
 
 // revisionPendingKey is the pending key of rev; tp is the tenant prefix.
 func revisionPendingKey(tp string, rev *revisionRecord) string {
@@ -88,9 +95,8 @@ func (cp *ControlPlane) addRevision(tx store.Tx, tenant string, rev *revisionRec
 		if !skippable(old.Status) {
 			continue
 		}
-		old.Status = RevisionSkipped
+		old.enter(RevisionSkipped, later(rev.CreatedAt.Time(), old.UpdatedAt))
 		old.StatusMessage = new("Superseded by revision " + rev.ID + ".")
-		old.UpdatedAt = later(rev.CreatedAt.Time(), old.UpdatedAt)
 		if err := cp.putRevision(tx, tenant, old, false); err != nil {
 			return err
 		}
@@ -102,6 +108,13 @@ func (cp *ControlPlane) addRevision(tx store.Tx, tenant string, rev *revisionRec
 		return err
 	}
 	return tx.Put(colPending, revisionPendingKey(tp, rev), nil)
+}
+
+// enter moves the revision to status s at at (its new updated_at) and
+// records the change in its status_history.
+func (r *revisionRecord) enter(s RevisionStatus, at wiretime.Time) {
+	r.Status, r.UpdatedAt = s, at
+	r.StatusHistory = append(slices.Clip(r.StatusHistory), StatusChange{Status: s, At: at})
 }
 
 // interruptRevisions ends every unfinished revision of a deployment being
@@ -125,9 +138,8 @@ func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant, deploymentID str
 		if err != nil {
 			return err
 		}
-		rev.Status = RevisionInterrupted
+		rev.enter(RevisionInterrupted, later(at.Time(), rev.UpdatedAt))
 		rev.StatusMessage = new("The deployment is being deleted.")
-		rev.UpdatedAt = later(at.Time(), rev.UpdatedAt)
 		if err := cp.putRevision(tx, tenant, rev, false); err != nil {
 			return err
 		}
@@ -145,6 +157,12 @@ type job struct {
 	tenant     string
 	deployment string
 	revision   string // "" for a teardown
+	// takeover: the claim took a lease another claim still held when it
+	// expired (Observer.LeaseTakenOver).
+	takeover bool
+	// stepStart is when the Deployer's current step began (Unix
+	// nanoseconds by Options.Clock), for Transition.Step.
+	stepStart atomic.Int64
 }
 
 // parseJob decodes a pending key; the tenant is looked up by its prefix.
@@ -220,6 +238,9 @@ func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 		j.token = token
 		return tx.Put(colPending, j.pkey, lease(token, now.Add(cp.leaseFor)))
 	})
+	if err == nil && j != nil && j.takeover {
+		cp.obs.LeaseTakenOver()
+	}
 	return j, err
 }
 
@@ -227,18 +248,24 @@ func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 // lease is free or expired at now. It walks the pending records, so its
 // cost follows the work in flight and waiting, never the revisions stored.
 func (cp *ControlPlane) claimable(r store.Reader, now time.Time) (*job, error) {
-	var k string
+	var k, tok string
 	err := r.Scan(colPending, "", nil, func(key string, v []byte) (bool, error) {
-		if tok, exp := parseLease(v); tok != "" && exp.After(now) {
+		t, exp := parseLease(v)
+		if t != "" && exp.After(now) {
 			return true, nil
 		}
-		k = key
+		k, tok = key, t
 		return false, nil
 	})
 	if err != nil || k == "" {
 		return nil, err
 	}
-	return cp.parseJob(r, k)
+	j, err := cp.parseJob(r, k)
+	if err != nil {
+		return nil, err
+	}
+	j.takeover = tok != "" && tok != retryToken
+	return j, nil
 }
 
 // ownLease reads the job's pending record and checks that the lease is
@@ -289,7 +316,7 @@ func (cp *ControlPlane) release(ctx context.Context, j *job, retry bool) error {
 		if !retry {
 			return tx.Put(colPending, j.pkey, nil)
 		}
-		return tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.poll)))
+		return tx.Put(colPending, j.pkey, lease(retryToken, now.Add(cp.poll)))
 	})
 	if errors.Is(err, ErrLeaseLost) {
 		return nil
@@ -349,6 +376,7 @@ func (cp *ControlPlane) do(ctx context.Context, d Deployer, j *job) error {
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := cp.keepLease(jctx, j, cancel)
+	j.stepStart.Store(cp.clock().UnixNano())
 	var err error
 	if j.revision != "" {
 		err = cp.deploy(jctx, d, j)
@@ -385,7 +413,8 @@ func (cp *ControlPlane) deploy(ctx context.Context, d Deployer, j *job) error {
 			return err
 		}
 		w = &Work{Tenant: j.tenant, Deployment: *dep.wire(), Revision: rev.Revision, Secrets: rev.Secrets,
-			ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand}
+			ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand,
+			ImageVersion: rev.ImageVersion}
 		if w.Secrets == nil {
 			w.Secrets = []Secret{}
 		}
@@ -395,7 +424,9 @@ func (cp *ControlPlane) deploy(ctx context.Context, d Deployer, j *job) error {
 		return cp.storeErr("load work", err)
 	}
 	rep := &reporter{cp: cp, j: j}
+	start := cp.clock()
 	derr := d.Deploy(ctx, w, rep)
+	cp.obs.DeployerCall(DeployerDeploy, cp.clock().Sub(start), derr)
 	if ctx.Err() != nil {
 		return nil // do releases the work, or it was lost
 	}
@@ -423,7 +454,10 @@ func (cp *ControlPlane) teardown(ctx context.Context, d Deployer, j *job) error 
 		return cp.storeErr("load work", err)
 	}
 	if dep != nil {
-		if err := d.Teardown(ctx, j.tenant, dep.wire()); err != nil {
+		start := cp.clock()
+		err := d.Teardown(ctx, j.tenant, dep.wire())
+		cp.obs.DeployerCall(DeployerTeardown, cp.clock().Sub(start), err)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -475,7 +509,9 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		}
 	}
 	now := cp.now()
+	var from, to RevisionStatus // the status change committed, if any
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		from, to = "", ""
 		found, err := ownLease(tx, j)
 		if err != nil {
 			return err
@@ -498,8 +534,9 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 			return tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.leaseFor)))
 		}
 		next := *rev
+		next.UpdatedAt = later(now, rev.UpdatedAt)
 		if step.Status != "" {
-			next.Status = step.Status
+			next.enter(step.Status, next.UpdatedAt)
 		}
 		if step.Message != "" {
 			next.StatusMessage = new(step.Message)
@@ -510,9 +547,11 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		if step.ImageVersion != nil {
 			next.ImageVersion = new(*step.ImageVersion)
 		}
-		next.UpdatedAt = later(now, rev.UpdatedAt)
 		if err := cp.putRevision(tx, j.tenant, &next, false); err != nil {
 			return err
+		}
+		if next.Status != rev.Status {
+			from, to = rev.Status, next.Status
 		}
 		if IsTerminal(next.Status) {
 			err = tx.Delete(colPending, j.pkey)
@@ -529,6 +568,9 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 	})
 	if err != nil {
 		return cp.storeErr("report", err)
+	}
+	if to != "" {
+		cp.observeTransition(ctx, j, from, to, now)
 	}
 	return nil
 }
@@ -559,6 +601,9 @@ func (cp *ControlPlane) applyToDeployment(tx store.Tx, j *job, rev *revisionReco
 			next.ActiveRevisionID = new(rev.ID)
 			if rev.ImageVersion != nil {
 				next.ImageVersion = new(*rev.ImageVersion)
+			}
+			if s.URL != nil {
+				next.URL = new(*s.URL)
 			}
 			if next.Status == StatusAwaitingDatabase {
 				next.Status = StatusReady
@@ -607,6 +652,7 @@ func (cp *ControlPlane) Run(ctx context.Context, d Deployer) error {
 		return errors.New("controlplane: Run is already running")
 	}
 	defer cp.running.Store(false)
+	cp.deployer.Store(&d)
 	sem := make(chan struct{}, cp.workers)
 	var wg sync.WaitGroup
 	defer wg.Wait()

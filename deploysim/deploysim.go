@@ -67,7 +67,9 @@ func New(opts *Options) *Deployer {
 // DEPLOYED the image version (ImageVersion). When a report is refused (the
 // revision was superseded, the deployment is being deleted, the lease was
 // lost) or fails, Deploy stops and returns nil: the control plane calls it
-// again if the work is still pending.
+// again if the work is still pending. Before each report it writes that
+// step's lines (StepLog) to the revision's build or deploy log, in one
+// Reporter.Log call per step.
 func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
 	path := controlplane.HappyPath(w.Revision.Source)
 	cur := w.Revision.Status
@@ -94,7 +96,7 @@ func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 		if next == controlplane.RevisionDeployed {
 			st.ImageVersion = new(ImageVersion(w, sha))
 		}
-		if r.Report(ctx, st) != nil {
+		if r.Log(ctx, StepLog(w, next, sha)...) != nil || r.Report(ctx, st) != nil {
 			return nil
 		}
 		cur = next
@@ -109,8 +111,83 @@ func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 	if msg == "" {
 		msg = "simulated failure at " + string(cur)
 	}
-	_ = r.Report(ctx, controlplane.Step{Status: controlplane.FailureOf(cur), Message: msg})
+	fail := controlplane.FailureOf(cur)
+	if r.Log(ctx, StepLog(w, fail, sha)[0], controlplane.LogLine{Type: logOf(fail), Level: controlplane.LevelError, Message: msg}) != nil {
+		return nil
+	}
+	_ = r.Report(ctx, controlplane.Step{Status: fail, Message: msg})
 	return nil
+}
+
+// logOf is the log a status's lines go to: the build log for the build
+// states and BUILD_FAILED, the deploy log otherwise.
+func logOf(s controlplane.RevisionStatus) controlplane.LogType {
+	switch s {
+	case controlplane.RevisionAwaitingBuild, controlplane.RevisionBuilding, controlplane.RevisionBuildFailed:
+		return controlplane.LogBuild
+	}
+	return controlplane.LogDeploy
+}
+
+// StepLog is the log lines the simulation writes as a revision enters
+// status s (sha is the commit being built, when known), before reporting
+// it: a build's clone and image steps in the build log, the deployer's
+// steps and the server's start in the deploy log. A failure status gets
+// one line naming it (the simulation adds the failure message at ERROR).
+// The lines carry no time: the control plane stamps them.
+func StepLog(w *controlplane.Work, s controlplane.RevisionStatus, sha *string) []controlplane.LogLine {
+	var repo, ref, commit string
+	if u := w.Deployment.SourceConfig.RepoURL; u != nil {
+		repo = *u
+	}
+	if v := w.Revision.SourceRevisionConfig.RepoRef; v != nil {
+		ref = *v
+	}
+	if sha != nil {
+		commit = *sha
+	}
+	image := ""
+	if v := w.Revision.SourceRevisionConfig.ImageURI; v != nil {
+		image = *v
+	} else if w.Revision.Source == controlplane.SourceGitHub {
+		image = "deployplane.local/" + w.Deployment.Name + ":" + ImageVersion(w, sha)
+	}
+	var msgs []string
+	level := controlplane.LevelInfo
+	switch s {
+	case controlplane.RevisionQueued:
+		msgs = []string{"Revision " + w.Revision.ID + " queued."}
+	case controlplane.RevisionAwaitingBuild:
+		msgs = []string{"Waiting for a builder."}
+	case controlplane.RevisionBuilding:
+		msgs = []string{
+			"Cloning " + repo + " at " + ref + ".",
+			"Checked out commit " + commit + ".",
+			"Step 1/4 : FROM langchain/langgraph-api:3.11",
+			"Step 2/4 : ADD . /deps/" + w.Deployment.Name,
+			"Step 3/4 : RUN pip install -c /api/constraints.txt -e /deps/*",
+			"Step 4/4 : ENV LANGSERVE_GRAPHS='{\"agent\": \"/deps/" + w.Deployment.Name + "/agent.py:graph\"}'",
+		}
+	case controlplane.RevisionAwaitingDeploy:
+		if w.Revision.Source == controlplane.SourceGitHub {
+			msgs = []string{"Successfully built " + image + "."}
+		} else {
+			msgs = []string{"Using image " + image + "."}
+		}
+	case controlplane.RevisionDeploying:
+		msgs = []string{"Pulling image " + image + ".", "Starting 1 replica."}
+	case controlplane.RevisionDeployed:
+		msgs = []string{"Server listening on 0.0.0.0:8000.", "Revision " + w.Revision.ID + " is serving."}
+	default:
+		if controlplane.IsTerminal(s) {
+			msgs, level = []string{"Revision " + w.Revision.ID + " is " + string(s) + "."}, controlplane.LevelError
+		}
+	}
+	lines := make([]controlplane.LogLine, len(msgs))
+	for i, m := range msgs {
+		lines[i] = controlplane.LogLine{Type: logOf(s), Level: level, Message: "[simulated] " + m}
+	}
+	return lines
 }
 
 // Teardown waits one step and succeeds: there is nothing to remove.

@@ -38,6 +38,10 @@ func (r *recReporter) Report(ctx context.Context, s controlplane.Step) error {
 	return err
 }
 
+func (r *recReporter) Log(ctx context.Context, lines ...controlplane.LogLine) error {
+	return r.r.Log(ctx, lines...)
+}
+
 func (r *recorder) Deploy(ctx context.Context, w *controlplane.Work, rep controlplane.Reporter) error {
 	return r.Deployer.Deploy(ctx, w, &recReporter{r: rep, rec: r})
 }
@@ -146,6 +150,28 @@ func gitHubGoesThroughTheBuild(t *testing.T) {
 	if len(sha) != 40 || rev.SourceRevisionConfig.RepoCommitSHA == nil || *rev.SourceRevisionConfig.RepoCommitSHA != sha {
 		t.Errorf("repo_commit_sha = %v, want the fake sha %s", rev.SourceRevisionConfig.RepoCommitSHA, sha)
 	}
+	// The quick start shows logs: the build's steps, then the deployer's.
+	for typ, want := range map[controlplane.LogType][]string{
+		controlplane.LogBuild: {"[simulated] Waiting for a builder.", "[simulated] Cloning https://github.com/acme/agent at main.",
+			"[simulated] Checked out commit " + sha + "."},
+		controlplane.LogDeploy: {"[simulated] Revision " + rev.ID + " queued."},
+	} {
+		page, err := e.cp.ListLogs(e.ctx, tenant, d.ID, rev.ID, &controlplane.LogQuery{Type: typ, Limit: new(3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, l := range page.Logs {
+			got = append(got, l.Message)
+		}
+		if diff := cmp.Diff(want[:min(3, len(want))], got[:min(len(want), len(got))]); diff != "" {
+			t.Errorf("first %s log lines (-want +got):\n%s", typ, diff)
+		}
+	}
+	last, err := e.cp.ListLogs(e.ctx, tenant, d.ID, rev.ID, &controlplane.LogQuery{Type: controlplane.LogDeploy, Order: "desc", Limit: new(1)})
+	if err != nil || len(last.Logs) != 1 || last.Logs[0].Message != "[simulated] Revision "+rev.ID+" is serving." {
+		t.Errorf("last deploy log line = %+v, %v; want the serving line", last, err)
+	}
 	got := e.deployment(d)
 	if got.Status != controlplane.StatusReady || got.ActiveRevisionID == nil || *got.ActiveRevisionID != rev.ID ||
 		got.ImageVersion == nil || *got.ImageVersion != "git-"+sha[:12] {
@@ -201,6 +227,15 @@ func TestFailAt(t *testing.T) {
 			if rev.Status != tc.want[len(tc.want)-1] || rev.StatusMessage == nil || *rev.StatusMessage != "boom" {
 				t.Errorf("revision %s (%v), want %s with the message", rev.Status, rev.StatusMessage, tc.want[len(tc.want)-1])
 			}
+			// The failure's message is the last line of its phase's log.
+			typ := controlplane.LogDeploy
+			if tc.want[len(tc.want)-1] == controlplane.RevisionBuildFailed {
+				typ = controlplane.LogBuild
+			}
+			last, err := e.cp.ListLogs(e.ctx, tenant, d.ID, rev.ID, &controlplane.LogQuery{Type: typ, Order: "desc", Limit: new(1)})
+			if err != nil || len(last.Logs) != 1 || last.Logs[0].Level != controlplane.LevelError || last.Logs[0].Message != "boom" {
+				t.Errorf("last %s log line = %+v, %v; want boom at ERROR", typ, last, err)
+			}
 			if got := e.deployment(d); got.Status != controlplane.StatusAwaitingDatabase || got.ActiveRevisionID != nil {
 				t.Errorf("deployment %s, active %v; want AWAITING_DATABASE and none", got.Status, got.ActiveRevisionID)
 			}
@@ -230,6 +265,10 @@ func (s *stopReporter) Report(ctx context.Context, st controlplane.Step) error {
 		return errStopped
 	}
 	return nil
+}
+
+func (s *stopReporter) Log(ctx context.Context, lines ...controlplane.LogLine) error {
+	return s.r.Log(ctx, lines...)
 }
 
 func (s *stopAt) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {

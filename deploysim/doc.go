@@ -17,6 +17,14 @@
 // (BUILDING -> BUILD_FAILED, DEPLOYING -> DEPLOY_FAILED, ...), for tests
 // and demos. Teardown waits one step and succeeds.
 //
+// Each step also writes plausible log lines (StepLog, every message
+// starting "[simulated]") through Reporter.Log before it is reported: the
+// clone and image steps in the build log of a github revision, the
+// deployer's steps and the server's start in the deploy log, and on a
+// failure a line at ERROR with its message in the log of its phase, so
+// that the quick start shows logs (GET .../revisions/{id}/logs,
+// langgraph deploy logs).
+//
 // The Deployer keeps no state: it starts from the status in the Work it is
 // given, so a revision resumed after a restart, or taken over from another
 // replica, carries on where it was. The control plane checks every report

@@ -19,12 +19,18 @@
 //
 // Every route is listed once, in routes.go, on a private http.ServeMux with
 // Go 1.22 method patterns: deployments (POST, GET list, GET, PATCH, DELETE),
-// revisions (GET list, POST, GET, POST redeploy), listeners (POST, GET list,
+// revisions (GET list, POST, GET, POST redeploy), revision logs (GET
+// /v2/deployments/{deployment_id}/revisions/{revision_id}/logs, and
+// langgraph-cli's POST /v1/projects/{project_id}/revisions/{revision_id}/build_logs,
+// .../deploy_logs and /v1/projects/{project_id}/deploy_logs, whose project
+// id is the deployment id and whose body is the GET's query; logs.go),
+// listeners (POST, GET list,
 // GET, PATCH, DELETE), GitHub integrations (GET /v1/integrations/github,
 // GET /v1/integrations/github/install, the public GET
 // /v1/integrations/github/setup and POST /v1/integrations/github/webhook,
-// and POST /v1/integrations/github when allowed; below), the OAuth helpers (below) and GET
-// /openapi.json, an OpenAPI 3.1 document built from the same list, with
+// and POST /v1/integrations/github when allowed; below), the OAuth helpers (below), the
+// public GET /healthz, GET /readyz and (with Options.Metrics) GET /metrics
+// (below, "Health and metrics"), and GET /openapi.json, an OpenAPI 3.1 document built from the same list, with
 // schemas derived from the controlplane and oauthflow types by reflection.
 // Success statuses are those of the contract: 201 for creations, 204 for
 // deletions, 202 for webhook deliveries, 200 otherwise (OAuth providers are created with 200 and
@@ -37,7 +43,8 @@
 // answers, one case per error of package apierr, the vocabulary both
 // domains share: *apierr.ValidationError 422 {"detail": [{loc, msg, type}]}
 // (at most 100 problems, below), apierr.ErrNotFound 404,
-// apierr.ErrConflict 409, apierr.ErrInvalidState 400, each with the
+// apierr.ErrConflict 409 (with X-Should-Retry: false, so that generated
+// SDKs do not retry it), apierr.ErrInvalidState 400, each with the
 // domain's sentence as {"detail": "..."}, and anything else a bare
 // 500 {"detail": "Internal Server Error"} whose cause goes to the log only.
 // Answers are json.Encoder's bytes (HTML characters escaped, a final
@@ -219,7 +226,8 @@
 // # Authentication and tenants
 //
 // Every route but GET /openapi.json, the OAuth callback, the GitHub setup
-// redirect and the GitHub webhook needs credentials: X-Api-Key, or Authorization: Bearer. An Authenticator (Options) turns them into a
+// redirect, the GitHub webhook, GET /healthz, GET /readyz and GET /metrics
+// (which has its own key) needs credentials: X-Api-Key, or Authorization: Bearer. An Authenticator (Options) turns them into a
 // Principal and the tenants it may use; the built-in KeyTable holds only
 // SHA-256 digests of its keys and compares a presented key's digest with
 // every entry in constant time. A principal with one tenant needs no
@@ -253,9 +261,11 @@
 //     ..."), so long polls never take the places of ordinary requests nor
 //     these theirs. Event streams and ?wait= on a revision, once served,
 //     are named in shed.go to take the same cap.
-//   - GET /healthz and GET /readyz, when served, are under neither cap nor
-//     the rate limit: a load balancer that found a saturated server
-//     unhealthy would pull it and move its load onto the others.
+//   - GET /healthz and GET /readyz are under neither cap nor the rate
+//     limit: a load balancer that found a saturated server unhealthy would
+//     pull it and move its load onto the others. GET /metrics is not
+//     exempt: it is an ordinary public route (in-flight cap, and the rate
+//     limit by address).
 //   - Rate limit (LoadLimits.RateLimit, default none; cmd/deployplane sets
 //     50 a second in bursts of 100): a token bucket (golang.org/x/time/rate)
 //     per client. Requests with accepted credentials are charged to their
@@ -286,7 +296,12 @@
 //
 // Options.Logger gets one Info record per request (method, path without the
 // query, status, duration, request_id, tenant) and an Error record with the
-// cause of every 500 and of every panic. Every answer carries X-Request-Id.
+// cause of every 500 and of every panic. Every answer carries X-Request-Id:
+// the client's own X-Request-Id when it sent one, cut to MaxRequestIDBytes
+// (128) with every byte but letters, digits and - _ . : / + = @ dropped (so
+// it goes into a log line or a header as it is), or, when it sent none or
+// nothing safe, one the handler makes (a random prefix per handler and a
+// sequence number). The log records carry the same id.
 //
 // The request records are written asynchronously: a request builds its
 // record and appends it to a buffer (Options.LogBuffer records), and one
@@ -304,6 +319,31 @@
 // client secrets, bodies and query strings (the OAuth callback's carries the
 // authorization code and state) are never logged; give the oauthflow.Service
 // the same Logger, it never logs a secret either.
+//
+// # Health and metrics
+//
+// GET /healthz answers 200 {"status": "ok"} while the process serves. GET
+// /readyz asks ControlPlane.Ready (the store answers a read, Run is
+// running, and its Deployer, when it implements
+// controlplane.ReadinessChecker, reaches its engine) within 5 s: 200
+// {"status": "ok"}, or 503 {"status": "unavailable", "detail": "Not ready:
+// ...", "not_ready": [...]} naming the components ("store", "reconcile",
+// "deployer") in fixed words. Both are public and answer no tenant's data:
+// the causes (which may hold addresses or paths) go to Options.Logger at
+// Warn, once each time the set of components not ready changes, and the
+// return to ready at Info. Probes that arrive while a check runs wait for
+// it and share its verdict, so a flood of probes costs one check at a
+// time.
+//
+// Options.Metrics (package prommetrics implements it) is told of every
+// request once its answer is written: the route's pattern, never the path
+// (ids would make a series each), the method, the status and the duration.
+// It also serves GET /metrics, which is public unless Options.MetricsKey is
+// set; then it needs Authorization: Bearer <key>, compared by SHA-256
+// digest in constant time (401 with WWW-Authenticate otherwise). The metrics
+// key and API keys open nothing of each other's. Without Options.Metrics
+// /metrics is a 404 and is not in GET /openapi.json. The observation costs
+// a request well under a microsecond (BENCHMARKS.md, "Metrics").
 //
 // # Performance
 //

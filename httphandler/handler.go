@@ -2,8 +2,10 @@ package httphandler
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -43,7 +45,8 @@ const DefaultMaxHeaderBytes = 64 << 10
 // default.
 type Options struct {
 	// Authenticator checks the credentials of every route but the public
-	// ones (GET /openapi.json, the OAuth callback and the GitHub webhook).
+	// ones (GET /openapi.json, the OAuth callback, the GitHub webhook and
+	// setup redirect, GET /healthz, /readyz and /metrics).
 	// Default nil: no credentials are accepted, so every other route
 	// answers 401. NewKeyTable builds the built-in one.
 	Authenticator Authenticator
@@ -110,6 +113,16 @@ type Options struct {
 	// and each client's request rate (503 and 429 beyond; see shed.go and
 	// ratelimit.go). Default nil: the caps of LoadLimits, no rate limit.
 	Load *LoadLimits
+	// Metrics is told of every request (route pattern, method, status,
+	// duration) and serves GET /metrics; package prommetrics implements
+	// it. Default nil: nothing is recorded, and /metrics answers 404 and
+	// is not in GET /openapi.json.
+	Metrics Metrics
+	// MetricsKey, when not empty, is the key GET /metrics requires, as
+	// Authorization: Bearer <key> (compared in constant time; 401
+	// otherwise). API keys do not open it, nor does it open anything
+	// else. Default empty: /metrics is public, like /healthz.
+	MetricsKey string
 }
 
 // handler is the http.Handler New returns.
@@ -135,6 +148,10 @@ type handler struct {
 	webhookSecret   []byte // empty: the GitHub webhook is disabled
 	allowUnverified bool   // serve POST /v1/integrations/github
 	load            *load  // admission control: concurrency caps, rate limit
+
+	metrics    Metrics   // nil: no metrics
+	metricsKey *[32]byte // SHA-256 of Options.MetricsKey; nil: /metrics is public
+	ready      readiness // GET /readyz's checks (health.go)
 
 	bufs     sync.Pool // *bytes.Buffer for encoding answers
 	idPrefix string
@@ -192,6 +209,11 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 		webhookSecret:   bytes.Clone(o.GitHubWebhookSecret),
 		allowUnverified: o.AllowUnverifiedIntegrations,
 		load:            newLoad(o.Load),
+		metrics:         o.Metrics,
+	}
+	if o.MetricsKey != "" {
+		d := sha256.Sum256([]byte(o.MetricsKey))
+		h.metricsKey = &d
 	}
 	if h.auth == nil {
 		h.auth = denyAll{}
@@ -314,7 +336,7 @@ type rawJSON []byte
 func (h *handler) serve(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		id := h.idPrefix + "-" + strconv.FormatUint(h.seq.Add(1), 10)
+		id := h.requestID(r)
 		w.Header().Set("X-Request-Id", id)
 		c := &call{w: w, r: r}
 		status := 0
@@ -330,10 +352,13 @@ func (h *handler) serve(rt route) http.Handler {
 					h.writeJSON(w, status, errorBody{detailInternal})
 				}
 			}
+			now := time.Now()
+			if h.metrics != nil {
+				h.metrics.ObserveRequest(rt.path, r.Method, status, now.Sub(start))
+			}
 			if ctx := r.Context(); h.log.Enabled(ctx, slog.LevelInfo) {
 				// Built here, formatted and written by the request log's
 				// goroutine (requestlog.go).
-				now := time.Now()
 				rec := slog.NewRecord(now, slog.LevelInfo, "request", 0)
 				rec.AddAttrs(slog.String("method", r.Method), slog.String("path", logPath(r)), slog.Int("status", status),
 					slog.Duration("duration", now.Sub(start)), slog.String("request_id", id),
@@ -374,6 +399,10 @@ func (h *handler) serve(rt route) http.Handler {
 			_, _ = w.Write(b)
 		case htmlPage:
 			writeHTML(w, code, b)
+		case metricsBody:
+			sw := &statusWriter{ResponseWriter: w}
+			h.metrics.ServeHTTP(sw, r)
+			status = cmp.Or(sw.status, http.StatusOK)
 		default:
 			h.writeJSON(w, code, b)
 		}

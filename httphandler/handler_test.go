@@ -245,6 +245,11 @@ func TestErrors(t *testing.T) {
 				diff(t, "detail", tt.detail, detail(t, r))
 			}
 			diff(t, "Allow", tt.allow, r.header.Get("Allow"))
+			retry := ""
+			if tt.status == 409 {
+				retry = "false"
+			}
+			diff(t, "x-should-retry", retry, r.header.Get("X-Should-Retry"))
 		})
 	}
 }

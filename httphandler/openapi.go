@@ -102,6 +102,8 @@ func (g *schemaGen) operation(rt route) obj {
 	switch {
 	case rt.html:
 		success["content"] = obj{"text/html": obj{"schema": obj{"type": "string"}}}
+	case rt.text:
+		success["content"] = obj{"text/plain": obj{"schema": obj{"type": "string"}}}
 	case rt.resp != nil:
 		success["content"] = obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.resp))}}
 	}
@@ -167,6 +169,7 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[pushInstallation]():        "GitHubInstallation",
 	reflect.TypeFor[pushRepository]():          "GitHubRepository",
 	reflect.TypeFor[webhookResponse]():         "GitHubWebhookResponse",
+	reflect.TypeFor[controlplane.LogQuery]():   "LogsRequest",
 }
 
 var enums = map[reflect.Type][]string{
@@ -177,6 +180,7 @@ var enums = map[reflect.Type][]string{
 	reflect.TypeFor[controlplane.DeploymentStatus](): {"AWAITING_DATABASE", "READY", "UNUSED", "AWAITING_DELETE", "UNKNOWN"},
 	reflect.TypeFor[controlplane.RevisionStatus](): {"CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY",
 		"DEPLOYING", "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "DEPLOYED", "SKIPPED", "INTERRUPTED", "UNKNOWN"},
+	reflect.TypeFor[controlplane.LogLevel](): {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"},
 }
 
 func (g *schemaGen) schema(t reflect.Type) obj {

@@ -22,6 +22,7 @@ type route struct {
 	status       int  // the success status
 	resp         any  // a value of the response body's type; nil: no body
 	html         bool // the answer is an HTML page (for a browser), not JSON
+	text         bool // the answer is plain text (the Prometheus format), not JSON
 	query        []param
 	headers      []param // request headers the route reads (all required)
 	errors       []int   // error statuses beyond those the document derives
@@ -79,6 +80,20 @@ func (h *handler) routes() []route {
 		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy", serve: (*handler).redeploy,
 			summary: "Redeploy a revision: a new revision copying its snapshot", status: http.StatusOK, resp: cp.Deployment{}},
 
+		// Logs (logs.go).
+		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/logs", serve: (*handler).revisionLogs,
+			summary: "Read a revision's build or deploy log, a page at a time", status: http.StatusOK, resp: cp.LogPage{},
+			query: logQueryParams},
+		{method: http.MethodPost, path: "/v1/projects/{project_id}/revisions/{revision_id}/build_logs", serve: (*handler).projectBuildLogs,
+			summary: "Read a revision's build log (langgraph-cli; the project id is the deployment id)",
+			body:    cp.LogQuery{}, bodyOptional: true, status: http.StatusOK, resp: cp.LogPage{}},
+		{method: http.MethodPost, path: "/v1/projects/{project_id}/revisions/{revision_id}/deploy_logs", serve: (*handler).projectRevisionDeployLogs,
+			summary: "Read a revision's deploy log (langgraph-cli; the project id is the deployment id)",
+			body:    cp.LogQuery{}, bodyOptional: true, status: http.StatusOK, resp: cp.LogPage{}},
+		{method: http.MethodPost, path: "/v1/projects/{project_id}/deploy_logs", serve: (*handler).projectDeployLogs,
+			summary: "Read the deploy log of the deployment's latest revision (langgraph-cli; the project id is the deployment id)",
+			body:    cp.LogQuery{}, bodyOptional: true, status: http.StatusOK, resp: cp.LogPage{}},
+
 		// Listeners.
 		{method: http.MethodPost, path: "/v2/listeners", serve: (*handler).createListener,
 			summary: "Register a listener", body: cp.CreateListenerRequest{}, status: http.StatusCreated, resp: cp.Listener{}},
@@ -120,6 +135,23 @@ func (h *handler) routes() []route {
 		// The API description.
 		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI,
 			summary: "This OpenAPI 3.1 document", status: http.StatusOK, resp: map[string]any{}},
+	}
+	// Operations (health.go, metrics.go).
+	routes = append(routes,
+		route{method: http.MethodGet, path: "/healthz", public: true, serve: (*handler).healthz,
+			summary: "Liveness: 200 as long as the process serves", status: http.StatusOK, resp: healthBody{}},
+		route{method: http.MethodGet, path: "/readyz", public: true, serve: (*handler).readyz,
+			summary: "Readiness: 200 when the store answers, the reconcile loop runs and the deployer reaches its engine; " +
+				"503 saying which is not ready",
+			status: http.StatusOK, resp: healthBody{}, errors: []int{http.StatusServiceUnavailable}})
+	if h.metrics != nil {
+		rt := route{method: http.MethodGet, path: "/metrics", public: true, serve: (*handler).serveMetrics,
+			summary: "Metrics in the Prometheus text format", status: http.StatusOK, text: true}
+		if h.metricsKey != nil {
+			rt.summary += " (needs the metrics key: Authorization: Bearer <key>)"
+			rt.errors = []int{http.StatusUnauthorized}
+		}
+		routes = append(routes, rt)
 	}
 	if h.allowUnverified {
 		routes = append(routes, route{method: http.MethodPost, path: "/v1/integrations/github", serve: (*handler).createIntegration,

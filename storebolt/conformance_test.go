@@ -30,3 +30,8 @@ func TestControlPlaneStateMachine(t *testing.T) {
 		func() (store.Store, error) { return storebolt.Open(filepath.Join(t.TempDir(), "db"), nil) },
 	)
 }
+
+// TestControlPlaneLogs runs the revision logs' model test over storebolt.
+func TestControlPlaneLogs(t *testing.T) {
+	controlplanetest.RunLogs(t, func() (store.Store, error) { return storebolt.Open(filepath.Join(t.TempDir(), "db"), nil) })
+}

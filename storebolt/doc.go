@@ -73,6 +73,10 @@
 // writer commit what is already queued, waits for running Views, and closes
 // the file. Check runs bbolt's consistency check.
 //
+// Options.OnCommit is told of every group commit: how many Updates it
+// holds, how long the write and fsync took, and its error (package
+// prommetrics turns them into the store_commit_* metrics).
+//
 // # Space
 //
 // Deployment keys are ordered by time (UUIDv7 ids after a tenant prefix), so

@@ -62,6 +62,15 @@ type Options struct {
 	PageSize int
 	// FileMode is the permission of a newly created file. Default 0o600.
 	FileMode os.FileMode
+	// OnCommit, when set, is called after each commit of a group of
+	// Updates (one bbolt transaction, one fsync), successful or not, with
+	// the number of Updates in it whose closures succeeded, the time the
+	// commit took (the write and fsync, not the closures), and the commit's
+	// error. It is called from the store's single writer, which waits for
+	// it: it must be quick and must not call the Store (package prommetrics
+	// records it in histograms). A group whose closures all failed commits
+	// nothing and is not reported.
+	OnCommit func(updates int, took time.Duration, err error)
 }
 
 // Store is a store.Store kept in one bbolt file. Create it with Open; it is
@@ -77,6 +86,8 @@ type Store struct {
 	// commit commits a write transaction. It is (*bbolt.Tx).Commit except in
 	// tests, which replace it to inject commit failures.
 	commit func(*bbolt.Tx) error
+	// onCommit is Options.OnCommit (nil: none).
+	onCommit func(updates int, took time.Duration, err error)
 
 	mu      sync.Mutex
 	cond    sync.Cond  // signalled when queue grows or closing is set
@@ -136,6 +147,7 @@ func Open(path string, opts *Options) (*Store, error) {
 		fillPercent:  o.FillPercent,
 		maxBatchSize: o.MaxBatchSize,
 		commit:       (*bbolt.Tx).Commit,
+		onCommit:     o.OnCommit,
 		writerDone:   make(chan struct{}),
 	}
 	s.cond.L = &s.mu

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"time"
 
 	"go.etcd.io/bbolt"
 
@@ -211,7 +212,7 @@ func (s *Store) commitBatch(batch []*request) []*request {
 
 	if ok == 0 {
 		_ = btx.Rollback()
-	} else if err := s.commit(btx); err != nil {
+	} else if err := s.observedCommit(btx, ok); err != nil {
 		_ = btx.Rollback() // in case the commit left it open; ErrTxClosed otherwise
 		err = fmt.Errorf("storebolt: commit %s: %w", s.path, err)
 		for _, r := range batch {
@@ -224,6 +225,18 @@ func (s *Store) commitBatch(batch []*request) []*request {
 		close(r.done)
 	}
 	return batch
+}
+
+// observedCommit commits btx, holding the writes of updates Updates, and
+// reports it to Options.OnCommit.
+func (s *Store) observedCommit(btx *bbolt.Tx, updates int) error {
+	if s.onCommit == nil {
+		return s.commit(btx)
+	}
+	start := time.Now()
+	err := s.commit(btx)
+	s.onCommit(updates, time.Since(start), err)
+	return err
 }
 
 // run runs r.fn against btx. It reports whether fn succeeded; when fn failed

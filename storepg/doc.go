@@ -79,6 +79,12 @@
 // store.ErrOutcomeUnknown, the one case where an error does not mean that
 // nothing was committed.
 //
+// Options.OnCommit is told of every COMMIT of an Update that wrote or read
+// something: its latency (the round trip, which includes the server's WAL
+// flush) and its error, as a batch of one (each Update is its own
+// transaction). Package prommetrics turns them into the store_commit_*
+// metrics.
+//
 // # Contention
 //
 // Retries alone do not ensure progress. When many Updates conflict with

@@ -61,6 +61,16 @@ type Options struct {
 	// pool_max_conn_lifetime, ...; see pgxpool.ParseConfig). OpenPool
 	// ignores it.
 	MaxConns int32
+	// OnCommit, when set, is called after each COMMIT of an Update's
+	// transaction, successful or not, with updates 1 (each Update is a
+	// transaction of its own: PostgreSQL has no group commit to report),
+	// the time the COMMIT took (its round trip, which includes the server's
+	// WAL flush), and its error. A try that PostgreSQL aborted before the
+	// COMMIT, and a closure that returned an error, commit nothing and are
+	// not reported. It is called from the Update's goroutine, which waits
+	// for it: it must be quick and must not call the Store (package
+	// prommetrics records it in histograms).
+	OnCommit func(updates int, took time.Duration, err error)
 }
 
 // Store is a store.Store over a PostgreSQL database, safe for concurrent use
@@ -71,6 +81,7 @@ type Store struct {
 	retries    int
 	aloneAfter int // -1: never
 	q          queries
+	onCommit   func(updates int, took time.Duration, err error) // Options.OnCommit
 
 	mu      sync.Mutex
 	closed  bool
@@ -116,7 +127,9 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, e
 		return nil, errors.New("storepg: nil pool")
 	}
 	schema, retries, aloneAfter := DefaultSchema, DefaultMaxRetries, DefaultAloneAfter
+	var onCommit func(int, time.Duration, error)
 	if opts != nil {
+		onCommit = opts.OnCommit
 		if opts.Schema != "" {
 			schema = opts.Schema
 		}
@@ -141,7 +154,7 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, e
 	if err := migrate(ctx, pool, schema); err != nil {
 		return nil, fmt.Errorf("storepg: preparing schema %q: %w", schema, err)
 	}
-	return &Store{pool: pool, retries: retries, aloneAfter: aloneAfter, q: newQueries(schema)}, nil
+	return &Store{pool: pool, retries: retries, aloneAfter: aloneAfter, q: newQueries(schema), onCommit: onCommit}, nil
 }
 
 // View runs fn in a SERIALIZABLE READ ONLY transaction, which sees one
@@ -210,7 +223,7 @@ func (s *Store) run(ctx context.Context, update bool, fn func(*txn) error) error
 				s.alone.Add(1)
 			}
 		}
-		retryable, err := s.try(ctx, begin, fn)
+		retryable, err := s.try(ctx, begin, update, fn)
 		if !retryable {
 			return err
 		}
@@ -245,7 +258,7 @@ func (s *Store) AloneRuns() int64 { return s.alone.Load() }
 
 // try runs fn once in a new transaction. It reports whether the error is
 // one that running fn again may cure.
-func (s *Store) try(ctx context.Context, begin []string, fn func(*txn) error) (retryable bool, err error) {
+func (s *Store) try(ctx context.Context, begin []string, update bool, fn func(*txn) error) (retryable bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("storepg: %w", err)
@@ -281,7 +294,7 @@ func (s *Store) try(ctx context.Context, begin []string, fn func(*txn) error) (r
 	}
 	done = true
 	pid := conn.Conn().PgConn().PID()
-	if err := t.commit(); err != nil {
+	if err := s.observedCommit(t, update); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) || t.xid == "" {
 			// The server refused the COMMIT, or there was nothing to
@@ -304,6 +317,18 @@ func (s *Store) try(ctx context.Context, begin []string, fn func(*txn) error) (r
 		}
 	}
 	return false, nil
+}
+
+// observedCommit commits t and, for an Update's transaction that a
+// statement began, reports it to Options.OnCommit.
+func (s *Store) observedCommit(t *txn, update bool) error {
+	if s.onCommit == nil || !update || !t.begun {
+		return t.commit()
+	}
+	start := time.Now()
+	err := t.commit()
+	s.onCommit(1, time.Since(start), err)
+	return err
 }
 
 // commitOutcome learns whether the transaction xid, whose COMMIT was sent on

@@ -1,7 +1,9 @@
 // Command deployplane is the standalone deployplane server: the HTTP API of
 // package httphandler over a controlplane.ControlPlane and a store (bbolt,
 // in memory, or PostgreSQL for several replicas), the reconcile loop that
-// moves revisions along with the simulated deployer of package deploysim,
+// moves revisions along with the simulated deployer of package deploysim
+// (or, with -deployer docker, runs them as containers with package
+// deploydocker),
 // the GitHub webhook of build_on_push, API keys, request logs and graceful
 // shutdown. Run `deployplane -h` for the flags, the keys file format and how
 // the default tenant is chosen.
@@ -24,6 +26,7 @@ import (
 	neturl "net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +41,7 @@ import (
 	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/oauthflow"
+	"github.com/deployplane/deployplane/prommetrics"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storebolt"
 	"github.com/deployplane/deployplane/storemem"
@@ -51,12 +55,19 @@ Usage:
 
     deployplane [-addr 127.0.0.1:8124] [-db ./deployplane.db | -db postgres://...]
                 [-keys FILE] [-public-url URL] [-secret-key-file FILE]
-                [-sim-step 500ms] [-github-webhook-secret SECRET]
+                [-deployer sim|docker] [-sim-step 500ms] [-sim-fail-at STATUS]
+                [-docker-host URL]
+                [-docker-network host] [-docker-proxy-addr 127.0.0.1:8125]
+                [-docker-proxy-url URL] [-docker-instance NAME]
+                [-docker-postgres-image IMAGE] [-docker-redis-image IMAGE]
+                [-docker-health-path /ok] [-docker-health-timeout 3m]
+                [-github-webhook-secret SECRET]
                 [-github-app-id ID -github-app-slug SLUG -github-app-private-key-file FILE
                  -github-client-id ID -github-client-secret SECRET]
                 [-allow-unverified-integrations]
                 [-max-conns 1024] [-max-in-flight N] [-max-long-polls 256]
                 [-rate-limit 50] [-rate-burst 100]
+                [-log-format text|json] [-metrics-key KEY]
 
 Flags:
 
@@ -104,9 +115,50 @@ Flags:
                       reach although they are not public https services:
                       each a name or an IP address (every port), or
                       HOST:PORT ([::1]:9000 for IPv6); see "OAuth helpers"
+    -deployer sim|docker
+                      what makes revisions real (default sim): sim walks the
+                      statuses without running anything (see "Revisions");
+                      docker runs external_docker revisions as containers on
+                      a Docker daemon (package deploydocker)
     -sim-step D       the simulated deployer's delay per revision status
                       (default 500ms: an external_docker revision is DEPLOYED
                       about 2 s after it is created, a github one about 3 s)
+    -sim-fail-at STATUS
+                      make the simulated deployer fail every revision at this
+                      status (BUILDING gives BUILD_FAILED, DEPLOYING
+                      DEPLOY_FAILED, ...), to try failures and their logs
+    -docker-host URL  with -deployer docker, the daemon: unix:///path.sock or
+                      tcp://host:port (default $DOCKER_HOST, else
+                      unix:///var/run/docker.sock)
+    -docker-network NAME
+                      the network containers join (default host: each
+                      container gets its own port, passed in $PORT; another
+                      name is a Docker network whose container addresses
+                      this server can reach, containers listen on 8000)
+    -docker-proxy-addr HOST:PORT
+                      where deployments' urls are served (default
+                      127.0.0.1:8125): a deployment answers at
+                      <proxy URL>/<deployment id>/..., balanced over its
+                      active revision's containers
+    -docker-proxy-url URL
+                      the base URL clients reach -docker-proxy-addr at, which
+                      deployments' url fields carry (default: derived from
+                      -docker-proxy-addr)
+    -docker-instance NAME
+                      the label value that marks this server's containers
+                      (default deployplane); servers sharing a daemon need
+                      different ones, or the same one when they are replicas
+                      of one install
+    -docker-postgres-image IMAGE, -docker-redis-image IMAGE
+                      the images of the database and the Redis every
+                      deployment gets, started before its first revision and
+                      kept until DELETE; its containers find them in
+                      DATABASE_URI and REDIS_URI (defaults postgres:16-alpine
+                      and redis:7-alpine; '' starts none)
+    -docker-health-path PATH, -docker-health-timeout D
+                      a new container is healthy once GET PATH answers 200
+                      (default /ok, on the port in $PORT); one that does not
+                      within D (default 3m) fails its revision (DEPLOY_FAILED)
     -github-webhook-secret SECRET
                       the webhook secret of the GitHub App whose pushes
                       trigger build_on_push deployments (prefer the
@@ -145,6 +197,11 @@ Flags:
                       routes, are limited by client address alike
     -rate-burst N     requests each API key may send at once before the rate
                       applies (default 100)
+    -log-format F     text (default: log/slog's key=value lines) or json (one
+                      JSON object per line), on standard error
+    -metrics-key KEY  require "Authorization: Bearer KEY" on GET /metrics
+                      (default: /metrics is public; prefer the environment
+                      variable, see "Operations")
 
 Environment:
 
@@ -157,6 +214,8 @@ Environment:
     DEPLOYPLANE_GITHUB_CLIENT_SECRET
                             the GitHub App's OAuth client secret, as
                             -github-client-secret (give one or the other)
+    DEPLOYPLANE_METRICS_KEY the key of GET /metrics, as -metrics-key (give
+                            one or the other)
 
 Keys and tenants:
 
@@ -175,7 +234,8 @@ Keys and tenants:
 
 Revisions:
 
-    The server runs the reconcile loop with the built-in simulated deployer:
+    With -deployer docker, revisions run as containers (see -deployer);
+    otherwise the server runs the reconcile loop with the simulated deployer:
     every revision walks its statuses one -sim-step at a time (github:
     CREATING, QUEUED, AWAITING_BUILD, BUILDING, AWAITING_DEPLOY, DEPLOYING,
     DEPLOYED; external_docker skips the two build states), then becomes the
@@ -268,13 +328,42 @@ Replicas:
 
 Logs:
 
-    Structured (log/slog text) on standard error: one record per request
+    Structured, on standard error: log/slog's text lines, or JSON lines with
+    -log-format json. One record per request
     (method, path without the query, status, duration, request_id, tenant);
     keys, tokens, secrets, bodies and query strings (the OAuth callback's
     carries the code and state) are never logged, nor the password of a
     PostgreSQL URL. Every answer carries its X-Request-Id. Request records
     are written by a goroutine of their own, in order, and all of them
     before the server exits.
+
+Operations:
+
+    GET /healthz answers 200 {"status": "ok"} while the process serves.
+    GET /readyz answers 200 {"status": "ok"} when the database answers, the
+    reconcile loop runs and the deployer reaches its engine, and otherwise
+    503 {"status": "unavailable", "detail": ..., "not_ready": [...]} naming
+    "store", "reconcile" or "deployer" (the causes go to the log, at Warn,
+    when the state changes). Both are public, carry no data, and answer
+    even when the in-flight cap or the rate limit refuses other requests:
+    point a load balancer's or Kubernetes' liveness probe at /healthz and
+    its readiness probe at /readyz.
+
+    GET /metrics answers the Prometheus text format (package prommetrics):
+    requests by route pattern, method and status with their durations,
+    revision transitions, deployer step and call durations, leases taken
+    over, revisions waiting and in progress, database commit latency and
+    batch size, and the Go runtime's and the process's metrics. It is
+    public unless a metrics key is given (-metrics-key or
+    DEPLOYPLANE_METRICS_KEY): then scrapers send it as a bearer token
+    (Prometheus: authorization: {credentials: KEY}).
+
+    Each answer carries X-Request-Id: the client's own when it sent one (at
+    most 128 bytes, letters, digits and - _ . : / + = @ kept, the rest
+    dropped), a generated one otherwise; the request's log record has the
+    same request_id. The reconcile loop logs each revision status change at
+    Info ("revision transition": tenant, deployment, revision, from, to,
+    step).
 
 Signals:
 
@@ -318,7 +407,9 @@ type config struct {
 	envSecretKey    string
 	pgSchema        string
 	simStep         time.Duration
+	simFailAt       string
 	webhookSecret   string
+	deployer        deployerFlags
 
 	// The GitHub App (integrations).
 	githubAppID           int64
@@ -335,6 +426,9 @@ type config struct {
 	maxLongPolls int
 	rateLimit    float64
 	rateBurst    int
+	// Operations: logs and metrics.
+	logFormat  string
+	metricsKey string
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
@@ -354,6 +448,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.egressAllow, "egress-allow-hosts", "", "hosts requests on a tenant's behalf may reach over http or at non-public addresses")
 	fs.StringVar(&c.pgSchema, "pg-schema", storepg.DefaultSchema, "PostgreSQL schema")
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
+	fs.StringVar(&c.simFailAt, "sim-fail-at", "", "revision status at which the simulated deployer fails")
+	c.deployer.register(fs, getenv)
 	fs.StringVar(&c.webhookSecret, "github-webhook-secret", "", "GitHub App webhook secret")
 	// The GitHub App (integrations).
 	envClientSecret := getenv("DEPLOYPLANE_GITHUB_CLIENT_SECRET")
@@ -370,6 +466,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.IntVar(&c.maxLongPolls, "max-long-polls", httphandler.DefaultMaxLongPolls, "long polls open at once (-1: no cap)")
 	fs.Float64Var(&c.rateLimit, "rate-limit", 50, "requests per second per API key (0: no limit)")
 	fs.IntVar(&c.rateBurst, "rate-burst", 100, "requests per API key at once")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.metricsKey, "metrics-key", "", "key GET /metrics requires (default: public)")
+	envMetricsKey := getenv("DEPLOYPLANE_METRICS_KEY")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -392,6 +491,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		fmt.Fprintln(stderr, "deployplane: -sim-step must be positive")
 		return nil, errUsage
 	}
+	if s := controlplane.RevisionStatus(c.simFailAt); s != "" && (controlplane.IsTerminal(s) || !slices.Contains(controlplane.HappyPath(controlplane.SourceGitHub), s)) {
+		fmt.Fprintln(stderr, "deployplane: -sim-fail-at must be a status a revision passes through (CREATING, QUEUED, AWAITING_BUILD, BUILDING, AWAITING_DEPLOY, DEPLOYING)")
+		return nil, errUsage
+	}
 	switch {
 	case c.webhookSecret != "" && envWebhookSecret != "":
 		fmt.Fprintln(stderr, "deployplane: give DEPLOYPLANE_GITHUB_WEBHOOK_SECRET or -github-webhook-secret, not both")
@@ -401,6 +504,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if c.pgSchema == "" {
 		fmt.Fprintln(stderr, "deployplane: -pg-schema must not be empty")
+		return nil, errUsage
+	}
+	if msg := c.deployer.check(); msg != "" {
+		fmt.Fprintln(stderr, "deployplane: "+msg)
 		return nil, errUsage
 	}
 	// The GitHub App: all of it or none.
@@ -419,6 +526,17 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if msg := c.checkLoadFlags(); msg != "" {
 		fmt.Fprintln(stderr, "deployplane: "+msg)
 		return nil, errUsage
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		fmt.Fprintf(stderr, "deployplane: -log-format must be text or json, not %q\n", c.logFormat)
+		return nil, errUsage
+	}
+	switch {
+	case c.metricsKey != "" && envMetricsKey != "":
+		fmt.Fprintln(stderr, "deployplane: give DEPLOYPLANE_METRICS_KEY or -metrics-key, not both")
+		return nil, errUsage
+	case envMetricsKey != "":
+		c.metricsKey = envMetricsKey
 	}
 	return c, nil
 }
@@ -472,8 +590,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if c.logFormat == "json" {
+		log = slog.New(slog.NewJSONHandler(stderr, nil))
+	}
+	metrics := prommetrics.New(&prommetrics.Options{Logger: log})
 
-	st, err := openStore(ctx, c.db, c.pgSchema)
+	st, err := openStore(ctx, c.db, c.pgSchema, metrics.ObserveCommit)
 	if err != nil {
 		return err
 	}
@@ -558,12 +680,21 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if err != nil {
 		return err
 	}
-	cp := controlplane.New(st, &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey})
+	cp := controlplane.New(st, &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics})
 	// Records of an earlier key layout move to the current one before
-	// anything is served (resumable; replicas may start at once).
+	// anything is served or deployed (resumable; replicas may start at
+	// once).
 	if err := cp.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrating the store: %w", err)
 	}
+	if err := metrics.WatchPendingWork(cp); err != nil {
+		return err
+	}
+	deployer, deployerDesc, stopDeployer, err := startDeployer(ctx, &c.deployer, c.simStep, controlplane.RevisionStatus(c.simFailAt), cp, log)
+	if err != nil {
+		return err
+	}
+	defer stopDeployer()
 	// draining keeps ctx's values (the tests' hooks) but not its end.
 	draining, drain := context.WithCancel(context.WithoutCancel(ctx))
 	defer drain()
@@ -578,6 +709,8 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		OAuth:               oauth,
 		GitHubWebhookSecret: webhookSecret,
 		Load:                c.loadLimits(),
+		Metrics:             metrics,
+		MetricsKey:          c.metricsKey,
 
 		AllowUnverifiedIntegrations: c.allowUnverifiedIntegs,
 	})
@@ -607,17 +740,22 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if githubApp != nil {
 		githubAppState = "enabled"
 	}
-	log.Info("listening", "addr", url, "db", redactDSN(c.db), "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
-		"public_url", publicURL, "secret_key", keyOrigin, "deployer", "simulated", "sim_step", c.simStep,
+	metricsAccess := "public"
+	if c.metricsKey != "" {
+		metricsAccess = "key required"
+	}
+	log.Info("listening", append([]any{"addr", url, "db", redactDSN(c.db), "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
+		"public_url", publicURL, "secret_key", keyOrigin}, append(deployerDesc,
 		"github_webhook", webhook, "github_app", githubAppState, "unverified_integrations", c.allowUnverifiedIntegs,
-		"max_conns", c.maxConns, "rate_limit", c.rateLimit, "rate_burst", c.rateBurst)
+		"max_conns", c.maxConns, "rate_limit", c.rateLimit, "rate_burst", c.rateBurst,
+		"metrics", metricsAccess)...)...)
 
 	// The reconcile loop has its own context: it stops after the last
 	// request, and before the deferred Close of the store.
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	defer stopLoop()
 	looped := make(chan error, 1)
-	go func() { looped <- cp.Run(loopCtx, deploysim.New(&deploysim.Options{Step: c.simStep})) }()
+	go func() { looped <- cp.Run(loopCtx, deployer) }()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(c.limitListener(ln)) }()
 	go cleanupFlows(ctx, oauth, log)
@@ -866,18 +1004,20 @@ func cleanupFlows(ctx context.Context, oauth *oauthflow.Service, log *slog.Logge
 	}
 }
 
-func openStore(ctx context.Context, db, pgSchema string) (store.Store, error) {
+// openStore opens the -db store; onCommit observes its commits (bbolt's
+// and PostgreSQL's; the in-memory store has none).
+func openStore(ctx context.Context, db, pgSchema string, onCommit func(int, time.Duration, error)) (store.Store, error) {
 	switch {
 	case db == ":memory:":
 		return storemem.New(), nil
 	case isPostgres(db):
-		st, err := storepg.Open(ctx, db, &storepg.Options{Schema: pgSchema})
+		st, err := storepg.Open(ctx, db, &storepg.Options{Schema: pgSchema, OnCommit: onCommit})
 		if err != nil {
 			return nil, fmt.Errorf("opening %s: %w", redactDSN(db), err)
 		}
 		return st, nil
 	}
-	st, err := storebolt.Open(db, nil)
+	st, err := storebolt.Open(db, &storebolt.Options{OnCommit: onCommit})
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", db, err)
 	}

@@ -26,7 +26,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-var listeningRE = regexp.MustCompile(`msg=listening addr=(http://\S+)`)
+// listeningRE finds the server's address in its "listening" record, in
+// the text format or (-log-format json) the JSON one.
+var listeningRE = regexp.MustCompile(`(?:msg=listening addr=|"msg":"listening","addr":")(http://[^\s"]+)`)
 
 // watcher is an io.Writer that keeps everything written and reports the
 // address of the "listening" record.
@@ -457,7 +459,7 @@ func TestHelp(t *testing.T) {
 		"-max-body-bytes", "-shutdown-timeout", "-new-key", "DEPLOYPLANE_API_KEY", "default tenant", "SIGTERM", "X-Tenant-Id",
 		"-public-url", "/v2/auth/callback/{provider_id}", "-secret-key-file", "DEPLOYPLANE_SECRET_KEY", "64 hex digits", "base64",
 		"<db>.secret-key", "0600", "ephemeral", "query strings",
-		"-sim-step", "500ms", "DEPLOYED", "-github-webhook-secret", "DEPLOYPLANE_GITHUB_WEBHOOK_SECRET",
+		"-sim-step", "500ms", "DEPLOYED", "-sim-fail-at", "-github-webhook-secret", "DEPLOYPLANE_GITHUB_WEBHOOK_SECRET",
 		"/v1/integrations/github/webhook", "X-Hub-Signature-256", "build_on_push", "503",
 		"postgres://", "postgresql://", "-pg-schema", "replicas", "lease"} {
 		if !strings.Contains(stderr.String(), want) {
@@ -471,6 +473,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"-nope"}, nil},
 		{[]string{"-sim-step", "0s"}, nil},
 		{[]string{"-sim-step", "-1s"}, nil},
+		{[]string{"-sim-fail-at", "DEPLOYED"}, nil},
+		{[]string{"-sim-fail-at", "building"}, nil},
 		{[]string{"-pg-schema", ""}, nil},
 		{[]string{"-github-webhook-secret", "a"}, map[string]string{"DEPLOYPLANE_GITHUB_WEBHOOK_SECRET": "b"}},
 	} {

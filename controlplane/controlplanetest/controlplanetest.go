@@ -177,8 +177,18 @@ type mRev struct {
 	id                 string
 	src, secrets, spec any
 	status             string
-	msg                any // nil or the status_message
-	image              any // nil or the image version reported
+	msg                any   // nil or the status_message
+	image              any   // nil or the image version reported
+	history            []any // the statuses it entered, oldest first (status_history without the times)
+}
+
+// enter moves the model revision to status s, as status_history records.
+func (r *mRev) enter(s, msg any) {
+	r.status = s.(string)
+	r.history = append(r.history, s)
+	if msg != nil {
+		r.msg = msg
+	}
 }
 
 // mDep is the model of a deployment: its expected wire shape as decoded
@@ -605,12 +615,12 @@ func (m *machine) addRevision(rt *rapid.T, d *mDep, id any) {
 	// A new revision supersedes those still before DEPLOYING.
 	for i := range d.revs {
 		if r := &d.revs[i]; modelSkippable(r.status) {
-			r.status, r.msg = "SKIPPED", "Superseded by revision "+sid+"."
+			r.enter("SKIPPED", "Superseded by revision "+sid+".")
 		}
 	}
 	d.revs = append(d.revs, mRev{id: sid, src: src, secrets: jsonValue(rt, d.exp["secrets"]),
 		spec:   jsonValue(rt, getPath(d.exp, []string{"source_config", "resource_spec"})),
-		status: "CREATING"})
+		status: "CREATING", history: []any{"CREATING"}})
 }
 
 // target draws the deployment a call names: usually one of the model's,
@@ -997,7 +1007,7 @@ func (m *machine) delete(rt *rapid.T) {
 	d.exp["updated_at"] = got["updated_at"]
 	for i := range d.revs {
 		if r := &d.revs[i]; !modelFinal(r.status) {
-			r.status, r.msg = "INTERRUPTED", "The deployment is being deleted."
+			r.enter("INTERRUPTED", "The deployment is being deleted.")
 		}
 	}
 }
@@ -1052,7 +1062,7 @@ func (m *machine) checkDeployments(rt *rapid.T, all bool) {
 		var want []any
 		for _, r := range slices.Backward(d.revs) {
 			want = append(want, map[string]any{"id": r.id, "source": d.source(), "source_revision_config": r.src,
-				"status": r.status, "status_message": r.msg})
+				"status": r.status, "status_message": r.msg, "status_history": r.history})
 		}
 		page, err := m.call(rt, "list revisions", func(cp *controlplane.ControlPlane) (any, error) {
 			return cp.ListRevisions(m.ctx, d.tenant, d.id(), &controlplane.ListRevisionsQuery{Limit: new(controlplane.MaxPageLimit)})
@@ -1062,13 +1072,7 @@ func (m *machine) checkDeployments(rt *rapid.T, all bool) {
 		}
 		var got []any
 		for _, r := range page.(*controlplane.RevisionPage).Resources {
-			rm := toMap(rt, r)
-			if r.UpdatedAt.Before(r.CreatedAt) {
-				rt.Fatalf("revision %v (%s): created_at %v, updated_at %v", rm["id"], r.Status, rm["created_at"], rm["updated_at"])
-			}
-			delete(rm, "created_at")
-			delete(rm, "updated_at")
-			got = append(got, rm)
+			got = append(got, revisionMap(rt, r))
 		}
 		if diff := diff(want[:min(len(want), controlplane.MaxPageLimit)], got); diff != "" {
 			rt.Fatalf("revisions of %s differ from the model (-model +got):\n%s", d.id(), diff)
@@ -1117,10 +1121,7 @@ func (m *machine) checkRevisionFilter(rt *rapid.T, d *mDep, all []any) {
 	}
 	got := []any{}
 	for _, r := range page.(*controlplane.RevisionPage).Resources {
-		rm := toMap(rt, r)
-		delete(rm, "created_at")
-		delete(rm, "updated_at")
-		got = append(got, rm)
+		got = append(got, revisionMap(rt, r))
 	}
 	if diff := diff(want, got); diff != "" {
 		rt.Fatalf("revisions of %s with status in %v, offset %d, limit %d differ from the model (-model +got):\n%s", d.id(), statuses, q.Offset, *q.Limit, diff)
@@ -1155,4 +1156,29 @@ func diff(want, got any) string {
 		return ""
 	}
 	return cmp.Diff(want, got)
+}
+
+// revisionMap is a revision's wire JSON as the model sees it: without its
+// times, and with status_history as the list of statuses. The times are
+// checked here: updated_at is not before created_at, and status_history's
+// run from created_at, never backwards, to at most updated_at (a report of
+// a commit or an image alone moves updated_at, not the status).
+func revisionMap(rt *rapid.T, r controlplane.Revision) map[string]any {
+	rm := toMap(rt, r)
+	if r.UpdatedAt.Before(r.CreatedAt) {
+		rt.Fatalf("revision %v (%s): created_at %v, updated_at %v", rm["id"], r.Status, rm["created_at"], rm["updated_at"])
+	}
+	statuses := []any{}
+	for i, h := range r.StatusHistory {
+		statuses = append(statuses, string(h.Status))
+		first, last := i == 0, i == len(r.StatusHistory)-1
+		if first && !h.At.Equal(r.CreatedAt) || last && h.At.After(r.UpdatedAt) || !first && h.At.Before(r.StatusHistory[i-1].At) {
+			rt.Fatalf("revision %v: status_history %v does not run from created_at %v to (at most) updated_at %v",
+				rm["id"], rm["status_history"], rm["created_at"], rm["updated_at"])
+		}
+	}
+	rm["status_history"] = statuses
+	delete(rm, "created_at")
+	delete(rm, "updated_at")
+	return rm
 }

@@ -303,6 +303,8 @@ func (m *machine) gen(rt *rapid.T, tenant, key string) (any, bool) {
 		return m.value(rt, "image", "", "r/a:1", "ghcr.io/acme/agent:v2", "registry.example:5000/x/y@sha256:"+strings.Repeat("0f", 32))
 	case "source_revision_config.repo_commit_sha":
 		return pick(rt, "sha", "abc123", ""), true
+	case "url":
+		return pick(rt, "url", "http://127.0.0.1:9/d/x", ""), true
 	case "secrets":
 		s := m.genSecrets(rt)
 		return s, secretsOK(s)

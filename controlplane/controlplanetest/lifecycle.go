@@ -396,7 +396,7 @@ func (m *machine) checkDeploy(rt *rapid.T, s *scripted, pending []string) {
 		}
 		before := deepCopy(rt, exp)
 		if st.Status != "" {
-			r.status = string(st.Status)
+			r.enter(string(st.Status), nil)
 		}
 		if st.Message != "" {
 			r.msg = st.Message
@@ -425,7 +425,7 @@ func (m *machine) checkDeploy(rt *rapid.T, s *scripted, pending []string) {
 		touched = touched || !cmp.Equal(before, exp)
 	}
 	if s.fail && !modelFinal(r.status) {
-		r.status, r.msg = modelFailure(r.status), errPlanned.Error()
+		r.enter(modelFailure(r.status), errPlanned.Error())
 	}
 	got := m.get(rt, d)
 	m.touched[d] = true

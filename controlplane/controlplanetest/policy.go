@@ -93,6 +93,9 @@ var modelFields = []fieldPolicy{
 	{loc("source_revision_config.image_uri"), [2]createPolicy{cNA, cRequired}, [2]patchPolicy{pNA, pRevision}},
 	// Read-only response field: ignored in requests (section 1).
 	{loc("source_revision_config.repo_commit_sha"), [2]createPolicy{cIgnored, cIgnored}, [2]patchPolicy{pIgnored, pIgnored}},
+	// Read-only response field set by the deployer: ignored in requests
+	// (sections 1 and 9).
+	{loc("url"), [2]createPolicy{cIgnored, cIgnored}, [2]patchPolicy{pIgnored, pIgnored}},
 	// Optional on create; a non-empty list makes a revision ([] is "no
 	// change").
 	{loc("secrets"), [2]createPolicy{cOptional, cOptional}, [2]patchPolicy{pRevision, pRevision}},

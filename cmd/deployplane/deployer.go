@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/deploydocker"
+	"github.com/deployplane/deployplane/deploysim"
+)
+
+// deployerFlags are the flags that choose and configure the deployer.
+type deployerFlags struct {
+	kind           string // sim or docker
+	dockerHost     string
+	dockerNetwork  string
+	dockerProxy    string // listen address of the url proxy
+	dockerProxyURL string // base URL clients reach it at
+	dockerInstance string
+	postgresImage  string
+	redisImage     string
+	healthPath     string
+	healthTimeout  time.Duration
+}
+
+func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&f.kind, "deployer", "sim", "sim (simulated) or docker")
+	fs.StringVar(&f.dockerHost, "docker-host", getenv("DOCKER_HOST"), "Docker daemon address (default $DOCKER_HOST, else unix:///var/run/docker.sock)")
+	fs.StringVar(&f.dockerNetwork, "docker-network", deploydocker.DefaultNetwork, "Docker network of the containers")
+	fs.StringVar(&f.dockerProxy, "docker-proxy-addr", "127.0.0.1:8125", "where deployments' urls are served")
+	fs.StringVar(&f.dockerProxyURL, "docker-proxy-url", "", "base URL clients reach -docker-proxy-addr at")
+	fs.StringVar(&f.dockerInstance, "docker-instance", deploydocker.DefaultInstance, "label value that marks this server's containers")
+	fs.StringVar(&f.postgresImage, "docker-postgres-image", "postgres:16-alpine", "image of each deployment's database ('' for none)")
+	fs.StringVar(&f.redisImage, "docker-redis-image", "redis:7-alpine", "image of each deployment's Redis ('' for none)")
+	fs.StringVar(&f.healthPath, "docker-health-path", deploydocker.DefaultHealthPath, "path of the containers' health check")
+	fs.DurationVar(&f.healthTimeout, "docker-health-timeout", deploydocker.DefaultHealthTimeout, "how long a new container has to pass its health check")
+}
+
+// check says what is wrong with the deployer flags, or "".
+func (f *deployerFlags) check() string {
+	switch f.kind {
+	case "sim", "docker":
+	default:
+		return fmt.Sprintf("-deployer must be sim or docker, not %q", f.kind)
+	}
+	if f.kind == "docker" && f.dockerNetwork == "" {
+		return "-docker-network must not be empty"
+	}
+	if f.healthTimeout <= 0 {
+		return "-docker-health-timeout must be positive"
+	}
+	return ""
+}
+
+// startDeployer builds the deployer the flags choose. For docker it checks
+// the daemon, serves the url proxy, and reconciles the containers an
+// earlier run left; stop closes what it started.
+func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration, simFailAt controlplane.RevisionStatus,
+	cp *controlplane.ControlPlane, log *slog.Logger) (d controlplane.Deployer, desc []any, stop func(), err error) {
+	if f.kind != "docker" {
+		return deploysim.New(&deploysim.Options{Step: simStep, FailAt: simFailAt}), []any{"deployer", "simulated", "sim_step", simStep}, func() {}, nil
+	}
+	ln, err := net.Listen("tcp", f.dockerProxy)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("-docker-proxy-addr: %w", err)
+	}
+	proxyURL := f.dockerProxyURL
+	if proxyURL == "" {
+		proxyURL = defaultPublicURL(ln.Addr())
+	}
+	dd, err := deploydocker.New(&deploydocker.Options{Host: f.dockerHost, Network: f.dockerNetwork, ProxyURL: proxyURL,
+		Instance: f.dockerInstance, State: cp, Logger: log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
+		Services: &deploydocker.Services{PostgresImage: f.postgresImage, RedisImage: f.redisImage}})
+	if err != nil {
+		ln.Close()
+		return nil, nil, nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := dd.Ping(pctx); err != nil {
+		ln.Close()
+		dd.Close()
+		return nil, nil, nil, fmt.Errorf("-docker-host: %w", err)
+	}
+	if err := dd.Reconcile(pctx); err != nil {
+		ln.Close()
+		dd.Close()
+		return nil, nil, nil, err
+	}
+	srv := &http.Server{Handler: dd.Proxy(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("the deployments' proxy stopped", "err", err)
+		}
+	}()
+	stop = func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+		<-served
+		dd.Close()
+	}
+	return dd, []any{"deployer", "docker", "docker_host", f.dockerHost, "docker_network", f.dockerNetwork, "proxy_url", proxyURL}, stop, nil
+}

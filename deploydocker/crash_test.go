@@ -1,0 +1,178 @@
+package deploydocker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/deploydocker"
+	"github.com/deployplane/deployplane/storebolt"
+)
+
+// childEnv, when set, makes the test binary the kill -9 test's control
+// plane (runChild); the other variables say where its store, daemon,
+// instance and proxy are.
+const (
+	childEnv      = "DEPLOYDOCKER_TEST_CHILD"
+	childDB       = "DEPLOYDOCKER_TEST_CHILD_DB"
+	childInstance = "DEPLOYDOCKER_TEST_CHILD_INSTANCE"
+	childProxy    = "DEPLOYDOCKER_TEST_CHILD_PROXY"
+)
+
+// cpOptions are the control plane options of both lives of the kill -9
+// test: a short lease, so that the restarted one takes over the work the
+// killed one held without a long wait.
+func cpOptions(log *slog.Logger) *controlplane.Options {
+	return &controlplane.Options{PollInterval: 100 * time.Millisecond, LeaseDuration: 2 * time.Second, Logger: log}
+}
+
+// runChild runs a control plane with the Docker deployer over the store
+// the parent prepared, until it is killed.
+func runChild() {
+	fail := func(err error) { fmt.Fprintln(os.Stderr, "child:", err); os.Exit(2) }
+	st, err := storebolt.Open(os.Getenv(childDB), nil)
+	if err != nil {
+		fail(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cp := controlplane.New(st, cpOptions(log))
+	d, err := deploydocker.New(&deploydocker.Options{
+		Host: os.Getenv("DEPLOYPLANE_TEST_DOCKER"), Instance: os.Getenv(childInstance), ProxyURL: os.Getenv(childProxy),
+		State: cp, HealthInterval: 50 * time.Millisecond, HealthTimeout: time.Hour, Logger: log,
+	})
+	if err != nil {
+		fail(err)
+	}
+	if err := d.Reconcile(context.Background()); err != nil {
+		fail(err)
+	}
+	fail(cp.Run(context.Background(), d)) // returns only if the store fails
+}
+
+// A control plane killed with SIGKILL while a revision is deploying (its
+// container started, not yet healthy): after a restart the revision
+// completes on the container the dead process created (adopted, not
+// duplicated), and Reconcile removes a container that matches no stored
+// deployment.
+func TestKill9MidDeploy(t *testing.T) {
+	needDocker(t)
+	ctx := context.Background()
+	cli, err := client.New(client.WithHost(dockerHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	instance := uniq("crash")
+	t.Cleanup(func() { removeInstance(t, cli, instance) })
+	db := filepath.Join(t.TempDir(), "db.bolt")
+
+	// The deployment, written before the first life starts.
+	st, err := storebolt.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := createIn(t, controlplane.New(st, cpOptions(quiet())), uniq("crash"), image("gated:1"), nil)
+	revID := *d.LatestRevisionID
+	st.Close()
+
+	proxyL, err := net.Listen("tcp", "127.0.0.1:0") // the url's address, served by the second life
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyURL := "http://" + proxyL.Addr().String()
+
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"=1", childDB+"="+db, childInstance+"="+instance, childProxy+"="+proxyURL)
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			child.Process.Kill()
+			child.Wait()
+		}
+	}()
+
+	// Mid-deploy: the revision's container runs but is not healthy (the
+	// gated image answers /ok only after POST /ready).
+	var started container.Summary
+	eventually(t, "the first life starts the revision's container", func() bool {
+		res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).
+			Add("label", deploydocker.LabelInstance+"="+instance).Add("label", deploydocker.LabelRevision+"="+revID)})
+		if err != nil || len(res.Items) == 0 || res.Items[0].State != container.StateRunning {
+			return false
+		}
+		started = res.Items[0]
+		return true
+	})
+	if err := child.Process.Kill(); err != nil { // kill -9
+		t.Fatal(err)
+	}
+	child.Wait()
+	killed = true
+
+	// While no control plane runs: the container becomes healthy, and a
+	// container of a deployment that is not in the store appears.
+	port := started.Labels[deploydocker.LabelPort]
+	eventually(t, "the container takes POST /ready", func() bool {
+		resp, err := http.Post("http://127.0.0.1:"+port+"/ready", "text/plain", nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	orphan, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: uniq("orphan"),
+		Config: &container.Config{Image: image("gated:1"), Labels: map[string]string{
+			deploydocker.LabelInstance: instance, deploydocker.LabelTenant: tenant,
+			deploydocker.LabelDeployment: "0190a2b4-0000-7000-8000-0000000000ff", deploydocker.LabelRevision: "0190a2b4-0000-7000-8000-0000000000fe",
+			deploydocker.LabelPort: "1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The second life: same store, same instance, same url address.
+	st2, err := storebolt.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	cp := controlplane.New(st2, cpOptions(quiet()))
+	dep, _ := newDeployer(t, cp, instance, proxyL, nil)
+	if err := dep.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.ContainerInspect(ctx, orphan.ID, client.ContainerInspectOptions{}); err == nil {
+		t.Errorf("Reconcile left the container of a deployment that does not exist")
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); cp.Run(rctx, dep) }()
+	defer func() { cancel(); <-done }()
+
+	rev := waitTerminal(t, cp, d.ID, revID)
+	if rev.Status != controlplane.RevisionDeployed {
+		t.Fatalf("after the restart: %s %s", rev.Status, deref(rev.StatusMessage))
+	}
+	ids := listContainers(t, cli, instance)
+	if len(ids) != 1 || ids[0] != started.ID {
+		t.Errorf("containers after the restart %v, want only the adopted %s", ids, started.ID)
+	}
+	eventually(t, "the url answers", func() bool { v, _ := get(proxyURL + "/" + d.ID + "/version"); return v == "gated" })
+}

@@ -1,0 +1,291 @@
+package deploydocker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// Deploy drives one revision to DEPLOYED (see the package documentation
+// for the steps). It implements controlplane.Deployer.
+func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+	if d.o.ProxyURL == "" {
+		return errors.New("deploydocker: Options.ProxyURL is not set")
+	}
+	ctx = context.WithValue(ctx, reporterKey{}, r)
+	run := &run{d: d, w: w, r: r, status: w.Revision.Status}
+	err := run.deploy(ctx)
+	switch {
+	case ctx.Err() != nil:
+		// Stopping or the lease was lost: what was started stays, and
+		// the next Deploy of this revision adopts it.
+		return nil
+	case errors.Is(err, controlplane.ErrLeaseLost):
+		return nil
+	case errors.Is(err, errStop):
+		// Superseded (SKIPPED) or INTERRUPTED by a delete: this
+		// revision's containers have no future.
+		d.logLine(ctx, w, "revision ended elsewhere; removing its containers")
+		return d.removeRevision(context.WithoutCancel(ctx), w.Tenant, w.Deployment.ID, w.Revision.ID)
+	case err != nil:
+		// The control plane records the failure of the phase (a store
+		// error, say): its containers would serve nothing.
+		if rmErr := d.removeRevision(context.WithoutCancel(ctx), w.Tenant, w.Deployment.ID, w.Revision.ID); rmErr != nil {
+			d.log.Warn("deploydocker: removing the containers of a failed revision", "revision", w.Revision.ID, "err", rmErr)
+		}
+	}
+	return err
+}
+
+// run is one call of Deploy.
+type run struct {
+	d      *Deployer
+	w      *controlplane.Work
+	r      controlplane.Reporter
+	status controlplane.RevisionStatus
+}
+
+// advance reports the statuses of the happy path after the current one up
+// to and including to, each with extra's other fields on the last.
+func (x *run) advance(ctx context.Context, to controlplane.RevisionStatus, extra controlplane.Step) error {
+	path := controlplane.HappyPath(x.w.Revision.Source)
+	from := slices.Index(path, x.status) // -1 for UNKNOWN: start at the beginning
+	end := slices.Index(path, to)
+	if from >= end {
+		return nil
+	}
+	for i := max(from+1, 1); i <= end; i++ {
+		s := controlplane.Step{Status: path[i]}
+		if i == end {
+			s = extra
+			s.Status = path[i]
+		}
+		if err := report(ctx, x.r, s); err != nil {
+			return err
+		}
+		x.status = path[i]
+	}
+	return nil
+}
+
+// failf ends the revision with its phase's failure and a message, after
+// removing its containers.
+func (x *run) failf(ctx context.Context, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	x.d.logLine(ctx, x.w, "failed: "+msg)
+	rctx := context.WithoutCancel(ctx)
+	rmErr := x.d.removeRevision(rctx, x.w.Tenant, x.w.Deployment.ID, x.w.Revision.ID)
+	if rmErr != nil {
+		x.d.log.Warn("deploydocker: removing the containers of a failed revision", "revision", x.w.Revision.ID, "err", rmErr)
+	}
+	return report(ctx, x.r, controlplane.Step{Status: controlplane.FailureOf(x.status), Message: msg})
+}
+
+func (x *run) deploy(ctx context.Context) error {
+	w := x.w
+	path := controlplane.HappyPath(w.Revision.Source)
+	if path == nil {
+		return fmt.Errorf("deploydocker: revisions of source %q are not supported", w.Revision.Source)
+	}
+	if err := x.advance(ctx, controlplane.RevisionQueued, controlplane.Step{}); err != nil {
+		return err
+	}
+	image, built, err := x.image(ctx)
+	if err != nil || image == "" {
+		return err // reported (BUILD_FAILED) or a stop
+	}
+	if err := x.advance(ctx, controlplane.RevisionAwaitingDeploy, controlplane.Step{}); err != nil {
+		return err
+	}
+	x.d.logLine(ctx, w, "pulling "+image)
+	if err := x.d.pull(ctx, w, image, built); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return x.failf(ctx, "Pulling image %s failed: %v", image, err)
+	}
+	if err := x.advance(ctx, controlplane.RevisionDeploying, controlplane.Step{}); err != nil {
+		return err
+	}
+	if by, err := x.d.supersededBy(ctx, w); err != nil {
+		return err
+	} else if by != "" {
+		return x.failf(ctx, "Superseded by revision %s, which became active first.", by)
+	}
+	env, err := x.d.ensureServices(ctx, w)
+	if err == nil {
+		x.d.logLine(ctx, w, "starting the revision's containers")
+	}
+	var cs []*ctr
+	if err == nil {
+		cs, err = x.d.ensureContainers(ctx, w, image, env)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, errTornDown) {
+			return fmt.Errorf("%w: %w", errStop, err)
+		}
+		return x.failf(ctx, "%v", err)
+	}
+	for _, c := range cs {
+		if err := x.d.waitHealthy(ctx, c); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if by, serr := x.d.supersededBy(ctx, w); serr == nil && by != "" {
+				return x.failf(ctx, "Superseded by revision %s, which became active first.", by)
+			}
+			return x.failf(ctx, "%v", err)
+		}
+	}
+	x.d.logLine(ctx, w, fmt.Sprintf("%d container(s) healthy", len(cs)))
+	return x.d.activate(ctx, x, cs, image)
+}
+
+// image returns the image to run: image_uri for external_docker, the
+// Builder's output for the sources that build (reporting AWAITING_BUILD,
+// BUILDING and the commit). A failed build is reported and returns "".
+func (x *run) image(ctx context.Context) (image string, built bool, err error) {
+	w := x.w
+	path := controlplane.HappyPath(w.Revision.Source)
+	if !slices.Contains(path, controlplane.RevisionBuilding) {
+		if w.Revision.SourceRevisionConfig.ImageURI == nil || *w.Revision.SourceRevisionConfig.ImageURI == "" {
+			return "", false, x.failf(ctx, "The revision has no image_uri.")
+		}
+		return *w.Revision.SourceRevisionConfig.ImageURI, false, nil
+	}
+	if slices.Index(path, x.status) > slices.Index(path, controlplane.RevisionBuilding) {
+		// Resumed after the build: its output was reported.
+		if w.ImageVersion == nil || *w.ImageVersion == "" {
+			return "", true, x.failf(ctx, "The image of the revision's build is not known.")
+		}
+		return *w.ImageVersion, true, nil
+	}
+	if err := x.advance(ctx, controlplane.RevisionAwaitingBuild, controlplane.Step{}); err != nil {
+		return "", true, err
+	}
+	if x.d.o.Builder == nil {
+		return "", true, x.failf(ctx, "This server builds no images: no image builder is configured for %s revisions.", w.Revision.Source)
+	}
+	if err := x.advance(ctx, controlplane.RevisionBuilding, controlplane.Step{}); err != nil {
+		return "", true, err
+	}
+	img, sha, err := x.d.o.Builder.Build(ctx, w, func(line string) { x.d.logLine(ctx, w, "build: "+line) })
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", true, ctx.Err()
+		}
+		return "", true, x.failf(ctx, "Build failed: %v", err)
+	}
+	step := controlplane.Step{ImageVersion: &img}
+	if sha != "" {
+		step.RepoCommitSHA = &sha
+	}
+	if err := x.advance(ctx, controlplane.RevisionAwaitingDeploy, step); err != nil {
+		return "", true, err
+	}
+	return img, true, nil
+}
+
+// supersededBy returns the id of a newer revision of the deployment that
+// is active already, or "" (also without Options.State).
+func (d *Deployer) supersededBy(ctx context.Context, w *controlplane.Work) (string, error) {
+	if d.o.State == nil {
+		return "", nil
+	}
+	dep, err := d.o.State.GetDeployment(ctx, w.Tenant, w.Deployment.ID)
+	if err != nil {
+		if isRefusal(err) || isNotFound(err) {
+			return "", fmt.Errorf("%w: %w", errStop, err)
+		}
+		return "", err
+	}
+	if dep.ActiveRevisionID == nil || *dep.ActiveRevisionID == w.Revision.ID {
+		return "", nil
+	}
+	act, err := d.o.State.GetRevision(ctx, w.Tenant, w.Deployment.ID, *dep.ActiveRevisionID)
+	if err != nil {
+		return "", err
+	}
+	if newer(act, &w.Revision) {
+		return act.ID, nil
+	}
+	return "", nil
+}
+
+// newer reports whether revision a was created after b.
+func newer(a, b *controlplane.Revision) bool {
+	if c := a.CreatedAt.Time().Compare(b.CreatedAt.Time()); c != 0 {
+		return c > 0
+	}
+	return a.ID > b.ID
+}
+
+// activate makes the revision's healthy containers the deployment's:
+// under the deployment's lock it checks that no newer revision is active,
+// reports DEPLOYED with the url and switches the proxy; then it drains and
+// removes the containers of older revisions.
+func (d *Deployer) activate(ctx context.Context, x *run, cs []*ctr, image string) error {
+	w := x.w
+	mu := d.lock(w.Tenant, w.Deployment.ID)
+	mu.Lock()
+	by, err := d.supersededBy(ctx, w)
+	if err != nil {
+		mu.Unlock()
+		return err
+	}
+	if by != "" {
+		mu.Unlock()
+		return x.failf(ctx, "Superseded by revision %s, which became active first.", by)
+	}
+	url := d.URL(w.Deployment.ID)
+	if cu := w.Deployment.SourceConfig.CustomURL; cu != nil && *cu != "" {
+		url = *cu // the operator's own address in front of the proxy (section 10)
+	}
+	if err := x.advance(ctx, controlplane.RevisionDeployed, controlplane.Step{ImageVersion: &image, URL: &url}); err != nil {
+		mu.Unlock()
+		return err
+	}
+	old := d.proxy.set(w.Deployment.ID, backendsOf(cs))
+	mu.Unlock()
+	d.logLine(ctx, w, "active at "+url)
+
+	// The old revision's containers stop only now that the new ones serve:
+	// wait for the requests they still answer, then remove them.
+	rctx := context.WithoutCancel(ctx)
+	dctx, cancel := context.WithTimeout(rctx, d.o.DrainTimeout)
+	drain(dctx, old)
+	cancel()
+	if err := d.removeOlder(rctx, w); err != nil {
+		d.log.Warn("deploydocker: removing the containers of older revisions", "deployment", w.Deployment.ID, "err", err)
+	}
+	return nil
+}
+
+// drain waits until no request is in flight to any of bs, or ctx is done.
+func drain(ctx context.Context, bs []*backend) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		busy := false
+		for _, b := range bs {
+			if b.inflight.Load() > 0 {
+				busy = true
+			}
+		}
+		if !busy {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

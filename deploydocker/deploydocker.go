@@ -1,0 +1,305 @@
+package deploydocker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// Defaults of Options.
+const (
+	DefaultNetwork        = "host"
+	DefaultServerPort     = 8000
+	DefaultHealthPath     = "/ok"
+	DefaultPortEnv        = "PORT"
+	DefaultInstance       = "deployplane"
+	DefaultHealthTimeout  = 3 * time.Minute
+	DefaultHealthInterval = 250 * time.Millisecond
+	DefaultDrainTimeout   = 30 * time.Second
+	DefaultStopTimeout    = 10 * time.Second
+	DefaultFirstPort      = 20000
+	DefaultLastPort       = 29999
+)
+
+// Label keys set on every container the Deployer creates. A container
+// belongs to this Deployer when its LabelInstance is Options.Instance.
+const (
+	LabelInstance   = "io.deployplane.instance"
+	LabelTenant     = "io.deployplane.tenant"
+	LabelDeployment = "io.deployplane.deployment"
+	LabelRevision   = "io.deployplane.revision"
+	// LabelRevisionCreated is the revision's created_at in Unix
+	// microseconds: which of two revisions is older, without the store.
+	LabelRevisionCreated = "io.deployplane.revision-created"
+	LabelReplica         = "io.deployplane.replica"
+	// LabelPort is the port the container's server listens on (host
+	// network) or answers on (other networks).
+	LabelPort = "io.deployplane.port"
+)
+
+// Builder builds the image of a revision that has no image yet (github,
+// internal_source). It is called in BUILDING, may be called again for the
+// same revision after a restart, and returns the image reference the
+// Docker daemon can run (local or pullable) and the commit it built.
+// log receives the build's output, one line at a time.
+type Builder interface {
+	Build(ctx context.Context, w *controlplane.Work, log func(line string)) (image, commitSHA string, err error)
+}
+
+// State is what the Deployer reads of the control plane's stored state:
+// *controlplane.ControlPlane implements it. It is used to tell a revision
+// superseded by a newer active one, and by Reconcile.
+type State interface {
+	GetDeployment(ctx context.Context, tenant, id string) (*controlplane.Deployment, error)
+	GetRevision(ctx context.Context, tenant, deploymentID, revisionID string) (*controlplane.Revision, error)
+}
+
+// Credentials are registry credentials for a pull.
+type Credentials struct {
+	Username string
+	Password string
+	// IdentityToken, when set, is used instead of Username and Password.
+	IdentityToken string
+}
+
+// Options configure a Deployer. The zero value (or nil) means defaults.
+type Options struct {
+	// Client is the Docker Engine API client. Nil: one is made for Host
+	// (client.New with API version negotiation); Close closes it.
+	Client *client.Client
+	// Host is the Docker daemon's address when Client is nil:
+	// unix:///path/docker.sock or tcp://host:port. "" means DOCKER_HOST,
+	// else the standard socket (unix:///var/run/docker.sock).
+	Host string
+	// Network is the network containers join: "host" (DefaultNetwork), or
+	// the name of a Docker network the control plane can reach container
+	// addresses on. See the package documentation.
+	Network string
+	// ProxyURL is the base URL where the handler of Proxy is served, as
+	// clients reach it (e.g. http://127.0.0.1:8001). A deployment's url
+	// is ProxyURL + "/" + its id. Required for Deploy.
+	ProxyURL string
+	// ServerPort is the port the server listens on inside a container on
+	// a network other than host (DefaultServerPort, 8000).
+	ServerPort int
+	// PortEnv names the environment variable that tells a container which
+	// port to listen on (DefaultPortEnv, "PORT"; the LangGraph API server
+	// reads it).
+	PortEnv string
+	// FirstPort and LastPort bound the host ports given to containers on
+	// the host network (default 20000..29999, below Linux's ephemeral
+	// range).
+	FirstPort, LastPort int
+	// HealthPath is the path of the health check (DefaultHealthPath).
+	HealthPath string
+	// HealthTimeout is how long a new container has to answer its health
+	// check with 200 (DefaultHealthTimeout); then the revision is
+	// DEPLOY_FAILED.
+	HealthTimeout time.Duration
+	// HealthInterval is the time between health checks.
+	HealthInterval time.Duration
+	// DrainTimeout bounds the wait for requests in flight to old containers
+	// before they are stopped (DefaultDrainTimeout).
+	DrainTimeout time.Duration
+	// StopTimeout is the grace period of a stopped container before it is
+	// killed (DefaultStopTimeout).
+	StopTimeout time.Duration
+	// Instance labels every container so that several control planes (or
+	// tests) can share one daemon; Reconcile and Teardown touch only their
+	// instance's containers (DefaultInstance).
+	Instance string
+	// Credentials returns the registry credentials for a pull of image, or
+	// nil for an anonymous pull.
+	Credentials func(ctx context.Context, w *controlplane.Work, image string) (*Credentials, error)
+	// Services, when set, gives every deployment its own database and
+	// Redis (see Services); nil starts none.
+	Services *Services
+	// Builder builds github (and internal_source) revisions. Nil: such a
+	// revision ends BUILD_FAILED saying no builder is configured.
+	Builder Builder
+	// State is the control plane (see State). Needed by Reconcile; without
+	// it an older revision still deploying is not noticed superseded
+	// until its report is refused.
+	State State
+	// Logger receives the deploy log lines (and the Deployer's own
+	// warnings). Nil: slog.Default().
+	Logger *slog.Logger
+	// HTTPClient makes the health checks. Nil: a client with a short
+	// per-request timeout.
+	HTTPClient *http.Client
+}
+
+// Deployer runs revisions as Docker containers. It is safe for concurrent
+// use. Build one with New, serve Proxy, call Reconcile once before the
+// control plane's Run, and Close it at the end.
+type Deployer struct {
+	o         Options
+	cli       *client.Client
+	ownClient bool
+	log       *slog.Logger
+	hc        *http.Client
+	proxy     *proxy
+	ports     *ports
+
+	mu      sync.Mutex
+	locks   map[string]*sync.Mutex // per tenant/deployment
+	removed map[string]bool        // deployments torn down in this process
+}
+
+// New builds a Deployer. It does not contact the daemon (the first call
+// does, negotiating the API version); Ping checks it.
+func New(o *Options) (*Deployer, error) {
+	var opt Options
+	if o != nil {
+		opt = *o
+	}
+	if opt.Network == "" {
+		opt.Network = DefaultNetwork
+	}
+	if opt.ServerPort == 0 {
+		opt.ServerPort = DefaultServerPort
+	}
+	if opt.PortEnv == "" {
+		opt.PortEnv = DefaultPortEnv
+	}
+	if opt.FirstPort == 0 && opt.LastPort == 0 {
+		opt.FirstPort, opt.LastPort = DefaultFirstPort, DefaultLastPort
+	}
+	if opt.FirstPort <= 0 || opt.LastPort < opt.FirstPort || opt.LastPort > 65535 {
+		return nil, fmt.Errorf("deploydocker: bad port range %d..%d", opt.FirstPort, opt.LastPort)
+	}
+	if opt.HealthPath == "" {
+		opt.HealthPath = DefaultHealthPath
+	}
+	if !strings.HasPrefix(opt.HealthPath, "/") {
+		opt.HealthPath = "/" + opt.HealthPath
+	}
+	if opt.HealthTimeout <= 0 {
+		opt.HealthTimeout = DefaultHealthTimeout
+	}
+	if opt.HealthInterval <= 0 {
+		opt.HealthInterval = DefaultHealthInterval
+	}
+	if opt.DrainTimeout <= 0 {
+		opt.DrainTimeout = DefaultDrainTimeout
+	}
+	if opt.StopTimeout <= 0 {
+		opt.StopTimeout = DefaultStopTimeout
+	}
+	if opt.Instance == "" {
+		opt.Instance = DefaultInstance
+	}
+	opt.ProxyURL = strings.TrimRight(opt.ProxyURL, "/")
+	d := &Deployer{o: opt, cli: opt.Client, log: opt.Logger, hc: opt.HTTPClient,
+		locks: map[string]*sync.Mutex{}, removed: map[string]bool{}}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	if d.hc == nil {
+		d.hc = &http.Client{Timeout: 5 * time.Second}
+	}
+	if d.cli == nil {
+		opts := []client.Opt{client.FromEnv}
+		if opt.Host != "" {
+			opts = append(opts, client.WithHost(opt.Host))
+		}
+		cli, err := client.New(opts...)
+		if err != nil {
+			return nil, fmt.Errorf("deploydocker: docker client: %w", err)
+		}
+		d.cli, d.ownClient = cli, true
+	}
+	d.proxy = newProxy()
+	// Start at a random place in the range: two control planes (or test
+	// processes) sharing a daemon then rarely reach for the same port in
+	// the moment before either's container exists.
+	d.ports = &ports{first: opt.FirstPort, last: opt.LastPort, next: opt.FirstPort + rand.IntN(opt.LastPort-opt.FirstPort+1)}
+	return d, nil
+}
+
+// Ping checks that the daemon answers.
+func (d *Deployer) Ping(ctx context.Context) error {
+	if _, err := d.cli.Ping(ctx, client.PingOptions{}); err != nil {
+		return fmt.Errorf("deploydocker: docker daemon: %w", err)
+	}
+	return nil
+}
+
+// Close closes the Docker client if New made it. Containers keep running.
+func (d *Deployer) Close() error {
+	if d.ownClient {
+		return d.cli.Close()
+	}
+	return nil
+}
+
+// Proxy is the handler that serves every deployment's url: a request for
+// /{deployment_id}/rest is forwarded, as /rest, to one of the healthy
+// containers of the deployment's active revision, in turn. Mount it at
+// the root of the listener that Options.ProxyURL names.
+func (d *Deployer) Proxy() http.Handler { return d.proxy }
+
+// URL is where a deployment answers: Options.ProxyURL/{deployment id}.
+func (d *Deployer) URL(deploymentID string) string {
+	return d.o.ProxyURL + "/" + deploymentID
+}
+
+func depKey(tenant, dep string) string { return tenant + "/" + dep }
+
+// lock returns the mutex of one deployment: the switch of its active
+// revision, container creation and teardown are serialized per
+// deployment in this process.
+func (d *Deployer) lock(tenant, dep string) *sync.Mutex {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := depKey(tenant, dep)
+	m := d.locks[k]
+	if m == nil {
+		m = &sync.Mutex{}
+		d.locks[k] = m
+	}
+	return m
+}
+
+// reporterKey carries the Reporter of a Deploy in its ctx, for logLine.
+type reporterKey struct{}
+
+// logLine is the one place deploy and build log lines go: today
+// Options.Logger. Deploy puts its Reporter in ctx (reporterKey), so that
+// the lines can also become the revision's deploy and build logs here
+// once the Reporter takes them.
+func (d *Deployer) logLine(ctx context.Context, w *controlplane.Work, line string) {
+	d.log.Info("deploydocker: "+line, "tenant", w.Tenant, "deployment", w.Deployment.ID, "revision", w.Revision.ID)
+}
+
+// isRefusal: the control plane said stop.
+func isRefusal(err error) bool {
+	return errors.Is(err, apierr.ErrInvalidState) || errors.Is(err, controlplane.ErrLeaseLost)
+}
+
+// errStop: a report was refused (the revision was superseded or the
+// deployment is being deleted) or the lease was lost: stop quietly.
+var errStop = errors.New("deploydocker: stop")
+
+// report sends a step; a refusal becomes errStop.
+func report(ctx context.Context, r controlplane.Reporter, s controlplane.Step) error {
+	err := r.Report(ctx, s)
+	if err == nil {
+		return nil
+	}
+	if isRefusal(err) {
+		return fmt.Errorf("%w: %w", errStop, err)
+	}
+	return err
+}

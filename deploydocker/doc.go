@@ -1,0 +1,135 @@
+// Package deploydocker is a controlplane.Deployer that runs revisions as
+// containers on a Docker daemon, through the Engine API's official Go
+// client (github.com/moby/moby/client, API version negotiated: Debian's
+// docker.io 20.10 speaks 1.41).
+//
+//	cp := controlplane.New(st, nil)
+//	d, err := deploydocker.New(&deploydocker.Options{
+//		ProxyURL: "http://127.0.0.1:8001", // where d.Proxy() is served
+//		State:    cp,
+//	})
+//	go http.ListenAndServe("127.0.0.1:8001", d.Proxy())
+//	err = d.Reconcile(ctx) // adopt or remove what an earlier run left
+//	go cp.Run(ctx, d)
+//
+// # A revision's way to DEPLOYED
+//
+// An external_docker revision reports QUEUED and AWAITING_DEPLOY, pulls
+// image_uri (with the registry credentials Options.Credentials gives),
+// reports DEPLOYING, then creates and starts min_scale containers (at
+// least one) and waits until each answers its health check (GET
+// Options.HealthPath, "/ok", with 200). Each container gets the revision's
+// secrets as environment variables, the port to listen on in $PORT
+// (Options.PortEnv, which overrides a secret of that name), the resource_spec's labels beside this package's, and
+// Docker limits from the spec with its documented defaults applied by
+// controlplane.ResourceSpec.WithDefaults (the one defaults function all
+// deployers share): cpu becomes CPU shares (1024 per CPU), cpu_limit
+// (default 2x cpu) a CPU quota, memory_mb a memory reservation and
+// memory_limit_mb (default 2x memory_mb) the hard memory limit. A field
+// left null sets no limit. Containers restart unless stopped.
+//
+// With Options.Services, the deployment's own database and Redis (wire
+// contract section 10) are started first, once per deployment: containers
+// labelled with LabelRole, kept across revisions, sized by the spec's db_*
+// and redis_memory_mb fields, and removed only by Teardown; the revision's
+// containers get DATABASE_URI and REDIS_URI (see Services). The deployment
+// stays AWAITING_DATABASE until its first revision is DEPLOYED.
+//
+// Then, under the deployment's lock, the revision reports DEPLOYED with
+// its image as image_version and the deployment's url (Step.URL), and the
+// proxy switches to the new containers. Only then are the containers of
+// older revisions stopped: the proxy counts the requests in flight to each
+// container, and the old ones are stopped once theirs are answered (at
+// most Options.DrainTimeout), so a client sees no gap.
+//
+// A pull error, a container that exits (or restarts), or a health check
+// not passed within Options.HealthTimeout ends the revision DEPLOY_FAILED
+// with a status_message saying which (an exited container's message
+// carries its last lines of output), and its containers are removed. A
+// revision that is still deploying when a newer one became active ends
+// DEPLOY_FAILED ("Superseded by revision ...") and its half-started
+// containers are removed; one superseded before DEPLOYING (SKIPPED) or
+// interrupted by a delete has its containers removed as soon as its next
+// report is refused.
+//
+// github (and internal_source) revisions are built first by
+// Options.Builder: AWAITING_BUILD, BUILDING, then AWAITING_DEPLOY with the
+// commit built (Step.RepoCommitSHA) and the image (Step.ImageVersion),
+// after which the image deploys like an external_docker one (pulled only
+// when the daemon lacks it). A Deploy resumed after the build finds the
+// image in Work.ImageVersion. Without a Builder such a revision ends
+// BUILD_FAILED saying that no image builder is configured.
+//
+// # Where a deployment answers
+//
+// Every deployment's url is Options.ProxyURL + "/" + its id, unless its
+// custom_url is set (an address of the operator's in front of the proxy):
+// then the url is the custom_url as it was when the revision deployed. Proxy is a
+// reverse proxy (net/http/httputil) that the server serves on its own
+// listener: a request for /{deployment id}/rest goes, as /rest, to the
+// active revision's containers in turn (round robin). Why a proxy in the
+// server and not a published port per deployment: the url must not change
+// when a revision replaces another (the new containers start beside the
+// old ones, so they cannot take the old ones' ports), and it must spread
+// requests over the replicas; a proxy whose table switches atomically
+// gives both, and needs no iptables or userland proxy in the daemon. The
+// cost: the url serves only while the control plane process runs (the
+// containers keep running without it, and Reconcile restores the table on
+// restart). A path prefix rather than a host name per deployment needs no
+// DNS; LangGraph clients take a base URL with a path.
+//
+// # Networks and ports
+//
+// Options.Network is "host" by default: containers share the host's
+// network stack, which works on daemons without a bridge or iptables (as
+// in this project's CI), and the proxy reaches them on 127.0.0.1. On the
+// host network several containers cannot all listen on 8000, so each gets
+// its own port from Options.FirstPort..LastPort (20000..29999 by default,
+// below Linux's ephemeral range): one no container of this daemon is
+// labelled with, nothing listens on, and not handed out in the last
+// minute. The port is passed in $PORT (the LangGraph API server reads it)
+// and kept in the container's LabelPort label, so a restarted control
+// plane knows where to find it. On any other network (a user-defined
+// bridge) containers listen on Options.ServerPort (8000) at their own
+// address, which the proxy reaches directly; the control plane must then
+// be able to route to that network.
+//
+// # Crash safety
+//
+// Every container carries the labels LabelInstance (Options.Instance, so
+// that several control planes or test runs can share a daemon),
+// LabelTenant, LabelDeployment, LabelRevision, LabelRevisionCreated,
+// LabelReplica and LabelPort, and a name derived from the revision and
+// replica. A Deploy resumed after a restart (or taken over from a dead
+// replica) lists the revision's containers and adopts them instead of
+// creating new ones; a create that collides with the name of one it did
+// not see adopts that one; so an in-flight revision completes with no
+// duplicate. Reconcile, called once before Run, compares every container
+// of the instance with the stored state (Options.State): the active
+// revision's containers are adopted and served again, in-flight
+// revisions' are left to their resumed Deploy, deployments being deleted
+// to their Teardown, and everything else (deleted deployments, superseded
+// or failed revisions) is removed.
+//
+// Teardown removes every container of the deployment and its proxy route
+// before the control plane removes the records; container creation and
+// Teardown are serialized per deployment, so a Deploy still running when
+// the deployment is deleted creates nothing after Teardown listed.
+//
+// Several control-plane replicas sharing one daemon are not coordinated
+// beyond the store's leases: each serves its own proxy table, filled by
+// the revisions it deployed or adopted.
+//
+// # Logs
+//
+// Deploy and build log lines go to Options.Logger through one function
+// (logLine), ready to be routed to the control plane's revision logs.
+//
+// # Tests
+//
+// The tests need a Docker daemon: DEPLOYPLANE_TEST_DOCKER names its
+// socket (.ci/docker.sh starts one; without the variable they skip and
+// say so). They build the test server (testdata/server) as a static
+// binary, push FROM scratch images of it to an in-process registry on
+// 127.0.0.1, and deploy them for real.
+package deploydocker

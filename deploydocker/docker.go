@@ -1,0 +1,561 @@
+package deploydocker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/authconfig"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/registry"
+	"github.com/moby/moby/client"
+
+	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// errTornDown: the deployment was torn down in this process while a
+// revision of it was deploying; no container may be created for it.
+var errTornDown = errors.New("deploydocker: the deployment was deleted")
+
+func isNotFound(err error) bool { return errors.Is(err, apierr.ErrNotFound) }
+
+// ctr is one container of a revision, as the Deployer knows it.
+type ctr struct {
+	id      string
+	name    string
+	replica int
+	addr    string // host:port the proxy and the health check reach
+}
+
+// pull pulls image, with the credentials Options.Credentials gives. An
+// image a Builder made is pulled only when the daemon lacks it.
+func (d *Deployer) pull(ctx context.Context, w *controlplane.Work, image string, built bool) error {
+	if built {
+		if _, err := d.cli.ImageInspect(ctx, image); err == nil {
+			return nil
+		}
+	}
+	var opts client.ImagePullOptions
+	if d.o.Credentials != nil {
+		c, err := d.o.Credentials(ctx, w, image)
+		if err != nil {
+			return fmt.Errorf("registry credentials: %w", err)
+		}
+		if c != nil {
+			enc, err := authconfig.Encode(registry.AuthConfig{Username: c.Username, Password: c.Password, IdentityToken: c.IdentityToken})
+			if err != nil {
+				return err
+			}
+			opts.RegistryAuth = enc
+		}
+	}
+	resp, err := d.cli.ImagePull(ctx, image, opts)
+	if err != nil {
+		return err
+	}
+	defer resp.Close()
+	return resp.Wait(ctx)
+}
+
+// filter lists the containers of this instance with the given labels
+// (key=value), in every state.
+func (d *Deployer) list(ctx context.Context, labels ...string) ([]container.Summary, error) {
+	f := make(client.Filters).Add("label", LabelInstance+"="+d.o.Instance)
+	for _, l := range labels {
+		f.Add("label", l)
+	}
+	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, err
+	}
+	return res.Items, nil
+}
+
+var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
+
+// containerName is a replica's name: deterministic, so that a Deploy
+// resumed after a crash finds (or collides with) the container an earlier
+// one created instead of making a second.
+func (d *Deployer) containerName(revision string, replica int) string {
+	return fmt.Sprintf("dp-%s-%s-%d", unsafeName.ReplaceAllString(d.o.Instance, "_"), revision, replica)
+}
+
+// replicas is the number of containers of a revision: min_scale, at least 1.
+func replicas(spec *controlplane.ResourceSpec) int {
+	if spec != nil && spec.MinScale != nil && *spec.MinScale > 1 {
+		return int(min(*spec.MinScale, 1000))
+	}
+	return 1
+}
+
+// resources maps the defaulted resource_spec onto Docker's limits: cpu is
+// a relative weight (1024 shares per CPU), cpu_limit a hard quota,
+// memory_mb a soft reservation, memory_limit_mb the hard limit. A field
+// left null (with no default from ResourceSpec.WithDefaults) sets no limit.
+func resources(spec *controlplane.ResourceSpec) container.Resources {
+	var r container.Resources
+	if spec == nil {
+		return r
+	}
+	s := spec.WithDefaults()
+	if s.CPU != nil {
+		r.CPUShares = max(2, int64(math.Round(*s.CPU*1024)))
+	}
+	if s.CPULimit != nil {
+		r.NanoCPUs = int64(math.Round(*s.CPULimit * 1e9))
+	}
+	if s.MemoryMB != nil {
+		r.MemoryReservation = *s.MemoryMB << 20
+	}
+	if s.MemoryLimitMB != nil {
+		r.Memory = *s.MemoryLimitMB << 20
+	}
+	return r
+}
+
+// labelsOf are a replica's labels: the resource_spec's, then ours (which
+// win).
+func (d *Deployer) labelsOf(w *controlplane.Work, replica, port int) map[string]string {
+	l := map[string]string{}
+	if w.ResourceSpec != nil {
+		for k, v := range w.ResourceSpec.Labels {
+			l[k] = v
+		}
+	}
+	l[LabelInstance] = d.o.Instance
+	l[LabelTenant] = w.Tenant
+	l[LabelDeployment] = w.Deployment.ID
+	l[LabelRevision] = w.Revision.ID
+	l[LabelRevisionCreated] = strconv.FormatInt(w.Revision.CreatedAt.Time().UnixMicro(), 10)
+	l[LabelReplica] = strconv.Itoa(replica)
+	l[LabelRole] = RoleServer
+	l[LabelPort] = strconv.Itoa(port)
+	return l
+}
+
+// ensureContainers makes the revision's replicas exist and run: it adopts
+// the ones an earlier Deploy created (after a restart), creates and starts
+// the missing ones, and removes any beyond min_scale.
+func (d *Deployer) ensureContainers(ctx context.Context, w *controlplane.Work, image string, extraEnv []string) ([]*ctr, error) {
+	n := replicas(w.ResourceSpec)
+	have, err := d.list(ctx, LabelDeployment+"="+w.Deployment.ID, LabelRevision+"="+w.Revision.ID)
+	if err != nil {
+		return nil, fmt.Errorf("listing containers: %w", err)
+	}
+	byReplica := map[int]container.Summary{}
+	for _, c := range have {
+		i, err := strconv.Atoi(c.Labels[LabelReplica])
+		if err != nil || i >= n {
+			if err := d.remove(ctx, c.ID, false); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		byReplica[i] = c
+	}
+	out := make([]*ctr, 0, n)
+	for i := range n {
+		var c *ctr
+		if s, ok := byReplica[i]; ok {
+			d.logLine(ctx, w, fmt.Sprintf("adopting container %s", strings.TrimPrefix(firstName(s.Names), "/")))
+			c, err = d.adopt(ctx, s.ID)
+		} else {
+			c, err = d.create(ctx, w, image, i, extraEnv)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func firstName(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}
+
+// adopt inspects an existing container, starts it if it was created but
+// not started, and returns it.
+func (d *Deployer) adopt(ctx context.Context, id string) (*ctr, error) {
+	res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("inspecting container %s: %w", id, err)
+	}
+	ci := res.Container
+	if ci.State != nil && ci.State.Status == container.StateCreated {
+		if _, err := d.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+			return nil, fmt.Errorf("starting container %s: %w", strings.TrimPrefix(ci.Name, "/"), err)
+		}
+		if res, err = d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err != nil {
+			return nil, err
+		}
+		ci = res.Container
+	}
+	return d.ctrOf(ci)
+}
+
+// ctrOf reads a container's replica and address from its labels and
+// network settings.
+func (d *Deployer) ctrOf(ci container.InspectResponse) (*ctr, error) {
+	name := strings.TrimPrefix(ci.Name, "/")
+	var labels map[string]string
+	if ci.Config != nil {
+		labels = ci.Config.Labels
+	}
+	port, err := strconv.Atoi(labels[LabelPort])
+	if err != nil {
+		return nil, fmt.Errorf("container %s has no port label", name)
+	}
+	replica, _ := strconv.Atoi(labels[LabelReplica])
+	c := &ctr{id: ci.ID, name: name, replica: replica}
+	if d.o.Network == "host" {
+		c.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		return c, nil
+	}
+	if ci.NetworkSettings != nil {
+		if ep := ci.NetworkSettings.Networks[d.o.Network]; ep != nil && ep.IPAddress.IsValid() {
+			c.addr = net.JoinHostPort(ep.IPAddress.String(), strconv.Itoa(port))
+			return c, nil
+		}
+	}
+	// Not running (yet): the health check reports what happened to it.
+	return c, nil
+}
+
+// create creates and starts replica i of the revision. Creation is
+// serialized with Teardown per deployment, so a deployment being deleted
+// gets no new container.
+func (d *Deployer) create(ctx context.Context, w *controlplane.Work, image string, replica int, extraEnv []string) (*ctr, error) {
+	port := d.o.ServerPort
+	if d.o.Network == "host" {
+		p, err := d.ports.take(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		port = p
+	}
+	env := make([]string, 0, len(w.Secrets)+1)
+	for _, s := range w.Secrets {
+		if s.Name != d.o.PortEnv {
+			env = append(env, s.Name+"="+s.Value)
+		}
+	}
+	env = append(env, extraEnv...)
+	env = append(env, d.o.PortEnv+"="+strconv.Itoa(port))
+	name := d.containerName(w.Revision.ID, replica)
+	opts := client.ContainerCreateOptions{
+		Name: name,
+		Config: &container.Config{
+			Image:  image,
+			Env:    env,
+			Labels: d.labelsOf(w, replica, port),
+		},
+		HostConfig: &container.HostConfig{
+			NetworkMode:   container.NetworkMode(d.o.Network),
+			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyUnlessStopped},
+			Resources:     resources(w.ResourceSpec),
+		},
+	}
+	mu := d.lock(w.Tenant, w.Deployment.ID)
+	mu.Lock()
+	if d.isRemoved(w.Tenant, w.Deployment.ID) {
+		mu.Unlock()
+		return nil, errTornDown
+	}
+	res, err := d.cli.ContainerCreate(ctx, opts)
+	mu.Unlock()
+	if cerrdefs.IsConflict(err) {
+		// A container of that name exists: an earlier Deploy of this
+		// revision made it after our listing. Adopt it.
+		return d.adopt(ctx, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating container %s: %w", name, err)
+	}
+	d.logLine(ctx, w, fmt.Sprintf("created container %s (port %d)", name, port))
+	if _, err := d.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		return nil, fmt.Errorf("starting container %s: %w", name, err)
+	}
+	ins, err := d.cli.ContainerInspect(ctx, res.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("inspecting container %s: %w", name, err)
+	}
+	return d.ctrOf(ins.Container)
+}
+
+func (d *Deployer) isRemoved(tenant, dep string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.removed[depKey(tenant, dep)]
+}
+
+// waitHealthy polls the container's health check until it answers 200.
+// A container that exits (or restarts) fails at once; no answer within
+// Options.HealthTimeout fails with a timeout.
+func (d *Deployer) waitHealthy(ctx context.Context, c *ctr) error {
+	deadline := time.Now().Add(d.o.HealthTimeout)
+	t := time.NewTicker(d.o.HealthInterval)
+	defer t.Stop()
+	var last string
+	for {
+		res, err := d.cli.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
+		if err != nil {
+			if cerrdefs.IsNotFound(err) {
+				return fmt.Errorf("container %s was removed while starting", c.name)
+			}
+			return fmt.Errorf("inspecting container %s: %w", c.name, err)
+		}
+		if st := res.Container.State; st != nil && (!st.Running || st.Restarting || res.Container.RestartCount > 0) {
+			if st.Status != container.StateCreated {
+				return d.exited(ctx, c, res.Container)
+			}
+		}
+		if c.addr == "" {
+			if nc, err := d.ctrOf(res.Container); err == nil {
+				c.addr = nc.addr
+			}
+		}
+		if c.addr != "" {
+			last = d.check(ctx, c.addr)
+			if last == "" {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("container %s did not answer its health check (GET %s) within %s: %s",
+				c.name, d.o.HealthPath, d.o.HealthTimeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// check does one health check: "" when healthy, else what went wrong.
+func (d *Deployer) check(ctx context.Context, addr string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+d.o.HealthPath, nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := d.hc.Do(req)
+	if err != nil {
+		return "no answer"
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "status " + strconv.Itoa(resp.StatusCode)
+	}
+	return ""
+}
+
+// exited describes a container that stopped, with the end of its output.
+func (d *Deployer) exited(ctx context.Context, c *ctr, ci container.InspectResponse) error {
+	st := ci.State
+	why := fmt.Sprintf("exited with code %d", st.ExitCode)
+	if st.OOMKilled {
+		why += " (out of memory)"
+	}
+	if st.Running || st.Restarting {
+		why = fmt.Sprintf("crashed and was restarted %d time(s)", ci.RestartCount)
+	}
+	msg := fmt.Sprintf("container %s %s", c.name, why)
+	if tail := d.tail(ctx, c.id); tail != "" {
+		msg += "; its last output: " + tail
+	}
+	return errors.New(msg)
+}
+
+// tail returns the last lines of a container's output, on one line.
+func (d *Deployer) tail(ctx context.Context, id string) string {
+	rc, err := d.cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "5"})
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, io.LimitReader(rc, 8<<10)); err != nil && out.Len() == 0 {
+		return ""
+	}
+	lines := strings.Fields(strings.ReplaceAll(strings.TrimSpace(out.String()), "\n", " | "))
+	return strings.Join(lines, " ")
+}
+
+// remove removes a container (stopping it gracefully first when graceful).
+// A container already gone is not an error.
+func (d *Deployer) remove(ctx context.Context, id string, graceful bool) error {
+	if graceful {
+		secs := int(d.o.StopTimeout / time.Second)
+		if _, err := d.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
+			d.log.Warn("deploydocker: stopping a container", "container", id, "err", err)
+		}
+	}
+	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) && !isRemovalInProgress(err) {
+		return fmt.Errorf("removing container %s: %w", id, err)
+	}
+	return nil
+}
+
+func isRemovalInProgress(err error) bool {
+	return strings.Contains(err.Error(), "is already in progress")
+}
+
+// removeRevision removes every container of one revision.
+func (d *Deployer) removeRevision(ctx context.Context, tenant, dep, rev string) error {
+	cs, err := d.list(ctx, LabelTenant+"="+tenant, LabelDeployment+"="+dep, LabelRevision+"="+rev)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, d.remove(ctx, c.ID, false))
+	}
+	return errors.Join(errs...)
+}
+
+// removeOlder stops and removes the containers of the deployment's
+// revisions created before w's (the one it replaced, and any older one
+// still starting). Newer revisions' containers are left alone.
+func (d *Deployer) removeOlder(ctx context.Context, w *controlplane.Work) error {
+	cs, err := d.list(ctx, LabelTenant+"="+w.Tenant, LabelDeployment+"="+w.Deployment.ID)
+	if err != nil {
+		return err
+	}
+	mine := w.Revision.CreatedAt.Time().UnixMicro()
+	var errs []error
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	removed := 0
+	for _, c := range cs {
+		if c.Labels[LabelRevision] == w.Revision.ID || isService(c.Labels) {
+			continue
+		}
+		created, err := strconv.ParseInt(c.Labels[LabelRevisionCreated], 10, 64)
+		if err == nil && (created > mine || (created == mine && c.Labels[LabelRevision] > w.Revision.ID)) {
+			continue
+		}
+		removed++
+		wg.Go(func() {
+			err := d.remove(ctx, c.ID, true)
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if removed > 0 {
+		d.logLine(ctx, w, fmt.Sprintf("removed %d container(s) of older revisions", removed))
+	}
+	return errors.Join(errs...)
+}
+
+// Teardown removes every container of a deployment being deleted, and its
+// route in the proxy. It implements controlplane.Deployer; it is
+// idempotent, and once it returns no container of the deployment is left
+// or will be created by this process.
+func (d *Deployer) Teardown(ctx context.Context, tenant string, dep *controlplane.Deployment) error {
+	mu := d.lock(tenant, dep.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	d.mu.Lock()
+	d.removed[depKey(tenant, dep.ID)] = true
+	d.mu.Unlock()
+	d.proxy.remove(dep.ID)
+	cs, err := d.list(ctx, LabelTenant+"="+tenant, LabelDeployment+"="+dep.ID)
+	if err != nil {
+		return fmt.Errorf("deploydocker: listing containers: %w", err)
+	}
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, d.remove(ctx, c.ID, false))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("deploydocker: teardown of %s: %w", dep.ID, err)
+	}
+	return nil
+}
+
+// ports hands out host ports to containers on the host network.
+type ports struct {
+	mu          sync.Mutex
+	first, last int
+	next        int
+	reserved    map[int]time.Time // handed out recently; the container may not exist yet
+}
+
+// take returns a port in the range that no container of any instance is
+// labelled with, that nothing listens on, and that was not handed out in
+// the last minute.
+func (p *ports) take(ctx context.Context, d *Deployer) (int, error) {
+	f := make(client.Filters).Add("label", LabelPort)
+	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return 0, fmt.Errorf("listing containers: %w", err)
+	}
+	used := map[int]bool{}
+	for _, c := range res.Items {
+		if n, err := strconv.Atoi(c.Labels[LabelPort]); err == nil {
+			used[n] = true
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reserved == nil {
+		p.reserved = map[int]time.Time{}
+	}
+	now := time.Now()
+	for port, at := range p.reserved {
+		if now.Sub(at) > time.Minute {
+			delete(p.reserved, port)
+		}
+	}
+	size := p.last - p.first + 1
+	for range size {
+		port := p.next
+		p.next++
+		if p.next > p.last {
+			p.next = p.first
+		}
+		if used[port] || !p.reserved[port].IsZero() || !free(port) {
+			continue
+		}
+		p.reserved[port] = now
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port in %d..%d", p.first, p.last)
+}
+
+// free reports whether nothing listens on port (on any address).
+func free(port int) bool {
+	l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// sortByReplica orders containers by replica index.
+func sortByReplica(cs []*ctr) {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].replica < cs[j].replica })
+}

@@ -1,0 +1,123 @@
+package deploydocker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// Reconcile makes what the daemon runs agree with the stored state, after
+// a restart (or a kill -9) of the control plane. For every container of
+// this instance (Options.Instance) it asks Options.State about the
+// deployment and revision its labels name:
+//
+//   - the deployment's active revision: adopted; its running containers
+//     serve the deployment's url again;
+//   - a revision not yet terminal: left for the Deploy that resumes it,
+//     which adopts its containers (no duplicate is created);
+//   - a deployment being deleted: left for its Teardown;
+//   - anything else (a deleted deployment, a superseded, failed or
+//     replaced revision): removed.
+//
+// Call it once before the control plane's Run. It needs Options.State.
+func (d *Deployer) Reconcile(ctx context.Context) error {
+	if d.o.State == nil {
+		return errors.New("deploydocker: Reconcile needs Options.State")
+	}
+	all, err := d.list(ctx)
+	if err != nil {
+		return fmt.Errorf("deploydocker: listing containers: %w", err)
+	}
+	type depKeyT struct{ tenant, dep string }
+	byDep := map[depKeyT][]container.Summary{}
+	for _, c := range all {
+		k := depKeyT{c.Labels[LabelTenant], c.Labels[LabelDeployment]}
+		if k.tenant == "" || k.dep == "" {
+			continue // not made by a Deployer: leave it
+		}
+		byDep[k] = append(byDep[k], c)
+	}
+	var errs []error
+	for k, cs := range byDep {
+		errs = append(errs, d.reconcileDeployment(ctx, k.tenant, k.dep, cs))
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Deployer) reconcileDeployment(ctx context.Context, tenant, depID string, cs []container.Summary) error {
+	mu := d.lock(tenant, depID)
+	mu.Lock()
+	defer mu.Unlock()
+	dep, err := d.o.State.GetDeployment(ctx, tenant, depID)
+	if isNotFound(err) {
+		d.log.Info("deploydocker: removing the containers of a deleted deployment", "deployment", depID)
+		return d.removeAll(ctx, cs)
+	}
+	if err != nil {
+		return err
+	}
+	if dep.Status == controlplane.StatusAwaitingDelete {
+		return nil
+	}
+	var stale []container.Summary
+	var active []*ctr
+	status := map[string]controlplane.RevisionStatus{}
+	for _, c := range cs {
+		if isService(c.Labels) {
+			continue // the deployment's database or Redis: it stays with the deployment
+		}
+		rid := c.Labels[LabelRevision]
+		st, ok := status[rid]
+		if !ok {
+			rev, err := d.o.State.GetRevision(ctx, tenant, depID, rid)
+			switch {
+			case isNotFound(err):
+				st = ""
+			case err != nil:
+				return err
+			default:
+				st = rev.Status
+			}
+			status[rid] = st
+		}
+		switch {
+		case dep.ActiveRevisionID != nil && *dep.ActiveRevisionID == rid:
+			if c.State != container.StateRunning {
+				continue // restarting or stopped: not routed; the restart policy may bring it back
+			}
+			res, err := d.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+			if err != nil {
+				return err
+			}
+			cc, err := d.ctrOf(res.Container)
+			if err != nil {
+				return err
+			}
+			active = append(active, cc)
+		case st != "" && !controlplane.IsTerminal(st):
+			// in flight: the resumed Deploy adopts it
+		default:
+			stale = append(stale, c)
+		}
+	}
+	if len(active) > 0 {
+		d.proxy.set(depID, backendsOf(active))
+		d.log.Info("deploydocker: adopted the active revision's containers", "deployment", depID,
+			"revision", *dep.ActiveRevisionID, "containers", strconv.Itoa(len(active)))
+	}
+	return d.removeAll(ctx, stale)
+}
+
+func (d *Deployer) removeAll(ctx context.Context, cs []container.Summary) error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, d.remove(ctx, c.ID, false))
+	}
+	return errors.Join(errs...)
+}

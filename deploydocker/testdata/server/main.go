@@ -1,0 +1,61 @@
+// Command server is the test image's program: a tiny HTTP server that
+// listens on $PORT (default 8000) and answers what the tests ask.
+//
+//	GET  /ok        200, unless MODE=unhealthy (503 forever) or MODE=gated
+//	                (503 until POST /ready)
+//	POST /ready     makes /ok answer 200 (MODE=gated)
+//	GET  /version   $VERSION (set in the image's config)
+//	GET  /env?name= the value of an environment variable
+//	GET  /memlimit  the cgroup memory limit, in bytes ("max" when none)
+//	GET  /port      the port it listens on, which tells replicas apart
+//
+// MODE=crash exits with code 3 at once, after a line on stderr.
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+)
+
+func main() {
+	mode := os.Getenv("MODE")
+	if mode == "crash" {
+		fmt.Fprintln(os.Stderr, "server: crashing on purpose")
+		os.Exit(3)
+	}
+	port := os.Getenv("PORT")
+	if port == "" {
+		port = "8000"
+	}
+	var ready atomic.Bool
+	ready.Store(mode != "gated")
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ok", func(w http.ResponseWriter, r *http.Request) {
+		if mode == "unhealthy" || !ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("POST /ready", func(w http.ResponseWriter, r *http.Request) { ready.Store(true) })
+	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, os.Getenv("VERSION")) })
+	mux.HandleFunc("GET /env", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, os.Getenv(r.URL.Query().Get("name"))) })
+	mux.HandleFunc("GET /port", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, port) })
+	mux.HandleFunc("GET /memlimit", func(w http.ResponseWriter, r *http.Request) {
+		for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+			if b, err := os.ReadFile(f); err == nil {
+				fmt.Fprint(w, strings.TrimSpace(string(b)))
+				return
+			}
+		}
+		http.Error(w, "no cgroup memory file", http.StatusNotFound)
+	})
+	fmt.Println("server: listening on", port)
+	if err := http.ListenAndServe(":"+port, mux); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

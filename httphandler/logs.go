@@ -1,0 +1,96 @@
+package httphandler
+
+import (
+	"net/http"
+
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// The log routes (wire contract section 9): the hosted API's GET
+// .../revisions/{revision_id}/logs, and the POST routes langgraph-cli's
+// `deploy logs` calls, whose project id is the deployment id. Each decodes
+// the query or the body into a controlplane.LogQuery, which the
+// ControlPlane validates (ListLogs), and answers its LogPage.
+
+// logQueryParams documents the query of GET .../logs.
+var logQueryParams = []param{
+	{"type", "string", "Required: build or deploy."},
+	{"order", "string", "asc (oldest first, the default) or desc."},
+	{"limit", "integer", "Page size, 1 to 1000 (default 50)."},
+	{"offset", "string", "The next_offset of the previous page (opaque; a page of the same order)."},
+	{"level", "string", "Only lines of this level: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case)."},
+	{"query", "string", "Only lines whose message contains this, ignoring case."},
+	{"start_time", "string", "RFC 3339; only lines at or after it."},
+	{"end_time", "string", "RFC 3339; only lines before it."},
+}
+
+// parseLogQuery reads the query of GET .../logs.
+func parseLogQuery(raw string) (*controlplane.LogQuery, error) {
+	p := newQueryParser(raw)
+	q := &controlplane.LogQuery{
+		Type:      controlplane.LogType(p.str("type")),
+		Order:     p.str("order"),
+		Limit:     p.intp("limit"),
+		Offset:    p.str("offset"),
+		Level:     p.str("level"),
+		Query:     p.str("query"),
+		StartTime: p.str("start_time"),
+		EndTime:   p.str("end_time"),
+	}
+	return q, p.done(func(controlplane.Limits) error { return q.Validate() }, controlplane.Limits{})
+}
+
+func (h *handler) revisionLogs(c *call) (int, any, error) {
+	ids, pathErr := pathIDs(c.r, "deployment_id", "revision_id")
+	q, qErr := parseLogQuery(c.r.URL.RawQuery)
+	if pathErr != nil && qErr == nil {
+		qErr = q.Validate() // list the query's problems with the path's
+	}
+	if err := joinProblems(pathErr, qErr); err != nil {
+		return 0, nil, err
+	}
+	p, err := h.cp.ListLogs(c.r.Context(), c.tenant, ids[0], ids[1], q)
+	return http.StatusOK, p, err
+}
+
+func (h *handler) projectBuildLogs(c *call) (int, any, error) {
+	return h.projectLogs(c, controlplane.LogBuild, true)
+}
+
+func (h *handler) projectRevisionDeployLogs(c *call) (int, any, error) {
+	return h.projectLogs(c, controlplane.LogDeploy, true)
+}
+
+func (h *handler) projectDeployLogs(c *call) (int, any, error) {
+	return h.projectLogs(c, controlplane.LogDeploy, false)
+}
+
+// projectLogs serves langgraph-cli's POST routes: the body is the query
+// (an absent body means the defaults); without a revision in the path,
+// the deployment's latest revision is read.
+func (h *handler) projectLogs(c *call, typ controlplane.LogType, withRevision bool) (int, any, error) {
+	names := []string{"project_id"}
+	if withRevision {
+		names = append(names, "revision_id")
+	}
+	ids, pathErr := pathIDs(c.r, names...)
+	q := &controlplane.LogQuery{}
+	validate := func() error {
+		q.Type, q.In = typ, "body"
+		return q.Validate()
+	}
+	err := h.decodeChecked(c, q, true, nil, validate)
+	if err == nil && pathErr != nil {
+		err = validate() // list the body's problems with the path's
+	}
+	if err := joinProblems(pathErr, err); err != nil {
+		return 0, nil, err
+	}
+	q.Type, q.In = typ, "body"
+	rev := ""
+	if withRevision {
+		rev = ids[1]
+	}
+	p, err := h.cp.ListLogs(c.r.Context(), c.tenant, ids[0], rev, q)
+	return http.StatusOK, p, err
+}

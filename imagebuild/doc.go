@@ -1,0 +1,79 @@
+// Package imagebuild turns a github revision into a container image: it
+// clones the repository, finds or generates the Dockerfile, and builds it
+// through the Docker Engine API. It is shared by the deployers (package
+// deploydocker calls it through a one-method interface of its own) and
+// knows nothing of running containers.
+//
+// # Clone
+//
+// Builder.Build (and Builder.Checkout, which stops after this step)
+// clones source_config.repo_url with go-git (pure Go, no git binary), at
+// the revision's repo_commit_sha when it has one (a push or a redeploy
+// names the commit), otherwise at source_revision_config.repo_ref: a
+// branch, a tag (annotated tags are peeled), a full ref name or a full
+// commit sha; no ref means the remote's HEAD. Only the wanted commit is
+// fetched, with depth 1 when the server supports shallow fetches; a
+// server that refuses to send a commit it does not advertise gets one
+// more try that fetches every branch and tag. The files are checked out
+// through an os.Root into a temporary directory (removed afterwards), so
+// no path or symbolic link of the repository reaches outside it; .git is
+// not checked out, submodules are skipped. The clone is bounded in time
+// (Options.CloneTimeout), in pack bytes (MaxRepoBytes), in checked-out
+// bytes (MaxCheckoutBytes) and in entries (MaxFiles).
+//
+// URLs are https only, through Options.Egress (an egress.Policy: public
+// addresses only, checked when connecting, no proxy), unless the policy
+// allows a host (a test server, a company's git server). Local paths and
+// file:// URLs are refused unless Options.AllowLocalRepositories is set;
+// they are served by go-git's in-process upload-pack.
+//
+// Private repositories: when Options.InstallationToken is set (for
+// example githubapp.App.InstallationToken), a deployment with an
+// integration_id is cloned with that installation's token, sent as HTTP
+// basic auth x-access-token:<token>, the way GitHub documents for App
+// installations. controlplane.Work carries the integration_id, not the
+// installation id, so Options.InstallationID maps one to the other
+// (InstallationIDs(cp) looks them up in the control plane).
+//
+// # Dockerfile
+//
+// When a file named Dockerfile sits beside graph_config_path (default
+// langgraph.json), it is built with that directory as the build context.
+// Otherwise GenerateDockerfile writes the Dockerfile that the langgraph
+// CLI's `langgraph dockerfile` writes for that langgraph.json (tested
+// against the real CLI's output for Python and JavaScript projects), from
+// Options.BaseImage when set (the CLI's --base-image: the image is
+// <BaseImage>:<python or node version tag>). For JavaScript projects the
+// deployment's install_command and build_command are honoured as
+// `langgraph build --install-command ... --build-command ...` does at the
+// repository's root: the context is then the repository root, the
+// install runs there and the build in the config's directory. What the
+// generator does not do is an ErrConfig naming it: local dependencies
+// outside the config's directory (the CLI passes those as extra BuildKit
+// contexts), "source": {"kind": "uv"} projects, and api_version pins,
+// which the CLI resolves against PyPI (here the pin is used as written).
+//
+// # Build
+//
+// The build context (the directory, without what its .dockerignore
+// excludes, plus the generated Dockerfile) is streamed as a tar to
+// POST /build of the daemon, with the classic builder (API 1.41 daemons
+// such as Debian's docker.io 20.10 answer), network mode host (a daemon
+// may have no bridge network; Options.NetworkMode), and the labels
+// LabelTenant, LabelDeployment and LabelRevision, so that a deployer can
+// find what it built (Builder.RemoveImages removes a deployment's images
+// when it is deleted). The image is tagged
+// <Options.Repository>/<deployment id>:<revision id> (ImageRef). Every
+// line of the daemon's output, and a line per step of the clone, goes to
+// the log function, cut to Options.MaxLogLine bytes.
+//
+// # Errors
+//
+// Errors match ErrClone (the repository, the ref or the credentials),
+// ErrTooLarge (a limit; with ErrClone or ErrBuild), ErrConfig (a
+// langgraph.json the CLI would refuse) or ErrBuild (a Dockerfile step, or
+// the daemon), and their text is written for the revision's
+// status_message: "clone failed: https://github.com/org/repo: repository
+// not found", "build failed: COPY failed: ...". A cancelled ctx is
+// returned as its cause.
+package imagebuild
