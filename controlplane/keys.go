@@ -47,7 +47,7 @@ const colTenants = "cp_tenants"
 // encTenantNum encodes tenant number n (>= 1) as a tenant prefix.
 func encTenantNum(n uint64) string {
 	if n < 0x18 {
-		return string(rune(n))[:1]
+		return string([]byte{byte(n)})
 	}
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], n)
