@@ -34,6 +34,7 @@ type ControlPlane struct {
 	github  GitHubApp   // nil: no verified GitHub installations
 	shapes  *shapes     // the shape tags' validator, built once (shape.go)
 	secrets secretCodec // seals secret values at rest (storageform.go)
+	ev      *eventLog   // the event log's followers and options (events.go)
 
 	// lifecycle (worker.go)
 	poll      time.Duration
@@ -73,6 +74,8 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		wake:     make(chan struct{}, 1),
 		mutation: o.mutation,
 	}
+	cp.ev = newEventLog(&o)
+	cp.st = eventStore{Store: st, log: cp.ev} // wakes event followers after commits (events.go)
 	if len(o.SecretKey) > 0 {
 		s, err := seal.New(o.SecretKey)
 		if err != nil {

@@ -178,6 +178,9 @@ func (r *deploymentRecord) indexKeys(tenant string) []string {
 // records in line with it; old is the record as stored before (nil when r
 // is new).
 func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
+	if err := cp.deploymentEvent(tx, tenant, old, r); err != nil { // events.go
+		return err
+	}
 	b, err := cp.secrets.encodeDeployment(tenant, r)
 	if err != nil {
 		return err
@@ -226,6 +229,9 @@ func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploy
 // TracingProjects hook). The lifecycle calls it once a deployment is torn
 // down.
 func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
+	if err := cp.deploymentDeletedEvent(tx, tenant, r); err != nil { // events.go
+		return err
+	}
 	if err := removeName(tx, tenant, r.orderKey(tenant)); err != nil { // before the order record goes
 		return err
 	}
@@ -345,6 +351,9 @@ type revisionSnapshot struct {
 }
 
 func (cp *ControlPlane) putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) error {
+	if err := cp.revisionEvent(tx, tenant, rev, isNew); err != nil { // events.go
+		return err
+	}
 	b, err := cp.secrets.encodeRevision(tenant, rev)
 	if err != nil {
 		return err
@@ -394,5 +403,5 @@ func sortedKeys[V any](m map[string]V) []string {
 func Collections() []string {
 	return []string{colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
-		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries}
+		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colEvents}
 }
