@@ -110,6 +110,11 @@ type Options struct {
 	// and each client's request rate (503 and 429 beyond; see shed.go and
 	// ratelimit.go). Default nil: the caps of LoadLimits, no rate limit.
 	Load *LoadLimits
+	// EventHeartbeat is how long an event stream stays silent at most: a
+	// comment line is sent after that long without events, so that
+	// proxies and clients keep idle streams open. Default
+	// DefaultEventHeartbeat.
+	EventHeartbeat time.Duration
 }
 
 // handler is the http.Handler New returns.
@@ -136,6 +141,11 @@ type handler struct {
 	allowUnverified bool   // serve POST /v1/integrations/github
 	load            *load  // admission control: concurrency caps, rate limit
 
+	// closing ends at Close: event streams end and waits answer (events.go).
+	closing      context.Context
+	closeStreams context.CancelFunc
+	heartbeat    time.Duration // of event streams
+
 	bufs     sync.Pool // *bytes.Buffer for encoding answers
 	idPrefix string
 	seq      atomic.Uint64
@@ -158,6 +168,7 @@ func (x *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { x.h.ServeH
 // lose the last records when the program exits. The Handler keeps serving
 // after Close, and a later Close flushes the records logged meanwhile.
 func (x *Handler) Close() error {
+	x.h.closeStreams()
 	x.h.reqlog.flush()
 	return nil
 }
@@ -192,6 +203,11 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 		webhookSecret:   bytes.Clone(o.GitHubWebhookSecret),
 		allowUnverified: o.AllowUnverifiedIntegrations,
 		load:            newLoad(o.Load),
+		heartbeat:       o.EventHeartbeat,
+	}
+	h.closing, h.closeStreams = context.WithCancel(context.Background())
+	if h.heartbeat <= 0 {
+		h.heartbeat = DefaultEventHeartbeat
 	}
 	if h.auth == nil {
 		h.auth = denyAll{}
@@ -374,6 +390,7 @@ func (h *handler) serve(rt route) http.Handler {
 			_, _ = w.Write(b)
 		case htmlPage:
 			writeHTML(w, code, b)
+		case streamed: // the endpoint wrote its answer (events.go)
 		default:
 			h.writeJSON(w, code, b)
 		}

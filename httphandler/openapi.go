@@ -102,6 +102,8 @@ func (g *schemaGen) operation(rt route) obj {
 	switch {
 	case rt.html:
 		success["content"] = obj{"text/html": obj{"schema": obj{"type": "string"}}}
+	case rt.stream:
+		success["content"] = obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}
 	case rt.resp != nil:
 		success["content"] = obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.resp))}}
 	}
