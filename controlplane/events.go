@@ -1,11 +1,14 @@
 package controlplane
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,7 +125,7 @@ func decodeEventRecord(b []byte) (eventRecord, error) {
 	var f [6]string
 	rest := b
 	for i := range f {
-		j := strings.IndexByte(string(rest), '\n')
+		j := bytes.IndexByte(rest, '\n')
 		if j < 0 {
 			return e, errors.New("controlplane: a malformed event record")
 		}
@@ -286,6 +289,8 @@ type eventLog struct {
 
 	mu    sync.Mutex
 	waits map[string]chan struct{} // tenant -> closed at its next commit here
+	gens  map[string]uint64        // tenant -> commits notified since its tail was made
+	tails map[string]*eventTail    // tenant -> its followers' shared tail
 	cache map[eventCacheKey][]byte // rendered Data of recent events
 	ring  []eventCacheKey          // cache keys, oldest replaced first
 	next  int
@@ -303,7 +308,7 @@ const eventCacheSize = 1024
 
 func newEventLog(o *Options) *eventLog {
 	l := &eventLog{retention: o.EventRetention, maxAge: o.EventMaxAge, poll: o.EventPollInterval,
-		waits: map[string]chan struct{}{}, cache: map[eventCacheKey][]byte{}, ring: make([]eventCacheKey, eventCacheSize)}
+		waits: map[string]chan struct{}{}, gens: map[string]uint64{}, tails: map[string]*eventTail{}, cache: map[eventCacheKey][]byte{}, ring: make([]eventCacheKey, eventCacheSize)}
 	if l.retention <= 0 {
 		l.retention = DefaultEventRetention
 	}
@@ -317,9 +322,10 @@ func newEventLog(o *Options) *eventLog {
 }
 
 // wait returns a channel closed at the tenant's next commit through this
-// ControlPlane. Take it before reading the store, so that no commit falls
-// between the read and the wait.
-func (l *eventLog) wait(tenant string) <-chan struct{} {
+// ControlPlane, and the tenant's generation: the number of such commits
+// notified so far. Take them before reading the store, so that no commit
+// falls between the read and the wait.
+func (l *eventLog) wait(tenant string) (<-chan struct{}, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ch := l.waits[tenant]
@@ -327,10 +333,18 @@ func (l *eventLog) wait(tenant string) <-chan struct{} {
 		ch = make(chan struct{})
 		l.waits[tenant] = ch
 	}
-	return ch
+	return ch, l.gens[tenant]
 }
 
-// notify wakes the tenant's followers.
+// generation is the tenant's generation (wait).
+func (l *eventLog) generation(tenant string) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gens[tenant]
+}
+
+// notify wakes the tenant's followers. The generation is counted only for
+// tenants someone follows (it needs no more: a tail starts at 0 too).
 func (l *eventLog) notify(tenant string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -338,6 +352,119 @@ func (l *eventLog) notify(tenant string) {
 		close(ch)
 		delete(l.waits, tenant)
 	}
+	if _, ok := l.tails[tenant]; ok {
+		l.gens[tenant]++
+	}
+}
+
+// tailOf is the tenant's shared tail, made on first use.
+func (l *eventLog) tailOf(tenant string) *eventTail {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.tails[tenant]
+	if t == nil {
+		t = &eventTail{}
+		l.tails[tenant] = t
+		l.gens[tenant]++ // a read before this notify counted nothing
+	}
+	return t
+}
+
+// eventTailSize bounds the events a tail keeps (a follower further behind
+// reads the store alone).
+const eventTailSize = eventReadBatch
+
+// eventTail is the newest events of a tenant read from the store, shared
+// by the tenant's followers in this process: when a commit wakes them all,
+// one reads the store and the others take what it read, instead of a store
+// read each.
+type eventTail struct {
+	mu   sync.Mutex
+	gen  uint64       // the tenant's generation when the last complete read began
+	read bool         // recs holds the result of a complete read
+	recs []tailRecord // consecutive numbers, oldest first
+}
+
+// tailRecord is an event read from the store, decoded.
+type tailRecord struct {
+	n uint64
+	e eventRecord
+}
+
+// after returns the tenant's events after number after (up to
+// eventReadBatch): from the tail when it is as recent as generation gen and
+// covers them, else from the store, updating the tail.
+func (t *eventTail) after(ctx context.Context, cp *ControlPlane, tenant string, after, gen uint64, forced bool) ([]tailRecord, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	covers := t.read && (len(t.recs) == 0 || t.recs[0].n <= after+1)
+	if covers && !forced && t.gen >= gen {
+		return t.since(after), nil
+	}
+	if len(t.recs) > 0 && t.recs[0].n > after+1 {
+		// Behind the tail: read for this follower alone.
+		return readEvents(ctx, cp, tenant, after, eventReadBatch)
+	}
+	from := after
+	if t.read && len(t.recs) > 0 {
+		from = max(after, t.recs[len(t.recs)-1].n)
+	}
+	begun := cp.ev.generation(tenant)
+	rs, err := readEvents(ctx, cp, tenant, from, eventReadBatch)
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) > 0 && (len(t.recs) == 0 || rs[0].n != t.recs[len(t.recs)-1].n+1) {
+		t.recs = t.recs[:0] // not contiguous with what the tail holds: start again
+	}
+	t.recs = append(t.recs, rs...)
+	out := rs
+	if len(t.recs) > 0 && t.recs[0].n <= after+1 {
+		out = t.since(after) // before the trim, which may drop some of them
+	}
+	if extra := len(t.recs) - eventTailSize; extra > 0 {
+		t.recs = append(t.recs[:0], t.recs[extra:]...)
+	}
+	if len(rs) < eventReadBatch { // the read reached the end of the log
+		t.read, t.gen = true, begun
+	} else {
+		t.read = false
+	}
+	return out, nil
+}
+
+// since is the tail's records after number after, up to eventReadBatch.
+func (t *eventTail) since(after uint64) []tailRecord {
+	i, _ := slices.BinarySearchFunc(t.recs, after+1, func(r tailRecord, n uint64) int { return cmp.Compare(r.n, n) })
+	out := t.recs[i:min(len(t.recs), i+eventReadBatch)]
+	return slices.Clone(out)
+}
+
+// readEvents reads up to limit of the tenant's events after number after,
+// from the store.
+func readEvents(ctx context.Context, cp *ControlPlane, tenant string, after uint64, limit int) ([]tailRecord, error) {
+	prefix := eventPrefix(tenant)
+	var rs []tailRecord
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		rs = rs[:0]
+		return r.Scan(colEvents, prefix, &store.ScanOptions{Start: eventKey(tenant, after+1)},
+			func(k string, v []byte) (bool, error) {
+				n, ok := eventNumber(prefix, k)
+				if !ok {
+					return true, nil
+				}
+				e, err := decodeEventRecord(v)
+				if err != nil {
+					return false, err
+				}
+				rs = append(rs, tailRecord{n, e})
+				return len(rs) < limit, nil
+			})
+	})
+	if err != nil {
+		return nil, cp.storeErr("read events", err)
+	}
+	return rs, nil
 }
 
 func (l *eventLog) cached(k eventCacheKey) ([]byte, bool) {
@@ -515,19 +642,22 @@ func (s *EventStream) Next(ctx context.Context) ([]Event, error) {
 		s.pending = nil
 		return out, nil
 	}
+	forced := false
 	for {
 		if s.ended || (s.gone != 0 && s.after >= s.gone) {
 			return nil, io.EOF
 		}
-		wake := s.cp.ev.wait(s.tenant)
-		evs, err := s.read(ctx)
+		wake, gen := s.cp.ev.wait(s.tenant)
+		evs, err := s.read(ctx, gen, forced)
 		if err != nil || len(evs) > 0 {
 			return evs, err
 		}
 		t := time.NewTimer(s.cp.ev.poll)
 		select {
 		case <-wake:
+			forced = false
 		case <-t.C:
+			forced = true // other replicas' commits wake nobody here: look
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
@@ -537,28 +667,13 @@ func (s *EventStream) Next(ctx context.Context) ([]Event, error) {
 }
 
 // read returns the events after s.after that s follows (up to
-// eventReadBatch read), moving s.after past every event read.
-func (s *EventStream) read(ctx context.Context) ([]Event, error) {
-	prefix := eventPrefix(s.tenant)
-	type raw struct {
-		n uint64
-		v []byte
-	}
-	var rs []raw
-	err := s.cp.st.View(ctx, func(r store.Reader) error {
-		rs = rs[:0]
-		return r.Scan(colEvents, prefix, &store.ScanOptions{Start: eventKey(s.tenant, s.after+1)},
-			func(k string, v []byte) (bool, error) {
-				n, ok := eventNumber(prefix, k)
-				if !ok {
-					return true, nil
-				}
-				rs = append(rs, raw{n, v})
-				return len(rs) < eventReadBatch, nil
-			})
-	})
+// eventReadBatch read), moving s.after past every event read. gen is the
+// tenant's commit generation when s last took a wake-up channel; forced
+// says to look in the store even if the shared tail is that recent.
+func (s *EventStream) read(ctx context.Context, gen uint64, forced bool) ([]Event, error) {
+	rs, err := s.cp.ev.tailOf(s.tenant).after(ctx, s.cp, s.tenant, s.after, gen, forced)
 	if err != nil {
-		return nil, s.cp.storeErr("read events", err)
+		return nil, err
 	}
 	var out []Event
 	for _, x := range rs {
@@ -567,14 +682,11 @@ func (s *EventStream) read(ctx context.Context) ([]Event, error) {
 				"Events %d to %d are no longer retained; read the resources again.", s.after+1, x.n-1)))
 		}
 		s.after = x.n
-		e, err := decodeEventRecord(x.v)
-		if err != nil {
-			return nil, err
-		}
+		e := &x.e
 		if s.deployment != "" && e.deployment != s.deployment || e.kind == EventLog && !s.logs[e.change] {
 			continue
 		}
-		data, err := s.cp.renderEvent(s.tenant, x.n, &e)
+		data, err := s.cp.renderEvent(s.tenant, x.n, e)
 		if err != nil {
 			return nil, err
 		}
@@ -692,7 +804,7 @@ func (cp *ControlPlane) WaitRevision(ctx context.Context, tenant, deploymentID, 
 	deadline := time.NewTimer(time.Duration(timeout) * time.Second)
 	defer deadline.Stop()
 	for {
-		wake := cp.ev.wait(tenant)
+		wake, _ := cp.ev.wait(tenant)
 		rev, err := cp.GetRevision(ctx, tenant, deploymentID, revisionID)
 		if err != nil || IsTerminal(rev.Status) {
 			return rev, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +193,67 @@ func TestEventsPruned(t *testing.T) {
 				t.Errorf("kept %s, want %s", got, c.kept)
 			}
 		})
+	}
+}
+
+// TestFollowersShareTail: many followers of one tenant, some starting
+// late and some reading slowly, each receive every event exactly once and
+// in order while a producer commits more than a tail holds (the followers
+// share reads through the tenant's tail, and those behind it read alone).
+func TestFollowersShareTail(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cp, _ := newEventsCP(t, nil, &now)
+	d := createEventsDeployment(t, cp, "agent") // events 1, 2
+	const total = 2 + 3*eventTailSize
+	errs := make(chan error, 20)
+	follow := func(lastID string, slow bool) {
+		s, err := cp.FollowEvents(ctx, eventsTenant, &FollowOptions{LastEventID: lastID})
+		if err != nil {
+			errs <- err
+			return
+		}
+		want := uint64(2) // from now: after the deployment's creation
+		if lastID != "" {
+			want, _ = strconv.ParseUint(lastID, 10, 64)
+		}
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			for want < total {
+				evs, err := s.Next(cctx)
+				if err != nil {
+					errs <- fmt.Errorf("after %d: %w", want, err)
+					return
+				}
+				for _, e := range evs {
+					if want++; e.ID != fmt.Sprint(want) || e.Name == EventGap {
+						errs <- fmt.Errorf("event %s %s, want %d", e.ID, e.Name, want)
+						return
+					}
+				}
+				if slow {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for i := range 10 {
+		follow("", i%3 == 0)
+	}
+	for i := range 3 * eventTailSize {
+		if _, err := cp.UpdateDeployment(ctx, eventsTenant, d.ID, &UpdateDeploymentRequest{
+			SourceConfig: &SourceConfig{CustomURL: new(fmt.Sprintf("https://%d.example", i))}}); err != nil {
+			t.Fatal(err)
+		}
+		if i%eventTailSize == 7 {
+			follow("1", false) // from the start, behind the tail
+		}
+	}
+	for range 13 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

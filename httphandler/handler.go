@@ -160,13 +160,18 @@ type Handler struct {
 // ServeHTTP serves one request of the API.
 func (x *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { x.h.ServeHTTP(w, r) }
 
-// Close waits until every request record of the requests that have ended
-// has been handed to Options.Logger's handler, and returns nil. Call it
-// after http.Server.Shutdown has returned (requests ending meanwhile may
-// make it wait for their records too). The handler holds no goroutine
-// while no record waits, so one never closed leaks nothing; it only may
-// lose the last records when the program exits. The Handler keeps serving
-// after Close, and a later Close flushes the records logged meanwhile.
+// Close ends every open event stream (cleanly, as at the end of a
+// response) and makes every waiting ?wait=terminal answer the revision as
+// it is, then waits until every request record of the requests that have
+// ended has been handed to Options.Logger's handler, and returns nil.
+// http.Server.Shutdown waits for streams that never end by themselves, so
+// call Close as shutdown begins (before Shutdown, or from
+// http.Server.RegisterOnShutdown), and again after Shutdown has returned,
+// for the records of the requests that ended meanwhile. The handler holds
+// no goroutine while no record waits, so one never closed leaks nothing;
+// it only may lose the last records when the program exits. The Handler
+// keeps serving other requests after Close; event streams asked for then
+// answer 503.
 func (x *Handler) Close() error {
 	x.h.closeStreams()
 	x.h.reqlog.flush()
