@@ -42,7 +42,6 @@ func BenchmarkEventFanout(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(len(data)), "data-bytes")
 	seq := 0
 	benchcmp.CompareNamed(b, "bare-fanout", func(b *testing.B) {
 		var mu sync.Mutex
