@@ -550,15 +550,14 @@ type EventStream struct {
 	after      uint64  // the last event number seen
 	pending    []Event // to return before reading (a gap found when following)
 	ended      bool    // the followed deployment's deleted event was returned
-	gone       uint64  // the followed deployment was removed: end after this event number
 }
 
 // FollowEvents starts following the tenant's event log (or one
 // deployment's events, with o.DeploymentID), from the end or after
 // o.LastEventID. Errors: *apierr.NotFoundError when the deployment does
-// not exist (unless o.LastEventID is one of this log's ids: a client
-// reconnecting after the deployment was removed then receives the events
-// it missed, its deleted event included, and the stream ends);
+// not exist (unless its deleted event is retained after o.LastEventID: a
+// client reconnecting after the deployment was removed then receives the
+// events it missed, the deleted event last, and the stream ends);
 // *apierr.ValidationError for an unknown log type (loc ["query", "logs"]).
 func (cp *ControlPlane) FollowEvents(ctx context.Context, tenant string, o *FollowOptions) (*EventStream, error) {
 	if err := apierr.CheckTenant(tenant); err != nil {
@@ -584,7 +583,7 @@ func (cp *ControlPlane) FollowEvents(ctx context.Context, tenant string, o *Foll
 	}
 	resume, resumeErr := strconv.ParseUint(o.LastEventID, 10, 64)
 	var head uint64
-	var exists bool
+	var exists, deleted bool
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		var err error
 		if head, err = lastEvent(r, tenant); err != nil {
@@ -595,20 +594,26 @@ func (cp *ControlPlane) FollowEvents(ctx context.Context, tenant string, o *Foll
 		}
 		_, err = r.Get(colDeployments, key(tenant, s.deployment))
 		exists = err == nil
-		if errors.Is(err, store.ErrNotFound) {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if exists || resumeErr != nil || resume >= head {
 			return nil
 		}
-		return err
+		// Removed: is its deleted event among those after the client's?
+		prefix := eventPrefix(tenant)
+		return r.Scan(colEvents, prefix, &store.ScanOptions{Start: eventKey(tenant, resume+1)}, func(k string, v []byte) (bool, error) {
+			e, err := decodeEventRecord(v)
+			deleted = err == nil && e.kind == EventDeployment && e.change == ChangeDeleted && e.deployment == s.deployment
+			return !deleted, nil
+		})
 	})
 	if err != nil {
 		return nil, cp.storeErr("follow events", err)
 	}
 	known := o.LastEventID != "" && resumeErr == nil && resume <= head
-	if s.deployment != "" && !exists {
-		if !known {
-			return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: s.deployment}
-		}
-		s.gone = head
+	if s.deployment != "" && !exists && !deleted {
+		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: s.deployment}
 	}
 	switch {
 	case o.LastEventID == "":
@@ -644,7 +649,7 @@ func (s *EventStream) Next(ctx context.Context) ([]Event, error) {
 	}
 	forced := false
 	for {
-		if s.ended || (s.gone != 0 && s.after >= s.gone) {
+		if s.ended {
 			return nil, io.EOF
 		}
 		wake, gen := s.cp.ev.wait(s.tenant)

@@ -278,6 +278,16 @@ func eventStreamLifecycle(t *testing.T) {
 	// exactly these, with the same ids, and then ends.
 	diff(t, "the deployment's own stream", mine, own.take(len(mine)))
 	own.ended()
+	// Reconnecting once it is removed: the missed events up to the deleted
+	// one, then the end; after the deleted one, 404 (so that EventSource
+	// stops reconnecting).
+	again := s.stream(t, keyA, "/v2/deployments/"+d.ID+"/events", "Last-Event-ID", mine[len(mine)-3].ID)
+	diff(t, "reconnected after the removal", mine[len(mine)-2:], again.take(2))
+	again.ended()
+	r := s.do("GET", "/v2/deployments/"+d.ID+"/events", "", "X-Api-Key", keyA, "Last-Event-ID", mine[len(mine)-1].ID)
+	if r.status != 404 {
+		t.Errorf("reconnected after the deleted event: %d %s", r.status, r.body)
+	}
 
 	// The payloads are the wire JSON of GET.
 	for _, e := range mine {
