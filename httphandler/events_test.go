@@ -534,3 +534,24 @@ func TestWaitTerminal(t *testing.T) {
 		}
 	}))
 }
+
+// TestEventStreamLongPollCap: streams and ?wait= take places of the
+// long-poll cap, not of the in-flight cap: with one place, a second
+// stream or wait is a 503 while ordinary requests are served.
+func TestEventStreamLongPollCap(t *testing.T) { synctest.Test(t, eventStreamLongPollCap) }
+
+func eventStreamLongPollCap(t *testing.T) {
+	s := newServerWith(t, serverSetup{inMemory: true, opts: &httphandler.Options{Load: &httphandler.LoadLimits{MaxLongPolls: 1, MaxInFlight: 1}}})
+	d := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", dockerBody("agent"), 201)
+	st := s.stream(t, keyA, "/v2/events")
+	for _, p := range []string{"/v2/events", "/v2/deployments/" + d.ID + "/events",
+		"/v2/deployments/" + d.ID + "/revisions/" + *d.LatestRevisionID + "?wait=terminal&timeout=1"} {
+		if r := s.as(keyA, "GET", p, ""); r.status != 503 || !strings.Contains(detail(t, r), "long polls") {
+			t.Errorf("GET %s beside an open stream: %d %s", p, r.status, r.body)
+		}
+	}
+	must[controlplane.Deployment](t, s, keyA, "GET", "/v2/deployments/"+d.ID, "", 200)
+	st.close()
+	synctest.Wait() // the stream's handler has seen the client go
+	must[controlplane.Revision](t, s, keyA, "GET", "/v2/deployments/"+d.ID+"/revisions/"+*d.LatestRevisionID+"?wait=terminal&timeout=1", "", 200)
+}
