@@ -773,6 +773,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	}
 	log.Info("shutting down", "timeout", c.shutdownTimeout)
 	drain()
+	_ = api.Close() // ends event streams and ?wait= polls, which would hold Shutdown until its timeout
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
