@@ -81,7 +81,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		mutation: o.mutation,
 	}
 	cp.ev = newEventLog(&o)
-	cp.st = eventStore{Store: st, log: cp.ev} // wakes event followers after commits (events.go)
+	cp.st = eventStore{Store: cp.st, log: cp.ev} // wakes event followers after commits (events.go)
 	if len(o.SecretKey) > 0 {
 		s, err := seal.New(o.SecretKey)
 		if err != nil {

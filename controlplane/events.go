@@ -586,7 +586,11 @@ func (cp *ControlPlane) FollowEvents(ctx context.Context, tenant string, o *Foll
 		if s.deployment == "" {
 			return nil
 		}
-		_, err = r.Get(colDeployments, key(tenant, s.deployment))
+		tp, err := cp.readTenant(r, tenant)
+		if err != nil {
+			return err
+		}
+		_, err = r.Get(colDeployments, deploymentKey(tp, s.deployment))
 		exists = err == nil
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err

@@ -242,7 +242,9 @@ func TestEventStreamLifecycle(t *testing.T) { synctest.Test(t, eventStreamLifecy
 
 func eventStreamLifecycle(t *testing.T) {
 	s, _ := liveServer(t, &controlplane.Options{PollInterval: 10 * time.Millisecond}, nil)
-	all := s.stream(t, keyA, "/v2/events")
+	// With every log: the stream then has every event of the tenant, so
+	// its ids are consecutive (the simulated deployer writes log lines).
+	all := s.stream(t, keyA, "/v2/events?logs=build,deploy")
 	d := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", dockerBody("agent"), 201)
 	own := s.stream(t, keyA, "/v2/deployments/"+d.ID+"/events", "Last-Event-ID", "0")
 	other := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", dockerBody("other"), 201)
@@ -261,12 +263,21 @@ func eventStreamLifecycle(t *testing.T) {
 	var mine []sseEvent
 	evs := all.until(func(e sseEvent) bool {
 		d2 := e.change(t)
-		if d2.DeploymentID == d.ID {
+		if d2.DeploymentID == d.ID && e.Name != "log" {
 			mine = append(mine, e)
 		}
 		return e.Name == "deployment" && d2.Change == "deleted" && d2.DeploymentID == d.ID
 	})
 	checkIDs(t, 0, evs)
+	logs := 0
+	for _, e := range evs {
+		if e.Name == "log" && e.change(t).DeploymentID == d.ID {
+			logs++
+		}
+	}
+	if logs == 0 {
+		t.Errorf("no log event of the deployment's revision in a stream that asked for logs: %v", summary(t, evs))
+	}
 	want := []string{"deployment/created/AWAITING_DATABASE", "revision/created/CREATING"}
 	for _, st := range controlplane.HappyPath(controlplane.SourceExternalDocker)[1:] {
 		want = append(want, "revision/status/"+string(st))
