@@ -57,8 +57,11 @@
 // commit built (Step.RepoCommitSHA) and the image (Step.ImageVersion),
 // after which the image deploys like an external_docker one (pulled only
 // when the daemon lacks it). A Deploy resumed after the build finds the
-// image in Work.ImageVersion. Without a Builder such a revision ends
-// BUILD_FAILED saying that no image builder is configured.
+// image in Work.ImageVersion. A failed build ends BUILD_FAILED with the
+// Builder's error as the status_message ("clone failed: ...", "build
+// failed: ..."). Without a Builder such a revision ends BUILD_FAILED
+// saying that no image builder is configured. imagebuild.Builder is the
+// Builder; cmd/deployplane wires it in.
 //
 // # Where a deployment answers
 //
@@ -122,8 +125,40 @@
 //
 // # Logs
 //
-// Deploy and build log lines go to Options.Logger through one function
-// (logLine), ready to be routed to the control plane's revision logs.
+// Every revision gets its build and deploy logs (controlplane.LogLine)
+// through the Reporter of its Deploy:
+//
+//   - the build log: every line of the Builder's output, in batches (one
+//     store write per 100 lines or 256 KiB, at least every second so that
+//     a build can be followed live, and the rest before the build's
+//     outcome is reported), and a failed build's error at ERROR;
+//   - the deploy log: the Deployer's steps (pulling, creating, healthy,
+//     active at, failures at ERROR), one write each, before the report
+//     that follows them, and the output of the revision's containers.
+//
+// A container's stdout and stderr are followed (ContainerLogs with follow
+// and timestamps, demultiplexed with stdcopy) from its start, in the same
+// batches, with the time Docker stamped on each line and the level the
+// line names (see LevelOf; else INFO for stdout, ERROR for stderr). Until
+// the revision is DEPLOYED they go through the Reporter, then through
+// Options.State.AppendLogs, which needs no lease; a container adopted by
+// Reconcile after a restart is followed again from that moment. Following
+// stops when the container is removed (or stops and is not restarting),
+// when the deployment's logs are gone, or at Close, which writes the lines
+// read so far. The control plane bounds each log
+// (controlplane.LogRetention); the Deployer holds at most one batch per
+// container in memory and reads no faster than the store writes.
+//
+// The same lines go to Options.Logger (the build's output at Debug).
+// Writing a log never fails a deploy: a failed write is logged as a
+// warning (once per revision) and its lines are dropped.
+//
+// # Images and readiness
+//
+// Teardown removes the images the Builder made for the deployment when
+// the Builder implements ImageRemover (imagebuild.Builder does). Ready
+// pings the daemon: the Deployer is a controlplane.ReadinessChecker, so
+// the server's GET /readyz fails while Docker is unreachable.
 //
 // # Tests
 //

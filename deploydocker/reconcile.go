@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
@@ -108,6 +109,16 @@ func (d *Deployer) reconcileDeployment(ctx context.Context, tenant, depID string
 	}
 	if len(active) > 0 {
 		d.proxy.set(depID, backendsOf(active))
+		// Their output goes on to the active revision's deploy log, from
+		// now: what the earlier run read is there, and docker logs keeps
+		// the rest.
+		rl := &revLog{d: d, w: &controlplane.Work{Tenant: tenant, Deployment: *dep,
+			Revision: controlplane.Revision{ID: *dep.ActiveRevisionID}}}
+		rl.deployed.Store(true)
+		now := time.Now()
+		for _, c := range active {
+			d.follow(rl, c, now)
+		}
 		d.log.Info("deploydocker: adopted the active revision's containers", "deployment", depID,
 			"revision", *dep.ActiveRevisionID, "containers", strconv.Itoa(len(active)))
 	}

@@ -8,6 +8,7 @@
 //	GET  /env?name= the value of an environment variable
 //	GET  /memlimit  the cgroup memory limit, in bytes ("max" when none)
 //	GET  /port      the port it listens on, which tells replicas apart
+//	POST /say?line= prints the line on stdout (stderr with &stream=stderr)
 //
 // MODE=crash exits with code 3 at once, after a line on stderr.
 package main
@@ -43,6 +44,13 @@ func main() {
 	mux.HandleFunc("POST /ready", func(w http.ResponseWriter, r *http.Request) { ready.Store(true) })
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, os.Getenv("VERSION")) })
 	mux.HandleFunc("GET /env", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, os.Getenv(r.URL.Query().Get("name"))) })
+	mux.HandleFunc("POST /say", func(w http.ResponseWriter, r *http.Request) {
+		out := os.Stdout
+		if r.URL.Query().Get("stream") == "stderr" {
+			out = os.Stderr
+		}
+		fmt.Fprintln(out, r.URL.Query().Get("line"))
+	})
 	mux.HandleFunc("GET /port", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, port) })
 	mux.HandleFunc("GET /memlimit", func(w http.ResponseWriter, r *http.Request) {
 		for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
