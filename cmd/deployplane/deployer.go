@@ -94,6 +94,9 @@ type deployerEnv struct {
 	proxyURL  string
 }
 
+// The Builder removes a deleted deployment's images at its Teardown.
+var _ deploydocker.ImageRemover = (*imagebuild.Builder)(nil)
+
 // installationTokens is what of githubapp.App the builder uses.
 type installationTokens interface {
 	InstallationToken(ctx context.Context, installationID int64) (string, error)
