@@ -278,3 +278,71 @@ func TestGitHubRevisionBuildsAndDeploys(t *testing.T) {
 		}
 	})
 }
+
+// A DEPLOYED revision's container output keeps reaching its deploy log
+// (through State, no lease): across a crash and the restart Docker makes,
+// the output of both runs is there, and nothing twice.
+func TestContainerOutputFollowedAcrossRestart(t *testing.T) {
+	f := newFixture(t, nil)
+	d := f.create(uniq("follow"), image("server:v1"), nil)
+	rev := f.wait(d.ID, *d.LatestRevisionID)
+	if rev.Status != controlplane.RevisionDeployed {
+		t.Fatalf("revision %s: %s", rev.Status, deref(rev.StatusMessage))
+	}
+	u := f.proxyURL + "/" + d.ID
+	eventually(t, "url answers", func() bool { _, err := get(u + "/version"); return err == nil })
+	say := func(line string) {
+		t.Helper()
+		resp, err := http.Post(u+"/say?line="+url.QueryEscape(line), "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	before := uniq("before-the-crash")
+	say(before)
+	resp, err := http.Post(u+"/exit", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// Docker restarts it (unless-stopped) on the same port.
+	ids := f.containers(deploydocker.LabelRevision + "=" + rev.ID)
+	if len(ids) != 1 {
+		t.Fatalf("%d containers", len(ids))
+	}
+	eventually(t, "the container is restarted", func() bool {
+		res, err := f.cli.ContainerInspect(context.Background(), ids[0], client.ContainerInspectOptions{})
+		return err == nil && res.Container.RestartCount > 0 && res.Container.State != nil && res.Container.State.Running
+	})
+	after := uniq("after-the-restart")
+	eventually(t, "the restarted container answers", func() bool {
+		resp, err := http.Post(u+"/say?line="+url.QueryEscape(after), "text/plain", nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	var logs []controlplane.LogEntry
+	eventually(t, "the deploy log holds both runs' output", func() bool {
+		logs = logMessages(t, f.cp, d.ID, rev.ID, controlplane.LogDeploy)
+		return hasLine(logs, controlplane.LevelInfo, before) && hasLine(logs, controlplane.LevelInfo, "server: exiting on request") &&
+			hasLine(logs, controlplane.LevelInfo, after)
+	})
+	count := func(s string) int {
+		n := 0
+		for _, l := range logs {
+			if strings.Contains(l.Message, s) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count("server: listening on"); n != 2 {
+		t.Errorf("%d lines of the server starting, want 2 (a start and a restart):\n%s", n, dump(logs))
+	}
+	if n := count(before); n != 1 {
+		t.Errorf("the line said before the crash is in the log %d times, want once:\n%s", n, dump(logs))
+	}
+}

@@ -9,6 +9,7 @@
 //	GET  /memlimit  the cgroup memory limit, in bytes ("max" when none)
 //	GET  /port      the port it listens on, which tells replicas apart
 //	POST /say?line= prints the line on stdout (stderr with &stream=stderr)
+//	POST /exit      exits with code 4 once the answer is sent
 //
 // MODE=crash exits with code 3 at once, after a line on stderr.
 package main
@@ -19,6 +20,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 func main() {
@@ -50,6 +52,15 @@ func main() {
 			out = os.Stderr
 		}
 		fmt.Fprintln(out, r.URL.Query().Get("line"))
+	})
+	mux.HandleFunc("POST /exit", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "exiting")
+		w.(http.Flusher).Flush()
+		go func() {
+			time.Sleep(100 * time.Millisecond) // let the answer leave
+			fmt.Println("server: exiting on request")
+			os.Exit(4)
+		}()
 	})
 	mux.HandleFunc("GET /port", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, port) })
 	mux.HandleFunc("GET /memlimit", func(w http.ResponseWriter, r *http.Request) {
