@@ -19,6 +19,9 @@ func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 	rl := &revLog{d: d, w: w, r: r}
 	ctx = context.WithValue(ctx, revLogKey{}, rl)
 	run := &run{d: d, w: w, r: r, log: rl, status: w.Revision.Status}
+	if w.Revision.Status != controlplane.RevisionCreating {
+		run.resume = d.resumeFrom(ctx, w) // resumed: before this Deploy writes a line
+	}
 	err := run.deploy(ctx)
 	switch {
 	case ctx.Err() != nil:
@@ -49,6 +52,7 @@ type run struct {
 	r      controlplane.Reporter
 	log    *revLog
 	status controlplane.RevisionStatus
+	resume time.Time // where the deploy log ended when a resumed Deploy began
 }
 
 // advance reports the statuses of the happy path after the current one up
@@ -142,10 +146,12 @@ func (x *run) deploy(ctx context.Context) error {
 	}
 	for _, c := range cs {
 		// The container's output goes to the deploy log from its start
-		// (an adopted one's from now: what an earlier run read is there).
+		// (an adopted one's from where the log ended when this Deploy
+		// began: an earlier run of the control plane wrote what it had
+		// read).
 		var since time.Time
 		if c.adopted {
-			since = time.Now()
+			since = x.resume
 		}
 		x.d.follow(x.log, c, since)
 	}

@@ -72,11 +72,14 @@ type ImageRemover interface {
 // and where a running container's output goes once its revision is
 // DEPLOYED: *controlplane.ControlPlane implements it. It is used to tell a
 // revision superseded by a newer active one, by Reconcile, and to write
-// the deploy log of a revision outside its Deploy (AppendLogs).
+// the deploy log of a revision outside its Deploy (AppendLogs, ListLogs).
 type State interface {
 	GetDeployment(ctx context.Context, tenant, id string) (*controlplane.Deployment, error)
 	GetRevision(ctx context.Context, tenant, deploymentID, revisionID string) (*controlplane.Revision, error)
 	AppendLogs(ctx context.Context, tenant, deploymentID, revisionID string, lines ...controlplane.LogLine) error
+	// ListLogs tells where the deploy log of a revision whose containers
+	// are adopted ends, so that their output is followed from there.
+	ListLogs(ctx context.Context, tenant, deploymentID, revisionID string, q *controlplane.LogQuery) (*controlplane.LogPage, error)
 }
 
 // Credentials are registry credentials for a pull.

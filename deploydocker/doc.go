@@ -141,8 +141,11 @@
 // batches, with the time Docker stamped on each line and the level the
 // line names (see LevelOf; else INFO for stdout, ERROR for stderr). Until
 // the revision is DEPLOYED they go through the Reporter, then through
-// Options.State.AppendLogs, which needs no lease; a container adopted by
-// Reconcile after a restart is followed again from that moment. Following
+// Options.State.AppendLogs, which needs no lease. A container adopted
+// after a restart (by a resumed Deploy or by Reconcile) is followed again
+// from the time of the last line of its revision's deploy log: lines the
+// dead process had read but not written are read again when they are
+// newer than that line. Following
 // stops when the container is removed (or stops and is not restarting),
 // when the deployment's logs are gone, or at Close, which writes the lines
 // read so far. The control plane bounds each log

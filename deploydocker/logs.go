@@ -312,6 +312,26 @@ func levelWord(w string) (controlplane.LogLevel, bool) {
 	return "", false
 }
 
+// resumeFrom is where the output of a revision's adopted containers is
+// followed from: the time of the last line of its deploy log (what an
+// earlier run of the control plane wrote is there; lines it had read but
+// not yet written when it died are read again if they are newer), or now
+// without State.
+func (d *Deployer) resumeFrom(ctx context.Context, w *controlplane.Work) time.Time {
+	if d.o.State == nil {
+		return time.Now()
+	}
+	page, err := d.o.State.ListLogs(ctx, w.Tenant, w.Deployment.ID, w.Revision.ID,
+		&controlplane.LogQuery{Type: controlplane.LogDeploy, Order: "desc", Limit: new(1)})
+	if err != nil {
+		return time.Now()
+	}
+	if len(page.Logs) == 0 {
+		return time.Time{}
+	}
+	return time.Time(page.Logs[0].Timestamp)
+}
+
 // followRetry is the wait before a container's logs are followed again
 // after their stream ended while the container runs on (a restart).
 const followRetry = time.Second
