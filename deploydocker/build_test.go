@@ -177,7 +177,10 @@ func TestGitHubRevisionBuildsAndDeploys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { b.RemoveImages(context.Background(), tenant, d.ID) })
+		t.Cleanup(func() { // what a failed test left: containers first, then their images
+			f.removeInstance()
+			b.RemoveImages(context.Background(), tenant, d.ID)
+		})
 		return d
 	}
 

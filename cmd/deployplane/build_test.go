@@ -153,7 +153,17 @@ func TestDockerBuildsGitHubRevisions(t *testing.T) {
 				t.Fatalf("create deployment: %d %v", status, d)
 			}
 			id, rev := d["id"].(string), d["latest_revision_id"].(string)
-			t.Cleanup(func() { call(t, "DELETE", url+"/v2/deployments/"+id, "k", "") })
+			t.Cleanup(func() { // before the server stops: its containers and images go
+				call(t, "DELETE", url+"/v2/deployments/"+id, "k", "")
+				deadline := time.Now().Add(2 * time.Minute)
+				for time.Now().Before(deadline) {
+					if status, _ := call(t, "GET", url+"/v2/deployments/"+id, "k", ""); status == 404 {
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				t.Errorf("deployment %s not deleted after 2 minutes", id)
+			})
 			waitStatus(t, url, "k", id, rev, tc.status)
 			_, r := call(t, "GET", url+"/v2/deployments/"+id+"/revisions/"+rev, "k", "")
 			_, page := call(t, "GET", url+"/v2/deployments/"+id+"/revisions/"+rev+"/logs?type=build&limit=1000", "k", "")
