@@ -67,7 +67,11 @@
 //
 // Every deployment's url is Options.ProxyURL + "/" + its id, unless its
 // custom_url is set (an address of the operator's in front of the proxy):
-// then the url is the custom_url as it was when the revision deployed. Proxy is a
+// then the url is the custom_url as it was when the revision deployed.
+// github deployments always have one (the control plane makes it from
+// controlplane.Options.CustomURLTemplate): give the control plane
+// ProxyURL + "/{id}" as the template, as cmd/deployplane does, so that it
+// is where the proxy serves them. Proxy is a
 // reverse proxy (net/http/httputil) that the server serves on its own
 // listener: a request for /{deployment id}/rest goes, as /rest, to the
 // active revision's containers in turn (round robin). Why a proxy in the
