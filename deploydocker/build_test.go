@@ -258,7 +258,7 @@ func TestGitHubRevisionBuildsAndDeploys(t *testing.T) {
 		}
 		h := httphandler.New(f.cp, &httphandler.Options{Authenticator: keys})
 		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
+		t.Cleanup(func() { srv.Close(); h.Close() })
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v2/deployments/"+d.ID+"/revisions/"+rev.ID+"/logs?type=build&limit=1000", nil)
 		req.Header.Set("X-Api-Key", "k")
 		resp, err := http.DefaultClient.Do(req)
