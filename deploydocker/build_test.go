@@ -276,7 +276,8 @@ func TestGitHubRevisionBuildsAndDeploys(t *testing.T) {
 		if last := page.Logs[len(page.Logs)-1]; last.Level != controlplane.LevelError || last.Message != msg {
 			t.Errorf("the build log's last line = [%s] %q, want [ERROR] %q", last.Level, last.Message, msg)
 		}
-		if !hasLine(page.Logs, controlplane.LevelInfo, "Step 2/5 : COPY no-such-file.txt") {
+		if !hasLine(page.Logs, controlplane.LevelInfo, "Step 2/5 : COPY no-such-file.txt") ||
+			!hasLine(page.Logs, controlplane.LevelError, "ERROR: COPY failed") {
 			t.Errorf("the build log has no line of the failing step:\n%s", dump(page.Logs))
 		}
 	})

@@ -228,7 +228,7 @@ func (x *run) build(ctx context.Context) (image, commitSHA string, err error) {
 	}()
 	return x.d.o.Builder.Build(ctx, w, func(line string) {
 		x.d.log.Debug("deploydocker: build: "+line, "deployment", w.Deployment.ID, "revision", w.Revision.ID)
-		b.add(ctx, controlplane.LogLine{Type: controlplane.LogBuild, Level: controlplane.LevelInfo, Message: line, Time: time.Now()})
+		b.add(ctx, controlplane.LogLine{Type: controlplane.LogBuild, Level: LevelOf(line, controlplane.LevelInfo), Message: line, Time: time.Now()})
 	})
 }
 

@@ -135,7 +135,9 @@
 //   - the build log: every line of the Builder's output, in batches (one
 //     store write per 100 lines or 256 KiB, at least every second so that
 //     a build can be followed live, and the rest before the build's
-//     outcome is reported), and a failed build's error at ERROR;
+//     outcome is reported), each at the level it names (LevelOf, else
+//     INFO: the daemon's "ERROR: COPY failed: ..." is an ERROR line),
+//     and a failed build's error at ERROR;
 //   - the deploy log: the Deployer's steps (pulling, creating, healthy,
 //     active at, failures at ERROR), one write each, before the report
 //     that follows them, and the output of the revision's containers.

@@ -180,3 +180,31 @@ func TestReady(t *testing.T) {
 		t.Errorf("Ready with the test daemon: %v", err)
 	}
 }
+
+// LevelOf answers one of the five levels, or the default, for any line.
+func FuzzLevelOf(f *testing.F) {
+	for _, s := range []string{"INFO x", `{"level":"warning"}`, "", "{", `{"level":`, "ERROR", "plain"} {
+		f.Add(s)
+	}
+	valid := map[controlplane.LogLevel]bool{controlplane.LevelDebug: true, controlplane.LevelInfo: true,
+		controlplane.LevelWarning: true, controlplane.LevelError: true, controlplane.LevelCritical: true}
+	f.Fuzz(func(t *testing.T, line string) {
+		got := deploydocker.LevelOf(line, "DEFAULT")
+		if got != "DEFAULT" && !valid[got] {
+			t.Fatalf("LevelOf(%q) = %q", line, got)
+		}
+		// A level found is named in the line (as WARN or WARNING, and
+		// CRITICAL as FATAL too).
+		named := map[controlplane.LogLevel][]string{controlplane.LevelDebug: {"DEBUG"}, controlplane.LevelInfo: {"INFO"},
+			controlplane.LevelWarning: {"WARN"}, controlplane.LevelError: {"ERROR"}, controlplane.LevelCritical: {"CRITICAL", "FATAL"}}
+		if got == "DEFAULT" {
+			return
+		}
+		for _, n := range named[got] {
+			if strings.Contains(strings.ToUpper(line), n) {
+				return
+			}
+		}
+		t.Fatalf("LevelOf(%q) = %s, a level the line does not name", line, got)
+	})
+}
