@@ -216,13 +216,18 @@ func BenchmarkSpace100k(b *testing.B) {
 		{PageSize: 16384, FillPercent: 1},
 	} {
 		b.Run(fmt.Sprintf("page=%d/fill=%v", o.PageSize, o.FillPercent), func(b *testing.B) {
-			var size, used int64
+			var size, used, events int64
 			for b.Loop() {
 				path := fleetFile(b, n, &o)
-				size, used = fileSize(b, path), usedSize(b, path)
+				size, used, events = fileSize(b, path), usedSize(b, path), bucketSize(b, path, "cp_events")
 			}
 			b.ReportMetric(float64(size)/n, "bytes/deployment")
 			b.ReportMetric(float64(used)/n, "used-bytes/deployment")
+			// The event log keeps a tenant's newest events (10,000 by
+			// default), whatever the fleet's size: a fixed cost, not one
+			// per deployment (at 1M deployments it is a tenth of this).
+			b.ReportMetric(float64(events)/n, "event-log-bytes/deployment")
+			b.ReportMetric(float64(used-events)/n, "used-bytes-without-event-log/deployment")
 		})
 	}
 }
@@ -245,6 +250,33 @@ func usedSize(b *testing.B, path string) int64 {
 	}
 	st := db.Stats()
 	return size - int64(st.FreePageN+st.PendingPageN)*int64(db.Info().PageSize)
+}
+
+// bucketSize returns the bytes of the pages a bucket of the bbolt file at
+// path holds (branch and leaf pages with their overflow; the bucket's
+// part of its parent's page when it is inline).
+func bucketSize(b *testing.B, path, bucket string) int64 {
+	b.Helper()
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	var size int64
+	err = db.View(func(tx *bbolt.Tx) error {
+		bk := tx.Bucket([]byte(bucket))
+		if bk == nil {
+			return fmt.Errorf("no bucket %s", bucket)
+		}
+		st := bk.Stats()
+		pages := st.BranchPageN + st.BranchOverflowN + st.LeafPageN + st.LeafOverflowN
+		size = int64(pages)*int64(db.Info().PageSize) + int64(st.InlineBucketInuse)
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return size
 }
 
 // BenchmarkHeap100k reports the heap that 100k deployments created
