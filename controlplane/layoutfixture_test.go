@@ -1,7 +1,6 @@
 package controlplane_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -32,7 +31,7 @@ import (
 // blocks per tenant). Over the current code it would write the current
 // layout, which is not what the files hold: do not rerun it here.
 const (
-	layoutRecordsFile = "testdata/layout-v0-records.jsonl"
+	layoutRecordsFile = "controlplanetest/testdata/layout-v0-records.jsonl" // controlplanetest.LoadLayoutV0 embeds it
 	layoutAnswersFile = "testdata/layout-v0-answers.jsonl"
 )
 
@@ -370,39 +369,6 @@ func writeLayoutRecords(t *testing.T, ctx context.Context, st store.Store, path 
 	}
 }
 
-func loadLayoutRecords(t *testing.T, ctx context.Context, st store.Store, path string) int {
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var recs []layoutRecord
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r layoutRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	err = st.Update(ctx, func(tx store.Tx) error {
-		for _, r := range recs {
-			if err := tx.Put(r.Collection, r.Key, []byte(r.Value)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(recs)
-}
-
 // TestWriteLayoutFixture writes the fixture files (see above); it runs
 // only when asked to.
 func TestWriteLayoutFixture(t *testing.T) {
@@ -421,9 +387,7 @@ func TestWriteLayoutFixture(t *testing.T) {
 	}
 	buildLayoutFixture(t, controlplane.New(st, &controlplane.Options{SecretKey: layoutKey, NewID: layoutIDs(0), Clock: tick}))
 	writeLayoutRecords(t, ctx, st, layoutRecordsFile)
-	loaded := storemem.New()
-	loadLayoutRecords(t, ctx, loaded, layoutRecordsFile)
-	cp := controlplane.New(loaded, layoutOptions(100_000, layoutLaterNow))
+	cp := controlplane.New(st, layoutOptions(100_000, layoutLaterNow))
 	writeLayoutAnswers(t, layoutAnswersFile, map[string]map[string]any{
 		"before": layoutAnswers(t, cp), "work": layoutWork(t, cp), "after": layoutAnswers(t, cp)})
 }

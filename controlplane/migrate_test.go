@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/controlplane/controlplanetest"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/store/storetest"
 	"github.com/deployplane/deployplane/storemem"
@@ -108,7 +109,7 @@ func checkNoOldKeys(t *testing.T, st store.Store) {
 func TestMigrateLayoutFixture(t *testing.T) {
 	ctx := context.Background()
 	st := storemem.New()
-	n := loadLayoutRecords(t, ctx, st, layoutRecordsFile)
+	n := controlplanetest.LoadLayoutV0(t, st)
 	cp := controlplane.New(st, layoutOptions(100_000, layoutLaterNow))
 	if err := cp.Migrate(ctx); err != nil {
 		t.Fatal(err)
@@ -146,7 +147,7 @@ func TestMigrateResumes(t *testing.T) {
 	controlplane.SetMigrateBatch(t, 16) // several batches per collection
 	for _, crashAfter := range []int64{0, 1, 5, 17, 40} {
 		st := storemem.New()
-		loadLayoutRecords(t, ctx, st, layoutRecordsFile)
+		controlplanetest.LoadLayoutV0(t, st)
 		fs := &failingStore{Store: st}
 		fs.left.Store(crashAfter)
 		err := controlplane.New(fs, layoutOptions(100_000, layoutLaterNow)).Migrate(ctx)

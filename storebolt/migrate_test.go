@@ -1,52 +1,16 @@
 package storebolt_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/deployplane/deployplane/controlplane"
-	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/controlplane/controlplanetest"
 	"github.com/deployplane/deployplane/storemem"
 )
-
-// loadOldLayout writes the records of controlplane's layout fixture (a
-// store of the key layout before Migrate) into st.
-func loadOldLayout(t *testing.T, st store.Store) {
-	t.Helper()
-	f, err := os.Open("../controlplane/testdata/layout-v0-records.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	type rec struct{ C, K, V string }
-	var recs []rec
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r rec
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
-	err = st.Update(context.Background(), func(tx store.Tx) error {
-		for _, r := range recs {
-			if err := tx.Put(r.C, r.K, []byte(r.V)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestMigrateAcrossReopen: a bbolt file of the old key layout, migrated
 // and reopened, lists every tenant's deployments as the same fixture
@@ -57,7 +21,7 @@ func TestMigrateAcrossReopen(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	path := filepath.Join(t.TempDir(), "old.db")
 	st := openPath(t, path, nil)
-	loadOldLayout(t, st)
+	controlplanetest.LoadLayoutV0(t, st)
 	if err := controlplane.New(st, &controlplane.Options{SecretKey: key}).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +34,7 @@ func TestMigrateAcrossReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	mem := storemem.New()
-	loadOldLayout(t, mem)
+	controlplanetest.LoadLayoutV0(t, mem)
 	memCP := controlplane.New(mem, &controlplane.Options{SecretKey: key})
 	if err := memCP.Migrate(ctx); err != nil {
 		t.Fatal(err)

@@ -1,53 +1,18 @@
 package storepg_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"os"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/controlplane/controlplanetest"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/store/storetest"
 	"github.com/deployplane/deployplane/storemem"
 )
-
-// loadOldLayout writes the records of controlplane's layout fixture (a
-// store of the key layout before Migrate) into st.
-func loadOldLayout(t *testing.T, st store.Store) {
-	t.Helper()
-	f, err := os.Open("../controlplane/testdata/layout-v0-records.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	type rec struct{ C, K, V string }
-	var recs []rec
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r rec
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
-	err = st.Update(context.Background(), func(tx store.Tx) error {
-		for _, r := range recs {
-			if err := tx.Put(r.C, r.K, []byte(r.V)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestReplicasMigrateAtOnce: replicas that start at once over one schema
 // of the old key layout all run Migrate, as cmd/deployplane does; the
@@ -64,7 +29,7 @@ func TestReplicasMigrateAtOnce(t *testing.T) {
 		stores = append(stores, st)
 		cps = append(cps, controlplane.New(st, &controlplane.Options{SecretKey: key}))
 	}
-	loadOldLayout(t, stores[0])
+	controlplanetest.LoadLayoutV0(t, stores[0])
 	var wg sync.WaitGroup
 	errs := make([]error, len(cps))
 	for i, cp := range cps {
@@ -78,7 +43,7 @@ func TestReplicasMigrateAtOnce(t *testing.T) {
 	}
 
 	mem := storemem.New()
-	loadOldLayout(t, mem)
+	controlplanetest.LoadLayoutV0(t, mem)
 	if err := controlplane.New(mem, &controlplane.Options{SecretKey: key}).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
