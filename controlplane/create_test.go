@@ -179,15 +179,16 @@ func TestCreateDefaults(t *testing.T) {
 	intID := f.integration(tenantA)
 	got := f.create(tenantA, strings.Replace(githubBody("My_Agent.v2", intID), `"main"`, `"main", "repo_commit_sha": "ignored"`, 1))
 	want := &controlplane.Deployment{
-		ID: "00000000-0000-7000-8000-000000000002", Name: "My_Agent.v2", Source: controlplane.SourceGitHub,
+		ID: "00000000-0000-7000-8000-000000000002", Name: "My_Agent.v2", TenantID: tenantA, Source: controlplane.SourceGitHub,
 		SourceConfig: controlplane.SourceConfig{
 			IntegrationID: &intID, RepoURL: new("https://github.com/acme/agent"),
 			DeploymentType: new(controlplane.DeploymentTypeProd), BuildOnPush: new(false),
 			CustomURL: new("https://my-agent-v2-00000000-0000-7000-8000-000000000002." + tenantA + ".example"),
 		},
-		SourceRevisionConfig: controlplane.SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("langgraph.json")},
-		Secrets:              []controlplane.Secret{},
-		CreatedAt:            wiretime.New(t0.Add(2 * time.Second)), UpdatedAt: wiretime.New(t0.Add(2 * time.Second)),
+		SourceRevisionConfig: controlplane.SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("langgraph.json"),
+			LanggraphConfigPath: new("langgraph.json")},
+		Secrets:   []controlplane.Secret{},
+		CreatedAt: wiretime.New(t0.Add(2 * time.Second)), UpdatedAt: wiretime.New(t0.Add(2 * time.Second)),
 		Status:           controlplane.StatusAwaitingDatabase,
 		LatestRevisionID: new("00000000-0000-7000-8000-000000000003"),
 	}
