@@ -123,14 +123,22 @@ type Options struct {
 	// otherwise). API keys do not open it, nor does it open anything
 	// else. Default empty: /metrics is public, like /healthz.
 	MetricsKey string
+	// BasePath is the path prefix the handler is mounted under, when the
+	// embedding program serves it below one with http.StripPrefix (for
+	// example "/api-host", no trailing slash). GET /openapi.json names it
+	// as its server, so that clients generated from the document call
+	// paths under the prefix, and GET /docs loads the document from
+	// there. Default "": the handler serves at the root.
+	BasePath string
 }
 
 // handler is the http.Handler New returns.
 type handler struct {
-	cp      *controlplane.ControlPlane
-	oauth   *oauthflow.Service // nil: /v2/auth/* is not served
-	auth    Authenticator
-	maxBody int64 // request bodies
+	basePath string // Options.BasePath
+	cp       *controlplane.ControlPlane
+	oauth    *oauthflow.Service // nil: /v2/auth/* is not served
+	auth     Authenticator
+	maxBody  int64 // request bodies
 	// maxURL and maxHeader limit the request target and header fields.
 	maxURL, maxHeader int
 	// uriTooLong and headerTooLarge answer requests beyond them.
@@ -266,7 +274,8 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 		return 0, nil, &statusError{status: http.StatusRequestHeaderFieldsTooLarge,
 			detail: fmt.Sprintf("The request header fields are larger than the limit of %d bytes.", h.maxHeader)}
 	}})
-	h.openapi = openAPIDocument(routes)
+	h.openapi = openAPIDocument(routes, strings.TrimSuffix(o.BasePath, "/"))
+	h.basePath = strings.TrimSuffix(o.BasePath, "/")
 	return &Handler{h}
 }
 

@@ -1,7 +1,9 @@
 package httphandler
 
 import (
+	"maps"
 	"net/http"
+	"strings"
 
 	cp "github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/oauthflow"
@@ -17,20 +19,81 @@ type route struct {
 	serve  func(*handler, *call) (status int, body any, err error)
 
 	summary      string
-	body         any  // a value of the request body's type; nil: no body
-	bodyOptional bool // the body may be omitted (it then means {})
-	status       int  // the success status
-	resp         any  // a value of the response body's type; nil: no body
-	html         bool // the answer is an HTML page (for a browser), not JSON
-	text         bool // the answer is plain text (the Prometheus format), not JSON
+	description  string // longer than the summary, when it helps
+	op           string // the function part of the operation id; default: serve's name in snake_case
+	body         any    // a value of the request body's type; nil: no body
+	bodyOptional bool   // the body may be omitted (it then means {})
+	status       int    // the success status
+	resp         any    // a value of the response body's type; nil: no body
+	html         bool   // the answer is an HTML page (for a browser), not JSON
+	text         bool   // the answer is plain text (the Prometheus format), not JSON
 	query        []param
 	headers      []param // request headers the route reads (all required)
 	errors       []int   // error statuses beyond those the document derives
 }
 
-// param documents a query parameter or a request header.
+// param documents a query parameter or a request header: its schema
+// (limits, default and enum included) and whether it is required.
 type param struct {
-	name, typ, description string
+	name, description string
+	schema            obj
+	required          bool
+}
+
+// The constructors of params.
+func qStr(name, description string) param {
+	return param{name: name, description: description, schema: obj{"type": "string"}}
+}
+
+func qBool(name, description string) param {
+	return param{name: name, description: description, schema: obj{"type": "boolean"}}
+}
+
+// qInt is an integer parameter of lo..hi, def when absent.
+func qInt(name, description string, lo, hi, def int) param {
+	return param{name: name, description: description, schema: obj{"type": "integer", "minimum": lo, "maximum": hi, "default": def}}
+}
+
+// qEnum is a string parameter taking one of values.
+func qEnum(name, description string, values ...string) param {
+	return param{name: name, description: description, schema: obj{"type": "string", "enum": values}}
+}
+
+// qFormat is a string parameter of a format (date-time, ...).
+func qFormat(name, description, format string) param {
+	return param{name: name, description: description, schema: obj{"type": "string", "format": format}}
+}
+
+// must is p, required.
+func (p param) must() param { p.required = true; return p }
+
+// with is p with its default.
+func (p param) with(def any) param {
+	s := maps.Clone(p.schema)
+	s["default"] = def
+	p.schema = s
+	return p
+}
+
+// openAPI is p as an OpenAPI parameter in in ("query" or "header").
+func (p param) openAPI(in string) obj {
+	return obj{"name": p.name, "in": in, "required": p.required, "description": p.description, "schema": maps.Clone(p.schema)}
+}
+
+// tag groups rt in the document: by the resource its path names.
+func (rt route) tag() string {
+	switch parts := strings.Split(rt.path, "/"); {
+	case len(parts) > 2 && (parts[1] == "v1" || parts[1] == "v2"):
+		if parts[2] == "projects" || strings.HasSuffix(rt.path, "/logs") {
+			return "logs"
+		}
+		if len(parts) > 4 && parts[2] == "deployments" && parts[4] == "revisions" {
+			return "revisions"
+		}
+		return parts[2]
+	default:
+		return "operations"
+	}
 }
 
 // routes lists every route the handler serves. The mux, the 405 Allow
@@ -40,8 +103,9 @@ type param struct {
 // allowed.
 func (h *handler) routes() []route {
 	page := []param{
-		{"limit", "integer", "Page size, 1 to 100 (default 20)."},
-		{"offset", "integer", "Matching resources to skip, at least 0; pass back the response offset for the next page."},
+		qInt("limit", "Page size.", 1, cp.MaxPageLimit, cp.DefaultPageLimit),
+		{name: "offset", description: "Matching resources to skip; pass back the response offset for the next page.",
+			schema: obj{"type": "integer", "minimum": 0, "default": 0}},
 	}
 	routes := []route{
 		// Deployments.
@@ -51,13 +115,13 @@ func (h *handler) routes() []route {
 		{method: http.MethodGet, path: "/v2/deployments", serve: (*handler).listDeployments,
 			summary: "List deployments, newest first", status: http.StatusOK, resp: cp.DeploymentPage{},
 			query: append(page[:2:2],
-				param{"name_contains", "string", "Case-insensitive substring of the name."},
-				param{"status", "string", "Deployment status."},
-				param{"remote_reconciled", "boolean", "true: external_docker deployments (reconciled by a listener); false: the others."},
-				param{"tag_value_ids", "string", "Comma-separated tag value UUIDs; a deployment matches if it carries any."},
-				param{"image_version", "string", "Exact image version."},
-				param{"deployment_type", "string", "dev_free, dev or prod."},
-				param{"deployment_ids", "string", "Comma-separated deployment UUIDs."})},
+				qStr("name_contains", "Case-insensitive substring of the name."),
+				qEnum("status", "Deployment status.", "AWAITING_DATABASE", "READY", "UNUSED", "AWAITING_DELETE", "UNKNOWN"),
+				qBool("remote_reconciled", "true: external_docker deployments (reconciled by a listener); false: the others."),
+				qStr("tag_value_ids", "Comma-separated tag value UUIDs; a deployment matches if it carries any."),
+				qStr("image_version", "Exact image version."),
+				qEnum("deployment_type", "The deployment type.", "dev_free", "dev", "prod"),
+				qStr("deployment_ids", "Comma-separated deployment UUIDs."))},
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}", serve: (*handler).getDeployment,
 			summary: "Get a deployment", status: http.StatusOK, resp: cp.Deployment{}},
 		{method: http.MethodPatch, path: "/v2/deployments/{deployment_id}", serve: (*handler).updateDeployment,
@@ -70,8 +134,8 @@ func (h *handler) routes() []route {
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions", serve: (*handler).listRevisions,
 			summary: "List a deployment's revisions, newest first", status: http.StatusOK, resp: cp.RevisionPage{},
 			query: append(page[:2:2],
-				param{"status", "string", "Comma-separated revision statuses."},
-				param{"remote_reconciled", "boolean", "Revisions of external_docker deployments (true) or of the others (false)."})},
+				qStr("status", "Comma-separated revision statuses."),
+				qBool("remote_reconciled", "Revisions of external_docker deployments (true) or of the others (false)."))},
 		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions", serve: (*handler).createRevision,
 			summary: "Create a revision (the body is applied like PATCH's)", body: cp.UpdateDeploymentRequest{}, bodyOptional: true,
 			status: http.StatusCreated, resp: cp.Revision{}},
@@ -117,9 +181,9 @@ func (h *handler) routes() []route {
 			summary: "GitHub's setup redirect (a browser lands here; the state is the proof, no API key): records the installation " +
 				"for the state's tenant once GitHub confirms that the user can access it, and shows an HTML page",
 			status: http.StatusOK, html: true,
-			query: []param{{"installation_id", "integer", "The installation."},
-				{"setup_action", "string", "install, update, or request (awaiting an owner's approval: nothing is recorded)."},
-				{"code", "string", "The OAuth code of the user who installed the App."}, {"state", "string", "The state of the install URL."}},
+			query: []param{{name: "installation_id", description: "The installation.", schema: obj{"type": "integer"}},
+				qEnum("setup_action", "install, update, or request (awaiting an owner's approval: nothing is recorded).", "install", "update", "request"),
+				qStr("code", "The OAuth code of the user who installed the App."), qStr("state", "The state of the install URL.")},
 			errors: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusConflict, http.StatusBadGateway,
 				http.StatusServiceUnavailable}},
 		{method: http.MethodPost, path: "/v1/integrations/github/webhook", public: true, serve: (*handler).githubWebhook,
@@ -127,8 +191,8 @@ func (h *handler) routes() []route {
 				"of every build_on_push deployment tracking it; ping and other events are acknowledged and change nothing",
 			body: pushPayload{}, status: http.StatusAccepted, resp: webhookResponse{},
 			headers: []param{
-				{headerSignature, "string", `"sha256=" and the hex HMAC-SHA256 of the raw body with the webhook secret.`},
-				{headerEvent, "string", "The event: push creates revisions; ping and the others change nothing."}},
+				qStr(headerSignature, `"sha256=" and the hex HMAC-SHA256 of the raw body with the webhook secret.`),
+				qStr(headerEvent, "The event: push creates revisions; ping and the others change nothing.")},
 			errors: []int{http.StatusUnauthorized, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity,
 				http.StatusServiceUnavailable}},
 
@@ -181,12 +245,12 @@ func (h *handler) routes() []route {
 		route{method: http.MethodGet, path: "/v2/auth/wait/{auth_id}", serve: (*handler).waitOAuth,
 			summary: "Long-poll an authorization flow until it completes or the timeout passes",
 			status:  http.StatusOK, resp: waitResponse{},
-			query: []param{{"timeout", "integer", "Seconds to wait, 0 to 300 (default 30); 0 answers at once, possibly pending."}}},
+			query: []param{qInt("timeout", "Seconds to wait; 0 answers at once, possibly pending.", 0, 300, 30)}},
 		route{method: http.MethodGet, path: "/v2/auth/callback/{provider_id}", public: true, serve: (*handler).oauthCallback,
 			summary: "The providers' redirect target (a browser lands here; the state is the proof, no API key): finishes the flow and shows an HTML page",
 			status:  http.StatusOK, html: true,
-			query: []param{{"code", "string", "The authorization code."}, {"state", "string", "The flow's state."},
-				{"error", "string", "RFC 6749 error code, when the provider refused."}, {"error_description", "string", "The provider's explanation."}},
+			query: []param{qStr("code", "The authorization code."), qStr("state", "The flow's state."),
+				qStr("error", "RFC 6749 error code, when the provider refused."), qStr("error_description", "The provider's explanation.")},
 			errors: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusBadGateway}},
 	)
 }

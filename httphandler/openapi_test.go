@@ -1,0 +1,236 @@
+package httphandler_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/deploysim"
+	"github.com/deployplane/deployplane/httphandler"
+	"github.com/deployplane/deployplane/prommetrics"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+// docChecker validates answers against the served OpenAPI document, with
+// a JSON Schema 2020-12 validator, and records which operations it saw.
+type docChecker struct {
+	t        *testing.T
+	s        *server
+	doc      map[string]any
+	compiler *jsonschema.Compiler
+	seen     map[string]bool // "GET /v2/deployments 200"
+}
+
+func newDocChecker(t *testing.T, s *server) *docChecker {
+	t.Helper()
+	r := s.do("GET", "/openapi.json", "")
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(r.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource("mem:///openapi.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	return &docChecker{t: t, s: s, doc: doc.(map[string]any), compiler: c, seen: map[string]bool{}}
+}
+
+// pointer escapes a JSON pointer token for a URL fragment.
+func pointer(tok string) string {
+	return url.PathEscape(strings.NewReplacer("~", "~0", "/", "~1").Replace(tok))
+}
+
+// check validates r, the answer of method on a path of pattern, against
+// the document: its status must be documented, a JSON body must match its
+// schema, and a 409 must carry the documented x-should-retry.
+func (c *docChecker) check(method, pattern string, r reply) {
+	c.t.Helper()
+	status := strconv.Itoa(r.status)
+	op, _ := c.doc["paths"].(map[string]any)[pattern].(map[string]any)[strings.ToLower(method)].(map[string]any)
+	if op == nil {
+		c.t.Errorf("%s %s is not in the document", method, pattern)
+		return
+	}
+	resp, _ := op["responses"].(map[string]any)[status].(map[string]any)
+	if resp == nil {
+		c.t.Errorf("%s %s answered %d, which the document does not list: %s", method, pattern, r.status, r.body)
+		return
+	}
+	c.seen[method+" "+pattern+" "+status] = true
+	content, _ := resp["content"].(map[string]any)
+	if content == nil {
+		if len(r.body) != 0 {
+			c.t.Errorf("%s %s %d: a body the document does not describe: %s", method, pattern, r.status, r.body)
+		}
+		return
+	}
+	ct, _, _ := strings.Cut(r.header.Get("Content-Type"), ";")
+	if content[ct] == nil {
+		c.t.Errorf("%s %s %d: Content-Type %q, the document says %v", method, pattern, r.status, ct, slices.Collect(mapKeys(content)))
+		return
+	}
+	headers, _ := resp["headers"].(map[string]any)
+	for name := range headers {
+		if r.header.Get(name) == "" {
+			c.t.Errorf("%s %s %d: no %s header, which the document promises", method, pattern, r.status, name)
+		}
+	}
+	if ct != "application/json" {
+		return
+	}
+	loc := "mem:///openapi.json#/paths/" + pointer(pattern) + "/" + strings.ToLower(method) + "/responses/" + status +
+		"/content/application~1json/schema"
+	sch, err := c.compiler.Compile(loc)
+	if err != nil {
+		c.t.Fatalf("compiling the schema of %s %s %d: %v", method, pattern, r.status, err)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(r.body))
+	if err != nil {
+		c.t.Errorf("%s %s %d: not JSON: %v: %s", method, pattern, r.status, err, r.body)
+		return
+	}
+	if err := sch.Validate(v); err != nil {
+		c.t.Errorf("%s %s: the answer does not match the document: %v\nanswer: %s", method, pattern, err, r.body)
+	}
+}
+
+func mapKeys(m map[string]any) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// TestOpenAPIDescribesAnswers: a real answer of every route, over a real
+// server, matches the served document (JSON Schema 2020-12), and so do the
+// usual errors: 404, 422, and 409 with its x-should-retry header. Every
+// operation with a JSON success answer must be exercised here.
+func TestOpenAPIDescribesAnswers(t *testing.T) {
+	// A running reconcile loop (deploysim) makes /readyz answer 200 and
+	// moves the revisions along while the answers are read.
+	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
+	s := newServerCP(t, cp, &httphandler.Options{Metrics: prommetrics.New(nil)})
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cp.Run(ctx, deploysim.New(nil)) }()
+	t.Cleanup(func() { stop(); <-done })
+	waitReady(t, s, http.StatusOK)
+	f := newFixture(t, s)
+	c := newDocChecker(t, s)
+	as := func(key, method, pattern, body string, want int) reply {
+		t.Helper()
+		r := s.as(key, method, f.fill(pattern), body)
+		if r.status != want {
+			t.Errorf("%s %s: %d, want %d: %s", method, pattern, r.status, want, r.body)
+		}
+		c.check(method, pattern, r)
+		return r
+	}
+	at := func(method, pattern, path, body string, want int) reply {
+		t.Helper()
+		r := s.as(keyA, method, path, body)
+		if r.status != want {
+			t.Errorf("%s %s: %d, want %d: %s", method, path, r.status, want, r.body)
+		}
+		c.check(method, pattern, r)
+		return r
+	}
+	dep, rev := "/v2/deployments/{deployment_id}", "/v2/deployments/{deployment_id}/revisions/{revision_id}"
+	docker := "/v2/deployments/" + f.docker.ID
+
+	// Deployments: github and external_docker (whose deployment_type is
+	// null), lists with filters, PATCH, errors.
+	as(keyA, "GET", "/v2/deployments", "", 200)
+	at("GET", "/v2/deployments", "/v2/deployments?deployment_type=prod&limit=1&offset=0", "", 200)
+	as(keyA, "GET", dep, "", 200)
+	at("GET", dep, docker, "", 200)
+	as(keyA, "PATCH", dep, `{"display_name": "The agent"}`, 200)
+	at("PATCH", dep, docker, `{"secrets": [{"name": "K", "value": "v"}]}`, 200)
+	created := as(keyA, "POST", "/v2/deployments", dockerBody("another"), 201)
+	as(keyA, "POST", "/v2/deployments", dockerBody("another"), 409)
+	as(keyA, "POST", "/v2/deployments", `{"name": "-bad"}`, 422)
+	at("GET", dep, "/v2/deployments/00000000-0000-7000-8000-0000000000ff", "", 404)
+	at("GET", "/v2/deployments", "/v2/deployments?limit=1000", "", 422)
+
+	// Revisions and logs.
+	as(keyA, "GET", "/v2/deployments/{deployment_id}/revisions", "", 200)
+	at("POST", "/v2/deployments/{deployment_id}/revisions", docker+"/revisions", "", 201)
+	as(keyA, "GET", rev, "", 200)
+	as(keyA, "POST", rev+"/redeploy", "", 200)
+	at("GET", rev+"/logs", f.fill(rev+"/logs")+"?type=build", "", 200)
+	as(keyA, "GET", rev+"/logs", "", 422)
+	as(keyA, "POST", "/v1/projects/{project_id}/revisions/{revision_id}/build_logs", `{"limit": 10}`, 200)
+	as(keyA, "POST", "/v1/projects/{project_id}/revisions/{revision_id}/deploy_logs", "", 200)
+	as(keyA, "POST", "/v1/projects/{project_id}/deploy_logs", `{"order": "desc"}`, 200)
+
+	// Listeners.
+	l := as(keyA, "POST", "/v2/listeners", `{"compute_type": "k8s", "compute_id": "cluster-9"}`, 201)
+	as(keyA, "POST", "/v2/listeners", `{"compute_type": "k8s", "compute_id": "cluster-9"}`, 409)
+	as(keyA, "GET", "/v2/listeners", "", 200)
+	as(keyA, "GET", "/v2/listeners/{listener_id}", "", 200)
+	as(keyA, "PATCH", "/v2/listeners/{listener_id}", `{"version": "2"}`, 200)
+	var lis struct{ ID string }
+	_ = json.Unmarshal(l.body, &lis)
+	at("DELETE", "/v2/listeners/{listener_id}", "/v2/listeners/"+lis.ID, "", 204)
+
+	// GitHub integrations.
+	as(keyA, "GET", "/v1/integrations/github", "", 200)
+	as(keyA, "POST", "/v1/integrations/github", `{"installation_id": 4242, "name": "other"}`, 201)
+	as(keyA, "GET", "/v1/integrations/github/install", "", 200)
+	r := s.do("GET", "/v1/integrations/github/setup", "")
+	c.check("GET", "/v1/integrations/github/setup", r)
+	r = s.deliver("ping", `{"zen": "Keep it logically awesome."}`)
+	c.check("POST", "/v1/integrations/github/webhook", r)
+
+	// OAuth helpers.
+	as(keyA, "GET", "/v2/auth/providers", "", 200)
+	as(keyA, "GET", "/v2/auth/providers/{provider_id}", "", 200)
+	as(keyA, "PATCH", "/v2/auth/providers/{provider_id}", `{"name": "Fake provider"}`, 200)
+	as(keyA, "POST", "/v2/auth/authenticate", `{"user_id": "user-a", "provider": "fake", "scopes": ["read"]}`, 200)
+	at("GET", "/v2/auth/wait/{auth_id}", f.fill("/v2/auth/wait/{auth_id}")+"?timeout=0", "", 200)
+	as(keyA, "POST", "/v2/auth/providers", s.providerBody("other", false), 200)
+	at("DELETE", "/v2/auth/providers/{provider_id}", "/v2/auth/providers/other", "", 200)
+
+	// Operations and the description.
+	for _, p := range []string{"/openapi.json", "/healthz", "/readyz", "/metrics"} {
+		r := s.do("GET", p, "")
+		c.check("GET", p, r)
+	}
+
+	// Deletion last.
+	var d struct{ ID string }
+	_ = json.Unmarshal(created.body, &d)
+	at("DELETE", dep, "/v2/deployments/"+d.ID, "", 204)
+
+	// Every operation with a JSON success answer was checked.
+	for pattern, item := range c.doc["paths"].(map[string]any) {
+		for method, op := range item.(map[string]any) {
+			for status, resp := range op.(map[string]any)["responses"].(map[string]any) {
+				if !strings.HasPrefix(status, "2") {
+					continue
+				}
+				content, _ := resp.(map[string]any)["content"].(map[string]any)
+				if content["application/json"] != nil && !c.seen[strings.ToUpper(method)+" "+pattern+" "+status] {
+					t.Errorf("%s %s %s: no answer of it was checked against the document; add one to this test",
+						strings.ToUpper(method), pattern, status)
+				}
+			}
+		}
+	}
+	if !c.seen["POST /v2/deployments 409"] {
+		t.Error("no 409 was checked")
+	}
+}
