@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -233,4 +234,118 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	if !c.seen["POST /v2/deployments 409"] {
 		t.Error("no 409 was checked")
 	}
+}
+
+// openAPIOutEnv names a file that TestOpenAPIConventions writes the served
+// document to (every optional route included), for linters (.ci/run runs
+// Redocly's on it).
+const openAPIOutEnv = "DEPLOYPLANE_OPENAPI_OUT"
+
+// TestOpenAPIConventions: the document is complete as generated clients
+// need it: every object schema says which members are required (an answer
+// requires them all but the omitted zero values), ids and times have their
+// formats, every operation id is unique and FastAPI's, the list pages are
+// named as the hosted service names them, the limit parameters have their
+// bounds and defaults, and the server is the prefix the handler is mounted
+// under.
+func TestOpenAPIConventions(t *testing.T) {
+	s := newServer(t, &httphandler.Options{Metrics: prommetrics.New(nil), BasePath: "/api-host/"})
+	body := s.do("GET", "/openapi.json", "").body
+	if out := os.Getenv(openAPIOutEnv); out != "" {
+		if err := os.WriteFile(out, body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var doc struct {
+		Servers []struct {
+			URL string `json:"url"`
+		} `json:"servers"`
+		Paths      map[string]map[string]map[string]any `json:"paths"`
+		Components struct {
+			Schemas map[string]map[string]any `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Servers) != 1 || doc.Servers[0].URL != "/api-host" {
+		t.Errorf("servers = %+v, want the one /api-host", doc.Servers)
+	}
+	for name, sch := range doc.Components.Schemas {
+		props, _ := sch["properties"].(map[string]any)
+		if sch["type"] != "object" || props == nil {
+			continue
+		}
+		req, hasReq := sch["required"].([]any)
+		input := strings.HasSuffix(name, "Input") || strings.HasSuffix(name, "Request") || strings.HasSuffix(name, "Create") ||
+			strings.HasSuffix(name, "Patch") || strings.HasPrefix(name, "GitHub") && name != "GitHubInstallURL" && name != "GitHubWebhookResponse"
+		switch {
+		case !input && (!hasReq || len(req) == 0):
+			t.Errorf("schema %s (of answers) has no required list", name)
+		case input && hasReq && len(req) == 0:
+			t.Errorf("schema %s has an empty required list", name)
+		}
+		for _, r := range req {
+			if props[r.(string)] == nil {
+				t.Errorf("schema %s requires %v, which it does not describe", name, r)
+			}
+		}
+	}
+	formats := map[string]string{"Deployment.id": "uuid", "Deployment.tenant_id": "uuid", "Deployment.created_at": "date-time",
+		"Revision.id": "uuid", "Revision.updated_at": "date-time", "Listener.created_at": "date-time", "StatusChange.at": "date-time"}
+	for key, want := range formats {
+		name, member, _ := strings.Cut(key, ".")
+		p, _ := doc.Components.Schemas[name]["properties"].(map[string]any)[member].(map[string]any)
+		if p["format"] != want {
+			t.Errorf("%s: format %v, want %s", key, p["format"], want)
+		}
+	}
+	for _, name := range []string{"Deployment", "DeploymentsList", "Revision", "RevisionsList", "Listener", "ListenersList",
+		"HTTPValidationError", "ValidationError", "CreateDeploymentRequest", "SourceConfigInput", "SourceRevisionConfigInput"} {
+		if doc.Components.Schemas[name] == nil {
+			t.Errorf("no schema %s", name)
+		}
+	}
+	ids := map[string]string{}
+	for path, item := range doc.Paths {
+		for method, op := range item {
+			id, _ := op["operationId"].(string)
+			if prev, dup := ids[id]; dup {
+				t.Errorf("operation id %s of %s %s is also %s's", id, method, path, prev)
+			}
+			ids[id] = method + " " + path
+			if !strings.HasSuffix(id, "_"+method) {
+				t.Errorf("%s %s: operation id %s does not end with its method", method, path, id)
+			}
+		}
+	}
+	for id, op := range map[string]string{
+		"list_deployments_v2_deployments_get":                                     "get /v2/deployments",
+		"create_deployment_v2_deployments_post":                                   "post /v2/deployments",
+		"get_deployment_v2_deployments__deployment_id__get":                       "get /v2/deployments/{deployment_id}",
+		"list_revisions_v2_deployments__deployment_id__revisions_get":             "get /v2/deployments/{deployment_id}/revisions",
+		"get_revision_v2_deployments__deployment_id__revisions__revision_id__get": "get /v2/deployments/{deployment_id}/revisions/{revision_id}",
+		"list_listeners_v2_listeners_get":                                         "get /v2/listeners",
+	} {
+		if ids[id] != op {
+			t.Errorf("operation id %s names %q, want %s", id, ids[id], op)
+		}
+	}
+	param := func(path, method, name string) map[string]any {
+		for _, p := range doc.Paths[path][method]["parameters"].([]any) {
+			if p := p.(map[string]any); p["name"] == name {
+				return p
+			}
+		}
+		t.Fatalf("%s %s has no parameter %s", method, path, name)
+		return nil
+	}
+	diff(t, "limit", map[string]any{"type": "integer", "minimum": 1.0, "maximum": 100.0, "default": 20.0},
+		param("/v2/deployments", "get", "limit")["schema"])
+	diff(t, "deployment_type", []any{"dev_free", "dev", "prod"},
+		param("/v2/deployments", "get", "deployment_type")["schema"].(map[string]any)["enum"])
+	logType := param("/v2/deployments/{deployment_id}/revisions/{revision_id}/logs", "get", "type")
+	diff(t, "the logs type is required", true, logType["required"])
+	diff(t, "409 header", map[string]any{"type": "string", "enum": []any{"false"}},
+		doc.Paths["/v2/deployments"]["post"]["responses"].(map[string]any)["409"].(map[string]any)["headers"].(map[string]any)["x-should-retry"].(map[string]any)["schema"])
 }
