@@ -134,7 +134,8 @@ type Options struct {
 
 // handler is the http.Handler New returns.
 type handler struct {
-	basePath string // Options.BasePath
+	basePath string       // Options.BasePath
+	docs     http.Handler // GET /docs (docs.go)
 	cp       *controlplane.ControlPlane
 	oauth    *oauthflow.Service // nil: /v2/auth/* is not served
 	auth     Authenticator
@@ -246,6 +247,8 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 	_, _ = rand.Read(b[:])
 	h.idPrefix = hex.EncodeToString(b[:])
 
+	h.basePath = strings.TrimSuffix(o.BasePath, "/")
+	h.docs = docsPage(h.basePath)
 	routes := h.routes()
 	methods := map[string][]string{}
 	for _, rt := range routes {
@@ -274,8 +277,7 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 		return 0, nil, &statusError{status: http.StatusRequestHeaderFieldsTooLarge,
 			detail: fmt.Sprintf("The request header fields are larger than the limit of %d bytes.", h.maxHeader)}
 	}})
-	h.openapi = openAPIDocument(routes, strings.TrimSuffix(o.BasePath, "/"))
-	h.basePath = strings.TrimSuffix(o.BasePath, "/")
+	h.openapi = openAPIDocument(routes, h.basePath)
 	return &Handler{h}
 }
 
@@ -411,6 +413,10 @@ func (h *handler) serve(rt route) http.Handler {
 		case metricsBody:
 			sw := &statusWriter{ResponseWriter: w}
 			h.metrics.ServeHTTP(sw, r)
+			status = cmp.Or(sw.status, http.StatusOK)
+		case servedBy:
+			sw := &statusWriter{ResponseWriter: w}
+			b.ServeHTTP(sw, r)
 			status = cmp.Or(sw.status, http.StatusOK)
 		default:
 			h.writeJSON(w, code, b)

@@ -43,6 +43,9 @@ func openAPIDocument(routes []route, basePath string) []byte {
 
 	paths := obj{}
 	for _, rt := range routes {
+		if rt.hidden {
+			continue
+		}
 		item, _ := paths[rt.path].(obj)
 		if item == nil {
 			item = obj{}

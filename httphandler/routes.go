@@ -30,6 +30,7 @@ type route struct {
 	query        []param
 	headers      []param // request headers the route reads (all required)
 	errors       []int   // error statuses beyond those the document derives
+	hidden       bool    // served but not in the document (the docs page and its assets)
 }
 
 // param documents a query parameter or a request header: its schema
@@ -200,6 +201,13 @@ func (h *handler) routes() []route {
 		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI,
 			summary: "This OpenAPI 3.1 document", status: http.StatusOK, resp: map[string]any{}},
 	}
+	// The interactive page over the document (docs.go), public; not in the
+	// document itself, as in the hosted service's.
+	routes = append(routes,
+		route{method: http.MethodGet, path: "/docs", public: true, serve: (*handler).serveDocs, hidden: true,
+			summary: "An interactive page over /openapi.json (Swagger UI)", status: http.StatusOK, html: true},
+		route{method: http.MethodGet, path: "/docs/{asset...}", public: true, serve: (*handler).serveDocs, hidden: true,
+			summary: "The docs page's scripts, styles and icons", status: http.StatusOK})
 	// Operations (health.go, metrics.go).
 	routes = append(routes,
 		route{method: http.MethodGet, path: "/healthz", public: true, serve: (*handler).healthz,
