@@ -221,23 +221,26 @@ var namePathParams = map[string]bool{"provider_id": true, "auth_id": true}
 // schemaNames names the schemas of types whose Go names would not do; the
 // list pages are named as the hosted service's document names them.
 var schemaNames = map[reflect.Type]string{
-	reflect.TypeFor[controlplane.DeploymentPage](): "DeploymentsList",
-	reflect.TypeFor[controlplane.RevisionPage]():   "RevisionsList",
-	reflect.TypeFor[controlplane.ListenerPage]():   "ListenersList",
-	reflect.TypeFor[oauthflow.Provider]():          "OAuthProvider",
-	reflect.TypeFor[oauthflow.NewProvider]():       "OAuthProviderCreate",
-	reflect.TypeFor[oauthflow.ProviderPatch]():     "OAuthProviderPatch",
-	reflect.TypeFor[oauthflow.AuthRequest]():       "AuthenticateRequest",
-	reflect.TypeFor[authResponse]():                "AuthenticateResponse",
-	reflect.TypeFor[waitResponse]():                "AuthWaitResponse",
-	reflect.TypeFor[messageBody]():                 "Message",
-	reflect.TypeFor[pushPayload]():                 "GitHubPushEvent",
-	reflect.TypeFor[pushInstallation]():            "GitHubInstallation",
-	reflect.TypeFor[pushRepository]():              "GitHubRepository",
-	reflect.TypeFor[webhookResponse]():             "GitHubWebhookResponse",
-	reflect.TypeFor[controlplane.LogQuery]():       "LogsRequest",
-	reflect.TypeFor[installResponse]():             "GitHubInstallURL",
-	reflect.TypeFor[healthBody]():                  "Health",
+	reflect.TypeFor[controlplane.DeploymentPage]():        "DeploymentsList",
+	reflect.TypeFor[controlplane.RevisionPage]():          "RevisionsList",
+	reflect.TypeFor[controlplane.ListenerPage]():          "ListenersList",
+	reflect.TypeFor[controlplane.CreateListenerRequest](): "ListenerCreateRequest",
+	reflect.TypeFor[controlplane.UpdateListenerRequest](): "ListenerPatchRequest",
+	reflect.TypeFor[controlplane.ComputeConfig]():         "ListenerComputeConfig",
+	reflect.TypeFor[oauthflow.Provider]():                 "OAuthProvider",
+	reflect.TypeFor[oauthflow.NewProvider]():              "OAuthProviderCreate",
+	reflect.TypeFor[oauthflow.ProviderPatch]():            "OAuthProviderPatch",
+	reflect.TypeFor[oauthflow.AuthRequest]():              "AuthenticateRequest",
+	reflect.TypeFor[authResponse]():                       "AuthenticateResponse",
+	reflect.TypeFor[waitResponse]():                       "AuthWaitResponse",
+	reflect.TypeFor[messageBody]():                        "Message",
+	reflect.TypeFor[pushPayload]():                        "GitHubPushEvent",
+	reflect.TypeFor[pushInstallation]():                   "GitHubInstallation",
+	reflect.TypeFor[pushRepository]():                     "GitHubRepository",
+	reflect.TypeFor[webhookResponse]():                    "GitHubWebhookResponse",
+	reflect.TypeFor[controlplane.LogQuery]():              "LogsRequest",
+	reflect.TypeFor[installResponse]():                    "GitHubInstallURL",
+	reflect.TypeFor[healthBody]():                         "Health",
 }
 
 // requestOnly are the types read only in requests: their schema keeps its
@@ -266,6 +269,15 @@ var uuidMembers = map[string]bool{
 	"Revision.id": true, "Listener.id": true, "Integration.id": true,
 	"SourceConfig.integration_id": true, "SourceConfig.listener_id": true,
 	"CreateDeploymentRequest.tag_value_ids": true, "Provider.id": true, "Provider.organization_id": true,
+}
+
+// requiredIn are the request members a request must give that no validate
+// tag says so of, as "Type.member" (the ControlPlane answers 422 missing
+// without them).
+var requiredIn = map[string]bool{
+	"CreateDeploymentRequest.name": true, "CreateDeploymentRequest.source": true,
+	"CreateListenerRequest.compute_type": true, "CreateListenerRequest.compute_id": true,
+	"CreateIntegrationRequest.installation_id": true, "CreateIntegrationRequest.name": true,
 }
 
 // timeTypes encode as RFC 3339 strings.
@@ -386,7 +398,7 @@ func (g *schemaGen) structSchema(t reflect.Type, in bool) obj {
 			s = nullable(s)
 		}
 		if in {
-			if tag := f.Tag.Get("validate"); strings.HasPrefix(tag, "required") {
+			if tag := f.Tag.Get("validate"); strings.HasPrefix(tag, "required") || requiredIn[key] {
 				required = append(required, name)
 			}
 		} else if !omitted {

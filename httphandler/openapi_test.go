@@ -216,6 +216,18 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	_ = json.Unmarshal(created.body, &d)
 	at("DELETE", dep, "/v2/deployments/"+d.ID, "", 204)
 
+	// What the request schemas require is refused without it.
+	for _, tt := range []struct{ path, body string }{
+		{"/v2/deployments", `{"source": "external_docker", "source_revision_config": {"image_uri": "i"}}`},
+		{"/v2/deployments", `{"name": "no-source", "source_revision_config": {"image_uri": "i"}}`},
+		{"/v2/listeners", `{"compute_type": "k8s"}`},
+		{"/v2/listeners", `{"compute_id": "c"}`},
+		{"/v1/integrations/github", `{"name": "n"}`},
+		{"/v1/integrations/github", `{"installation_id": 7}`},
+	} {
+		as(keyA, "POST", tt.path, tt.body, 422)
+	}
+
 	// Every operation with a JSON success answer was checked.
 	for pattern, item := range c.doc["paths"].(map[string]any) {
 		for method, op := range item.(map[string]any) {
@@ -301,7 +313,7 @@ func TestOpenAPIConventions(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"Deployment", "DeploymentsList", "Revision", "RevisionsList", "Listener", "ListenersList",
-		"HTTPValidationError", "ValidationError", "CreateDeploymentRequest", "SourceConfigInput", "SourceRevisionConfigInput"} {
+		"HTTPValidationError", "ValidationError", "ListenerCreateRequest", "ListenerComputeConfig", "CreateDeploymentRequest", "SourceConfigInput", "SourceRevisionConfigInput"} {
 		if doc.Components.Schemas[name] == nil {
 			t.Errorf("no schema %s", name)
 		}

@@ -18,15 +18,18 @@ type route struct {
 	public bool // no credentials (the caller cannot hold an API key)
 	serve  func(*handler, *call) (status int, body any, err error)
 
-	summary      string
-	description  string // longer than the summary, when it helps
-	op           string // the function part of the operation id; default: serve's name in snake_case
-	body         any    // a value of the request body's type; nil: no body
-	bodyOptional bool   // the body may be omitted (it then means {})
-	status       int    // the success status
-	resp         any    // a value of the response body's type; nil: no body
-	html         bool   // the answer is an HTML page (for a browser), not JSON
-	text         bool   // the answer is plain text (the Prometheus format), not JSON
+	summary     string
+	description string // longer than the summary, when it helps
+	// op is the function part of the operation id: the hosted service's
+	// name for the operation where it has one. Default: serve's name in
+	// snake_case.
+	op           string
+	body         any  // a value of the request body's type; nil: no body
+	bodyOptional bool // the body may be omitted (it then means {})
+	status       int  // the success status
+	resp         any  // a value of the response body's type; nil: no body
+	html         bool // the answer is an HTML page (for a browser), not JSON
+	text         bool // the answer is plain text (the Prometheus format), not JSON
 	query        []param
 	headers      []param // request headers the route reads (all required)
 	errors       []int   // error statuses beyond those the document derives
@@ -125,7 +128,7 @@ func (h *handler) routes() []route {
 				qStr("deployment_ids", "Comma-separated deployment UUIDs."))},
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}", serve: (*handler).getDeployment,
 			summary: "Get a deployment", status: http.StatusOK, resp: cp.Deployment{}},
-		{method: http.MethodPatch, path: "/v2/deployments/{deployment_id}", serve: (*handler).updateDeployment,
+		{method: http.MethodPatch, path: "/v2/deployments/{deployment_id}", serve: (*handler).updateDeployment, op: "patch_deployment",
 			summary: "Update a deployment; revision fields create a new revision", body: cp.UpdateDeploymentRequest{},
 			status: http.StatusOK, resp: cp.Deployment{}},
 		{method: http.MethodDelete, path: "/v2/deployments/{deployment_id}", serve: (*handler).deleteDeployment,
@@ -142,11 +145,11 @@ func (h *handler) routes() []route {
 			status: http.StatusCreated, resp: cp.Revision{}},
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}", serve: (*handler).getRevision,
 			summary: "Get a revision", status: http.StatusOK, resp: cp.Revision{}},
-		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy", serve: (*handler).redeploy,
+		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy", serve: (*handler).redeploy, op: "redeploy_revision",
 			summary: "Redeploy a revision: a new revision copying its snapshot", status: http.StatusOK, resp: cp.Deployment{}},
 
 		// Logs (logs.go).
-		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/logs", serve: (*handler).revisionLogs,
+		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/logs", serve: (*handler).revisionLogs, op: "list_revision_logs",
 			summary: "Read a revision's build or deploy log, a page at a time", status: http.StatusOK, resp: cp.LogPage{},
 			query: logQueryParams},
 		{method: http.MethodPost, path: "/v1/projects/{project_id}/revisions/{revision_id}/build_logs", serve: (*handler).projectBuildLogs,
@@ -166,7 +169,7 @@ func (h *handler) routes() []route {
 			summary: "List listeners, newest first", status: http.StatusOK, resp: cp.ListenerPage{}, query: page},
 		{method: http.MethodGet, path: "/v2/listeners/{listener_id}", serve: (*handler).getListener,
 			summary: "Get a listener", status: http.StatusOK, resp: cp.Listener{}},
-		{method: http.MethodPatch, path: "/v2/listeners/{listener_id}", serve: (*handler).updateListener,
+		{method: http.MethodPatch, path: "/v2/listeners/{listener_id}", serve: (*handler).updateListener, op: "patch_listener",
 			summary: "Update a listener", body: cp.UpdateListenerRequest{}, status: http.StatusOK, resp: cp.Listener{}},
 		{method: http.MethodDelete, path: "/v2/listeners/{listener_id}", serve: (*handler).deleteListener,
 			summary: "Delete a listener no deployment names", status: http.StatusNoContent},
@@ -174,11 +177,11 @@ func (h *handler) routes() []route {
 		// GitHub integrations (github.go).
 		{method: http.MethodGet, path: "/v1/integrations/github", serve: (*handler).listIntegrations,
 			summary: "List the tenant's GitHub App installations, oldest first", status: http.StatusOK, resp: []cp.Integration{}},
-		{method: http.MethodGet, path: "/v1/integrations/github/install", serve: (*handler).startGitHubInstall,
+		{method: http.MethodGet, path: "/v1/integrations/github/install", serve: (*handler).startGitHubInstall, op: "start_github_install",
 			summary: "The GitHub App's installation URL, with a state bound to the tenant (single use, valid 15 minutes); " +
 				"GitHub sends the user back to /v1/integrations/github/setup",
 			status: http.StatusOK, resp: installResponse{}, errors: []int{http.StatusServiceUnavailable}},
-		{method: http.MethodGet, path: "/v1/integrations/github/setup", public: true, serve: (*handler).githubSetup,
+		{method: http.MethodGet, path: "/v1/integrations/github/setup", public: true, serve: (*handler).githubSetup, op: "github_setup",
 			summary: "GitHub's setup redirect (a browser lands here; the state is the proof, no API key): records the installation " +
 				"for the state's tenant once GitHub confirms that the user can access it, and shows an HTML page",
 			status: http.StatusOK, html: true,
@@ -187,7 +190,7 @@ func (h *handler) routes() []route {
 				qStr("code", "The OAuth code of the user who installed the App."), qStr("state", "The state of the install URL.")},
 			errors: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusConflict, http.StatusBadGateway,
 				http.StatusServiceUnavailable}},
-		{method: http.MethodPost, path: "/v1/integrations/github/webhook", public: true, serve: (*handler).githubWebhook,
+		{method: http.MethodPost, path: "/v1/integrations/github/webhook", public: true, serve: (*handler).githubWebhook, op: "github_webhook",
 			summary: "GitHub App webhook (no API key; X-Hub-Signature-256 is the proof): a push to a branch creates a revision " +
 				"of every build_on_push deployment tracking it; ping and other events are acknowledged and change nothing",
 			body: pushPayload{}, status: http.StatusAccepted, resp: webhookResponse{},
@@ -198,7 +201,7 @@ func (h *handler) routes() []route {
 				http.StatusServiceUnavailable}},
 
 		// The API description.
-		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI,
+		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI, op: "openapi",
 			summary: "This OpenAPI 3.1 document", status: http.StatusOK, resp: map[string]any{}},
 	}
 	// The interactive page over the document (docs.go), public; not in the
@@ -217,7 +220,7 @@ func (h *handler) routes() []route {
 				"503 saying which is not ready",
 			status: http.StatusOK, resp: healthBody{}, errors: []int{http.StatusServiceUnavailable}})
 	if h.metrics != nil {
-		rt := route{method: http.MethodGet, path: "/metrics", public: true, serve: (*handler).serveMetrics,
+		rt := route{method: http.MethodGet, path: "/metrics", public: true, serve: (*handler).serveMetrics, op: "metrics",
 			summary: "Metrics in the Prometheus text format", status: http.StatusOK, text: true}
 		if h.metricsKey != nil {
 			rt.summary += " (needs the metrics key: Authorization: Bearer <key>)"
@@ -235,26 +238,26 @@ func (h *handler) routes() []route {
 	}
 	return append(routes,
 		// OAuth helpers (wire contract section 8).
-		route{method: http.MethodPost, path: "/v2/auth/providers", serve: (*handler).createProvider,
+		route{method: http.MethodPost, path: "/v2/auth/providers", serve: (*handler).createProvider, op: "create_oauth_provider",
 			summary: "Add an OAuth provider (client_secret is write-only)", body: oauthflow.NewProvider{},
 			status: http.StatusOK, resp: oauthflow.Provider{}, errors: []int{http.StatusConflict}},
-		route{method: http.MethodGet, path: "/v2/auth/providers", serve: (*handler).listProviders,
+		route{method: http.MethodGet, path: "/v2/auth/providers", serve: (*handler).listProviders, op: "list_oauth_providers",
 			summary: "List the tenant's OAuth providers, by provider_id", status: http.StatusOK, resp: []oauthflow.Provider{}},
-		route{method: http.MethodGet, path: "/v2/auth/providers/{provider_id}", serve: (*handler).getProvider,
+		route{method: http.MethodGet, path: "/v2/auth/providers/{provider_id}", serve: (*handler).getProvider, op: "get_oauth_provider",
 			summary: "Get an OAuth provider", status: http.StatusOK, resp: oauthflow.Provider{}},
-		route{method: http.MethodPatch, path: "/v2/auth/providers/{provider_id}", serve: (*handler).updateProvider,
+		route{method: http.MethodPatch, path: "/v2/auth/providers/{provider_id}", serve: (*handler).updateProvider, op: "update_oauth_provider",
 			summary: "Update an OAuth provider (provider_id is immutable; an empty client_secret removes it)",
 			body:    oauthflow.ProviderPatch{}, status: http.StatusOK, resp: oauthflow.Provider{}},
-		route{method: http.MethodDelete, path: "/v2/auth/providers/{provider_id}", serve: (*handler).deleteProvider,
+		route{method: http.MethodDelete, path: "/v2/auth/providers/{provider_id}", serve: (*handler).deleteProvider, op: "delete_oauth_provider",
 			summary: "Delete an OAuth provider and every token obtained through it", status: http.StatusOK, resp: messageBody{}},
-		route{method: http.MethodPost, path: "/v2/auth/authenticate", serve: (*handler).authenticateOAuth,
+		route{method: http.MethodPost, path: "/v2/auth/authenticate", serve: (*handler).authenticateOAuth, op: "authenticate",
 			summary: "Get a stored token (completed) or start an authorization flow (pending, with the URL to send the user to)",
 			body:    oauthflow.AuthRequest{}, status: http.StatusOK, resp: authResponse{}, errors: []int{http.StatusNotFound}},
-		route{method: http.MethodGet, path: "/v2/auth/wait/{auth_id}", serve: (*handler).waitOAuth,
+		route{method: http.MethodGet, path: "/v2/auth/wait/{auth_id}", serve: (*handler).waitOAuth, op: "wait_for_auth_completion",
 			summary: "Long-poll an authorization flow until it completes or the timeout passes",
 			status:  http.StatusOK, resp: waitResponse{},
 			query: []param{qInt("timeout", "Seconds to wait; 0 answers at once, possibly pending.", 0, 300, 30)}},
-		route{method: http.MethodGet, path: "/v2/auth/callback/{provider_id}", public: true, serve: (*handler).oauthCallback,
+		route{method: http.MethodGet, path: "/v2/auth/callback/{provider_id}", public: true, serve: (*handler).oauthCallback, op: "oauth_callback_get",
 			summary: "The providers' redirect target (a browser lands here; the state is the proof, no API key): finishes the flow and shows an HTML page",
 			status:  http.StatusOK, html: true,
 			query: []param{qStr("code", "The authorization code."), qStr("state", "The flow's state."),
