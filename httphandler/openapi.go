@@ -3,6 +3,7 @@ package httphandler
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"reflect"
 	"regexp"
 	"runtime"
@@ -183,6 +184,22 @@ func (g *schemaGen) operation(rt route) obj {
 	for _, status := range rt.errors {
 		responses[strconv.Itoa(status)] = errResp(status)
 	}
+	if loadLimited(rt) {
+		// Refused load and the rate limit (shed.go, ratelimit.go): JSON
+		// whatever the route answers otherwise.
+		retry := obj{"description": "Seconds to wait before retrying.", "schema": obj{"type": "integer"}}
+		if responses["503"] == nil { // a route's own 503 says more
+			responses["503"] = obj{"description": "The server is busy; retry after Retry-After seconds.",
+				"headers": obj{"Retry-After": retry},
+				"content": obj{"application/json": obj{"schema": obj{"$ref": "#/components/schemas/HTTPError"}}}}
+		}
+		responses["429"] = obj{"description": "Rate limit exceeded; retry after Retry-After seconds.",
+			"headers": obj{"Retry-After": retry,
+				"RateLimit-Limit":     obj{"description": "Requests allowed at once (the burst).", "schema": obj{"type": "integer"}},
+				"RateLimit-Remaining": obj{"description": "Requests left now.", "schema": obj{"type": "integer"}},
+				"RateLimit-Reset":     obj{"description": "Seconds until the allowance is full again.", "schema": obj{"type": "integer"}}},
+			"content": obj{"application/json": obj{"schema": obj{"$ref": "#/components/schemas/HTTPError"}}}}
+	}
 	if rt.public {
 		op["security"] = []obj{}
 	} else {
@@ -206,6 +223,12 @@ func (g *schemaGen) operation(rt route) obj {
 	}
 	op["responses"] = responses
 	return op
+}
+
+// loadLimited reports whether rt may be refused for load (503) or the rate
+// limit (429): every route but those the load gates let through (gateOf).
+func loadLimited(rt route) bool {
+	return (&load{}).gateOf(rt, &http.Request{Method: rt.method, URL: &url.URL{}}) != nil
 }
 
 // schemaGen derives JSON Schemas from Go types, registering named structs

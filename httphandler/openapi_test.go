@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -360,4 +361,26 @@ func TestOpenAPIConventions(t *testing.T) {
 	diff(t, "the logs type is required", true, logType["required"])
 	diff(t, "409 header", map[string]any{"type": "string", "enum": []any{"false"}},
 		doc.Paths["/v2/deployments"]["post"]["responses"].(map[string]any)["409"].(map[string]any)["headers"].(map[string]any)["x-should-retry"].(map[string]any)["schema"])
+}
+
+// TestOpenAPIDescribesRefusals: a 429 of the rate limit matches the
+// document, headers included, on a route with a key and a public one.
+func TestOpenAPIDescribesRefusals(t *testing.T) {
+	clock := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	s := newServer(t, &httphandler.Options{Load: &httphandler.LoadLimits{RateLimit: &httphandler.RateLimit{
+		PerSecond: 0.001, Burst: 1, Now: func() time.Time { return clock }}}})
+	c := newDocChecker(t, s)
+	for _, path := range []string{"/v2/deployments", "/openapi.json"} {
+		var r reply
+		for range 2 {
+			r = s.as(keyA, "GET", path, "")
+		}
+		if r.status != http.StatusTooManyRequests {
+			t.Fatalf("GET %s after the burst: %d %s", path, r.status, r.body)
+		}
+		c.check("GET", path, r)
+	}
+	if !c.seen["GET /v2/deployments 429"] {
+		t.Error("the 429 was not checked")
+	}
 }
