@@ -96,6 +96,13 @@ func TestCreateRules(t *testing.T) {
 		{rule: "read-only repo_commit_sha is ignored", body: gh("", `, "repo_commit_sha": "abc"`)},
 
 		{rule: "external_docker: minimal valid body", body: dk("", "")},
+		{rule: "display_name of 1 character", body: strings.Replace(dk("", ""), `"name": "agent",`, `"name": "agent", "display_name": "A",`, 1)},
+		{rule: "display_name of 256 characters (not bytes)", body: strings.Replace(gh("", ""), `"name": "agent",`, `"name": "agent", "display_name": "`+strings.Repeat("é", 256)+`",`, 1)},
+		{rule: "display_name empty", body: strings.Replace(dk("", ""), `"name": "agent",`, `"name": "agent", "display_name": "",`, 1),
+			want: []string{"body.display_name: string_too_short"}},
+		{rule: "display_name of 257 characters", body: strings.Replace(gh("", ""), `"name": "agent",`, `"name": "agent", "display_name": "`+strings.Repeat("x", 257)+`",`, 1),
+			want: []string{"body.display_name: string_too_long"}},
+		{rule: "display_name null", body: strings.Replace(dk("", ""), `"name": "agent",`, `"name": "agent", "display_name": null,`, 1)},
 		{rule: "external_docker: image_uri required", body: `{"name": "agent", "source": "external_docker"}`,
 			want: []string{"body.source_revision_config.image_uri: missing"}},
 		{rule: "external_docker: github-only fields must be null",
