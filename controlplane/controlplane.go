@@ -36,6 +36,7 @@ type ControlPlane struct {
 	secrets secretCodec  // seals secret values at rest (storageform.go)
 	logs    LogRetention // with defaults (logs.go)
 	tenants tenantCache  // tenant key prefixes (keys.go)
+	ev      *eventLog    // the event log's followers and options (events.go)
 
 	// lifecycle (worker.go)
 	poll      time.Duration
@@ -79,6 +80,8 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		obs:      o.Observer,
 		mutation: o.mutation,
 	}
+	cp.ev = newEventLog(&o)
+	cp.st = eventStore{Store: cp.st, log: cp.ev} // wakes event followers after commits (events.go)
 	if len(o.SecretKey) > 0 {
 		s, err := seal.New(o.SecretKey)
 		if err != nil {

@@ -22,6 +22,7 @@
 //	             CreateIntegration (unverified), ListIntegrations
 //	lifecycle    Run, Process, HandleGitHubPush, ReportDeploymentStatus
 //	logs         ListLogs, AppendLogs (and Reporter.Log during the work)
+//	events       FollowEvents (EventStream.Next), WaitRevision
 //	for HTTP     GetDeploymentJSON (the wire JSON in one call), Limits
 //
 // A deployment starts AWAITING_DATABASE with a first revision in status
@@ -180,6 +181,31 @@
 // A revision answers status_history, every status it entered with its
 // time, oldest first (its CREATING at created_at included), written in
 // the Update that changes the status.
+//
+// # Event log
+//
+// Every change of a deployment or a revision (created, updated, status
+// changed, deleted) appends one event to its tenant's event log, in the
+// same store Update as the change: an event exists if and only if its
+// change committed. Events are numbered 1, 2, 3, ... per tenant by a
+// counter written in that Update, so under the stores' serializable
+// transactions they are ordered like the tenant's commits, across replicas
+// sharing one storepg database too; the number's decimal form is the
+// event's id. FollowEvents follows a tenant's log (or one deployment's
+// events) from now or after a given id; EventStream.Next waits for the
+// next events, woken when a change commits through this ControlPlane and
+// polling the store every Options.EventPollInterval for the other
+// replicas'. The log keeps at least each tenant's newest
+// Options.EventRetention events no older than Options.EventMaxAge (pruned
+// in batches as later changes are written); a follower whose next event
+// was pruned gets an EventGap event. Deployment events are kept in the
+// sealed storage form and carry, when read, the deployment's wire JSON as
+// GetDeployment answers it (secrets included, like GET); revision events
+// carry the revision's. WaitRevision answers once a revision is terminal
+// or at a timeout, on the same wake-ups. Log lines of revisions enter the
+// log as EventLog events, in the Update that stores them (every line
+// Reporter.Log or AppendLogs keeps, with the id ListLogs answers for it),
+// read only by followers that ask for their type.
 //
 // # Errors
 //

@@ -392,14 +392,28 @@ func (cp *ControlPlane) appendLogs(tx store.Tx, tenant, deploymentID, revisionID
 		if len(byType[t]) == 0 {
 			continue
 		}
-		if err := cp.appendLog(tx, logPrefix(tenant, deploymentID, revisionID, t), byType[t], codes[t]); err != nil {
+		// Each line stored is also a log event of the tenant's event log
+		// (events.go), in this Update, for followers that ask for it.
+		idBase := revisionID + ":" + string(t) + ":"
+		event := func(seq uint64, l LogLine) error {
+			b, err := json.Marshal(LogEntry{ID: idBase + strconv.FormatUint(seq, 10), Timestamp: wiretime.New(l.Time),
+				Level: l.Level, Message: l.Message})
+			if err != nil {
+				return err
+			}
+			return cp.logEvent(tx, tenant, deploymentID, revisionID, t, l.Time, b)
+		}
+		if err := cp.appendLog(tx, logPrefix(tenant, deploymentID, revisionID, t), byType[t], codes[t], event); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (cp *ControlPlane) appendLog(tx store.Tx, prefix string, lines []LogLine, codes []byte) error {
+// appendLog stores lines (their level codes in codes) at the end of the log
+// under prefix, dropping the oldest beyond the bounds, and calls stored for
+// each line kept, with its sequence number.
+func (cp *ControlPlane) appendLog(tx store.Tx, prefix string, lines []LogLine, codes []byte, stored func(seq uint64, l LogLine) error) error {
 	meta := logMeta{V: 1, Next: 1, First: 1}
 	b, err := tx.Get(colRevisionLogs, prefix)
 	switch {
@@ -435,6 +449,9 @@ func (cp *ControlPlane) appendLog(tx store.Tx, prefix string, lines []LogLine, c
 	}
 	for i, l := range lines {
 		if err := tx.Put(colRevisionLogs, lineKey(prefix, meta.Next), encodeLine(codes[i], l.Time, l.Message)); err != nil {
+			return err
+		}
+		if err := stored(meta.Next, l); err != nil {
 			return err
 		}
 		meta.Next++

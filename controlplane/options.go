@@ -82,6 +82,20 @@ type Options struct {
 	// loop records is also logged at Info ("revision transition").
 	Observer Observer
 
+	// EventRetention is how many events of each tenant the event log
+	// keeps at least (FollowEvents resumes within them). Default
+	// DefaultEventRetention.
+	EventRetention int
+	// EventMaxAge is how long events are kept at most; older ones are
+	// pruned as the tenant's later changes are written. Default
+	// DefaultEventMaxAge.
+	EventMaxAge time.Duration
+	// EventPollInterval is how often an event follower (FollowEvents,
+	// WaitRevision) looks in the store for changes other replicas
+	// committed (those committed through this ControlPlane wake it at
+	// once). Default DefaultEventPollInterval.
+	EventPollInterval time.Duration
+
 	// Which clock does what: Clock stamps every record and decides when a
 	// lease has expired (so a test moves work past a lease with an
 	// injected clock, as internal/testclock does). Run's waits, the poll

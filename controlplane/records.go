@@ -257,6 +257,9 @@ func (r *deploymentRecord) indexKeys(tp string) []string {
 // records in line with it; old is the record as stored before (nil when r
 // is new).
 func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
+	if err := cp.deploymentEvent(tx, tenant, old, r); err != nil { // events.go
+		return err
+	}
 	b, err := cp.secrets.encodeDeployment(tenant, r)
 	if err != nil {
 		return err
@@ -309,6 +312,9 @@ func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploy
 // TracingProjects hook). The lifecycle calls it once a deployment is torn
 // down.
 func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
+	if err := cp.deploymentDeletedEvent(tx, tenant, r); err != nil { // events.go
+		return err
+	}
 	tp, err := cp.readTenant(tx, tenant)
 	if err != nil {
 		return err
@@ -438,6 +444,9 @@ type revisionSnapshot struct {
 }
 
 func (cp *ControlPlane) putRevision(tx store.Tx, tenant string, rev *revisionRecord, isNew bool) error {
+	if err := cp.revisionEvent(tx, tenant, rev, isNew); err != nil { // events.go
+		return err
+	}
 	b, err := cp.secrets.encodeRevision(tenant, rev)
 	if err != nil {
 		return err
@@ -495,5 +504,5 @@ func sortedKeys[V any](m map[string]V) []string {
 func Collections() []string {
 	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
-		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs}
+		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs, colEvents}
 }

@@ -175,4 +175,23 @@ func TestKill9MidDeploy(t *testing.T) {
 		t.Errorf("containers after the restart %v, want only the adopted %s", ids, started.ID)
 	}
 	eventually(t, "the url answers", func() bool { v, _ := get(proxyURL + "/" + d.ID + "/version"); return v == "gated" })
+
+	// The deploy log holds both lives' steps, and the adopted container's
+	// output goes on reaching it.
+	line := uniq("said-after-the-restart")
+	resp, err := http.Post(proxyURL+"/"+d.ID+"/say?line="+line, "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var logs []controlplane.LogEntry
+	eventually(t, "the deploy log holds the adopted container's output", func() bool {
+		logs = logMessages(t, cp, d.ID, revID, controlplane.LogDeploy)
+		return hasLine(logs, controlplane.LevelInfo, line)
+	})
+	for _, want := range []string{"created container", "adopting container", "server: listening on"} {
+		if !hasLine(logs, controlplane.LevelInfo, want) {
+			t.Errorf("the deploy log has no line with %q:\n%s", want, dump(logs))
+		}
+	}
 }

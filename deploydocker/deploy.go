@@ -16,8 +16,12 @@ func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 	if d.o.ProxyURL == "" {
 		return errors.New("deploydocker: Options.ProxyURL is not set")
 	}
-	ctx = context.WithValue(ctx, reporterKey{}, r)
-	run := &run{d: d, w: w, r: r, status: w.Revision.Status}
+	rl := &revLog{d: d, w: w, r: r}
+	ctx = context.WithValue(ctx, revLogKey{}, rl)
+	run := &run{d: d, w: w, r: r, log: rl, status: w.Revision.Status}
+	if w.Revision.Status != controlplane.RevisionCreating {
+		run.resume = d.resumeFrom(ctx, w) // resumed: before this Deploy writes a line
+	}
 	err := run.deploy(ctx)
 	switch {
 	case ctx.Err() != nil:
@@ -29,7 +33,7 @@ func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 	case errors.Is(err, errStop):
 		// Superseded (SKIPPED) or INTERRUPTED by a delete: this
 		// revision's containers have no future.
-		d.logLine(ctx, w, "revision ended elsewhere; removing its containers")
+		d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, "revision ended elsewhere; removing its containers")
 		return d.removeRevision(context.WithoutCancel(ctx), w.Tenant, w.Deployment.ID, w.Revision.ID)
 	case err != nil:
 		// The control plane records the failure of the phase (a store
@@ -46,7 +50,9 @@ type run struct {
 	d      *Deployer
 	w      *controlplane.Work
 	r      controlplane.Reporter
+	log    *revLog
 	status controlplane.RevisionStatus
+	resume time.Time // where the deploy log ended when a resumed Deploy began
 }
 
 // advance reports the statuses of the happy path after the current one up
@@ -73,10 +79,15 @@ func (x *run) advance(ctx context.Context, to controlplane.RevisionStatus, extra
 }
 
 // failf ends the revision with its phase's failure and a message, after
-// removing its containers.
+// removing its containers. The message is the last line of the phase's
+// log (the build log while building), at ERROR.
 func (x *run) failf(ctx context.Context, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
-	x.d.logLine(ctx, x.w, "failed: "+msg)
+	typ := controlplane.LogDeploy
+	if x.status == controlplane.RevisionAwaitingBuild || x.status == controlplane.RevisionBuilding {
+		typ = controlplane.LogBuild
+	}
+	x.d.logLine(ctx, x.w, typ, controlplane.LevelError, msg)
 	rctx := context.WithoutCancel(ctx)
 	rmErr := x.d.removeRevision(rctx, x.w.Tenant, x.w.Deployment.ID, x.w.Revision.ID)
 	if rmErr != nil {
@@ -101,7 +112,7 @@ func (x *run) deploy(ctx context.Context) error {
 	if err := x.advance(ctx, controlplane.RevisionAwaitingDeploy, controlplane.Step{}); err != nil {
 		return err
 	}
-	x.d.logLine(ctx, w, "pulling "+image)
+	x.d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, "pulling "+image)
 	if err := x.d.pull(ctx, w, image, built); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -118,7 +129,7 @@ func (x *run) deploy(ctx context.Context) error {
 	}
 	env, err := x.d.ensureServices(ctx, w)
 	if err == nil {
-		x.d.logLine(ctx, w, "starting the revision's containers")
+		x.d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, "starting the revision's containers")
 	}
 	var cs []*ctr
 	if err == nil {
@@ -134,6 +145,17 @@ func (x *run) deploy(ctx context.Context) error {
 		return x.failf(ctx, "%v", err)
 	}
 	for _, c := range cs {
+		// The container's output goes to the deploy log from its start
+		// (an adopted one's from where the log ended when this Deploy
+		// began: an earlier run of the control plane wrote what it had
+		// read).
+		var since time.Time
+		if c.adopted {
+			since = x.resume
+		}
+		x.d.follow(x.log, c, since)
+	}
+	for _, c := range cs {
 		if err := x.d.waitHealthy(ctx, c); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -144,7 +166,7 @@ func (x *run) deploy(ctx context.Context) error {
 			return x.failf(ctx, "%v", err)
 		}
 	}
-	x.d.logLine(ctx, w, fmt.Sprintf("%d container(s) healthy", len(cs)))
+	x.d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, fmt.Sprintf("%d container(s) healthy", len(cs)))
 	return x.d.activate(ctx, x, cs, image)
 }
 
@@ -176,12 +198,13 @@ func (x *run) image(ctx context.Context) (image string, built bool, err error) {
 	if err := x.advance(ctx, controlplane.RevisionBuilding, controlplane.Step{}); err != nil {
 		return "", true, err
 	}
-	img, sha, err := x.d.o.Builder.Build(ctx, w, func(line string) { x.d.logLine(ctx, w, "build: "+line) })
+	img, sha, err := x.build(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", true, ctx.Err()
 		}
-		return "", true, x.failf(ctx, "Build failed: %v", err)
+		// The builder's error says what failed ("build failed: ...").
+		return "", true, x.failf(ctx, "%v", err)
 	}
 	step := controlplane.Step{ImageVersion: &img}
 	if sha != "" {
@@ -191,6 +214,22 @@ func (x *run) image(ctx context.Context) (image string, built bool, err error) {
 		return "", true, err
 	}
 	return img, true, nil
+}
+
+// build runs the Builder, its output going to the build log in batches
+// (see batch), every line written before build returns.
+func (x *run) build(ctx context.Context) (image, commitSHA string, err error) {
+	w := x.w
+	b := newBatch(x.log.write)
+	stop := b.tick(ctx)
+	defer func() {
+		stop()
+		b.flush(ctx) // write outlives a cancelled ctx
+	}()
+	return x.d.o.Builder.Build(ctx, w, func(line string) {
+		x.d.log.Debug("deploydocker: build: "+line, "deployment", w.Deployment.ID, "revision", w.Revision.ID)
+		b.add(ctx, controlplane.LogLine{Type: controlplane.LogBuild, Level: LevelOf(line, controlplane.LevelInfo), Message: line, Time: time.Now()})
+	})
 }
 
 // supersededBy returns the id of a newer revision of the deployment that
@@ -252,9 +291,10 @@ func (d *Deployer) activate(ctx context.Context, x *run, cs []*ctr, image string
 		mu.Unlock()
 		return err
 	}
+	x.log.deployed.Store(true) // the containers' output now goes through State
 	old := d.proxy.set(w.Deployment.ID, backendsOf(cs))
 	mu.Unlock()
-	d.logLine(ctx, w, "active at "+url)
+	d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, "active at "+url)
 
 	// The old revision's containers stop only now that the new ones serve:
 	// wait for the requests they still answer, then remove them.

@@ -52,17 +52,34 @@ const (
 // internal_source). It is called in BUILDING, may be called again for the
 // same revision after a restart, and returns the image reference the
 // Docker daemon can run (local or pullable) and the commit it built.
-// log receives the build's output, one line at a time.
+// log receives the build's output, one line at a time; the lines become
+// the revision's build log. A failed build's error text becomes the
+// revision's status_message as it is, so it should say what failed
+// (imagebuild's say "clone failed: ..." or "build failed: ...").
+// *imagebuild.Builder implements it.
 type Builder interface {
 	Build(ctx context.Context, w *controlplane.Work, log func(line string)) (image, commitSHA string, err error)
 }
 
-// State is what the Deployer reads of the control plane's stored state:
-// *controlplane.ControlPlane implements it. It is used to tell a revision
-// superseded by a newer active one, and by Reconcile.
+// ImageRemover is implemented by a Builder that can remove the images it
+// built for a deployment (*imagebuild.Builder does): Teardown calls it
+// once the deployment's containers are gone.
+type ImageRemover interface {
+	RemoveImages(ctx context.Context, tenant, deploymentID string) error
+}
+
+// State is what the Deployer reads of the control plane's stored state,
+// and where a running container's output goes once its revision is
+// DEPLOYED: *controlplane.ControlPlane implements it. It is used to tell a
+// revision superseded by a newer active one, by Reconcile, and to write
+// the deploy log of a revision outside its Deploy (AppendLogs, ListLogs).
 type State interface {
 	GetDeployment(ctx context.Context, tenant, id string) (*controlplane.Deployment, error)
 	GetRevision(ctx context.Context, tenant, deploymentID, revisionID string) (*controlplane.Revision, error)
+	AppendLogs(ctx context.Context, tenant, deploymentID, revisionID string, lines ...controlplane.LogLine) error
+	// ListLogs tells where the deploy log of a revision whose containers
+	// are adopted ends, so that their output is followed from there.
+	ListLogs(ctx context.Context, tenant, deploymentID, revisionID string, q *controlplane.LogQuery) (*controlplane.LogPage, error)
 }
 
 // Credentials are registry credentials for a pull.
@@ -130,10 +147,12 @@ type Options struct {
 	Builder Builder
 	// State is the control plane (see State). Needed by Reconcile; without
 	// it an older revision still deploying is not noticed superseded
-	// until its report is refused.
+	// until its report is refused, and a container's output after its
+	// revision is DEPLOYED goes through the Deploy's Reporter.
 	State State
-	// Logger receives the deploy log lines (and the Deployer's own
-	// warnings). Nil: slog.Default().
+	// Logger receives the Deployer's steps (also written to the
+	// revisions' deploy logs), the builds' output at Debug, and its own
+	// warnings. Nil: slog.Default().
 	Logger *slog.Logger
 	// HTTPClient makes the health checks. Nil: a client with a short
 	// per-request timeout.
@@ -152,9 +171,17 @@ type Deployer struct {
 	proxy     *proxy
 	ports     *ports
 
-	mu      sync.Mutex
-	locks   map[string]*sync.Mutex // per tenant/deployment
-	removed map[string]bool        // deployments torn down in this process
+	// bg is the life of the Deployer (cancelled by Close): the followers
+	// of containers' logs run under it.
+	bg        context.Context
+	stopBG    context.CancelFunc
+	followers sync.WaitGroup
+
+	mu        sync.Mutex
+	locks     map[string]*sync.Mutex // per tenant/deployment
+	removed   map[string]bool        // deployments torn down in this process
+	following map[string]bool        // containers whose logs are followed
+	closed    bool
 }
 
 // New builds a Deployer. It does not contact the daemon (the first call
@@ -202,7 +229,8 @@ func New(o *Options) (*Deployer, error) {
 	}
 	opt.ProxyURL = strings.TrimRight(opt.ProxyURL, "/")
 	d := &Deployer{o: opt, cli: opt.Client, log: opt.Logger, hc: opt.HTTPClient,
-		locks: map[string]*sync.Mutex{}, removed: map[string]bool{}}
+		locks: map[string]*sync.Mutex{}, removed: map[string]bool{}, following: map[string]bool{}}
+	d.bg, d.stopBG = context.WithCancel(context.Background())
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -236,8 +264,19 @@ func (d *Deployer) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the Docker client if New made it. Containers keep running.
+// Ready reports whether the Docker daemon answers a ping: the Deployer
+// implements controlplane.ReadinessChecker, so that GET /readyz says when
+// the daemon is unreachable.
+func (d *Deployer) Ready(ctx context.Context) error { return d.Ping(ctx) }
+
+// Close stops following containers' logs (writing the lines read so far),
+// and closes the Docker client if New made it. Containers keep running.
 func (d *Deployer) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	d.stopBG()
+	d.followers.Wait()
 	if d.ownClient {
 		return d.cli.Close()
 	}
@@ -270,17 +309,6 @@ func (d *Deployer) lock(tenant, dep string) *sync.Mutex {
 		d.locks[k] = m
 	}
 	return m
-}
-
-// reporterKey carries the Reporter of a Deploy in its ctx, for logLine.
-type reporterKey struct{}
-
-// logLine is the one place deploy and build log lines go: today
-// Options.Logger. Deploy puts its Reporter in ctx (reporterKey), so that
-// the lines can also become the revision's deploy and build logs here
-// once the Reporter takes them.
-func (d *Deployer) logLine(ctx context.Context, w *controlplane.Work, line string) {
-	d.log.Info("deploydocker: "+line, "tenant", w.Tenant, "deployment", w.Deployment.ID, "revision", w.Revision.ID)
 }
 
 // isRefusal: the control plane said stop.

@@ -57,14 +57,21 @@
 // commit built (Step.RepoCommitSHA) and the image (Step.ImageVersion),
 // after which the image deploys like an external_docker one (pulled only
 // when the daemon lacks it). A Deploy resumed after the build finds the
-// image in Work.ImageVersion. Without a Builder such a revision ends
-// BUILD_FAILED saying that no image builder is configured.
+// image in Work.ImageVersion. A failed build ends BUILD_FAILED with the
+// Builder's error as the status_message ("clone failed: ...", "build
+// failed: ..."). Without a Builder such a revision ends BUILD_FAILED
+// saying that no image builder is configured. imagebuild.Builder is the
+// Builder; cmd/deployplane wires it in.
 //
 // # Where a deployment answers
 //
 // Every deployment's url is Options.ProxyURL + "/" + its id, unless its
 // custom_url is set (an address of the operator's in front of the proxy):
-// then the url is the custom_url as it was when the revision deployed. Proxy is a
+// then the url is the custom_url as it was when the revision deployed.
+// github deployments always have one (the control plane makes it from
+// controlplane.Options.CustomURLTemplate): give the control plane
+// ProxyURL + "/{id}" as the template, as cmd/deployplane does, so that it
+// is where the proxy serves them. Proxy is a
 // reverse proxy (net/http/httputil) that the server serves on its own
 // listener: a request for /{deployment id}/rest goes, as /rest, to the
 // active revision's containers in turn (round robin). Why a proxy in the
@@ -122,8 +129,45 @@
 //
 // # Logs
 //
-// Deploy and build log lines go to Options.Logger through one function
-// (logLine), ready to be routed to the control plane's revision logs.
+// Every revision gets its build and deploy logs (controlplane.LogLine)
+// through the Reporter of its Deploy:
+//
+//   - the build log: every line of the Builder's output, in batches (one
+//     store write per 100 lines or 256 KiB, at least every second so that
+//     a build can be followed live, and the rest before the build's
+//     outcome is reported), each at the level it names (LevelOf, else
+//     INFO: the daemon's "ERROR: COPY failed: ..." is an ERROR line),
+//     and a failed build's error at ERROR;
+//   - the deploy log: the Deployer's steps (pulling, creating, healthy,
+//     active at, failures at ERROR), one write each, before the report
+//     that follows them, and the output of the revision's containers.
+//
+// A container's stdout and stderr are followed (ContainerLogs with follow
+// and timestamps, demultiplexed with stdcopy) from its start, in the same
+// batches, with the time Docker stamped on each line and the level the
+// line names (see LevelOf; else INFO for stdout, ERROR for stderr). Until
+// the revision is DEPLOYED they go through the Reporter, then through
+// Options.State.AppendLogs, which needs no lease. A container adopted
+// after a restart (by a resumed Deploy or by Reconcile) is followed again
+// from the time of the last line of its revision's deploy log: lines the
+// dead process had read but not written are read again when they are
+// newer than that line. Following
+// stops when the container is removed (or stops and is not restarting),
+// when the deployment's logs are gone, or at Close, which writes the lines
+// read so far. The control plane bounds each log
+// (controlplane.LogRetention); the Deployer holds at most one batch per
+// container in memory and reads no faster than the store writes.
+//
+// The same lines go to Options.Logger (the build's output at Debug).
+// Writing a log never fails a deploy: a failed write is logged as a
+// warning (once per revision) and its lines are dropped.
+//
+// # Images and readiness
+//
+// Teardown removes the images the Builder made for the deployment when
+// the Builder implements ImageRemover (imagebuild.Builder does). Ready
+// pings the daemon: the Deployer is a controlplane.ReadinessChecker, so
+// the server's GET /readyz fails while Docker is unreachable.
 //
 // # Tests
 //

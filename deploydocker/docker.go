@@ -39,6 +39,7 @@ type ctr struct {
 	name    string
 	replica int
 	addr    string // host:port the proxy and the health check reach
+	adopted bool   // made by an earlier Deploy, not this one
 }
 
 // pull pulls image, with the credentials Options.Credentials gives. An
@@ -171,8 +172,11 @@ func (d *Deployer) ensureContainers(ctx context.Context, w *controlplane.Work, i
 	for i := range n {
 		var c *ctr
 		if s, ok := byReplica[i]; ok {
-			d.logLine(ctx, w, fmt.Sprintf("adopting container %s", strings.TrimPrefix(firstName(s.Names), "/")))
+			d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, fmt.Sprintf("adopting container %s", strings.TrimPrefix(firstName(s.Names), "/")))
 			c, err = d.adopt(ctx, s.ID)
+			if c != nil {
+				c.adopted = true
+			}
 		} else {
 			c, err = d.create(ctx, w, image, i, extraEnv)
 		}
@@ -289,7 +293,7 @@ func (d *Deployer) create(ctx context.Context, w *controlplane.Work, image strin
 	if err != nil {
 		return nil, fmt.Errorf("creating container %s: %w", name, err)
 	}
-	d.logLine(ctx, w, fmt.Sprintf("created container %s (port %d)", name, port))
+	d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, fmt.Sprintf("created container %s (port %d)", name, port))
 	if _, err := d.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
 		return nil, fmt.Errorf("starting container %s: %w", name, err)
 	}
@@ -464,7 +468,7 @@ func (d *Deployer) removeOlder(ctx context.Context, w *controlplane.Work) error 
 	}
 	wg.Wait()
 	if removed > 0 {
-		d.logLine(ctx, w, fmt.Sprintf("removed %d container(s) of older revisions", removed))
+		d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, fmt.Sprintf("removed %d container(s) of older revisions", removed))
 	}
 	return errors.Join(errs...)
 }
@@ -491,6 +495,12 @@ func (d *Deployer) Teardown(ctx context.Context, tenant string, dep *controlplan
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("deploydocker: teardown of %s: %w", dep.ID, err)
+	}
+	// The images built for the deployment go with it.
+	if ir, ok := d.o.Builder.(ImageRemover); ok {
+		if err := ir.RemoveImages(ctx, tenant, dep.ID); err != nil {
+			return fmt.Errorf("deploydocker: teardown of %s: %w", dep.ID, err)
+		}
 	}
 	return nil
 }

@@ -2,20 +2,26 @@ package deploydocker_test
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"net/http"
 	"os"
 	"os/signal"
 
+	"github.com/moby/moby/client"
+
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploydocker"
+	"github.com/deployplane/deployplane/imagebuild"
 	"github.com/deployplane/deployplane/storebolt"
 )
 
-// Embedding the Docker deployer: the control plane over a store, the
-// deployer with the control plane as its State, its proxy on a listener of
-// its own, Reconcile once, then Run. (Not run by go test: it needs a
-// Docker daemon and runs until interrupted.)
+// Embedding the Docker deployer: the control plane over a store (github
+// deployments' url, their custom_url, where the proxy serves them), the
+// deployer with the control plane as its State and imagebuild as its
+// Builder on the same daemon, its proxy on a listener of its own,
+// Reconcile once, then Run. (Not run by go test: it needs a Docker daemon
+// and runs until interrupted.)
 func Example() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -24,12 +30,22 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer st.Close()
-	cp := controlplane.New(st, nil)
+	cp := controlplane.New(st, &controlplane.Options{CustomURLTemplate: "http://127.0.0.1:8125/{id}"})
 
+	cli, err := client.New(client.FromEnv, client.WithHost("unix:///var/run/docker.sock"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	b, err := imagebuild.New(cli, nil) // public https repositories; see imagebuild.Options
+	if err != nil {
+		log.Fatal(err)
+	}
 	d, err := deploydocker.New(&deploydocker.Options{
-		Host:     "unix:///var/run/docker.sock",
+		Client:   cli,
 		ProxyURL: "http://127.0.0.1:8125", // deployments answer at ProxyURL/<id>
 		State:    cp,
+		Builder:  b, // github revisions are built, then run; Teardown removes the images
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -42,4 +58,19 @@ func Example() {
 	if err := cp.Run(ctx, d); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// The level of a line of a container's output, as its deploy log shows it.
+func ExampleLevelOf() {
+	for _, line := range []string{
+		"INFO:     Application startup complete.",
+		`{"level": "warning", "event": "slow graph"}`,
+		"Traceback (most recent call last):",
+	} {
+		fmt.Println(deploydocker.LevelOf(line, controlplane.LevelError))
+	}
+	// Output:
+	// INFO
+	// WARNING
+	// ERROR
 }

@@ -51,6 +51,7 @@ var (
 	dockerHost string // DEPLOYPLANE_TEST_DOCKER
 	regHost    string // host:port of the registry
 	privHost   string // host:port of the private registry
+	serverBin  string // the test server, a static binary (testdata/server)
 )
 
 // image names a test image in the registry: "server:v1" (VERSION=v1),
@@ -97,6 +98,7 @@ func setupImages() (stop func(), err error) {
 		return nil, err
 	}
 	bin := filepath.Join(dir, "server")
+	serverBin = bin
 	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./testdata/server")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if out, err := build.CombinedOutput(); err != nil {
@@ -233,8 +235,15 @@ func newFixture(t testing.TB, tweak func(*deploydocker.Options)) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	f.cp = controlplane.New(st, &controlplane.Options{PollInterval: 100 * time.Millisecond, Logger: quiet()})
-	f.d, f.proxyURL = newDeployer(t, f.cp, f.instance, nil, tweak)
+	// github deployments get their custom_url (their url) from the
+	// template: where the proxy serves them, as cmd/deployplane sets it.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cp = controlplane.New(st, &controlplane.Options{PollInterval: 100 * time.Millisecond, Logger: quiet(),
+		CustomURLTemplate: "http://" + l.Addr().String() + "/{id}"})
+	f.d, f.proxyURL = newDeployer(t, f.cp, f.instance, l, tweak)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); f.cp.Run(ctx, f.d) }()

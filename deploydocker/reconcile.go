@@ -108,6 +108,15 @@ func (d *Deployer) reconcileDeployment(ctx context.Context, tenant, depID string
 	}
 	if len(active) > 0 {
 		d.proxy.set(depID, backendsOf(active))
+		// Their output goes on to the active revision's deploy log, from
+		// where it ends (what the earlier run wrote is there).
+		rl := &revLog{d: d, w: &controlplane.Work{Tenant: tenant, Deployment: *dep,
+			Revision: controlplane.Revision{ID: *dep.ActiveRevisionID}}}
+		rl.deployed.Store(true)
+		since := d.resumeFrom(ctx, rl.w)
+		for _, c := range active {
+			d.follow(rl, c, since)
+		}
 		d.log.Info("deploydocker: adopted the active revision's containers", "deployment", depID,
 			"revision", *dep.ActiveRevisionID, "containers", strconv.Itoa(len(active)))
 	}

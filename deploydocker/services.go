@@ -135,7 +135,7 @@ func (d *Deployer) ensureService(ctx context.Context, w *controlplane.Work, role
 	name := fmt.Sprintf("dp-%s-%s-%s", unsafeName.ReplaceAllString(d.o.Instance, "_"), w.Deployment.ID, role)
 	res, err := d.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
-		d.logLine(ctx, w, "pulling "+image+" for the deployment's "+role)
+		d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, "pulling "+image+" for the deployment's "+role)
 		if err := d.pull(ctx, w, image, false); err != nil {
 			return nil, fmt.Errorf("pulling the %s image %s: %w", role, image, err)
 		}
@@ -171,7 +171,7 @@ func (d *Deployer) ensureService(ctx context.Context, w *controlplane.Work, role
 			return nil, fmt.Errorf("creating the deployment's %s: %w", role, err)
 		}
 		if err == nil {
-			d.logLine(ctx, w, fmt.Sprintf("created the deployment's %s %s (port %d)", role, name, port))
+			d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, fmt.Sprintf("created the deployment's %s %s (port %d)", role, name, port))
 		}
 		if res, err = d.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{}); err != nil {
 			return nil, err

@@ -28,7 +28,8 @@
 // GET, PATCH, DELETE), GitHub integrations (GET /v1/integrations/github,
 // GET /v1/integrations/github/install, the public GET
 // /v1/integrations/github/setup and POST /v1/integrations/github/webhook,
-// and POST /v1/integrations/github when allowed; below), the OAuth helpers (below), the
+// and POST /v1/integrations/github when allowed; below), the event streams
+// (GET /v2/events, GET /v2/deployments/{deployment_id}/events; below), the OAuth helpers (below), the
 // public GET /healthz, GET /readyz and (with Options.Metrics) GET /metrics
 // (below, "Health and metrics"), and GET /openapi.json, an OpenAPI 3.1 document built from the same list, with
 // schemas derived from the controlplane and oauthflow types by reflection,
@@ -257,6 +258,60 @@
 // No credentials, or credentials the Authenticator rejects, are 401.
 // Resources of another tenant answer 404, exactly like unknown ids.
 //
+// # Event streams
+//
+// GET /v2/events (the tenant's whole stream) and GET
+// /v2/deployments/{deployment_id}/events (one deployment's, its revisions'
+// included) answer 200 text/event-stream (wire contract section 9) and
+// follow the ControlPlane's event log (controlplane.FollowEvents): one
+// event per committed change of a deployment or revision, written in the
+// same store Update as the change, so no change is missed and a change that
+// rolled back has none.
+//
+//	event: revision
+//	id: 42
+//	data: {"change":"status","deployment_id":"…","revision_id":"…","revision":{…}}
+//
+// Events: "deployment" with data {"change", "deployment_id", "deployment"}
+// and "revision" with {"change", "deployment_id", "revision_id",
+// "revision"}, the resource being the wire JSON GET answers at that
+// change; change is "created", "updated" (the status did not change),
+// "status" (it did) or "deleted" (a deployment removed with its revisions
+// after AWAITING_DELETE; no resource then). "log" events ({"type",
+// "deployment_id", "revision_id", "log"}) are sent only with ?logs=build,
+// ?logs=deploy or both (an unknown type is 422 at ["query", "logs"]; "log"
+// is a line as the logs route answers it, written by the deployer). "gap"
+// ({"detail"}) says that events after the client's Last-Event-ID are no
+// longer retained: read the resources again.
+//
+// Ids are opaque strings, ordered like the tenant's commits across every
+// replica sharing the store. A stream starts with the changes committed
+// after it is opened; a client that reconnects with the Last-Event-ID
+// header (browsers' EventSource does so itself) continues after that event
+// with no gap and no duplicate, as long as the events after it are still
+// retained (controlplane.Options.EventRetention, default the newest 10,000
+// per tenant, and EventMaxAge, default 24 hours). A deployment's stream
+// answers 404 for an unknown deployment (another tenant's included), and
+// ends after its deleted event. An idle stream gets a ": heartbeat" comment
+// every Options.EventHeartbeat (default 15 s). Each write has 30 s to
+// complete, so a client that stops reading is dropped. A stream in one
+// process wakes when a change commits through the same ControlPlane and
+// looks in the store every controlplane.Options.EventPollInterval (default
+// 1 s) for changes other replicas committed.
+//
+// GET /v2/deployments/{deployment_id}/revisions/{revision_id}?wait=terminal
+// answers the revision as soon as its status is terminal (DEPLOYED,
+// SKIPPED, INTERRUPTED or a *_FAILED), or as it is after ?timeout=S seconds
+// (0 to 60, default 30; a bad wait or timeout is 422 at ["query", ...]),
+// on the same change notification (controlplane.WaitRevision).
+//
+// The Handler's Close ends every open stream cleanly and makes every
+// waiting ?wait= answer the revision as it is; a stream asked for after
+// Close answers 503. http.Server.Shutdown does not end long-lived
+// requests: call Close when shutdown begins (cmd/deployplane calls it
+// before Shutdown; http.Server.RegisterOnShutdown works too), and again
+// after Shutdown has returned to flush the request log.
+//
 // # Load
 //
 // Options.Load bounds the work the handler takes on (wire contract section
@@ -280,8 +335,9 @@
 //     256): GET /v2/auth/wait/{auth_id}, which holds its request for up to
 //     300 s, goes through its own cap instead (503 "... too many long polls
 //     ..."), so long polls never take the places of ordinary requests nor
-//     these theirs. Event streams and ?wait= on a revision, once served,
-//     are named in shed.go to take the same cap.
+//     these theirs. The event streams (GET /v2/events and
+//     /v2/deployments/{deployment_id}/events) and GET of a revision with
+//     ?wait= take the same cap (shed.go).
 //   - GET /healthz and GET /readyz are under neither cap nor the rate
 //     limit: a load balancer that found a saturated server unhealthy would
 //     pull it and move its load onto the others. GET /metrics is not

@@ -175,6 +175,9 @@ func (h *handler) getRevision(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if c.r.URL.Query().Has("wait") {
+		return h.waitRevision(c, ids[0], ids[1]) // events.go
+	}
 	rev, err := h.cp.GetRevision(c.r.Context(), c.tenant, ids[0], ids[1])
 	return http.StatusOK, rev, err
 }

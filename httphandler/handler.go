@@ -123,6 +123,11 @@ type Options struct {
 	// otherwise). API keys do not open it, nor does it open anything
 	// else. Default empty: /metrics is public, like /healthz.
 	MetricsKey string
+	// EventHeartbeat is how long an event stream stays silent at most: a
+	// comment line is sent after that long without events, so that
+	// proxies and clients keep idle streams open. Default
+	// DefaultEventHeartbeat.
+	EventHeartbeat time.Duration
 	// BasePath is the path prefix the handler is mounted under, when the
 	// embedding program serves it below one with http.StripPrefix (for
 	// example "/api-host", no trailing slash). GET /openapi.json names it
@@ -161,6 +166,10 @@ type handler struct {
 	metrics    Metrics   // nil: no metrics
 	metricsKey *[32]byte // SHA-256 of Options.MetricsKey; nil: /metrics is public
 	ready      readiness // GET /readyz's checks (health.go)
+	// closing ends at Close: event streams end and waits answer (events.go).
+	closing      context.Context
+	closeStreams context.CancelFunc
+	heartbeat    time.Duration // of event streams
 
 	bufs     sync.Pool // *bytes.Buffer for encoding answers
 	idPrefix string
@@ -176,14 +185,20 @@ type Handler struct {
 // ServeHTTP serves one request of the API.
 func (x *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { x.h.ServeHTTP(w, r) }
 
-// Close waits until every request record of the requests that have ended
-// has been handed to Options.Logger's handler, and returns nil. Call it
-// after http.Server.Shutdown has returned (requests ending meanwhile may
-// make it wait for their records too). The handler holds no goroutine
-// while no record waits, so one never closed leaks nothing; it only may
-// lose the last records when the program exits. The Handler keeps serving
-// after Close, and a later Close flushes the records logged meanwhile.
+// Close ends every open event stream (cleanly, as at the end of a
+// response) and makes every waiting ?wait=terminal answer the revision as
+// it is, then waits until every request record of the requests that have
+// ended has been handed to Options.Logger's handler, and returns nil.
+// http.Server.Shutdown waits for streams that never end by themselves, so
+// call Close as shutdown begins (before Shutdown, or from
+// http.Server.RegisterOnShutdown), and again after Shutdown has returned,
+// for the records of the requests that ended meanwhile. The handler holds
+// no goroutine while no record waits, so one never closed leaks nothing;
+// it only may lose the last records when the program exits. The Handler
+// keeps serving other requests after Close; event streams asked for then
+// answer 503.
 func (x *Handler) Close() error {
+	x.h.closeStreams()
 	x.h.reqlog.flush()
 	return nil
 }
@@ -219,10 +234,15 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 		allowUnverified: o.AllowUnverifiedIntegrations,
 		load:            newLoad(o.Load),
 		metrics:         o.Metrics,
+		heartbeat:       o.EventHeartbeat,
 	}
 	if o.MetricsKey != "" {
 		d := sha256.Sum256([]byte(o.MetricsKey))
 		h.metricsKey = &d
+	}
+	h.closing, h.closeStreams = context.WithCancel(context.Background())
+	if h.heartbeat <= 0 {
+		h.heartbeat = DefaultEventHeartbeat
 	}
 	if h.auth == nil {
 		h.auth = denyAll{}
@@ -418,6 +438,7 @@ func (h *handler) serve(rt route) http.Handler {
 			sw := &statusWriter{ResponseWriter: w}
 			b.ServeHTTP(sw, r)
 			status = cmp.Or(sw.status, http.StatusOK)
+		case streamed: // the endpoint wrote its answer (events.go)
 		default:
 			h.writeJSON(w, code, b)
 		}

@@ -203,6 +203,11 @@ func (s *server) do(method, path, body string, headers ...string) reply {
 		s.t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// An event stream does not end: the answer is its status and
+		// headers (events_test.go reads streams).
+		return reply{status: resp.StatusCode, header: resp.Header}
+	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		s.t.Fatal(err)

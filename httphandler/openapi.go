@@ -160,6 +160,8 @@ func (g *schemaGen) operation(rt route) obj {
 		success["content"] = obj{"text/html": obj{"schema": obj{"type": "string"}}}
 	case rt.text:
 		success["content"] = obj{"text/plain": obj{"schema": obj{"type": "string"}}}
+	case rt.stream:
+		success["content"] = obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}
 	case rt.resp != nil:
 		success["content"] = obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.resp), false)}}
 	}

@@ -171,6 +171,8 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	as(keyA, "GET", "/v2/deployments/{deployment_id}/revisions", "", 200)
 	at("POST", "/v2/deployments/{deployment_id}/revisions", docker+"/revisions", "", 201)
 	as(keyA, "GET", rev, "", 200)
+	at("GET", rev, f.fill(rev)+"?wait=terminal&timeout=0", "", 200)
+	at("GET", rev, f.fill(rev)+"?wait=soon", "", 422)
 	as(keyA, "POST", rev+"/redeploy", "", 200)
 	at("GET", rev+"/logs", f.fill(rev+"/logs")+"?type=build", "", 200)
 	as(keyA, "GET", rev+"/logs", "", 422)

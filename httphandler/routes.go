@@ -30,6 +30,7 @@ type route struct {
 	resp         any  // a value of the response body's type; nil: no body
 	html         bool // the answer is an HTML page (for a browser), not JSON
 	text         bool // the answer is plain text (the Prometheus format), not JSON
+	stream       bool // the answer is a text/event-stream
 	query        []param
 	headers      []param // request headers the route reads (all required)
 	errors       []int   // error statuses beyond those the document derives
@@ -111,6 +112,7 @@ func (h *handler) routes() []route {
 		{name: "offset", description: "Matching resources to skip; pass back the response offset for the next page.",
 			schema: obj{"type": "integer", "minimum": 0, "default": 0}},
 	}
+	eventQuery := []param{qStr("logs", "Comma-separated log types (build, deploy) whose log lines to include as log events.")}
 	routes := []route{
 		// Deployments.
 		{method: http.MethodPost, path: "/v2/deployments", serve: (*handler).createDeployment,
@@ -144,7 +146,11 @@ func (h *handler) routes() []route {
 			summary: "Create a revision (the body is applied like PATCH's)", body: cp.UpdateDeploymentRequest{}, bodyOptional: true,
 			status: http.StatusCreated, resp: cp.Revision{}},
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}", serve: (*handler).getRevision,
-			summary: "Get a revision", status: http.StatusOK, resp: cp.Revision{}},
+			summary: "Get a revision; with wait=terminal, once its status is terminal or after timeout seconds",
+			status:  http.StatusOK, resp: cp.Revision{},
+			query: []param{qEnum("wait", "terminal: answer once the revision's status is terminal (or at the timeout).", "terminal"),
+				qInt("timeout", "With wait: seconds to wait at most.", 0, 60, 30)},
+			errors: []int{http.StatusServiceUnavailable}},
 		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy", serve: (*handler).redeploy, op: "redeploy_revision",
 			summary: "Redeploy a revision: a new revision copying its snapshot", status: http.StatusOK, resp: cp.Deployment{}},
 
@@ -161,6 +167,13 @@ func (h *handler) routes() []route {
 		{method: http.MethodPost, path: "/v1/projects/{project_id}/deploy_logs", serve: (*handler).projectDeployLogs,
 			summary: "Read the deploy log of the deployment's latest revision (langgraph-cli; the project id is the deployment id)",
 			body:    cp.LogQuery{}, bodyOptional: true, status: http.StatusOK, resp: cp.LogPage{}},
+		// Event streams (events.go).
+		{method: http.MethodGet, path: "/v2/events", serve: (*handler).tenantEvents,
+			summary: "The tenant's events as Server-Sent Events (text/event-stream): deployment, revision, log; resumes after Last-Event-ID",
+			status:  http.StatusOK, stream: true, query: eventQuery, errors: []int{http.StatusServiceUnavailable}},
+		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/events", serve: (*handler).deploymentEvents,
+			summary: "A deployment's events as Server-Sent Events (text/event-stream); ends after its deleted event",
+			status:  http.StatusOK, stream: true, query: eventQuery, errors: []int{http.StatusServiceUnavailable}},
 
 		// Listeners.
 		{method: http.MethodPost, path: "/v2/listeners", serve: (*handler).createListener,

@@ -1,8 +1,10 @@
 // Package imagebuild turns a github revision into a container image: it
 // clones the repository, finds or generates the Dockerfile, and builds it
 // through the Docker Engine API. It is shared by the deployers (package
-// deploydocker calls it through a one-method interface of its own) and
-// knows nothing of running containers.
+// deploydocker calls it through its Builder interface, and RemoveImages
+// through its ImageRemover at a deployment's teardown; cmd/deployplane
+// wires one in with -deployer docker) and knows nothing of running
+// containers. The log function's lines become the revision's build log.
 //
 // # Clone
 //

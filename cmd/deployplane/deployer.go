@@ -8,11 +8,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/moby/moby/client"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploydocker"
 	"github.com/deployplane/deployplane/deploysim"
+	"github.com/deployplane/deployplane/egress"
+	"github.com/deployplane/deployplane/imagebuild"
 )
 
 // deployerFlags are the flags that choose and configure the deployer.
@@ -27,6 +32,7 @@ type deployerFlags struct {
 	redisImage     string
 	healthPath     string
 	healthTimeout  time.Duration
+	buildBaseImage string
 }
 
 func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -40,6 +46,7 @@ func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.redisImage, "docker-redis-image", "redis:7-alpine", "image of each deployment's Redis ('' for none)")
 	fs.StringVar(&f.healthPath, "docker-health-path", deploydocker.DefaultHealthPath, "path of the containers' health check")
 	fs.DurationVar(&f.healthTimeout, "docker-health-timeout", deploydocker.DefaultHealthTimeout, "how long a new container has to pass its health check")
+	fs.StringVar(&f.buildBaseImage, "build-base-image", "", "base image of the Dockerfiles generated for github revisions (default: the project's base_image, else langchain/langgraph-api, as the langgraph CLI)")
 }
 
 // check says what is wrong with the deployer flags, or "".
@@ -58,27 +65,81 @@ func (f *deployerFlags) check() string {
 	return ""
 }
 
-// startDeployer builds the deployer the flags choose. For docker it checks
-// the daemon, serves the url proxy, and reconciles the containers an
-// earlier run left; stop closes what it started.
-func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration, simFailAt controlplane.RevisionStatus,
-	cp *controlplane.ControlPlane, log *slog.Logger) (d controlplane.Deployer, desc []any, stop func(), err error) {
+// listenProxy listens where -deployer docker serves the deployments'
+// urls, before the control plane is made: the custom_url of github
+// deployments is then <proxy URL>/<id>, where the proxy serves them.
+// Without -deployer docker it returns nil and "".
+func listenProxy(f *deployerFlags) (net.Listener, string, error) {
 	if f.kind != "docker" {
-		return deploysim.New(&deploysim.Options{Step: simStep, FailAt: simFailAt}), []any{"deployer", "simulated", "sim_step", simStep}, func() {}, nil
+		return nil, "", nil
 	}
 	ln, err := net.Listen("tcp", f.dockerProxy)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("-docker-proxy-addr: %w", err)
+		return nil, "", fmt.Errorf("-docker-proxy-addr: %w", err)
 	}
 	proxyURL := f.dockerProxyURL
 	if proxyURL == "" {
 		proxyURL = defaultPublicURL(ln.Addr())
 	}
-	dd, err := deploydocker.New(&deploydocker.Options{Host: f.dockerHost, Network: f.dockerNetwork, ProxyURL: proxyURL,
-		Instance: f.dockerInstance, State: cp, Logger: log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
-		Services: &deploydocker.Services{PostgresImage: f.postgresImage, RedisImage: f.redisImage}})
+	return ln, strings.TrimRight(proxyURL, "/"), nil
+}
+
+// deployerEnv is what the deployer is wired to besides its flags.
+type deployerEnv struct {
+	cp        *controlplane.ControlPlane
+	log       *slog.Logger
+	egress    *egress.Policy         // the server's policy for outbound calls: clones go through it
+	githubApp controlplane.GitHubApp // nil: repositories are cloned without credentials
+	proxy     net.Listener           // listenProxy's, for docker
+	proxyURL  string
+}
+
+// The Builder removes a deleted deployment's images at its Teardown.
+var _ deploydocker.ImageRemover = (*imagebuild.Builder)(nil)
+
+// installationTokens is what of githubapp.App the builder uses.
+type installationTokens interface {
+	InstallationToken(ctx context.Context, installationID int64) (string, error)
+}
+
+// startDeployer builds the deployer the flags choose. For docker it checks
+// the daemon, serves the url proxy on env.proxy, reconciles the containers
+// an earlier run left, and builds github revisions with imagebuild (through
+// env.egress, with the GitHub App's installation tokens); stop closes what
+// it started. It takes env.proxy over: closed on failure and by stop.
+func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration, simFailAt controlplane.RevisionStatus,
+	env *deployerEnv) (d controlplane.Deployer, desc []any, stop func(), err error) {
+	if f.kind != "docker" {
+		return deploysim.New(&deploysim.Options{Step: simStep, FailAt: simFailAt}), []any{"deployer", "simulated", "sim_step", simStep}, func() {}, nil
+	}
+	ln, proxyURL, log := env.proxy, env.proxyURL, env.log
+	opts := []client.Opt{client.FromEnv}
+	if f.dockerHost != "" {
+		opts = append(opts, client.WithHost(f.dockerHost))
+	}
+	cli, err := client.New(opts...)
 	if err != nil {
 		ln.Close()
+		return nil, nil, nil, fmt.Errorf("-docker-host: %w", err)
+	}
+	bo := &imagebuild.Options{BaseImage: f.buildBaseImage, Egress: env.egress}
+	if app, ok := env.githubApp.(installationTokens); ok {
+		bo.InstallationToken = app.InstallationToken
+		bo.InstallationID = imagebuild.InstallationIDs(env.cp)
+	}
+	builder, err := imagebuild.New(cli, bo)
+	if err != nil {
+		ln.Close()
+		cli.Close()
+		return nil, nil, nil, err
+	}
+	dd, err := deploydocker.New(&deploydocker.Options{Client: cli, Network: f.dockerNetwork, ProxyURL: proxyURL,
+		Instance: f.dockerInstance, State: env.cp, Logger: log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
+		Services: &deploydocker.Services{PostgresImage: f.postgresImage, RedisImage: f.redisImage},
+		Builder:  builder})
+	if err != nil {
+		ln.Close()
+		cli.Close()
 		return nil, nil, nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -86,11 +147,13 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 	if err := dd.Ping(pctx); err != nil {
 		ln.Close()
 		dd.Close()
+		cli.Close()
 		return nil, nil, nil, fmt.Errorf("-docker-host: %w", err)
 	}
 	if err := dd.Reconcile(pctx); err != nil {
 		ln.Close()
 		dd.Close()
+		cli.Close()
 		return nil, nil, nil, err
 	}
 	srv := &http.Server{Handler: dd.Proxy(), ReadHeaderTimeout: 10 * time.Second,
@@ -110,6 +173,8 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		}
 		<-served
 		dd.Close()
+		cli.Close()
 	}
-	return dd, []any{"deployer", "docker", "docker_host", f.dockerHost, "docker_network", f.dockerNetwork, "proxy_url", proxyURL}, stop, nil
+	return dd, []any{"deployer", "docker", "docker_host", f.dockerHost, "docker_network", f.dockerNetwork, "proxy_url", proxyURL,
+		"build_base_image", f.buildBaseImage}, stop, nil
 }

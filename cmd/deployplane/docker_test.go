@@ -47,6 +47,17 @@ func TestDockerDeployerWired(t *testing.T) {
 	if !strings.Contains(stderr.String(), "deployer=docker") {
 		t.Errorf("the start log does not say deployer=docker:\n%s", stderr)
 	}
+	// /readyz asks the deployer too: the daemon answers its ping.
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		status, r := call(t, "GET", url+"/readyz", "", "")
+		if status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /readyz: %d %v", status, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	body := `{"name": "agent", "source": "external_docker", "source_revision_config": {"image_uri": "127.0.0.1:1/none/such:1"}}`
 	status, d := call(t, "POST", url+"/v2/deployments", "k", body)
 	if status != 201 {

@@ -61,6 +61,7 @@ Usage:
                 [-docker-proxy-url URL] [-docker-instance NAME]
                 [-docker-postgres-image IMAGE] [-docker-redis-image IMAGE]
                 [-docker-health-path /ok] [-docker-health-timeout 3m]
+                [-build-base-image IMAGE]
                 [-github-webhook-secret SECRET]
                 [-github-app-id ID -github-app-slug SLUG -github-app-private-key-file FILE
                  -github-client-id ID -github-client-secret SECRET]
@@ -111,15 +112,20 @@ Flags:
                       not); surrounding whitespace is ignored
     -egress-allow-hosts LIST
                       comma-separated hosts that requests made on a tenant's
-                      behalf (the OAuth code exchange and token refresh) may
-                      reach although they are not public https services:
+                      behalf (the OAuth code exchange and token refresh, the
+                      clones of github revisions) may reach although they are not public https services:
                       each a name or an IP address (every port), or
                       HOST:PORT ([::1]:9000 for IPv6); see "OAuth helpers"
     -deployer sim|docker
                       what makes revisions real (default sim): sim walks the
                       statuses without running anything (see "Revisions");
                       docker runs external_docker revisions as containers on
-                      a Docker daemon (package deploydocker)
+                      a Docker daemon (package deploydocker), and builds
+                      github revisions' images there first: it clones
+                      repo_url (https, through the egress policy, with the
+                      GitHub App's installation token when one is
+                      configured) and builds its Dockerfile, or the one
+                      "langgraph dockerfile" would write (package imagebuild)
     -sim-step D       the simulated deployer's delay per revision status
                       (default 500ms: an external_docker revision is DEPLOYED
                       about 2 s after it is created, a github one about 3 s)
@@ -159,6 +165,11 @@ Flags:
                       a new container is healthy once GET PATH answers 200
                       (default /ok, on the port in $PORT); one that does not
                       within D (default 3m) fails its revision (DEPLOY_FAILED)
+    -build-base-image IMAGE
+                      the base image of the Dockerfiles generated for github
+                      revisions without their own (as langgraph build
+                      --base-image; default: the project's base_image, else
+                      langchain/langgraph-api)
     -github-webhook-secret SECRET
                       the webhook secret of the GitHub App whose pushes
                       trigger build_on_push deployments (prefer the
@@ -625,8 +636,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	// Requests made on a tenant's behalf (today the OAuth token endpoint)
-	// go out through one egress policy.
+	// Requests made on a tenant's behalf (the OAuth token endpoint, the
+	// clones of github revisions) go out through one egress policy.
 	egressHosts := egress.SplitHosts(c.egressAllow)
 	egressPolicy, err := egress.New(&egress.Options{AllowHosts: egressHosts})
 	if err != nil {
@@ -680,17 +691,33 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if err != nil {
 		return err
 	}
-	cp := controlplane.New(st, &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics})
+	proxyLn, proxyURL, err := listenProxy(&c.deployer)
+	if err != nil {
+		return err
+	}
+	cpOpts := &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics}
+	if proxyURL != "" {
+		// github deployments' custom_url, their url: where the proxy serves them.
+		cpOpts.CustomURLTemplate = proxyURL + "/{id}"
+	}
+	cp := controlplane.New(st, cpOpts)
 	// Records of an earlier key layout move to the current one before
 	// anything is served or deployed (resumable; replicas may start at
 	// once).
 	if err := cp.Migrate(ctx); err != nil {
+		if proxyLn != nil {
+			proxyLn.Close()
+		}
 		return fmt.Errorf("migrating the store: %w", err)
 	}
 	if err := metrics.WatchPendingWork(cp); err != nil {
+		if proxyLn != nil {
+			proxyLn.Close()
+		}
 		return err
 	}
-	deployer, deployerDesc, stopDeployer, err := startDeployer(ctx, &c.deployer, c.simStep, controlplane.RevisionStatus(c.simFailAt), cp, log)
+	deployer, deployerDesc, stopDeployer, err := startDeployer(ctx, &c.deployer, c.simStep, controlplane.RevisionStatus(c.simFailAt),
+		&deployerEnv{cp: cp, log: log, egress: egressPolicy, githubApp: githubApp, proxy: proxyLn, proxyURL: proxyURL})
 	if err != nil {
 		return err
 	}
@@ -773,6 +800,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	}
 	log.Info("shutting down", "timeout", c.shutdownTimeout)
 	drain()
+	_ = api.Close() // ends event streams and ?wait= polls, which would hold Shutdown until its timeout
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

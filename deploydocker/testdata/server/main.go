@@ -8,6 +8,8 @@
 //	GET  /env?name= the value of an environment variable
 //	GET  /memlimit  the cgroup memory limit, in bytes ("max" when none)
 //	GET  /port      the port it listens on, which tells replicas apart
+//	POST /say?line= prints the line on stdout (stderr with &stream=stderr)
+//	POST /exit      exits with code 4 once the answer is sent
 //
 // MODE=crash exits with code 3 at once, after a line on stderr.
 package main
@@ -18,6 +20,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 func main() {
@@ -43,6 +46,22 @@ func main() {
 	mux.HandleFunc("POST /ready", func(w http.ResponseWriter, r *http.Request) { ready.Store(true) })
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, os.Getenv("VERSION")) })
 	mux.HandleFunc("GET /env", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, os.Getenv(r.URL.Query().Get("name"))) })
+	mux.HandleFunc("POST /say", func(w http.ResponseWriter, r *http.Request) {
+		out := os.Stdout
+		if r.URL.Query().Get("stream") == "stderr" {
+			out = os.Stderr
+		}
+		fmt.Fprintln(out, r.URL.Query().Get("line"))
+	})
+	mux.HandleFunc("POST /exit", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "exiting")
+		w.(http.Flusher).Flush()
+		go func() {
+			time.Sleep(100 * time.Millisecond) // let the answer leave
+			fmt.Println("server: exiting on request")
+			os.Exit(4)
+		}()
+	})
 	mux.HandleFunc("GET /port", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, port) })
 	mux.HandleFunc("GET /memlimit", func(w http.ResponseWriter, r *http.Request) {
 		for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
