@@ -115,7 +115,7 @@ func newShapes(lim Limits) *shapes {
 }
 
 // maxDisplayName is the most characters (not bytes) a display_name has.
-const maxDisplayName = 256
+const maxDisplayName = MaxDisplayNameChars
 
 func validUUID36(s string) bool { return validUUID(s) }
 

@@ -93,6 +93,10 @@ type Deployment struct {
 	TagValueIDs []string `json:"-"`
 }
 
+// MaxDisplayNameChars is the most characters (not bytes) a display_name
+// may have; it has at least one.
+const MaxDisplayNameChars = 256
+
 // SourceConfig holds the source-specific settings that need no new revision
 // when changed, or cannot be changed (resource_spec is the exception: a
 // non-null value in a PATCH creates a revision). Every field is nullable.

@@ -409,8 +409,17 @@ func (g *schemaGen) structSchema(t reflect.Type, in bool) obj {
 		if name == "" {
 			name = f.Name
 		}
-		s := g.schema(f.Type, in)
 		key := t.Name() + "." + name
+		tag := f.Tag.Get("validate")
+		req := in && (strings.HasPrefix(tag, "required") || requiredIn[key])
+		ft := f.Type
+		if req && ft.Kind() == reflect.Pointer {
+			ft = ft.Elem() // required: null is refused like absence
+		}
+		s := g.schema(ft, in)
+		if strings.Contains(tag, "dispname") || name == "display_name" { // requests are checked as a Deployment
+			s["minLength"], s["maxLength"] = 1, controlplane.MaxDisplayNameChars
+		}
 		if uuidMembers[key] {
 			if s["type"] == "array" {
 				s["items"] = obj{"type": "string", "format": "uuid"}
@@ -422,11 +431,9 @@ func (g *schemaGen) structSchema(t reflect.Type, in bool) obj {
 		if k := f.Type.Kind(); !in && !omitted && (k == reflect.Slice || k == reflect.Map) && !neverNull[key] {
 			s = nullable(s)
 		}
-		if in {
-			if tag := f.Tag.Get("validate"); strings.HasPrefix(tag, "required") || requiredIn[key] {
-				required = append(required, name)
-			}
-		} else if !omitted {
+		if req {
+			required = append(required, name)
+		} else if !in && !omitted {
 			required = append(required, name)
 		}
 		props[name] = s

@@ -346,6 +346,14 @@ func TestOpenAPIConventions(t *testing.T) {
 			t.Errorf("operation id %s names %q, want %s", id, ids[id], op)
 		}
 	}
+	for _, name := range []string{"CreateDeploymentRequest", "UpdateDeploymentRequest"} {
+		p := doc.Components.Schemas[name]["properties"].(map[string]any)["display_name"].(map[string]any)
+		if p["minLength"] != 1.0 || p["maxLength"] != 256.0 {
+			t.Errorf("%s.display_name: %v, want 1 to 256 characters", name, p)
+		}
+	}
+	req := doc.Components.Schemas["CreateDeploymentRequest"]["properties"].(map[string]any)["name"].(map[string]any)
+	diff(t, "a required request member is not nullable", "string", req["type"])
 	param := func(path, method, name string) map[string]any {
 		for _, p := range doc.Paths[path][method]["parameters"].([]any) {
 			if p := p.(map[string]any); p["name"] == name {
