@@ -213,10 +213,26 @@ func (cp *ControlPlane) customURL(tenant, id, name string) string {
 func (r *deploymentRecord) wire() *Deployment {
 	d := r.Deployment
 	d.TagValueIDs = slices.Clone(r.Tags)
+	d.SourceRevisionConfig = d.SourceRevisionConfig.answered()
 	if d.Secrets == nil {
 		d.Secrets = []Secret{}
 	}
 	return &d
+}
+
+// wire is the revision as answers show it.
+func (r *revisionRecord) wire() Revision {
+	rev := r.Revision
+	rev.SourceRevisionConfig = rev.SourceRevisionConfig.answered()
+	return rev
+}
+
+// answered is c as answers show it: langgraph_config_path carries
+// graph_config_path (wire contract section 9), the name every client of
+// the hosted service reads.
+func (c SourceRevisionConfig) answered() SourceRevisionConfig {
+	c.LanggraphConfigPath = c.GraphConfigPath
+	return c
 }
 
 // normalizeRevisionConfig folds the langgraph_config_path alias into
@@ -257,8 +273,8 @@ func aliasLocs(ps []apierr.Problem, aliased bool) []apierr.Problem {
 
 // draftOf sees a request as a Deployment so that the rules table applies.
 // Its secrets are left nil: the caller sets them from checker.secrets.
-func draftOf(name *string, source *Source, sc *SourceConfig, src *SourceRevisionConfig) (_ *Deployment, _ []apierr.Problem, aliased bool) {
-	d := &Deployment{}
+func draftOf(name, displayName *string, source *Source, sc *SourceConfig, src *SourceRevisionConfig) (_ *Deployment, _ []apierr.Problem, aliased bool) {
+	d := &Deployment{DisplayName: displayName}
 	if name != nil {
 		d.Name = *name
 	}
@@ -314,6 +330,7 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 	now := cp.now()
 	id, revID := cp.newID(), cp.newID()
 	rec := &deploymentRecord{Deployment: *d, Tags: tags}
+	rec.TenantID = tenant
 	rec.ID, rec.CreatedAt, rec.UpdatedAt = id, wiretime.New(now), wiretime.New(now)
 	rec.Status = StatusAwaitingDatabase
 	rec.LatestRevisionID = &revID
@@ -527,7 +544,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 	}
 	if outRev != nil {
 		cp.notify()
-		r := outRev.Revision
+		r := outRev.wire()
 		return out.wire(), &r, nil
 	}
 	return out.wire(), nil, nil
@@ -609,7 +626,7 @@ func (cp *ControlPlane) GetRevision(ctx context.Context, tenant, deploymentID, r
 	if err != nil {
 		return nil, cp.storeErr("get revision", err)
 	}
-	return &rev.Revision, nil
+	return new(rev.wire()), nil
 }
 
 // RedeployRevision creates a new revision of the deployment copying the

@@ -96,6 +96,13 @@ func TestCreateRules(t *testing.T) {
 		{rule: "read-only repo_commit_sha is ignored", body: gh("", `, "repo_commit_sha": "abc"`)},
 
 		{rule: "external_docker: minimal valid body", body: dk("", "")},
+		{rule: "display_name of 1 character", body: strings.Replace(dk("", ""), `"name": "agent",`, `"name": "agent", "display_name": "A",`, 1)},
+		{rule: "display_name of 256 characters (not bytes)", body: strings.Replace(gh("", ""), `"name": "agent",`, `"name": "agent", "display_name": "`+strings.Repeat("é", 256)+`",`, 1)},
+		{rule: "display_name empty", body: strings.Replace(dk("", ""), `"name": "agent",`, `"name": "agent", "display_name": "",`, 1),
+			want: []string{"body.display_name: string_too_short"}},
+		{rule: "display_name of 257 characters", body: strings.Replace(gh("", ""), `"name": "agent",`, `"name": "agent", "display_name": "`+strings.Repeat("x", 257)+`",`, 1),
+			want: []string{"body.display_name: string_too_long"}},
+		{rule: "display_name null", body: strings.Replace(dk("", ""), `"name": "agent",`, `"name": "agent", "display_name": null,`, 1)},
 		{rule: "external_docker: image_uri required", body: `{"name": "agent", "source": "external_docker"}`,
 			want: []string{"body.source_revision_config.image_uri: missing"}},
 		{rule: "external_docker: github-only fields must be null",
@@ -179,15 +186,16 @@ func TestCreateDefaults(t *testing.T) {
 	intID := f.integration(tenantA)
 	got := f.create(tenantA, strings.Replace(githubBody("My_Agent.v2", intID), `"main"`, `"main", "repo_commit_sha": "ignored"`, 1))
 	want := &controlplane.Deployment{
-		ID: "00000000-0000-7000-8000-000000000002", Name: "My_Agent.v2", Source: controlplane.SourceGitHub,
+		ID: "00000000-0000-7000-8000-000000000002", Name: "My_Agent.v2", TenantID: tenantA, Source: controlplane.SourceGitHub,
 		SourceConfig: controlplane.SourceConfig{
 			IntegrationID: &intID, RepoURL: new("https://github.com/acme/agent"),
 			DeploymentType: new(controlplane.DeploymentTypeProd), BuildOnPush: new(false),
 			CustomURL: new("https://my-agent-v2-00000000-0000-7000-8000-000000000002." + tenantA + ".example"),
 		},
-		SourceRevisionConfig: controlplane.SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("langgraph.json")},
-		Secrets:              []controlplane.Secret{},
-		CreatedAt:            wiretime.New(t0.Add(2 * time.Second)), UpdatedAt: wiretime.New(t0.Add(2 * time.Second)),
+		SourceRevisionConfig: controlplane.SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("langgraph.json"),
+			LanggraphConfigPath: new("langgraph.json")},
+		Secrets:   []controlplane.Secret{},
+		CreatedAt: wiretime.New(t0.Add(2 * time.Second)), UpdatedAt: wiretime.New(t0.Add(2 * time.Second)),
 		Status:           controlplane.StatusAwaitingDatabase,
 		LatestRevisionID: new("00000000-0000-7000-8000-000000000003"),
 	}

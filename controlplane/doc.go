@@ -292,7 +292,17 @@
 // graph path by its input alias source_revision_config.langgraph_config_path
 // (wire contract section 1) and not as graph_config_path, its problems (not
 // applicable to external_docker, too short, too long) are reported at
-// ["body", "source_revision_config", "langgraph_config_path"].
+// ["body", "source_revision_config", "langgraph_config_path"]. Answers
+// (deployments, revisions, Work) carry both names, always equal, because
+// the hosted service's clients read langgraph_config_path (wire contract
+// section 9); the alias is never stored.
+//
+// Fields the service owns are answered, never taken from a request:
+// tenant_id (the record's key holds the tenant), url (set by the Deployer)
+// and repo_commit_sha. display_name is a row like any other: optional on
+// create, in place on PATCH, 1 to 256 characters (a dispname tag); as null
+// in a PATCH means no change and "" is too short, it cannot be cleared
+// once set.
 //
 // Every list of a request body is checked against its cap (Limits) before
 // anything is done per item: secrets (MaxSecrets), tag_value_ids

@@ -196,7 +196,7 @@ func (cp *ControlPlane) revisionEvent(tx store.Tx, tenant string, rev *revisionR
 			change = ChangeStatus
 		}
 	}
-	b, err := json.Marshal(&rev.Revision)
+	b, err := json.Marshal(rev.wire()) // the answer form: both config path names
 	if err != nil {
 		return err
 	}

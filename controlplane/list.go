@@ -453,7 +453,7 @@ func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID 
 			if err != nil {
 				return err
 			}
-			page = append(page, rev.Revision)
+			page = append(page, rev.wire())
 		}
 		return nil
 	})

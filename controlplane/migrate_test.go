@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -72,9 +73,40 @@ func checkLayoutAnswers(t *testing.T, cp *controlplane.ControlPlane) {
 			t.Errorf("%s: %d answers, want %d", phase, len(got[phase]), len(qs))
 		}
 		for q, w := range qs {
+			tenant, _, _ := strings.Cut(q, " ")
+			addedSinceFixture(w, tenant)
 			if d := cmp.Diff(w, jsonValue(t, got[phase][q])); d != "" {
 				t.Errorf("%s: %s (-before +after migration):\n%s", phase, q, d)
 			}
+		}
+	}
+}
+
+// addedSinceFixture adds to an answer of the fixture (decoded JSON) the
+// members answers gained after it was recorded (wire contract section 9):
+// a deployment's tenant_id and display_name (null: the fixture's
+// deployments have none), and langgraph_config_path, equal to
+// graph_config_path, in every source_revision_config.
+func addedSinceFixture(v any, tenant string) {
+	switch v := v.(type) {
+	case map[string]any:
+		if src, ok := v["source_revision_config"].(map[string]any); ok {
+			src["langgraph_config_path"] = src["graph_config_path"]
+		}
+		if _, ok := v["latest_revision_id"]; ok {
+			if _, ok := v["tenant_id"]; !ok {
+				v["tenant_id"] = tenant
+			}
+			if _, ok := v["display_name"]; !ok {
+				v["display_name"] = nil
+			}
+		}
+		for _, x := range v {
+			addedSinceFixture(x, tenant)
+		}
+	case []any:
+		for _, x := range v {
+			addedSinceFixture(x, tenant)
 		}
 	}
 }

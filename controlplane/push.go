@@ -179,7 +179,7 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 			if err := cp.putDeployment(tx, tenant, d, &next); err != nil {
 				return err
 			}
-			out = append(out, PushedRevision{Tenant: tenant, DeploymentID: d.ID, Revision: rev.Revision})
+			out = append(out, PushedRevision{Tenant: tenant, DeploymentID: d.ID, Revision: rev.wire()})
 		}
 		return nil
 	})

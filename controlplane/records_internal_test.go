@@ -20,7 +20,7 @@ import (
 // its format version and holds no null.
 func TestRecordsRoundTrip(t *testing.T) {
 	at := wiretime.New(time.Date(2026, 11, 21, 10, 4, 5, 123_456_000, time.UTC))
-	dep := deploymentRecord{Deployment: Deployment{ID: "d", Name: "n", Source: SourceGitHub, Secrets: []Secret{{"K", "V"}},
+	dep := deploymentRecord{Deployment: Deployment{ID: "d", Name: "n", TenantID: "t", DisplayName: new("N"), Source: SourceGitHub, Secrets: []Secret{{"K", "V"}},
 		CreatedAt: at, UpdatedAt: wiretime.New(at.Time().Add(time.Second)), Status: StatusReady, ImageVersion: new("v1")}, Tags: []string{"x", "y"}}
 	rev := revisionRecord{Revision: Revision{ID: "r", CreatedAt: at, UpdatedAt: at, Status: RevisionDeployed, Source: SourceGitHub,
 		StatusHistory: []StatusChange{{RevisionCreating, at}, {RevisionQueued, wiretime.New(at.Time().Add(time.Microsecond))}, {RevisionDeployed, at.Add(time.Second)}}},
@@ -37,7 +37,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 	if d := cmp.Diff(&dep, gotDep); d != "" {
 		t.Errorf("deployment round trip (-want +got):\n%s", d)
 	}
-	if want := `{"v":1,"n":"n","s":"github","sec":[{"name":"K","value":"V"}],"c":`; !strings.HasPrefix(string(b), want) || strings.Contains(string(b), "null") {
+	if want := `{"v":1,"n":"n","dn":"N","s":"github","sec":[{"name":"K","value":"V"}],"c":`; !strings.HasPrefix(string(b), want) || strings.Contains(string(b), "null") {
 		t.Errorf("stored deployment record = %s\nwant it to start %s and hold no null", b, want)
 	}
 	b, err = (secretCodec{}).encodeRevision("t", &rev)
@@ -176,7 +176,7 @@ func TestRecordsAsBefore(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(golden)), "\n")
 	at := time.Date(2026, 11, 21, 10, 4, 5, 120_000_000, time.UTC)
 	w := wiretime.New(at)
-	dep := &deploymentRecord{Deployment: Deployment{ID: "d", Name: "n<&>", Source: SourceGitHub, Secrets: []Secret{{"K", "V"}},
+	dep := &deploymentRecord{Deployment: Deployment{ID: "d", Name: "n<&>", TenantID: "t", Source: SourceGitHub, Secrets: []Secret{{"K", "V"}},
 		SourceConfig: SourceConfig{ResourceSpec: &ResourceSpec{MinScale: new(int64(1))}},
 		CreatedAt:    w, UpdatedAt: wiretime.New(at.Add(time.Second)), Status: StatusReady, ImageVersion: new("v1"), LatestRevisionID: new("r")},
 		Tags: []string{"x", "y"}}

@@ -4,7 +4,9 @@ package controlplane
 // are required, optional or refused depends on Source, as FieldRules says.
 // Read-only fields (repo_commit_sha) are ignored.
 type CreateDeploymentRequest struct {
-	Name                 *string               `json:"name"`
+	Name *string `json:"name"`
+	// DisplayName (optional) is a label of 1 to 256 characters.
+	DisplayName          *string               `json:"display_name"`
 	Source               *Source               `json:"source"`
 	SourceConfig         *SourceConfig         `json:"source_config"`
 	SourceRevisionConfig *SourceRevisionConfig `json:"source_revision_config"`
@@ -19,7 +21,10 @@ type CreateDeploymentRequest struct {
 // Source are accepted only when equal to the stored values. Secrets nil or
 // empty means "no change".
 type UpdateDeploymentRequest struct {
-	Name                 *string               `json:"name"`
+	Name *string `json:"name"`
+	// DisplayName, when not null, replaces the stored label in place (no
+	// revision); null or absent is no change, so it cannot be cleared.
+	DisplayName          *string               `json:"display_name"`
 	Source               *Source               `json:"source"`
 	SourceConfig         *SourceConfig         `json:"source_config"`
 	SourceRevisionConfig *SourceRevisionConfig `json:"source_revision_config"`

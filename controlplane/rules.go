@@ -145,6 +145,11 @@ var rules = []fieldRule{
 	{loc: []string{"name"}, create: [2]CreatePolicy{req, req}, patch: [2]PatchPolicy{pImm, pImm}, summary: true,
 		get: func(d *Deployment) any { return nonEmpty(d.Name) },
 		set: func(dst, src *Deployment) { dst.Name = src.Name }},
+	// display_name: optional, changes in place; null is "no change" on
+	// PATCH and "" is too short, so once set it cannot be cleared.
+	{loc: []string{"display_name"}, create: [2]CreatePolicy{opt, opt}, patch: [2]PatchPolicy{pIn, pIn},
+		get: func(d *Deployment) any { return deref(d.DisplayName) },
+		set: func(dst, src *Deployment) { dst.DisplayName = src.DisplayName }},
 	{loc: []string{"source"}, create: [2]CreatePolicy{req, req}, patch: [2]PatchPolicy{pImm, pImm}, index: []string{idxSource, idxPush}, summary: true,
 		get: func(d *Deployment) any { return nonEmpty(string(d.Source)) },
 		set: func(dst, src *Deployment) { dst.Source = src.Source }},

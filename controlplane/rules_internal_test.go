@@ -12,7 +12,7 @@ import (
 // rowFixtures are two deployments that differ in every field of the rules
 // table (checked by TestRulesFixturesDiffer), for the row property tests.
 func rowFixtures() (a, b *deploymentRecord) {
-	a = &deploymentRecord{Deployment: Deployment{ID: "0190a2b4-0000-7000-8000-00000000000a", Name: "alpha", Source: SourceGitHub,
+	a = &deploymentRecord{Deployment: Deployment{ID: "0190a2b4-0000-7000-8000-00000000000a", Name: "alpha", DisplayName: new("Alpha"), Source: SourceGitHub,
 		Status: StatusReady, CreatedAt: wiretime.New(wiretime.Time{}.Time()),
 		SourceConfig: SourceConfig{IntegrationID: new("0190a2b4-0000-7000-8000-0000000000a1"), RepoURL: new("github.com/o/a"),
 			DeploymentType: new(DeploymentTypeDev), BuildOnPush: new(true), CustomURL: new("https://a.example"),
@@ -21,7 +21,7 @@ func rowFixtures() (a, b *deploymentRecord) {
 		SourceRevisionConfig: SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("a.json"), ImageURI: new("r/a:1"),
 			RepoCommitSHA: new("aaaaaaa")},
 		Secrets: []Secret{{Name: "A", Value: "a"}}, URL: new("http://127.0.0.1:1/a")}}
-	b = &deploymentRecord{Deployment: Deployment{ID: a.ID, Name: "beta", Source: SourceExternalDocker,
+	b = &deploymentRecord{Deployment: Deployment{ID: a.ID, Name: "beta", DisplayName: new("Beta"), Source: SourceExternalDocker,
 		Status: StatusReady, CreatedAt: a.CreatedAt,
 		SourceConfig: SourceConfig{IntegrationID: new("0190a2b4-0000-7000-8000-0000000000b1"), RepoURL: new("github.com/o/b"),
 			DeploymentType: new(DeploymentTypeProd), BuildOnPush: new(false), CustomURL: new("https://b.example"),

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-playground/validator/v10"
 
@@ -32,6 +33,7 @@ import (
 //	cident    a C identifier of at most 256 characters, cIdentPattern
 //	maxstr    a string of at most Limits.MaxStringBytes bytes ("" too)
 //	secretval a secret value of at most Limits.MaxSecretValueBytes bytes
+//	dispname  a display name of 1 to maxDisplayName characters
 //
 // What validator cannot say cleanly stays a plain function (validate.go):
 // the caps of a list, checked before its items and set at run time; unique
@@ -72,6 +74,7 @@ func newShapes(lim Limits) *shapes {
 		"str":       func(s string) bool { return s != "" && len(s) <= lim.MaxStringBytes },
 		"maxstr":    func(s string) bool { return len(s) <= lim.MaxStringBytes },
 		"secretval": func(s string) bool { return len(s) <= lim.MaxSecretValueBytes },
+		"dispname":  func(s string) bool { n := utf8.RuneCountInString(s); return n >= 1 && n <= maxDisplayName },
 	} {
 		err := v.RegisterValidation(tag, func(fl validator.FieldLevel) bool { return ok(fl.Field().String()) })
 		if err != nil {
@@ -110,6 +113,9 @@ func newShapes(lim Limits) *shapes {
 	}
 	return sh
 }
+
+// maxDisplayName is the most characters (not bytes) a display_name has.
+const maxDisplayName = MaxDisplayNameChars
 
 func validUUID36(s string) bool { return validUUID(s) }
 
@@ -181,6 +187,11 @@ func shapeMessage(fe validator.FieldError, lim Limits) (typ, msg string) {
 			return apierr.TypeStringTooShort, "String should have at least 1 character"
 		}
 		return apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", lim.MaxStringBytes)
+	case "dispname":
+		if s, _ := fe.Value().(string); s == "" {
+			return apierr.TypeStringTooShort, "String should have at least 1 character"
+		}
+		return apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d characters", maxDisplayName)
 	case "secretval":
 		return apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", lim.MaxSecretValueBytes)
 	case "oneof":

@@ -47,7 +47,7 @@ func fieldAt(t reflect.Type, loc []string) (reflect.StructField, bool) {
 func TestShapeLocsAreTableRows(t *testing.T) {
 	cp := New(storemem.New(), nil)
 	bad := new("Not A Label!")
-	d := &Deployment{Name: "-bad", SourceConfig: SourceConfig{
+	d := &Deployment{Name: "-bad", DisplayName: new(""), SourceConfig: SourceConfig{
 		IntegrationID: bad, RepoURL: new(""), DeploymentType: new(DeploymentType("huge")), CustomURL: new(strings.Repeat("x", 5000)),
 		ResourceSpec: &ResourceSpec{MinScale: new(int64(-1)), CPU: new(0.0), MemoryMB: new(int64(0)), ServiceAccountName: bad},
 		ListenerID:   bad, ListenerConfig: &ListenerConfig{K8sNamespace: bad}, InstallCommand: new(""), BuildCommand: new(""),
@@ -92,8 +92,8 @@ func TestShapeLocsAreTableRows(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rows with shape problems (-want +got):\n%s", diff)
 	}
-	if len(ps) != 16 {
-		t.Errorf("%d problems, want 16: %v", len(ps), ps)
+	if len(ps) != 17 {
+		t.Errorf("%d problems, want 17: %v", len(ps), ps)
 	}
 }
 

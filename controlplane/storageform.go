@@ -68,6 +68,7 @@ type storedDeployment struct {
 	V       int                  `json:"v"`
 	ID      string               `json:"-"` // the record's key holds it
 	Name    string               `json:"n"`
+	Display *string              `json:"dn,omitzero"`
 	Source  Source               `json:"s"`
 	Config  storedSourceConfig   `json:"sc,omitzero"`
 	Spec    *storedResourceSpec  `json:"rs,omitzero"`
@@ -103,9 +104,9 @@ type storedSourceConfig struct {
 type storedRevisionConfig struct {
 	RepoRef             *string `json:"ref,omitzero"`
 	GraphConfigPath     *string `json:"gcp,omitzero"`
+	LanggraphConfigPath *string `json:"lgcp,omitzero"` // answers only: never stored
 	ImageURI            *string `json:"img,omitzero"`
 	RepoCommitSHA       *string `json:"sha,omitzero"`
-	LanggraphConfigPath *string `json:"lgcp,omitzero"`
 }
 
 // storedResourceSpec is ResourceSpec without its nulls, under the wire
@@ -269,7 +270,7 @@ func (c secretCodec) encodeDeployment(tenant string, r *deploymentRecord) ([]byt
 	config := storedSourceConfig(d.SourceConfig)
 	config.ResourceSpec = nil // stored as Spec; nil lets an empty config be left out
 	return json.Marshal(&storedDeployment{
-		V: recordVersion, ID: d.ID, Name: d.Name, Source: d.Source,
+		V: recordVersion, ID: d.ID, Name: d.Name, Display: d.DisplayName, Source: d.Source,
 		Config: config, Spec: (*storedResourceSpec)(d.SourceConfig.ResourceSpec),
 		Rev: storedRevisionConfig(d.SourceRevisionConfig), Secrets: plain, Sealed: sealed,
 		Created: micros(d.CreatedAt), Updated: micros(d.UpdatedAt), Status: d.Status,
@@ -291,7 +292,7 @@ func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentR
 		var s storedDeployment
 		err = jsonv2.Unmarshal(b, &s) // about twice as fast as encoding/json here
 		r = deploymentRecord{Deployment: Deployment{
-			ID: id, Name: s.Name, Source: s.Source,
+			ID: id, Name: s.Name, DisplayName: s.Display, Source: s.Source,
 			SourceConfig: SourceConfig(s.Config), SourceRevisionConfig: SourceRevisionConfig(s.Rev), Secrets: s.Secrets,
 			CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
 			LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image, URL: s.URL,
@@ -310,6 +311,7 @@ func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentR
 	if r.Secrets == nil {
 		r.Secrets = []Secret{}
 	}
+	r.TenantID = tenant // the record's key holds it
 	return &r, nil
 }
 

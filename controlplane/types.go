@@ -62,8 +62,16 @@ const (
 // (2026-11-21T10:04:05.123456Z). Secrets is never nil in values returned by
 // the ControlPlane (an empty list encodes as []).
 type Deployment struct {
-	ID                   string               `json:"id"`
-	Name                 string               `json:"name" validate:"omitempty,depname"`
+	ID   string `json:"id"`
+	Name string `json:"name" validate:"omitempty,depname"`
+	// TenantID is the tenant the deployment belongs to, as the API key
+	// that reached it names it (read-only; wire contract section 9).
+	TenantID string `json:"tenant_id"`
+	// DisplayName is a free-form label of 1 to 256 characters, null
+	// until set: settable on create and by PATCH, where null or absent
+	// means no change, so that once set it cannot be cleared (wire
+	// contract section 9; the rules table's display_name row).
+	DisplayName          *string              `json:"display_name" validate:"omitnil,dispname"`
 	Source               Source               `json:"source"`
 	SourceConfig         SourceConfig         `json:"source_config"`
 	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
@@ -84,6 +92,10 @@ type Deployment struct {
 	// wire shape of a deployment.
 	TagValueIDs []string `json:"-"`
 }
+
+// MaxDisplayNameChars is the most characters (not bytes) a display_name
+// may have; it has at least one.
+const MaxDisplayNameChars = 256
 
 // SourceConfig holds the source-specific settings that need no new revision
 // when changed, or cannot be changed (resource_spec is the exception: a
@@ -108,16 +120,18 @@ type SourceConfig struct {
 type SourceRevisionConfig struct {
 	RepoRef         *string `json:"repo_ref" validate:"omitnil,str"`
 	GraphConfigPath *string `json:"graph_config_path" validate:"omitnil,str"`
-	ImageURI        *string `json:"image_uri" validate:"omitnil,str"`
+	// LanggraphConfigPath is the hosted service's name for GraphConfigPath
+	// (wire contract sections 1 and 9). In a request it is an alias, which
+	// the ControlPlane folds into GraphConfigPath (both given must be
+	// equal); answers (deployments, revisions, Work) carry both, always
+	// equal, null together.
+	LanggraphConfigPath *string `json:"langgraph_config_path"`
+	ImageURI            *string `json:"image_uri" validate:"omitnil,str"`
 	// RepoCommitSHA is read-only, ignored in requests: the commit a
 	// revision builds, set by a push (the pushed commit), a redeploy (the
 	// named revision's) or the Deployer (Step.RepoCommitSHA); nil until
 	// known.
 	RepoCommitSHA *string `json:"repo_commit_sha"`
-	// LanggraphConfigPath is the hosted service's name for GraphConfigPath,
-	// accepted on input only (compatibility, wire contract section 1). The
-	// ControlPlane folds it into GraphConfigPath and never returns it.
-	LanggraphConfigPath *string `json:"langgraph_config_path,omitzero"`
 }
 
 // Secret is an environment variable of the deployment container, as

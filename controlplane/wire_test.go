@@ -34,17 +34,20 @@ func TestWireShapes(t *testing.T) {
 		v    any
 		want string
 	}{
-		{"deployment", d, `{"id":"00000000-0000-7000-8000-000000000002","name":"agent","source":"github",
+		{"deployment", d, `{"id":"00000000-0000-7000-8000-000000000002","name":"agent",
+			"tenant_id":"0b7f3c52-5d8e-4e33-9c1a-6f0e8a1d2c3b","display_name":null,"source":"github",
 			"source_config":{"integration_id":"00000000-0000-7000-8000-000000000001","repo_url":"https://github.com/acme/agent",
 				"deployment_type":"prod","build_on_push":false,
 				"custom_url":"https://agent-00000000-0000-7000-8000-000000000002.deployplane.local",
 				"resource_spec":null,"listener_id":null,"listener_config":null,"install_command":null,"build_command":null},
-			"source_revision_config":{"repo_ref":"main","graph_config_path":"langgraph.json","image_uri":null,"repo_commit_sha":null},
+			"source_revision_config":{"repo_ref":"main","graph_config_path":"langgraph.json","langgraph_config_path":"langgraph.json",
+				"image_uri":null,"repo_commit_sha":null},
 			"secrets":[],"created_at":"2026-11-21T10:00:02.000000Z","updated_at":"2026-11-21T10:00:02.000000Z","status":"AWAITING_DATABASE",
 			"latest_revision_id":"00000000-0000-7000-8000-000000000003","active_revision_id":null,"image_version":null,"url":null}`},
 		{"revision", rev, `{"id":"00000000-0000-7000-8000-000000000003","created_at":"2026-11-21T10:00:02.000000Z","updated_at":"2026-11-21T10:00:02.000000Z",
 			"status":"CREATING","source":"github",
-			"source_revision_config":{"repo_ref":"main","graph_config_path":"langgraph.json","image_uri":null,"repo_commit_sha":null},
+			"source_revision_config":{"repo_ref":"main","graph_config_path":"langgraph.json","langgraph_config_path":"langgraph.json",
+				"image_uri":null,"repo_commit_sha":null},
 			"status_message":null,"status_history":[{"status":"CREATING","at":"2026-11-21T10:00:02.000000Z"}]}`},
 		{"empty page", empty, `{"resources":[],"offset":0}`},
 		{"listener", lis, `{"id":"00000000-0000-7000-8000-000000000004","compute_type":"k8s","compute_id":"cluster-3",
@@ -67,7 +70,8 @@ func TestWireShapes(t *testing.T) {
 	}
 }
 
-// TestDecodeCompatibility: the hosted service's alias and unknown keys.
+// TestDecodeCompatibility: the hosted service's alias and unknown keys;
+// answers carry the alias beside graph_config_path, equal (section 9).
 func TestDecodeCompatibility(t *testing.T) {
 	f := newFixture(t, nil)
 	intID := f.integration(tenantA)
@@ -75,9 +79,16 @@ func TestDecodeCompatibility(t *testing.T) {
 		"source_config": {"integration_id": "`+intID+`", "repo_url": "u"},
 		"source_revision_config": {"repo_ref": "main", "langgraph_config_path": "graphs/langgraph.json"}}`)
 	diff(t, "graph_config_path", "graphs/langgraph.json", *d.SourceRevisionConfig.GraphConfigPath)
-	b, _ := json.Marshal(d)
-	if bytes.Contains(b, []byte("langgraph_config_path")) {
-		t.Errorf("response carries the alias: %s", b)
+	diff(t, "langgraph_config_path", "graphs/langgraph.json", *d.SourceRevisionConfig.LanggraphConfigPath)
+	// A display name is kept as sent; an external_docker deployment
+	// answers both paths null.
+	named := f.create(tenantA, `{"name": "named", "display_name": "Named agent ✓", "source": "external_docker",
+		"source_revision_config": {"image_uri": "r/a:1"}}`)
+	b, _ := json.Marshal(named)
+	for _, want := range []string{`"display_name":"Named agent ✓"`, `"graph_config_path":null,"langgraph_config_path":null`, `"tenant_id":"` + tenantA + `"`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("answer %s lacks %s", b, want)
+		}
 	}
 	// Ids in upper case name the same integration.
 	for !strings.ContainsAny(intID, "abcdef") {

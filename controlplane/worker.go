@@ -412,7 +412,7 @@ func (cp *ControlPlane) deploy(ctx context.Context, d Deployer, j *job) error {
 		if err != nil {
 			return err
 		}
-		w = &Work{Tenant: j.tenant, Deployment: *dep.wire(), Revision: rev.Revision, Secrets: rev.Secrets,
+		w = &Work{Tenant: j.tenant, Deployment: *dep.wire(), Revision: rev.wire(), Secrets: rev.Secrets,
 			ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand,
 			ImageVersion: rev.ImageVersion}
 		if w.Secrets == nil {

@@ -32,7 +32,28 @@
 // (GET /v2/events, GET /v2/deployments/{deployment_id}/events; below), the OAuth helpers (below), the
 // public GET /healthz, GET /readyz and (with Options.Metrics) GET /metrics
 // (below, "Health and metrics"), and GET /openapi.json, an OpenAPI 3.1 document built from the same list, with
-// schemas derived from the controlplane and oauthflow types by reflection.
+// schemas derived from the controlplane and oauthflow types by reflection,
+// and the public GET /docs, an interactive page (Swagger UI) over it whose
+// assets are embedded in github.com/swaggest/swgui and served below
+// /docs/ (docs.go; not in the document, as in the hosted service's).
+//
+// The document is what generated clients read (openapi.go): answer schemas
+// require every member an answer always carries and say which are
+// nullable (a nullable enum has null among its values); types read in
+// requests have schemas of their own, suffixed Input, which require only
+// what a request must give; ids and times carry format uuid and
+// date-time; query parameters carry their bounds, defaults and enums;
+// operation ids are FastAPI's, as the hosted service's document has them
+// (list_deployments_v2_deployments_get: the serving function's name in
+// snake_case, or route.op, then the path and the method); the list pages
+// are DeploymentsList, RevisionsList and ListenersList; 409s document
+// x-should-retry. Its server is Options.BasePath, the prefix an embedding
+// program mounts the handler under, so that generated clients call paths
+// that exist. A route's metadata (summary, body and answer types, query
+// params built with qStr, qInt, qEnum, ..., extra error statuses) sits
+// beside it in the route table (routes.go); the tests validate a real
+// answer of every JSON route against the served document (JSON Schema
+// 2020-12) and check these conventions, and CI lints it with Redocly.
 // Success statuses are those of the contract: 201 for creations, 204 for
 // deletions, 202 for webhook deliveries, 200 otherwise (OAuth providers are created with 200 and
 // deleted with 200 {"message": "..."}, as the hosted service does).

@@ -128,14 +128,23 @@ type Options struct {
 	// proxies and clients keep idle streams open. Default
 	// DefaultEventHeartbeat.
 	EventHeartbeat time.Duration
+	// BasePath is the path prefix the handler is mounted under, when the
+	// embedding program serves it below one with http.StripPrefix (for
+	// example "/api-host", no trailing slash). GET /openapi.json names it
+	// as its server, so that clients generated from the document call
+	// paths under the prefix, and GET /docs loads the document from
+	// there. Default "": the handler serves at the root.
+	BasePath string
 }
 
 // handler is the http.Handler New returns.
 type handler struct {
-	cp      *controlplane.ControlPlane
-	oauth   *oauthflow.Service // nil: /v2/auth/* is not served
-	auth    Authenticator
-	maxBody int64 // request bodies
+	basePath string       // Options.BasePath
+	docs     http.Handler // GET /docs (docs.go)
+	cp       *controlplane.ControlPlane
+	oauth    *oauthflow.Service // nil: /v2/auth/* is not served
+	auth     Authenticator
+	maxBody  int64 // request bodies
 	// maxURL and maxHeader limit the request target and header fields.
 	maxURL, maxHeader int
 	// uriTooLong and headerTooLarge answer requests beyond them.
@@ -258,6 +267,8 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 	_, _ = rand.Read(b[:])
 	h.idPrefix = hex.EncodeToString(b[:])
 
+	h.basePath = strings.TrimSuffix(o.BasePath, "/")
+	h.docs = docsPage(h.basePath)
 	routes := h.routes()
 	methods := map[string][]string{}
 	for _, rt := range routes {
@@ -286,7 +297,7 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 		return 0, nil, &statusError{status: http.StatusRequestHeaderFieldsTooLarge,
 			detail: fmt.Sprintf("The request header fields are larger than the limit of %d bytes.", h.maxHeader)}
 	}})
-	h.openapi = openAPIDocument(routes)
+	h.openapi = openAPIDocument(routes, h.basePath)
 	return &Handler{h}
 }
 
@@ -422,6 +433,10 @@ func (h *handler) serve(rt route) http.Handler {
 		case metricsBody:
 			sw := &statusWriter{ResponseWriter: w}
 			h.metrics.ServeHTTP(sw, r)
+			status = cmp.Or(sw.status, http.StatusOK)
+		case servedBy:
+			sw := &statusWriter{ResponseWriter: w}
+			b.ServeHTTP(sw, r)
 			status = cmp.Or(sw.status, http.StatusOK)
 		case streamed: // the endpoint wrote its answer (events.go)
 		default:

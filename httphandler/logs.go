@@ -14,14 +14,14 @@ import (
 
 // logQueryParams documents the query of GET .../logs.
 var logQueryParams = []param{
-	{"type", "string", "Required: build or deploy."},
-	{"order", "string", "asc (oldest first, the default) or desc."},
-	{"limit", "integer", "Page size, 1 to 1000 (default 50)."},
-	{"offset", "string", "The next_offset of the previous page (opaque; a page of the same order)."},
-	{"level", "string", "Only lines of this level: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case)."},
-	{"query", "string", "Only lines whose message contains this, ignoring case."},
-	{"start_time", "string", "RFC 3339; only lines at or after it."},
-	{"end_time", "string", "RFC 3339; only lines before it."},
+	qEnum("type", "The log: build or deploy.", "build", "deploy").must(),
+	qEnum("order", "asc (oldest first) or desc.", "asc", "desc").with("asc"),
+	qInt("limit", "Page size.", 1, controlplane.MaxLogLimit, controlplane.DefaultLogLimit),
+	qStr("offset", "The next_offset of the previous page (opaque; a page of the same order)."),
+	qStr("level", "Only lines of this level: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case; WARN is WARNING)."),
+	qStr("query", "Only lines whose message contains this, ignoring case."),
+	qFormat("start_time", "RFC 3339; only lines at or after it.", "date-time"),
+	qFormat("end_time", "RFC 3339; only lines before it.", "date-time"),
 }
 
 // parseLogQuery reads the query of GET .../logs.

@@ -3,15 +3,19 @@ package httphandler
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/oauthflow"
+	"github.com/deployplane/deployplane/wiretime"
 )
 
 // obj is a JSON object of the OpenAPI document.
@@ -20,16 +24,29 @@ type obj = map[string]any
 // openAPIDocument describes routes as an OpenAPI 3.1 document. Schemas are
 // derived from the controlplane types by reflection, so they follow the
 // code; paths and methods come from the route table, so the document lists
-// exactly what the mux serves.
-func openAPIDocument(routes []route) []byte {
+// exactly what the mux serves. basePath is the prefix the handler is
+// mounted under (Options.BasePath): the document's one server.
+//
+// Conventions, checked by the tests: a response schema lists every
+// member an answer always carries in required (every one but the omitted
+// zero values), nullable members say so (a nullable enum has null in its
+// enum); a type read in requests has a schema of its own, named with the
+// suffix Input, that requires only what a request must give; operation
+// ids follow FastAPI's, as the hosted service's document has them
+// (<function>_<path, with / { } as _>_<method>); 409 answers carry
+// x-should-retry: false.
+func openAPIDocument(routes []route, basePath string) []byte {
 	g := &schemaGen{schemas: obj{}}
 	g.schemas["HTTPError"] = obj{"type": "object", "required": []string{"detail"},
 		"properties": obj{"detail": obj{"type": "string"}}}
 	g.schemas["HTTPValidationError"] = obj{"type": "object", "required": []string{"detail"},
-		"properties": obj{"detail": obj{"type": "array", "items": g.schema(reflect.TypeFor[apierr.Problem]())}}}
+		"properties": obj{"detail": obj{"type": "array", "items": g.schema(reflect.TypeFor[apierr.Problem](), false)}}}
 
 	paths := obj{}
 	for _, rt := range routes {
+		if rt.hidden {
+			continue
+		}
 		item, _ := paths[rt.path].(obj)
 		if item == nil {
 			item = obj{}
@@ -37,14 +54,20 @@ func openAPIDocument(routes []route) []byte {
 		}
 		item[strings.ToLower(rt.method)] = g.operation(rt)
 	}
+	server := basePath
+	if server == "" {
+		server = "/"
+	}
 	doc := obj{
 		"openapi": "3.1.0",
 		"info": obj{
 			"title":       "deployplane",
 			"version":     "0.1.0",
 			"description": "Deployment control plane for agent servers. Errors are {\"detail\": \"...\"}, and 422 lists every problem with its loc, msg and type.",
+			"license":     obj{"name": "Apache-2.0", "identifier": "Apache-2.0"},
 		},
-		"paths": paths,
+		"servers": []obj{{"url": server, "description": "This server (the path the API is mounted under)"}},
+		"paths":   paths,
 		"components": obj{
 			"schemas": g.schemas,
 			"securitySchemes": obj{
@@ -65,10 +88,44 @@ func openAPIDocument(routes []route) []byte {
 
 var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
 
+// operationID is FastAPI's operation id of rt: the snake_case name of the
+// function that serves it (or rt.op), the path with every character that
+// is not a letter, digit or _ replaced by _, and the method.
+func operationID(rt route) string {
+	name := rt.op
+	if name == "" {
+		full := runtime.FuncForPC(reflect.ValueOf(rt.serve).Pointer()).Name() // pkg.(*handler).createDeployment
+		name = full[strings.LastIndex(full, ".")+1:]
+		name = strings.TrimSuffix(name, "-fm")
+		var b strings.Builder
+		for i, r := range name {
+			if unicode.IsUpper(r) {
+				if i > 0 {
+					b.WriteByte('_')
+				}
+				r = unicode.ToLower(r)
+			}
+			b.WriteRune(r)
+		}
+		name = b.String()
+	}
+	path := strings.Map(func(r rune) rune {
+		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, rt.path)
+	return name + path + "_" + strings.ToLower(rt.method)
+}
+
 func (g *schemaGen) operation(rt route) obj {
 	op := obj{
-		"operationId": strings.ToLower(rt.method) + strings.NewReplacer("/", "_", "{", "", "}", "", ".", "_").Replace(rt.path),
+		"operationId": operationID(rt),
 		"summary":     rt.summary,
+		"tags":        []string{rt.tag()},
+	}
+	if rt.description != "" {
+		op["description"] = rt.description
 	}
 	var params []obj
 	uuidPath, lookup := false, false // a param must be a UUID; an unknown one is a 404
@@ -84,19 +141,18 @@ func (g *schemaGen) operation(rt route) obj {
 		params = append(params, obj{"name": m[1], "in": "path", "required": true, "schema": schema})
 	}
 	for _, q := range rt.query {
-		params = append(params, obj{"name": q.name, "in": "query", "required": false,
-			"description": q.description, "schema": obj{"type": q.typ}})
+		params = append(params, q.openAPI("query"))
 	}
 	for _, hd := range rt.headers {
-		params = append(params, obj{"name": hd.name, "in": "header", "required": true,
-			"description": hd.description, "schema": obj{"type": hd.typ}})
+		hd.required = true
+		params = append(params, hd.openAPI("header"))
 	}
 	if params != nil {
 		op["parameters"] = params
 	}
 	if rt.body != nil {
 		op["requestBody"] = obj{"required": !rt.bodyOptional,
-			"content": obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.body))}}}
+			"content": obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.body), true)}}}
 	}
 	success := obj{"description": http.StatusText(rt.status)}
 	switch {
@@ -107,7 +163,7 @@ func (g *schemaGen) operation(rt route) obj {
 	case rt.stream:
 		success["content"] = obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}
 	case rt.resp != nil:
-		success["content"] = obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.resp))}}
+		success["content"] = obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.resp), false)}}
 	}
 	responses := obj{strconv.Itoa(rt.status): success}
 	errResp := func(status int) obj {
@@ -115,14 +171,36 @@ func (g *schemaGen) operation(rt route) obj {
 		if status == http.StatusUnprocessableEntity {
 			name = "HTTPValidationError"
 		}
-		if rt.html {
-			return obj{"description": http.StatusText(status), "content": obj{"text/html": obj{"schema": obj{"type": "string"}}}}
-		}
-		return obj{"description": http.StatusText(status),
+		r := obj{"description": http.StatusText(status),
 			"content": obj{"application/json": obj{"schema": obj{"$ref": "#/components/schemas/" + name}}}}
+		if rt.html {
+			r["content"] = obj{"text/html": obj{"schema": obj{"type": "string"}}}
+		}
+		if status == http.StatusConflict {
+			r["headers"] = obj{"x-should-retry": obj{
+				"description": "Always false: the request conflicts with the current state, and repeating it as it is cannot succeed.",
+				"schema":      obj{"type": "string", "enum": []string{"false"}}}}
+		}
+		return r
 	}
 	for _, status := range rt.errors {
 		responses[strconv.Itoa(status)] = errResp(status)
+	}
+	if loadLimited(rt) {
+		// Refused load and the rate limit (shed.go, ratelimit.go): JSON
+		// whatever the route answers otherwise.
+		retry := obj{"description": "Seconds to wait before retrying.", "schema": obj{"type": "integer"}}
+		if responses["503"] == nil { // a route's own 503 says more
+			responses["503"] = obj{"description": "The server is busy; retry after Retry-After seconds.",
+				"headers": obj{"Retry-After": retry},
+				"content": obj{"application/json": obj{"schema": obj{"$ref": "#/components/schemas/HTTPError"}}}}
+		}
+		responses["429"] = obj{"description": "Rate limit exceeded; retry after Retry-After seconds.",
+			"headers": obj{"Retry-After": retry,
+				"RateLimit-Limit":     obj{"description": "Requests allowed at once (the burst).", "schema": obj{"type": "integer"}},
+				"RateLimit-Remaining": obj{"description": "Requests left now.", "schema": obj{"type": "integer"}},
+				"RateLimit-Reset":     obj{"description": "Seconds until the allowance is full again.", "schema": obj{"type": "integer"}}},
+			"content": obj{"application/json": obj{"schema": obj{"$ref": "#/components/schemas/HTTPError"}}}}
 	}
 	if rt.public {
 		op["security"] = []obj{}
@@ -149,8 +227,15 @@ func (g *schemaGen) operation(rt route) obj {
 	return op
 }
 
+// loadLimited reports whether rt may be refused for load (503) or the rate
+// limit (429): every route but those the load gates let through (gateOf).
+func loadLimited(rt route) bool {
+	return (&load{}).gateOf(rt, &http.Request{Method: rt.method, URL: &url.URL{}}) != nil
+}
+
 // schemaGen derives JSON Schemas from Go types, registering named structs
-// under components/schemas.
+// under components/schemas: once as a response schema and, for a type read
+// in requests, once more as a request schema (Input).
 type schemaGen struct {
 	schemas obj
 }
@@ -158,21 +243,70 @@ type schemaGen struct {
 // namePathParams are the path parameters that are names, not UUIDs.
 var namePathParams = map[string]bool{"provider_id": true, "auth_id": true}
 
-// schemaNames names the schemas of types whose Go names would not do.
+// schemaNames names the schemas of types whose Go names would not do; the
+// list pages are named as the hosted service's document names them.
 var schemaNames = map[reflect.Type]string{
-	reflect.TypeFor[oauthflow.Provider]():      "OAuthProvider",
-	reflect.TypeFor[oauthflow.NewProvider]():   "OAuthProviderCreate",
-	reflect.TypeFor[oauthflow.ProviderPatch](): "OAuthProviderPatch",
-	reflect.TypeFor[oauthflow.AuthRequest]():   "AuthenticateRequest",
-	reflect.TypeFor[authResponse]():            "AuthenticateResponse",
-	reflect.TypeFor[waitResponse]():            "AuthWaitResponse",
-	reflect.TypeFor[messageBody]():             "Message",
-	reflect.TypeFor[pushPayload]():             "GitHubPushEvent",
-	reflect.TypeFor[pushInstallation]():        "GitHubInstallation",
-	reflect.TypeFor[pushRepository]():          "GitHubRepository",
-	reflect.TypeFor[webhookResponse]():         "GitHubWebhookResponse",
-	reflect.TypeFor[controlplane.LogQuery]():   "LogsRequest",
+	reflect.TypeFor[controlplane.DeploymentPage]():        "DeploymentsList",
+	reflect.TypeFor[controlplane.RevisionPage]():          "RevisionsList",
+	reflect.TypeFor[controlplane.ListenerPage]():          "ListenersList",
+	reflect.TypeFor[controlplane.CreateListenerRequest](): "ListenerCreateRequest",
+	reflect.TypeFor[controlplane.UpdateListenerRequest](): "ListenerPatchRequest",
+	reflect.TypeFor[controlplane.ComputeConfig]():         "ListenerComputeConfig",
+	reflect.TypeFor[oauthflow.Provider]():                 "OAuthProvider",
+	reflect.TypeFor[oauthflow.NewProvider]():              "OAuthProviderCreate",
+	reflect.TypeFor[oauthflow.ProviderPatch]():            "OAuthProviderPatch",
+	reflect.TypeFor[oauthflow.AuthRequest]():              "AuthenticateRequest",
+	reflect.TypeFor[authResponse]():                       "AuthenticateResponse",
+	reflect.TypeFor[waitResponse]():                       "AuthWaitResponse",
+	reflect.TypeFor[messageBody]():                        "Message",
+	reflect.TypeFor[pushPayload]():                        "GitHubPushEvent",
+	reflect.TypeFor[pushInstallation]():                   "GitHubInstallation",
+	reflect.TypeFor[pushRepository]():                     "GitHubRepository",
+	reflect.TypeFor[webhookResponse]():                    "GitHubWebhookResponse",
+	reflect.TypeFor[controlplane.LogQuery]():              "LogsRequest",
+	reflect.TypeFor[installResponse]():                    "GitHubInstallURL",
+	reflect.TypeFor[healthBody]():                         "Health",
 }
+
+// requestOnly are the types read only in requests: their schema keeps its
+// name (no Input suffix).
+var requestOnly = map[reflect.Type]bool{
+	reflect.TypeFor[controlplane.CreateDeploymentRequest](): true, reflect.TypeFor[controlplane.UpdateDeploymentRequest](): true,
+	reflect.TypeFor[controlplane.SecretInput](): true, reflect.TypeFor[controlplane.CreateListenerRequest](): true,
+	reflect.TypeFor[controlplane.UpdateListenerRequest](): true, reflect.TypeFor[controlplane.CreateIntegrationRequest](): true,
+	reflect.TypeFor[oauthflow.NewProvider](): true, reflect.TypeFor[oauthflow.ProviderPatch](): true,
+	reflect.TypeFor[oauthflow.AuthRequest](): true, reflect.TypeFor[controlplane.LogQuery](): true,
+	reflect.TypeFor[pushPayload](): true, reflect.TypeFor[pushInstallation](): true, reflect.TypeFor[pushRepository](): true,
+}
+
+// neverNull are the list and map members of answers that are never null
+// (the ControlPlane answers [] for an empty one), as "Type.member"; every
+// other list or map member of an answer may be null.
+var neverNull = map[string]bool{
+	"Deployment.secrets": true, "Revision.status_history": true, "ComputeConfig.k8s_namespaces": true,
+	"DeploymentPage.resources": true, "RevisionPage.resources": true, "ListenerPage.resources": true,
+	"LogPage.logs": true, "HTTPValidationError.detail": true,
+}
+
+// uuidMembers are the string members that hold UUIDs, as "Type.member".
+var uuidMembers = map[string]bool{
+	"Deployment.id": true, "Deployment.tenant_id": true, "Deployment.latest_revision_id": true, "Deployment.active_revision_id": true,
+	"Revision.id": true, "Listener.id": true, "Integration.id": true,
+	"SourceConfig.integration_id": true, "SourceConfig.listener_id": true,
+	"CreateDeploymentRequest.tag_value_ids": true, "Provider.id": true, "Provider.organization_id": true,
+}
+
+// requiredIn are the request members a request must give that no validate
+// tag says so of, as "Type.member" (the ControlPlane answers 422 missing
+// without them).
+var requiredIn = map[string]bool{
+	"CreateDeploymentRequest.name": true, "CreateDeploymentRequest.source": true,
+	"CreateListenerRequest.compute_type": true, "CreateListenerRequest.compute_id": true,
+	"CreateIntegrationRequest.installation_id": true, "CreateIntegrationRequest.name": true,
+}
+
+// timeTypes encode as RFC 3339 strings.
+var timeTypes = map[reflect.Type]bool{reflect.TypeFor[time.Time](): true, reflect.TypeFor[wiretime.Time](): true}
 
 var enums = map[reflect.Type][]string{
 	reflect.TypeFor[authStatus]():                    {oauthflow.StatusCompleted, oauthflow.StatusPending},
@@ -185,16 +319,28 @@ var enums = map[reflect.Type][]string{
 	reflect.TypeFor[controlplane.LogLevel](): {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"},
 }
 
-func (g *schemaGen) schema(t reflect.Type) obj {
-	if t.Kind() == reflect.Pointer {
-		inner := g.schema(t.Elem())
-		if typ, ok := inner["type"].(string); ok && inner["$ref"] == nil {
-			inner["type"] = []string{typ, "null"}
-			return inner
+// nullable is s made to admit null too.
+func nullable(s obj) obj {
+	if typ, ok := s["type"].(string); ok && s["$ref"] == nil {
+		s["type"] = []string{typ, "null"}
+		if e, ok := s["enum"].([]string); ok {
+			vals := make([]any, 0, len(e)+1)
+			for _, v := range e {
+				vals = append(vals, v)
+			}
+			s["enum"] = append(vals, nil)
 		}
-		return obj{"anyOf": []obj{inner, {"type": "null"}}}
+		return s
 	}
-	if t == reflect.TypeFor[time.Time]() {
+	return obj{"anyOf": []obj{s, {"type": "null"}}}
+}
+
+// schema is the schema of t, in answers or (in) in requests.
+func (g *schemaGen) schema(t reflect.Type, in bool) obj {
+	if t.Kind() == reflect.Pointer {
+		return nullable(g.schema(t.Elem(), in))
+	}
+	if timeTypes[t] {
 		return obj{"type": "string", "format": "date-time"}
 	}
 	switch t.Kind() {
@@ -211,9 +357,9 @@ func (g *schemaGen) schema(t reflect.Type) obj {
 	case reflect.Float32, reflect.Float64:
 		return obj{"type": "number"}
 	case reflect.Slice, reflect.Array:
-		return obj{"type": "array", "items": g.schema(t.Elem())}
+		return obj{"type": "array", "items": g.schema(t.Elem(), in)}
 	case reflect.Map:
-		return obj{"type": "object", "additionalProperties": g.schema(t.Elem())}
+		return obj{"type": "object", "additionalProperties": g.schema(t.Elem(), in)}
 	case reflect.Interface:
 		return obj{} // free-form
 	case reflect.Struct:
@@ -222,7 +368,7 @@ func (g *schemaGen) schema(t reflect.Type) obj {
 			name = n
 		}
 		if name == "" {
-			return g.structSchema(t)
+			return g.structSchema(t, in)
 		}
 		if t == reflect.TypeFor[apierr.Problem]() {
 			name = "ValidationError"
@@ -232,30 +378,69 @@ func (g *schemaGen) schema(t reflect.Type) obj {
 				"type": obj{"type": "string"},
 			}}
 		}
+		if in && !requestOnly[t] {
+			name += "Input"
+		}
 		if _, ok := g.schemas[name]; !ok {
 			g.schemas[name] = obj{} // placeholder against recursion
-			g.schemas[name] = g.structSchema(t)
+			g.schemas[name] = g.structSchema(t, in)
 		}
 		return obj{"$ref": "#/components/schemas/" + name}
 	}
 	return obj{}
 }
 
-func (g *schemaGen) structSchema(t reflect.Type) obj {
+// structSchema is the object schema of t. In answers, every member but
+// those omitted when zero is required, and a list or map member may be
+// null unless neverNull says otherwise. In requests, a member is required
+// when its validate tag says so.
+func (g *schemaGen) structSchema(t reflect.Type, in bool) obj {
 	props := obj{}
+	required := []string{}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "-" {
 			continue
 		}
 		if name == "" {
 			name = f.Name
 		}
-		props[name] = g.schema(f.Type)
+		key := t.Name() + "." + name
+		tag := f.Tag.Get("validate")
+		req := in && (strings.HasPrefix(tag, "required") || requiredIn[key])
+		ft := f.Type
+		if req && ft.Kind() == reflect.Pointer {
+			ft = ft.Elem() // required: null is refused like absence
+		}
+		s := g.schema(ft, in)
+		if strings.Contains(tag, "dispname") || name == "display_name" { // requests are checked as a Deployment
+			s["minLength"], s["maxLength"] = 1, controlplane.MaxDisplayNameChars
+		}
+		if uuidMembers[key] {
+			if s["type"] == "array" {
+				s["items"] = obj{"type": "string", "format": "uuid"}
+			} else {
+				s["format"] = "uuid"
+			}
+		}
+		omitted := strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero")
+		if k := f.Type.Kind(); !in && !omitted && (k == reflect.Slice || k == reflect.Map) && !neverNull[key] {
+			s = nullable(s)
+		}
+		if req {
+			required = append(required, name)
+		} else if !in && !omitted {
+			required = append(required, name)
+		}
+		props[name] = s
 	}
-	return obj{"type": "object", "properties": props}
+	out := obj{"type": "object", "properties": props}
+	if len(required) > 0 || !in {
+		out["required"] = required
+	}
+	return out
 }

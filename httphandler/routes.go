@@ -1,7 +1,9 @@
 package httphandler
 
 import (
+	"maps"
 	"net/http"
+	"strings"
 
 	cp "github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/oauthflow"
@@ -16,7 +18,12 @@ type route struct {
 	public bool // no credentials (the caller cannot hold an API key)
 	serve  func(*handler, *call) (status int, body any, err error)
 
-	summary      string
+	summary     string
+	description string // longer than the summary, when it helps
+	// op is the function part of the operation id: the hosted service's
+	// name for the operation where it has one. Default: serve's name in
+	// snake_case.
+	op           string
 	body         any  // a value of the request body's type; nil: no body
 	bodyOptional bool // the body may be omitted (it then means {})
 	status       int  // the success status
@@ -27,11 +34,71 @@ type route struct {
 	query        []param
 	headers      []param // request headers the route reads (all required)
 	errors       []int   // error statuses beyond those the document derives
+	hidden       bool    // served but not in the document (the docs page and its assets)
 }
 
-// param documents a query parameter or a request header.
+// param documents a query parameter or a request header: its schema
+// (limits, default and enum included) and whether it is required.
 type param struct {
-	name, typ, description string
+	name, description string
+	schema            obj
+	required          bool
+}
+
+// The constructors of params.
+func qStr(name, description string) param {
+	return param{name: name, description: description, schema: obj{"type": "string"}}
+}
+
+func qBool(name, description string) param {
+	return param{name: name, description: description, schema: obj{"type": "boolean"}}
+}
+
+// qInt is an integer parameter of lo..hi, def when absent.
+func qInt(name, description string, lo, hi, def int) param {
+	return param{name: name, description: description, schema: obj{"type": "integer", "minimum": lo, "maximum": hi, "default": def}}
+}
+
+// qEnum is a string parameter taking one of values.
+func qEnum(name, description string, values ...string) param {
+	return param{name: name, description: description, schema: obj{"type": "string", "enum": values}}
+}
+
+// qFormat is a string parameter of a format (date-time, ...).
+func qFormat(name, description, format string) param {
+	return param{name: name, description: description, schema: obj{"type": "string", "format": format}}
+}
+
+// must is p, required.
+func (p param) must() param { p.required = true; return p }
+
+// with is p with its default.
+func (p param) with(def any) param {
+	s := maps.Clone(p.schema)
+	s["default"] = def
+	p.schema = s
+	return p
+}
+
+// openAPI is p as an OpenAPI parameter in in ("query" or "header").
+func (p param) openAPI(in string) obj {
+	return obj{"name": p.name, "in": in, "required": p.required, "description": p.description, "schema": maps.Clone(p.schema)}
+}
+
+// tag groups rt in the document: by the resource its path names.
+func (rt route) tag() string {
+	switch parts := strings.Split(rt.path, "/"); {
+	case len(parts) > 2 && (parts[1] == "v1" || parts[1] == "v2"):
+		if parts[2] == "projects" || strings.HasSuffix(rt.path, "/logs") {
+			return "logs"
+		}
+		if len(parts) > 4 && parts[2] == "deployments" && parts[4] == "revisions" {
+			return "revisions"
+		}
+		return parts[2]
+	default:
+		return "operations"
+	}
 }
 
 // routes lists every route the handler serves. The mux, the 405 Allow
@@ -41,10 +108,11 @@ type param struct {
 // allowed.
 func (h *handler) routes() []route {
 	page := []param{
-		{"limit", "integer", "Page size, 1 to 100 (default 20)."},
-		{"offset", "integer", "Matching resources to skip, at least 0; pass back the response offset for the next page."},
+		qInt("limit", "Page size.", 1, cp.MaxPageLimit, cp.DefaultPageLimit),
+		{name: "offset", description: "Matching resources to skip; pass back the response offset for the next page.",
+			schema: obj{"type": "integer", "minimum": 0, "default": 0}},
 	}
-	eventQuery := []param{{"logs", "string", "Comma-separated log types (build, deploy) whose log lines to include as log events."}}
+	eventQuery := []param{qStr("logs", "Comma-separated log types (build, deploy) whose log lines to include as log events.")}
 	routes := []route{
 		// Deployments.
 		{method: http.MethodPost, path: "/v2/deployments", serve: (*handler).createDeployment,
@@ -53,16 +121,16 @@ func (h *handler) routes() []route {
 		{method: http.MethodGet, path: "/v2/deployments", serve: (*handler).listDeployments,
 			summary: "List deployments, newest first", status: http.StatusOK, resp: cp.DeploymentPage{},
 			query: append(page[:2:2],
-				param{"name_contains", "string", "Case-insensitive substring of the name."},
-				param{"status", "string", "Deployment status."},
-				param{"remote_reconciled", "boolean", "true: external_docker deployments (reconciled by a listener); false: the others."},
-				param{"tag_value_ids", "string", "Comma-separated tag value UUIDs; a deployment matches if it carries any."},
-				param{"image_version", "string", "Exact image version."},
-				param{"deployment_type", "string", "dev_free, dev or prod."},
-				param{"deployment_ids", "string", "Comma-separated deployment UUIDs."})},
+				qStr("name_contains", "Case-insensitive substring of the name."),
+				qEnum("status", "Deployment status.", "AWAITING_DATABASE", "READY", "UNUSED", "AWAITING_DELETE", "UNKNOWN"),
+				qBool("remote_reconciled", "true: external_docker deployments (reconciled by a listener); false: the others."),
+				qStr("tag_value_ids", "Comma-separated tag value UUIDs; a deployment matches if it carries any."),
+				qStr("image_version", "Exact image version."),
+				qEnum("deployment_type", "The deployment type.", "dev_free", "dev", "prod"),
+				qStr("deployment_ids", "Comma-separated deployment UUIDs."))},
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}", serve: (*handler).getDeployment,
 			summary: "Get a deployment", status: http.StatusOK, resp: cp.Deployment{}},
-		{method: http.MethodPatch, path: "/v2/deployments/{deployment_id}", serve: (*handler).updateDeployment,
+		{method: http.MethodPatch, path: "/v2/deployments/{deployment_id}", serve: (*handler).updateDeployment, op: "patch_deployment",
 			summary: "Update a deployment; revision fields create a new revision", body: cp.UpdateDeploymentRequest{},
 			status: http.StatusOK, resp: cp.Deployment{}},
 		{method: http.MethodDelete, path: "/v2/deployments/{deployment_id}", serve: (*handler).deleteDeployment,
@@ -72,22 +140,22 @@ func (h *handler) routes() []route {
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions", serve: (*handler).listRevisions,
 			summary: "List a deployment's revisions, newest first", status: http.StatusOK, resp: cp.RevisionPage{},
 			query: append(page[:2:2],
-				param{"status", "string", "Comma-separated revision statuses."},
-				param{"remote_reconciled", "boolean", "Revisions of external_docker deployments (true) or of the others (false)."})},
+				qStr("status", "Comma-separated revision statuses."),
+				qBool("remote_reconciled", "Revisions of external_docker deployments (true) or of the others (false)."))},
 		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions", serve: (*handler).createRevision,
 			summary: "Create a revision (the body is applied like PATCH's)", body: cp.UpdateDeploymentRequest{}, bodyOptional: true,
 			status: http.StatusCreated, resp: cp.Revision{}},
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}", serve: (*handler).getRevision,
 			summary: "Get a revision; with wait=terminal, once its status is terminal or after timeout seconds",
 			status:  http.StatusOK, resp: cp.Revision{},
-			query: []param{{"wait", "string", "terminal: answer once the revision's status is terminal (or at the timeout)."},
-				{"timeout", "integer", "With wait: seconds to wait at most, 0 to 60 (default 30)."}},
+			query: []param{qEnum("wait", "terminal: answer once the revision's status is terminal (or at the timeout).", "terminal"),
+				qInt("timeout", "With wait: seconds to wait at most.", 0, 60, 30)},
 			errors: []int{http.StatusServiceUnavailable}},
-		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy", serve: (*handler).redeploy,
+		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy", serve: (*handler).redeploy, op: "redeploy_revision",
 			summary: "Redeploy a revision: a new revision copying its snapshot", status: http.StatusOK, resp: cp.Deployment{}},
 
 		// Logs (logs.go).
-		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/logs", serve: (*handler).revisionLogs,
+		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/logs", serve: (*handler).revisionLogs, op: "list_revision_logs",
 			summary: "Read a revision's build or deploy log, a page at a time", status: http.StatusOK, resp: cp.LogPage{},
 			query: logQueryParams},
 		{method: http.MethodPost, path: "/v1/projects/{project_id}/revisions/{revision_id}/build_logs", serve: (*handler).projectBuildLogs,
@@ -114,7 +182,7 @@ func (h *handler) routes() []route {
 			summary: "List listeners, newest first", status: http.StatusOK, resp: cp.ListenerPage{}, query: page},
 		{method: http.MethodGet, path: "/v2/listeners/{listener_id}", serve: (*handler).getListener,
 			summary: "Get a listener", status: http.StatusOK, resp: cp.Listener{}},
-		{method: http.MethodPatch, path: "/v2/listeners/{listener_id}", serve: (*handler).updateListener,
+		{method: http.MethodPatch, path: "/v2/listeners/{listener_id}", serve: (*handler).updateListener, op: "patch_listener",
 			summary: "Update a listener", body: cp.UpdateListenerRequest{}, status: http.StatusOK, resp: cp.Listener{}},
 		{method: http.MethodDelete, path: "/v2/listeners/{listener_id}", serve: (*handler).deleteListener,
 			summary: "Delete a listener no deployment names", status: http.StatusNoContent},
@@ -122,33 +190,40 @@ func (h *handler) routes() []route {
 		// GitHub integrations (github.go).
 		{method: http.MethodGet, path: "/v1/integrations/github", serve: (*handler).listIntegrations,
 			summary: "List the tenant's GitHub App installations, oldest first", status: http.StatusOK, resp: []cp.Integration{}},
-		{method: http.MethodGet, path: "/v1/integrations/github/install", serve: (*handler).startGitHubInstall,
+		{method: http.MethodGet, path: "/v1/integrations/github/install", serve: (*handler).startGitHubInstall, op: "start_github_install",
 			summary: "The GitHub App's installation URL, with a state bound to the tenant (single use, valid 15 minutes); " +
 				"GitHub sends the user back to /v1/integrations/github/setup",
 			status: http.StatusOK, resp: installResponse{}, errors: []int{http.StatusServiceUnavailable}},
-		{method: http.MethodGet, path: "/v1/integrations/github/setup", public: true, serve: (*handler).githubSetup,
+		{method: http.MethodGet, path: "/v1/integrations/github/setup", public: true, serve: (*handler).githubSetup, op: "github_setup",
 			summary: "GitHub's setup redirect (a browser lands here; the state is the proof, no API key): records the installation " +
 				"for the state's tenant once GitHub confirms that the user can access it, and shows an HTML page",
 			status: http.StatusOK, html: true,
-			query: []param{{"installation_id", "integer", "The installation."},
-				{"setup_action", "string", "install, update, or request (awaiting an owner's approval: nothing is recorded)."},
-				{"code", "string", "The OAuth code of the user who installed the App."}, {"state", "string", "The state of the install URL."}},
+			query: []param{{name: "installation_id", description: "The installation.", schema: obj{"type": "integer"}},
+				qEnum("setup_action", "install, update, or request (awaiting an owner's approval: nothing is recorded).", "install", "update", "request"),
+				qStr("code", "The OAuth code of the user who installed the App."), qStr("state", "The state of the install URL.")},
 			errors: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusConflict, http.StatusBadGateway,
 				http.StatusServiceUnavailable}},
-		{method: http.MethodPost, path: "/v1/integrations/github/webhook", public: true, serve: (*handler).githubWebhook,
+		{method: http.MethodPost, path: "/v1/integrations/github/webhook", public: true, serve: (*handler).githubWebhook, op: "github_webhook",
 			summary: "GitHub App webhook (no API key; X-Hub-Signature-256 is the proof): a push to a branch creates a revision " +
 				"of every build_on_push deployment tracking it; ping and other events are acknowledged and change nothing",
 			body: pushPayload{}, status: http.StatusAccepted, resp: webhookResponse{},
 			headers: []param{
-				{headerSignature, "string", `"sha256=" and the hex HMAC-SHA256 of the raw body with the webhook secret.`},
-				{headerEvent, "string", "The event: push creates revisions; ping and the others change nothing."}},
+				qStr(headerSignature, `"sha256=" and the hex HMAC-SHA256 of the raw body with the webhook secret.`),
+				qStr(headerEvent, "The event: push creates revisions; ping and the others change nothing.")},
 			errors: []int{http.StatusUnauthorized, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity,
 				http.StatusServiceUnavailable}},
 
 		// The API description.
-		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI,
+		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI, op: "openapi",
 			summary: "This OpenAPI 3.1 document", status: http.StatusOK, resp: map[string]any{}},
 	}
+	// The interactive page over the document (docs.go), public; not in the
+	// document itself, as in the hosted service's.
+	routes = append(routes,
+		route{method: http.MethodGet, path: "/docs", public: true, serve: (*handler).serveDocs, hidden: true,
+			summary: "An interactive page over /openapi.json (Swagger UI)", status: http.StatusOK, html: true},
+		route{method: http.MethodGet, path: "/docs/{asset...}", public: true, serve: (*handler).serveDocs, hidden: true,
+			summary: "The docs page's scripts, styles and icons", status: http.StatusOK})
 	// Operations (health.go, metrics.go).
 	routes = append(routes,
 		route{method: http.MethodGet, path: "/healthz", public: true, serve: (*handler).healthz,
@@ -158,7 +233,7 @@ func (h *handler) routes() []route {
 				"503 saying which is not ready",
 			status: http.StatusOK, resp: healthBody{}, errors: []int{http.StatusServiceUnavailable}})
 	if h.metrics != nil {
-		rt := route{method: http.MethodGet, path: "/metrics", public: true, serve: (*handler).serveMetrics,
+		rt := route{method: http.MethodGet, path: "/metrics", public: true, serve: (*handler).serveMetrics, op: "metrics",
 			summary: "Metrics in the Prometheus text format", status: http.StatusOK, text: true}
 		if h.metricsKey != nil {
 			rt.summary += " (needs the metrics key: Authorization: Bearer <key>)"
@@ -176,30 +251,30 @@ func (h *handler) routes() []route {
 	}
 	return append(routes,
 		// OAuth helpers (wire contract section 8).
-		route{method: http.MethodPost, path: "/v2/auth/providers", serve: (*handler).createProvider,
+		route{method: http.MethodPost, path: "/v2/auth/providers", serve: (*handler).createProvider, op: "create_oauth_provider",
 			summary: "Add an OAuth provider (client_secret is write-only)", body: oauthflow.NewProvider{},
 			status: http.StatusOK, resp: oauthflow.Provider{}, errors: []int{http.StatusConflict}},
-		route{method: http.MethodGet, path: "/v2/auth/providers", serve: (*handler).listProviders,
+		route{method: http.MethodGet, path: "/v2/auth/providers", serve: (*handler).listProviders, op: "list_oauth_providers",
 			summary: "List the tenant's OAuth providers, by provider_id", status: http.StatusOK, resp: []oauthflow.Provider{}},
-		route{method: http.MethodGet, path: "/v2/auth/providers/{provider_id}", serve: (*handler).getProvider,
+		route{method: http.MethodGet, path: "/v2/auth/providers/{provider_id}", serve: (*handler).getProvider, op: "get_oauth_provider",
 			summary: "Get an OAuth provider", status: http.StatusOK, resp: oauthflow.Provider{}},
-		route{method: http.MethodPatch, path: "/v2/auth/providers/{provider_id}", serve: (*handler).updateProvider,
+		route{method: http.MethodPatch, path: "/v2/auth/providers/{provider_id}", serve: (*handler).updateProvider, op: "update_oauth_provider",
 			summary: "Update an OAuth provider (provider_id is immutable; an empty client_secret removes it)",
 			body:    oauthflow.ProviderPatch{}, status: http.StatusOK, resp: oauthflow.Provider{}},
-		route{method: http.MethodDelete, path: "/v2/auth/providers/{provider_id}", serve: (*handler).deleteProvider,
+		route{method: http.MethodDelete, path: "/v2/auth/providers/{provider_id}", serve: (*handler).deleteProvider, op: "delete_oauth_provider",
 			summary: "Delete an OAuth provider and every token obtained through it", status: http.StatusOK, resp: messageBody{}},
-		route{method: http.MethodPost, path: "/v2/auth/authenticate", serve: (*handler).authenticateOAuth,
+		route{method: http.MethodPost, path: "/v2/auth/authenticate", serve: (*handler).authenticateOAuth, op: "authenticate",
 			summary: "Get a stored token (completed) or start an authorization flow (pending, with the URL to send the user to)",
 			body:    oauthflow.AuthRequest{}, status: http.StatusOK, resp: authResponse{}, errors: []int{http.StatusNotFound}},
-		route{method: http.MethodGet, path: "/v2/auth/wait/{auth_id}", serve: (*handler).waitOAuth,
+		route{method: http.MethodGet, path: "/v2/auth/wait/{auth_id}", serve: (*handler).waitOAuth, op: "wait_for_auth_completion",
 			summary: "Long-poll an authorization flow until it completes or the timeout passes",
 			status:  http.StatusOK, resp: waitResponse{},
-			query: []param{{"timeout", "integer", "Seconds to wait, 0 to 300 (default 30); 0 answers at once, possibly pending."}}},
-		route{method: http.MethodGet, path: "/v2/auth/callback/{provider_id}", public: true, serve: (*handler).oauthCallback,
+			query: []param{qInt("timeout", "Seconds to wait; 0 answers at once, possibly pending.", 0, 300, 30)}},
+		route{method: http.MethodGet, path: "/v2/auth/callback/{provider_id}", public: true, serve: (*handler).oauthCallback, op: "oauth_callback_get",
 			summary: "The providers' redirect target (a browser lands here; the state is the proof, no API key): finishes the flow and shows an HTML page",
 			status:  http.StatusOK, html: true,
-			query: []param{{"code", "string", "The authorization code."}, {"state", "string", "The flow's state."},
-				{"error", "string", "RFC 6749 error code, when the provider refused."}, {"error_description", "string", "The provider's explanation."}},
+			query: []param{qStr("code", "The authorization code."), qStr("state", "The flow's state."),
+				qStr("error", "RFC 6749 error code, when the provider refused."), qStr("error_description", "The provider's explanation.")},
 			errors: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusBadGateway}},
 	)
 }

@@ -269,6 +269,10 @@ func (m *machine) gen(rt *rapid.T, tenant, key string) (any, bool) {
 		return s, nameOK(s)
 	case "source":
 		return pick(rt, "source", github, externalDocker), true
+	case "display_name":
+		s, _ := m.value(rt, "display name", pick(rt, "bad display name", "", strings.Repeat("é", 257)),
+			"My agent", "Agent ✓ prod", strings.Repeat("é", 256), "x")
+		return s, displayNameOK(s)
 	case "source_config.integration_id":
 		other := m.integ[otherTenant(tenant)]
 		v := choose(m, rt, "integration", []string{m.integ[tenant]}, m.integ[tenant], m.integ[tenant], other, unknownID, "not-a-uuid")

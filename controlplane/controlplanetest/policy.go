@@ -3,6 +3,7 @@ package controlplanetest
 import (
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // The model's own statement of the deployment rules: wire contract
@@ -67,6 +68,10 @@ var modelFields = []fieldPolicy{
 	// in a PATCH they are 422 immutable_field when they differ.
 	{loc("name"), [2]createPolicy{cRequired, cRequired}, [2]patchPolicy{pImmutable, pImmutable}},
 	{loc("source"), [2]createPolicy{cRequired, cRequired}, [2]patchPolicy{pImmutable, pImmutable}},
+	// Section 9: display_name is optional on create and changes in place
+	// by PATCH, for every source. Null is "no change" and "" is invalid
+	// (1..256 characters), so once set it cannot be cleared.
+	{loc("display_name"), [2]createPolicy{cOptional, cOptional}, [2]patchPolicy{pInPlace, pInPlace}},
 	// Section 6: github create needs integration_id and repo_url; the seed:
 	// not changeable by PATCH, only for github.
 	{loc("source_config.integration_id"), [2]createPolicy{cRequired, cNA}, [2]patchPolicy{pImmutable, pNA}},
@@ -100,6 +105,10 @@ var modelFields = []fieldPolicy{
 	// change").
 	{loc("secrets"), [2]createPolicy{cOptional, cOptional}, [2]patchPolicy{pRevision, pRevision}},
 }
+
+// displayNameOK: 1 to 256 characters (section 9), counted as characters,
+// not bytes.
+func displayNameOK(s string) bool { n := utf8.RuneCountInString(s); return n >= 1 && n <= 256 }
 
 // isTag: a tag ref is the full ref path beginning refs/tags/ (seed,
 // SourceRevisionConfig.repo_ref); anything else is a branch name.

@@ -39,13 +39,16 @@ const tenant = "0194c0de-0000-7000-8000-000000000001"
 // newMux is the service's mux: its own routes, and deployplane under
 // /api-host/. StripPrefix removes the prefix before the handler routes, so
 // the API answers at /api-host/v2/deployments, /api-host/openapi.json, ...
-// and its JSON 404 covers everything below /api-host/.
+// and its JSON 404 covers everything below /api-host/. Options.BasePath
+// tells the handler the prefix, which it cannot see: the OpenAPI document
+// names it as its server (generated clients then call /api-host/v2/...)
+// and /api-host/docs loads its assets and the document from under it.
 func newMux(cp *controlplane.ControlPlane, apiKey string) (*http.ServeMux, *httphandler.Handler, error) {
 	keys, err := httphandler.NewKeyTable([]httphandler.Key{{SHA256: httphandler.HashKey(apiKey), Tenants: []string{tenant}}})
 	if err != nil {
 		return nil, nil, err
 	}
-	api := httphandler.New(cp, &httphandler.Options{Authenticator: keys})
+	api := httphandler.New(cp, &httphandler.Options{Authenticator: keys, BasePath: "/api-host"})
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

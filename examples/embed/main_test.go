@@ -87,11 +87,16 @@ func TestMountedAPI(t *testing.T) {
 		"/v2/deployments":               "404 404 page not found", // the API is only under the prefix
 		"/api-host/openapi.json":        "200 {",
 		"/api-host/v2/deployments/nope": `422 {"detail":[{"loc":["path","deployment_id"]`,
+		"/api-host/docs":                "200 <!DOCTYPE html>", // the page, its assets under /api-host/docs/
 		"/healthz":                      "200 ok",
 	} {
 		if got := get(srv.URL + url); !strings.HasPrefix(got, want) {
 			t.Errorf("GET %s: %q, want prefix %q", url, got, want)
 		}
+	}
+	// Generated clients call the document's server: the prefix.
+	if got := get(srv.URL + "/api-host/openapi.json"); !strings.Contains(got, `"servers":[{"description":"This server (the path the API is mounted under)","url":"/api-host"}]`) {
+		t.Errorf("the document does not name the prefix as its server: %.300s", got)
 	}
 }
 

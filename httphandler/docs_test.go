@@ -1,0 +1,98 @@
+package httphandler_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/httphandler"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+func fetch(t *testing.T, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+var assetRef = regexp.MustCompile(`(?:src|href)="([^"]+)"`)
+
+// checkDocs fetches the docs page at base+"/docs" and every asset it
+// links, and checks that the page loads the document at base+"/openapi.json",
+// whose server is base.
+func checkDocs(t *testing.T, origin, base string) {
+	t.Helper()
+	resp, page := fetch(t, origin+base+"/docs")
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET %s/docs: %d %s", base, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if !strings.Contains(page, `"swaggerJsonUrl":"`+base+`/openapi.json"`) {
+		t.Errorf("the page does not load %s/openapi.json:\n%s", base, page)
+	}
+	refs := assetRef.FindAllStringSubmatch(page, -1)
+	if len(refs) < 3 {
+		t.Fatalf("the page links %d assets, want its scripts, styles and icons:\n%s", len(refs), page)
+	}
+	for _, m := range refs {
+		if !strings.HasPrefix(m[1], base+"/docs/") {
+			t.Errorf("asset %s is not served by this handler (want it under %s/docs/)", m[1], base)
+			continue
+		}
+		resp, body := fetch(t, origin+m[1])
+		if resp.StatusCode != 200 || len(body) < 100 {
+			t.Errorf("GET %s: %d, %d bytes", m[1], resp.StatusCode, len(body))
+		}
+		if strings.HasSuffix(m[1], ".js") && !strings.Contains(resp.Header.Get("Content-Type"), "javascript") {
+			t.Errorf("GET %s: Content-Type %q", m[1], resp.Header.Get("Content-Type"))
+		}
+	}
+	resp, body := fetch(t, origin+base+"/openapi.json")
+	var doc struct {
+		Servers []struct{ URL string } `json:"servers"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s/openapi.json: %d %v", base, resp.StatusCode, err)
+	}
+	want := base
+	if want == "" {
+		want = "/"
+	}
+	if len(doc.Servers) != 1 || doc.Servers[0].URL != want {
+		t.Errorf("servers %+v, want %s", doc.Servers, want)
+	}
+}
+
+// TestDocs: GET /docs is a public interactive page over the document
+// whose assets this handler serves (no CDN), at the root and under the
+// prefix an embedding program mounts the handler at (Options.BasePath).
+func TestDocs(t *testing.T) {
+	s := newServer(t, nil)
+	checkDocs(t, s.url, "")
+	if r := s.do("GET", "/docs/no-such-asset.js", ""); r.status != 404 {
+		t.Errorf("an unknown asset: %d", r.status)
+	}
+	if r := s.do("POST", "/docs", ""); r.status != 405 {
+		t.Errorf("POST /docs: %d, want 405", r.status)
+	}
+
+	api := httphandler.New(controlplane.New(storemem.New(), nil), &httphandler.Options{BasePath: "/api-host"})
+	t.Cleanup(func() { _ = api.Close() })
+	mux := http.NewServeMux()
+	mux.Handle("/api-host/", http.StripPrefix("/api-host", api))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	checkDocs(t, srv.URL, "/api-host")
+}
