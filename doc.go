@@ -22,6 +22,11 @@
 //   - controlplane: the deployment domain; every rule of the API lives here,
 //     with the Deployer interface and the reconcile loop that moves revisions.
 //   - deploysim: the built-in simulated Deployer.
+//   - deploydocker: a real Deployer: revisions run as containers on Docker,
+//     served without a gap through a reverse proxy, crash-safe by labels.
+//   - imagebuild: builds the image of a github revision (go-git clone, the
+//     repository's Dockerfile or the one `langgraph dockerfile` writes,
+//     the Docker Engine API); deploydocker calls it through its Builder.
 //   - githubapp: the GitHub App through which tenants connect installations.
 //   - oauthflow: the OAuth helper domain (providers, flows, tokens).
 //   - wiretime: the timestamp type of both domains' wire types (RFC 3339
@@ -34,8 +39,10 @@
 //
 // Imports point one way: cmd and examples use httphandler, which uses
 // controlplane and oauthflow, which use store and wiretime; all three use
-// apierr, which uses nothing of deployplane; deploysim, githubapp and
-// prommetrics use controlplane; the store implementations depend on store alone.
+// apierr, which uses nothing of deployplane; deploysim, deploydocker,
+// imagebuild, githubapp and prommetrics use controlplane (cmd wires
+// imagebuild into deploydocker, which only declares the Builder it needs);
+// the store implementations depend on store alone.
 //
 // # Quick start
 //
