@@ -519,6 +519,9 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 		if err := apierr.Validation(ps...); err != nil {
 			return err
 		}
+		if merged.URL != nil { // a custom_url patched in place is the url at once
+			merged.URL = new(merged.servedURL(*merged.URL))
+		}
 		if !trigger && !force {
 			if merged.equal(stored) {
 				out = stored

@@ -103,8 +103,9 @@ type Step struct {
 	ImageVersion *string
 	// URL is where the revision answers once active (a base URL, e.g. the
 	// Docker deployer's proxy address); it becomes the deployment's
-	// read-only url in the Update that makes the revision active, so it is
-	// reported with Status DEPLOYED. A step that does not make its revision
+	// read-only url (its custom_url instead, when it has one) in the Update
+	// that makes the revision active, so it is reported with Status
+	// DEPLOYED. A step that does not make its revision
 	// active (an older revision reaching DEPLOYED after a newer one) leaves
 	// the url alone.
 	URL *string

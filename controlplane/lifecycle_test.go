@@ -869,3 +869,92 @@ func TestWorkCarriesTheReportedImage(t *testing.T) {
 		t.Errorf("Work.ImageVersion of the two calls: %v", seen)
 	}
 }
+
+// TestURLFollowsCustomURL: a deployment's url is null until a deployer
+// reports where it serves; then it is the deployment's custom_url when it
+// has one, else the reported address, and a PATCH of custom_url moves it
+// at once (no new revision, no deployer involved).
+func TestURLFollowsCustomURL(t *testing.T) {
+	ctx := context.Background()
+	st := storemem.New()
+	defer st.Close()
+	cp := controlplane.New(st, &controlplane.Options{Clock: testclock.New(t0, time.Microsecond).Now})
+	serving := &script{deploy: func(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+		path := controlplane.HappyPath(w.Revision.Source)
+		for _, s := range path[slices.Index(path, w.Revision.Status)+1:] {
+			step := controlplane.Step{Status: s}
+			if s == controlplane.RevisionDeployed {
+				step.URL = new("http://127.0.0.1:1/" + w.Deployment.ID)
+			}
+			if err := r.Report(ctx, step); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+	url := func(id string) string {
+		t.Helper()
+		d, err := cp.GetDeployment(ctx, tenantA, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.URL == nil {
+			return "null"
+		}
+		return *d.URL
+	}
+	patch := func(id, custom string) {
+		t.Helper()
+		if _, err := cp.UpdateDeployment(ctx, tenantA, id, decode[controlplane.UpdateDeploymentRequest](t,
+			`{"source_config": {"custom_url": "`+custom+`"}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain, err := cp.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("plain")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	custom, err := cp.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t,
+		`{"name": "custom", "source": "external_docker", "source_config": {"custom_url": "https://a.example"},
+		  "source_revision_config": {"image_uri": "r/a:1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch(plain.ID, "https://before.example") // before any deploy: still no url
+	if got := url(plain.ID); got != "null" {
+		t.Fatalf("url before any DEPLOYED: %s", got)
+	}
+	for {
+		ok, err := cp.Process(ctx, serving)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+	}
+	if got := url(custom.ID); got != "https://a.example" {
+		t.Errorf("url of a deployment with a custom_url: %s", got)
+	}
+	if got := url(plain.ID); got != "https://before.example" {
+		t.Errorf("url of a deployment whose custom_url was patched before its deploy: %s", got)
+	}
+	patch(custom.ID, "https://b.example")
+	if got := url(custom.ID); got != "https://b.example" {
+		t.Errorf("url after a PATCH of custom_url: %s", got)
+	}
+	bare, err := cp.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, dockerBody("bare")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := cp.Process(ctx, serving); !ok || err != nil {
+		t.Fatalf("Process = %v, %v", ok, err)
+	}
+	if got := url(bare.ID); got != "http://127.0.0.1:1/"+bare.ID {
+		t.Errorf("url without a custom_url: %s, want the deployer's address", got)
+	}
+	patch(bare.ID, "https://c.example")
+	if got := url(bare.ID); got != "https://c.example" {
+		t.Errorf("url after the first custom_url: %s", got)
+	}
+}

@@ -214,6 +214,16 @@ func (r *deploymentRecord) tail() string { return timeKey(r.CreatedAt.Time()) + 
 // the tenant prefix.
 func (r *deploymentRecord) orderKey(tp string) string { return tp + r.tail() }
 
+// servedURL is the deployment's url once a deployer serves it at addr:
+// its custom_url when it has one (an address the operator put in front of
+// the deployer's, wire contract section 10), else addr.
+func (r *deploymentRecord) servedURL(addr string) string {
+	if cu := r.SourceConfig.CustomURL; cu != nil && *cu != "" {
+		return *cu
+	}
+	return addr
+}
+
 // summary is the value of the deployment's summary record: what the list
 // filters other than tags and ids look at, in a form that decodes without
 // allocation. The image version comes last so that it may hold any byte.

@@ -83,9 +83,10 @@ type Deployment struct {
 	ActiveRevisionID     *string              `json:"active_revision_id"`
 	ImageVersion         *string              `json:"image_version"`
 	// URL is where the active revision answers (wire contract sections 9
-	// and 10), read-only: set by the Deployer (Step.URL) when a revision
-	// becomes active, null until a real deployer has deployed one. A
-	// value in a request is ignored.
+	// and 10), read-only: null until a real deployer has deployed a
+	// revision; then source_config.custom_url when the deployment has one
+	// (a PATCH of it changes the url at once), else the address the
+	// Deployer reported (Step.URL). A value in a request is ignored.
 	URL *string `json:"url"`
 	// TagValueIDs are the tag values the deployment carries, matched by the
 	// tag_value_ids list filter. They are set on create and not part of the

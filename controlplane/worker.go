@@ -603,7 +603,7 @@ func (cp *ControlPlane) applyToDeployment(tx store.Tx, j *job, rev *revisionReco
 				next.ImageVersion = new(*rev.ImageVersion)
 			}
 			if s.URL != nil {
-				next.URL = new(*s.URL)
+				next.URL = new(next.servedURL(*s.URL))
 			}
 			if next.Status == StatusAwaitingDatabase {
 				next.Status = StatusReady

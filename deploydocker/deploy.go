@@ -283,10 +283,7 @@ func (d *Deployer) activate(ctx context.Context, x *run, cs []*ctr, image string
 		mu.Unlock()
 		return x.failf(ctx, "Superseded by revision %s, which became active first.", by)
 	}
-	url := d.URL(w.Deployment.ID)
-	if cu := w.Deployment.SourceConfig.CustomURL; cu != nil && *cu != "" {
-		url = *cu // the operator's own address in front of the proxy (section 10)
-	}
+	url := d.URL(w.Deployment.ID) // the deployment answers its custom_url instead, when set (controlplane)
 	if err := x.advance(ctx, controlplane.RevisionDeployed, controlplane.Step{ImageVersion: &image, URL: &url}); err != nil {
 		mu.Unlock()
 		return err
