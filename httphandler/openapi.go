@@ -303,6 +303,10 @@ var requiredIn = map[string]bool{
 	"CreateDeploymentRequest.name": true, "CreateDeploymentRequest.source": true,
 	"CreateListenerRequest.compute_type": true, "CreateListenerRequest.compute_id": true,
 	"CreateIntegrationRequest.installation_id": true, "CreateIntegrationRequest.name": true,
+	// oauthflow's validateProvider (on create) and validateAuthRequest.
+	"NewProvider.provider_id": true, "NewProvider.name": true, "NewProvider.client_id": true,
+	"NewProvider.auth_url": true, "NewProvider.token_url": true,
+	"AuthRequest.user_id": true, "AuthRequest.provider": true, "AuthRequest.scopes": true,
 }
 
 // timeTypes encode as RFC 3339 strings.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploysim"
 	"github.com/deployplane/deployplane/httphandler"
@@ -392,5 +393,46 @@ func TestOpenAPIDescribesRefusals(t *testing.T) {
 	}
 	if !c.seen["GET /v2/deployments 429"] {
 		t.Error("the 429 was not checked")
+	}
+}
+
+// TestOpenAPIRequiredIsWhatIsMissing: the required list of each create
+// body's schema names exactly the members an empty body is refused for
+// ("missing" problems at ["body", member]), so a generated client makes
+// required what the server requires, and nothing else.
+func TestOpenAPIRequiredIsWhatIsMissing(t *testing.T) {
+	s := newServer(t, nil)
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Required []string `json:"required"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(s.do("GET", "/openapi.json", "").body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ path, schema string }{
+		{"/v2/deployments", "CreateDeploymentRequest"},
+		{"/v2/listeners", "ListenerCreateRequest"},
+		{"/v1/integrations/github", "CreateIntegrationRequest"},
+		{"/v2/auth/providers", "OAuthProviderCreate"},
+		{"/v2/auth/authenticate", "AuthenticateRequest"},
+	} {
+		r := s.as(keyA, "POST", tt.path, `{}`)
+		var missing []string
+		for _, p := range problems(t, r) {
+			if p.Type == apierr.TypeMissing && len(p.Loc) == 2 {
+				missing = append(missing, p.Loc[1].(string))
+			}
+		}
+		slices.Sort(missing)
+		sch, ok := doc.Components.Schemas[tt.schema]
+		if !ok {
+			t.Errorf("no schema %s", tt.schema)
+			continue
+		}
+		req := slices.Sorted(slices.Values(sch.Required))
+		diff(t, tt.schema+" required, against POST "+tt.path+" {}'s missing members", missing, req)
 	}
 }
