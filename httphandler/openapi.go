@@ -184,7 +184,11 @@ func (g *schemaGen) operation(rt route) obj {
 		return r
 	}
 	for _, status := range rt.errors {
-		responses[strconv.Itoa(status)] = errResp(status)
+		r := errResp(status)
+		if rt.errBody != nil {
+			r["content"] = obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.errBody), false)}}
+		}
+		responses[strconv.Itoa(status)] = r
 	}
 	if loadLimited(rt) {
 		// Refused load and the rate limit (shed.go, ratelimit.go): JSON

@@ -394,6 +394,15 @@ func TestOpenAPIDescribesRefusals(t *testing.T) {
 	if !c.seen["GET /v2/deployments 429"] {
 		t.Error("the 429 was not checked")
 	}
+	// No reconcile loop runs here: /readyz answers its own 503 body.
+	r := s.do("GET", "/readyz", "")
+	if r.status != http.StatusServiceUnavailable {
+		t.Fatalf("GET /readyz without a reconcile loop: %d %s", r.status, r.body)
+	}
+	c.check("GET", "/readyz", r)
+	if !c.seen["GET /readyz 503"] {
+		t.Error("the 503 of /readyz was not checked")
+	}
 }
 
 // TestOpenAPIRequiredIsWhatIsMissing: the required list of each create

@@ -34,6 +34,7 @@ type route struct {
 	query        []param
 	headers      []param // request headers the route reads (all required)
 	errors       []int   // error statuses beyond those the document derives
+	errBody      any     // the body of the errors statuses, when not {"detail"}
 	hidden       bool    // served but not in the document (the docs page and its assets)
 }
 
@@ -231,7 +232,7 @@ func (h *handler) routes() []route {
 		route{method: http.MethodGet, path: "/readyz", public: true, serve: (*handler).readyz,
 			summary: "Readiness: 200 when the store answers, the reconcile loop runs and the deployer reaches its engine; " +
 				"503 saying which is not ready",
-			status: http.StatusOK, resp: healthBody{}, errors: []int{http.StatusServiceUnavailable}})
+			status: http.StatusOK, resp: healthBody{}, errors: []int{http.StatusServiceUnavailable}, errBody: notReadyBody{}})
 	if h.metrics != nil {
 		rt := route{method: http.MethodGet, path: "/metrics", public: true, serve: (*handler).serveMetrics, op: "metrics",
 			summary: "Metrics in the Prometheus text format", status: http.StatusOK, text: true}
