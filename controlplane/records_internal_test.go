@@ -61,15 +61,8 @@ func TestRecordsRoundTrip(t *testing.T) {
 // ErrNewerRecord, through the ControlPlane's reads.
 func TestNewerRecordVersion(t *testing.T) {
 	ctx := context.Background()
-	st := storemem.New()
-	defer st.Close()
-	cp := New(st, nil)
-	d, err := cp.CreateDeployment(ctx, "t1", &CreateDeploymentRequest{Name: new("a"), Source: new(SourceExternalDocker),
-		SourceRevisionConfig: &SourceRevisionConfig{ImageURI: new("r/a:1")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = st.Update(ctx, func(tx store.Tx) error {
+	cp, st, d := oneDeployment(t)
+	err := st.Update(ctx, func(tx store.Tx) error {
 		return tx.Put(colDeployments, testDeploymentKey(tx, "t1", d.ID), []byte(`{"v":2,"id":"`+d.ID+`","future":true}`))
 	})
 	if err != nil {
@@ -97,17 +90,10 @@ func TestNewerRecordVersion(t *testing.T) {
 // answer it re-encoded.
 func TestOlderTimestampsDecode(t *testing.T) {
 	ctx := context.Background()
-	st := storemem.New()
-	defer st.Close()
-	cp := New(st, nil)
-	d, err := cp.CreateDeployment(ctx, "t1", &CreateDeploymentRequest{Name: new("a"), Source: new(SourceExternalDocker),
-		SourceRevisionConfig: &SourceRevisionConfig{ImageURI: new("r/a:1")}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp, st, d := oneDeployment(t)
 	old := time.Date(2026, 11, 21, 6, 45, 29, 677_250_000, time.UTC)
 	var stored []byte
-	err = st.Update(ctx, func(tx store.Tx) error {
+	err := st.Update(ctx, func(tx store.Tx) error {
 		cur, err := cp.getDeployment(tx, "t1", d.ID)
 		if err != nil {
 			return err
@@ -263,4 +249,19 @@ func testDeploymentKey(r store.Reader, tenant, id string) string {
 		panic(err)
 	}
 	return deploymentKey(tp, id)
+}
+
+// oneDeployment is a ControlPlane over a new storemem store holding one
+// external_docker deployment, "a" of tenant t1.
+func oneDeployment(t *testing.T) (*ControlPlane, store.Store, *Deployment) {
+	t.Helper()
+	st := storemem.New()
+	t.Cleanup(func() { st.Close() })
+	cp := New(st, nil)
+	d, err := cp.CreateDeployment(context.Background(), "t1", &CreateDeploymentRequest{Name: new("a"), Source: new(SourceExternalDocker),
+		SourceRevisionConfig: &SourceRevisionConfig{ImageURI: new("r/a:1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp, st, d
 }
