@@ -159,7 +159,9 @@ func lastEvent(r store.Reader, tenant string) (uint64, error) {
 
 // deploymentEvent appends the event of putDeployment(tx, tenant, old, r):
 // created when old is nil, status when the status changes, else updated.
-func (cp *ControlPlane) deploymentEvent(tx store.Tx, tenant string, old, r *deploymentRecord) error {
+// stored is r's storage form as putDeployment writes it (secrets sealed),
+// which the event keeps rather than sealing the record a second time.
+func (cp *ControlPlane) deploymentEvent(tx store.Tx, tenant string, old, r *deploymentRecord, stored []byte) error {
 	change := ChangeUpdated
 	switch {
 	case old == nil:
@@ -167,12 +169,8 @@ func (cp *ControlPlane) deploymentEvent(tx store.Tx, tenant string, old, r *depl
 	case old.Status != r.Status:
 		change = ChangeStatus
 	}
-	b, err := cp.secrets.encodeDeployment(tenant, r)
-	if err != nil {
-		return err
-	}
 	return cp.appendEvent(tx, tenant, &eventRecord{kind: EventDeployment, change: change, deployment: r.ID,
-		at: micros(r.UpdatedAt), payload: b})
+		at: micros(r.UpdatedAt), payload: stored})
 }
 
 // deploymentDeletedEvent appends the event of removeDeployment.

@@ -267,11 +267,11 @@ func (r *deploymentRecord) indexKeys(tp string) []string {
 // records in line with it; old is the record as stored before (nil when r
 // is new).
 func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
-	if err := cp.deploymentEvent(tx, tenant, old, r); err != nil { // events.go
-		return err
-	}
 	b, err := cp.secrets.encodeDeployment(tenant, r)
 	if err != nil {
+		return err
+	}
+	if err := cp.deploymentEvent(tx, tenant, old, r, b); err != nil { // events.go
 		return err
 	}
 	tp, err := cp.writeTenant(tx, tenant)
