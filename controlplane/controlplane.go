@@ -37,6 +37,7 @@ type ControlPlane struct {
 	logs    LogRetention // with defaults (logs.go)
 	tenants tenantCache  // tenant key prefixes (keys.go)
 	ev      *eventLog    // the event log's followers and options (events.go)
+	answers *answerCache // GetDeploymentJSON's recent answers (answercache.go)
 
 	// lifecycle (worker.go)
 	poll      time.Duration
@@ -81,6 +82,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		mutation: o.mutation,
 	}
 	cp.ev = newEventLog(&o)
+	cp.answers = newAnswerCache(answerCacheBytes(o.AnswerCacheBytes))
 	cp.st = eventStore{Store: cp.st, log: cp.ev} // wakes event followers after commits (events.go)
 	if len(o.SecretKey) > 0 {
 		s, err := seal.New(o.SecretKey)
@@ -168,11 +170,36 @@ func later(now time.Time, prev wiretime.Time) wiretime.Time {
 // pathID canonicalizes an id from a path; ok is false when it cannot be an
 // id at all (the resource is then simply not found).
 func pathID(id string) (string, bool) {
+	if isCanonicalUUID(id) {
+		return id, true // what uuid.Parse and String would give, without the copy
+	}
 	u, err := uuid.Parse(id)
 	if err != nil || len(id) != 36 {
 		return id, false
 	}
 	return u.String(), true
+}
+
+// isCanonicalUUID reports whether s is a UUID in the lowercase canonical
+// form (8-4-4-4-12 hex digits).
+func isCanonicalUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // storeErr keeps store sentinels from leaking: an error that matches one is
@@ -449,23 +476,30 @@ func (cp *ControlPlane) GetDeployment(ctx context.Context, tenant, id string) (*
 // and encodes; it is kept as the one call an HTTP GET needs (see
 // BENCHMARKS.md for its cost). Errors: as GetDeployment.
 func (cp *ControlPlane) GetDeploymentJSON(ctx context.Context, tenant, id string) ([]byte, error) {
+	return cp.AppendDeploymentJSON(ctx, nil, tenant, id)
+}
+
+// AppendDeploymentJSON is GetDeploymentJSON appending to dst: it returns
+// dst and the deployment's wire JSON, so that a caller may reuse its
+// buffers. On an error it returns dst as it was.
+func (cp *ControlPlane) AppendDeploymentJSON(ctx context.Context, dst []byte, tenant, id string) ([]byte, error) {
 	if err := apierr.CheckTenant(tenant); err != nil {
-		return nil, err
+		return dst, err
 	}
 	cid, ok := pathID(id)
 	if !ok {
-		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
+		return dst, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
 	}
-	var b []byte
+	out := dst
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		var err error
-		b, err = cp.getDeploymentJSON(r, tenant, cid)
+		out, err = cp.appendDeploymentJSON(r, dst, tenant, cid)
 		return err
 	})
 	if err != nil {
-		return nil, cp.storeErr("get deployment", err)
+		return dst, cp.storeErr("get deployment", err)
 	}
-	return b, nil
+	return out, nil
 }
 
 // UpdateDeployment applies a PATCH: immutable fields must equal the stored

@@ -62,6 +62,17 @@ type Options struct {
 	// (zero fields: 10,000 lines and 5 MiB per log); older lines are
 	// dropped and counted.
 	LogRetention LogRetention
+	// AnswerCacheBytes bounds the memory GetDeploymentJSON may keep of the
+	// answers it made (the wire JSON of recently read deployments, each
+	// beside the stored record it came from), so that reading a
+	// deployment that has not changed since costs a store read and a
+	// comparison rather than decoding its record, opening its secrets and
+	// encoding it. An answer is served only when the store still holds
+	// the very record it was made from, so every change is seen by the
+	// next read, whichever replica made it. The answers hold secret values
+	// in plain text, in this process's memory only. Default (0):
+	// DefaultAnswerCacheBytes. Negative: nothing is kept.
+	AnswerCacheBytes int
 
 	// PollInterval is how often Run looks in the store for work that other
 	// replicas created (work created through this ControlPlane wakes Run at

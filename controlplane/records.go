@@ -108,8 +108,9 @@ import (
 // ({"v":1,"n":name,"c":micros}; the key holds tenant and deployment id).
 // Listeners, integrations and the other records are still their JSON with
 // wire names.
-// getDeploymentJSON decodes and encodes: GET costs a decode of the compact
-// record (BENCHMARKS.md).
+// GetDeploymentJSON decodes and encodes a record once: the answer is kept
+// beside the stored bytes it came from and served again while the store
+// holds those very bytes (answercache.go; BENCHMARKS.md).
 //
 // The lifecycle's records follow the work, not the data: cp_pending holds
 // one lease per revision not terminal and per deployment AWAITING_DELETE
@@ -408,6 +409,16 @@ func getRecord[T any](r store.Reader, col, k, kind, id string) (*T, error) {
 
 // getDeployment reads a deployment of the tenant, or a *apierr.NotFoundError.
 func (cp *ControlPlane) getDeployment(r store.Reader, tenant, id string) (*deploymentRecord, error) {
+	b, err := cp.storedDeployment(r, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return cp.secrets.decodeDeployment(b, tenant, id)
+}
+
+// storedDeployment reads the stored record of a deployment of the tenant,
+// as the store holds it (valid during r's transaction only).
+func (cp *ControlPlane) storedDeployment(r store.Reader, tenant, id string) ([]byte, error) {
 	tp, err := cp.readTenant(r, tenant)
 	if err != nil {
 		return nil, err
@@ -416,21 +427,34 @@ func (cp *ControlPlane) getDeployment(r store.Reader, tenant, id string) (*deplo
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return cp.secrets.decodeDeployment(b, tenant, id)
+	return b, err
 }
 
-// getDeploymentJSON reads a deployment of the tenant as its wire JSON (what
-// json.Marshal of GetDeployment's result gives): the record decoded from its
-// storage form and encoded.
-func (cp *ControlPlane) getDeploymentJSON(r store.Reader, tenant, id string) ([]byte, error) {
-	rec, err := cp.getDeployment(r, tenant, id)
+// appendDeploymentJSON appends to dst a deployment of the tenant as its
+// wire JSON (what json.Marshal of GetDeployment's result gives): the
+// answer cp.answers kept for the very record stored (answercache.go), or
+// the record decoded from its storage form and encoded.
+func (cp *ControlPlane) appendDeploymentJSON(r store.Reader, dst []byte, tenant, id string) ([]byte, error) {
+	b, err := cp.storedDeployment(r, tenant, id)
 	if err != nil {
-		return nil, err
+		if errors.As(err, new(*apierr.NotFoundError)) {
+			cp.answers.drop(id)
+		}
+		return dst, err
 	}
-	return json.Marshal(rec.wire())
+	if a := cp.answers.get(tenant, id, b); a != nil {
+		return append(dst, a...), nil
+	}
+	rec, err := cp.secrets.decodeDeployment(b, tenant, id)
+	if err != nil {
+		return dst, err
+	}
+	a, err := json.Marshal(rec.wire())
+	if err != nil {
+		return dst, err
+	}
+	cp.answers.put(tenant, id, b, a)
+	return append(dst, a...), nil
 }
 
 // revisionRecord is a revision as the package works on it: the wire shape
