@@ -245,14 +245,18 @@ func getter(b *testing.B, url string) func(n int) {
 }
 
 // BenchmarkGetDeploymentParallel: GET /v2/deployments/{id} from 64
-// concurrent keep-alive connections, with the request log on (every record
-// formatted by slog.NewJSONHandler into io.Discard, as a server's log is
-// formatted), in alternating rounds (benchcmp.Interleave) against:
+// concurrent keep-alive connections, with the request log on as
+// cmd/deployplane has it (NewLogHandler's JSON lines into io.Discard: every
+// record is formatted), in alternating rounds (benchcmp.Interleave)
+// against:
 //
 //   - vs-bare: a bare net/http handler writing the same body, the same
 //     headers. Goals: 0.85x over storemem, 0.8x over storebolt.
 //   - log-cost: the same server with the request log off (no Logger).
 //     Goal: 0.95x, the log costs at most 5% of a GET.
+//   - slog-log-cost: the server off against one whose Logger is an
+//     embedder's slog.NewJSONHandler (each record handed to it as a
+//     slog.Record). No goal: what an embedder's own handler costs.
 //
 // BenchmarkGetDeployment sends one request at a time, which hides what
 // contends under concurrency.
@@ -262,10 +266,14 @@ func BenchmarkGetDeploymentParallel(b *testing.B) {
 			cp, d := benchDeployment(b, sb)
 			path := "/v2/deployments/" + d.ID
 			logged := httphandler.New(cp, &httphandler.Options{Authenticator: keyTable(b),
-				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+				Logger: slog.New(httphandler.NewLogHandler(io.Discard, httphandler.LogJSON))})
 			b.Cleanup(func() { _ = logged.Close() })
 			api, client := benchServer(b, logged)
 			quiet, _ := benchServer(b, httphandler.New(cp, &httphandler.Options{Authenticator: keyTable(b)}))
+			slogged := httphandler.New(cp, &httphandler.Options{Authenticator: keyTable(b),
+				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+			b.Cleanup(func() { _ = slogged.Close() })
+			withSlog, _ := benchServer(b, slogged)
 			// The bare handler writes the very body the API answers.
 			req, _ := http.NewRequest("GET", api.URL+path, nil)
 			req.Header.Set("X-Api-Key", keyA)
@@ -281,6 +289,7 @@ func BenchmarkGetDeploymentParallel(b *testing.B) {
 				_, _ = w.Write(body)
 			}))
 			getBare, getLogged, getQuiet := getter(b, bare.URL+path), getter(b, api.URL+path), getter(b, quiet.URL+path)
+			getSlog := getter(b, withSlog.URL+path)
 			b.Run("vs-bare", func(b *testing.B) {
 				getBare(getClients) // open the connections
 				getLogged(getClients)
@@ -291,6 +300,11 @@ func BenchmarkGetDeploymentParallel(b *testing.B) {
 				getQuiet(getClients)
 				getLogged(getClients)
 				benchcmp.Interleave(b, getQuiet, getLogged)
+			})
+			b.Run("slog-log-cost", func(b *testing.B) {
+				getQuiet(getClients)
+				getSlog(getClients)
+				benchcmp.Interleave(b, getQuiet, getSlog)
 			})
 		})
 	}

@@ -109,13 +109,16 @@ func (h *handler) getDeployment(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	// The stored wire JSON, not decoded and encoded again: the bytes
-	// writeJSON would send for GetDeployment's result, newline included.
-	b, err := h.cp.GetDeploymentJSON(c.r.Context(), c.tenant, ids[0])
+	// The wire JSON in one call (often an answer the ControlPlane kept
+	// for the very record stored): the bytes writeJSON would send for
+	// GetDeployment's result, but for the final newline.
+	p := h.lineBuffer()
+	*p, err = h.cp.AppendDeploymentJSON(c.r.Context(), *p, c.tenant, ids[0])
 	if err != nil {
+		h.release(p)
 		return 0, nil, err
 	}
-	return http.StatusOK, rawJSON(append(b, '\n')), nil
+	return http.StatusOK, jsonLine{p}, nil
 }
 
 func (h *handler) updateDeployment(c *call) (int, any, error) {

@@ -172,6 +172,7 @@ type handler struct {
 	heartbeat    time.Duration // of event streams
 
 	bufs     sync.Pool // *bytes.Buffer for encoding answers
+	lines    sync.Pool // *[]byte of jsonLine answers
 	idPrefix string
 	seq      atomic.Uint64
 }
@@ -362,6 +363,33 @@ type call struct {
 // rawJSON is a response body already encoded.
 type rawJSON []byte
 
+// jsonLine is a response body already encoded but for the newline that
+// ends every JSON answer (writeJSON's), which is written after it, in a
+// buffer of handler.lines that serve gives back once it is written.
+type jsonLine struct{ p *[]byte }
+
+// lineBuffer returns an empty buffer of h.lines, for a jsonLine.
+func (h *handler) lineBuffer() *[]byte {
+	if p, _ := h.lines.Get().(*[]byte); p != nil {
+		*p = (*p)[:0]
+		return p
+	}
+	return new([]byte)
+}
+
+// release gives p back to h.lines, unless it grew large.
+func (h *handler) release(p *[]byte) {
+	if cap(*p) <= 64<<10 {
+		h.lines.Put(p)
+	}
+}
+
+// jsonContentType is the Content-Type of JSON answers, shared: a header
+// value slice the handler sets and nobody modifies.
+var jsonContentType = []string{"application/json"}
+
+var newline = []byte{'\n'}
+
 // serve adapts an endpoint to net/http: request id, authentication, the
 // one error-to-answer mapping, and the request log.
 func (h *handler) serve(rt route) http.Handler {
@@ -388,22 +416,19 @@ func (h *handler) serve(rt route) http.Handler {
 				h.metrics.ObserveRequest(rt.path, r.Method, status, now.Sub(start))
 			}
 			if ctx := r.Context(); h.log.Enabled(ctx, slog.LevelInfo) {
-				// Built here, formatted and written by the request log's
-				// goroutine (requestlog.go).
-				rec := slog.NewRecord(now, slog.LevelInfo, "request", 0)
-				rec.AddAttrs(slog.String("method", r.Method), slog.String("path", logPath(r)), slog.Int("status", status),
-					slog.Duration("duration", now.Sub(start)), slog.String("request_id", id),
-					slog.String("tenant", c.tenant))
-				h.reqlog.add(ctx, rec)
+				// Formatted and written by the request log's goroutine
+				// (requestlog.go).
+				h.reqlog.add(ctx, &requestRecord{time: now, duration: now.Sub(start), status: status,
+					method: r.Method, path: logPath(r), id: id, tenant: c.tenant})
 			}
 		}()
 
 		var code int
 		var body any
 		var err error
-		var release func()
-		c.tenant, release, err = h.admit(w, r, rt) // caps, credentials, rate limit
-		defer release()
+		var held *gate
+		c.tenant, held, err = h.admit(w, r, rt) // caps, credentials, rate limit
+		defer held.leave()
 		if err == nil {
 			code, body, err = rt.serve(h, c)
 		}
@@ -428,6 +453,14 @@ func (h *handler) serve(rt route) http.Handler {
 			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 			w.WriteHeader(code)
 			_, _ = w.Write(b)
+		case jsonLine:
+			hd := w.Header()
+			hd["Content-Type"] = jsonContentType
+			hd["Content-Length"] = []string{strconv.Itoa(len(*b.p) + 1)}
+			w.WriteHeader(code)
+			_, _ = w.Write(*b.p)
+			_, _ = w.Write(newline)
+			h.release(b.p)
 		case htmlPage:
 			writeHTML(w, code, b)
 		case metricsBody:

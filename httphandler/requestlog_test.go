@@ -1,9 +1,14 @@
 package httphandler_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,4 +197,96 @@ func TestRequestLogHandlerPanics(t *testing.T) {
 		_ = h.Close()
 		checkRecords(t, c.records(), ids, []string{"/openapi.json", "/openapi.json"})
 	})
+}
+
+// TestLogHandlerRequestLines: with NewLogHandler's handler as the Logger,
+// the request log writes its records itself: after Close, every request
+// served has its line, in the order the requests ended, in slog's JSON
+// form; the records of other loggers sharing the handler (With, the
+// Error of a panic) go through slog and never interleave with them, though
+// the writer is a plain bytes.Buffer with no lock of its own (the race
+// detector would see two writes at once).
+func TestLogHandlerRequestLines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		logger := slog.New(httphandler.NewLogHandler(&out, httphandler.LogJSON))
+		h := httphandler.New(controlplane.New(storemem.New(), nil), &httphandler.Options{Logger: logger, LogBuffer: 8})
+		other := logger.With("service", "other")
+		var ids, paths []string
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := range 200 {
+				other.Info("elsewhere", "i", i)
+			}
+		})
+		for i := range 300 {
+			p := "/openapi.json"
+			if i%3 == 0 {
+				p = "/nowhere/" + strconv.Itoa(i) + "/\"quoted\" and spaced"
+			}
+			ids = append(ids, serveID(t, h, strings.ReplaceAll(strings.ReplaceAll(p, " ", "%20"), `"`, "%22")))
+			paths = append(paths, p)
+		}
+		wg.Wait()
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var recs []map[string]string
+		elsewhere := 0
+		for line := range strings.Lines(out.String()) {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("not a JSON line: %q: %v", line, err)
+			}
+			switch m["msg"] {
+			case "elsewhere":
+				if m["service"] != "other" || m["i"] != float64(elsewhere) {
+					t.Fatalf("record %d of the other logger: %v", elsewhere, m)
+				}
+				elsewhere++
+			case "request":
+				r := map[string]string{"service": "api"} // checkRecords wants the attribute of the other tests' loggers
+				for k, v := range m {
+					r[k] = fmt.Sprint(v)
+				}
+				recs = append(recs, r)
+			default:
+				t.Fatalf("unexpected line %q", line)
+			}
+		}
+		if elsewhere != 200 {
+			t.Errorf("%d records of the other logger, want 200", elsewhere)
+		}
+		checkRecords(t, recs, ids, paths)
+	})
+}
+
+// TestLogHandlerIsSlogs: NewLogHandler writes what slog's own handlers
+// write, for every record: a request's line (its time, duration and id
+// aside, which differ between two requests) and any other record.
+func TestLogHandlerIsSlogs(t *testing.T) {
+	for _, c := range []struct {
+		format httphandler.LogFormat
+		slog   func(io.Writer) slog.Handler
+	}{
+		{httphandler.LogJSON, func(w io.Writer) slog.Handler { return slog.NewJSONHandler(w, nil) }},
+		{httphandler.LogText, func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, nil) }},
+	} {
+		var mine, theirs bytes.Buffer
+		for _, h := range []slog.Handler{httphandler.NewLogHandler(&mine, c.format), c.slog(&theirs)} {
+			api := httphandler.New(controlplane.New(storemem.New(), nil), &httphandler.Options{Logger: slog.New(h)})
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest("GET", "/v2/deployments/x%20y", nil)
+			r.Header.Set("X-Request-Id", "the-id")
+			api.ServeHTTP(w, r)
+			_ = api.Close()
+			slog.New(h).Debug("not written")
+			slog.New(h).With("k", "v").WithGroup("g").Warn("other", "a", 1)
+		}
+		mask := regexp.MustCompile(`(time|duration)(=|":)"?[^ ,"]+"?`)
+		m, th := mask.ReplaceAllString(mine.String(), "$1"), mask.ReplaceAllString(theirs.String(), "$1")
+		if m != th || !strings.Contains(m, "the-id") || strings.Count(m, "\n") != 2 {
+			t.Errorf("format %d:\nNewLogHandler: %s\nslog:          %s", c.format, m, th)
+		}
+	}
 }

@@ -600,10 +600,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	// slog's text or JSON lines; through httphandler's handler, the request
+	// log formats and writes its lines itself, in batches.
+	logFormat := httphandler.LogText
 	if c.logFormat == "json" {
-		log = slog.New(slog.NewJSONHandler(stderr, nil))
+		logFormat = httphandler.LogJSON
 	}
+	log := slog.New(httphandler.NewLogHandler(stderr, logFormat))
 	metrics := prommetrics.New(&prommetrics.Options{Logger: log})
 
 	st, err := openStore(ctx, c.db, c.pgSchema, metrics.ObserveCommit)
