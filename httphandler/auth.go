@@ -141,6 +141,9 @@ func CanonicalTenant(s string) (string, bool) {
 	if len(s) != 36 {
 		return "", false
 	}
+	if isCanonicalUUID(s) {
+		return s, true // what parsing and formatting would give, without the copy
+	}
 	u, err := uuid.Parse(s)
 	if err != nil {
 		return "", false
@@ -196,4 +199,26 @@ func (h *handler) authenticate(r *http.Request) (*Principal, string, error) {
 		}
 	}
 	return p, "", &statusError{status: http.StatusForbidden, detail: detailTenantForbidden}
+}
+
+// isCanonicalUUID reports whether s is a UUID in the lowercase canonical
+// form (8-4-4-4-12 hex digits).
+func isCanonicalUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }

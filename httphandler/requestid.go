@@ -24,7 +24,10 @@ func (h *handler) requestID(r *http.Request) string {
 			return id
 		}
 	}
-	return h.idPrefix + "-" + strconv.FormatUint(h.seq.Add(1), 10)
+	var b [64]byte // on the stack: the string is the one allocation
+	id := append(append(b[:0], h.idPrefix...), '-')
+	id = strconv.AppendUint(id, h.seq.Add(1), 10)
+	return string(id)
 }
 
 // sanitizeRequestID keeps the safe bytes of v, at most MaxRequestIDBytes

@@ -80,8 +80,9 @@ func (g *gate) enter() bool {
 	}
 }
 
+// leave gives back a place taken by enter; a nil gate has none.
 func (g *gate) leave() {
-	if g.max > 0 {
+	if g != nil && g.max > 0 {
 		g.n.Add(-1)
 	}
 }
@@ -142,23 +143,21 @@ func (l *load) gateOf(rt route, r *http.Request) *gate {
 	return &l.inFlight
 }
 
-// noRelease is the release of a request that holds no place.
-func noRelease() {}
-
 // admit decides whether the handler serves r, before the endpoint runs:
 // the concurrency caps (503), then the credentials (for routes that need
 // them) and the rate limit (429). It returns the tenant of an
-// authenticated request and release, which the caller must call (defer)
-// when the request is done; it is never nil, even with an error. Headers
-// of the answer (Retry-After, RateLimit-*) are set on w.
-func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt route) (tenant string, release func(), err error) {
+// authenticated request and the gate whose place the request holds, which
+// the caller must leave (defer release.leave()) when the request is done;
+// nil, which leaves nothing, when it holds none. Headers of the answer
+// (Retry-After, RateLimit-*) are set on w.
+func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt route) (tenant string, release *gate, err error) {
 	g := h.load.gateOf(rt, r)
 	if g == nil {
 		// The health routes: no cap, no rate limit.
 		if !rt.public {
 			_, tenant, err = h.authenticate(r)
 		}
-		return tenant, noRelease, err
+		return tenant, nil, err
 	}
 	if !g.enter() {
 		w.Header().Set("Retry-After", retryAfterBusy)
@@ -166,9 +165,9 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt route) (tenan
 		if g == &h.load.longPolls {
 			detail = detailBusyLongPoll
 		}
-		return "", noRelease, &statusError{status: http.StatusServiceUnavailable, detail: detail}
+		return "", nil, &statusError{status: http.StatusServiceUnavailable, detail: detail}
 	}
-	release = g.leave
+	release = g
 	rl := h.load.rate
 	if rl == nil {
 		if !rt.public {
