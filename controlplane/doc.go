@@ -23,7 +23,8 @@
 //	lifecycle    Run, Process, HandleGitHubPush, ReportDeploymentStatus
 //	logs         ListLogs, AppendLogs (and Reporter.Log during the work)
 //	events       FollowEvents (EventStream.Next), WaitRevision
-//	for HTTP     GetDeploymentJSON (the wire JSON in one call), Limits
+//	for HTTP     GetDeploymentJSON, AppendDeploymentJSON (the wire JSON in
+//	             one call), Limits
 //
 // A deployment starts AWAITING_DATABASE with a first revision in status
 // CREATING; PATCHes, redeploys and build_on_push pushes add revisions
@@ -349,6 +350,14 @@
 // fails with an error wrapping ErrSecretKey; records with plain-text
 // secrets (written without a key, or by earlier builds) still read with a
 // key and are sealed when next written.
+//
+// GetDeploymentJSON (and AppendDeploymentJSON) keep, in memory, the wire
+// JSON they made of recently read deployments, secret values included,
+// bounded by Options.AnswerCacheBytes (4 MiB by default; negative keeps
+// nothing). Each read still reads the stored record and serves the kept
+// answer only when the record is byte for byte the one it was made from,
+// so a change made through any ControlPlane over the store shows in the
+// next read.
 //
 // Key rotation is not supported yet: there is one key, and no command
 // re-seals a store under another. A sealed value starts with a version

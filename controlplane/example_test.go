@@ -2,6 +2,7 @@ package controlplane_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -226,4 +227,29 @@ func ExampleOptions_secretKey() {
 	// Output:
 	// OPENAI_API_KEY sk-...
 	// true
+}
+
+// ExampleControlPlane_AppendDeploymentJSON appends a deployment's wire
+// JSON to a buffer the caller reuses, as an HTTP layer does for GET.
+func ExampleControlPlane_AppendDeploymentJSON() {
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), nil)
+	d := exampleDeployment(ctx, cp)
+
+	buf := make([]byte, 0, 4096)
+	for range 2 { // the second read is served from what the first made
+		var err error
+		buf, err = cp.AppendDeploymentJSON(ctx, buf[:0], exampleTenant, d.ID)
+		if err != nil {
+			panic(err)
+		}
+		var got controlplane.Deployment
+		if err := json.Unmarshal(buf, &got); err != nil {
+			panic(err)
+		}
+		fmt.Println(got.Name, got.Status, got.Secrets[0].Name)
+	}
+	// Output:
+	// support-agent AWAITING_DATABASE OPENAI_API_KEY
+	// support-agent AWAITING_DATABASE OPENAI_API_KEY
 }

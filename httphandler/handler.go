@@ -79,7 +79,9 @@ type Options struct {
 	// that runs while records wait; call the Handler's Close after
 	// http.Server.Shutdown so that the last ones are written before the
 	// program exits. Error records are written synchronously, before the
-	// request's own record.
+	// request's own record. With a Logger of NewLogHandler's handler, the
+	// request records are formatted by the handler's own encoder (slog's
+	// lines, several times cheaper) and written in batches.
 	Logger *slog.Logger
 	// LogBuffer is the number of request records that may wait for
 	// Logger's handler. When that many wait, a request ending waits for
