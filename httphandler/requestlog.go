@@ -3,6 +3,7 @@ package httphandler
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"sync"
 )
 
@@ -84,18 +85,31 @@ func (l *requestLog) add(ctx context.Context, rec *requestRecord) {
 // left.
 func (l *requestLog) drain() {
 	var batch []pendingRecord
+	yielded := false
 	for {
 		l.mu.Lock()
 		if batch != nil {
 			clear(batch) // drop the contexts and strings for the collector
 			l.spare = batch[:0]
+			batch = nil
 		}
 		if len(l.pending) == 0 {
+			if !yielded {
+				// Let the requests running meanwhile add theirs before
+				// ending: under load the next record is usually a
+				// moment away, and starting a goroutine for it costs
+				// more than this.
+				yielded = true
+				l.mu.Unlock()
+				runtime.Gosched()
+				continue
+			}
 			l.draining = false
 			l.idle.Broadcast()
 			l.mu.Unlock()
 			return
 		}
+		yielded = false
 		batch, l.pending = l.pending, l.spare
 		l.spare = nil
 		l.room.Broadcast()
