@@ -60,8 +60,9 @@
 //
 // An endpoint decodes, calls one ControlPlane method and returns a status
 // and a body, or an error (GET /v2/deployments/{id} answers
-// ControlPlane.GetDeploymentJSON, the wire JSON in one call: the same bytes
-// and headers as any encoded answer); one function (errorReply) maps errors to
+// ControlPlane.AppendDeploymentJSON, the wire JSON in one call, appended
+// to a pooled buffer: the same bytes and headers as any encoded answer);
+// one function (errorReply) maps errors to
 // answers, one case per error of package apierr, the vocabulary both
 // domains share: *apierr.ValidationError 422 {"detail": [{loc, msg, type}]}
 // (at most 100 problems, below), apierr.ErrNotFound 404,
