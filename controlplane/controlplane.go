@@ -471,10 +471,13 @@ func (cp *ControlPlane) GetDeployment(ctx context.Context, tenant, id string) (*
 }
 
 // GetDeploymentJSON returns a deployment of the tenant as its wire JSON,
-// the bytes json.Marshal of GetDeployment's result would give. The stored
-// record is in a compact storage form, not the wire form, so this decodes
-// and encodes; it is kept as the one call an HTTP GET needs (see
-// BENCHMARKS.md for its cost). Errors: as GetDeployment.
+// the bytes json.Marshal of GetDeployment's result would give, in a slice
+// of the caller's. The stored record is in a compact storage form, not the
+// wire form: the first read of a record decodes and encodes it, and the
+// answer is kept (Options.AnswerCacheBytes) for the next reads, which
+// serve it as long as the store holds the very same record (see
+// BENCHMARKS.md for the cost). It is the one call an HTTP GET needs.
+// Errors: as GetDeployment.
 func (cp *ControlPlane) GetDeploymentJSON(ctx context.Context, tenant, id string) ([]byte, error) {
 	return cp.AppendDeploymentJSON(ctx, nil, tenant, id)
 }

@@ -386,10 +386,6 @@ func (h *handler) release(p *[]byte) {
 	}
 }
 
-// jsonContentType is the Content-Type of JSON answers, shared: a header
-// value slice the handler sets and nobody modifies.
-var jsonContentType = []string{"application/json"}
-
 var newline = []byte{'\n'}
 
 // serve adapts an endpoint to net/http: request id, authentication, the
@@ -457,8 +453,8 @@ func (h *handler) serve(rt route) http.Handler {
 			_, _ = w.Write(b)
 		case jsonLine:
 			hd := w.Header()
-			hd["Content-Type"] = jsonContentType
-			hd["Content-Length"] = []string{strconv.Itoa(len(*b.p) + 1)}
+			hd.Set("Content-Type", "application/json")
+			hd["Content-Length"] = []string{strconv.Itoa(len(*b.p) + 1)} // the key is canonical
 			w.WriteHeader(code)
 			_, _ = w.Write(*b.p)
 			_, _ = w.Write(newline)

@@ -439,11 +439,12 @@ func locTypes(ps []apierr.Problem) []string {
 	return out
 }
 
-// TestGetDeploymentBytes: GET /v2/deployments/{id} answers the stored wire
-// JSON (ControlPlane.GetDeploymentJSON) with exactly the bytes and headers
+// TestGetDeploymentBytes: GET /v2/deployments/{id} answers the wire JSON
+// of ControlPlane.AppendDeploymentJSON with exactly the bytes and headers
 // of encoding the deployment like every other answer: json.Marshal of
 // GetDeployment's result (HTML characters escaped) and a newline, with
-// Content-Type, Content-Length and X-Request-Id.
+// Content-Type, Content-Length and X-Request-Id; the same when read again
+// (the answer the ControlPlane kept, in a reused buffer).
 func TestGetDeploymentBytes(t *testing.T) {
 	cp := controlplane.New(storemem.New(), nil)
 	s := newServerCP(t, cp, nil)
@@ -451,7 +452,8 @@ func TestGetDeploymentBytes(t *testing.T) {
 	tricky := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", `{"name": "tricky", "source": "external_docker",
 		"source_revision_config": {"image_uri": "registry.example/a<b>&c:1"},
 		"secrets": [{"name": "S", "value": "<&>\"\\ ünï \u2028 <script>"}]}`, 201)
-	for _, id := range []string{f.github.ID, f.docker.ID, tricky.ID} {
+	ids := []string{f.github.ID, f.docker.ID, tricky.ID}
+	for _, id := range append(ids, ids...) {
 		d, err := cp.GetDeployment(context.Background(), tenantA, id)
 		if err != nil {
 			t.Fatal(err)
