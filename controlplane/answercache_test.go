@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/deployplane/deployplane/apierr"
@@ -163,5 +165,62 @@ func TestAppendDeploymentJSON(t *testing.T) {
 	got, err := cp.AppendDeploymentJSON(ctx, []byte("prefix:"), "t2", d.ID)
 	if !errors.Is(err, apierr.ErrNotFound) || string(got) != "prefix:" {
 		t.Fatalf("another tenant's: %q, %v", got, err)
+	}
+}
+
+// TestGetDeploymentJSONConcurrent: readers of a deployment that is PATCHed
+// meanwhile each see its display name only move forward (a kept answer is
+// never older than what the reader saw before), every answer is whole, and
+// the last read after the writes sees the last one.
+func TestGetDeploymentJSONConcurrent(t *testing.T) {
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), &controlplane.Options{AnswerCacheBytes: 64 << 10})
+	d, err := cp.CreateDeployment(ctx, "t1", &controlplane.CreateDeploymentRequest{Name: new("a"), DisplayName: new("v000"),
+		Source:               new(controlplane.SourceExternalDocker),
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("r/a:1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writes = 60
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for r := range 4 {
+		wg.Go(func() {
+			seen := ""
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				b, err := cp.GetDeploymentJSON(ctx, "t1", d.ID)
+				if err != nil {
+					t.Errorf("reader %d: %v", r, err)
+					return
+				}
+				var got controlplane.Deployment
+				if err := json.Unmarshal(b, &got); err != nil || got.DisplayName == nil {
+					t.Errorf("reader %d: %s: %v", r, b, err)
+					return
+				}
+				if *got.DisplayName < seen {
+					t.Errorf("reader %d: display name %s after %s", r, *got.DisplayName, seen)
+					return
+				}
+				seen = *got.DisplayName
+			}
+		})
+	}
+	for i := 1; i <= writes; i++ {
+		if _, err := cp.UpdateDeployment(ctx, "t1", d.ID, &controlplane.UpdateDeploymentRequest{
+			DisplayName: new(fmt.Sprintf("v%03d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
+	b, err := cp.GetDeploymentJSON(ctx, "t1", d.ID)
+	if err != nil || !bytes.Contains(b, []byte(fmt.Sprintf(`"display_name":"v%03d"`, writes))) {
+		t.Fatalf("after the writes: %s, %v", b, err)
 	}
 }
