@@ -135,7 +135,49 @@ func scanGrams(r store.Reader, tp, needle string, fn func(tail string) (bool, er
 			grams = append(grams, g)
 		}
 	}
+	grams, err := sparsestGrams(r, tp, grams)
+	if err != nil {
+		return err
+	}
 	return leapfrog(r, tp, grams, fn)
+}
+
+// Since every candidate is confirmed on its summary, the lists intersected
+// may be any subset of the needle's grams: sparsestGrams keeps the
+// leapfrogGrams that look sparsest, judged by how far back their
+// densityProbe-th newest record lies (a list shorter than that is
+// sparsest). A gram every name holds ("age" of "agent-...") would cost a
+// seek per candidate and rule nothing out.
+const (
+	leapfrogGrams = 3
+	densityProbe  = 32
+)
+
+func sparsestGrams(r store.Reader, tp string, grams []string) ([]string, error) {
+	if len(grams) <= leapfrogGrams {
+		return grams, nil
+	}
+	reach := make(map[string]string, len(grams)) // gram -> its densityProbe-th newest tail, "" when shorter
+	for _, g := range grams {
+		prefix := tp + g
+		n, last := 0, ""
+		err := r.Scan(colDeploymentGrams, prefix, &store.ScanOptions{Reverse: true}, func(k string, _ []byte) (bool, error) {
+			n++
+			if n == densityProbe {
+				last = k[len(prefix):]
+			}
+			return n < densityProbe, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return []string{g}, nil // an empty list: nothing matches
+		}
+		reach[g] = last
+	}
+	slices.SortStableFunc(grams, func(a, b string) int { return strings.Compare(reach[a], reach[b]) })
+	return grams[:leapfrogGrams], nil
 }
 
 // seekGram returns the newest tail of gram's list that is not newer than

@@ -318,6 +318,7 @@ type tagCursor struct {
 	prefix string
 	buf    []string // tails read and not yet merged, newest first
 	last   string   // the last key read: where the next chunk starts
+	chunk  int      // the size of the last chunk read
 	done   bool
 }
 
@@ -328,6 +329,10 @@ func (c *tagCursor) fill(r store.Reader) error {
 		return nil
 	}
 	opts := &store.ScanOptions{Reverse: true, Start: c.last}
+	// The first chunk is small (many cursors may be merged, most of which
+	// give few records to a page), the later ones double up to tagChunk.
+	chunk := max(min(2*c.chunk, tagChunk), 8)
+	c.chunk = chunk
 	n := 0
 	col := c.col
 	if col == "" {
@@ -340,9 +345,9 @@ func (c *tagCursor) fill(r store.Reader) error {
 		c.buf = append(c.buf, k[len(c.prefix):])
 		c.last = k
 		n++
-		return n < tagChunk, nil
+		return n < chunk, nil
 	})
-	c.done = n < tagChunk
+	c.done = n < chunk
 	return err
 }
 
