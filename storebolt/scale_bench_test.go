@@ -101,7 +101,9 @@ type scaleQuery struct {
 }
 
 var scaleQueries = []scaleQuery{
-	{"first-page", func(int) *controlplane.ListDeploymentsQuery { return &controlplane.ListDeploymentsQuery{Limit: new(100)} }, 100},
+	{"first-page", func(int) *controlplane.ListDeploymentsQuery {
+		return &controlplane.ListDeploymentsQuery{Limit: new(100)}
+	}, 100},
 	{"offset-half", func(n int) *controlplane.ListDeploymentsQuery {
 		return &controlplane.ListDeploymentsQuery{Limit: new(100), Offset: n / 2}
 	}, 100},
