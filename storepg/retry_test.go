@@ -178,7 +178,7 @@ func TestIgnoredStatementError(t *testing.T) {
 		}
 		cancel()
 		second = tx.Create("c", "b", []byte("2")) // sent at once (a Put is held back)
-		return nil // ignoring second
+		return nil                                // ignoring second
 	})
 	if second == nil {
 		t.Fatal("Create after cancelling the context succeeded; the test needs it to fail")
