@@ -143,14 +143,18 @@ func scanGrams(r store.Reader, tp, needle string, fn func(tail string) (bool, er
 }
 
 // Since every candidate is confirmed on its summary, the lists intersected
-// may be any subset of the needle's grams: sparsestGrams keeps the
-// leapfrogGrams that look sparsest, judged by how far back their
-// densityProbe-th newest record lies (a list shorter than that is
-// sparsest). A gram every name holds ("age" of "agent-...") would cost a
-// seek per candidate and rule nothing out.
+// may be any subset of the needle's grams: sparsestGrams leaves out the
+// lists that look dense, which would cost a seek per candidate and rule
+// little out (a gram every name holds, "age" of "agent-..."). A list is
+// judged by its densityProbe-th newest record: if that lies among the
+// tenant's densityProbe*densityRatio newest deployments, the list holds
+// about one in densityRatio or more of them, and is left out. The others
+// are kept, sparsest first (a list shorter than densityProbe first of
+// all); when every list looks dense, the leapfrogGrams sparsest are kept.
 const (
-	leapfrogGrams = 3
+	leapfrogGrams = 2
 	densityProbe  = 32
+	densityRatio  = 8
 )
 
 func sparsestGrams(r store.Reader, tp string, grams []string) ([]string, error) {
@@ -177,7 +181,24 @@ func sparsestGrams(r store.Reader, tp string, grams []string) ([]string, error) 
 		reach[g] = last
 	}
 	slices.SortStableFunc(grams, func(a, b string) int { return strings.Compare(reach[a], reach[b]) })
-	return grams[:leapfrogGrams], nil
+	// The tenant's densityProbe*densityRatio-th newest deployment.
+	var ref string
+	n := 0
+	err := r.Scan(colDeploymentOrder, tp, &store.ScanOptions{Reverse: true}, func(k string, _ []byte) (bool, error) {
+		n++
+		ref = k[len(tp):]
+		return n < densityProbe*densityRatio, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	keep := leapfrogGrams
+	if n == densityProbe*densityRatio {
+		for keep < len(grams) && reach[grams[keep]] < ref {
+			keep++
+		}
+	}
+	return grams[:keep], nil
 }
 
 // seekGram returns the newest tail of gram's list that is not newer than
