@@ -228,10 +228,20 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 
 // listByIndex walks one index newest first and returns the tails
 // (timeKey+encID(id)) of the page: the index that answers one filter
-// exactly, the name blocks for name_contains, or the order records when
-// there is no filter. The other filters are checked on the candidates'
-// summaries. tp is the tenant prefix.
+// exactly, the gram index for name_contains (grams.go), or the order
+// records when there is no filter, whose offset is skipped over the order
+// counts (ordercounts.go). The other filters are checked on the
+// candidates' summaries. tp is the tenant prefix.
+//
+// A tenant that still has name blocks (written before the gram index and
+// the order counts, until Migrate has moved them) is listed without
+// either: name_contains is checked on the summaries of the order walk and
+// the offset is skipped record by record.
 func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
+	indexed, err := gramsComplete(r, tp)
+	if err != nil {
+		return nil, err
+	}
 	col, prefix := colDeploymentOrder, tp
 	// Priority: most selective first, as a rule of thumb (no counts are
 	// kept): an image version names few deployments, a name substring is
@@ -239,7 +249,7 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 	switch {
 	case q.ImageVersion != "":
 		col, prefix = colDeploymentIndex, indexPrefix(tp, idxImage, q.ImageVersion)
-	case f.needle != "":
+	case f.needle != "" && indexed:
 		col = ""
 	case q.DeploymentType != "":
 		col, prefix = colDeploymentIndex, indexPrefix(tp, idxType, string(q.DeploymentType))
@@ -265,18 +275,28 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 		return len(tails) < limit, nil
 	}
 	if col == "" {
-		// Names match in the blocks; the summary is read only when
-		// another filter needs it.
-		needle, names := f.needle, *f
-		names.needle = ""
-		names.enabled = names.status != "" || names.dtype != "" || names.source != "" || names.image != ""
-		f = &names
-		err := scanNames(r, tp, needle, func(orderKey string) (bool, error) {
-			return visit(orderKey[len(tp):])
-		})
+		// The gram index yields candidates; their summaries are read
+		// when the candidates are not exactly the matches or another
+		// filter needs them.
+		needle := f.needle
+		if gramsExact(needle) {
+			names := *f
+			names.needle = ""
+			names.enabled = names.status != "" || names.dtype != "" || names.source != "" || names.image != ""
+			f = &names
+		}
+		err := scanGrams(r, tp, needle, visit)
 		return tails, err
 	}
-	err := r.Scan(col, prefix, &store.ScanOptions{Reverse: true}, func(k string, _ []byte) (bool, error) {
+	opts := &store.ScanOptions{Reverse: true}
+	if col == colDeploymentOrder && !f.enabled && skip > 0 && indexed {
+		start, rest, err := skipOrder(r, tp, skip)
+		if err != nil || start == "" {
+			return nil, err
+		}
+		opts.Start, skip = start, rest
+	}
+	err = r.Scan(col, prefix, opts, func(k string, _ []byte) (bool, error) {
 		return visit(k[len(prefix):])
 	})
 	return tails, err
@@ -291,11 +311,14 @@ func (f *summaryFilter) check(r store.Reader, tp, tail string) (bool, error) {
 	return f.match(string(b)), nil
 }
 
-// tagCursor walks one tag index newest first, a chunk at a time.
+// tagCursor walks one list of keys (a tag index, a gram's records) newest
+// first, a chunk at a time.
 type tagCursor struct {
+	col    string // colDeploymentIndex when ""
 	prefix string
 	buf    []string // tails read and not yet merged, newest first
 	last   string   // the last key read: where the next chunk starts
+	chunk  int      // the size of the last chunk read
 	done   bool
 }
 
@@ -306,17 +329,25 @@ func (c *tagCursor) fill(r store.Reader) error {
 		return nil
 	}
 	opts := &store.ScanOptions{Reverse: true, Start: c.last}
+	// The first chunk is small (many cursors may be merged, most of which
+	// give few records to a page), the later ones double up to tagChunk.
+	chunk := max(min(2*c.chunk, tagChunk), 8)
+	c.chunk = chunk
 	n := 0
-	err := r.Scan(colDeploymentIndex, c.prefix, opts, func(k string, _ []byte) (bool, error) {
+	col := c.col
+	if col == "" {
+		col = colDeploymentIndex
+	}
+	err := r.Scan(col, c.prefix, opts, func(k string, _ []byte) (bool, error) {
 		if k == c.last {
 			return true, nil // Start is inclusive: already merged
 		}
 		c.buf = append(c.buf, k[len(c.prefix):])
 		c.last = k
 		n++
-		return n < tagChunk, nil
+		return n < chunk, nil
 	})
-	c.done = n < tagChunk
+	c.done = n < chunk
 	return err
 }
 

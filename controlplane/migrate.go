@@ -31,6 +31,13 @@ var migrateBatchSize = 512
 // the ids' text and 16-hex-digit times joined with "/"; the current one
 // (records.go, keys.go) uses a per-tenant prefix, 16-byte ids and 8-byte
 // times. Record values are unchanged.
+//
+// Then it replaces the name blocks that earlier builds kept for
+// name_contains (nameblocks.go) by the gram index (grams.go) and the order
+// counts (ordercounts.go), one block of up to 256 deployments per Update,
+// resumable and safe to run from several replicas the same way. Until a
+// tenant has no block left, its lists check names on the summaries and
+// skip offsets record by record (correct, at the earlier cost).
 func (cp *ControlPlane) Migrate(ctx context.Context) error {
 	for _, m := range []struct {
 		col, prefix string
@@ -68,6 +75,23 @@ func (cp *ControlPlane) Migrate(ctx context.Context) error {
 			}
 			old = n == migrateBatchSize
 		}
+	}
+	var blocks bool
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		return r.Scan(colDeploymentNameBlocks, "", nil, func(string, []byte) (bool, error) {
+			blocks = true
+			return false, nil
+		})
+	})
+	if err != nil {
+		return cp.storeErr("migrate "+colDeploymentNameBlocks, err)
+	}
+	if blocks {
+		n, err := cp.migrateNameBlocks(ctx) // nameblocks.go
+		if err != nil {
+			return cp.storeErr("migrate "+colDeploymentNameBlocks, err)
+		}
+		cp.log.Info("controlplane: moved name blocks to the gram index and order counts", "deployments", n)
 	}
 	cp.notify()
 	return nil

@@ -118,7 +118,10 @@ func checkNoOldKeys(t *testing.T, st store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, col := range []string{"cp_deployments", "cp_deployment_order", "cp_deployment_summaries", "cp_deployment_name_blocks",
+	if n := len(recs["cp_deployment_name_blocks"]); n > 0 {
+		t.Errorf("%d name blocks left after migration (the gram index and order counts replace them)", n)
+	}
+	for _, col := range []string{"cp_deployments", "cp_deployment_order", "cp_deployment_summaries", "cp_deployment_grams", "cp_deployment_counts",
 		"cp_deployment_index", "cp_deployment_names", "cp_revisions", "cp_revision_order", "cp_tracing_projects", "cp_pending"} {
 		if len(recs[col]) == 0 {
 			t.Errorf("%s is empty after migration", col)
@@ -154,6 +157,67 @@ func TestMigrateLayoutFixture(t *testing.T) {
 		t.Fatalf("the fixture holds only %d records", n)
 	}
 	checkLayoutAnswers(t, cp)
+	checkListsAgree(t, cp)
+}
+
+// checkListsAgree: over the migrated fixture, every unfiltered page (each
+// offset, skipped over the order counts) and name_contains for every
+// substring of 1 to 4 bytes of the tenants' names, in both cases, answer
+// what the whole list, filtered the obvious way, says.
+func checkListsAgree(t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	ctx := context.Background()
+	for _, tenant := range layoutTenants {
+		all, err := cp.ListDeployments(ctx, tenant, &controlplane.ListDeploymentsQuery{Limit: new(controlplane.MaxPageLimit)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all.Resources) < 10 {
+			t.Fatalf("%s: only %d deployments", tenant, len(all.Resources))
+		}
+		needles := map[string]bool{"zzz": true, "\u212a": true}
+		for i, d := range all.Resources {
+			for n := 1; n <= 4; n++ {
+				for j := 0; j+n <= len(d.Name); j++ {
+					needles[d.Name[j:j+n]] = true
+					needles[strings.ToUpper(d.Name[j:j+n])] = true
+				}
+			}
+			page, err := cp.ListDeployments(ctx, tenant, &controlplane.ListDeploymentsQuery{Limit: new(3), Offset: i})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want []string
+			for _, d := range page.Resources {
+				got = append(got, d.ID)
+			}
+			for _, d := range all.Resources[i:min(i+3, len(all.Resources))] {
+				want = append(want, d.ID)
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("%s: page of 3 at %d (-want +got):\n%s", tenant, i, d)
+			}
+		}
+		for needle := range needles {
+			q := &controlplane.ListDeploymentsQuery{NameContains: needle, Limit: new(controlplane.MaxPageLimit)}
+			page, err := cp.ListDeployments(ctx, tenant, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want []string
+			for _, d := range page.Resources {
+				got = append(got, d.ID)
+			}
+			for _, d := range all.Resources {
+				if matches(&d, q) {
+					want = append(want, d.ID)
+				}
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("%s: name_contains %q (-want +got):\n%s", tenant, needle, d)
+			}
+		}
+	}
 }
 
 // failingStore fails every Update after the first few, as a crash would.
@@ -177,7 +241,8 @@ func (s *failingStore) Update(ctx context.Context, fn func(store.Tx) error) erro
 func TestMigrateResumes(t *testing.T) {
 	ctx := context.Background()
 	controlplane.SetMigrateBatch(t, 16) // several batches per collection
-	for _, crashAfter := range []int64{0, 1, 5, 17, 40} {
+	// The migration takes 48 Updates; the last few move the name blocks.
+	for _, crashAfter := range []int64{0, 1, 5, 17, 40, 43, 45, 47} {
 		st := storemem.New()
 		controlplanetest.LoadLayoutV0(t, st)
 		fs := &failingStore{Store: st}
@@ -187,7 +252,7 @@ func TestMigrateResumes(t *testing.T) {
 			t.Fatalf("crash after %d: %v", crashAfter, err)
 		}
 		if err == nil {
-			t.Fatalf("the migration took only %d Updates", crashAfter)
+			t.Fatalf("the migration took only %d Updates", crashAfter-fs.left.Load())
 		}
 		var wg sync.WaitGroup
 		errs := make([]error, 4)
@@ -203,6 +268,7 @@ func TestMigrateResumes(t *testing.T) {
 		checkNoOldKeys(t, st)
 		t.Run(fmt.Sprint("crash after ", crashAfter), func(t *testing.T) {
 			checkLayoutAnswers(t, controlplane.New(st, layoutOptions(100_000, layoutLaterNow)))
+			checkListsAgree(t, controlplane.New(st, layoutOptions(200_000, layoutLaterNow)))
 		})
 	}
 }

@@ -2,25 +2,31 @@ package controlplane
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/deployplane/deployplane/store"
 )
 
-// The name blocks are the compact index that answers name_contains, a
-// substring filter no key prefix can answer. Each block is one record of
+// The name blocks are the index that answered name_contains before the
+// gram index (grams.go): stores written by earlier builds hold them, and
+// Migrate turns each into the gram records and order counts of its
+// deployments (migrateNameBlocks). Until then, removing one of its
+// deployments edits its block (removeName), and lists of a tenant that
+// has blocks check names on the summaries. Each block is one record of
 // cp_deployment_name_blocks: the lowercased names of up to nameBlockMax
 // deployments joined by '\n', in the order of their order records
 // (tenant prefix, timeKey, encID(id)); the block's key is the order key of its first
 // deployment. So the k-th name of a block belongs to the k-th order record
 // at or after the block's key, and a block need not repeat the ids: it is
 // a few kilobytes, and one bytes.Index over it finds its matches. Names are
-// immutable, so a block changes only when a deployment is created (one name
-// inserted, the block split in two when full) or removed. A name_contains
-// list reads the blocks newest first, about 400 records for 100k
-// deployments, and resolves only the matches to order keys.
+// immutable, so a block changed only when a deployment was created (one
+// name inserted, the block split in two when full) or removed. Since every
+// create rewrote the tenant's newest block, creates into one tenant
+// conflicted with each other over storepg.
 const nameBlockMax = 256
 
 var errCorruptBlock = errors.New("controlplane: a name block names more deployments than there are")
@@ -87,28 +93,6 @@ func putNameBlocks(tx store.Tx, tp, old, first string, names []string) error {
 	return tx.Put(colDeploymentNameBlocks, second, []byte(strings.Join(names[half:], "\n")))
 }
 
-// addName inserts the name of the deployment at orderKey, whose order
-// record is already written, into the name blocks.
-func addName(tx store.Tx, tp, orderKey, name string) error {
-	key, names, err := nameBlockAt(tx, tp, orderKey)
-	if err != nil {
-		return err
-	}
-	first, i := orderKey, 0
-	if key != "" && key < orderKey {
-		first = key
-		// Its place: the number of order records in [key, orderKey).
-		err := orderKeys(tx, tp, key, func(j int, k string) bool {
-			i = j
-			return k >= orderKey
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return putNameBlocks(tx, tp, key, first, slices.Insert(names, i, strings.ToLower(name)))
-}
-
 // removeName deletes the name of the deployment at orderKey from the name
 // blocks; call it before deleting the order record.
 func removeName(tx store.Tx, tp, orderKey string) error {
@@ -138,56 +122,91 @@ func removeName(tx store.Tx, tp, orderKey string) error {
 	return putNameBlocks(tx, tp, key, first, slices.Delete(names, i, i+1))
 }
 
-// scanNames calls fn with the order key of every deployment of the tenant
-// whose lowercased name contains needle (lowercase, non-empty), newest
-// first, until fn returns false.
-func scanNames(r store.Reader, tp, needle string, fn func(orderKey string) (bool, error)) error {
-	for i := 0; i < len(needle); i++ {
-		if b := needle[i]; !isAlnum(b) && b != '.' && b != '_' && b != '-' {
-			return nil // no name holds this byte
-		}
-	}
-	nb := []byte(needle)
-	var hits []int // name indexes of the block's matches
-	return r.Scan(colDeploymentNameBlocks, tp, &store.ScanOptions{Reverse: true}, func(key string, names []byte) (bool, error) {
-		hits = hits[:0]
-		entry, counted := 0, 0
-		for from := 0; ; {
-			j := bytes.Index(names[from:], nb)
-			if j < 0 {
-				break
+// migrateNameBlocks gives the deployments of each name block their gram
+// records and order counts and deletes the block, one block per Update,
+// until none is left; it returns how many deployments it indexed. Each
+// Update is whole (the block goes with the records that replace it), so
+// the work may stop anywhere and resume, and replicas may run it at once.
+// A deployment already indexed (created by this build among the block's
+// order records) is passed over, so none is counted twice.
+func (cp *ControlPlane) migrateNameBlocks(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, more := 0, false
+		err := cp.st.Update(ctx, func(tx store.Tx) error {
+			n, more = 0, false
+			var key string
+			var val []byte
+			err := tx.Scan(colDeploymentNameBlocks, "", nil, func(k string, v []byte) (bool, error) {
+				if tenantPrefixLen(k) > 0 {
+					key, val = k, v
+				}
+				return false, nil
+			})
+			if err != nil || key == "" {
+				return err
 			}
-			at := from + j
-			entry += bytes.Count(names[counted:at], []byte{'\n'})
-			counted = at
-			hits = append(hits, entry)
-			next := bytes.IndexByte(names[at:], '\n')
-			if next < 0 {
-				break
+			more = true
+			tp := key[:tenantPrefixLen(key)]
+			want := bytes.Count(val, []byte{'\n'}) + 1
+			for start := key; n < want && start != ""; {
+				// A chunk of order keys from start; the members are
+				// indexed once the scan is over (no write while it runs).
+				var tails []string
+				err = orderKeys(tx, tp, start, func(i int, k string) bool {
+					tails = append(tails, k[len(tp):])
+					return i == want-n+16
+				})
+				if err != nil {
+					return err
+				}
+				start = ""
+				if len(tails) > want-n+16 {
+					start, tails = tp+tails[len(tails)-1], tails[:len(tails)-1]
+				}
+				if err := indexBlockMembers(tx, tp, tails, want, &n); err != nil {
+					return err
+				}
 			}
-			from = at + next + 1 // one hit per name
-		}
-		if len(hits) == 0 {
-			return true, nil
-		}
-		keys := make([]string, 0, len(hits))
-		err := orderKeys(r, tp, key, func(i int, k string) bool {
-			if i == hits[len(keys)] {
-				keys = append(keys, k)
+			if n != want {
+				return fmt.Errorf("%w (block %q: %d names, %d deployments)", errCorruptBlock, key, want, n)
 			}
-			return len(keys) == len(hits)
+			return tx.Delete(colDeploymentNameBlocks, key)
 		})
+		if err != nil || !more {
+			return total, err
+		}
+		total += n
+	}
+}
+
+// indexBlockMembers gives the block members among tails (order tails,
+// oldest first) their grams and counts, counting them in *n, until *n is
+// want; tails already indexed are passed over.
+func indexBlockMembers(tx store.Tx, tp string, tails []string, want int, n *int) error {
+	for _, tail := range tails {
+		if *n == want {
+			return nil
+		}
+		sum, err := tx.Get(colDeploymentSums, tp+tail)
 		if err != nil {
-			return false, err
+			return fmt.Errorf("controlplane: deployment %s has no summary record: %w", tailID(tail), err)
 		}
-		if len(keys) != len(hits) {
-			return false, errCorruptBlock
+		name, _, _ := strings.Cut(string(sum), "\x00")
+		indexed, err := hasGrams(tx, tp, tail, name)
+		if err != nil {
+			return err
 		}
-		for _, k := range slices.Backward(keys) {
-			if more, err := fn(k); !more || err != nil {
-				return false, err
-			}
+		if indexed {
+			continue
 		}
-		return true, nil
-	})
+		if err := putGrams(tx, tp, tail, name); err != nil {
+			return err
+		}
+		if err := addOrderCount(tx, tp, tail[:8], 1); err != nil {
+			return err
+		}
+		*n++
+	}
+	return nil
 }

@@ -26,7 +26,9 @@ import (
 //	cp_deployments          T D                    -> storedDeployment JSON (storageform.go)
 //	cp_deployment_order     T ts D                 -> "" (unfiltered pages skip these small keys)
 //	cp_deployment_summaries T ts D                 -> summary (lowercased name, status, type, source, image version)
-//	cp_deployment_name_blocks T ts D (first)       -> up to 256 lowercased names, '\n'-separated (nameblocks.go)
+//	cp_deployment_grams     T gram ts D            -> "" (each trigram of the lowercased name padded with "\x00\x00"; grams.go)
+//	cp_deployment_counts    T n ts[:n]             -> uvarint count of order records in the window (n = 3, 4, 5, 6; ordercounts.go)
+//	cp_deployment_name_blocks T ts D (first)       -> up to 256 lowercased names (earlier builds; Migrate removes them, nameblocks.go)
 //	cp_deployment_index     T field value ts D     -> "" (indexPrefix: field one byte; value a code, an id or a length-prefixed string)
 //	cp_deployment_names     T name                 -> "" (names not yet removed)
 //	cp_revisions            T D R                  -> storedRevision JSON (storageform.go)
@@ -80,10 +82,11 @@ import (
 // against it without decoding the deployment), its index records (status,
 // deployment type, source, image version, tag value id, listener, and push
 // for github deployments with build_on_push: a push reads one owner record
-// and one index prefix), its name record (uniqueness) and its entry in the
-// name blocks (name_contains is one bytes.Index per block of 256 names,
-// nameblocks.go). removeDeployment deletes all of them with the revisions
-// and the pending work.
+// and one index prefix), its name record (uniqueness), its gram records
+// (name_contains intersects the lists of the needle's trigrams, grams.go)
+// and its place in the order counts (an unfiltered page skips its offset
+// over counts of time windows, ordercounts.go). removeDeployment deletes
+// all of them with the revisions and the pending work.
 //
 // Deployment and revision records are in a storage form, separate from
 // the wire form (storageform.go): a JSON object whose first member is the
@@ -286,7 +289,10 @@ func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploy
 		if err := tx.Put(colDeploymentOrder, r.orderKey(tp), nil); err != nil {
 			return err
 		}
-		if err := addName(tx, tp, r.orderKey(tp), r.Name); err != nil {
+		if err := putGrams(tx, tp, r.tail(), r.Name); err != nil { // grams.go
+			return err
+		}
+		if err := addOrderCount(tx, tp, timeKey(r.CreatedAt.Time()), 1); err != nil { // ordercounts.go
 			return err
 		}
 	}
@@ -330,7 +336,20 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 	if err != nil {
 		return err
 	}
-	if err := removeName(tx, tp, r.orderKey(tp)); err != nil { // before the order record goes
+	// A deployment written before the gram index and the order counts
+	// (not yet migrated) is in a name block instead.
+	indexed, err := hasGrams(tx, tp, r.tail(), r.Name)
+	if err != nil {
+		return err
+	}
+	if indexed {
+		if err := deleteGrams(tx, tp, r.tail(), r.Name); err != nil {
+			return err
+		}
+		if err := addOrderCount(tx, tp, timeKey(r.CreatedAt.Time()), -1); err != nil {
+			return err
+		}
+	} else if err := removeName(tx, tp, r.orderKey(tp)); err != nil { // before the order record goes
 		return err
 	}
 	for _, k := range []struct{ col, key string }{
@@ -536,7 +555,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // Collections returns the names of the store collections the package
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
-	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentIndex, colDeploymentNames, colRevisions,
+	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentGrams, colDeploymentCounts, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
 		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs, colEvents}
 }

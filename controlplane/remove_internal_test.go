@@ -91,10 +91,10 @@ func TestRemoveDeployment(t *testing.T) {
 	}
 }
 
-// TestRemoveManyKeepsNameBlocks removes deployments in random order (block
-// firsts included, until blocks empty) and checks name_contains against
-// what is left.
-func TestRemoveManyKeepsNameBlocks(t *testing.T) {
+// TestRemoveManyKeepsIndexes removes deployments in random order and
+// checks name_contains and deep pages against what is left; at the end no
+// gram record or order count is left.
+func TestRemoveManyKeepsIndexes(t *testing.T) {
 	ctx := context.Background()
 	st := storemem.New()
 	defer st.Close()
@@ -134,7 +134,24 @@ func TestRemoveManyKeepsNameBlocks(t *testing.T) {
 		if round%97 != 0 && len(left) > 0 {
 			continue
 		}
-		for _, needle := range []string{"n", "1", "99"} {
+		// Unfiltered pages skip over the order counts; the status index
+		// (every deployment is AWAITING_DATABASE) skips record by record.
+		for _, offset := range []int{0, 1, len(left) / 3, max(0, len(left)-1), len(left), len(left) + 1} {
+			var pages [2][]string
+			for i, q := range []*ListDeploymentsQuery{{Limit: new(5), Offset: offset}, {Limit: new(5), Offset: offset, Status: StatusAwaitingDatabase}} {
+				page, err := cp.ListDeployments(ctx, tenant, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range page.Resources {
+					pages[i] = append(pages[i], d.ID)
+				}
+			}
+			if !slices.Equal(pages[0], pages[1]) || len(pages[0]) != min(5, max(0, len(left)-offset)) {
+				t.Fatalf("round %d: page at %d of %d: %v, by status %v", round, offset, len(left), pages[0], pages[1])
+			}
+		}
+		for _, needle := range []string{"n", "1", "99", "n11", "zz"} {
 			want := 0
 			for _, name := range left {
 				if strings.Contains(name, needle) {
@@ -163,11 +180,13 @@ func TestRemoveManyKeepsNameBlocks(t *testing.T) {
 			}
 		}
 	}
-	blocks, err := storetest.Dump(ctx, st, colDeploymentNameBlocks)
+	left2, err := storetest.Dump(ctx, st, colDeploymentNameBlocks, colDeploymentGrams, colDeploymentCounts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k := range blocks[colDeploymentNameBlocks] {
-		t.Errorf("name block %s left after every deployment is removed", k)
+	for col, recs := range left2 {
+		for k := range recs {
+			t.Errorf("%s: %q left after every deployment is removed", col, k)
+		}
 	}
 }

@@ -216,33 +216,61 @@ func (cp *ControlPlane) owner() string {
 // claim takes the first pending unit of work whose lease is free or
 // expired. It looks in a View first, so that an idle poll writes nothing
 // (an empty Update still commits, and syncs, on some stores), then claims
-// in an Update that looks again. It returns nil when there is none. Its
-// error is the store's, unwrapped.
+// in an Update that checks the candidate's lease again. It returns nil
+// when there is none. Its error is the store's, unwrapped.
+//
+// The Update reads and writes only the candidate's pending record (it no
+// longer walks the pending records again), so that a claim does not read the range of pending
+// records that concurrent creates and reports write to (over storepg,
+// every such write would conflict with it). When another claim took the
+// candidate first, the search starts again, a few times.
 func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 	now := cp.now()
-	var j *job
-	err := cp.st.View(ctx, func(r store.Reader) error {
-		var err error
-		j, err = cp.claimable(r, now)
-		return err
-	})
-	if err != nil || j == nil {
-		return nil, err
-	}
-	token := cp.owner() + ":" + strconv.FormatUint(cp.claims.Add(1), 10)
-	err = cp.st.Update(ctx, func(tx store.Tx) error {
-		var err error
-		if j, err = cp.claimable(tx, now); err != nil || j == nil {
+	for range claimTries {
+		var found *job
+		err := cp.st.View(ctx, func(r store.Reader) error {
+			var err error
+			found, err = cp.claimable(r, now)
 			return err
+		})
+		if err != nil || found == nil {
+			return nil, err
 		}
-		j.token = token
-		return tx.Put(colPending, j.pkey, lease(token, now.Add(cp.leaseFor)))
-	})
-	if err == nil && j != nil && j.takeover {
-		cp.obs.LeaseTakenOver()
+		token := cp.owner() + ":" + strconv.FormatUint(cp.claims.Add(1), 10)
+		var j *job
+		err = cp.st.Update(ctx, func(tx store.Tx) error {
+			j = nil
+			v, err := tx.Get(colPending, found.pkey)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil // done meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			t, exp := parseLease(v)
+			if t != "" && exp.After(now) {
+				return nil // claimed meanwhile
+			}
+			found.token, found.takeover = token, t != "" && t != retryToken
+			j = found
+			return tx.Put(colPending, j.pkey, lease(token, now.Add(cp.leaseFor)))
+		})
+		if err != nil {
+			return nil, err
+		}
+		if j != nil {
+			if j.takeover {
+				cp.obs.LeaseTakenOver()
+			}
+			return j, nil
+		}
 	}
-	return j, err
+	return nil, nil
 }
+
+// claimTries bounds the searches of one claim whose candidates others
+// claimed first; the next poll searches again.
+const claimTries = 4
 
 // claimable finds the first pending unit of work, in key order, whose
 // lease is free or expired at now. It walks the pending records, so its

@@ -5,8 +5,10 @@
 // # Design
 //
 // Each collection is a copy-on-write B+tree (tree.go, whose Clone is O(1)
-// and shares nodes until either side writes; each record is one string
-// holding its key and value). The store
+// and shares nodes until either side writes; each record is its key and
+// value, and a leaf packs its records into one string with the end of
+// each, so that a record costs its bytes and 4: 1M deployments fit in
+// about 2 GB, BENCHMARKS.md). The store
 // publishes an immutable snapshot, a map from collection name to tree, behind
 // an atomic pointer:
 //

@@ -3,6 +3,7 @@ package storemem
 import (
 	"slices"
 	"sort"
+	"strings"
 )
 
 // tree is a copy-on-write B+tree of items ordered by key: the records sit
@@ -12,7 +13,12 @@ import (
 // deployment"): that tree splits a full node in the middle, so keys
 // written in ascending order (ids, times: most of the domain's) leave
 // every node half full; this one splits at the insertion point, so they
-// leave nodes full, and it keeps items as 16-byte strings.
+// leave nodes full. A leaf packs its records into one string, with the end
+// of each (4 bytes): a record costs its bytes and 4, where a string of its
+// own cost its bytes rounded up to an allocation size class and a 16-byte
+// header in the leaf (issue 18: 1M deployments in at most 2 GB). A write
+// packs the leaf anew, so a leaf is also cut when its records pass
+// maxLeafBytes, which bounds what a write copies.
 //
 // Nodes are shared between clones. A tree may change a node in place only
 // if the node carries the tree's token; otherwise it copies the node
@@ -30,16 +36,65 @@ type token struct{ _ byte }
 
 // node is a leaf (kids == nil) or an inner node.
 type node struct {
-	tok   *token
-	items []item   // a leaf's records, in key order
-	seps  []string // an inner node's: seps[i] is the smallest key of kids[i+1]
-	kids  []*node
+	tok *token
+	// A leaf's records, in key order, packed: record i is
+	// data[ends[i-1]:ends[i]] (from 0 for the first). Both are replaced,
+	// never changed in place, so copies of a node share them.
+	data string
+	ends []uint32
+	seps []string // an inner node's: seps[i] is the smallest key of kids[i+1]
+	kids []*node
 }
 
-// maxItems is the most items of a leaf and children of an inner node. A
-// leaf of 64 items is 1 KiB of string headers: what an Update copies per
-// written leaf.
+// maxItems is the most items of a leaf and children of an inner node.
 const maxItems = 64
+
+// maxLeafBytes is the size past which a leaf of more than one record is
+// cut in two: what a write copies, at most about twice over.
+const maxLeafBytes = 8 << 10
+
+// count is the number of records of leaf n.
+func (n *node) count() int { return len(n.ends) }
+
+// at returns record i of leaf n (a substring of its packed records).
+func (n *node) at(i int) item {
+	var start uint32
+	if i > 0 {
+		start = n.ends[i-1]
+	}
+	return item(n.data[start:n.ends[i]])
+}
+
+// unpack returns the records of leaf n, as substrings of its packed form.
+func (n *node) unpack() []item {
+	items := make([]item, n.count(), n.count()+1)
+	for i := range items {
+		items[i] = n.at(i)
+	}
+	return items
+}
+
+// pack makes items the records of leaf n.
+func (n *node) pack(items []item) {
+	size := 0
+	for _, it := range items {
+		size += len(it)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	ends := make([]uint32, len(items))
+	for i, it := range items {
+		b.WriteString(string(it))
+		ends[i] = uint32(b.Len())
+	}
+	n.data, n.ends = b.String(), ends
+}
+
+func newLeaf(tok *token, items []item) *node {
+	n := &node{tok: tok}
+	n.pack(items)
+	return n
+}
 
 func newTree() *tree { return &tree{tok: &token{}, max: maxItems} }
 
@@ -52,11 +107,11 @@ func (t *tree) Clone() *tree {
 
 func (n *node) leaf() bool { return n.kids == nil }
 
-// search returns the index of the first item whose key is >= k, and
-// whether that key is k.
-func search(items []item, k string) (int, bool) {
-	i := sort.Search(len(items), func(i int) bool { return items[i].key() >= k })
-	return i, i < len(items) && items[i].key() == k
+// search returns the index of the first record of leaf n whose key is >=
+// k, and whether that key is k.
+func (n *node) search(k string) (int, bool) {
+	i := sort.Search(n.count(), func(i int) bool { return n.at(i).key() >= k })
+	return i, i < n.count() && n.at(i).key() == k
 }
 
 // child returns the index of the child of inner node n whose range holds k.
@@ -73,11 +128,11 @@ func (t *tree) Get(k string) (item, bool) {
 	for !n.leaf() {
 		n = n.kids[n.child(k)]
 	}
-	i, ok := search(n.items, k)
+	i, ok := n.search(k)
 	if !ok {
 		return "", false
 	}
-	return n.items[i], true
+	return n.at(i), true
 }
 
 // Has reports whether the tree holds key k.
@@ -90,7 +145,7 @@ func (t *tree) mutable(n *node) *node {
 	}
 	c := &node{tok: t.tok}
 	if n.leaf() {
-		c.items = slices.Clone(n.items)
+		c.data, c.ends = n.data, n.ends // replaced, never changed in place
 	} else {
 		c.seps, c.kids = slices.Clone(n.seps), slices.Clone(n.kids)
 	}
@@ -101,7 +156,7 @@ func (t *tree) mutable(n *node) *node {
 func (t *tree) Put(it item) {
 	k := it.key()
 	if t.root == nil {
-		t.root = &node{tok: t.tok, items: []item{it}}
+		t.root = newLeaf(t.tok, []item{it})
 		return
 	}
 	t.root = t.mutable(t.root)
@@ -114,19 +169,21 @@ func (t *tree) Put(it item) {
 // sibling of n and its smallest key when n had to split.
 func (t *tree) put(n *node, k string, it item) (string, *node) {
 	if n.leaf() {
-		i, found := search(n.items, k)
+		i, found := n.search(k)
+		items := n.unpack()
 		if found {
-			n.items[i] = it
+			items[i] = it
+		} else {
+			items = slices.Insert(items, i, it)
+		}
+		if len(items) <= t.max && (len(n.data)+len(it) <= maxLeafBytes || len(items) == 1) {
+			n.pack(items)
 			return "", nil
 		}
-		n.items = slices.Insert(n.items, i, it)
-		if len(n.items) <= t.max {
-			return "", nil
-		}
-		cut := splitAt(i, len(n.items))
-		right := &node{tok: t.tok, items: slices.Clone(n.items[cut:])}
-		n.items = slices.Clone(n.items[:cut]) // no room to spare: it drops the grown array
-		return right.items[0].key(), right
+		cut := splitAt(i, len(items))
+		right := newLeaf(t.tok, items[cut:])
+		n.pack(items[:cut])
+		return right.at(0).key(), right
 	}
 	c := n.child(k)
 	kid := t.mutable(n.kids[c])
@@ -172,16 +229,13 @@ func (t *tree) Delete(k string) bool {
 }
 
 // size is the number of entries of n.
-func (n *node) size() int { return len(n.items) + len(n.kids) }
+func (n *node) size() int { return n.count() + len(n.kids) }
 
 // del removes key k, which is present, from under n, which t may change.
 func (t *tree) del(n *node, k string) {
 	if n.leaf() {
-		i, _ := search(n.items, k)
-		n.items = slices.Delete(n.items, i, i+1)
-		if len(n.items) < cap(n.items)/4 {
-			n.items = slices.Clone(n.items)
-		}
+		i, _ := n.search(k)
+		n.pack(slices.Delete(n.unpack(), i, i+1))
 		return
 	}
 	c := n.child(k)
@@ -210,7 +264,7 @@ func (t *tree) merge(n *node, i int) {
 	l := t.mutable(n.kids[i])
 	r := n.kids[i+1]
 	if l.leaf() {
-		l.items = append(slices.Clip(l.items), r.items...)
+		l.pack(append(l.unpack(), r.unpack()...))
 	} else {
 		l.seps = append(append(slices.Clip(l.seps), n.seps[i]), r.seps...)
 		l.kids = append(slices.Clip(l.kids), r.kids...)
@@ -230,9 +284,9 @@ func (t *tree) Ascend(from string, fn func(item) bool) {
 
 func (n *node) ascend(from string, fn func(item) bool) bool {
 	if n.leaf() {
-		i, _ := search(n.items, from)
-		for _, it := range n.items[i:] {
-			if !fn(it) {
+		i, _ := n.search(from)
+		for ; i < n.count(); i++ {
+			if !fn(n.at(i)) {
 				return false
 			}
 		}
@@ -256,16 +310,16 @@ func (t *tree) Descend(from string, all bool, fn func(item) bool) {
 
 func (n *node) descend(from string, all bool, fn func(item) bool) bool {
 	if n.leaf() {
-		i := len(n.items)
+		i := n.count()
 		if !all {
 			var found bool
-			i, found = search(n.items, from)
+			i, found = n.search(from)
 			if found {
 				i++
 			}
 		}
 		for j := i - 1; j >= 0; j-- {
-			if !fn(n.items[j]) {
+			if !fn(n.at(j)) {
 				return false
 			}
 		}

@@ -642,8 +642,8 @@ func limitRapidChecks(t *testing.T, n int) {
 
 // TestReplicasCreateIntoOneTenant creates deployments into one tenant from
 // 64 goroutines across two replicas, each over a pool of 16 connections:
-// every create conflicts with the others (they rewrite the tenant's newest
-// name block), and none may fail for it. Both replicas then list exactly
+// every create conflicts with the others (they advance the tenant's event
+// counter and order counts), and none may fail for it. Both replicas then list exactly
 // the deployments created.
 func TestReplicasCreateIntoOneTenant(t *testing.T) {
 	ctx := context.Background()

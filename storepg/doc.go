@@ -49,6 +49,12 @@
 //
 // Create is an INSERT ... ON CONFLICT DO NOTHING whose row count tells
 // ErrAlreadyExists; Put is an upsert; Delete's row count tells ErrNotFound.
+// A Put answers nothing but failure, so it is held back (its value copied)
+// and sent in one pipeline with the transaction's next statement, or before
+// COMMIT: a run of Puts costs one round trip, not one each. A Put's failure
+// (a serialization failure, a lost connection) is then returned by that
+// next statement or by Update, never as success; the store.Tx contract
+// allows it, since its Puts fail only for the server's reasons.
 // Scan reads pages of rows: each page is a range query on the index that
 // starts after the previous page's last key, 16 rows at first and doubling to
 // 1024, so a scan that stops early reads little, memory stays bounded, and
@@ -88,9 +94,9 @@
 // # Contention
 //
 // Retries alone do not ensure progress. When many Updates conflict with
-// each other, as creates of deployments in one tenant do (each rewrites the
-// tenant's newest name block and reads the order records the others
-// append to), PostgreSQL lets one of them commit and aborts the others, and
+// each other, as creates of deployments in one tenant do (each advances the
+// tenant's event counter and the counts of the current time windows of its
+// order records), PostgreSQL lets one of them commit and aborts the others, and
 // an unlucky one may lose every round: 64 goroutines creating into one
 // tenant over a pool of 16 connections made some give up after 51 tries.
 // So an Update is optimistic at first and pessimistic once it has lost:
@@ -255,13 +261,17 @@
 //	GetDeployment, serial               276 µs      24 µs    0.085 (0.082-0.087)
 //	GetDeployment, 64 goroutines         95 µs      16 µs    0.14  (0.10-0.16)
 //
-// A create is one Update of some 15 statements (9 Puts, 2 Creates, a
-// Delete, 3 Scans), each a round trip, one Scan reading the order records
-// of the tenant's newest name block (up to 256, in pages of 16 and up), so
-// about 20 round trips before the COMMIT. Creates into one tenant conflict
-// with each other: each rewrites the tenant's newest name block and reads
-// the order records that the others append to, so PostgreSQL lets one of
-// them commit at a time and aborts the rest. With the tries alone, about
+// (Those figures are from before issue 18.) A create was then one Update
+// of some 15 statements (9 Puts, 2 Creates, a Delete, 3 Scans), each a
+// round trip, one Scan reading the order records of the tenant's newest
+// name block (up to 256, in pages of 16 and up), so about 20 round trips
+// before the COMMIT; it now writes a gram record per trigram of the name
+// and four order counts instead of the name block, and its Puts travel in
+// pipelines (BENCHMARKS.md, "Scale"). Creates into one tenant conflict
+// with each other: each advanced the tenant's event counter and rewrote
+// its newest name block (now: the event counter and the order counts), so
+// PostgreSQL lets one of them commit at a time and aborts the rest. With
+// the tries alone, about
 // 180 creates a second for one tenant here, against about 3,000 to 8,000
 // for storebolt, and none fails: the storepg before them, in the same
 // session, took 8.0 ms a create (7.2-9.3, 3.2 retries/op) over 4

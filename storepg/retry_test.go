@@ -177,11 +177,11 @@ func TestIgnoredStatementError(t *testing.T) {
 			return err
 		}
 		cancel()
-		second = tx.Put("c", "b", []byte("2"))
-		return nil // ignoring second
+		second = tx.Create("c", "b", []byte("2")) // sent at once (a Put is held back)
+		return nil                                // ignoring second
 	})
 	if second == nil {
-		t.Fatal("Put after cancelling the context succeeded; the test needs it to fail")
+		t.Fatal("Create after cancelling the context succeeded; the test needs it to fail")
 	}
 	if err == nil {
 		t.Fatal("Update = nil after a statement failed; want an error")
@@ -202,6 +202,54 @@ func TestIgnoredStatementError(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string(nil), got); diff != "" {
 		t.Errorf("keys after the failed Update (-want +got):\n%s", diff)
+	}
+}
+
+// TestHeldPutFails checks that a Put held back (sent with the next
+// statement or before COMMIT) whose statement fails makes the Update fail
+// and commit nothing, whether it fails with the next statement, which
+// returns the error, or at the end of the closure.
+func TestHeldPutFails(t *testing.T) {
+	for _, then := range []string{"get", "commit"} {
+		t.Run(then, func(t *testing.T) {
+			s := openStore(t, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var getErr error
+			err := s.Update(ctx, func(tx store.Tx) error {
+				if err := tx.Put("c", "a", []byte("1")); err != nil {
+					return err
+				}
+				cancel()
+				if err := tx.Put("c", "b", []byte("2")); err != nil {
+					t.Errorf("a Put held back failed at once: %v", err)
+				}
+				if then == "get" {
+					_, getErr = tx.Get("c", "a")
+				}
+				return nil // ignoring getErr
+			})
+			if then == "get" && (getErr == nil || !errors.Is(getErr, context.Canceled)) {
+				t.Errorf("Get after the held Puts = %v; want an error wrapping context.Canceled", getErr)
+			}
+			if err == nil || !errors.Is(err, context.Canceled) {
+				t.Fatalf("Update = %v; want an error wrapping context.Canceled", err)
+			}
+			var got []string
+			err = s.View(context.Background(), func(r store.Reader) error {
+				got = nil
+				return r.Scan("c", "", nil, func(k string, _ []byte) (bool, error) {
+					got = append(got, k)
+					return true, nil
+				})
+			})
+			if err != nil {
+				t.Fatalf("View: %v", err)
+			}
+			if len(got) != 0 {
+				t.Errorf("keys after the failed Update: %q", got)
+			}
+		})
 	}
 }
 

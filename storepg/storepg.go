@@ -276,6 +276,9 @@ func (s *Store) try(ctx context.Context, begin []string, update bool, fn func(*t
 	}()
 
 	ferr := fn(t)
+	if ferr == nil {
+		t.flush() // the Puts still held back; a failure lands in t.err
+	}
 	switch {
 	case t.err != nil && worthRetrying(ctx, t.err):
 		// Whatever fn made of it, a statement failed because of a

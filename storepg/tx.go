@@ -2,6 +2,7 @@ package storepg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -94,7 +95,14 @@ type txn struct {
 	// transaction on any failed statement, so later calls fail at once
 	// with it, and Store.try decides from it whether to re-run the closure.
 	err error
+	// puts are Puts not yet sent: a Put answers nothing but failure, so
+	// it is held back and sent in one pipeline with the next statement
+	// (or before COMMIT), and a run of Puts costs one round trip.
+	puts []heldPut
 }
+
+// heldPut is a Put not yet sent (its value copied).
+type heldPut struct{ collection, key, value []byte }
 
 // query runs one statement, passes each row it returns to scan, and returns
 // its command tag. The transaction's first statement is pipelined after the
@@ -111,19 +119,47 @@ func (t *txn) query(op, sql string, args []any, scan func(pgx.Rows) error) (pgco
 		rows  pgx.Rows
 		err   error
 	)
-	if t.begun {
+	if t.begun && len(t.puts) == 0 {
 		rows, err = t.conn.Query(t.ctx, sql, args...)
 	} else {
-		t.begun = true
+		// One pipeline: BEGIN (for the first statement), the Puts held
+		// back, then this statement.
 		b := &pgx.Batch{}
-		for _, stmt := range t.begin {
+		var begin []string
+		if !t.begun {
+			t.begun, begin = true, t.begin
+		}
+		for _, stmt := range begin {
 			b.Queue(stmt)
+		}
+		puts := t.puts
+		t.puts = nil
+		for _, p := range puts {
+			b.Queue(t.q.put, p.collection, p.key, p.value)
 		}
 		b.Queue(sql, args...)
 		batch = t.conn.SendBatch(t.ctx, b)
-		for range t.begin {
+		for range begin {
 			if _, err = batch.Exec(); err != nil {
 				break
+			}
+		}
+		for i := 0; i < len(puts) && err == nil; i++ {
+			var prow pgx.Rows
+			if prow, err = batch.Query(); err != nil {
+				break
+			}
+			for err == nil && prow.Next() {
+				if t.xid == "" {
+					err = prow.Scan(&t.xid)
+				}
+			}
+			prow.Close()
+			if err == nil {
+				err = prow.Err()
+			}
+			if err != nil {
+				op = "put"
 			}
 		}
 		if err == nil {
@@ -358,13 +394,32 @@ func (w writer) Create(collection, key string, value []byte) error {
 	return nil
 }
 
-// Put implements store.Tx.
+// Put implements store.Tx. The Put is held back and sent with the next
+// statement, or before COMMIT (see txn.puts): a failure of the server's
+// (a serialization failure, a lost connection) is then returned by that
+// statement, or by Update.
 func (w writer) Put(collection, key string, value []byte) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	_, err := w.t.write("put", w.t.q.put, []byte(collection), []byte(key), nonNil(value))
-	return err
+	t := w.t
+	if t.ended {
+		return errors.New("storepg: put: Reader or Tx used after its transaction ended")
+	}
+	if t.err != nil {
+		return fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
+	}
+	t.puts = append(t.puts, heldPut{[]byte(collection), []byte(key), append([]byte{}, value...)})
+	return nil
+}
+
+// flush sends the Puts held back, if any, in one pipeline; a failure is
+// recorded in t.err.
+func (t *txn) flush() {
+	if len(t.puts) == 0 || t.err != nil {
+		return
+	}
+	_, _ = t.query("put", "SELECT 1", nil, func(pgx.Rows) error { return nil })
 }
 
 // Delete implements store.Tx.

@@ -1,0 +1,121 @@
+package controlplane_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+// TestNameContainsAndOffsetsModel checks name_contains (needles of every
+// length, the short ones of 1 and 2 bytes included, in any case, with
+// bytes no name holds) and unfiltered pages at every offset against the
+// obvious filter over every deployment, while deployments are created at
+// times bunched into one instant or spread over weeks (the order counts'
+// windows) and removed by the lifecycle.
+func TestNameContainsAndOffsetsModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		ctx := context.Background()
+		st := storemem.New()
+		defer st.Close()
+		now := t0
+		ids := 0
+		cp := controlplane.New(st, &controlplane.Options{
+			Clock: func() time.Time {
+				now = now.Add(rapid.SampledFrom([]time.Duration{0, time.Microsecond, 70 * time.Millisecond, 20 * time.Second,
+					2 * time.Hour, 14 * 24 * time.Hour}).Draw(rt, "tick"))
+				return now
+			},
+			NewID: func() string { ids++; return fmt.Sprintf("00000000-0000-7000-8000-%012x", ids) },
+		})
+		alpha := rapid.SampledFrom([]rune("abcAB1-._"))
+		live := map[string]*controlplane.Deployment{}
+		n := rapid.IntRange(0, 40).Draw(rt, "n")
+		for range n {
+			name := rapid.StringOfN(rapid.SampledFrom([]rune("abAB1")), 1, 1, -1).Draw(rt, "first") +
+				rapid.StringOfN(alpha, 0, 7, -1).Draw(rt, "rest")
+			d, err := cp.CreateDeployment(ctx, tenantA, decode[controlplane.CreateDeploymentRequest](rt, dockerBody(name)))
+			if err != nil {
+				if strings.Contains(err.Error(), "already exists") {
+					continue
+				}
+				rt.Fatal(err)
+			}
+			live[d.ID] = d
+		}
+		// Noise in another tenant.
+		if _, err := cp.CreateDeployment(ctx, tenantB, decode[controlplane.CreateDeploymentRequest](rt, dockerBody("abc"))); err != nil {
+			rt.Fatal(err)
+		}
+		// Remove some through the lifecycle (DeleteDeployment, then the
+		// teardown removes every record).
+		for id := range live {
+			if rapid.IntRange(0, 4).Draw(rt, "remove "+id) == 0 {
+				if err := cp.DeleteDeployment(ctx, tenantA, id); err != nil {
+					rt.Fatal(err)
+				}
+				delete(live, id)
+			}
+		}
+		for {
+			ok, err := cp.Process(ctx, &layoutDeployer{})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+		}
+		var all []*controlplane.Deployment
+		for _, d := range live {
+			all = append(all, d)
+		}
+		slices.SortFunc(all, func(a, b *controlplane.Deployment) int {
+			if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+				return c
+			}
+			return strings.Compare(b.ID, a.ID)
+		})
+		for range 8 {
+			q := &controlplane.ListDeploymentsQuery{
+				Limit:  new(rapid.IntRange(1, 10).Draw(rt, "limit")),
+				Offset: rapid.IntRange(0, len(all)+2).Draw(rt, "offset"),
+			}
+			switch rapid.IntRange(0, 3).Draw(rt, "needle kind") {
+			case 0: // no filter: the offset is skipped over the counts
+			case 1:
+				q.NameContains = rapid.SampledFrom([]string{"\u212a", "é", "a\x00", "zz", "abc", "ab ", "%"}).Draw(rt, "odd needle")
+			default:
+				q.NameContains = rapid.StringOfN(alpha, 1, 5, -1).Draw(rt, "needle")
+			}
+			var want []string
+			for _, d := range all {
+				if matches(d, q) {
+					want = append(want, d.ID)
+				}
+			}
+			want = want[min(len(want), q.Offset):min(len(want), q.Offset+*q.Limit)]
+			page, err := cp.ListDeployments(ctx, tenantA, q)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			got := []string{}
+			for _, d := range page.Resources {
+				got = append(got, d.ID)
+			}
+			if want == nil {
+				want = []string{}
+			}
+			if !slices.Equal(want, got) {
+				rt.Fatalf("name_contains %q offset %d limit %d: got %v, want %v", q.NameContains, q.Offset, *q.Limit, got, want)
+			}
+		}
+	})
+}
