@@ -125,7 +125,7 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	// A running reconcile loop (deploysim) makes /readyz answer 200 and
 	// moves the revisions along while the answers are read.
 	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
-	s := newServerCP(t, cp, &httphandler.Options{Metrics: prommetrics.New(nil)})
+	s := newServerCP(t, cp, &httphandler.Options{Metrics: prommetrics.New(nil), Registry: registryAt("127.0.0.1:5000")})
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cp.Run(ctx, deploysim.New(nil)) }()
@@ -184,6 +184,11 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 		t.Errorf("the revision does not answer its tracked_packages: %s", lr.body)
 	}
 	at("PATCH", dep, "/v2/deployments/"+ldd.ID, `{"revision_source": "github", "tracked_packages": [""]}`, 422)
+	pt := at("POST", dep+"/push-token", "/v2/deployments/"+ldd.ID+"/push-token", "", 200)
+	if !strings.Contains(string(pt.body), `"registry_url":"127.0.0.1:5000/deployments/`+ldd.ID+`"`) {
+		t.Errorf("push-token: %s", pt.body)
+	}
+	at("POST", dep+"/push-token", docker+"/push-token", "", 400)
 	as(keyA, "POST", "/v2/deployments", `{"name": "lg-src", "source": "internal_source", "source_revision_config": {"langgraph_config_path": "agent/langgraph.json"}}`, 201)
 
 	// Revisions and logs.
