@@ -352,7 +352,7 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 	rec.Status = StatusAwaitingDatabase
 	// internal_source and internal_docker: no revision until what it
 	// comes from arrives (wire contract section 10).
-	withRevision := hasRevisionSource(&rec.Deployment)
+	withRevision := hasRevisionSource(&rec.Deployment) || cp.mutation == mutSourcelessRevision // test-only: see mutation.go
 	if withRevision {
 		rec.LatestRevisionID = &revID
 	}
