@@ -28,6 +28,9 @@
 //     repository's Dockerfile or the one `langgraph dockerfile` writes,
 //     the Docker Engine API); deploydocker calls it through its Builder.
 //   - githubapp: the GitHub App through which tenants connect installations.
+//   - registry: the built-in OCI registry (CNCF Distribution) langgraph
+//     deploy --image pushes to, whose credentials are the control plane's
+//     registry tokens.
 //   - oauthflow: the OAuth helper domain (providers, flows, tokens).
 //   - wiretime: the timestamp type of both domains' wire types (RFC 3339
 //     UTC, always six fractional digits).

@@ -9,11 +9,13 @@ type Mutation = mutation
 
 // The defects the mutation tests check the state machine against.
 const (
-	MutationSpecInPlace       = mutSpecInPlace
-	MutationTagNeedsV         = mutTagNeedsV
-	MutationBuildOnPushTag    = mutBuildOnPushTag
-	MutationTypeMutable       = mutTypeMutable
-	MutationCustomURLSettable = mutCustomURLSettable
+	MutationSpecInPlace        = mutSpecInPlace
+	MutationTagNeedsV          = mutTagNeedsV
+	MutationBuildOnPushTag     = mutBuildOnPushTag
+	MutationTypeMutable        = mutTypeMutable
+	MutationCustomURLSettable  = mutCustomURLSettable
+	MutationRevisionSourceAny  = mutRevisionSourceAny
+	MutationSourcelessRevision = mutSourcelessRevision
 )
 
 // WithMutation returns a copy of o (nil means defaults) with which New

@@ -28,6 +28,13 @@ const (
 	// mutCustomURLSettable: a github create may set custom_url (it is
 	// read-only for github; the service's value still replaces it).
 	mutCustomURLSettable mutation = "custom-url-settable"
+	// mutRevisionSourceAny: any revision_source is accepted (it must be
+	// null or the deployment's source).
+	mutRevisionSourceAny mutation = "revision-source-any"
+	// mutSourcelessRevision: a create of internal_source or
+	// internal_docker without what a revision comes from makes one
+	// anyway (it must make none).
+	mutSourcelessRevision mutation = "sourceless-revision"
 )
 
 // createPolicy is p, the create policy of the field at loc, altered by m.

@@ -46,6 +46,11 @@ func TestMutationsCaught(t *testing.T) {
 		{controlplane.MutationTypeMutable, `outcome (ok|conflict) .*model says validation`},
 		// Caught by a github create with custom_url: accepted.
 		{controlplane.MutationCustomURLSettable, `outcome (ok|conflict) .*model says validation`},
+		// Caught by a PATCH with another source's revision_source: accepted.
+		{controlplane.MutationRevisionSourceAny, `outcome (ok|conflict) .*model says validation`},
+		// Caught by a create of internal_docker without an image: it has a
+		// latest_revision_id.
+		{controlplane.MutationSourcelessRevision, `created deployment differs from the model`},
 	} {
 		t.Run(string(c.mutation), func(t *testing.T) {
 			t.Parallel()

@@ -170,6 +170,7 @@ var indexCodes = map[string]byte{
 	string(StatusAwaitingDelete): 4, string(StatusUnknown): 5,
 	string(DeploymentTypeDevFree): 6, string(DeploymentTypeDev): 7, string(DeploymentTypeProd): 8,
 	string(SourceGitHub): 9, string(SourceExternalDocker): 10,
+	string(SourceInternalSource): 11, string(SourceInternalDocker): 12,
 }
 
 // indexPrefix is the prefix of the index records of one field value; tp
@@ -557,5 +558,6 @@ func sortedKeys[V any](m map[string]V) []string {
 func Collections() []string {
 	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentGrams, colDeploymentCounts, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
-		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs, colEvents}
+		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs, colEvents,
+		colRegistryTokens}
 }

@@ -19,7 +19,9 @@
 //
 // Every route is listed once, in routes.go, on a private http.ServeMux with
 // Go 1.22 method patterns: deployments (POST, GET list, GET, PATCH, DELETE),
-// revisions (GET list, POST, GET, POST redeploy), revision logs (GET
+// revisions (GET list, POST, GET, POST redeploy), POST
+// /v2/deployments/{deployment_id}/push-token (langgraph deploy's registry
+// token, with Options.Registry's registry_url; pushtoken.go), revision logs (GET
 // /v2/deployments/{deployment_id}/revisions/{revision_id}/logs, and
 // langgraph-cli's POST /v1/projects/{project_id}/revisions/{revision_id}/build_logs,
 // .../deploy_logs and /v1/projects/{project_id}/deploy_logs, whose project

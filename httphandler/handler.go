@@ -137,6 +137,10 @@ type Options struct {
 	// paths under the prefix, and GET /docs loads the document from
 	// there. Default "": the handler serves at the root.
 	BasePath string
+	// Registry names the built-in registry's registry_url of a deployment
+	// for POST /v2/deployments/{id}/push-token (package registry). Default
+	// nil: that route answers 400, this server runs no registry.
+	Registry RegistryURLs
 }
 
 // handler is the http.Handler New returns.
@@ -165,9 +169,10 @@ type handler struct {
 	allowUnverified bool   // serve POST /v1/integrations/github
 	load            *load  // admission control: concurrency caps, rate limit
 
-	metrics    Metrics   // nil: no metrics
-	metricsKey *[32]byte // SHA-256 of Options.MetricsKey; nil: /metrics is public
-	ready      readiness // GET /readyz's checks (health.go)
+	metrics    Metrics      // nil: no metrics
+	registry   RegistryURLs // nil: push-token answers 400
+	metricsKey *[32]byte    // SHA-256 of Options.MetricsKey; nil: /metrics is public
+	ready      readiness    // GET /readyz's checks (health.go)
 	// closing ends at Close: event streams end and waits answer (events.go).
 	closing      context.Context
 	closeStreams context.CancelFunc
@@ -238,6 +243,7 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 		load:            newLoad(o.Load),
 		metrics:         o.Metrics,
 		heartbeat:       o.EventHeartbeat,
+		registry:        o.Registry,
 	}
 	if o.MetricsKey != "" {
 		d := sha256.Sum256([]byte(o.MetricsKey))

@@ -340,3 +340,11 @@ func newFixture(t testing.TB, s *server) fixture {
 	f.authID = a.AuthID
 	return f
 }
+
+// registryAt names registry_url as package registry does: the registry's
+// host and the deployment's repository prefix.
+type registryAt string
+
+func (r registryAt) URL(deploymentID string) string {
+	return string(r) + "/" + controlplane.RegistryRepository(deploymentID)
+}

@@ -154,6 +154,7 @@ func (h *handler) routes() []route {
 			errors: []int{http.StatusServiceUnavailable}},
 		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy", serve: (*handler).redeploy, op: "redeploy_revision",
 			summary: "Redeploy a revision: a new revision copying its snapshot", status: http.StatusOK, resp: cp.Deployment{}},
+		pushTokenRoute(), // pushtoken.go
 
 		// Logs (logs.go).
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/logs", serve: (*handler).revisionLogs, op: "list_revision_logs",

@@ -136,7 +136,7 @@ func TestDockerBuildsGitHubRevisions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host,
-				"-docker-proxy-addr", "127.0.0.1:0", "-docker-instance", "cmdtest-" + randHex(),
+				"-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0", "-docker-instance", "cmdtest-" + randHex(),
 				"-docker-postgres-image", "", "-docker-redis-image", "", "-allow-unverified-integrations"}
 			if tc.allow != "" {
 				args = append(args, "-egress-allow-hosts", tc.allow)

@@ -92,6 +92,9 @@ type deployerEnv struct {
 	githubApp controlplane.GitHubApp // nil: repositories are cloned without credentials
 	proxy     net.Listener           // listenProxy's, for docker
 	proxyURL  string
+	// credentials are the pull credentials of images of the built-in
+	// registry (registry.go); nil: every pull is anonymous.
+	credentials registryCredentials
 }
 
 // The Builder removes a deleted deployment's images at its Teardown.
@@ -136,7 +139,7 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 	dd, err := deploydocker.New(&deploydocker.Options{Client: cli, Network: f.dockerNetwork, ProxyURL: proxyURL,
 		Instance: f.dockerInstance, State: env.cp, Logger: log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
 		Services: &deploydocker.Services{PostgresImage: f.postgresImage, RedisImage: f.redisImage},
-		Builder:  builder})
+		Builder:  builder, Credentials: env.credentials})
 	if err != nil {
 		ln.Close()
 		cli.Close()

@@ -24,7 +24,7 @@ func TestDeployerFlags(t *testing.T) {
 	}
 	sock := "unix://" + filepath.Join(t.TempDir(), "none.sock")
 	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-db", ":memory:", "-deployer", "docker",
-		"-docker-host", sock, "-docker-proxy-addr", "127.0.0.1:0"}, func(string) string { return "" }, io.Discard, io.Discard)
+		"-docker-host", sock, "-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0"}, func(string) string { return "" }, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "-docker-host") {
 		t.Errorf("-deployer docker with no daemon: %v, want an error naming -docker-host", err)
 	}
@@ -42,7 +42,7 @@ func TestDockerDeployerWired(t *testing.T) {
 	b := make([]byte, 6)
 	rand.Read(b)
 	url, _, stderr := server(t, []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host,
-		"-docker-proxy-addr", "127.0.0.1:0", "-docker-instance", "cmdtest-" + hex.EncodeToString(b)},
+		"-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0", "-docker-instance", "cmdtest-" + hex.EncodeToString(b)},
 		map[string]string{"DEPLOYPLANE_API_KEY": "k"})
 	if !strings.Contains(stderr.String(), "deployer=docker") {
 		t.Errorf("the start log does not say deployer=docker:\n%s", stderr)

@@ -62,6 +62,8 @@ Usage:
                 [-docker-postgres-image IMAGE] [-docker-redis-image IMAGE]
                 [-docker-health-path /ok] [-docker-health-timeout 3m]
                 [-build-base-image IMAGE]
+                [-registry-addr auto|off|HOST:PORT] [-registry-host HOST:PORT]
+                [-registry-storage DIR|s3://BUCKET]
                 [-github-webhook-secret SECRET]
                 [-github-app-id ID -github-app-slug SLUG -github-app-private-key-file FILE
                  -github-client-id ID -github-client-secret SECRET]
@@ -170,6 +172,24 @@ Flags:
                       revisions without their own (as langgraph build
                       --base-image; default: the project's base_image, else
                       langchain/langgraph-api)
+    -registry-addr auto|off|HOST:PORT
+                      where the built-in OCI registry listens, which
+                      langgraph deploy --image pushes to (POST
+                      /v2/deployments/{id}/push-token answers a one-hour
+                      token for the deployment's repository there); auto
+                      (the default): 127.0.0.1:8126 with -deployer docker,
+                      none otherwise; docker pushes plain HTTP to loopback
+                      addresses only, so a registry elsewhere needs TLS in
+                      front of it
+    -registry-host HOST:PORT
+                      the address clients and the Docker daemon reach the
+                      registry at, which push-token's registry_url names
+                      (default: -registry-addr's)
+    -registry-storage DIR|s3://BUCKET[/ROOT]?region=R&endpoint=URL
+                      where the registry keeps images (default:
+                      deployplane-registry beside -db; a temporary directory
+                      with -db :memory:); replicas share an S3 bucket
+                      (credentials from the AWS environment)
     -github-webhook-secret SECRET
                       the webhook secret of the GitHub App whose pushes
                       trigger build_on_push deployments (prefer the
@@ -421,6 +441,7 @@ type config struct {
 	simFailAt       string
 	webhookSecret   string
 	deployer        deployerFlags
+	registry        registryFlags // registry.go
 
 	// The GitHub App (integrations).
 	githubAppID           int64
@@ -461,6 +482,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
 	fs.StringVar(&c.simFailAt, "sim-fail-at", "", "revision status at which the simulated deployer fails")
 	c.deployer.register(fs, getenv)
+	c.registry.register(fs)
 	fs.StringVar(&c.webhookSecret, "github-webhook-secret", "", "GitHub App webhook secret")
 	// The GitHub App (integrations).
 	envClientSecret := getenv("DEPLOYPLANE_GITHUB_CLIENT_SECRET")
@@ -699,11 +721,31 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		return err
 	}
 	cpOpts := &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics}
+	// The built-in registry (registry.go) resolves internal_docker image
+	// tags to digests; it serves once cp checks its tokens.
+	reg, err := openRegistry(ctx, &c.registry, c.deployer.kind, c.db, registrySecret(secretKey), log)
+	if err != nil {
+		if proxyLn != nil {
+			proxyLn.Close()
+		}
+		return err
+	}
+	if reg != nil {
+		defer reg.close()
+		cpOpts.Images = reg
+	}
 	if proxyURL != "" {
 		// github deployments' custom_url, their url: where the proxy serves them.
 		cpOpts.CustomURLTemplate = proxyURL + "/{id}"
 	}
 	cp := controlplane.New(st, cpOpts)
+	var registryURLs httphandler.RegistryURLs
+	var registryCreds registryCredentials
+	registryDesc := "none"
+	if reg != nil {
+		reg.serve(cp, log)
+		registryURLs, registryCreds, registryDesc = reg, reg.credentials(cp), reg.Host()
+	}
 	// Records of an earlier key layout move to the current one before
 	// anything is served or deployed (resumable; replicas may start at
 	// once).
@@ -720,7 +762,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		return err
 	}
 	deployer, deployerDesc, stopDeployer, err := startDeployer(ctx, &c.deployer, c.simStep, controlplane.RevisionStatus(c.simFailAt),
-		&deployerEnv{cp: cp, log: log, egress: egressPolicy, githubApp: githubApp, proxy: proxyLn, proxyURL: proxyURL})
+		&deployerEnv{cp: cp, log: log, egress: egressPolicy, githubApp: githubApp, proxy: proxyLn, proxyURL: proxyURL, credentials: registryCreds})
 	if err != nil {
 		return err
 	}
@@ -743,6 +785,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		MetricsKey:          c.metricsKey,
 
 		AllowUnverifiedIntegrations: c.allowUnverifiedIntegs,
+		Registry:                    registryURLs,
 	})
 	srv := &http.Server{
 		Handler:           endLongPolls(draining, api),
@@ -778,7 +821,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		"public_url", publicURL, "secret_key", keyOrigin}, append(deployerDesc,
 		"github_webhook", webhook, "github_app", githubAppState, "unverified_integrations", c.allowUnverifiedIntegs,
 		"max_conns", c.maxConns, "rate_limit", c.rateLimit, "rate_burst", c.rateBurst,
-		"metrics", metricsAccess)...)...)
+		"metrics", metricsAccess, "registry", registryDesc)...)...)
 
 	// The reconcile loop has its own context: it stops after the last
 	// request, and before the deferred Close of the store.

@@ -1,0 +1,55 @@
+package registry_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"strings"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/registry"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+// A registry on its own listener, whose credentials are the control
+// plane's tokens; the ControlPlane resolves image tags through it.
+func Example() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "registry-example-")
+	defer os.RemoveAll(dir)
+	srv := httptest.NewUnstartedServer(nil)
+	host := srv.Listener.Addr().String()
+
+	st := storemem.New()
+	defer st.Close()
+	tokens := &lazy{}
+	reg, err := registry.New(ctx, tokens, &registry.Options{Host: host, Dir: dir})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer reg.Close()
+	cp := controlplane.New(st, &controlplane.Options{Images: reg})
+	tokens.cp = cp
+	srv.Config.Handler = reg
+	srv.Start()
+	defer srv.Close()
+
+	var req controlplane.CreateDeploymentRequest
+	_ = json.Unmarshal([]byte(`{"name": "agent", "source": "internal_docker"}`), &req)
+	d, _ := cp.CreateDeployment(ctx, "tenant-1", &req)
+	tok, _ := cp.IssuePushToken(ctx, "tenant-1", d.ID)
+	// docker login -u any --password-stdin <host>; docker push <registry_url>/agent:v1 ...
+	fmt.Println(strings.HasPrefix(tok.Token, "dpr_"), reg.URL(d.ID) == host+"/deployments/"+d.ID)
+	// Output: true true
+}
+
+// lazy lets the registry be built before the ControlPlane that checks its
+// tokens (which takes the registry as its ImageResolver).
+type lazy struct{ cp *controlplane.ControlPlane }
+
+func (l *lazy) CheckRegistryToken(ctx context.Context, token string) (*controlplane.RegistryGrant, error) {
+	return l.cp.CheckRegistryToken(ctx, token)
+}

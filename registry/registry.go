@@ -1,0 +1,265 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/distribution/distribution/v3"
+	"github.com/distribution/distribution/v3/configuration"
+	"github.com/distribution/distribution/v3/registry/auth"
+	"github.com/distribution/distribution/v3/registry/handlers"
+	"github.com/distribution/distribution/v3/registry/storage"
+	"github.com/distribution/distribution/v3/registry/storage/driver/factory"
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem" // the default storage
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/s3-aws"     // Options.S3
+	"github.com/distribution/reference"
+
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// Tokens checks the password of a request: the control plane's
+// CheckRegistryToken (*controlplane.ControlPlane implements it).
+type Tokens interface {
+	CheckRegistryToken(ctx context.Context, token string) (*controlplane.RegistryGrant, error)
+}
+
+// Options configure a Registry. Dir or S3 says where images are kept.
+type Options struct {
+	// Host is the host:port clients reach the registry at, the host of
+	// the registry_url that push-token answers and of the image_uri
+	// values ResolveImage resolves. Required.
+	Host string
+	// Dir is the filesystem directory that holds the images (the default
+	// storage; created if missing).
+	Dir string
+	// S3, when set, keeps the images in an S3 bucket instead of Dir
+	// (several replicas behind one Host share it).
+	S3 *S3
+	// Secret signs the registry's upload state; replicas behind one Host
+	// need the same one. Default: a random one per process.
+	Secret string
+	// Logger receives one line per refused credential. Default: discard.
+	Logger *slog.Logger
+}
+
+// S3 is an S3 bucket (or an S3-compatible store at Endpoint). Credentials
+// come from the AWS environment (AWS_ACCESS_KEY_ID, ..., or the instance's
+// role) unless AccessKey and SecretKey are set.
+type S3 struct {
+	Bucket, Region, Endpoint, RootDirectory string
+	AccessKey, SecretKey                    string
+}
+
+// ParseS3URL reads s3://bucket/root?region=R&endpoint=URL into an S3.
+func ParseS3URL(s string) (*S3, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "s3" || u.Host == "" {
+		return nil, fmt.Errorf("registry: %q is not an s3://bucket[/root][?region=&endpoint=] URL", s)
+	}
+	q := u.Query()
+	return &S3{Bucket: u.Host, RootDirectory: strings.TrimSuffix(u.Path, "/"), Region: q.Get("region"), Endpoint: q.Get("endpoint")}, nil
+}
+
+// Registry is an OCI distribution registry (github.com/distribution/
+// distribution/v3) whose only credentials are the control plane's registry
+// tokens. It is an http.Handler for its own listener: the OCI API owns the
+// /v2/ path.
+type Registry struct {
+	app  *handlers.App
+	ns   distribution.Namespace
+	host string
+	log  *slog.Logger
+}
+
+// The distribution library finds access controllers by name in a table of
+// its own; this package registers one, once, which takes the Registry's
+// controller from its options.
+const accessControllerName = "deployplane"
+
+var registerOnce sync.Once
+
+// New builds a Registry over opts' storage, accepting the tokens tokens
+// checks. Close releases it.
+func New(ctx context.Context, tokens Tokens, opts *Options) (r *Registry, err error) {
+	if opts == nil || opts.Host == "" {
+		return nil, errors.New("registry: Options.Host is required")
+	}
+	if opts.S3 == nil && opts.Dir == "" {
+		return nil, errors.New("registry: Options.Dir or Options.S3 is required")
+	}
+	registerOnce.Do(func() {
+		err = auth.Register(accessControllerName, func(o map[string]any) (auth.AccessController, error) {
+			ac, ok := o["controller"].(*accessController)
+			if !ok {
+				return nil, errors.New("registry: no access controller in the options")
+			}
+			return ac, nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg := &configuration.Configuration{}
+	cfg.Storage = storageConfig(opts)
+	cfg.Auth = configuration.Auth{accessControllerName: configuration.Parameters{"controller": &accessController{tokens: tokens, log: log}}}
+	cfg.HTTP.Secret = opts.Secret
+	defer func() {
+		// NewApp panics on a configuration it cannot use.
+		if p := recover(); p != nil {
+			r, err = nil, fmt.Errorf("registry: %v", p)
+		}
+	}()
+	app := handlers.NewApp(ctx, cfg)
+	driver, err := factory.Create(ctx, cfg.Storage.Type(), cfg.Storage.Parameters())
+	if err != nil {
+		_ = app.Shutdown()
+		return nil, fmt.Errorf("registry: storage: %w", err)
+	}
+	ns, err := storage.NewRegistry(ctx, driver)
+	if err != nil {
+		_ = app.Shutdown()
+		return nil, fmt.Errorf("registry: storage: %w", err)
+	}
+	return &Registry{app: app, ns: ns, host: opts.Host, log: log}, nil
+}
+
+func storageConfig(opts *Options) configuration.Storage {
+	if s := opts.S3; s != nil {
+		p := configuration.Parameters{"bucket": s.Bucket, "region": s.Region}
+		if p["region"] == "" {
+			p["region"] = "us-east-1"
+		}
+		if s.Endpoint != "" {
+			p["regionendpoint"], p["forcepathstyle"] = s.Endpoint, true
+		}
+		if s.RootDirectory != "" {
+			p["rootdirectory"] = s.RootDirectory
+		}
+		if s.AccessKey != "" {
+			p["accesskey"], p["secretkey"] = s.AccessKey, s.SecretKey
+		}
+		// Blobs are served through the registry, not redirected to the
+		// bucket, which clients may not reach.
+		return configuration.Storage{"s3": p, "redirect": configuration.Parameters{"disable": true}}
+	}
+	return configuration.Storage{"filesystem": configuration.Parameters{"rootdirectory": opts.Dir}}
+}
+
+// ServeHTTP serves the OCI distribution API.
+func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.app.ServeHTTP(w, req) }
+
+// Host is Options.Host.
+func (r *Registry) Host() string { return r.host }
+
+// URL is the registry_url of a deployment: Host and its repository prefix
+// (controlplane.RegistryRepository).
+func (r *Registry) URL(deploymentID string) string {
+	return r.host + "/" + controlplane.RegistryRepository(deploymentID)
+}
+
+// Close stops the registry's background work.
+func (r *Registry) Close() error { return r.app.Shutdown() }
+
+// ResolveImage implements controlplane.ImageResolver: an image of this
+// registry (its host is Host) must be in the deployment's repository
+// prefix and exist; one named by tag (or by nothing: latest) is answered
+// by digest, host/repository@sha256:... Images of other registries are
+// returned unchanged.
+func (r *Registry) ResolveImage(ctx context.Context, tenant, deploymentID, image string) (string, error) {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil || reference.Domain(named) != r.host {
+		return image, nil // not a reference to this registry: the deployer's business
+	}
+	path := reference.Path(named)
+	prefix := controlplane.RegistryRepository(deploymentID)
+	if path != prefix && !strings.HasPrefix(path, prefix+"/") {
+		return "", fmt.Errorf("%w: %s is not in this deployment's repository %s/%s", controlplane.ErrImageNotFound, image, r.host, prefix)
+	}
+	repoName, err := reference.WithName(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %v", controlplane.ErrImageNotFound, image, err)
+	}
+	repo, err := r.ns.Repository(ctx, repoName)
+	if err != nil {
+		return "", fmt.Errorf("registry: %s: %w", image, err)
+	}
+	if d, ok := named.(reference.Digested); ok {
+		ms, err := repo.Manifests(ctx)
+		if err != nil {
+			return "", fmt.Errorf("registry: %s: %w", image, err)
+		}
+		exists, err := ms.Exists(ctx, d.Digest())
+		if err != nil {
+			return "", fmt.Errorf("registry: %s: %w", image, err)
+		}
+		if !exists {
+			return "", fmt.Errorf("%w: %s has not been pushed", controlplane.ErrImageNotFound, image)
+		}
+		return image, nil
+	}
+	tag := "latest"
+	if t, ok := named.(reference.Tagged); ok {
+		tag = t.Tag()
+	}
+	desc, err := repo.Tags(ctx).Get(ctx, tag)
+	if err != nil {
+		var unknown distribution.ErrTagUnknown
+		if errors.As(err, &unknown) {
+			return "", fmt.Errorf("%w: %s has not been pushed", controlplane.ErrImageNotFound, image)
+		}
+		return "", fmt.Errorf("registry: %s: %w", image, err)
+	}
+	return r.host + "/" + path + "@" + desc.Digest.String(), nil
+}
+
+var _ controlplane.ImageResolver = (*Registry)(nil)
+
+// accessController accepts a registry token as the basic-auth password
+// (any user name) and grants what the token's grant Allows.
+type accessController struct {
+	tokens Tokens
+	log    *slog.Logger
+}
+
+func (ac *accessController) Authorized(req *http.Request, access ...auth.Access) (*auth.Grant, error) {
+	user, password, ok := req.BasicAuth()
+	if !ok {
+		return nil, challenge{err: auth.ErrInvalidCredential}
+	}
+	g, err := ac.tokens.CheckRegistryToken(req.Context(), password)
+	if errors.Is(err, controlplane.ErrRegistryTokenInvalid) {
+		ac.log.Info("registry: refused credential", "user", user, "remote", req.RemoteAddr)
+		return nil, challenge{err: auth.ErrAuthenticationFailure}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var resources []auth.Resource
+	for _, a := range access {
+		if a.Type != "repository" || !g.Allows(a.Name, a.Action) {
+			ac.log.Info("registry: refused access", "deployment", g.DeploymentID, "repository", a.Name, "action", a.Action)
+			return nil, challenge{err: fmt.Errorf("%w: %s %s is outside %s", auth.ErrAuthenticationFailure, a.Action, a.Name, g.Repository)}
+		}
+		resources = append(resources, a.Resource)
+	}
+	return &auth.Grant{User: auth.UserInfo{Name: user}, Resources: resources}, nil
+}
+
+// challenge is a 401 asking for basic auth.
+type challenge struct{ err error }
+
+func (c challenge) SetHeaders(_ *http.Request, w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Basic realm="deployplane"`)
+}
+
+func (c challenge) Error() string { return "registry: " + c.err.Error() }

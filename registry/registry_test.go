@@ -1,0 +1,272 @@
+package registry_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/registry"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+const (
+	tenantA = "0b7f3c52-5d8e-4e33-9c1a-6f0e8a1d2c3b"
+	tenantB = "9a6b1c2d-3e4f-4a5b-8c7d-0e1f2a3b4c5d"
+)
+
+// env is a control plane (with a clock the test moves) and a registry
+// served on a loopback httptest.Server, filesystem storage in a temp dir.
+type env struct {
+	ctx  context.Context
+	cp   *controlplane.ControlPlane
+	reg  *registry.Registry
+	host string
+	now  time.Time
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{ctx: context.Background(), now: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
+	st := storemem.New()
+	t.Cleanup(func() { st.Close() })
+	e.cp = controlplane.New(st, &controlplane.Options{Clock: func() time.Time { return e.now }})
+	srv := httptest.NewUnstartedServer(nil)
+	e.host = srv.Listener.Addr().String()
+	reg, err := registry.New(e.ctx, e.cp, &registry.Options{Host: e.host, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	e.reg = reg
+	srv.Config.Handler = reg
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return e
+}
+
+func (e *env) deployment(t *testing.T, tenant, name, source string) string {
+	t.Helper()
+	body := `{"name": "` + name + `", "source": "` + source + `"}`
+	if source == "external_docker" {
+		body = `{"name": "` + name + `", "source": "external_docker", "source_revision_config": {"image_uri": "r/x:1"}}`
+	}
+	var req controlplane.CreateDeploymentRequest
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.cp.CreateDeployment(e.ctx, tenant, &req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.ID
+}
+
+func (e *env) push(img v1.Image, repo, token string) error {
+	ref, err := name.ParseReference(e.host+"/"+repo, name.Insecure)
+	if err != nil {
+		return err
+	}
+	var opts []remote.Option
+	if token != "" {
+		opts = append(opts, remote.WithAuth(&authn.Basic{Username: "oauth2accesstoken", Password: token}))
+	}
+	return remote.Write(ref, img, opts...)
+}
+
+func (e *env) pull(repo, token string) (v1.Image, error) {
+	ref, err := name.ParseReference(e.host+"/"+repo, name.Insecure)
+	if err != nil {
+		return nil, err
+	}
+	img, err := remote.Image(ref, remote.WithAuth(&authn.Basic{Username: "any", Password: token}))
+	if err != nil {
+		return nil, err
+	}
+	_, err = img.RawManifest()
+	return img, err
+}
+
+func unauthorized(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden)
+}
+
+// TestPushScope: a push token pushes into its deployment's repository
+// prefix and nowhere else: not another deployment's of its tenant, not
+// another tenant's; no credential, an unknown one, an expired one and a
+// pull token cannot push; a pull token pulls.
+func TestPushScope(t *testing.T) {
+	e := newEnv(t)
+	a := e.deployment(t, tenantA, "a", "internal_docker")
+	a2 := e.deployment(t, tenantA, "a2", "internal_docker")
+	b := e.deployment(t, tenantB, "b", "internal_docker")
+	tokA, err := e.cp.IssuePushToken(e.ctx, tenantA, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokA.Repository != "deployments/"+a || e.reg.URL(a) != e.host+"/deployments/"+a {
+		t.Fatalf("repository %s, url %s", tokA.Repository, e.reg.URL(a))
+	}
+	img, err := random.Image(512, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.push(img, "deployments/"+a+"/agent:v1", tokA.Token); err != nil {
+		t.Fatalf("push into its own prefix: %v", err)
+	}
+	for _, tt := range []struct{ what, repo, token string }{
+		{"another deployment of the tenant", "deployments/" + a2 + "/agent:v1", tokA.Token},
+		{"another tenant's deployment", "deployments/" + b + "/agent:v1", tokA.Token},
+		{"a repository outside every prefix", "agent:v1", tokA.Token},
+		{"a prefix that only starts like it", "deployments/" + a + "x/agent:v1", tokA.Token},
+		{"no credential", "deployments/" + a + "/agent:v2", ""},
+		{"an unknown token", "deployments/" + a + "/agent:v2", "dpr_" + strings.Repeat("x", 52)},
+	} {
+		if err := e.push(img, tt.repo, tt.token); !unauthorized(err) {
+			t.Errorf("push into %s (%s): %v, want 401", tt.repo, tt.what, err)
+		}
+	}
+	// Tenant B's token cannot reach A's repository either.
+	tokB, err := e.cp.IssuePushToken(e.ctx, tenantB, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.push(img, "deployments/"+a+"/agent:v3", tokB.Token); !unauthorized(err) {
+		t.Errorf("tenant B's token pushing into A: %v, want 401", err)
+	}
+	// A pull token pulls, but does not push.
+	pull, err := e.cp.IssuePullToken(e.ctx, tenantA, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.pull("deployments/"+a+"/agent:v1", pull.Token)
+	if err != nil {
+		t.Fatalf("pull with a pull token: %v", err)
+	}
+	gd, _ := got.Digest()
+	wd, _ := img.Digest()
+	if gd != wd {
+		t.Errorf("pulled %s, pushed %s", gd, wd)
+	}
+	if err := e.push(img, "deployments/"+a+"/agent:v4", pull.Token); !unauthorized(err) {
+		t.Errorf("push with a pull token: %v, want 401", err)
+	}
+	if _, err := e.pull("deployments/"+a2+"/agent:v1", pull.Token); !unauthorized(err) {
+		t.Errorf("pull of another deployment's image: %v, want 401", err)
+	}
+	// An hour later the token is refused.
+	e.now = e.now.Add(controlplane.RegistryTokenTTL)
+	if err := e.push(img, "deployments/"+a+"/agent:v5", tokA.Token); !unauthorized(err) {
+		t.Errorf("push with an expired token: %v, want 401", err)
+	}
+}
+
+// TestPushTokenRules: only internal_docker deployments get push tokens,
+// with the contract's sentence; a deployment being deleted gets none and
+// its tokens stop working.
+func TestPushTokenRules(t *testing.T) {
+	e := newEnv(t)
+	ext := e.deployment(t, tenantA, "ext", "external_docker")
+	_, err := e.cp.IssuePushToken(e.ctx, tenantA, ext)
+	if !errors.Is(err, apierr.ErrInvalidState) || err.Error() != "push token is only available for 'internal_docker' source deployments" {
+		t.Errorf("push token of external_docker: %v", err)
+	}
+	var nf *apierr.NotFoundError
+	if _, err := e.cp.IssuePushToken(e.ctx, tenantB, ext); !errors.As(err, &nf) {
+		t.Errorf("push token of another tenant's deployment: %v, want not found", err)
+	}
+	a := e.deployment(t, tenantA, "a", "internal_docker")
+	tok, err := e.cp.IssuePushToken(e.ctx, tenantA, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cp.DeleteDeployment(e.ctx, tenantA, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cp.CheckRegistryToken(e.ctx, tok.Token); !errors.Is(err, controlplane.ErrRegistryTokenInvalid) {
+		t.Errorf("token of a deployment being deleted: %v, want ErrRegistryTokenInvalid", err)
+	}
+	if _, err := e.cp.IssuePushToken(e.ctx, tenantA, a); err == nil {
+		t.Error("a push token was issued for a deployment being deleted")
+	}
+}
+
+// TestResolveImage: a tag of the deployment's repository resolves to the
+// digest pushed; a digest that was pushed stays; unknown tags, digests
+// never pushed and another deployment's repository are ErrImageNotFound;
+// images of other registries are kept as they are.
+func TestResolveImage(t *testing.T) {
+	e := newEnv(t)
+	a := e.deployment(t, tenantA, "a", "internal_docker")
+	b := e.deployment(t, tenantA, "b", "internal_docker")
+	tok, err := e.cp.IssuePushToken(e.ctx, tenantA, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _ := random.Image(256, 1)
+	if err := e.push(img, "deployments/"+a+"/agent:v1", tok.Token); err != nil {
+		t.Fatal(err)
+	}
+	dg, _ := img.Digest()
+	repo := e.host + "/deployments/" + a + "/agent"
+	for _, tt := range []struct{ image, want string }{
+		{repo + ":v1", repo + "@" + dg.String()},
+		{repo + "@" + dg.String(), repo + "@" + dg.String()},
+		{"ghcr.io/acme/agent:v1", "ghcr.io/acme/agent:v1"},
+		{"agent:v1", "agent:v1"},
+	} {
+		got, err := e.reg.ResolveImage(e.ctx, tenantA, a, tt.image)
+		if err != nil || got != tt.want {
+			t.Errorf("ResolveImage(%s) = %s, %v; want %s", tt.image, got, err, tt.want)
+		}
+	}
+	for _, image := range []string{repo + ":v2", repo, repo + "@sha256:" + strings.Repeat("0", 64), e.host + "/deployments/" + b + "/agent:v1"} {
+		if _, err := e.reg.ResolveImage(e.ctx, tenantA, a, image); !errors.Is(err, controlplane.ErrImageNotFound) {
+			t.Errorf("ResolveImage(%s): %v, want ErrImageNotFound", image, err)
+		}
+	}
+	// As the control plane's resolver, a PATCH by tag records the digest.
+	if _, err := e.reg.ResolveImage(e.ctx, tenantA, b, repo+":v1"); !errors.Is(err, controlplane.ErrImageNotFound) {
+		t.Errorf("deployment b resolving a's image: %v, want ErrImageNotFound", err)
+	}
+}
+
+// TestNewNeedsStorageAndHost: the options the registry cannot run without.
+func TestNewNeedsStorageAndHost(t *testing.T) {
+	st := storemem.New()
+	defer st.Close()
+	cp := controlplane.New(st, nil)
+	for _, o := range []*registry.Options{nil, {Dir: t.TempDir()}, {Host: "127.0.0.1:1"}} {
+		if r, err := registry.New(context.Background(), cp, o); err == nil {
+			_ = r.Close()
+			t.Errorf("New(%+v) succeeded", o)
+		}
+	}
+}
+
+// TestParseS3URL: the -registry-storage form.
+func TestParseS3URL(t *testing.T) {
+	s, err := registry.ParseS3URL("s3://images/prod?region=eu-west-1&endpoint=http://127.0.0.1:9000")
+	if err != nil || *s != (registry.S3{Bucket: "images", RootDirectory: "/prod", Region: "eu-west-1", Endpoint: "http://127.0.0.1:9000"}) {
+		t.Errorf("ParseS3URL: %+v, %v", s, err)
+	}
+	for _, bad := range []string{"images", "s3:///x", "gs://b"} {
+		if _, err := registry.ParseS3URL(bad); err == nil {
+			t.Errorf("ParseS3URL(%s) succeeded", bad)
+		}
+	}
+}
