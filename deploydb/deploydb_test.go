@@ -14,6 +14,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploydb"
+	"github.com/deployplane/deployplane/internal/testredis"
 )
 
 // A deployment gets its own database, role and Redis number; a retried
@@ -21,8 +22,8 @@ import (
 // the same URIs, and the data written through them is still there.
 func TestEnsureCreatesAndReuses(t *testing.T) {
 	dsn := needPostgres(t)
-	rs := startRedis(t, 16)
-	s, o := newShared(t, dsn, rs.url(), nil)
+	rs := testredis.Start(t, 16)
+	s, o := newShared(t, dsn, rs.URL(), nil)
 	ctx := context.Background()
 	w := work(&controlplane.ResourceSpec{DBMaxConnections: new(int64(7))})
 	env, err := s.Ensure(ctx, w, nil)
@@ -86,8 +87,8 @@ func TestEnsureCreatesAndReuses(t *testing.T) {
 // deployment's role may not connect to another's database.
 func TestDeploymentsAreSeparate(t *testing.T) {
 	dsn := needPostgres(t)
-	rs := startRedis(t, 16)
-	s, _ := newShared(t, dsn, rs.url(), nil)
+	rs := testredis.Start(t, 16)
+	s, _ := newShared(t, dsn, rs.URL(), nil)
 	ctx := context.Background()
 	w1, w2 := work(nil), work(nil)
 	env1, err := s.Ensure(ctx, w1, nil)
@@ -125,8 +126,8 @@ func TestDeploymentsAreSeparate(t *testing.T) {
 // frees it; a second Remove is no error.
 func TestRemove(t *testing.T) {
 	dsn := needPostgres(t)
-	rs := startRedis(t, 16)
-	s, _ := newShared(t, dsn, rs.url(), nil)
+	rs := testredis.Start(t, 16)
+	s, _ := newShared(t, dsn, rs.URL(), nil)
 	ctx := context.Background()
 	w := work(nil)
 	env, err := s.Ensure(ctx, w, nil)
@@ -169,8 +170,8 @@ func TestRemove(t *testing.T) {
 // Ensure refuses at once with ErrRedisFull.
 func TestRedisFull(t *testing.T) {
 	dsn := needPostgres(t)
-	rs := startRedis(t, 2)
-	s, _ := newShared(t, dsn, rs.url(), nil)
+	rs := testredis.Start(t, 2)
+	s, _ := newShared(t, dsn, rs.URL(), nil)
 	ctx := context.Background()
 	seen := map[string]bool{}
 	for range 2 {
@@ -202,8 +203,8 @@ func TestRedisFull(t *testing.T) {
 // replicas ensuring the same deployment at once agree.
 func TestConcurrentReplicas(t *testing.T) {
 	dsn := needPostgres(t)
-	rs := startRedis(t, 16)
-	a, o := newShared(t, dsn, rs.url(), nil)
+	rs := testredis.Start(t, 16)
+	a, o := newShared(t, dsn, rs.URL(), nil)
 	b, err := deploydb.New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -254,9 +255,9 @@ func TestConcurrentReplicas(t *testing.T) {
 // the log, and fail when ctx is done, naming what did not answer.
 func TestEnsureWaitsThenFails(t *testing.T) {
 	dsn := needPostgres(t)
-	rs := startRedis(t, 16)
-	s, _ := newShared(t, dsn, rs.url(), nil)
-	rs.stop()
+	rs := testredis.Start(t, 16)
+	s, _ := newShared(t, dsn, rs.URL(), nil)
+	rs.Stop()
 	var mu sync.Mutex
 	var lines []string
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -5,15 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploydb"
@@ -27,88 +23,6 @@ func needPostgres(t testing.TB) string {
 		t.Skip("DEPLOYPLANE_TEST_POSTGRES_DSN is not set: these tests need a PostgreSQL server (.ci/run starts one; see .ci/postgres.sh)")
 	}
 	return dsn
-}
-
-// redisServer is a redis-server this test started, on a free loopback
-// port, from its own directory.
-type redisServer struct {
-	addr string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// startRedis starts Debian's redis-server with the given number of
-// databases, or skips when it is not installed. It is stopped (by its
-// PID) when the test ends.
-func startRedis(t testing.TB, databases int) *redisServer {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server is not installed (apt-get install redis-server; .ci/run does): the shared Redis tests need it")
-	}
-	for attempt := 0; ; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		dir := t.TempDir()
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-			"--save", "", "--appendonly", "no", "--databases", strconv.Itoa(databases), "--daemonize", "no", "--logfile", "")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		r := &redisServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, done: make(chan struct{})}
-		go func() { cmd.Wait(); close(r.done) }()
-		t.Cleanup(r.stop)
-		if r.waitUp(t) {
-			return r
-		}
-		if attempt == 3 {
-			t.Fatal("redis-server did not start")
-		}
-		// Another process took the port in the meantime: try another.
-	}
-}
-
-// waitUp waits until the server answers PING (true) or exits (false).
-func (r *redisServer) waitUp(t testing.TB) bool {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if deploydb.PingRedis(context.Background(), "redis://"+r.addr) == nil {
-			return true
-		}
-		select {
-		case <-r.done:
-			return false
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s does not answer after a minute", r.addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// stop kills the server (by the PID this test started) and waits for it.
-func (r *redisServer) stop() {
-	select {
-	case <-r.done:
-	default:
-		r.cmd.Process.Kill()
-		<-r.done
-	}
-}
-
-func (r *redisServer) url() string { return "redis://" + r.addr }
-
-// client is a client of database n of the server.
-func (r *redisServer) client(t testing.TB, n int) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: r.addr, DB: n, DisableIdentity: true})
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // uniq is a name prefix no other test run has: lower-case, as deploydb

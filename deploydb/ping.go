@@ -2,8 +2,11 @@ package deploydb
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -53,10 +56,33 @@ func PingRedis(ctx context.Context, uri string) error {
 	o.MaxRetries = -1 // one try: the caller's loop retries
 	o.PoolSize = 1
 	o.DisableIdentity = true // no CLIENT SETINFO: PING is the whole check
-	c := redis.NewClient(o)
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
+	// Dial here, and hand the client that connection: a server that is
+	// not listening yet is the common case while it starts, and the
+	// client's own dialer would log each failure on the process's stderr.
+	conn, err := (&net.Dialer{}).DialContext(ctx, o.Network, o.Addr)
+	if err != nil {
+		return err
+	}
+	var handed atomic.Bool
+	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if handed.Swap(true) {
+			return nil, errors.New("deploydb: a readiness check uses one connection")
+		}
+		if o.TLSConfig != nil {
+			return tls.Client(conn, o.TLSConfig), nil
+		}
+		return conn, nil
+	}
+	o.DialerRetries = 1
+	c := redis.NewClient(o)
+	defer func() {
+		c.Close()
+		if !handed.Load() {
+			conn.Close()
+		}
+	}()
 	got, err := c.Ping(ctx).Result()
 	if err != nil {
 		return err
@@ -118,7 +144,7 @@ func wait(ctx context.Context, interval time.Duration, log func(string), c Check
 			return fmt.Errorf("%s: %w", c.What, err)
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s did not answer in %s: %v", c.What, time.Since(start).Round(time.Second), err)
+			return fmt.Errorf("%s did not answer: %v", c.What, err)
 		}
 		if msg := err.Error(); msg != last || time.Since(lastLogged) >= progressEvery {
 			log(fmt.Sprintf("waiting for %s (%s): %s", c.What, time.Since(start).Round(time.Second), msg))
@@ -128,7 +154,7 @@ func wait(ctx context.Context, interval time.Duration, log func(string), c Check
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%s did not answer in %s: %v", c.What, time.Since(start).Round(time.Second), err)
+			return fmt.Errorf("%s did not answer: %v", c.What, err)
 		case <-t.C:
 		}
 	}
