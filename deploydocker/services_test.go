@@ -397,3 +397,17 @@ func redisClient(t testing.TB, uri string) *redis.Client {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// Options.Services and Options.Databases are alternatives, and DataDir
+// must be absolute (no daemon needed: New does not contact it).
+func TestDatabaseOptionsRefused(t *testing.T) {
+	for name, o := range map[string]*deploydocker.Options{
+		"both":              {Services: &deploydocker.Services{PostgresImage: "postgres"}, Databases: &deploydb.Shared{}},
+		"relative data dir": {Services: &deploydocker.Services{PostgresImage: "postgres", DataDir: "data"}},
+	} {
+		if d, err := deploydocker.New(o); err == nil {
+			d.Close()
+			t.Errorf("%s: New accepted %+v", name, o)
+		}
+	}
+}
