@@ -257,12 +257,16 @@ func TestEnsureWaitsThenFails(t *testing.T) {
 	dsn := needPostgres(t)
 	rs := testredis.Start(t, 16)
 	s, _ := newShared(t, dsn, rs.URL(), nil)
+	w := work(nil)
+	if _, err := s.Ensure(context.Background(), w, nil); err != nil { // the database exists: what follows waits for Redis only
+		t.Fatal(err)
+	}
 	rs.Stop()
 	var mu sync.Mutex
 	var lines []string
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := s.Ensure(ctx, work(nil), func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() })
+	_, err := s.Ensure(ctx, w, func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() })
 	if err == nil {
 		t.Fatal("Ensure succeeded with Redis stopped")
 	}

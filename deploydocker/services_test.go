@@ -275,14 +275,14 @@ func TestDatabaseNotReady(t *testing.T) {
 		// The test server accepts connections but speaks HTTP, not the
 		// PostgreSQL protocol.
 		{"never answers", deploydocker.Services{PostgresImage: image("server:v1")},
-			[]string{"were not ready within 3s", "the deployment's database (container", "did not answer"}},
+			[]string{"were not ready within 15s", "the deployment's database (container", "did not answer"}},
 		{"exits", deploydocker.Services{RedisImage: image("crash:1")},
 			[]string{"could not be prepared", "the deployment's Redis", "crashing on purpose"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, func(o *deploydocker.Options) {
 				o.Services = &tc.services
-				o.DatabaseTimeout = 3 * time.Second
+				o.DatabaseTimeout = 15 * time.Second // the wait, and the pull and create before it
 			})
 			d := f.create(uniq("nodb"), image("server:v1"), nil)
 			rev := f.wait(d.ID, *d.LatestRevisionID)
