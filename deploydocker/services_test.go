@@ -20,6 +20,7 @@ import (
 	"github.com/deployplane/deployplane/deploydb"
 	"github.com/deployplane/deployplane/deploydocker"
 	"github.com/deployplane/deployplane/internal/testredis"
+	"github.com/deployplane/deployplane/storemem"
 )
 
 // statusLog records, from the tenant's event log, the statuses a
@@ -409,5 +410,34 @@ func TestDatabaseOptionsRefused(t *testing.T) {
 			d.Close()
 			t.Errorf("%s: New accepted %+v", name, o)
 		}
+	}
+}
+
+// Reconcile removes the data volumes of deployments the stored state no
+// longer has (deleted while this Deployer did not run), with their
+// containers.
+func TestReconcileRemovesDataOfDeletedDeployments(t *testing.T) {
+	img := dbImage(t)
+	tweak := func(o *deploydocker.Options) { o.Services = &deploydocker.Services{RedisImage: img} }
+	f := newFixture(t, tweak)
+	ctx := context.Background()
+	d := f.create(uniq("orphan"), image("server:v1"), nil)
+	if rev := f.wait(d.ID, *d.LatestRevisionID); rev.Status != controlplane.RevisionDeployed {
+		t.Fatalf("%s: %s", rev.Status, deref(rev.StatusMessage))
+	}
+	if n := len(f.volumes(d.ID)); n != 1 {
+		t.Fatalf("%d volumes, want Redis's", n)
+	}
+	f.stopRun()
+	// A control plane whose store never had the deployment.
+	d2, _ := newDeployer(t, controlplane.New(storemem.New(), nil), f.instance, nil, tweak)
+	if err := d2.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.containers(deploydocker.LabelDeployment + "=" + d.ID)); n != 0 {
+		t.Errorf("%d containers left", n)
+	}
+	if vs := f.volumes(d.ID); len(vs) != 0 {
+		t.Errorf("volumes left: %v", vs)
 	}
 }
