@@ -154,6 +154,12 @@ func (s *Shared) setup(ctx context.Context) error {
 	redis_db      integer UNIQUE,       -- the deployment's Redis database number
 	created_at    timestamptz NOT NULL DEFAULT now()
 )`)
+		if err != nil {
+			return err
+		}
+		// The passwords are for the table's owner alone, whatever default
+		// privileges the database has.
+		_, err = tx.Exec(ctx, "REVOKE ALL ON TABLE "+s.table+" FROM PUBLIC")
 		return err
 	})
 	if err != nil {

@@ -88,7 +88,7 @@ func TestEnsureCreatesAndReuses(t *testing.T) {
 func TestDeploymentsAreSeparate(t *testing.T) {
 	dsn := needPostgres(t)
 	rs := testredis.Start(t, 16)
-	s, _ := newShared(t, dsn, rs.URL(), nil)
+	s, o := newShared(t, dsn, rs.URL(), nil)
 	ctx := context.Background()
 	w1, w2 := work(nil), work(nil)
 	env1, err := s.Ensure(ctx, w1, nil)
@@ -119,6 +119,19 @@ func TestDeploymentsAreSeparate(t *testing.T) {
 		t.Error("a deployment's role connected to another deployment's database")
 	} else if !strings.Contains(err.Error(), "permission denied") {
 		t.Errorf("connecting to another deployment's database: %v, want permission denied", err)
+	}
+	// Nor read the table of passwords, in the shared server's own database.
+	admin, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = admin.Database
+	if c, err := pgx.ConnectConfig(ctx, cfg); err == nil {
+		defer c.Close(ctx)
+		var n int
+		if err := c.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{o.Table}.Sanitize()).Scan(&n); err == nil {
+			t.Errorf("a deployment's role read the table of passwords (%d rows)", n)
+		}
 	}
 }
 
