@@ -127,6 +127,7 @@ func TestDeploymentDatabase(t *testing.T) {
 	}
 
 	url := f.proxyURL + "/" + d.ID
+	eventually(t, "the url answers", func() bool { _, err := get(url + "/version"); return err == nil }) // the proxy switches just after DEPLOYED
 	dbURI, err := get(url + "/env?name=DATABASE_URI")
 	if err != nil || !strings.HasPrefix(dbURI, "postgres://postgres:") {
 		t.Fatalf("DATABASE_URI = %q, %v", dbURI, err)
@@ -334,6 +335,7 @@ func TestSharedDatabases(t *testing.T) {
 		t.Fatalf("%s: %s", rev.Status, deref(rev.StatusMessage))
 	}
 	url := f.proxyURL + "/" + d.ID
+	eventually(t, "the url answers", func() bool { _, err := get(url + "/version"); return err == nil }) // the proxy switches just after DEPLOYED
 	dbURI, err := get(url + "/env?name=DATABASE_URI")
 	if err != nil {
 		t.Fatal(err)
