@@ -101,7 +101,8 @@ type Services struct {
 	// RedisImage, e.g. "redis:7-alpine"; "" starts no Redis.
 	RedisImage string
 	// PostgresDataPath is where PostgresImage keeps its data
-	// (DefaultPostgresDataPath, the official image's PGDATA): the
+	// (DefaultPostgresDataPath, the PGDATA of the official images up to
+	// PostgreSQL 17; those of 18 and later want /var/lib/postgresql): the
 	// deployment's data is mounted there.
 	PostgresDataPath string
 	// RedisDataPath is where Redis keeps its data (DefaultRedisDataPath;

@@ -169,7 +169,8 @@ Flags:
                       redis_memory_mb (db_storage_gi is not enforced)
     -docker-postgres-data-path PATH
                       where the database image keeps its data (default
-                      /var/lib/postgresql/data, the official image's PGDATA)
+                      /var/lib/postgresql/data, the PGDATA of the official
+                      images up to 17; /var/lib/postgresql for postgres:18)
     -docker-data-dir DIR
                       an absolute directory (on this machine, which must be
                       the daemon's) holding each deployment's database and
