@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/moby/moby/client"
 )
 
 // The deployments' databases in these tests are the real thing: Debian's
@@ -148,6 +150,20 @@ func buildDBImage() (ref, skip string, err error) {
 		return "", "", fmt.Errorf("pushing the database image: %w", err)
 	}
 	return ref, "", nil
+}
+
+// removeDBImage removes the database image from the daemon, if a test
+// built it (TestMain, at the end): its tag names a registry that is gone.
+func removeDBImage() {
+	if dbImageOnce.ref == "" {
+		return
+	}
+	cli, err := client.New(client.WithHost(dockerHost))
+	if err != nil {
+		return
+	}
+	defer cli.Close()
+	cli.ImageRemove(context.Background(), dbImageOnce.ref, client.ImageRemoveOptions{})
 }
 
 func isFile(p string) bool {

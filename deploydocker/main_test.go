@@ -78,6 +78,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	removeDBImage()
 	stop()
 	os.Exit(code)
 }
