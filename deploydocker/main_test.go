@@ -328,6 +328,13 @@ func removeInstance(t testing.TB, cli *client.Client, instance string) {
 	for _, id := range listContainers(t, cli, instance) {
 		cli.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true})
 	}
+	// The data volumes of deployments the test did not delete.
+	fl := make(client.Filters).Add("label", deploydocker.LabelInstance+"="+instance)
+	if res, err := cli.VolumeList(context.Background(), client.VolumeListOptions{Filters: fl}); err == nil {
+		for _, v := range res.Items {
+			cli.VolumeRemove(context.Background(), v.Name, client.VolumeRemoveOptions{Force: true})
+		}
+	}
 }
 
 // create makes an external_docker deployment.
