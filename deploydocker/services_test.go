@@ -322,15 +322,16 @@ func TestSharedDatabases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer shared.Close()
-	defer func() {
+	t.Cleanup(shared.Close)
+	t.Cleanup(func() {
 		if c, err := pgx.Connect(ctx, dsn); err == nil {
 			c.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{prefix + "databases"}.Sanitize())
 			c.Close(ctx)
 		}
-	}()
+	})
 	f := newFixture(t, func(o *deploydocker.Options) { o.Databases = shared })
 	d := f.create(uniq("shared"), image("server:v1"), nil)
+	t.Cleanup(func() { shared.Remove(ctx, tenant, d.ID) }) // when the test fails before DELETE
 	if rev := f.wait(d.ID, *d.LatestRevisionID); rev.Status != controlplane.RevisionDeployed {
 		t.Fatalf("%s: %s", rev.Status, deref(rev.StatusMessage))
 	}

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/deployplane/deployplane/deploydb"
 	"github.com/deployplane/deployplane/internal/testredis"
 )
 
@@ -22,6 +25,14 @@ func TestSharedDatabasesWired(t *testing.T) {
 		t.Skip("DEPLOYPLANE_TEST_DOCKER or DEPLOYPLANE_TEST_POSTGRES_DSN is not set: this test needs a Docker daemon and PostgreSQL (.ci/run starts both)")
 	}
 	rs := testredis.Start(t, 16)
+	// The server creates deploydb's table in the test database; no other
+	// test uses that name.
+	t.Cleanup(func() {
+		if c, err := pgx.Connect(context.Background(), dsn); err == nil {
+			c.Exec(context.Background(), "DROP TABLE IF EXISTS "+deploydb.DefaultTable)
+			c.Close(context.Background())
+		}
+	})
 	b := make([]byte, 6)
 	rand.Read(b)
 	args := []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host,
