@@ -24,6 +24,9 @@
 //   - deploysim: the built-in simulated Deployer.
 //   - deploydocker: a real Deployer: revisions run as containers on Docker,
 //     served without a gap through a reverse proxy, crash-safe by labels.
+//   - deploydb: each deployment's database and Redis on shared servers (a
+//     database, login role and Redis number per deployment), and the
+//     readiness checks (SELECT 1, PING) deployers wait on.
 //   - imagebuild: builds the image of a github revision (go-git clone, the
 //     repository's Dockerfile or the one `langgraph dockerfile` writes,
 //     the Docker Engine API); deploydocker calls it through its Builder.
@@ -43,8 +46,10 @@
 // Imports point one way: cmd and examples use httphandler, which uses
 // controlplane and oauthflow, which use store and wiretime; all three use
 // apierr, which uses nothing of deployplane; deploysim, deploydocker,
-// imagebuild, githubapp and prommetrics use controlplane (cmd wires
-// imagebuild into deploydocker, which only declares the Builder it needs);
+// deploydb, imagebuild, githubapp and prommetrics use controlplane
+// (deploydocker also uses deploydb's readiness checks; cmd wires imagebuild
+// and a deploydb.Shared into deploydocker, which only declares the Builder
+// and Databases it needs);
 // the store implementations depend on store alone.
 //
 // # Quick start

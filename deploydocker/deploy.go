@@ -127,7 +127,7 @@ func (x *run) deploy(ctx context.Context) error {
 	} else if by != "" {
 		return x.failf(ctx, "Superseded by revision %s, which became active first.", by)
 	}
-	env, err := x.d.ensureServices(ctx, w)
+	env, err := x.databases(ctx)
 	if err == nil {
 		x.d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, "starting the revision's containers")
 	}

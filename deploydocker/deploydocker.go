@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -19,17 +20,18 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultNetwork        = "host"
-	DefaultServerPort     = 8000
-	DefaultHealthPath     = "/ok"
-	DefaultPortEnv        = "PORT"
-	DefaultInstance       = "deployplane"
-	DefaultHealthTimeout  = 3 * time.Minute
-	DefaultHealthInterval = 250 * time.Millisecond
-	DefaultDrainTimeout   = 30 * time.Second
-	DefaultStopTimeout    = 10 * time.Second
-	DefaultFirstPort      = 20000
-	DefaultLastPort       = 29999
+	DefaultNetwork         = "host"
+	DefaultServerPort      = 8000
+	DefaultHealthPath      = "/ok"
+	DefaultPortEnv         = "PORT"
+	DefaultInstance        = "deployplane"
+	DefaultHealthTimeout   = 3 * time.Minute
+	DefaultHealthInterval  = 250 * time.Millisecond
+	DefaultDrainTimeout    = 30 * time.Second
+	DefaultStopTimeout     = 10 * time.Second
+	DefaultDatabaseTimeout = 3 * time.Minute
+	DefaultFirstPort       = 20000
+	DefaultLastPort        = 29999
 )
 
 // Label keys set on every container the Deployer creates. A container
@@ -140,8 +142,16 @@ type Options struct {
 	// nil for an anonymous pull.
 	Credentials func(ctx context.Context, w *controlplane.Work, image string) (*Credentials, error)
 	// Services, when set, gives every deployment its own database and
-	// Redis (see Services); nil starts none.
+	// Redis as containers (see Services); nil starts none.
 	Services *Services
+	// Databases, when set, gives every deployment its database and Redis
+	// instead of Services, e.g. a *deploydb.Shared on servers the operator
+	// shares (see Databases). Setting both is an error.
+	Databases Databases
+	// DatabaseTimeout is how long a revision waits for its deployment's
+	// database and Redis to answer (DefaultDatabaseTimeout); then it is
+	// DEPLOY_FAILED.
+	DatabaseTimeout time.Duration
 	// Builder builds github (and internal_source) revisions. Nil: such a
 	// revision ends BUILD_FAILED saying no builder is configured.
 	Builder Builder
@@ -170,6 +180,7 @@ type Deployer struct {
 	hc        *http.Client
 	proxy     *proxy
 	ports     *ports
+	dbs       Databases // Options.Databases, or the containers of Options.Services; nil: none
 
 	// bg is the life of the Deployer (cancelled by Close): the followers
 	// of containers' logs run under it.
@@ -227,6 +238,15 @@ func New(o *Options) (*Deployer, error) {
 	if opt.Instance == "" {
 		opt.Instance = DefaultInstance
 	}
+	if opt.DatabaseTimeout <= 0 {
+		opt.DatabaseTimeout = DefaultDatabaseTimeout
+	}
+	if opt.Services != nil && opt.Databases != nil {
+		return nil, errors.New("deploydocker: Options.Services and Options.Databases are alternatives: set one")
+	}
+	if opt.Services != nil && opt.Services.DataDir != "" && !filepath.IsAbs(opt.Services.DataDir) {
+		return nil, fmt.Errorf("deploydocker: Services.DataDir %q is not an absolute path", opt.Services.DataDir)
+	}
 	opt.ProxyURL = strings.TrimRight(opt.ProxyURL, "/")
 	d := &Deployer{o: opt, cli: opt.Client, log: opt.Logger, hc: opt.HTTPClient,
 		locks: map[string]*sync.Mutex{}, removed: map[string]bool{}, following: map[string]bool{}}
@@ -249,6 +269,10 @@ func New(o *Options) (*Deployer, error) {
 		d.cli, d.ownClient = cli, true
 	}
 	d.proxy = newProxy()
+	d.dbs = opt.Databases
+	if s := opt.Services; s != nil && (s.PostgresImage != "" || s.RedisImage != "") {
+		d.dbs = &containerDatabases{d: d, s: s.withDefaults()}
+	}
 	// Start at a random place in the range: two control planes (or test
 	// processes) sharing a daemon then rarely reach for the same port in
 	// the moment before either's container exists.

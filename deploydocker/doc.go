@@ -28,12 +28,9 @@
 // memory_limit_mb (default 2x memory_mb) the hard memory limit. A field
 // left null sets no limit. Containers restart unless stopped.
 //
-// With Options.Services, the deployment's own database and Redis (wire
-// contract section 10) are started first, once per deployment: containers
-// labelled with LabelRole, kept across revisions, sized by the spec's db_*
-// and redis_memory_mb fields, and removed only by Teardown; the revision's
-// containers get DATABASE_URI and REDIS_URI (see Services). The deployment
-// stays AWAITING_DATABASE until its first revision is DEPLOYED.
+// Before the revision's containers start, the deployment's database and
+// Redis are made ready (see "A deployment's database" below); a revision
+// whose database never answers ends DEPLOY_FAILED without a container.
 //
 // Then, under the deployment's lock, the revision reports DEPLOYED with
 // its image as image_version and the deployment's url (Step.URL), and the
@@ -62,6 +59,52 @@
 // failed: ..."). Without a Builder such a revision ends BUILD_FAILED
 // saying that no image builder is configured. imagebuild.Builder is the
 // Builder; cmd/deployplane wires it in.
+//
+// # A deployment's database
+//
+// An agent server needs DATABASE_URI and REDIS_URI (wire contract section
+// 10). With Options.Services every deployment gets a PostgreSQL and a
+// Redis container of its own; with Options.Databases (e.g. a
+// *deploydb.Shared) a database, role and Redis number on servers the
+// operator shares. Both are a Databases: for every revision, after
+// DEPLOYING is reported, Deploy calls Ensure, which creates them the
+// first time (later revisions, retries and restarted control planes get
+// the same ones, with their data) and waits until they answer: PostgreSQL
+// a real SELECT 1 (pgx) with the URI's credentials, Redis PING
+// (go-redis). The wait is bounded by Options.DatabaseTimeout (3 minutes);
+// its progress goes to the deploy log ("waiting for the deployment's
+// database (container ..., port ...): ..." when what it answers changes,
+// and every 10 seconds). A database that does not answer in time, or
+// whose container exits or crashes (at once, with the end of its output),
+// ends the revision DEPLOY_FAILED with a status_message naming it. The
+// revision's containers get DATABASE_URI and REDIS_URI beside its
+// secrets.
+//
+// The deployment stays AWAITING_DATABASE until its first revision is
+// DEPLOYED (the control plane then makes it READY): a deployment is READY
+// only once its database answered and a revision serves.
+//
+// The per-deployment containers (Services) are named and labelled like
+// the revision's (LabelRole postgres or redis, no revision), get their
+// own port on the host network (from the same range as the revisions'
+// containers) and listen on 127.0.0.1 only, with a random password each,
+// which a restarted control plane reads back from the container. They are
+// sized from the resource_spec, after ResourceSpec.WithDefaults: db_cpu
+// and db_cpu_limit, db_memory_mb and db_memory_limit_mb as for the server's
+// containers, db_max_connections as postgres's max_connections;
+// redis_memory_mb is Redis's maxmemory, its container's hard limit a
+// quarter more (at least 32 MB). db_storage_gi is not enforced: a Docker
+// volume, or a plain directory, has no size limit of its own. The data
+// lives in a named volume per service (labelled like the containers) or,
+// with Services.DataDir, in DataDir/INSTANCE/TENANT/DEPLOYMENT/{postgres,redis};
+// it outlives the containers, so a container removed by hand is recreated
+// over the same data.
+//
+// Teardown removes the deployment's containers and then calls
+// Databases.Remove: the volumes (or the directory), or the shared
+// database, role and Redis keys. The deployment's data is gone. Reconcile
+// also removes the volumes and directories of deployments that no longer
+// exist.
 //
 // # Where a deployment answers
 //
@@ -176,4 +219,9 @@
 // say so). They build the test server (testdata/server) as a static
 // binary, push FROM scratch images of it to an in-process registry on
 // 127.0.0.1, and deploy them for real.
+// The deployments' databases are Debian's own
+// postgres and redis-server, copied with their libraries into a FROM
+// scratch image whose entrypoint (testdata/dbimage) starts them as the
+// official images do; those tests skip when the packages are missing. The
+// shared-server test needs DEPLOYPLANE_TEST_POSTGRES_DSN and redis-server.
 package deploydocker

@@ -496,6 +496,12 @@ func (d *Deployer) Teardown(ctx context.Context, tenant string, dep *controlplan
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("deploydocker: teardown of %s: %w", dep.ID, err)
 	}
+	// The deployment's database and Redis go with it, data and all.
+	if d.dbs != nil {
+		if err := d.dbs.Remove(ctx, tenant, dep.ID); err != nil {
+			return fmt.Errorf("deploydocker: teardown of %s: removing its database: %w", dep.ID, err)
+		}
+	}
 	// The images built for the deployment go with it.
 	if ir, ok := d.o.Builder.(ImageRemover); ok {
 		if err := ir.RemoveImages(ctx, tenant, dep.ID); err != nil {

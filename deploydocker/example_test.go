@@ -11,9 +11,11 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/deploydb"
 	"github.com/deployplane/deployplane/deploydocker"
 	"github.com/deployplane/deployplane/imagebuild"
 	"github.com/deployplane/deployplane/storebolt"
+	"github.com/deployplane/deployplane/storemem"
 )
 
 // Embedding the Docker deployer: the control plane over a store (github
@@ -73,4 +75,43 @@ func ExampleLevelOf() {
 	// INFO
 	// WARNING
 	// ERROR
+}
+
+// Each deployment's database and Redis: containers of its own
+// (Options.Services), or a database, role and Redis number on servers the
+// operator shares (Options.Databases with a deploydb.Shared). (Not run by
+// go test: it needs a Docker daemon and the shared servers.)
+func ExampleDatabases() {
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), nil)
+
+	// Containers of the deployment's own, their data under /srv/deployplane.
+	own, err := deploydocker.New(&deploydocker.Options{
+		ProxyURL: "http://127.0.0.1:8125",
+		State:    cp,
+		Services: &deploydocker.Services{PostgresImage: "postgres:16-alpine", RedisImage: "redis:7-alpine", DataDir: "/srv/deployplane"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer own.Close()
+
+	// Or shared servers.
+	shared, err := deploydb.New(ctx, &deploydb.Options{
+		PostgresDSN: "postgres://admin:secret@db.internal:5432/postgres",
+		RedisURL:    "redis://:secret@redis.internal:6379",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer shared.Close()
+	onShared, err := deploydocker.New(&deploydocker.Options{
+		ProxyURL:  "http://127.0.0.1:8125",
+		State:     cp,
+		Databases: shared,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer onShared.Close()
 }

@@ -78,6 +78,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	removeDBImage()
 	stop()
 	os.Exit(code)
 }
@@ -326,6 +327,13 @@ func (f *fixture) removeInstance() {
 func removeInstance(t testing.TB, cli *client.Client, instance string) {
 	for _, id := range listContainers(t, cli, instance) {
 		cli.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true})
+	}
+	// The data volumes of deployments the test did not delete.
+	fl := make(client.Filters).Add("label", deploydocker.LabelInstance+"="+instance)
+	if res, err := cli.VolumeList(context.Background(), client.VolumeListOptions{Filters: fl}); err == nil {
+		for _, v := range res.Items {
+			cli.VolumeRemove(context.Background(), v.Name, client.VolumeRemoveOptions{Force: true})
+		}
 	}
 }
 

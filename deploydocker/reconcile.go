@@ -47,6 +47,8 @@ func (d *Deployer) Reconcile(ctx context.Context) error {
 	for k, cs := range byDep {
 		errs = append(errs, d.reconcileDeployment(ctx, k.tenant, k.dep, cs))
 	}
+	// The data volumes of deployments deleted meanwhile.
+	errs = append(errs, d.reconcileData(ctx))
 	return errors.Join(errs...)
 }
 

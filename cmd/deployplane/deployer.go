@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/moby/moby/client"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/deploydb"
 	"github.com/deployplane/deployplane/deploydocker"
 	"github.com/deployplane/deployplane/deploysim"
 	"github.com/deployplane/deployplane/egress"
@@ -30,6 +32,11 @@ type deployerFlags struct {
 	dockerInstance string
 	postgresImage  string
 	redisImage     string
+	postgresData   string // where the database image keeps its data
+	dataDir        string // host directory of the deployments' data ('' = Docker volumes)
+	dbTimeout      time.Duration
+	sharedPostgres string // admin DSN of a shared PostgreSQL: deploydb instead of containers
+	sharedRedis    string // URL of a shared Redis
 	healthPath     string
 	healthTimeout  time.Duration
 	buildBaseImage string
@@ -44,6 +51,11 @@ func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.dockerInstance, "docker-instance", deploydocker.DefaultInstance, "label value that marks this server's containers")
 	fs.StringVar(&f.postgresImage, "docker-postgres-image", "postgres:16-alpine", "image of each deployment's database ('' for none)")
 	fs.StringVar(&f.redisImage, "docker-redis-image", "redis:7-alpine", "image of each deployment's Redis ('' for none)")
+	fs.StringVar(&f.postgresData, "docker-postgres-data-path", deploydocker.DefaultPostgresDataPath, "where the database image keeps its data (its PGDATA)")
+	fs.StringVar(&f.dataDir, "docker-data-dir", "", "host directory of the deployments' database and Redis data (default: a Docker volume each)")
+	fs.DurationVar(&f.dbTimeout, "docker-database-timeout", deploydocker.DefaultDatabaseTimeout, "how long a revision waits for its deployment's database and Redis")
+	fs.StringVar(&f.sharedPostgres, "shared-postgres-dsn", getenv("DEPLOYPLANE_SHARED_POSTGRES_DSN"), "a shared PostgreSQL (postgres://admin:password@host:5432/db) where each deployment gets a database and role, instead of its own container (default $DEPLOYPLANE_SHARED_POSTGRES_DSN)")
+	fs.StringVar(&f.sharedRedis, "shared-redis-url", getenv("DEPLOYPLANE_SHARED_REDIS_URL"), "a shared Redis (redis://:password@host:6379) where each deployment gets a database number; needs -shared-postgres-dsn (default $DEPLOYPLANE_SHARED_REDIS_URL)")
 	fs.StringVar(&f.healthPath, "docker-health-path", deploydocker.DefaultHealthPath, "path of the containers' health check")
 	fs.DurationVar(&f.healthTimeout, "docker-health-timeout", deploydocker.DefaultHealthTimeout, "how long a new container has to pass its health check")
 	fs.StringVar(&f.buildBaseImage, "build-base-image", "", "base image of the Dockerfiles generated for github revisions (default: the project's base_image, else langchain/langgraph-api, as the langgraph CLI)")
@@ -61,6 +73,15 @@ func (f *deployerFlags) check() string {
 	}
 	if f.healthTimeout <= 0 {
 		return "-docker-health-timeout must be positive"
+	}
+	if f.dbTimeout <= 0 {
+		return "-docker-database-timeout must be positive"
+	}
+	if f.sharedRedis != "" && f.sharedPostgres == "" {
+		return "-shared-redis-url needs -shared-postgres-dsn (which records the Redis numbers)"
+	}
+	if f.dataDir != "" && !filepath.IsAbs(f.dataDir) {
+		return "-docker-data-dir must be an absolute path"
 	}
 	return ""
 }
@@ -136,13 +157,36 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		cli.Close()
 		return nil, nil, nil, err
 	}
-	dd, err := deploydocker.New(&deploydocker.Options{Client: cli, Network: f.dockerNetwork, ProxyURL: proxyURL,
+	do := &deploydocker.Options{Client: cli, Network: f.dockerNetwork, ProxyURL: proxyURL,
 		Instance: f.dockerInstance, State: env.cp, Logger: log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
-		Services: &deploydocker.Services{PostgresImage: f.postgresImage, RedisImage: f.redisImage},
-		Builder:  builder, Credentials: env.credentials})
+		DatabaseTimeout: f.dbTimeout, Builder: builder, Credentials: env.credentials}
+	// Each deployment's database and Redis: on the shared servers when
+	// given, else containers of its own.
+	var shared *deploydb.Shared
+	if f.sharedPostgres != "" {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		shared, err = deploydb.New(sctx, &deploydb.Options{PostgresDSN: f.sharedPostgres, RedisURL: f.sharedRedis})
+		cancel()
+		if err != nil {
+			ln.Close()
+			cli.Close()
+			return nil, nil, nil, fmt.Errorf("-shared-postgres-dsn, -shared-redis-url: %w", err)
+		}
+		do.Databases = shared
+	} else {
+		do.Services = &deploydocker.Services{PostgresImage: f.postgresImage, RedisImage: f.redisImage,
+			PostgresDataPath: f.postgresData, DataDir: f.dataDir}
+	}
+	closeShared := func() {
+		if shared != nil {
+			shared.Close()
+		}
+	}
+	dd, err := deploydocker.New(do)
 	if err != nil {
 		ln.Close()
 		cli.Close()
+		closeShared()
 		return nil, nil, nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -151,12 +195,14 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		ln.Close()
 		dd.Close()
 		cli.Close()
+		closeShared()
 		return nil, nil, nil, fmt.Errorf("-docker-host: %w", err)
 	}
 	if err := dd.Reconcile(pctx); err != nil {
 		ln.Close()
 		dd.Close()
 		cli.Close()
+		closeShared()
 		return nil, nil, nil, err
 	}
 	srv := &http.Server{Handler: dd.Proxy(), ReadHeaderTimeout: 10 * time.Second,
@@ -177,7 +223,8 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		<-served
 		dd.Close()
 		cli.Close()
+		closeShared()
 	}
 	return dd, []any{"deployer", "docker", "docker_host", f.dockerHost, "docker_network", f.dockerNetwork, "proxy_url", proxyURL,
-		"build_base_image", f.buildBaseImage}, stop, nil
+		"build_base_image", f.buildBaseImage, "shared_databases", shared != nil}, stop, nil
 }

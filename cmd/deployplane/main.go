@@ -60,6 +60,9 @@ Usage:
                 [-docker-network host] [-docker-proxy-addr 127.0.0.1:8125]
                 [-docker-proxy-url URL] [-docker-instance NAME]
                 [-docker-postgres-image IMAGE] [-docker-redis-image IMAGE]
+                [-docker-postgres-data-path PATH] [-docker-data-dir DIR]
+                [-docker-database-timeout 3m]
+                [-shared-postgres-dsn DSN [-shared-redis-url URL]]
                 [-docker-health-path /ok] [-docker-health-timeout 3m]
                 [-build-base-image IMAGE]
                 [-registry-addr auto|off|HOST:PORT] [-registry-host HOST:PORT]
@@ -162,7 +165,33 @@ Flags:
                       deployment gets, started before its first revision and
                       kept until DELETE; its containers find them in
                       DATABASE_URI and REDIS_URI (defaults postgres:16-alpine
-                      and redis:7-alpine; '' starts none)
+                      and redis:7-alpine; '' starts none). On the host
+                      network they listen on 127.0.0.1 only, with a random
+                      password each; sized by the resource_spec's db_* and
+                      redis_memory_mb (db_storage_gi is not enforced)
+    -docker-postgres-data-path PATH
+                      where the database image keeps its data (default
+                      /var/lib/postgresql/data, the PGDATA of the official
+                      images up to 17; /var/lib/postgresql for postgres:18)
+    -docker-data-dir DIR
+                      an absolute directory (on this machine, which must be
+                      the daemon's) holding each deployment's database and
+                      Redis data, DIR/<instance>/<tenant>/<deployment>/...
+                      (default: a Docker volume per deployment and service).
+                      DELETE removes the deployment's data: it is gone
+    -docker-database-timeout D
+                      how long a revision waits for its deployment's
+                      database and Redis to answer (SELECT 1, PING; default
+                      3m) before it is DEPLOY_FAILED
+    -shared-postgres-dsn DSN, -shared-redis-url URL
+                      instead of containers, give each deployment a database
+                      and login role on this PostgreSQL
+                      (postgres://admin:password@host:5432/postgres, a role
+                      with CREATEDB and CREATEROLE) and a database number on
+                      this Redis (redis://:password@host:6379); DELETE drops
+                      them. Default $DEPLOYPLANE_SHARED_POSTGRES_DSN and
+                      $DEPLOYPLANE_SHARED_REDIS_URL (prefer the environment:
+                      command lines are visible to other users)
     -docker-health-path PATH, -docker-health-timeout D
                       a new container is healthy once GET PATH answers 200
                       (default /ok, on the port in $PORT); one that does not

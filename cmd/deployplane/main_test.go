@@ -461,7 +461,9 @@ func TestHelp(t *testing.T) {
 		"<db>.secret-key", "0600", "ephemeral", "query strings",
 		"-sim-step", "500ms", "DEPLOYED", "-sim-fail-at", "-github-webhook-secret", "DEPLOYPLANE_GITHUB_WEBHOOK_SECRET",
 		"/v1/integrations/github/webhook", "X-Hub-Signature-256", "build_on_push", "503",
-		"postgres://", "postgresql://", "-pg-schema", "replicas", "lease"} {
+		"postgres://", "postgresql://", "-pg-schema", "replicas", "lease",
+		"-docker-data-dir", "-docker-postgres-data-path", "-docker-database-timeout", "-shared-postgres-dsn", "-shared-redis-url",
+		"DEPLOYPLANE_SHARED_POSTGRES_DSN", "DELETE removes the deployment's data"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("-h does not mention %q", want)
 		}
@@ -477,6 +479,9 @@ func TestHelp(t *testing.T) {
 		{[]string{"-sim-fail-at", "building"}, nil},
 		{[]string{"-pg-schema", ""}, nil},
 		{[]string{"-github-webhook-secret", "a"}, map[string]string{"DEPLOYPLANE_GITHUB_WEBHOOK_SECRET": "b"}},
+		{[]string{"-shared-redis-url", "redis://127.0.0.1:6379"}, nil},
+		{[]string{"-docker-data-dir", "relative/dir"}, nil},
+		{[]string{"-docker-database-timeout", "0s"}, nil},
 	} {
 		err := run(context.Background(), c.args, func(k string) string { return c.env[k] }, io.Discard, io.Discard)
 		if !errors.Is(err, errUsage) {

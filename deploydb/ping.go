@@ -1,0 +1,176 @@
+package deploydb
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+// checkTimeout bounds one readiness check (a connection and one command).
+const checkTimeout = 5 * time.Second
+
+// PingPostgres connects to the PostgreSQL server at uri (a postgres://
+// URL, as DATABASE_URI) and runs SELECT 1: the server is up, accepts the
+// URL's role and password, and serves its database. A server still
+// starting answers an error (the database system is starting up).
+func PingPostgres(ctx context.Context, uri string) error {
+	cfg, err := pgx.ParseConfig(uri)
+	if err != nil {
+		return fmt.Errorf("parsing the database URI: %w", err) // pgconn redacts the password
+	}
+	cfg.ConnectTimeout = checkTimeout
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var one int
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		return err
+	}
+	if one != 1 {
+		return fmt.Errorf("SELECT 1 answered %d", one)
+	}
+	return nil
+}
+
+// PingRedis connects to the Redis server at uri (a redis:// URL, as
+// REDIS_URI, whose path names the database number) and sends PING,
+// which must answer PONG: the server is up, accepts the URL's
+// credentials, and has the database (SELECT n succeeded on connect).
+func PingRedis(ctx context.Context, uri string) error {
+	o, err := redis.ParseURL(uri)
+	if err != nil {
+		return fmt.Errorf("parsing the Redis URI: %w", err)
+	}
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = checkTimeout, checkTimeout, checkTimeout
+	o.MaxRetries = -1 // one try: the caller's loop retries
+	o.PoolSize = 1
+	o.DisableIdentity = true // no CLIENT SETINFO: PING is the whole check
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	// Dial here, and hand the client that connection: a server that is
+	// not listening yet is the common case while it starts, and the
+	// client's own dialer would log each failure on the process's stderr.
+	conn, err := (&net.Dialer{}).DialContext(ctx, o.Network, o.Addr)
+	if err != nil {
+		return err
+	}
+	var handed atomic.Bool
+	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if handed.Swap(true) {
+			return nil, errors.New("deploydb: a readiness check uses one connection")
+		}
+		if o.TLSConfig != nil {
+			return tls.Client(conn, o.TLSConfig), nil
+		}
+		return conn, nil
+	}
+	o.DialerRetries = 1
+	c := redis.NewClient(o)
+	defer func() {
+		c.Close()
+		if !handed.Load() {
+			conn.Close()
+		}
+	}()
+	got, err := c.Ping(ctx).Result()
+	if err != nil {
+		return err
+	}
+	if got != "PONG" {
+		return fmt.Errorf("PING answered %q", got)
+	}
+	return nil
+}
+
+// Check is one readiness check, named for the log and the error.
+type Check struct {
+	// What is checked, e.g. "the deployment's database at 127.0.0.1:5432".
+	What string
+	// Check answers nil once the service is ready.
+	Check func(ctx context.Context) error
+}
+
+// Wait runs each check until it answers nil, every interval, in order.
+// log (may be nil) gets a line when a check starts waiting, when what it
+// answers changes, at most every progressEvery while it keeps failing the
+// same way, and when it passes. When ctx is done first, Wait returns an
+// error naming the check and its last answer; a check whose error is
+// Permanent returns at once.
+func Wait(ctx context.Context, interval time.Duration, log func(string), checks ...Check) error {
+	if log == nil {
+		log = func(string) {}
+	}
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	for _, c := range checks {
+		if err := wait(ctx, interval, log, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// progressEvery is how often a check that keeps failing the same way is
+// logged again.
+const progressEvery = 10 * time.Second
+
+func wait(ctx context.Context, interval time.Duration, log func(string), c Check) error {
+	start := time.Now()
+	var last string
+	var lastLogged time.Time
+	for tries := 1; ; tries++ {
+		err := c.Check(ctx)
+		if err == nil {
+			if tries > 1 {
+				log(fmt.Sprintf("%s answers (after %s)", c.What, time.Since(start).Round(time.Millisecond)))
+			} else {
+				log(c.What + " answers")
+			}
+			return nil
+		}
+		if errors.Is(err, ErrPermanent) {
+			return fmt.Errorf("%s: %w", c.What, err)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s did not answer: %v", c.What, err)
+		}
+		if msg := err.Error(); msg != last || time.Since(lastLogged) >= progressEvery {
+			log(fmt.Sprintf("waiting for %s (%s): %s", c.What, time.Since(start).Round(time.Second), msg))
+			last, lastLogged = msg, time.Now()
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s did not answer: %v", c.What, err)
+		case <-t.C:
+		}
+	}
+}
+
+// ErrPermanent marks an error that waiting does not cure (no Redis
+// database number is left, a privilege is missing): errors.Is(err,
+// ErrPermanent) holds for it, and Wait and Ensure return it at once.
+var ErrPermanent = errors.New("deploydb: permanent error")
+
+// Permanent marks err as one that waiting does not cure (see
+// ErrPermanent); its text is err's.
+func Permanent(err error) error { return permanentError{err} }
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string        { return e.err.Error() }
+func (e permanentError) Unwrap() error        { return e.err }
+func (e permanentError) Is(target error) bool { return target == ErrPermanent }
