@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,17 +38,21 @@ type env struct {
 	srv *httptest.Server
 	api *httphandler.Handler
 	st  store.Store
+	// start starts the reconcile loop (at once unless envOptions.paused);
+	// pause stops it (work in flight is given back).
+	start, pause func()
 }
 
 // envOptions adjust newEnv.
 type envOptions struct {
-	step     time.Duration           // deploysim's step (default 20ms)
+	step     time.Duration               // deploysim's step (default 20ms)
 	failAt   controlplane.RevisionStatus // deploysim's FailAt
 	failMsg  string
 	sessions store.Store // default: the control plane's store
 	now      func() time.Time
 	ttl      time.Duration
 	tls      bool
+	paused   bool // the reconcile loop waits for env.start
 }
 
 func newEnv(t testing.TB, o *envOptions) *env {
@@ -60,12 +65,34 @@ func newEnv(t testing.TB, o *envOptions) *env {
 	}
 	st := storemem.New()
 	cp := controlplane.New(st, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = cp.Run(ctx, deploysim.New(&deploysim.Options{Step: o.step, FailAt: o.failAt, FailMessage: o.failMsg}))
-	}()
+	// The reconcile loop runs between start and pause.
+	var mu sync.Mutex
+	var stop func()
+	start := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stop != nil {
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = cp.Run(ctx, deploysim.New(&deploysim.Options{Step: o.step, FailAt: o.failAt, FailMessage: o.failMsg}))
+		}()
+		stop = func() { cancel(); <-done }
+	}
+	pause := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stop != nil {
+			stop()
+			stop = nil
+		}
+	}
+	if !o.paused {
+		start()
+	}
 	keys, err := httphandler.NewKeyTable([]httphandler.Key{
 		{SHA256: httphandler.HashKey(keyA), Tenants: []string{tenantA}},
 		{SHA256: httphandler.HashKey(keyAB), Tenants: []string{tenantA, tenantB}},
@@ -89,10 +116,9 @@ func newEnv(t testing.TB, o *envOptions) *env {
 	t.Cleanup(func() {
 		_ = api.Close()
 		srv.Close()
-		cancel()
-		<-done
+		pause()
 	})
-	return &env{cp: cp, srv: srv, api: api, st: st}
+	return &env{cp: cp, srv: srv, api: api, st: st, start: start, pause: pause}
 }
 
 // browser is an HTTP client with a cookie jar that does not follow

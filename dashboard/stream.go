@@ -29,6 +29,7 @@ type liveDeployment struct {
 	ActiveRevisionID *string `json:"active_revision_id,omitempty"`
 	LatestRevisionID *string `json:"latest_revision_id,omitempty"`
 	ImageURI         *string `json:"image_uri,omitempty"`
+	ImageVersion     *string `json:"image_version,omitempty"`
 }
 
 // liveRevision is a revision event as the pages read it.
@@ -168,7 +169,7 @@ func (h *Handler) project(s *sse, e cp.Event) {
 		if dep := d.Deployment; dep != nil {
 			out.Status, out.DisplayName, out.URL = string(dep.Status), dep.DisplayName, dep.URL
 			out.ActiveRevisionID, out.LatestRevisionID = dep.ActiveRevisionID, dep.LatestRevisionID
-			out.ImageURI = dep.SourceRevisionConfig.ImageURI
+			out.ImageURI, out.ImageVersion = dep.SourceRevisionConfig.ImageURI, dep.ImageVersion
 		}
 		s.event("deployment", e.ID, out)
 	case cp.EventRevision:

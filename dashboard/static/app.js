@@ -64,6 +64,7 @@
     each("data-dep-status", d.id, function (el) { setBadge(el, d.status); });
     each("data-dep-display", d.id, function (el) { if (d.display_name) el.textContent = d.display_name; });
     each("data-dep-image", d.id, function (el) { if (d.image_uri) el.textContent = d.image_uri; });
+    each("data-dep-version", d.id, function (el) { if (d.image_version) el.textContent = d.image_version; });
     each("data-dep-active", d.id, function (el) { revisionLink(el, d.id, d.active_revision_id); });
     each("data-dep-latest", d.id, function (el) { revisionLink(el, d.id, d.latest_revision_id); });
     each("data-dep-url", d.id, function (el) {
