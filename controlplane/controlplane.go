@@ -31,12 +31,14 @@ type ControlPlane struct {
 	log     *slog.Logger
 	tracing TracingProjects
 	lim     Limits
-	github  GitHubApp    // nil: no verified GitHub installations
-	shapes  *shapes      // the shape tags' validator, built once (shape.go)
-	secrets secretCodec  // seals secret values at rest (storageform.go)
-	logs    LogRetention // with defaults (logs.go)
-	tenants tenantCache  // tenant key prefixes (keys.go)
-	ev      *eventLog    // the event log's followers and options (events.go)
+	github  GitHubApp     // nil: no verified GitHub installations
+	uploads UploadChecker // nil: source_tarball_path taken as given (sources.go)
+	images  ImageResolver // nil: image_uri kept as sent (sources.go)
+	shapes  *shapes       // the shape tags' validator, built once (shape.go)
+	secrets secretCodec   // seals secret values at rest (storageform.go)
+	logs    LogRetention  // with defaults (logs.go)
+	tenants tenantCache   // tenant key prefixes (keys.go)
+	ev      *eventLog     // the event log's followers and options (events.go)
 
 	// lifecycle (worker.go)
 	poll      time.Duration
@@ -71,6 +73,8 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		tracing: o.TracingProjects,
 		lim:     o.Limits,
 		github:  o.GitHubApp,
+		uploads: o.Uploads,
+		images:  o.Images,
 		logs:    o.LogRetention.withDefaults(),
 
 		poll:     o.PollInterval,
@@ -108,7 +112,14 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		cp.newID = func() string { return uuid.Must(uuid.NewV7()).String() }
 	}
 	if len(cp.sources) == 0 {
-		cp.sources = []Source{SourceGitHub, SourceExternalDocker}
+		cp.sources = Sources()
+	}
+	if slices.Contains(cp.sources, SourceExternalDocker) {
+		for _, s := range []Source{SourceInternalSource, SourceInternalDocker} {
+			if !slices.Contains(cp.sources, s) {
+				cp.sources = append(cp.sources, s)
+			}
+		}
 	}
 	if cp.urlTmpl == "" {
 		cp.urlTmpl = DefaultCustomURLTemplate
@@ -329,11 +340,22 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 
 	now := cp.now()
 	id, revID := cp.newID(), cp.newID()
+	if len(pure) == 0 && d.Source == SourceInternalDocker {
+		var err error
+		if pure, err = cp.resolveImage(ctx, tenant, id, d.SourceRevisionConfig.ImageURI, pure); err != nil {
+			return nil, err
+		}
+	}
 	rec := &deploymentRecord{Deployment: *d, Tags: tags}
 	rec.TenantID = tenant
 	rec.ID, rec.CreatedAt, rec.UpdatedAt = id, wiretime.New(now), wiretime.New(now)
 	rec.Status = StatusAwaitingDatabase
-	rec.LatestRevisionID = &revID
+	// internal_source and internal_docker: no revision until what it
+	// comes from arrives (wire contract section 10).
+	withRevision := hasRevisionSource(&rec.Deployment)
+	if withRevision {
+		rec.LatestRevisionID = &revID
+	}
 	rec.SourceRevisionConfig.RepoCommitSHA = nil
 	applyCreateDefaults(&rec.Deployment, rec.Source)
 	if rec.Source == SourceGitHub { // CreateReadOnly: the service assigns it
@@ -343,6 +365,10 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		ps := slices.Clone(pure)
 		ps = cp.checkReferences(tx, tenant, rec.Source, &rec.SourceConfig, ps)
+		ps, err := cp.checkUpload(tx, tenant, id, rec.Source, rec.SourceRevisionConfig.SourceTarballPath, ps)
+		if err != nil {
+			return err
+		}
 		if err := apierr.Validation(ps...); err != nil {
 			return err
 		}
@@ -359,8 +385,10 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 		if err := cp.putDeployment(tx, tenant, nil, rec); err != nil {
 			return err
 		}
-		if err := cp.addRevision(tx, tenant, newRevision(rec, revID, rec.CreatedAt)); err != nil {
-			return err
+		if withRevision {
+			if err := cp.addRevision(tx, tenant, newRevision(rec, revID, rec.CreatedAt)); err != nil {
+				return err
+			}
 		}
 		return cp.tracing.CreateTracingProject(ctx, tx, TracingProject{Tenant: tenant, DeploymentID: id, Name: rec.Name, CreatedAt: now})
 	})
@@ -501,6 +529,17 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 		req = &UpdateDeploymentRequest{}
 	}
 	p, pure, aliased := cp.checkPatch(req)
+	if img := p.SourceRevisionConfig.ImageURI; img != nil && cp.images != nil && len(pure) == 0 {
+		src, err := cp.sourceOf(ctx, tenant, cid)
+		if err != nil {
+			return nil, nil, cp.storeErr("update deployment", err)
+		}
+		if src == SourceInternalDocker {
+			if pure, err = cp.resolveImage(ctx, tenant, cid, img, pure); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
 
 	now := cp.now()
 	revID := cp.newID()
@@ -515,7 +554,19 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 		if stored.Status == StatusAwaitingDelete {
 			return apierr.InvalidStatef("Deployment ID %s is being deleted.", cid)
 		}
-		merged, ps, trigger := mergePatch(stored, p, pure, aliased, cp.mutation)
+		merged, ps, trigger := mergePatch(stored, p, req.RevisionSource, pure, aliased, cp.mutation)
+		ps, err = cp.checkUpload(tx, tenant, cid, stored.Source, p.SourceRevisionConfig.SourceTarballPath, ps)
+		if err != nil {
+			return err
+		}
+		if (trigger || force) && !hasRevisionSource(&merged.Deployment) {
+			// Nothing a revision comes from yet: a PATCH changes the
+			// deployment in place, POST .../revisions is refused.
+			if force {
+				ps = append(ps, noRevisionSource(&merged.Deployment))
+			}
+			trigger = false
+		}
 		if err := apierr.Validation(ps...); err != nil {
 			return err
 		}
@@ -534,6 +585,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 		at := later(now, stored.UpdatedAt)
 		merged.SourceRevisionConfig.RepoCommitSHA = nil // the new revision builds its ref anew
 		rev := newRevision(&merged, revID, at)
+		rev.TrackedPackages = slices.Clone(req.TrackedPackages)
 		merged.LatestRevisionID = &revID
 		merged.UpdatedAt = at
 		if err := cp.addRevision(tx, tenant, rev); err != nil {
@@ -677,7 +729,9 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 		redeployed(&next.Deployment, old)
 		next.LatestRevisionID = &newID
 		next.UpdatedAt = later(now, stored.UpdatedAt)
-		if err := cp.addRevision(tx, tenant, newRevision(&next, newID, next.UpdatedAt)); err != nil {
+		rev := newRevision(&next, newID, next.UpdatedAt)
+		rev.TrackedPackages = slices.Clone(old.TrackedPackages)
+		if err := cp.addRevision(tx, tenant, rev); err != nil {
 			return err
 		}
 		out = &next

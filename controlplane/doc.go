@@ -26,7 +26,9 @@
 //	for HTTP     GetDeploymentJSON (the wire JSON in one call), Limits
 //
 // A deployment starts AWAITING_DATABASE with a first revision in status
-// CREATING; PATCHes, redeploys and build_on_push pushes add revisions
+// CREATING (a deployment of internal_source or internal_docker, the
+// sources of langgraph deploy, only once what its revisions come from
+// arrives: see "The sources of langgraph deploy" below); PATCHes, redeploys and build_on_push pushes add revisions
 // (immutable snapshots of source_revision_config, secrets and
 // resource_spec, wire contract section 7). The deployment's source_revision_config
 // is always its latest revision's, repo_commit_sha included: nil for a
@@ -154,6 +156,33 @@
 // digest (PushEvent.DeliveryID, BodyDigest) are recorded in the Update that
 // creates its revisions, and a later push with either seen before, within
 // DeliveryRetention (24 hours), creates nothing.
+//
+// # The sources of langgraph deploy
+//
+// internal_source (a tarball uploaded to the service, built like github)
+// and internal_docker (an image pushed to the registry the service names,
+// run like external_docker) are columns of the rules table like the
+// others (wire contract section 10), offered wherever external_docker is.
+// What the table cannot say lives in sources.go:
+//
+//   - A create without source_revision_config.source_tarball_path
+//     (internal_source) or image_uri (internal_docker) makes no revision:
+//     latest_revision_id is null until one arrives. A PATCH of
+//     revision-triggering fields before then changes the deployment in
+//     place; POST .../revisions before then is 422 missing at the field.
+//   - revision_source (top level of PATCH and POST .../revisions) is null
+//     or the deployment's own source, else 422 at ["body",
+//     "revision_source"]; tracked_packages (at most MaxTrackedPackages
+//     names of 1 to MaxTrackedPackageChars characters) is kept on the
+//     revision the request creates, and a redeploy copies it.
+//   - deployment_type defaults to dev; internal_source's
+//     langgraph_config_path to DefaultLanggraphConfigPath.
+//   - Options.Uploads (UploadChecker) decides, inside the transaction,
+//     whether a source_tarball_path names a completed upload of the
+//     deployment; Options.Images (ImageResolver) turns an internal_docker
+//     image tag into its digest before the revision is made. Both are
+//     implemented outside this package (they own the upload records and
+//     the registry); nil means no check and no resolution.
 //
 // # Logs and status history
 //

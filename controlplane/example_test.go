@@ -186,15 +186,19 @@ func ExampleControlPlane_CreateListener() {
 func ExampleFieldRules() {
 	for _, r := range controlplane.FieldRules() {
 		if r.Loc[0] == "source_revision_config" {
-			fmt.Println(r.Loc, r.Patch[controlplane.SourceGitHub] == controlplane.PatchRevision,
-				r.Patch[controlplane.SourceExternalDocker] == controlplane.PatchRevision)
+			fmt.Print(r.Loc)
+			for _, s := range controlplane.Sources() {
+				fmt.Print(" ", r.Patch[s] == controlplane.PatchRevision)
+			}
+			fmt.Println()
 		}
 	}
 	// Output:
-	// [source_revision_config repo_ref] true false
-	// [source_revision_config graph_config_path] true false
-	// [source_revision_config image_uri] false true
-	// [source_revision_config repo_commit_sha] false false
+	// [source_revision_config repo_ref] true false false false
+	// [source_revision_config graph_config_path] true false true false
+	// [source_revision_config image_uri] false true false true
+	// [source_revision_config source_tarball_path] false false true false
+	// [source_revision_config repo_commit_sha] false false false false
 }
 
 func ExampleResourceSpec_WithDefaults() {

@@ -123,16 +123,16 @@ type Step struct {
 // the revision. The Deployer should stop.
 var ErrLeaseLost = errors.New("controlplane: lease lost")
 
-// HappyPath is a source's happy path, in order: github goes through the two
-// build states, external_docker skips them. Every transition of the table
-// derives from these lists and the rules of Transitions. Nil for an unknown
-// source.
+// HappyPath is a source's happy path, in order: github and internal_source
+// go through the two build states, external_docker and internal_docker
+// skip them. Every transition of the table derives from these lists and
+// the rules of Transitions. Nil for an unknown source.
 func HappyPath(src Source) []RevisionStatus {
 	switch src {
-	case SourceGitHub:
+	case SourceGitHub, SourceInternalSource:
 		return []RevisionStatus{RevisionCreating, RevisionQueued, RevisionAwaitingBuild, RevisionBuilding,
 			RevisionAwaitingDeploy, RevisionDeploying, RevisionDeployed}
-	case SourceExternalDocker:
+	case SourceExternalDocker, SourceInternalDocker:
 		return []RevisionStatus{RevisionCreating, RevisionQueued, RevisionAwaitingDeploy, RevisionDeploying, RevisionDeployed}
 	}
 	return nil

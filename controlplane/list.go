@@ -125,26 +125,30 @@ func validRevisionStatus(s RevisionStatus) bool {
 // summaryFilter is the part of a list query that a deployment's summary
 // (its order record) can answer.
 type summaryFilter struct {
-	needle  string // lowercased name_contains
-	status  string
-	dtype   string
-	source  string
-	image   string // "=" + version, or "" for no filter
-	enabled bool
+	needle string // lowercased name_contains
+	status string
+	dtype  string
+	source string
+	// notSource: the source must differ (remote_reconciled=false: every
+	// source but external_docker).
+	notSource string
+	image     string // "=" + version, or "" for no filter
+	enabled   bool
 }
 
 func newSummaryFilter(q *ListDeploymentsQuery) summaryFilter {
 	f := summaryFilter{needle: strings.ToLower(q.NameContains), status: string(q.Status), dtype: string(q.DeploymentType)}
 	if q.RemoteReconciled != nil {
-		f.source = string(SourceGitHub)
 		if *q.RemoteReconciled {
 			f.source = string(SourceExternalDocker)
+		} else {
+			f.notSource = string(SourceExternalDocker)
 		}
 	}
 	if q.ImageVersion != "" {
 		f.image = "=" + q.ImageVersion
 	}
-	f.enabled = f.needle != "" || f.status != "" || f.dtype != "" || f.source != "" || f.image != ""
+	f.enabled = f.needle != "" || f.status != "" || f.dtype != "" || f.source != "" || f.notSource != "" || f.image != ""
 	return f
 }
 
@@ -158,7 +162,7 @@ func (f *summaryFilter) match(s string) bool {
 	dtype, rest, _ := strings.Cut(rest, "\x00")
 	source, image, _ := strings.Cut(rest, "\x00")
 	return (f.status == "" || f.status == status) && (f.dtype == "" || f.dtype == dtype) &&
-		(f.source == "" || f.source == source) && (f.image == "" || f.image == image)
+		(f.source == "" || f.source == source) && (f.notSource == "" || f.notSource != source) && (f.image == "" || f.image == image)
 }
 
 // ListDeployments returns one page of the tenant's deployments matching
@@ -269,7 +273,7 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 		// another filter needs it.
 		needle, names := f.needle, *f
 		names.needle = ""
-		names.enabled = names.status != "" || names.dtype != "" || names.source != "" || names.image != ""
+		names.enabled = names.status != "" || names.dtype != "" || names.source != "" || names.notSource != "" || names.image != ""
 		f = &names
 		err := scanNames(r, tp, needle, func(orderKey string) (bool, error) {
 			return visit(orderKey[len(tp):])

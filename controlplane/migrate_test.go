@@ -86,12 +86,21 @@ func checkLayoutAnswers(t *testing.T, cp *controlplane.ControlPlane) {
 // members answers gained after it was recorded (wire contract section 9):
 // a deployment's tenant_id and display_name (null: the fixture's
 // deployments have none), and langgraph_config_path, equal to
-// graph_config_path, in every source_revision_config.
+// graph_config_path, and source_tarball_path (null), in every
+// source_revision_config, and a revision's tracked_packages (null).
 func addedSinceFixture(v any, tenant string) {
 	switch v := v.(type) {
 	case map[string]any:
 		if src, ok := v["source_revision_config"].(map[string]any); ok {
 			src["langgraph_config_path"] = src["graph_config_path"]
+			if _, ok := src["source_tarball_path"]; !ok {
+				src["source_tarball_path"] = nil // wire contract section 10
+			}
+			if _, ok := v["status_history"]; ok {
+				if _, ok := v["tracked_packages"]; !ok {
+					v["tracked_packages"] = nil // a revision's, section 10
+				}
+			}
 		}
 		if _, ok := v["latest_revision_id"]; ok {
 			if _, ok := v["tenant_id"]; !ok {

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -26,9 +27,23 @@ type Options struct {
 	NewID func() string
 	// Sources lists the sources this control plane offers: cloud installs
 	// offer only SourceGitHub, self-hosted ones only SourceExternalDocker.
-	// Default (nil): both, a hybrid install. Creating a deployment with a
-	// source not offered is a 422 at ["body", "source"].
+	// Default (nil): every source, a hybrid install. The sources of
+	// langgraph deploy (SourceInternalSource, SourceInternalDocker) are
+	// offered wherever SourceExternalDocker is (wire contract section 10),
+	// and may also be listed alone. Creating a deployment with a source
+	// not offered is a 422 at ["body", "source"].
 	Sources []Source
+	// Uploads, when set, checks the source_tarball_path of a create or
+	// PATCH of an internal_source deployment, inside the store
+	// transaction that writes it (see UploadChecker). Default nil: any
+	// path is taken as given (package upload's checker, wired by
+	// cmd/deployplane, refuses paths never issued or never uploaded).
+	Uploads UploadChecker
+	// Images, when set, resolves the image_uri of an internal_docker
+	// revision (a tag in the built-in registry becomes its digest) before
+	// the revision is created (see ImageResolver). Default nil: image_uri
+	// is kept as sent.
+	Images ImageResolver
 	// CustomURLTemplate builds the read-only custom_url of github
 	// deployments. The placeholders {name} (the deployment name lowercased,
 	// with '.' and '_' turned into '-'), {id} and {tenant} are replaced.
@@ -180,3 +195,39 @@ type TracingProject struct {
 type TracingProjects interface {
 	CreateTracingProject(ctx context.Context, tx store.Tx, p TracingProject) error
 }
+
+// UploadChecker is the hook behind the rule "a PATCH naming a
+// source_tarball_path not issued to this deployment, or never uploaded, is
+// 422" (wire contract section 10). CheckUpload is called inside the store
+// transaction that would create the revision, with that transaction's
+// Reader, so it must do no I/O outside the store and may run more than
+// once. It returns nil for a path issued to the tenant's deployment whose
+// upload completed, an error wrapping ErrUploadNotFound (whose text is the
+// problem's message) for any other path, or another error, which fails
+// the call.
+type UploadChecker interface {
+	CheckUpload(r store.Reader, tenant, deploymentID, objectPath string) error
+}
+
+// ErrUploadNotFound is wrapped by an UploadChecker's error for a
+// source_tarball_path that names no completed upload of the deployment;
+// the call answers a 422 unknown_reference at ["body",
+// "source_revision_config", "source_tarball_path"].
+var ErrUploadNotFound = errors.New("controlplane: source_tarball_path names no completed upload of this deployment")
+
+// ImageResolver turns the image_uri a client sent for an internal_docker
+// revision into the one the revision records: a tag in the built-in
+// registry becomes name@sha256:digest (wire contract section 10), an image
+// elsewhere is returned unchanged. It is called before the store
+// transaction (it may reach the registry), once per create or PATCH that
+// carries an image_uri for an internal_docker deployment. An error wrapping
+// ErrImageNotFound answers a 422 unknown_reference at ["body",
+// "source_revision_config", "image_uri"] with the error's text; another
+// error fails the call.
+type ImageResolver interface {
+	ResolveImage(ctx context.Context, tenant, deploymentID, imageURI string) (string, error)
+}
+
+// ErrImageNotFound is wrapped by an ImageResolver's error for an image
+// that is not in the registry it names.
+var ErrImageNotFound = errors.New("controlplane: image_uri names no image of the registry")

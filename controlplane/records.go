@@ -166,6 +166,7 @@ var indexCodes = map[string]byte{
 	string(StatusAwaitingDelete): 4, string(StatusUnknown): 5,
 	string(DeploymentTypeDevFree): 6, string(DeploymentTypeDev): 7, string(DeploymentTypeProd): 8,
 	string(SourceGitHub): 9, string(SourceExternalDocker): 10,
+	string(SourceInternalSource): 11, string(SourceInternalDocker): 12,
 }
 
 // indexPrefix is the prefix of the index records of one field value; tp

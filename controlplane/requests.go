@@ -29,7 +29,21 @@ type UpdateDeploymentRequest struct {
 	SourceConfig         *SourceConfig         `json:"source_config"`
 	SourceRevisionConfig *SourceRevisionConfig `json:"source_revision_config"`
 	Secrets              []SecretInput         `json:"secrets"`
+	// RevisionSource (langgraph deploy sends it) is null or the
+	// deployment's own source; any other value is 422 at ["body",
+	// "revision_source"] (wire contract section 10).
+	RevisionSource *Source `json:"revision_source"`
+	// TrackedPackages is null or at most MaxTrackedPackages names of 1 to
+	// MaxTrackedPackageChars characters, kept on the revision the request
+	// creates (Revision.TrackedPackages) and not on the deployment.
+	TrackedPackages []string `json:"tracked_packages"`
 }
+
+// The bounds of tracked_packages (wire contract section 10).
+const (
+	MaxTrackedPackages     = 100
+	MaxTrackedPackageChars = 214
+)
 
 // SecretInput is a secret as a request body gives it. Both fields are
 // required (the seed's Secret): a missing or null value is 422 missing at

@@ -40,7 +40,7 @@ func TestRevisionSnapshotAndRedeploy(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	diff(t, "revision keys", []string{"created_at", "id", "source", "source_revision_config", "status", "status_history", "status_message", "updated_at"}, keys)
+	diff(t, "revision keys", []string{"created_at", "id", "source", "source_revision_config", "status", "status_history", "status_message", "tracked_packages", "updated_at"}, keys)
 	if b, _ := json.Marshal(r1); strings.Contains(string(b), "v1") {
 		t.Errorf("revision JSON shows a secret: %s", b)
 	}

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/deployplane/deployplane/apierr"
 )
@@ -69,11 +70,11 @@ type FieldRule struct {
 // about one request field. FieldRule is its public part.
 type fieldRule struct {
 	loc    []string
-	create [2]CreatePolicy // indexed by sourceIndex
-	patch  [2]PatchPolicy
+	create [nSources]CreatePolicy // indexed by sourceIndex
+	patch  [nSources]PatchPolicy
 	// def, when set for a source, gives the field its create default when
 	// the request leaves it null.
-	def [2]func(d *Deployment)
+	def [nSources]func(d *Deployment)
 	// snap says whether the field belongs to a revision's snapshot.
 	snap snapshotPolicy
 	// index lists the cp_deployment_index fields whose keys depend on the
@@ -105,15 +106,26 @@ const (
 	snapRestored
 )
 
-// sources in table order: index 0 is github, 1 is external_docker.
-var allSources = [2]Source{SourceGitHub, SourceExternalDocker}
+// nSources is the number of columns of the table.
+const nSources = 4
 
+// sources in table order: github, external_docker, internal_source,
+// internal_docker (Sources).
+var allSources = [nSources]Source{SourceGitHub, SourceExternalDocker, SourceInternalSource, SourceInternalDocker}
+
+// sourceIndex is the column of s; github's for a source the table does
+// not know (the callers check the source first).
 func sourceIndex(s Source) int {
-	if s == SourceExternalDocker {
-		return 1
+	for i, a := range allSources {
+		if a == s {
+			return i
+		}
 	}
 	return 0
 }
+
+// knownSource reports whether s is one of the table's sources.
+func knownSource(s Source) bool { return slices.Contains(allSources[:], s) }
 
 const (
 	na  = CreateNotApplicable
@@ -137,76 +149,101 @@ func deref[T any](p *T) any {
 	return *p
 }
 
-// rules is the table: wire contract section 6 and the seed's field tables.
-// Columns: path, create {github, external_docker}, patch {github,
-// external_docker}, then what else the row says (create default, snapshot,
-// index, summary), then the accessors.
+// The create and patch columns, in the order of allSources.
+type (
+	cCols = [nSources]CreatePolicy
+	pCols = [nSources]PatchPolicy
+	dCols = [nSources]func(*Deployment)
+)
+
+// DefaultLanggraphConfigPath is graph_config_path (langgraph_config_path)
+// of an internal_source deployment whose create leaves it null.
+const DefaultLanggraphConfigPath = "langgraph.json"
+
+// rules is the table: wire contract sections 6 and 10 and the seed's field
+// tables. Columns: path, create {github, external_docker,
+// internal_source, internal_docker}, patch (the same order), then what
+// else the row says (create default, snapshot, index, summary), then the
+// accessors.
 var rules = []fieldRule{
-	{loc: []string{"name"}, create: [2]CreatePolicy{req, req}, patch: [2]PatchPolicy{pImm, pImm}, summary: true,
+	{loc: []string{"name"}, create: cCols{req, req, req, req}, patch: pCols{pImm, pImm, pImm, pImm}, summary: true,
 		get: func(d *Deployment) any { return nonEmpty(d.Name) },
 		set: func(dst, src *Deployment) { dst.Name = src.Name }},
 	// display_name: optional, changes in place; null is "no change" on
 	// PATCH and "" is too short, so once set it cannot be cleared.
-	{loc: []string{"display_name"}, create: [2]CreatePolicy{opt, opt}, patch: [2]PatchPolicy{pIn, pIn},
+	{loc: []string{"display_name"}, create: cCols{opt, opt, opt, opt}, patch: pCols{pIn, pIn, pIn, pIn},
 		get: func(d *Deployment) any { return deref(d.DisplayName) },
 		set: func(dst, src *Deployment) { dst.DisplayName = src.DisplayName }},
-	{loc: []string{"source"}, create: [2]CreatePolicy{req, req}, patch: [2]PatchPolicy{pImm, pImm}, index: []string{idxSource, idxPush}, summary: true,
+	{loc: []string{"source"}, create: cCols{req, req, req, req}, patch: pCols{pImm, pImm, pImm, pImm}, index: []string{idxSource, idxPush}, summary: true,
 		get: func(d *Deployment) any { return nonEmpty(string(d.Source)) },
 		set: func(dst, src *Deployment) { dst.Source = src.Source }},
-	{loc: []string{"source_config", "integration_id"}, create: [2]CreatePolicy{req, na}, patch: [2]PatchPolicy{pImm, pNA}, index: []string{idxPush},
+	{loc: []string{"source_config", "integration_id"}, create: cCols{req, na, na, na}, patch: pCols{pImm, pNA, pNA, pNA}, index: []string{idxPush},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.IntegrationID) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.IntegrationID = src.SourceConfig.IntegrationID }},
-	{loc: []string{"source_config", "repo_url"}, create: [2]CreatePolicy{req, na}, patch: [2]PatchPolicy{pImm, pNA},
+	{loc: []string{"source_config", "repo_url"}, create: cCols{req, na, na, na}, patch: pCols{pImm, pNA, pNA, pNA},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.RepoURL) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.RepoURL = src.SourceConfig.RepoURL }},
-	{loc: []string{"source_config", "deployment_type"}, create: [2]CreatePolicy{opt, na}, patch: [2]PatchPolicy{pImm, pNA}, index: []string{idxType}, summary: true,
-		def: [2]func(*Deployment){func(d *Deployment) { d.SourceConfig.DeploymentType = new(DeploymentTypeProd) }, nil},
+	// deployment_type: prod by default for github, dev for the sources of
+	// langgraph deploy (section 10).
+	{loc: []string{"source_config", "deployment_type"}, create: cCols{opt, na, opt, opt}, patch: pCols{pImm, pNA, pImm, pImm}, index: []string{idxType}, summary: true,
+		def: dCols{func(d *Deployment) { d.SourceConfig.DeploymentType = new(DeploymentTypeProd) }, nil,
+			func(d *Deployment) { d.SourceConfig.DeploymentType = new(DeploymentTypeDev) },
+			func(d *Deployment) { d.SourceConfig.DeploymentType = new(DeploymentTypeDev) }},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.DeploymentType) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.DeploymentType = src.SourceConfig.DeploymentType }},
-	{loc: []string{"source_config", "build_on_push"}, create: [2]CreatePolicy{opt, na}, patch: [2]PatchPolicy{pIn, pNA}, index: []string{idxPush},
-		def: [2]func(*Deployment){func(d *Deployment) { d.SourceConfig.BuildOnPush = new(false) }, nil},
+	{loc: []string{"source_config", "build_on_push"}, create: cCols{opt, na, na, na}, patch: pCols{pIn, pNA, pNA, pNA}, index: []string{idxPush},
+		def: dCols{func(d *Deployment) { d.SourceConfig.BuildOnPush = new(false) }, nil, nil, nil},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.BuildOnPush) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.BuildOnPush = src.SourceConfig.BuildOnPush }},
-	{loc: []string{"source_config", "custom_url"}, create: [2]CreatePolicy{ro, opt}, patch: [2]PatchPolicy{pRO, pIn},
+	{loc: []string{"source_config", "custom_url"}, create: cCols{ro, opt, na, na}, patch: pCols{pRO, pIn, pNA, pNA},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.CustomURL) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.CustomURL = src.SourceConfig.CustomURL }},
-	{loc: []string{"source_config", "resource_spec"}, create: [2]CreatePolicy{na, opt}, patch: [2]PatchPolicy{pNA, pRev}, snap: snapRestored,
+	{loc: []string{"source_config", "resource_spec"}, create: cCols{na, opt, opt, opt}, patch: pCols{pNA, pRev, pRev, pRev}, snap: snapRestored,
 		get: func(d *Deployment) any { return deref(d.SourceConfig.ResourceSpec) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.ResourceSpec = src.SourceConfig.ResourceSpec }},
-	{loc: []string{"source_config", "listener_id"}, create: [2]CreatePolicy{na, opt}, patch: [2]PatchPolicy{pNA, pImm}, index: []string{idxListener},
+	{loc: []string{"source_config", "listener_id"}, create: cCols{na, opt, na, na}, patch: pCols{pNA, pImm, pNA, pNA}, index: []string{idxListener},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.ListenerID) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.ListenerID = src.SourceConfig.ListenerID }},
-	{loc: []string{"source_config", "listener_config"}, create: [2]CreatePolicy{na, opt}, patch: [2]PatchPolicy{pNA, pImm},
+	{loc: []string{"source_config", "listener_config"}, create: cCols{na, opt, na, na}, patch: pCols{pNA, pImm, pNA, pNA},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.ListenerConfig) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.ListenerConfig = src.SourceConfig.ListenerConfig }},
-	{loc: []string{"source_config", "install_command"}, create: [2]CreatePolicy{opt, na}, patch: [2]PatchPolicy{pIn, pNA}, snap: snapRecorded,
+	{loc: []string{"source_config", "install_command"}, create: cCols{opt, na, opt, na}, patch: pCols{pIn, pNA, pIn, pNA}, snap: snapRecorded,
 		get: func(d *Deployment) any { return deref(d.SourceConfig.InstallCommand) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.InstallCommand = src.SourceConfig.InstallCommand }},
-	{loc: []string{"source_config", "build_command"}, create: [2]CreatePolicy{opt, na}, patch: [2]PatchPolicy{pIn, pNA}, snap: snapRecorded,
+	{loc: []string{"source_config", "build_command"}, create: cCols{opt, na, opt, na}, patch: pCols{pIn, pNA, pIn, pNA}, snap: snapRecorded,
 		get: func(d *Deployment) any { return deref(d.SourceConfig.BuildCommand) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.BuildCommand = src.SourceConfig.BuildCommand }},
-	{loc: []string{"source_revision_config", "repo_ref"}, create: [2]CreatePolicy{req, na}, patch: [2]PatchPolicy{pRev, pNA}, snap: snapRestored,
+	{loc: []string{"source_revision_config", "repo_ref"}, create: cCols{req, na, na, na}, patch: pCols{pRev, pNA, pNA, pNA}, snap: snapRestored,
 		get: func(d *Deployment) any { return deref(d.SourceRevisionConfig.RepoRef) },
 		set: func(dst, src *Deployment) { dst.SourceRevisionConfig.RepoRef = src.SourceRevisionConfig.RepoRef }},
-	{loc: []string{"source_revision_config", "graph_config_path"}, create: [2]CreatePolicy{req, na}, patch: [2]PatchPolicy{pRev, pNA}, snap: snapRestored,
+	{loc: []string{"source_revision_config", "graph_config_path"}, create: cCols{req, na, opt, na}, patch: pCols{pRev, pNA, pRev, pNA}, snap: snapRestored,
+		def: dCols{nil, nil, func(d *Deployment) { d.SourceRevisionConfig.GraphConfigPath = new(DefaultLanggraphConfigPath) }, nil},
 		get: func(d *Deployment) any { return deref(d.SourceRevisionConfig.GraphConfigPath) },
 		set: func(dst, src *Deployment) {
 			dst.SourceRevisionConfig.GraphConfigPath = src.SourceRevisionConfig.GraphConfigPath
 		}},
-	{loc: []string{"source_revision_config", "image_uri"}, create: [2]CreatePolicy{na, req}, patch: [2]PatchPolicy{pNA, pRev}, snap: snapRestored,
+	// image_uri: what an external_docker deployment is; for internal_docker
+	// what its revisions come from, optional on create (section 10).
+	{loc: []string{"source_revision_config", "image_uri"}, create: cCols{na, req, na, opt}, patch: pCols{pNA, pRev, pNA, pRev}, snap: snapRestored,
 		get: func(d *Deployment) any { return deref(d.SourceRevisionConfig.ImageURI) },
 		set: func(dst, src *Deployment) { dst.SourceRevisionConfig.ImageURI = src.SourceRevisionConfig.ImageURI }},
-	{loc: []string{"source_revision_config", "repo_commit_sha"}, create: [2]CreatePolicy{ign, ign}, patch: [2]PatchPolicy{pIgn, pIgn}, snap: snapRestored,
+	// source_tarball_path: what an internal_source revision builds.
+	{loc: []string{"source_revision_config", "source_tarball_path"}, create: cCols{na, na, opt, na}, patch: pCols{pNA, pNA, pRev, pNA}, snap: snapRestored,
+		get: func(d *Deployment) any { return deref(d.SourceRevisionConfig.SourceTarballPath) },
+		set: func(dst, src *Deployment) {
+			dst.SourceRevisionConfig.SourceTarballPath = src.SourceRevisionConfig.SourceTarballPath
+		}},
+	{loc: []string{"source_revision_config", "repo_commit_sha"}, create: cCols{ign, ign, ign, ign}, patch: pCols{pIgn, pIgn, pIgn, pIgn}, snap: snapRestored,
 		get: func(d *Deployment) any { return deref(d.SourceRevisionConfig.RepoCommitSHA) },
 		set: func(dst, src *Deployment) {
 			dst.SourceRevisionConfig.RepoCommitSHA = src.SourceRevisionConfig.RepoCommitSHA
 		}},
 	// url: read-only, set by the deployer (Step.URL); ignored in requests.
-	{loc: []string{"url"}, create: [2]CreatePolicy{ign, ign}, patch: [2]PatchPolicy{pIgn, pIgn},
+	{loc: []string{"url"}, create: cCols{ign, ign, ign, ign}, patch: pCols{pIgn, pIgn, pIgn, pIgn},
 		get: func(d *Deployment) any { return deref(d.URL) },
 		set: func(dst, src *Deployment) { dst.URL = src.URL }},
 	// secrets: an empty list is "no change" on PATCH, so it reads as unset.
-	{loc: []string{"secrets"}, create: [2]CreatePolicy{opt, opt}, patch: [2]PatchPolicy{pRev, pRev}, snap: snapRestored,
+	{loc: []string{"secrets"}, create: cCols{opt, opt, opt, opt}, patch: pCols{pRev, pRev, pRev, pRev}, snap: snapRestored,
 		get: func(d *Deployment) any {
 			if len(d.Secrets) == 0 {
 				return nil
@@ -214,6 +251,24 @@ var rules = []fieldRule{
 			return d.Secrets
 		},
 		set: func(dst, src *Deployment) { dst.Secrets = src.Secrets }},
+}
+
+// revisionSourceLoc is, per source, the row a revision comes from when a
+// create does not carry it (wire contract section 10): nil for github and
+// external_docker, whose create requires what a revision needs.
+var revisionSourceLoc = [nSources][]string{
+	nil, nil,
+	{"source_revision_config", "source_tarball_path"},
+	{"source_revision_config", "image_uri"},
+}
+
+// hasRevisionSource reports whether d has what a revision of its source is
+// made from: always for github and external_docker; a source_tarball_path
+// or an image_uri for internal_source and internal_docker. A deployment
+// without one has no revision yet.
+func hasRevisionSource(d *Deployment) bool {
+	l := revisionSourceLoc[sourceIndex(d.Source)]
+	return l == nil || rules[ruleIndex(l)].get(d) != nil
 }
 
 // locResourceSpec is the row of resource_spec, whose own checks are
@@ -277,17 +332,30 @@ func bodyLoc(loc []string, more ...any) []any {
 	return append(out, more...)
 }
 
-// appliesTo names the source a field applies to, for messages.
-func (r *fieldRule) appliesTo() Source {
-	if r.create[0] == CreateNotApplicable && r.patch[0] == PatchNotApplicable {
-		return allSources[1]
+// appliesTo names the sources a field applies to (those whose columns are
+// not both not-applicable), for messages.
+func (r *fieldRule) appliesTo() []Source {
+	var out []Source
+	for i, s := range allSources {
+		if r.create[i] != CreateNotApplicable || r.patch[i] != PatchNotApplicable {
+			out = append(out, s)
+		}
 	}
-	return allSources[0]
+	return out
 }
 
 func notApplicable(r *fieldRule, src Source) apierr.Problem {
+	to := r.appliesTo()
+	names := make([]string, len(to))
+	for i, s := range to {
+		names[i] = "'" + string(s) + "'"
+	}
+	which := "source " + names[0]
+	if len(names) > 1 {
+		which = "sources " + strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	}
 	return apierr.Problem{Loc: bodyLoc(r.loc), Type: apierr.TypeNotApplicableToSource,
-		Msg: "Field applies only to source '" + string(r.appliesTo()) + "' and must be null for source '" + string(src) + "'"}
+		Msg: "Field applies only to " + which + " and must be null for source '" + string(src) + "'"}
 }
 
 // applyCreateTable checks d (a create request seen as a Deployment) against

@@ -19,7 +19,7 @@ func rowFixtures() (a, b *deploymentRecord) {
 			ResourceSpec: &ResourceSpec{CPU: new(1.0)}, ListenerID: new("0190a2b4-0000-7000-8000-0000000000a2"),
 			ListenerConfig: &ListenerConfig{K8sNamespace: new("ns-a")}, InstallCommand: new("pip install a"), BuildCommand: new("make a")},
 		SourceRevisionConfig: SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("a.json"), ImageURI: new("r/a:1"),
-			RepoCommitSHA: new("aaaaaaa")},
+			SourceTarballPath: new("uploads/a.tar.gz"), RepoCommitSHA: new("aaaaaaa")},
 		Secrets: []Secret{{Name: "A", Value: "a"}}, URL: new("http://127.0.0.1:1/a")}}
 	b = &deploymentRecord{Deployment: Deployment{ID: a.ID, Name: "beta", DisplayName: new("Beta"), Source: SourceExternalDocker,
 		Status: StatusReady, CreatedAt: a.CreatedAt,
@@ -28,7 +28,7 @@ func rowFixtures() (a, b *deploymentRecord) {
 			ResourceSpec: &ResourceSpec{CPU: new(2.0)}, ListenerID: new("0190a2b4-0000-7000-8000-0000000000b2"),
 			ListenerConfig: &ListenerConfig{K8sNamespace: new("ns-b")}, InstallCommand: new("pip install b"), BuildCommand: new("make b")},
 		SourceRevisionConfig: SourceRevisionConfig{RepoRef: new("dev"), GraphConfigPath: new("b.json"), ImageURI: new("r/b:1"),
-			RepoCommitSHA: new("bbbbbbb")},
+			SourceTarballPath: new("uploads/b.tar.gz"), RepoCommitSHA: new("bbbbbbb")},
 		Secrets: []Secret{{Name: "B", Value: "b"}}, URL: new("http://127.0.0.1:1/b")}}
 	return a, b
 }

@@ -60,12 +60,12 @@ func BenchmarkCheckCreateFullSpec(b *testing.B) {
 func (cp *ControlPlane) checkCreateBefore(req *CreateDeploymentRequest) (*Deployment, []string, []apierr.Problem) {
 	d, ps, aliased := draftOf(req.Name, req.DisplayName, req.Source, req.SourceConfig, req.SourceRevisionConfig)
 	c := &checker{lim: cp.lim, ps: ps}
-	known := d.Source == SourceGitHub || d.Source == SourceExternalDocker
+	known := knownSource(d.Source)
 	switch {
 	case d.Source == "":
 		c.add([]any{"body", "source"}, apierr.TypeMissing, "Field required")
 	case !known:
-		c.add([]any{"body", "source"}, apierr.TypeLiteralError, "Input should be 'github' or 'external_docker'")
+		c.add([]any{"body", "source"}, apierr.TypeLiteralError, "Input should be 'github', 'external_docker', 'internal_source' or 'internal_docker'")
 	case !cp.offered(d.Source):
 		c.add([]any{"body", "source"}, apierr.TypeSourceNotOffered, "Source '"+string(d.Source)+"' is not offered by this control plane")
 	}
@@ -112,6 +112,7 @@ func (c *checker) checkDeploymentValuesBefore(d *Deployment) {
 	c.optStr(bodyLoc(rl, "repo_ref"), src.RepoRef, max)
 	c.optStr(bodyLoc(rl, "graph_config_path"), src.GraphConfigPath, max)
 	c.optStr(bodyLoc(rl, "image_uri"), src.ImageURI, max)
+	c.optStr(bodyLoc(rl, "source_tarball_path"), src.SourceTarballPath, max)
 }
 
 func (c *checker) intRangeBefore(loc []any, v *int64, min int64) {

@@ -59,11 +59,11 @@ func TestShapeTagsAsPlainChecks(t *testing.T) {
 			"sidecars":      {list(t, "sidecars", container)}, "init_containers": {list(t, "inits", container)},
 		})
 		body := obj(t, "body", map[string][]string{
-			"name": {`"agent"`, `"-bad"`}, "source": {`"github"`, `"external_docker"`, `"x"`},
+			"name": {`"agent"`, `"-bad"`}, "source": {`"github"`, `"external_docker"`, `"internal_source"`, `"internal_docker"`, `"x"`},
 			"source_config": {obj(t, "sc", map[string][]string{"integration_id": {`"not-a-uuid"`, `"0190A2B4-0000-7000-8000-000000000001"`},
 				"repo_url": strs, "deployment_type": {`"dev"`, `"huge"`}, "resource_spec": {spec}, "listener_id": {`"x"`},
 				"listener_config": {`{"k8s_namespace": "ns"}`, `{"k8s_namespace": "Bad NS"}`}, "install_command": strs, "build_on_push": {`true`}})},
-			"source_revision_config": {obj(t, "src", map[string][]string{"repo_ref": strs, "image_uri": strs, "graph_config_path": strs,
+			"source_revision_config": {obj(t, "src", map[string][]string{"repo_ref": strs, "image_uri": strs, "graph_config_path": strs, "source_tarball_path": strs,
 				"langgraph_config_path": strs})},
 			"secrets": {list(t, "secrets", func(t *rapid.T, l string) string {
 				return obj(t, l, map[string][]string{"name": names, "value": {`null`, `""`, `"v"`, `"too-long-value"`}})

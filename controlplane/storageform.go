@@ -106,6 +106,7 @@ type storedRevisionConfig struct {
 	GraphConfigPath     *string `json:"gcp,omitzero"`
 	LanggraphConfigPath *string `json:"lgcp,omitzero"` // answers only: never stored
 	ImageURI            *string `json:"img,omitzero"`
+	SourceTarballPath   *string `json:"tar,omitzero"`
 	RepoCommitSHA       *string `json:"sha,omitzero"`
 }
 
@@ -173,6 +174,9 @@ type storedRevision struct {
 	InstallCommand *string              `json:"ic,omitzero"`
 	BuildCommand   *string              `json:"bc,omitzero"`
 	ImageVersion   *string              `json:"iv,omitzero"`
+	// Tracked is tracked_packages (added to version 1 without a bump, as
+	// History: older builds ignore it).
+	Tracked []string `json:"tp,omitzero"`
 	// History is status_history, oldest first. Added to version 1 without
 	// a bump: older builds ignore the member (and drop it when they
 	// rewrite the record), and records without it answer a history made
@@ -331,7 +335,7 @@ func (c secretCodec) encodeRevision(tenant string, rev *revisionRecord) ([]byte,
 		Rev: storedRevisionConfig(rev.Revision.SourceRevisionConfig), Message: rev.StatusMessage,
 		Secrets: plain, Sealed: sealed, Spec: (*storedResourceSpec)(rev.revisionSnapshot.ResourceSpec),
 		InstallCommand: rev.revisionSnapshot.InstallCommand, BuildCommand: rev.revisionSnapshot.BuildCommand,
-		ImageVersion: rev.revisionSnapshot.ImageVersion, History: hist,
+		ImageVersion: rev.revisionSnapshot.ImageVersion, Tracked: rev.TrackedPackages, History: hist,
 	})
 }
 
@@ -350,7 +354,8 @@ func (c secretCodec) decodeRevision(b []byte, tenant, deploymentID, id string) (
 		err = jsonv2.Unmarshal(b, &s)
 		r = revisionRecord{
 			Revision: Revision{ID: id, CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
-				Source: s.Source, SourceRevisionConfig: SourceRevisionConfig(s.Rev), StatusMessage: s.Message},
+				Source: s.Source, SourceRevisionConfig: SourceRevisionConfig(s.Rev), StatusMessage: s.Message,
+				TrackedPackages: s.Tracked},
 			revisionSnapshot: revisionSnapshot{DeploymentID: deploymentID, Secrets: s.Secrets, ResourceSpec: (*ResourceSpec)(s.Spec),
 				InstallCommand: s.InstallCommand, BuildCommand: s.BuildCommand, ImageVersion: s.ImageVersion},
 		}

@@ -11,7 +11,22 @@ const (
 	SourceGitHub Source = "github"
 	// SourceExternalDocker runs a prebuilt container image (self-hosted).
 	SourceExternalDocker Source = "external_docker"
+	// SourceInternalSource builds the deployment from a tarball of the
+	// project uploaded to this service (langgraph deploy --remote; wire
+	// contract section 10). Its revisions come from
+	// source_revision_config.source_tarball_path.
+	SourceInternalSource Source = "internal_source"
+	// SourceInternalDocker runs an image pushed to the registry this
+	// service names (langgraph deploy; wire contract section 10). Its
+	// revisions come from source_revision_config.image_uri.
+	SourceInternalDocker Source = "internal_docker"
 )
+
+// Sources lists every source of the wire contract, in the rules table's
+// column order.
+func Sources() []Source {
+	return []Source{SourceGitHub, SourceExternalDocker, SourceInternalSource, SourceInternalDocker}
+}
 
 // DeploymentStatus is the status of a deployment.
 type DeploymentStatus string
@@ -128,6 +143,10 @@ type SourceRevisionConfig struct {
 	// equal, null together.
 	LanggraphConfigPath *string `json:"langgraph_config_path"`
 	ImageURI            *string `json:"image_uri" validate:"omitnil,str"`
+	// SourceTarballPath is the object_path of an upload (POST
+	// .../upload-url) that an internal_source revision builds from (wire
+	// contract section 10); null for the other sources.
+	SourceTarballPath *string `json:"source_tarball_path" validate:"omitnil,str"`
 	// RepoCommitSHA is read-only, ignored in requests: the commit a
 	// revision builds, set by a push (the pushed commit), a redeploy (the
 	// named revision's) or the Deployer (Step.RepoCommitSHA); nil until
@@ -268,6 +287,11 @@ type Revision struct {
 	Source               Source               `json:"source"`
 	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
 	StatusMessage        *string              `json:"status_message"`
+	// TrackedPackages are the packages the client said the revision's
+	// code tracks (the top-level tracked_packages of the PATCH or POST
+	// .../revisions that created it; wire contract section 10), null when
+	// it named none. A redeploy copies the named revision's.
+	TrackedPackages []string `json:"tracked_packages"`
 	// StatusHistory is every status the revision entered, with the time
 	// it did, oldest first: its CREATING at created_at, then each change
 	// (read-only; wire contract section 9). Never nil in values the

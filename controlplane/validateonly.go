@@ -28,7 +28,9 @@ func (cp *ControlPlane) ValidateCreateDeployment(ctx context.Context, tenant str
 	d, _, ps := cp.checkCreate(req)
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		ps = cp.checkReferences(r, tenant, d.Source, &d.SourceConfig, ps)
-		return nil
+		var err error
+		ps, err = cp.checkUpload(r, tenant, "", d.Source, d.SourceRevisionConfig.SourceTarballPath, ps)
+		return err
 	})
 	if err != nil {
 		return cp.storeErr("validate deployment", err)
@@ -61,8 +63,9 @@ func (cp *ControlPlane) ValidateUpdateDeployment(ctx context.Context, tenant, id
 		if stored.Status == StatusAwaitingDelete {
 			return apierr.InvalidStatef("Deployment ID %s is being deleted.", cid)
 		}
-		_, ps, _ = mergePatch(stored, p, pure, aliased, cp.mutation)
-		return nil
+		_, ps, _ = mergePatch(stored, p, req.RevisionSource, pure, aliased, cp.mutation)
+		ps, err = cp.checkUpload(r, tenant, cid, stored.Source, p.SourceRevisionConfig.SourceTarballPath, ps)
+		return err
 	})
 	if err != nil {
 		return cp.storeErr("validate deployment", err)
@@ -119,12 +122,12 @@ func (cp *ControlPlane) ValidateUpdateListener(ctx context.Context, tenant, id s
 func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, []string, []apierr.Problem) {
 	d, ps, aliased := draftOf(req.Name, req.DisplayName, req.Source, req.SourceConfig, req.SourceRevisionConfig)
 	c := &checker{lim: cp.lim, sh: cp.shapes, ps: ps}
-	known := d.Source == SourceGitHub || d.Source == SourceExternalDocker
+	known := knownSource(d.Source)
 	switch {
 	case d.Source == "":
 		c.add([]any{"body", "source"}, apierr.TypeMissing, "Field required")
 	case !known:
-		c.add([]any{"body", "source"}, apierr.TypeLiteralError, "Input should be 'github' or 'external_docker'")
+		c.add([]any{"body", "source"}, apierr.TypeLiteralError, "Input should be 'github', 'external_docker', 'internal_source' or 'internal_docker'")
 	case !cp.offered(d.Source):
 		c.add([]any{"body", "source"}, apierr.TypeSourceNotOffered, "Source '"+string(d.Source)+"' is not offered by this control plane")
 	}
@@ -150,6 +153,7 @@ func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, [
 	c := &checker{lim: cp.lim, sh: cp.shapes, ps: ps}
 	c.checkDeploymentValues(p)
 	p.Secrets = c.secrets([]any{"body", "secrets"}, req.Secrets)
+	c.trackedPackages([]any{"body", "tracked_packages"}, req.TrackedPackages)
 	return p, c.ps, aliased
 }
 
@@ -158,9 +162,10 @@ func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, [
 // table's, then pure, then the cross-field ones of the merged deployment)
 // and whether a new revision is due. aliased (from checkPatch) moves the
 // problems about graph_config_path to the key the client sent.
-func mergePatch(stored *deploymentRecord, p *Deployment, pure []apierr.Problem, aliased bool, mut mutation) (deploymentRecord, []apierr.Problem, bool) {
+func mergePatch(stored *deploymentRecord, p *Deployment, revisionSource *Source, pure []apierr.Problem, aliased bool, mut mutation) (deploymentRecord, []apierr.Problem, bool) {
 	merged := *stored
 	ps, trigger := applyPatchTable(&stored.Deployment, p, &merged.Deployment, nil, mut)
+	ps = revisionSourceProblem(stored.Source, revisionSource, ps)
 	ps = append(ps, pure...)
 	ps = checkTagRef(&merged.Deployment, ps, mut)
 	return merged, aliasLocs(ps, aliased), trigger

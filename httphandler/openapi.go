@@ -319,12 +319,22 @@ var timeTypes = map[reflect.Type]bool{reflect.TypeFor[time.Time](): true, reflec
 var enums = map[reflect.Type][]string{
 	reflect.TypeFor[authStatus]():                    {oauthflow.StatusCompleted, oauthflow.StatusPending},
 	reflect.TypeFor[waitStatus]():                    {oauthflow.StatusCompleted, oauthflow.StatusPending, oauthflow.StatusTimeout, oauthflow.StatusNotFound},
-	reflect.TypeFor[controlplane.Source]():           {string(controlplane.SourceGitHub), string(controlplane.SourceExternalDocker)},
+	reflect.TypeFor[controlplane.Source]():           sourceNames(),
 	reflect.TypeFor[controlplane.DeploymentType]():   {"dev_free", "dev", "prod"},
 	reflect.TypeFor[controlplane.DeploymentStatus](): {"AWAITING_DATABASE", "READY", "UNUSED", "AWAITING_DELETE", "UNKNOWN"},
 	reflect.TypeFor[controlplane.RevisionStatus](): {"CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY",
 		"DEPLOYING", "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "DEPLOYED", "SKIPPED", "INTERRUPTED", "UNKNOWN"},
 	reflect.TypeFor[controlplane.LogLevel](): {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"},
+}
+
+// sourceNames are the sources of the wire contract, as the enum of
+// Source.
+func sourceNames() []string {
+	var out []string
+	for _, s := range controlplane.Sources() {
+		out = append(out, string(s))
+	}
+	return out
 }
 
 // nullable is s made to admit null too.
@@ -427,6 +437,10 @@ func (g *schemaGen) structSchema(t reflect.Type, in bool) obj {
 		s := g.schema(ft, in)
 		if strings.Contains(tag, "dispname") || name == "display_name" { // requests are checked as a Deployment
 			s["minLength"], s["maxLength"] = 1, controlplane.MaxDisplayNameChars
+		}
+		if key == "UpdateDeploymentRequest.tracked_packages" || key == "Revision.tracked_packages" { // wire contract section 10
+			s["maxItems"] = controlplane.MaxTrackedPackages
+			s["items"] = obj{"type": "string", "minLength": 1, "maxLength": controlplane.MaxTrackedPackageChars}
 		}
 		if uuidMembers[key] {
 			if s["type"] == "array" {

@@ -168,6 +168,24 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	at("GET", dep, "/v2/deployments/00000000-0000-7000-8000-0000000000ff", "", 404)
 	at("GET", "/v2/deployments", "/v2/deployments?limit=1000", "", 422)
 
+	// langgraph deploy's sources (wire contract section 10): a create
+	// without a source yet, then the PATCH that brings one, with
+	// revision_source and tracked_packages; the revision answers them.
+	ld := as(keyA, "POST", "/v2/deployments", `{"name": "lg-docker", "source": "internal_docker", "source_config": {"deployment_type": "dev"}, "source_revision_config": {}}`, 201)
+	var ldd struct{ ID string }
+	_ = json.Unmarshal(ld.body, &ldd)
+	lp := at("PATCH", dep, "/v2/deployments/"+ldd.ID, `{"revision_source": "internal_docker", "source_revision_config": {"image_uri": "127.0.0.1:5000/x/agent@sha256:`+strings.Repeat("ab", 32)+`"}, "tracked_packages": ["langgraph"]}`, 200)
+	var lpd struct {
+		LatestRevisionID string `json:"latest_revision_id"`
+	}
+	_ = json.Unmarshal(lp.body, &lpd)
+	lr := at("GET", rev, "/v2/deployments/"+ldd.ID+"/revisions/"+lpd.LatestRevisionID, "", 200)
+	if !strings.Contains(string(lr.body), `"tracked_packages":["langgraph"]`) {
+		t.Errorf("the revision does not answer its tracked_packages: %s", lr.body)
+	}
+	at("PATCH", dep, "/v2/deployments/"+ldd.ID, `{"revision_source": "github", "tracked_packages": [""]}`, 422)
+	as(keyA, "POST", "/v2/deployments", `{"name": "lg-src", "source": "internal_source", "source_revision_config": {"langgraph_config_path": "agent/langgraph.json"}}`, 201)
+
 	// Revisions and logs.
 	as(keyA, "GET", "/v2/deployments/{deployment_id}/revisions", "", 200)
 	at("POST", "/v2/deployments/{deployment_id}/revisions", docker+"/revisions", "", 201)
@@ -352,6 +370,13 @@ func TestOpenAPIConventions(t *testing.T) {
 		if p["minLength"] != 1.0 || p["maxLength"] != 256.0 {
 			t.Errorf("%s.display_name: %v, want 1 to 256 characters", name, p)
 		}
+	}
+	diff(t, "sources", []any{"github", "external_docker", "internal_source", "internal_docker"},
+		doc.Components.Schemas["Deployment"]["properties"].(map[string]any)["source"].(map[string]any)["enum"])
+	tp := doc.Components.Schemas["UpdateDeploymentRequest"]["properties"].(map[string]any)["tracked_packages"].(map[string]any)
+	diff(t, "tracked_packages", []any{100.0, map[string]any{"type": "string", "minLength": 1.0, "maxLength": 214.0}}, []any{tp["maxItems"], tp["items"]})
+	if p := doc.Components.Schemas["UpdateDeploymentRequest"]["properties"].(map[string]any)["revision_source"]; p == nil {
+		t.Error("UpdateDeploymentRequest has no revision_source")
 	}
 	req := doc.Components.Schemas["CreateDeploymentRequest"]["properties"].(map[string]any)["name"].(map[string]any)
 	diff(t, "a required request member is not nullable", "string", req["type"])

@@ -176,6 +176,7 @@ type system struct {
 type mRev struct {
 	id                 string
 	src, secrets, spec any
+	tracked            any // tracked_packages: nil or a list (section 10)
 	status             string
 	msg                any   // nil or the status_message
 	image              any   // nil or the image version reported
@@ -521,7 +522,7 @@ func (m *machine) listenerConfig(tenant string, sc map[string]any, v *verdict) {
 
 func (m *machine) create(rt *rapid.T) {
 	tenant := rapid.SampledFrom(tenants).Draw(rt, "tenant")
-	src := pick(rt, "source", github, externalDocker)
+	src := pick(rt, "source", sources...)
 	m.startRequest(rt)
 	var v verdict
 	body := map[string]any{"source": src}
@@ -608,6 +609,20 @@ func (m *machine) create(rt *rapid.T) {
 		}
 		setPath(exp, f.loc, val)
 	}
+	if src == internalSource || src == internalDocker {
+		// Section 10: dev by default; internal_source reads langgraph.json
+		// unless told otherwise; no revision until what it comes from
+		// arrives.
+		if getPath(exp, loc("source_config.deployment_type")) == nil {
+			setPath(exp, loc("source_config.deployment_type"), "dev")
+		}
+		if src == internalSource && getPath(exp, loc("source_revision_config.graph_config_path")) == nil {
+			setPath(exp, loc("source_revision_config.graph_config_path"), "langgraph.json")
+		}
+		if !hasRevisionFrom(exp) {
+			exp["latest_revision_id"] = nil
+		}
+	}
 	if src == github {
 		if getPath(exp, loc("source_config.deployment_type")) == nil {
 			setPath(exp, loc("source_config.deployment_type"), "prod")
@@ -624,7 +639,9 @@ func (m *machine) create(rt *rapid.T) {
 	for _, t := range tags {
 		d.tags = append(d.tags, t.(string))
 	}
-	m.addRevision(rt, d, gotD["latest_revision_id"])
+	if hasRevisionFrom(exp) {
+		m.addRevision(rt, d, gotD["latest_revision_id"], nil)
+	}
 	m.deps = append(m.deps, d)
 	m.touched[d] = true
 }
@@ -632,7 +649,7 @@ func (m *machine) create(rt *rapid.T) {
 // addRevision records a new revision of d, a snapshot of d.exp (whose
 // repo_commit_sha the caller has set: nil for a create or a PATCH, the
 // pushed commit, or the redeployed revision's).
-func (m *machine) addRevision(rt *rapid.T, d *mDep, id any) {
+func (m *machine) addRevision(rt *rapid.T, d *mDep, id, tracked any) {
 	sid, _ := id.(string)
 	for _, o := range m.deps {
 		for _, r := range o.revs {
@@ -648,7 +665,7 @@ func (m *machine) addRevision(rt *rapid.T, d *mDep, id any) {
 			r.enter("SKIPPED", "Superseded by revision "+sid+".")
 		}
 	}
-	d.revs = append(d.revs, mRev{id: sid, src: src, secrets: jsonValue(rt, d.exp["secrets"]),
+	d.revs = append(d.revs, mRev{id: sid, src: src, secrets: jsonValue(rt, d.exp["secrets"]), tracked: tracked,
 		spec:   jsonValue(rt, getPath(d.exp, []string{"source_config", "resource_spec"})),
 		status: "CREATING", history: []any{"CREATING"}})
 }
@@ -686,7 +703,7 @@ func decodeAs[T any](rt *rapid.T, body map[string]any) *T {
 // model's table draws under the deployment's source.
 func (m *machine) patch(rt *rapid.T, force bool) {
 	tenant, id, d := m.target(rt)
-	source := pick(rt, "assumed source", github, externalDocker)
+	source := pick(rt, "assumed source", sources...)
 	var exp map[string]any
 	if d != nil {
 		source = d.source()
@@ -716,7 +733,7 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 			// absent, where the contract would have 422 immutable_field.
 			val = m.genName(rt, true)
 		case f.key() == "source":
-			val = choose(m, rt, "patch source", []string{github, externalDocker}, "gitlab")
+			val = choose(m, rt, "patch source", sources, "gitlab")
 		default:
 			val, ok = m.gen(rt, tenant, f.key())
 		}
@@ -751,7 +768,7 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 		case pIgnored:
 		}
 	}
-	if source == github {
+	if source == github || source == internalSource {
 		m.graphAlias(rt, body, &v)
 		if exp != nil {
 			if g := graphOf(body); g != nil {
@@ -766,12 +783,31 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 		isTag(getPath(exp, loc("source_revision_config.repo_ref"))) {
 		v.fail(false) // build_on_push must be false with a tag
 	}
+	// Section 10: revision_source is null or the deployment's source;
+	// tracked_packages is kept on the revision the request makes.
+	rs, ok := m.genRevisionSource(rt, source)
+	v.fail(ok)
+	if rs != nil {
+		body["revision_source"] = rs
+	}
+	tracked, ok := m.genTrackedPackages(rt)
+	v.fail(ok)
+	if tracked != nil {
+		body["tracked_packages"] = tracked
+	}
 	want, alt := v.want(okay)
+	sourceless := exp != nil && !hasRevisionFrom(exp)
 	switch {
 	case d == nil:
 		want, alt = notFound, ""
 	case d.deleted():
 		want, alt = invalidState, ""
+	case force && sourceless:
+		// Nothing a revision comes from, in the deployment or the body.
+		want, alt = invalid, ""
+	}
+	if sourceless {
+		trigger = false // a PATCH changes the deployment in place
 	}
 	req := decodeAs[controlplane.UpdateDeploymentRequest](rt, body)
 	what := fmt.Sprintf("patch (force %v) %v", force, body)
@@ -807,7 +843,7 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 	}
 	d.exp = exp
 	if trigger {
-		m.addRevision(rt, d, gotD["latest_revision_id"])
+		m.addRevision(rt, d, gotD["latest_revision_id"], jsonValue(rt, tracked))
 	}
 }
 
@@ -820,12 +856,13 @@ func (m *machine) redeploy(rt *rapid.T) {
 	tenant, id, d := m.target(rt)
 	var revID string
 	var rev *mRev
+	withRevs := slices.DeleteFunc(slices.Clone(m.deps), func(o *mDep) bool { return len(o.revs) == 0 })
 	switch {
-	case d != nil && !rarely(rt, 5, "not own revision"):
+	case d != nil && len(d.revs) > 0 && !rarely(rt, 5, "not own revision"):
 		rev = &d.revs[rapid.IntRange(0, len(d.revs)-1).Draw(rt, "revision")]
 		revID = rev.id
-	case len(m.deps) > 0 && rapid.Bool().Draw(rt, "another deployment's revision"):
-		o := rapid.SampledFrom(m.deps).Draw(rt, "other")
+	case len(withRevs) > 0 && rapid.Bool().Draw(rt, "another deployment's revision"):
+		o := rapid.SampledFrom(withRevs).Draw(rt, "other")
 		revID = o.revs[0].id
 		if d != nil && o == d {
 			rev = &d.revs[0]
@@ -857,7 +894,7 @@ func (m *machine) redeploy(rt *rapid.T) {
 		rt.Fatalf("redeploy: deployment differs from the model (-model +got):\n%s", diff)
 	}
 	d.exp = exp
-	m.addRevision(rt, d, got["latest_revision_id"])
+	m.addRevision(rt, d, got["latest_revision_id"], rev.tracked)
 }
 
 // list draws a ListDeployments query, with any of its filters and
@@ -1092,7 +1129,7 @@ func (m *machine) checkDeployments(rt *rapid.T, all bool) {
 		var want []any
 		for _, r := range slices.Backward(d.revs) {
 			want = append(want, map[string]any{"id": r.id, "source": d.source(), "source_revision_config": r.src,
-				"status": r.status, "status_message": r.msg, "status_history": r.history})
+				"status": r.status, "status_message": r.msg, "status_history": r.history, "tracked_packages": r.tracked})
 		}
 		page, err := m.call(rt, "list revisions", func(cp *controlplane.ControlPlane) (any, error) {
 			return cp.ListRevisions(m.ctx, d.tenant, d.id(), &controlplane.ListRevisionsQuery{Limit: new(controlplane.MaxPageLimit)})
@@ -1109,6 +1146,13 @@ func (m *machine) checkDeployments(rt *rapid.T, all bool) {
 		}
 		if rarely(rt, 3, "revision status filter") {
 			m.checkRevisionFilter(rt, d, want)
+		}
+		if len(d.revs) == 0 {
+			// langgraph deploy's sources before a source arrives.
+			if d.exp["latest_revision_id"] != nil || hasRevisionFrom(d.exp) {
+				rt.Fatalf("deployment %s has no revision, yet latest_revision_id %v, source given %v", d.id(), d.exp["latest_revision_id"], hasRevisionFrom(d.exp))
+			}
+			continue
 		}
 		if d.exp["latest_revision_id"] != d.revs[len(d.revs)-1].id {
 			rt.Fatalf("latest_revision_id %v is not the newest revision %s", d.exp["latest_revision_id"], d.revs[len(d.revs)-1].id)
@@ -1163,6 +1207,12 @@ func (m *machine) checkRevisionFilter(rt *rapid.T, d *mDep, all []any) {
 // included, and that the model says so too.
 func (m *machine) checkMirror(rt *rapid.T, d *mDep) {
 	got := m.get(rt, d)
+	if len(d.revs) == 0 {
+		if got["latest_revision_id"] != nil {
+			rt.Fatalf("deployment %s: latest_revision_id %v, the model has no revision", d.id(), got["latest_revision_id"])
+		}
+		return
+	}
 	latest, _ := got["latest_revision_id"].(string)
 	rev, err := m.call(rt, "get latest revision", func(cp *controlplane.ControlPlane) (any, error) {
 		return cp.GetRevision(m.ctx, d.tenant, d.id(), latest)

@@ -2,6 +2,7 @@ package controlplanetest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"pgregory.net/rapid"
@@ -268,7 +269,7 @@ func (m *machine) gen(rt *rapid.T, tenant, key string) (any, bool) {
 		s := m.genName(rt, false)
 		return s, nameOK(s)
 	case "source":
-		return pick(rt, "source", github, externalDocker), true
+		return pick(rt, "source", sources...), true
 	case "display_name":
 		s, _ := m.value(rt, "display name", pick(rt, "bad display name", "", strings.Repeat("é", 257)),
 			"My agent", "Agent ✓ prod", strings.Repeat("é", 256), "x")
@@ -305,6 +306,8 @@ func (m *machine) gen(rt *rapid.T, tenant, key string) (any, bool) {
 		return m.value(rt, "graph path", "", "langgraph.json", "apps/agent/langgraph.json", "./graphs/g.json")
 	case "source_revision_config.image_uri":
 		return m.value(rt, "image", "", "r/a:1", "ghcr.io/acme/agent:v2", "registry.example:5000/x/y@sha256:"+strings.Repeat("0f", 32))
+	case "source_revision_config.source_tarball_path":
+		return m.value(rt, "tarball", "", "uploads/"+tenant+"/a.tar.gz", "uploads/x/b.tar.gz")
 	case "source_revision_config.repo_commit_sha":
 		return pick(rt, "sha", "abc123", ""), true
 	case "url":
@@ -322,6 +325,49 @@ func otherTenant(t string) string {
 		return tenants[1]
 	}
 	return tenants[0]
+}
+
+// genTrackedPackages draws tracked_packages for a PATCH or a
+// create-revision: absent, some names (unicode, the longest), or one bad
+// list (an empty name, one too long, too many names).
+func (m *machine) genTrackedPackages(rt *rapid.T) (any, bool) {
+	if rapid.Bool().Draw(rt, "no tracked packages") {
+		return nil, true
+	}
+	if m.oops(rt, "value", 2) {
+		bad := pick(rt, "bad tracked packages", 0, 1, 2)
+		switch bad {
+		case 0:
+			return []any{"langgraph", ""}, false
+		case 1:
+			return []any{strings.Repeat("p", 215)}, false
+		}
+		out := []any{}
+		for i := range 101 {
+			out = append(out, fmt.Sprint("p", i))
+		}
+		return out, false
+	}
+	names := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"langgraph", "langchain-core", "é-pkg", strings.Repeat("p", 214), "@scope/js"}),
+		0, 3, rapid.ID).Draw(rt, "tracked packages")
+	out := []any{}
+	for _, n := range names {
+		out = append(out, n)
+	}
+	return out, true
+}
+
+// genRevisionSource draws revision_source for a PATCH of a deployment of
+// source own: absent, own, or (a fault) another source.
+func (m *machine) genRevisionSource(rt *rapid.T, own string) (any, bool) {
+	if m.oops(rt, "value", 3) {
+		others := slices.DeleteFunc(slices.Clone(append(sources, "gitlab")), func(s string) bool { return s == own })
+		return pick(rt, "bad revision source", others...), false
+	}
+	if rapid.Bool().Draw(rt, "revision source") {
+		return own, true
+	}
+	return nil, true
 }
 
 // tagPool are the tag value ids deployments carry (create extension).

@@ -20,6 +20,10 @@ var (
 	modelPaths = map[string][]string{
 		"github":          {"CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING", "DEPLOYED"},
 		"external_docker": {"CREATING", "QUEUED", "AWAITING_DEPLOY", "DEPLOYING", "DEPLOYED"},
+		// Section 10: internal_source builds like github, internal_docker
+		// runs its image like external_docker.
+		"internal_source": {"CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING", "DEPLOYED"},
+		"internal_docker": {"CREATING", "QUEUED", "AWAITING_DEPLOY", "DEPLOYING", "DEPLOYED"},
 	}
 	allStatuses = []string{"CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING",
 		"CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "DEPLOYED", "SKIPPED", "INTERRUPTED", "UNKNOWN"}
@@ -138,7 +142,7 @@ func (m *machine) push(rt *rapid.T) {
 		m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
 		d.exp["updated_at"], d.exp["latest_revision_id"] = got["updated_at"], p.Revision.ID
 		setPath(d.exp, loc("source_revision_config.repo_commit_sha"), after)
-		m.addRevision(rt, d, p.Revision.ID)
+		m.addRevision(rt, d, p.Revision.ID, nil)
 		if diff := diff(d.exp, got); diff != "" {
 			rt.Fatalf("push: deployment differs from the model (-model +got):\n%s", diff)
 		}

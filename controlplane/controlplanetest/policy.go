@@ -35,75 +35,117 @@ const (
 	pIgnored                      // a read-only response field: ignored in requests
 )
 
-// Sources, in column order.
+// Sources, in column order (section 10 adds the two of langgraph deploy).
 const (
 	github         = "github"
 	externalDocker = "external_docker"
+	internalSource = "internal_source"
+	internalDocker = "internal_docker"
 )
 
-var sources = []string{github, externalDocker}
+var sources = []string{github, externalDocker, internalSource, internalDocker}
 
-func srcIndex(source string) int {
-	if source == externalDocker {
-		return 1
-	}
-	return 0
+func srcIndex(source string) int { return max(0, slices.Index(sources, source)) }
+
+// revisionFrom is, for the sources of langgraph deploy, the field a
+// revision comes from (section 10): until a deployment has it, it has no
+// revision. The other sources' creates require what a revision needs.
+var revisionFrom = map[string]string{
+	internalSource: "source_revision_config.source_tarball_path",
+	internalDocker: "source_revision_config.image_uri",
+}
+
+// hasRevisionFrom says whether a deployment (its expected JSON) has what
+// a revision of its source comes from.
+func hasRevisionFrom(exp map[string]any) bool {
+	k, ok := revisionFrom[exp["source"].(string)]
+	return !ok || getPath(exp, loc(k)) != nil
 }
 
 // fieldPolicy is one row: a request field (its JSON path below "body") and
-// its policies for {github, external_docker}.
+// its policies for {github, external_docker, internal_source,
+// internal_docker}.
 type fieldPolicy struct {
 	loc    []string
-	create [2]createPolicy
-	patch  [2]patchPolicy
+	create [4]createPolicy
+	patch  [4]patchPolicy
 }
+
+type (
+	cc = [4]createPolicy
+	pp = [4]patchPolicy
+)
 
 func (f fieldPolicy) key() string { return strings.Join(f.loc, ".") }
 
 func loc(s string) []string { return strings.Split(s, ".") }
 
-// modelFields is the table.
+// modelFields is the table. Columns: github, external_docker,
+// internal_source, internal_docker.
 var modelFields = []fieldPolicy{
 	// Seed: name and source cannot be changed after creation; section 6:
 	// in a PATCH they are 422 immutable_field when they differ.
-	{loc("name"), [2]createPolicy{cRequired, cRequired}, [2]patchPolicy{pImmutable, pImmutable}},
-	{loc("source"), [2]createPolicy{cRequired, cRequired}, [2]patchPolicy{pImmutable, pImmutable}},
+	{loc("name"), cc{cRequired, cRequired, cRequired, cRequired}, pp{pImmutable, pImmutable, pImmutable, pImmutable}},
+	{loc("source"), cc{cRequired, cRequired, cRequired, cRequired}, pp{pImmutable, pImmutable, pImmutable, pImmutable}},
 	// Section 9: display_name is optional on create and changes in place
 	// by PATCH, for every source. Null is "no change" and "" is invalid
 	// (1..256 characters), so once set it cannot be cleared.
-	{loc("display_name"), [2]createPolicy{cOptional, cOptional}, [2]patchPolicy{pInPlace, pInPlace}},
+	{loc("display_name"), cc{cOptional, cOptional, cOptional, cOptional}, pp{pInPlace, pInPlace, pInPlace, pInPlace}},
 	// Section 6: github create needs integration_id and repo_url; the seed:
-	// not changeable by PATCH, only for github.
-	{loc("source_config.integration_id"), [2]createPolicy{cRequired, cNA}, [2]patchPolicy{pImmutable, pNA}},
-	{loc("source_config.repo_url"), [2]createPolicy{cRequired, cNA}, [2]patchPolicy{pImmutable, pNA}},
-	// Defaults to prod; not changeable by PATCH; only for github.
-	{loc("source_config.deployment_type"), [2]createPolicy{cOptional, cNA}, [2]patchPolicy{pImmutable, pNA}},
+	// not changeable by PATCH, only for github (section 10: not
+	// applicable to langgraph deploy's sources).
+	{loc("source_config.integration_id"), cc{cRequired, cNA, cNA, cNA}, pp{pImmutable, pNA, pNA, pNA}},
+	{loc("source_config.repo_url"), cc{cRequired, cNA, cNA, cNA}, pp{pImmutable, pNA, pNA, pNA}},
+	// Defaults to prod for github, dev for langgraph deploy's sources
+	// (section 10); not changeable by PATCH; not for external_docker.
+	{loc("source_config.deployment_type"), cc{cOptional, cNA, cOptional, cOptional}, pp{pImmutable, pNA, pImmutable, pImmutable}},
 	// Defaults to false; changes in place; only for github.
-	{loc("source_config.build_on_push"), [2]createPolicy{cOptional, cNA}, [2]patchPolicy{pInPlace, pNA}},
+	{loc("source_config.build_on_push"), cc{cOptional, cNA, cNA, cNA}, pp{pInPlace, pNA, pNA, pNA}},
 	// Settable only for external_docker (in place); assigned and read-only
-	// for github.
-	{loc("source_config.custom_url"), [2]createPolicy{cReadOnly, cOptional}, [2]patchPolicy{pReadOnly, pInPlace}},
-	// Only for external_docker; a non-null PATCH value makes a revision and
-	// replaces the whole object.
-	{loc("source_config.resource_spec"), [2]createPolicy{cNA, cOptional}, [2]patchPolicy{pNA, pRevision}},
+	// for github; not applicable to langgraph deploy's sources (section
+	// 10).
+	{loc("source_config.custom_url"), cc{cReadOnly, cOptional, cNA, cNA}, pp{pReadOnly, pInPlace, pNA, pNA}},
+	// Not for github; a non-null PATCH value makes a revision and replaces
+	// the whole object (section 10: as for external_docker).
+	{loc("source_config.resource_spec"), cc{cNA, cOptional, cOptional, cOptional}, pp{pNA, pRevision, pRevision, pRevision}},
 	// Only for external_docker; not changeable by PATCH.
-	{loc("source_config.listener_id"), [2]createPolicy{cNA, cOptional}, [2]patchPolicy{pNA, pImmutable}},
-	{loc("source_config.listener_config"), [2]createPolicy{cNA, cOptional}, [2]patchPolicy{pNA, pImmutable}},
-	// JS builds of a repository: github only; change in place.
-	{loc("source_config.install_command"), [2]createPolicy{cOptional, cNA}, [2]patchPolicy{pInPlace, pNA}},
-	{loc("source_config.build_command"), [2]createPolicy{cOptional, cNA}, [2]patchPolicy{pInPlace, pNA}},
+	{loc("source_config.listener_id"), cc{cNA, cOptional, cNA, cNA}, pp{pNA, pImmutable, pNA, pNA}},
+	{loc("source_config.listener_config"), cc{cNA, cOptional, cNA, cNA}, pp{pNA, pImmutable, pNA, pNA}},
+	// JS builds: github and internal_source (the builds); change in place.
+	{loc("source_config.install_command"), cc{cOptional, cNA, cOptional, cNA}, pp{pInPlace, pNA, pInPlace, pNA}},
+	{loc("source_config.build_command"), cc{cOptional, cNA, cOptional, cNA}, pp{pInPlace, pNA, pInPlace, pNA}},
 	// Any non-null source_revision_config field makes a revision.
-	{loc("source_revision_config.repo_ref"), [2]createPolicy{cRequired, cNA}, [2]patchPolicy{pRevision, pNA}},
-	{loc("source_revision_config.graph_config_path"), [2]createPolicy{cRequired, cNA}, [2]patchPolicy{pRevision, pNA}},
-	{loc("source_revision_config.image_uri"), [2]createPolicy{cNA, cRequired}, [2]patchPolicy{pNA, pRevision}},
+	{loc("source_revision_config.repo_ref"), cc{cRequired, cNA, cNA, cNA}, pp{pRevision, pNA, pNA, pNA}},
+	// internal_source: optional, langgraph.json by default.
+	{loc("source_revision_config.graph_config_path"), cc{cRequired, cNA, cOptional, cNA}, pp{pRevision, pNA, pRevision, pNA}},
+	// internal_docker: what its revisions come from, optional on create.
+	{loc("source_revision_config.image_uri"), cc{cNA, cRequired, cNA, cOptional}, pp{pNA, pRevision, pNA, pRevision}},
+	// internal_source: what its revisions come from.
+	{loc("source_revision_config.source_tarball_path"), cc{cNA, cNA, cOptional, cNA}, pp{pNA, pNA, pRevision, pNA}},
 	// Read-only response field: ignored in requests (section 1).
-	{loc("source_revision_config.repo_commit_sha"), [2]createPolicy{cIgnored, cIgnored}, [2]patchPolicy{pIgnored, pIgnored}},
+	{loc("source_revision_config.repo_commit_sha"), cc{cIgnored, cIgnored, cIgnored, cIgnored}, pp{pIgnored, pIgnored, pIgnored, pIgnored}},
 	// Read-only response field set by the deployer: ignored in requests
 	// (sections 1 and 9).
-	{loc("url"), [2]createPolicy{cIgnored, cIgnored}, [2]patchPolicy{pIgnored, pIgnored}},
+	{loc("url"), cc{cIgnored, cIgnored, cIgnored, cIgnored}, pp{pIgnored, pIgnored, pIgnored, pIgnored}},
 	// Optional on create; a non-empty list makes a revision ([] is "no
 	// change").
-	{loc("secrets"), [2]createPolicy{cOptional, cOptional}, [2]patchPolicy{pRevision, pRevision}},
+	{loc("secrets"), cc{cOptional, cOptional, cOptional, cOptional}, pp{pRevision, pRevision, pRevision, pRevision}},
+}
+
+// trackedPackagesOK: null, or at most 100 strings of 1..214 characters
+// (section 10).
+func trackedPackagesOK(v any) bool {
+	l := asSlice(v)
+	if len(l) > 100 {
+		return false
+	}
+	for _, p := range l {
+		n := utf8.RuneCountInString(p.(string))
+		if n < 1 || n > 214 {
+			return false
+		}
+	}
+	return true
 }
 
 // displayNameOK: 1 to 256 characters (section 9), counted as characters,
