@@ -91,7 +91,7 @@ type Options struct {
 }
 
 // DefaultSources are the sources the create form offers by default.
-var DefaultSources = []controlplane.Source{controlplane.SourceExternalDocker}
+var DefaultSources = []controlplane.Source{controlplane.SourceExternalDocker, controlplane.SourceInternalDocker}
 
 //go:embed templates/*.html
 var templateFS embed.FS

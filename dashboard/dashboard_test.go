@@ -563,3 +563,43 @@ func TestLogStreamCatchesUpThenFollows(t *testing.T) {
 	}
 	_ = io.Discard
 }
+
+func TestCreateInternalDocker(t *testing.T) {
+	e := newEnv(t, nil)
+	b := e.browser(t)
+	b.mustSignIn(keyA, "")
+	ctx := context.Background()
+	if p := b.get("/ui/deployments/new"); !strings.Contains(p.body, `<option value="internal_docker"`) {
+		t.Fatal("the create form does not offer internal_docker")
+	}
+	// Without an image yet: no revision, the page still renders.
+	id := b.createDeployment(url.Values{"name": {"pushed"}, "source": {"internal_docker"}, "deployment_type": {"dev"}})
+	d, err := e.cp.GetDeployment(ctx, tenantA, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.LatestRevisionID != nil || d.Source != controlplane.SourceInternalDocker {
+		t.Fatalf("created %+v", d)
+	}
+	if p := b.get("/ui/deployments/" + id); p.status != http.StatusOK || !strings.Contains(p.body, `id="form-image"`) {
+		t.Fatalf("the page of a deployment without a revision: %d", p.status)
+	}
+	// Its first image makes the first revision, which deploys.
+	if p := b.post("/ui/deployments/"+id+"/image", url.Values{"csrf": {b.token()}, "image_uri": {"registry.example/pushed@sha256:" + strings.Repeat("a", 64)}}); p.status != http.StatusSeeOther {
+		t.Fatalf("image: %d\n%s", p.status, p.body)
+	}
+	waitFor(t, "the first revision to deploy", func() bool {
+		d, err := e.cp.GetDeployment(ctx, tenantA, id)
+		return err == nil && d.ActiveRevisionID != nil
+	})
+	// Options the source refuses are shown beside their fields.
+	p := b.post("/ui/deployments/new", url.Values{"csrf": {b.token()}, "name": {"pushed-2"}, "source": {"internal_docker"},
+		"deployment_type": {"huge"}})
+	if p.status != http.StatusUnprocessableEntity || !strings.Contains(p.body, `<select id="deployment_type"`) {
+		t.Fatalf("a bad deployment type: %d", p.status)
+	}
+	i := strings.Index(p.body, `<select id="deployment_type"`)
+	if j := strings.Index(p.body[i:], `class="problem"`); j < 0 || j > 600 {
+		t.Errorf("no problem beside deployment_type")
+	}
+}
