@@ -52,7 +52,8 @@ type envOptions struct {
 	now      func() time.Time
 	ttl      time.Duration
 	tls      bool
-	paused   bool // the reconcile loop waits for env.start
+	paused   bool        // the reconcile loop waits for env.start
+	store    store.Store // the control plane's (default: storemem)
 }
 
 func newEnv(t testing.TB, o *envOptions) *env {
@@ -63,7 +64,10 @@ func newEnv(t testing.TB, o *envOptions) *env {
 	if o.step == 0 {
 		o.step = 20 * time.Millisecond
 	}
-	st := storemem.New()
+	var st store.Store = storemem.New()
+	if o.store != nil {
+		st = o.store
+	}
 	cp := controlplane.New(st, nil)
 	// The reconcile loop runs between start and pause.
 	var mu sync.Mutex
