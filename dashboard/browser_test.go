@@ -310,6 +310,10 @@ func TestBrowser(t *testing.T) {
 	if rev2 == rev {
 		t.Fatal("no new revision")
 	}
+	waitFor(t, "the deployer to deploy the second revision", func() bool {
+		r, err := e.cp.GetRevision(ctx, tenantA, id, rev2)
+		return err == nil && r.Status == controlplane.RevisionDeployed
+	})
 	u.until("the second revision DEPLOYED", fmt.Sprintf(`document.querySelector('[data-rev-status=%s]').textContent === "DEPLOYED"`, js(rev2)))
 
 	// The listeners page.

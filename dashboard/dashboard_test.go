@@ -603,3 +603,44 @@ func TestCreateInternalDocker(t *testing.T) {
 		t.Errorf("no problem beside deployment_type")
 	}
 }
+
+// A stream starts with the state as it is when it opens, so that a page
+// rendered before a change and followed after it still shows it.
+func TestStreamStartsWithTheCurrentState(t *testing.T) {
+	e := newEnv(t, nil)
+	b := e.browser(t)
+	b.mustSignIn(keyA, "")
+	ctx := context.Background()
+	id := b.createDeployment(url.Values{"name": {"agent"}, "source": {"external_docker"}, "image_uri": {"docker.io/acme/a:1"}})
+	waitFor(t, "the deployment to be READY", func() bool {
+		d, err := e.cp.GetDeployment(ctx, tenantA, id)
+		return err == nil && d.Status == controlplane.StatusReady
+	})
+	for _, q := range []string{"?deployment=" + id, "?ids=" + id + ",01a20ce2-bbef-777a-8bd7-1cf6f4babcbe"} {
+		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		req, _ := http.NewRequestWithContext(sctx, http.MethodGet, b.base+"/ui/stream/events"+q, nil)
+		resp, err := b.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events := readEvents(resp.Body)
+		first := <-events
+		if first.name != "deployment" || first.id != "" || !strings.Contains(first.data, `"change":"snapshot"`) ||
+			!strings.Contains(first.data, `"status":"READY"`) {
+			t.Errorf("%s: first event %+v", q, first)
+		}
+		second := <-events
+		switch {
+		case strings.HasPrefix(q, "?deployment="):
+			if second.name != "revision" || !strings.Contains(second.data, `"status":"DEPLOYED"`) {
+				t.Errorf("%s: second event %+v", q, second)
+			}
+		default:
+			if second.name != "deployment" || !strings.Contains(second.data, `"change":"deleted"`) {
+				t.Errorf("%s: an unknown id: %+v", q, second)
+			}
+		}
+		cancel()
+		resp.Body.Close()
+	}
+}

@@ -26,7 +26,7 @@
 //	GET  /ui/deployments/{id}/revisions/{rid}             status history and a log
 //	POST /ui/deployments/{id}/revisions/{rid}/redeploy    RedeployRevision
 //	GET  /ui/listeners
-//	GET  /ui/stream/events[?deployment=]      live status (text/event-stream)
+//	GET  /ui/stream/events[?deployment=|?ids=]   live status (text/event-stream)
 //	GET  /ui/stream/logs/{id}/{rid}?type=&after=&level=&q=   live log lines
 //
 // Every action calls the ControlPlane method the API calls, with the
@@ -80,8 +80,13 @@
 // only (the log's deployment events carry the secrets).
 //
 // The live streams follow ControlPlane.FollowEvents, the source of the
-// API's GET /v2/events; EventSource resumes with Last-Event-ID. The log
-// stream first reads the lines after the page's last (ListLogs from its
-// next_offset) with the stream already open, so that no line written in
+// API's GET /v2/events; EventSource resumes with Last-Event-ID. A stream
+// opened after its page was rendered could miss what changed in between,
+// so each stream starts, once it follows the log, with the state as it is
+// then (events of change "snapshot", without an id): the deployment page's
+// deployment and newest revisions, the list page's deployments (their ids
+// in ?ids=), the revision page's revision; every later change comes
+// through the log. The log stream likewise first reads the lines after the
+// page's last (ListLogs from its next_offset), so that no line written in
 // between is lost; the page drops a line it already shows.
 package dashboard

@@ -100,8 +100,12 @@ func (h *Handler) deploymentsPage(q *request) error {
 	} else {
 		status = http.StatusUnprocessableEntity
 	}
+	ids := make([]string, len(d.Deployments))
+	for i, dep := range d.Deployments {
+		ids[i] = dep.ID
+	}
 	h.render(q.w, status, "deployments", &view{Title: "Deployments", Sess: q.sess, Nav: "deployments",
-		Live: h.base + "/stream/events", Data: d, Form: f})
+		Live: h.base + "/stream/events?ids=" + strings.Join(ids, ","), Data: d, Form: f})
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deployplane/deployplane/apierr"
 	cp "github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/wiretime"
 )
@@ -139,6 +140,26 @@ func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
+	// The state now, read after the stream opened: a change committed
+	// between the page's rendering and this moment is in it, and any
+	// later change comes through the stream.
+	sess, err := h.current(r)
+	if err != nil {
+		return
+	}
+	in := r.URL.Query()
+	if id := in.Get("deployment"); id != "" {
+		h.snapshot(ctx, s, sess.Tenant, []string{id}, true)
+	} else if ids := in.Get("ids"); ids != "" {
+		list := strings.Split(ids, ",")
+		if len(list) > cp.MaxPageLimit {
+			list = list[:cp.MaxPageLimit]
+		}
+		h.snapshot(ctx, s, sess.Tenant, list, false)
+	}
+	if !s.flush() {
+		return
+	}
 	for {
 		evs, ok := h.next(ctx, s, stream)
 		if !ok {
@@ -151,6 +172,46 @@ func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// snapshot adds the current state of the deployments ids (and, with
+// revisions, of their newest revisions) to s, as events without an id
+// (change "snapshot"; "deleted" for a deployment that is gone).
+func (h *Handler) snapshot(ctx context.Context, s *sse, tenant string, ids []string, revisions bool) {
+	for _, id := range ids {
+		dep, err := h.cp.GetDeployment(ctx, tenant, id)
+		if errors.Is(err, apierr.ErrNotFound) {
+			s.event("deployment", "", liveDeployment{Change: cp.ChangeDeleted, ID: id})
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		s.event("deployment", "", liveOf("snapshot", dep))
+		if !revisions {
+			continue
+		}
+		page, err := h.cp.ListRevisions(ctx, tenant, id, &cp.ListRevisionsQuery{Limit: new(listPageSize)})
+		if err != nil {
+			continue
+		}
+		for _, rev := range page.Resources {
+			s.event("revision", "", liveRevisionOf("snapshot", id, &rev))
+		}
+	}
+}
+
+// liveOf is a deployment as the pages read it.
+func liveOf(change string, dep *cp.Deployment) liveDeployment {
+	return liveDeployment{Change: change, ID: dep.ID, Status: string(dep.Status), DisplayName: dep.DisplayName, URL: dep.URL,
+		ActiveRevisionID: dep.ActiveRevisionID, LatestRevisionID: dep.LatestRevisionID,
+		ImageURI: dep.SourceRevisionConfig.ImageURI, ImageVersion: dep.ImageVersion}
+}
+
+// liveRevisionOf is a revision as the pages read it.
+func liveRevisionOf(change, deploymentID string, rev *cp.Revision) liveRevision {
+	return liveRevision{Change: change, ID: rev.ID, DeploymentID: deploymentID, Status: string(rev.Status),
+		StatusMessage: rev.StatusMessage, CreatedAt: rev.CreatedAt, History: rev.StatusHistory}
 }
 
 // project adds the page's form of e to s.
@@ -166,10 +227,8 @@ func (h *Handler) project(s *sse, e cp.Event) {
 			return
 		}
 		out := liveDeployment{Change: d.Change, ID: d.DeploymentID}
-		if dep := d.Deployment; dep != nil {
-			out.Status, out.DisplayName, out.URL = string(dep.Status), dep.DisplayName, dep.URL
-			out.ActiveRevisionID, out.LatestRevisionID = dep.ActiveRevisionID, dep.LatestRevisionID
-			out.ImageURI, out.ImageVersion = dep.SourceRevisionConfig.ImageURI, dep.ImageVersion
+		if d.Deployment != nil {
+			out = liveOf(d.Change, d.Deployment)
 		}
 		s.event("deployment", e.ID, out)
 	case cp.EventRevision:
@@ -181,9 +240,7 @@ func (h *Handler) project(s *sse, e cp.Event) {
 		if json.Unmarshal(e.Data, &d) != nil {
 			return
 		}
-		s.event("revision", e.ID, liveRevision{Change: d.Change, ID: d.Revision.ID, DeploymentID: d.DeploymentID,
-			Status: string(d.Revision.Status), StatusMessage: d.Revision.StatusMessage, CreatedAt: d.Revision.CreatedAt,
-			History: d.Revision.StatusHistory})
+		s.event("revision", e.ID, liveRevisionOf(d.Change, d.DeploymentID, &d.Revision))
 	case cp.EventGap:
 		s.event("gap", e.ID, struct{}{})
 	}
@@ -206,13 +263,17 @@ func (h *Handler) logStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
+	sess, err := h.current(r)
+	if err != nil {
+		return
+	}
+	// The revision's status now (the page may be older than it).
+	if rev, err := h.cp.GetRevision(ctx, sess.Tenant, id, rid); err == nil {
+		s.event("revision", "", liveRevisionOf("snapshot", id, rev))
+	}
 	if r.Header.Get("Last-Event-ID") == "" {
 		// Catch up from the page's offset: the stream is already open, so
 		// a line written from now on comes through it too.
-		sess, err := h.current(r)
-		if err != nil {
-			return
-		}
 		after := in.Get("after")
 		for {
 			page, err := h.cp.ListLogs(ctx, sess.Tenant, id, rid, &cp.LogQuery{Type: typ, Offset: after, Level: level,

@@ -113,7 +113,7 @@
         el.appendChild(li);
       });
     });
-    if (!seen && r.change === "created") {
+    if (!seen && (r.change === "created" || (r.change === "snapshot" && location.search.indexOf("rev_offset") < 0))) {
       var n = document.getElementById("new-revision");
       if (n) n.hidden = false;
     }
