@@ -243,7 +243,7 @@ func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value 
 		c.MaxAge = -1
 	} else {
 		c.Expires = expires
-		c.MaxAge = int(time.Until(expires).Seconds())
+		c.MaxAge = int(expires.Sub(h.sess.now()).Seconds())
 		if c.MaxAge <= 0 {
 			c.MaxAge = 1
 		}

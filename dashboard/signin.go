@@ -29,7 +29,7 @@ func (h *Handler) signinPage(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) renderSignin(w http.ResponseWriter, r *http.Request, status int, f *form) {
 	token := randomToken()
-	h.setCookie(w, r, signinCookie, token, time.Now().Add(time.Hour))
+	h.setCookie(w, r, signinCookie, token, h.sess.now().Add(time.Hour))
 	next := r.URL.Query().Get("next")
 	if r.Method == http.MethodPost {
 		next = r.PostForm.Get("next")
