@@ -86,12 +86,15 @@ type Options struct {
 	// Default DefaultEventHeartbeat.
 	EventHeartbeat time.Duration
 	// Sources are the sources the create form offers. Default
-	// DefaultSources.
+	// DefaultSources().
 	Sources []controlplane.Source
 }
 
-// DefaultSources are the sources the create form offers by default.
-var DefaultSources = []controlplane.Source{controlplane.SourceExternalDocker, controlplane.SourceInternalDocker}
+// DefaultSources returns the sources the create form offers by default:
+// external_docker and internal_docker.
+func DefaultSources() []controlplane.Source {
+	return []controlplane.Source{controlplane.SourceExternalDocker, controlplane.SourceInternalDocker}
+}
 
 //go:embed templates/*.html
 var templateFS embed.FS
@@ -140,7 +143,7 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 		o.EventHeartbeat = DefaultEventHeartbeat
 	}
 	if len(o.Sources) == 0 {
-		o.Sources = DefaultSources
+		o.Sources = DefaultSources()
 	}
 	if o.Authenticator == nil {
 		o.Authenticator = denyAll{}
