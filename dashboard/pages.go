@@ -24,8 +24,37 @@ const listPageSize = 25
 // that filter walks the (otherwise filtered) list newest first.
 const listenerScanCap = 2000
 
+// deploymentRow is one deployment of the list, its values formatted
+// beforehand (the template only places them).
+type deploymentRow struct {
+	ID, Name, DisplayName, Status, Badge, Source, Image, CreatedISO, Created string
+}
+
+// rowsOf formats the list's rows.
+func rowsOf(deps []cp.Deployment) []deploymentRow {
+	rows := make([]deploymentRow, len(deps))
+	for i := range deps {
+		d := &deps[i]
+		r := &rows[i]
+		r.ID, r.Name, r.Status, r.Badge, r.Source = d.ID, d.Name, string(d.Status), badgeClass(d.Status), string(d.Source)
+		if d.DisplayName != nil {
+			r.DisplayName = *d.DisplayName
+		}
+		if t := d.SourceConfig.DeploymentType; t != nil {
+			r.Source += " · " + string(*t)
+		}
+		if d.SourceRevisionConfig.ImageURI != nil {
+			r.Image = *d.SourceRevisionConfig.ImageURI
+		}
+		at := d.CreatedAt.Time().UTC()
+		r.CreatedISO, r.Created = at.Format(time.RFC3339Nano), at.Format(timeLayout)
+	}
+	return rows
+}
+
 // deploymentsData is the deployments page's.
 type deploymentsData struct {
+	Rows        []deploymentRow
 	Deployments []cp.Deployment
 	Listeners   []cp.Listener
 	Statuses    []cp.DeploymentStatus
@@ -100,6 +129,7 @@ func (h *Handler) deploymentsPage(q *request) error {
 	} else {
 		status = http.StatusUnprocessableEntity
 	}
+	d.Rows = rowsOf(d.Deployments)
 	ids := make([]string, len(d.Deployments))
 	for i, dep := range d.Deployments {
 		ids[i] = dep.ID

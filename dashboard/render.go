@@ -126,10 +126,13 @@ func locString(loc []any) string {
 	return strings.Join(parts, ".")
 }
 
+// timeLayout is how the pages show a time.
+const timeLayout = "2006-01-02 15:04:05 UTC"
+
 var funcs = template.FuncMap{
 	"badge": badgeClass,
 	"when": func(t wiretime.Time) string {
-		return t.Time().UTC().Format("2006-01-02 15:04:05 UTC")
+		return t.Time().UTC().Format(timeLayout)
 	},
 	"iso": func(t wiretime.Time) string { return t.Time().UTC().Format(time.RFC3339Nano) },
 	"str": func(p *string) string {
