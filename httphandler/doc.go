@@ -37,7 +37,12 @@
 // schemas derived from the controlplane and oauthflow types by reflection,
 // and the public GET /docs, an interactive page (Swagger UI) over it whose
 // assets are embedded in github.com/swaggest/swgui and served below
-// /docs/ (docs.go; not in the document, as in the hosted service's).
+// /docs/ (docs.go; not in the document, as in the hosted service's), and,
+// with Options.Dashboard, the web dashboard of package dashboard under
+// /ui/ (dashboard.go: public routes of the handler, since the dashboard
+// checks its own sessions, signed in with this handler's Authenticator;
+// its live streams under /ui/stream/ take the long-poll cap; not in the
+// document).
 //
 // The document is what generated clients read (openapi.go): answer schemas
 // require every member an answer always carries and say which are

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/dashboard"
 	"github.com/deployplane/deployplane/oauthflow"
 )
 
@@ -141,12 +142,18 @@ type Options struct {
 	// for POST /v2/deployments/{id}/push-token (package registry). Default
 	// nil: that route answers 400, this server runs no registry.
 	Registry RegistryURLs
+	// Dashboard serves the web dashboard (package dashboard) under /ui/,
+	// with these options; its sign-in checks keys with Authenticator
+	// unless they name another, and its links are under BasePath.
+	// Default nil: /ui/ is not served.
+	Dashboard *dashboard.Options
 }
 
 // handler is the http.Handler New returns.
 type handler struct {
-	basePath string       // Options.BasePath
-	docs     http.Handler // GET /docs (docs.go)
+	basePath string             // Options.BasePath
+	docs     http.Handler       // GET /docs (docs.go)
+	ui       *dashboard.Handler // /ui/ (dashboard.go); nil: not served
 	cp       *controlplane.ControlPlane
 	oauth    *oauthflow.Service // nil: /v2/auth/* is not served
 	auth     Authenticator
@@ -207,6 +214,9 @@ func (x *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { x.h.ServeH
 // answer 503.
 func (x *Handler) Close() error {
 	x.h.closeStreams()
+	if x.h.ui != nil {
+		_ = x.h.ui.Close()
+	}
 	x.h.reqlog.flush()
 	return nil
 }
@@ -278,6 +288,9 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 
 	h.basePath = strings.TrimSuffix(o.BasePath, "/")
 	h.docs = docsPage(h.basePath)
+	if o.Dashboard != nil {
+		h.ui = newDashboard(cp, &o, h.auth)
+	}
 	routes := h.routes()
 	methods := map[string][]string{}
 	for _, rt := range routes {
@@ -321,7 +334,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.headerTooLarge.ServeHTTP(w, r)
 		return
 	}
-	if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p {
+	if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p && (h.ui == nil || p != "/ui/") {
 		// The mux would redirect to the cleaned path; no route of this API
 		// has a trailing slash, a "..", or an empty segment.
 		h.unclean.ServeHTTP(w, r)

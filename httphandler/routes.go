@@ -226,6 +226,9 @@ func (h *handler) routes() []route {
 			summary: "An interactive page over /openapi.json (Swagger UI)", status: http.StatusOK, html: true},
 		route{method: http.MethodGet, path: "/docs/{asset...}", public: true, serve: (*handler).serveDocs, hidden: true,
 			summary: "The docs page's scripts, styles and icons", status: http.StatusOK})
+	if h.ui != nil {
+		routes = append(routes, dashboardRoutes()...)
+	}
 	// Operations (health.go, metrics.go).
 	routes = append(routes,
 		route{method: http.MethodGet, path: "/healthz", public: true, serve: (*handler).healthz,

@@ -133,7 +133,7 @@ func (l *load) gateOf(rt route, r *http.Request) *gate {
 	switch rt.path {
 	case "/healthz", "/readyz":
 		return nil
-	case "/v2/auth/wait/{auth_id}", "/v2/events", "/v2/deployments/{deployment_id}/events":
+	case "/v2/auth/wait/{auth_id}", "/v2/events", "/v2/deployments/{deployment_id}/events", "/ui/stream/{stream...}":
 		return &l.longPolls
 	case "/v2/deployments/{deployment_id}/revisions/{revision_id}":
 		if r.URL.Query().Has("wait") {

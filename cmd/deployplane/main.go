@@ -36,6 +36,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/dashboard"
 	"github.com/deployplane/deployplane/deploysim"
 	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/githubapp"
@@ -73,7 +74,7 @@ Usage:
                 [-allow-unverified-integrations]
                 [-max-conns 1024] [-max-in-flight N] [-max-long-polls 256]
                 [-rate-limit 50] [-rate-burst 100]
-                [-log-format text|json] [-metrics-key KEY]
+                [-log-format text|json] [-metrics-key KEY] [-ui=false]
 
 Flags:
 
@@ -262,6 +263,9 @@ Flags:
     -metrics-key KEY  require "Authorization: Bearer KEY" on GET /metrics
                       (default: /metrics is public; prefer the environment
                       variable, see "Operations")
+    -ui=false         do not serve the web dashboard (default: served under
+                      /ui/; sign in there with an API key; sessions are kept
+                      in the store, so replicas sharing it share them)
 
 Environment:
 
@@ -490,6 +494,8 @@ type config struct {
 	// Operations: logs and metrics.
 	logFormat  string
 	metricsKey string
+	// ui serves the dashboard under /ui/.
+	ui bool
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
@@ -530,6 +536,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.IntVar(&c.rateBurst, "rate-burst", 100, "requests per API key at once")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.metricsKey, "metrics-key", "", "key GET /metrics requires (default: public)")
+	fs.BoolVar(&c.ui, "ui", true, "serve the web dashboard under /ui/")
 	envMetricsKey := getenv("DEPLOYPLANE_METRICS_KEY")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -815,6 +822,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 
 		AllowUnverifiedIntegrations: c.allowUnverifiedIntegs,
 		Registry:                    registryURLs,
+		Dashboard:                   c.dashboard(st),
 	})
 	srv := &http.Server{
 		Handler:           endLongPolls(draining, api),
@@ -973,6 +981,15 @@ func endLongPolls(draining context.Context, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// dashboard is the dashboard's options (nil with -ui=false): sessions in
+// the server's store, so that replicas sharing it share them.
+func (c *config) dashboard(st store.Store) *dashboard.Options {
+	if !c.ui {
+		return nil
+	}
+	return &dashboard.Options{Sessions: st}
 }
 
 // defaultPublicURL is the -public-url of a server listening at addr: its

@@ -1,0 +1,74 @@
+package httphandler
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/dashboard"
+)
+
+// The dashboard (package dashboard) is served under /ui/ when
+// Options.Dashboard is set: public routes of the handler (the dashboard
+// checks its own sessions), so that the request log, the metrics, the
+// in-flight cap and the rate limit by address apply to its pages; its
+// live streams (/ui/stream/...) take the long-poll cap. None is in GET
+// /openapi.json.
+
+// newDashboard builds the dashboard of Options.Dashboard: the handler's
+// own Authenticator checks the keys people sign in with, unless the
+// options name another.
+func newDashboard(cp *controlplane.ControlPlane, o *Options, auth Authenticator) *dashboard.Handler {
+	d := *o.Dashboard
+	if d.Authenticator == nil {
+		d.Authenticator = signInAuth{auth}
+	}
+	if d.BasePath == "" {
+		d.BasePath = o.BasePath
+	}
+	if d.Logger == nil {
+		d.Logger = o.Logger
+	}
+	return dashboard.New(cp, &d)
+}
+
+// signInAuth is an Authenticator used for the dashboard's sign-in: the
+// key as an X-Api-Key.
+type signInAuth struct{ a Authenticator }
+
+func (s signInAuth) SignIn(ctx context.Context, key string) (string, []string, error) {
+	p, err := s.a.Authenticate(ctx, Credentials{APIKey: key})
+	if errors.Is(err, ErrUnauthenticated) {
+		return "", nil, dashboard.ErrInvalidKey
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	if p == nil {
+		return "", nil, dashboard.ErrInvalidKey
+	}
+	tenants := make([]string, 0, len(p.Tenants))
+	for _, t := range p.Tenants {
+		if c, ok := CanonicalTenant(t); ok {
+			tenants = append(tenants, c)
+		}
+	}
+	return p.ID, tenants, nil
+}
+
+// dashboardRoutes are the dashboard's routes, hidden from the document.
+func dashboardRoutes() []route {
+	const summary = "The web dashboard (HTML for people; not part of the API)"
+	return []route{
+		{method: http.MethodGet, path: "/ui", public: true, serve: (*handler).serveDashboard, hidden: true, summary: summary, status: http.StatusSeeOther, html: true},
+		{method: http.MethodGet, path: "/ui/{page...}", public: true, serve: (*handler).serveDashboard, hidden: true, summary: summary, status: http.StatusOK, html: true},
+		{method: http.MethodPost, path: "/ui/{page...}", public: true, serve: (*handler).serveDashboard, hidden: true, summary: summary, status: http.StatusSeeOther, html: true},
+		{method: http.MethodGet, path: "/ui/stream/{stream...}", public: true, serve: (*handler).serveDashboard, hidden: true, summary: summary, status: http.StatusOK, stream: true},
+	}
+}
+
+// serveDashboard hands a request to the dashboard.
+func (h *handler) serveDashboard(c *call) (int, any, error) {
+	return http.StatusOK, servedBy{h.ui}, nil
+}
