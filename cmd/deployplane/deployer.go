@@ -92,6 +92,7 @@ type deployerEnv struct {
 	githubApp controlplane.GitHubApp // nil: repositories are cloned without credentials
 	proxy     net.Listener           // listenProxy's, for docker
 	proxyURL  string
+	tarballs  imagebuild.Tarballs // the uploads of internal_source revisions
 }
 
 // The Builder removes a deleted deployment's images at its Teardown.
@@ -122,7 +123,7 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		ln.Close()
 		return nil, nil, nil, fmt.Errorf("-docker-host: %w", err)
 	}
-	bo := &imagebuild.Options{BaseImage: f.buildBaseImage, Egress: env.egress}
+	bo := &imagebuild.Options{BaseImage: f.buildBaseImage, Egress: env.egress, Tarballs: env.tarballs}
 	if app, ok := env.githubApp.(installationTokens); ok {
 		bo.InstallationToken = app.InstallationToken
 		bo.InstallationID = imagebuild.InstallationIDs(env.cp)
