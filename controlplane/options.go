@@ -36,8 +36,10 @@ type Options struct {
 	// Uploads, when set, checks the source_tarball_path of a create or
 	// PATCH of an internal_source deployment, inside the store
 	// transaction that writes it (see UploadChecker). Default nil: any
-	// path is taken as given (package upload's checker, wired by
-	// cmd/deployplane, refuses paths never issued or never uploaded).
+	// path is taken as given. UploadRecords{} (which cmd/deployplane
+	// sets) refuses paths never issued to the deployment by IssueUpload
+	// or whose upload did not complete, as wire contract section 10
+	// says.
 	Uploads UploadChecker
 	// Images, when set, resolves the image_uri of an internal_docker
 	// revision (a tag in the built-in registry becomes its digest) before

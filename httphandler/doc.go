@@ -30,7 +30,12 @@
 // GET, PATCH, DELETE), GitHub integrations (GET /v1/integrations/github,
 // GET /v1/integrations/github/install, the public GET
 // /v1/integrations/github/setup and POST /v1/integrations/github/webhook,
-// and POST /v1/integrations/github when allowed; below), the event streams
+// and POST /v1/integrations/github when allowed; below), with
+// Options.Uploads the source tarballs of langgraph deploy --remote (POST
+// /v2/deployments/{deployment_id}/upload-url and the public PUT
+// /v2/uploads/{tenant}/{deployment_id}/{upload_id} of the signed URLs it
+// answers, served by the Uploads, which checks the signature; uploads.go
+// and package uploads), the event streams
 // (GET /v2/events, GET /v2/deployments/{deployment_id}/events; below), the OAuth helpers (below), the
 // public GET /healthz, GET /readyz and (with Options.Metrics) GET /metrics
 // (below, "Health and metrics"), and GET /openapi.json, an OpenAPI 3.1 document built from the same list, with

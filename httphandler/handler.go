@@ -131,6 +131,10 @@ type Options struct {
 	// proxies and clients keep idle streams open. Default
 	// DefaultEventHeartbeat.
 	EventHeartbeat time.Duration
+	// Uploads serves POST /v2/deployments/{deployment_id}/upload-url and
+	// the PUTs of the URLs it issues (uploads.go; wire contract section
+	// 10). Default nil: neither is served (404) nor documented.
+	Uploads Uploads
 	// BasePath is the path prefix the handler is mounted under, when the
 	// embedding program serves it below one with http.StripPrefix (for
 	// example "/api-host", no trailing slash). GET /openapi.json names it
@@ -156,6 +160,7 @@ type handler struct {
 	ui       *dashboard.Handler // /ui/ (dashboard.go); nil: not served
 	cp       *controlplane.ControlPlane
 	oauth    *oauthflow.Service // nil: /v2/auth/* is not served
+	uploads  Uploads            // nil: no upload routes
 	auth     Authenticator
 	maxBody  int64 // request bodies
 	// maxURL and maxHeader limit the request target and header fields.
@@ -236,6 +241,7 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 	h := &handler{
 		cp:      cp,
 		oauth:   o.OAuth,
+		uploads: o.Uploads,
 		auth:    o.Authenticator,
 		maxBody: o.MaxBodyBytes,
 

@@ -108,6 +108,10 @@ type Options struct {
 	// TempDir is where clones are made (and removed); default
 	// os.TempDir().
 	TempDir string
+	// Tarballs opens the source tarballs of internal_source revisions
+	// (package uploads' Service). Nil: such a revision fails its build
+	// saying that this server keeps no tarballs.
+	Tarballs Tarballs
 	// NetworkMode is the network of build steps; default "host" (the
 	// daemon may have no bridge network). With "host" a repository's RUN
 	// steps share the daemon host's network, its loopback services
@@ -117,9 +121,10 @@ type Options struct {
 	NetworkMode string
 }
 
-// Builder builds the images of github revisions: it clones the
-// repository, finds or generates the Dockerfile, and builds through the
-// Docker Engine API. It is safe for concurrent use.
+// Builder builds the images of github and internal_source revisions: it
+// clones the repository or unpacks the uploaded tarball, finds or
+// generates the Dockerfile, and builds it through the Docker Engine API.
+// It is safe for concurrent use.
 type Builder struct {
 	docker *client.Client
 	o      Options
@@ -179,18 +184,20 @@ func (b *Builder) ImageRef(deploymentID, revisionID string) string {
 	return b.o.Repository + "/" + strings.ToLower(deploymentID) + ":" + revisionID
 }
 
-// Build builds the image of a github revision: it clones
-// source_config.repo_url at source_revision_config.repo_ref (or at
-// repo_commit_sha when the revision has one: a push or a redeploy), uses
-// the Dockerfile beside graph_config_path (default langgraph.json) or
-// generates the one `langgraph dockerfile` writes, and builds it on the
-// daemon. It returns the image reference (ImageRef) and the commit built.
+// Build builds the image of a github or internal_source revision: it
+// clones source_config.repo_url at source_revision_config.repo_ref (or at
+// repo_commit_sha when the revision has one: a push or a redeploy), or
+// unpacks the revision's source_tarball_path (read through
+// Options.Tarballs, within the limits of Unpack), uses the Dockerfile
+// beside graph_config_path (default langgraph.json) or generates the one
+// `langgraph dockerfile` writes, and builds it on the daemon. It returns
+// the image reference (ImageRef) and the commit built ("" for a tarball).
 // Every step and every line of the daemon's output goes to log (which
 // may be nil), cut to Options.MaxLogLine. Errors match ErrClone,
-// ErrConfig or ErrBuild, and their text is meant for the revision's
-// status_message; a cancelled ctx returns its cause. When the clone
-// succeeded and a later step failed, commitSHA is still the commit that
-// was to be built.
+// ErrTarball, ErrConfig or ErrBuild, and their text is meant for the
+// revision's status_message; a cancelled ctx returns its cause. When the
+// clone succeeded and a later step failed, commitSHA is still the commit
+// that was to be built.
 func (b *Builder) Build(ctx context.Context, w *controlplane.Work, log func(line string)) (image, commitSHA string, err error) {
 	emit := func(line string) {
 		if log != nil {
@@ -198,9 +205,11 @@ func (b *Builder) Build(ctx context.Context, w *controlplane.Work, log func(line
 		}
 	}
 	logf := func(format string, args ...any) { emit(fmt.Sprintf(format, args...)) }
-	src, err := sourceOf(w)
-	if err != nil {
-		return "", "", err
+	var src *source
+	if w.Deployment.Source != controlplane.SourceInternalSource {
+		if src, err = sourceOf(w); err != nil {
+			return "", "", err
+		}
 	}
 	configPath := deref(w.Revision.SourceRevisionConfig.GraphConfigPath)
 	if configPath == "" {
@@ -221,12 +230,23 @@ func (b *Builder) Build(ctx context.Context, w *controlplane.Work, log func(line
 		return "", "", fmt.Errorf("imagebuild: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	name := repoName(src.url)
-	c, err := b.checkoutWork(ctx, w, src, filepath.Join(tmp, "git"), filepath.Join(tmp, "src", name), logf)
-	if err != nil {
-		return "", "", err
+	var c *cloned
+	var name string
+	if src == nil {
+		// internal_source: the project is the revision's tarball, its
+		// root named after the deployment (langgraph deploy's default
+		// name is the project directory's).
+		name = w.Deployment.Name
+		if c, err = b.unpackWork(ctx, w, filepath.Join(tmp, "src", name), logf); err != nil {
+			return "", "", err
+		}
+	} else {
+		name = repoName(src.url)
+		if c, err = b.checkoutWork(ctx, w, src, filepath.Join(tmp, "git"), filepath.Join(tmp, "src", name), logf); err != nil {
+			return "", "", err
+		}
+		logf("Checked out %s: %d files, %d bytes", c.commit, c.files, c.bytes)
 	}
-	logf("Checked out %s: %d files, %d bytes", c.commit, c.files, c.bytes)
 
 	root, err := os.OpenRoot(c.dir)
 	if err != nil {
@@ -261,6 +281,10 @@ func (b *Builder) Build(ctx context.Context, w *controlplane.Work, log func(line
 			return "", c.commit, context.Cause(bctx)
 		}
 		return "", c.commit, err
+	}
+	if c.commit == "" {
+		logf("Built %s from %s", image, deref(w.Revision.SourceRevisionConfig.SourceTarballPath))
+		return image, "", nil
 	}
 	logf("Built %s from %s", image, c.commit)
 	return image, c.commit, nil

@@ -1,5 +1,6 @@
-// Package imagebuild turns a github revision into a container image: it
-// clones the repository, finds or generates the Dockerfile, and builds it
+// Package imagebuild turns a github or internal_source revision into a
+// container image: it clones the repository or unpacks the uploaded
+// tarball, finds or generates the Dockerfile, and builds it
 // through the Docker Engine API. It is shared by the deployers (package
 // deploydocker calls it through its Builder interface, and RemoveImages
 // through its ImageRemover at a deployment's teardown; cmd/deployplane
@@ -36,6 +37,23 @@
 // installations. controlplane.Work carries the integration_id, not the
 // installation id, so Options.InstallationID maps one to the other
 // (InstallationIDs(cp) looks them up in the control plane).
+//
+// # Tarball
+//
+// An internal_source revision (langgraph deploy --remote) is built from
+// the tarball its source_tarball_path names, which Options.Tarballs opens
+// (package uploads keeps them). Unpack writes it into a temporary
+// directory through an os.Root and refuses, with an ErrTarball error that
+// names the entry (the revision's status_message: "source tarball
+// refused: entry "../x" has a ".." in its path"), absolute paths, "..",
+// symbolic and hard links whose target leaves the root (and entries below
+// a symbolic link), devices, FIFOs, more than MaxFiles entries and more
+// than MaxCheckoutBytes of files (wire contract section 10: 100,000 and
+// 1 GiB; those two match ErrTooLarge too, and the size is checked against
+// each header before its data is decompressed). The project's root
+// directory is named after the deployment (the CLI names paths in the
+// image after directories, and langgraph deploy's default deployment name
+// is the project directory's). The rest is as for a clone.
 //
 // # Dockerfile
 //

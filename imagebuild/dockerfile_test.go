@@ -31,6 +31,10 @@ var generateCases = []struct {
 	{name: "javascript", project: "jsapp", config: "langgraph.json", golden: "jsapp.Dockerfile", context: ".", cliArgs: []string{}},
 	{name: "javascript base image", project: "jsapp", config: "langgraph.json", golden: "jsapp.base.Dockerfile", context: ".",
 		opts: &imagebuild.DockerfileOptions{BaseImage: "registry.example/base"}, cliArgs: []string{"--base-image", "registry.example/base"}},
+	{name: "python with a requirements file, a local package, env and graph variants", project: "pyenv", config: "langgraph.json",
+		golden: "pyenv.Dockerfile", context: ".", cliArgs: []string{}},
+	{name: "javascript with env and several graphs", project: "jsenv", config: "langgraph.json", golden: "jsenv.Dockerfile",
+		context: ".", cliArgs: []string{}},
 	{name: "javascript monorepo with install and build commands", project: "jsmono", config: "apps/agent/langgraph.json",
 		golden: "jsmono.Dockerfile", context: ".",
 		opts: &imagebuild.DockerfileOptions{InstallCommand: "npm ci && npm run prep", BuildCommand: "npm run build"}},
@@ -63,6 +67,9 @@ func TestGenerateDockerfileLiveCLI(t *testing.T) {
 	cli, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "clients", "langgraph"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if env := os.Getenv("DEPLOYPLANE_LANGGRAPH_CLI"); env != "" { // a checkout elsewhere (a git worktree)
+		cli = env
 	}
 	if _, err := os.Stat(cli); err != nil {
 		t.Skipf("the langgraph CLI is not at %s (../shared is absent outside the project's machines): %v", cli, err)

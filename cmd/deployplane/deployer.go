@@ -116,6 +116,7 @@ type deployerEnv struct {
 	// credentials are the pull credentials of images of the built-in
 	// registry (registry.go); nil: every pull is anonymous.
 	credentials registryCredentials
+	tarballs    imagebuild.Tarballs // the uploads of internal_source revisions
 }
 
 // The Builder removes a deleted deployment's images at its Teardown.
@@ -146,7 +147,7 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		ln.Close()
 		return nil, nil, nil, fmt.Errorf("-docker-host: %w", err)
 	}
-	bo := &imagebuild.Options{BaseImage: f.buildBaseImage, Egress: env.egress}
+	bo := &imagebuild.Options{BaseImage: f.buildBaseImage, Egress: env.egress, Tarballs: env.tarballs}
 	if app, ok := env.githubApp.(installationTokens); ok {
 		bo.InstallationToken = app.InstallationToken
 		bo.InstallationID = imagebuild.InstallationIDs(env.cp)

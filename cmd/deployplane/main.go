@@ -56,6 +56,7 @@ Usage:
 
     deployplane [-addr 127.0.0.1:8124] [-db ./deployplane.db | -db postgres://...]
                 [-keys FILE] [-public-url URL] [-secret-key-file FILE]
+                [-blob-url URL]
                 [-deployer sim|docker] [-sim-step 500ms] [-sim-fail-at STATUS]
                 [-docker-host URL]
                 [-docker-network host] [-docker-proxy-addr 127.0.0.1:8125]
@@ -110,7 +111,16 @@ Flags:
                       URL/v2/auth/callback/{provider_id}, so register that as
                       the redirect URI at each provider (default: derived
                       from -addr, http://127.0.0.1:8124; an unspecified host
-                      such as 0.0.0.0 becomes 127.0.0.1)
+                      such as 0.0.0.0 becomes 127.0.0.1); the upload URLs of
+                      langgraph deploy --remote are absolute URLs under it too
+    -blob-url URL     where the source tarballs of internal_source deployments
+                      (langgraph deploy --remote) are kept: a gocloud.dev/blob
+                      URL, file:///dir, s3://bucket?region=..., gs://bucket or
+                      azblob://container, with credentials from the
+                      environment as those SDKs read them (default: the
+                      directory <db>.uploads beside a bbolt file,
+                      ./deployplane-uploads with PostgreSQL, a temporary one
+                      with :memory:); replicas must share one bucket
     -secret-key-file FILE
                       the 32-byte key that encrypts OAuth client secrets and
                       tokens at rest (AES-256-GCM), written in FILE as 64 hex
@@ -466,6 +476,7 @@ type config struct {
 	newKey          bool
 	envKey          string
 	publicURL       string
+	blobURL         string
 	secretKeyFile   string
 	egressAllow     string
 	envSecretKey    string
@@ -512,6 +523,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "graceful shutdown limit")
 	fs.StringVar(&c.publicURL, "public-url", "", "base URL browsers reach the server at")
 	fs.StringVar(&c.secretKeyFile, "secret-key-file", "", "file holding the OAuth secret key")
+	fs.StringVar(&c.blobURL, "blob-url", "", "blob store of uploaded source tarballs (file://, s3://, gs://, azblob://)")
 	fs.StringVar(&c.egressAllow, "egress-allow-hosts", "", "hosts requests on a tenant's behalf may reach over http or at non-public addresses")
 	fs.StringVar(&c.pgSchema, "pg-schema", storepg.DefaultSchema, "PostgreSQL schema")
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
@@ -756,7 +768,8 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if err != nil {
 		return err
 	}
-	cpOpts := &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics}
+	cpOpts := &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics,
+		Uploads: controlplane.UploadRecords{}} // source_tarball_path names a completed upload (uploads.go)
 	// The built-in registry (registry.go) resolves internal_docker image
 	// tags to digests; it serves once cp checks its tokens.
 	reg, err := openRegistry(ctx, &c.registry, c.deployer.kind, c.db, registrySecret(secretKey), log)
@@ -797,8 +810,18 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		}
 		return err
 	}
+	// Source tarballs of langgraph deploy --remote (uploads.go).
+	upl, blobDesc, stopUploads, err := openUploads(ctx, c, cp, secretKey, publicURL, log)
+	if err != nil {
+		if proxyLn != nil {
+			proxyLn.Close()
+		}
+		return err
+	}
+	defer stopUploads()
 	deployer, deployerDesc, stopDeployer, err := startDeployer(ctx, &c.deployer, c.simStep, controlplane.RevisionStatus(c.simFailAt),
-		&deployerEnv{cp: cp, log: log, egress: egressPolicy, githubApp: githubApp, proxy: proxyLn, proxyURL: proxyURL, credentials: registryCreds})
+		&deployerEnv{cp: cp, log: log, egress: egressPolicy, githubApp: githubApp, proxy: proxyLn, proxyURL: proxyURL, credentials: registryCreds,
+			tarballs: upl})
 	if err != nil {
 		return err
 	}
@@ -819,6 +842,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		Load:                c.loadLimits(),
 		Metrics:             metrics,
 		MetricsKey:          c.metricsKey,
+		Uploads:             upl,
 
 		AllowUnverifiedIntegrations: c.allowUnverifiedIntegs,
 		Registry:                    registryURLs,
@@ -855,7 +879,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		metricsAccess = "key required"
 	}
 	log.Info("listening", append([]any{"addr", url, "db", redactDSN(c.db), "default_tenant", srvCfg.DefaultTenant, "keys", keySource,
-		"public_url", publicURL, "secret_key", keyOrigin}, append(deployerDesc,
+		"public_url", publicURL, "secret_key", keyOrigin, "blob_url", blobDesc}, append(deployerDesc,
 		"github_webhook", webhook, "github_app", githubAppState, "unverified_integrations", c.allowUnverifiedIntegs,
 		"max_conns", c.maxConns, "rate_limit", c.rateLimit, "rate_burst", c.rateBurst,
 		"metrics", metricsAccess, "registry", registryDesc)...)...)
@@ -869,6 +893,9 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(c.limitListener(ln)) }()
 	go cleanupFlows(ctx, oauth, log)
+	swept := make(chan struct{})
+	go func() { defer close(swept); upl.Run(loopCtx, 0) }() // removes the tarballs no revision needs
+	defer func() { stopLoop(); <-swept }()                  // before the bucket closes
 	var failed error
 	select {
 	case err := <-served:

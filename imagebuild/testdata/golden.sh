@@ -7,7 +7,7 @@ cli=$(cd ../.. && pwd)/../shared/clients/langgraph
 [ -x "$cli" ] || { echo "no langgraph CLI at $cli" >&2; exit 1; }
 out=$(pwd)/testdata/golden
 mkdir -p "$out"
-for p in pyapp pypkg flatagent jsapp; do
+for p in pyapp pypkg flatagent jsapp pyenv jsenv; do
   (cd testdata/projects/$p && "$cli" dockerfile -c langgraph.json "$out/$p.Dockerfile" >/dev/null)
 done
 for p in pyapp jsapp; do

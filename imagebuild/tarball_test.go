@@ -1,0 +1,375 @@
+package imagebuild_test
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/moby/moby/client"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/imagebuild"
+)
+
+// ent is one entry of a test tarball.
+type ent struct {
+	name string
+	typ  byte
+	body string
+	link string
+	mode int64
+	size int64 // when not len(body): a header that claims more
+}
+
+// tarball writes entries as a tar archive, gzip-compressed when gz.
+func tarball(t testing.TB, gz bool, entries ...ent) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	var w io.Writer = &buf
+	var zw *gzip.Writer
+	if gz {
+		zw = gzip.NewWriter(&buf)
+		w = zw
+	}
+	tw := tar.NewWriter(w)
+	for _, e := range entries {
+		typ := e.typ
+		if typ == 0 {
+			typ = tar.TypeReg
+		}
+		mode := e.mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		h := &tar.Header{Name: e.name, Typeflag: typ, Linkname: e.link, Mode: mode, Size: int64(len(e.body)), Format: tar.FormatPAX}
+		if typ != tar.TypeReg {
+			h.Size = 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(tw, e.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}
+
+// unpackDir is a directory to unpack into, inside a parent that holds
+// nothing else, so that a test can tell that nothing was written beside
+// it.
+func unpackDir(t testing.TB) (parent, dir string) {
+	parent = t.TempDir()
+	dir = filepath.Join(parent, "root")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return parent, dir
+}
+
+// onlyRoot fails unless parent holds nothing but root (and what is below
+// it), and no symbolic link below root points outside it.
+func onlyRoot(t testing.TB, parent string) {
+	t.Helper()
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 || ents[0].Name() != "root" {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("written beside the build directory: %v", names)
+	}
+	root := filepath.Join(parent, "root")
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		abs := filepath.Join(filepath.Dir(p), target)
+		if filepath.IsAbs(target) || (abs != root && !strings.HasPrefix(abs, root+string(filepath.Separator))) {
+			t.Errorf("the symbolic link %s points outside the root: %s", p, target)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUnpack(t *testing.T) {
+	for _, gz := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gzip=%v", gz), func(t *testing.T) {
+			parent, dir := unpackDir(t)
+			data := tarball(t, gz,
+				ent{name: "./", typ: tar.TypeDir},
+				ent{name: "langgraph.json", body: `{"graphs": {}}`},
+				ent{name: "src/agent/app.py", body: "graph = 1\n"},
+				ent{name: "bin/", typ: tar.TypeDir},
+				ent{name: "bin/run.sh", body: "#!/bin/sh\n", mode: 0o755},
+				ent{name: "current", typ: tar.TypeSymlink, link: "src/agent/app.py"},
+				ent{name: "src/agent/same.py", typ: tar.TypeLink, link: "src/agent/app.py"},
+				ent{name: "src/up", typ: tar.TypeSymlink, link: "../langgraph.json"},
+			)
+			got, err := imagebuild.Unpack(bytes.NewReader(data), dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Entries != 8 || got.Bytes != int64(len(`{"graphs": {}}`)+len("graph = 1\n")+len("#!/bin/sh\n")) {
+				t.Errorf("Unpacked = %+v", got)
+			}
+			for name, want := range map[string]string{"langgraph.json": `{"graphs": {}}`, "src/agent/app.py": "graph = 1\n",
+				"current": "graph = 1\n", "src/agent/same.py": "graph = 1\n", "src/up": `{"graphs": {}}`} {
+				b, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil || string(b) != want {
+					t.Errorf("%s = %q, %v; want %q", name, b, err, want)
+				}
+			}
+			if st, err := os.Stat(filepath.Join(dir, "bin", "run.sh")); err != nil || st.Mode().Perm()&0o100 == 0 {
+				t.Errorf("bin/run.sh is not executable: %v %v", st, err)
+			}
+			onlyRoot(t, parent)
+		})
+	}
+}
+
+// badTarballs are archives Unpack refuses, with what its error says.
+var badTarballs = []struct {
+	name    string
+	entries []ent
+	want    string
+}{
+	{"absolute path", []ent{{name: "/etc/deployplane-test", body: "x"}}, "absolute path"},
+	{"dot dot", []ent{{name: "../outside", body: "x"}}, `".."`},
+	{"dot dot inside", []ent{{name: "a/../../outside", body: "x"}}, `".."`},
+	{"symlink out of the root", []ent{{name: "escape", typ: tar.TypeSymlink, link: "../../etc"}}, "points outside"},
+	{"absolute symlink", []ent{{name: "escape", typ: tar.TypeSymlink, link: "/etc"}}, "points outside"},
+	{"write through a symlink", []ent{{name: "l", typ: tar.TypeSymlink, link: "."}, {name: "l/x", body: "x"}}, "below the symbolic link"},
+	{"hard link out of the root", []ent{{name: "h", typ: tar.TypeLink, link: "../../etc/passwd"}}, "points outside"},
+	{"character device", []ent{{name: "null", typ: tar.TypeChar}}, "is a device"},
+	{"block device", []ent{{name: "sda", typ: tar.TypeBlock}}, "is a device"},
+	{"fifo", []ent{{name: "pipe", typ: tar.TypeFifo}}, "is a FIFO"},
+}
+
+func TestUnpackRefuses(t *testing.T) {
+	for _, tc := range badTarballs {
+		t.Run(tc.name, func(t *testing.T) {
+			parent, dir := unpackDir(t)
+			_, err := imagebuild.Unpack(bytes.NewReader(tarball(t, true, tc.entries...)), dir, nil)
+			if !errors.Is(err, imagebuild.ErrTarball) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrTarball saying %q", err, tc.want)
+			}
+			onlyRoot(t, parent)
+		})
+	}
+}
+
+// bombReader streams a gzip-compressed tar whose one file claims size
+// bytes of zeros, generated as it is read (never held whole).
+func bombReader(t testing.TB, size int64) io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		zw := gzip.NewWriter(pw)
+		tw := tar.NewWriter(zw)
+		err := tw.WriteHeader(&tar.Header{Name: "zeros", Typeflag: tar.TypeReg, Mode: 0o644, Size: size})
+		zero := make([]byte, 1<<20)
+		for left := size; err == nil && left > 0; left -= int64(len(zero)) {
+			_, err = tw.Write(zero[:min(left, int64(len(zero)))])
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		if err == nil {
+			err = zw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	t.Cleanup(func() { pr.CloseWithError(errors.New("test over")) })
+	return pr
+}
+
+// manyReader streams a tar of n directory entries (not compressed: under
+// -race, compressing 50 MB costs a minute).
+func manyReader(t testing.TB, n int) io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		bw := bufio.NewWriterSize(pw, 1<<20)
+		tw := tar.NewWriter(bw)
+		var err error
+		for i := 0; err == nil && i < n; i++ {
+			err = tw.WriteHeader(&tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o755})
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		if err == nil {
+			err = bw.Flush()
+		}
+		pw.CloseWithError(err)
+	}()
+	t.Cleanup(func() { pr.CloseWithError(errors.New("test over")) })
+	return pr
+}
+
+func TestUnpackLimits(t *testing.T) {
+	t.Run("decompression bomb", func(t *testing.T) {
+		parent, dir := unpackDir(t)
+		_, err := imagebuild.Unpack(bombReader(t, 1<<30+1), dir, nil)
+		if !errors.Is(err, imagebuild.ErrTarball) || !errors.Is(err, imagebuild.ErrTooLarge) ||
+			!strings.Contains(err.Error(), "more than 1073741824 bytes") {
+			t.Fatalf("err = %v, want ErrTarball and ErrTooLarge over 1073741824 bytes", err)
+		}
+		onlyRoot(t, parent)
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("the bomb wrote %d entries", len(ents))
+		}
+	})
+	t.Run("bytes summed over files", func(t *testing.T) {
+		_, dir := unpackDir(t)
+		data := tarball(t, true, ent{name: "a", body: strings.Repeat("a", 600)}, ent{name: "b", body: strings.Repeat("b", 600)})
+		_, err := imagebuild.Unpack(bytes.NewReader(data), dir, &imagebuild.UnpackLimits{MaxBytes: 1000})
+		if !errors.Is(err, imagebuild.ErrTooLarge) || !strings.Contains(err.Error(), `more than 1000 bytes (at "b")`) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("too many entries", func(t *testing.T) {
+		parent, dir := unpackDir(t)
+		got, err := imagebuild.Unpack(manyReader(t, 100_001), dir, nil)
+		if !errors.Is(err, imagebuild.ErrTarball) || !errors.Is(err, imagebuild.ErrTooLarge) ||
+			!strings.Contains(err.Error(), "more than 100000 entries") {
+			t.Fatalf("err = %v, want ErrTarball and ErrTooLarge over 100000 entries", err)
+		}
+		if got.Entries != 100_001 {
+			t.Errorf("stopped after %d entries", got.Entries)
+		}
+		onlyRoot(t, parent)
+	})
+	t.Run("exactly the entries allowed", func(t *testing.T) {
+		_, dir := unpackDir(t)
+		if _, err := imagebuild.Unpack(manyReader(t, 100), dir, &imagebuild.UnpackLimits{MaxEntries: 100}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("not a tarball", func(t *testing.T) {
+		_, dir := unpackDir(t)
+		_, err := imagebuild.Unpack(strings.NewReader("this is not a tar archive, not at all, not even close to one..."), dir, nil)
+		if !errors.Is(err, imagebuild.ErrTarball) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+// FuzzUnpack: any bytes unpack or are refused with ErrTarball; nothing is
+// ever written beside the directory, and no link left inside points out.
+func FuzzUnpack(f *testing.F) {
+	f.Add(tarball(f, false, ent{name: "a/b.txt", body: "x"}, ent{name: "l", typ: tar.TypeSymlink, link: "a/b.txt"}))
+	f.Add(tarball(f, true, ent{name: "a/", typ: tar.TypeDir}, ent{name: "a/h", typ: tar.TypeLink, link: "a"}))
+	for _, tc := range badTarballs {
+		f.Add(tarball(f, false, tc.entries...))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		parent, dir := unpackDir(t)
+		_, err := imagebuild.Unpack(bytes.NewReader(data), dir, &imagebuild.UnpackLimits{MaxBytes: 1 << 20, MaxEntries: 1000})
+		if err != nil && !errors.Is(err, imagebuild.ErrTarball) {
+			t.Fatalf("error not ErrTarball: %v", err)
+		}
+		onlyRoot(t, parent)
+	})
+}
+
+// tarballStore is a Tarballs of tarballs in memory, by object path.
+type tarballStore map[string][]byte
+
+func (s tarballStore) OpenTarball(_ context.Context, tenant, deploymentID, objectPath string) (io.ReadCloser, error) {
+	b, ok := s[tenant+"/"+deploymentID+"/"+objectPath]
+	if !ok {
+		return nil, fmt.Errorf("%s: no such tarball", objectPath)
+	}
+	return io.NopCloser(bytes.NewReader(b)), nil
+}
+
+// tarballWork is the Work of an internal_source revision of objectPath.
+func tarballWork(objectPath string) *controlplane.Work {
+	return &controlplane.Work{
+		Tenant: "tenant-1",
+		Deployment: controlplane.Deployment{ID: "0190f0a0-0000-7000-8000-000000000002", Name: "agent",
+			Source: controlplane.SourceInternalSource},
+		Revision: controlplane.Revision{ID: "0190f0a0-0000-7000-8000-0000000000bb", Source: controlplane.SourceInternalSource,
+			Status:               controlplane.RevisionBuilding,
+			SourceRevisionConfig: controlplane.SourceRevisionConfig{SourceTarballPath: &objectPath}},
+	}
+}
+
+// TestBuildRefusesTarballs: every refused tarball fails Build with an
+// error whose text (the revision's status_message) says why, before the
+// daemon is asked anything (the client points at no daemon).
+func TestBuildRefusesTarballs(t *testing.T) {
+	cli, err := client.New(client.WithHost("tcp://127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	store := tarballStore{}
+	b, err := imagebuild.New(cli, &imagebuild.Options{Tarballs: store, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := slices.Clone(badTarballs)
+	cases = append(cases, struct {
+		name    string
+		entries []ent
+		want    string
+	}{"no such tarball", nil, "no such tarball"})
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := fmt.Sprintf("uploads/x/%d.tar.gz", i)
+			w := tarballWork(p)
+			if tc.entries != nil {
+				store[w.Tenant+"/"+w.Deployment.ID+"/"+p] = tarball(t, true, tc.entries...)
+			}
+			var l lines
+			_, _, err := b.Build(context.Background(), w, l.log)
+			if !errors.Is(err, imagebuild.ErrTarball) || !strings.HasPrefix(err.Error(), "source tarball refused: ") ||
+				!strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrTarball saying %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("no Tarballs", func(t *testing.T) {
+		b, err := imagebuild.New(cli, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = b.Build(context.Background(), tarballWork("uploads/x/y.tar.gz"), nil)
+		if !errors.Is(err, imagebuild.ErrTarball) || !strings.Contains(err.Error(), "keeps no source tarballs") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
