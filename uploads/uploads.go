@@ -179,7 +179,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(w, status, detail)
 		return
 	}
-	limit, status, detail := s.limit(r)
+	limit, least, status, detail := s.limit(r)
 	if status != 0 {
 		reply(w, status, detail)
 		return
@@ -197,6 +197,10 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	size, status, detail := s.store(ctx, u, r.Body, limit)
+	if status == 0 && size < least { // a chunked body under the range's minimum
+		s.remove(ctx, u)
+		status, detail = http.StatusBadRequest, s.tooSmall(least)
+	}
 	if status != 0 {
 		if err := s.cp.AbandonUpload(context.WithoutCancel(ctx), u, lease); err != nil {
 			s.log.Error("uploads: giving back a failed upload", "deployment", u.DeploymentID, "upload", u.ID, "err", err)
@@ -205,15 +209,20 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.cp.FinishUpload(context.WithoutCancel(ctx), u, lease, size); err != nil {
-		if derr := s.bucket.Delete(context.WithoutCancel(ctx), blobKey(u.Tenant, u.DeploymentID, u.ID)); derr != nil &&
-			gcerrors.Code(derr) != gcerrors.NotFound {
-			s.log.Error("uploads: removing the tarball of a lost upload", "deployment", u.DeploymentID, "upload", u.ID, "err", derr)
-		}
+		s.remove(ctx, u)
 		s.replyErr(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusOK)
+}
+
+// remove deletes the tarball of a PUT that did not complete.
+func (s *Service) remove(ctx context.Context, u *controlplane.Upload) {
+	err := s.bucket.Delete(context.WithoutCancel(ctx), blobKey(u.Tenant, u.DeploymentID, u.ID))
+	if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		s.log.Error("uploads: removing the tarball of a failed upload", "deployment", u.DeploymentID, "upload", u.ID, "err", err)
+	}
 }
 
 // verify checks the URL's signature and expiry, and returns the upload it
@@ -245,24 +254,28 @@ func (s *Service) verify(r *http.Request) (*controlplane.Upload, int, string) {
 // limit is the most bytes the PUT may send: Options.MaxBytes, lowered by
 // X-Goog-Content-Length-Range; a Content-Length beyond it is refused at
 // once.
-func (s *Service) limit(r *http.Request) (int64, int, string) {
-	limit, least := s.max, int64(0)
+func (s *Service) limit(r *http.Request) (limit, least int64, status int, detail string) {
+	limit = s.max
 	if h := r.Header.Get(HeaderContentLengthRange); h != "" {
 		lo, hi, ok := strings.Cut(h, ",")
 		a, err1 := strconv.ParseInt(strings.TrimSpace(lo), 10, 64)
 		b, err2 := strconv.ParseInt(strings.TrimSpace(hi), 10, 64)
 		if !ok || err1 != nil || err2 != nil || a < 0 || b < a {
-			return 0, http.StatusBadRequest, HeaderContentLengthRange + " must be \"min,max\" in bytes."
+			return 0, 0, http.StatusBadRequest, HeaderContentLengthRange + " must be \"min,max\" in bytes."
 		}
 		least, limit = a, min(limit, b)
 	}
 	if r.ContentLength > limit {
-		return 0, http.StatusRequestEntityTooLarge, s.tooLarge(limit)
+		return 0, 0, http.StatusRequestEntityTooLarge, s.tooLarge(limit)
 	}
 	if r.ContentLength >= 0 && r.ContentLength < least {
-		return 0, http.StatusBadRequest, fmt.Sprintf("The upload is smaller than the %d bytes %s asks for.", least, HeaderContentLengthRange)
+		return 0, 0, http.StatusBadRequest, s.tooSmall(least)
 	}
-	return limit, 0, ""
+	return limit, least, 0, ""
+}
+
+func (s *Service) tooSmall(least int64) string {
+	return fmt.Sprintf("The upload is smaller than the %d bytes %s asks for.", least, HeaderContentLengthRange)
 }
 
 func (s *Service) tooLarge(limit int64) string {

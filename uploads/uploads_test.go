@@ -329,6 +329,12 @@ func TestUploadTooLarge(t *testing.T) {
 	if a := put(t, u, strings.NewReader("x"), 1, uploads.HeaderContentLengthRange, "5,10"); a.status != 400 {
 		t.Errorf("smaller than the range: %d %s", a.status, a.body)
 	}
+	if a := put(t, u, io.MultiReader(strings.NewReader("x")), -1, uploads.HeaderContentLengthRange, "5,10"); a.status != 400 {
+		t.Errorf("chunked, smaller than the range: %d %s", a.status, a.body)
+	}
+	if _, err := e.tarball(id, p); !errors.Is(err, uploads.ErrTarballGone) {
+		t.Errorf("a refused upload left a tarball: %v", err)
+	}
 	if a := put(t, u, strings.NewReader("x"), 1, uploads.HeaderContentLengthRange, "ten"); a.status != 400 {
 		t.Errorf("a malformed range: %d %s", a.status, a.body)
 	}
