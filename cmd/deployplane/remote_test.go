@@ -39,7 +39,7 @@ func langgraphCLI(t *testing.T) string {
 func remoteServer(t *testing.T, host string) string {
 	t.Helper()
 	url, _, _ := server(t, []string{"-db", filepath.Join(t.TempDir(), "db"), "-deployer", "docker", "-docker-host", host,
-		"-docker-proxy-addr", "127.0.0.1:0", "-docker-instance", "upload20-" + randHex(),
+		"-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0", "-docker-instance", "upload20-" + randHex(),
 		"-docker-postgres-image", "", "-docker-redis-image", ""}, map[string]string{"DEPLOYPLANE_API_KEY": "k"})
 	return url
 }
