@@ -94,7 +94,7 @@ func container(p *corev1.PodSpec, name string) *corev1.Container {
 	return nil
 }
 
-func q(s string) string { return resource.MustParse(s).String() }
+func q(s string) string { v := resource.MustParse(s); return v.String() }
 
 func qty(l corev1.ResourceList, k corev1.ResourceName) string {
 	v, ok := l[k]
