@@ -26,6 +26,7 @@ const (
 	DefaultRedisImage       = "redis:7"
 	DefaultProgressDeadline = 10 * time.Minute
 	DefaultPollInterval     = time.Second
+	DefaultMinReady         = 5 * time.Second
 	DefaultReconcileEvery   = time.Minute
 )
 
@@ -74,6 +75,11 @@ type Options struct {
 	// rollout that makes no progress for that long ends DEPLOY_FAILED
 	// (DefaultProgressDeadline).
 	ProgressDeadline time.Duration
+	// MinReady is the Deployments' minReadySeconds: a pod counts as
+	// available once ready for that long, so a container that fails
+	// soon after it starts fails its revision instead of passing
+	// (DefaultMinReady; negative: 0).
+	MinReady time.Duration
 	// PollInterval is the time between two looks at a rollout
 	// (DefaultPollInterval).
 	PollInterval time.Duration
@@ -125,6 +131,11 @@ func New(o *Options) (*Deployer, error) {
 	}
 	if opt.ProgressDeadline <= 0 {
 		opt.ProgressDeadline = DefaultProgressDeadline
+	}
+	if opt.MinReady == 0 {
+		opt.MinReady = DefaultMinReady
+	} else if opt.MinReady < 0 {
+		opt.MinReady = 0
 	}
 	if opt.PollInterval <= 0 {
 		opt.PollInterval = DefaultPollInterval

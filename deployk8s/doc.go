@@ -39,7 +39,8 @@
 //     containers with restartPolicy Always), readiness on GET /ok at port
 //     8000 (Options.ReadyPath, ServerPort), $PORT, and rolling updates with
 //     maxUnavailable 0: the old ReplicaSet goes to zero only as new pods
-//     are ready;
+//     are available (ready for Options.MinReady, so that a container that
+//     fails right after it starts fails the revision);
 //   - the queue worker's Deployment "dp-<id>-queue", sized by the queue_*
 //     fields and their defaults;
 //   - HorizontalPodAutoscalers (autoscaling/v2, on CPU) from min_scale to

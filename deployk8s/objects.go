@@ -134,12 +134,12 @@ func (o *objects) ownerConfigMap() *corev1ac.ConfigMapApplyConfiguration {
 // secret holds the revision's secrets, read by its containers as
 // environment variables (envFrom): their values appear nowhere else.
 func (o *objects) secret() *corev1ac.SecretApplyConfiguration {
-	data := map[string]string{}
+	data := map[string][]byte{}
 	for _, s := range o.w.Secrets {
-		data[s.Name] = s.Value
+		data[s.Name] = []byte(s.Value)
 	}
 	return withMeta(o, corev1ac.Secret(secretName(o.w.Deployment.ID, o.w.Revision.ID), o.ns), componentSecrets, true).
-		WithType(corev1.SecretTypeOpaque).WithStringData(data)
+		WithType(corev1.SecretTypeOpaque).WithData(data)
 }
 
 // servicesSecret holds the database's password and the DATABASE_URI and
@@ -147,11 +147,11 @@ func (o *objects) secret() *corev1ac.SecretApplyConfiguration {
 func (o *objects) servicesSecret(password string) *corev1ac.SecretApplyConfiguration {
 	dep := o.w.Deployment.ID
 	return withMeta(o, corev1ac.Secret(servicesName(dep), o.ns), componentServices, false).
-		WithType(corev1.SecretTypeOpaque).WithStringData(map[string]string{
-		"POSTGRES_PASSWORD": password,
-		"DATABASE_URI": fmt.Sprintf("postgres://postgres:%s@%s.%s.svc.cluster.local:5432/postgres?sslmode=disable",
+		WithType(corev1.SecretTypeOpaque).WithData(map[string][]byte{
+		"POSTGRES_PASSWORD": []byte(password),
+		"DATABASE_URI": fmt.Appendf(nil, "postgres://postgres:%s@%s.%s.svc.cluster.local:5432/postgres?sslmode=disable",
 			password, dbName(dep), o.ns),
-		"REDIS_URI": fmt.Sprintf("redis://%s.%s.svc.cluster.local:6379", redisName(dep), o.ns),
+		"REDIS_URI": fmt.Appendf(nil, "redis://%s.%s.svc.cluster.local:6379", redisName(dep), o.ns),
 	})
 }
 
@@ -309,6 +309,7 @@ func (o *objects) deployment(component string) (*appsv1ac.DeploymentApplyConfigu
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(o.selector(component))).
 		WithTemplate(tmpl).
 		WithProgressDeadlineSeconds(int32(o.d.o.ProgressDeadline.Seconds())).
+		WithMinReadySeconds(int32(o.d.o.MinReady.Seconds())).
 		WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RollingUpdateDeploymentStrategyType).
 			WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
 				WithMaxUnavailable(intstr.FromInt32(0)).WithMaxSurge(intstr.FromString("25%"))))
