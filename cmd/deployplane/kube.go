@@ -88,13 +88,13 @@ func routed(def controlplane.Deployer, clusters map[string]*deployk8s.Deployer, 
 // (package deployroute).
 func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration, simFailAt controlplane.RevisionStatus,
 	env *deployerEnv) (d controlplane.Deployer, desc []any, stop func(), err error) {
-	d, desc, stop, err = startDefaultDeployer(ctx, f, simStep, simFailAt, env)
+	d, desc, stopDefault, err := startDefaultDeployer(ctx, f, simStep, simFailAt, env)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	clusters, err := kubeClusters(ctx, f.kubeconfig, env.cp, env.log)
 	if err != nil {
-		stop()
+		stopDefault()
 		return nil, nil, nil, err
 	}
 	names := slices.Sorted(maps.Keys(clusters))
@@ -102,6 +102,6 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		for _, c := range clusters {
 			c.Close()
 		}
-		stop()
+		stopDefault()
 	}, nil
 }
