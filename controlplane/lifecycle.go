@@ -57,6 +57,11 @@ type Work struct {
 	ResourceSpec   *ResourceSpec
 	InstallCommand *string
 	BuildCommand   *string
+	// Listener is the deployment's listener (source_config.listener_id)
+	// as stored when the work was claimed, nil for a deployment without
+	// one: where the revision runs (wire contract section 10; a listener
+	// in use cannot be deleted).
+	Listener *Listener
 	// ImageVersion is the image last reported for the revision
 	// (Step.ImageVersion), nil until one is: a deployer that built the
 	// image and is resumed after a restart finds its build's output here.

@@ -45,8 +45,8 @@ func (cp *ControlPlane) checkCreateListener(req *CreateListenerRequest) []apierr
 	switch {
 	case req.ComputeType == nil:
 		c.add([]any{"body", "compute_type"}, apierr.TypeMissing, "Field required")
-	case *req.ComputeType != ComputeTypeK8s:
-		c.add([]any{"body", "compute_type"}, apierr.TypeLiteralError, "Input should be 'k8s'")
+	case *req.ComputeType != ComputeTypeK8s && *req.ComputeType != ComputeTypeDocker:
+		c.add([]any{"body", "compute_type"}, apierr.TypeLiteralError, "Input should be 'k8s' or 'docker'")
 	}
 	if req.ComputeID == nil {
 		c.add([]any{"body", "compute_id"}, apierr.TypeMissing, "Field required")
@@ -83,7 +83,7 @@ func listenerImmutables(req *UpdateListenerRequest, l *Listener, ps []apierr.Pro
 	return ps
 }
 
-// CreateListener registers a listener. compute_type must be "k8s";
+// CreateListener registers a listener. compute_type must be "k8s" or "docker";
 // compute_id is required and unique per tenant (apierr.ErrConflict). Errors:
 // *apierr.ValidationError, apierr.ErrConflict.
 func (cp *ControlPlane) CreateListener(ctx context.Context, tenant string, req *CreateListenerRequest) (*Listener, error) {

@@ -312,8 +312,27 @@ type ComputeConfig struct {
 	K8sNamespaces []string `json:"k8s_namespaces"`
 }
 
-// ComputeTypeK8s is the one compute type a listener may have.
-const ComputeTypeK8s = "k8s"
+// The compute types a listener may have (wire contract section 10):
+// ComputeTypeK8s names a Kubernetes cluster (a kubeconfig context) by its
+// compute_id, ComputeTypeDocker a Docker engine of the server's
+// configuration.
+const (
+	ComputeTypeK8s    = "k8s"
+	ComputeTypeDocker = "docker"
+)
+
+// K8sNamespace is the Kubernetes namespace a deployment on listener l runs
+// in (wire contract section 10): its listener_config.k8s_namespace, else
+// the listener's first namespace, else "default". l may be nil.
+func K8sNamespace(d *Deployment, l *Listener) string {
+	if lc := d.SourceConfig.ListenerConfig; lc != nil && lc.K8sNamespace != nil && *lc.K8sNamespace != "" {
+		return *lc.K8sNamespace
+	}
+	if l != nil && len(l.ComputeConfig.K8sNamespaces) > 0 {
+		return l.ComputeConfig.K8sNamespaces[0]
+	}
+	return "default"
+}
 
 // Listener is a place where self-hosted (external_docker) deployments run.
 // ComputeConfig.K8sNamespaces is never nil in values returned by the

@@ -446,6 +446,11 @@ func (cp *ControlPlane) deploy(ctx context.Context, d Deployer, j *job) error {
 		if w.Secrets == nil {
 			w.Secrets = []Secret{}
 		}
+		if id := dep.SourceConfig.ListenerID; id != nil {
+			if w.Listener, err = getListener(r, j.tenant, *id); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {

@@ -40,6 +40,7 @@ type deployerFlags struct {
 	healthPath     string
 	healthTimeout  time.Duration
 	buildBaseImage string
+	kubeconfig     string // Kubernetes clusters for k8s listeners
 }
 
 func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -58,6 +59,7 @@ func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.sharedRedis, "shared-redis-url", getenv("DEPLOYPLANE_SHARED_REDIS_URL"), "a shared Redis (redis://:password@host:6379) where each deployment gets a database number; needs -shared-postgres-dsn (default $DEPLOYPLANE_SHARED_REDIS_URL)")
 	fs.StringVar(&f.healthPath, "docker-health-path", deploydocker.DefaultHealthPath, "path of the containers' health check")
 	fs.DurationVar(&f.healthTimeout, "docker-health-timeout", deploydocker.DefaultHealthTimeout, "how long a new container has to pass its health check")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig whose contexts are the clusters k8s listeners name (default $KUBECONFIG; in a pod, its own cluster as in-cluster)")
 	fs.StringVar(&f.buildBaseImage, "build-base-image", "", "base image of the Dockerfiles generated for github revisions (default: the project's base_image, else langchain/langgraph-api, as the langgraph CLI)")
 }
 
@@ -127,12 +129,12 @@ type installationTokens interface {
 	InstallationToken(ctx context.Context, installationID int64) (string, error)
 }
 
-// startDeployer builds the deployer the flags choose. For docker it checks
+// startDefaultDeployer builds the deployer -deployer chooses. For docker it checks
 // the daemon, serves the url proxy on env.proxy, reconciles the containers
 // an earlier run left, and builds github revisions with imagebuild (through
 // env.egress, with the GitHub App's installation tokens); stop closes what
 // it started. It takes env.proxy over: closed on failure and by stop.
-func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration, simFailAt controlplane.RevisionStatus,
+func startDefaultDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration, simFailAt controlplane.RevisionStatus,
 	env *deployerEnv) (d controlplane.Deployer, desc []any, stop func(), err error) {
 	if f.kind != "docker" {
 		return deploysim.New(&deploysim.Options{Step: simStep, FailAt: simFailAt}), []any{"deployer", "simulated", "sim_step", simStep}, func() {}, nil

@@ -207,6 +207,11 @@ Flags:
                       a new container is healthy once GET PATH answers 200
                       (default /ok, on the port in $PORT); one that does not
                       within D (default 3m) fails its revision (DEPLOY_FAILED)
+    -kubeconfig FILE  the Kubernetes clusters deployments with a k8s listener
+                      run on: each context of FILE is a cluster, named by
+                      the listener's compute_id (default $KUBECONFIG, else
+                      ~/.kube/config; in a pod without one, its own cluster
+                      as "in-cluster"); see "Run on Kubernetes" in README.md
     -build-base-image IMAGE
                       the base image of the Dockerfiles generated for github
                       revisions without their own (as langgraph build

@@ -1,0 +1,212 @@
+package deployk8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// Defaults of Options.
+const (
+	DefaultInstance         = "deployplane"
+	DefaultFieldManager     = "deployplane"
+	DefaultNamespace        = "default"
+	DefaultServerPort       = 8000
+	DefaultPortEnv          = "PORT"
+	DefaultReadyPath        = "/ok"
+	DefaultPostgresImage    = "postgres:16"
+	DefaultRedisImage       = "redis:7"
+	DefaultProgressDeadline = 10 * time.Minute
+	DefaultPollInterval     = time.Second
+	DefaultMinReady         = 5 * time.Second
+	DefaultReconcileEvery   = time.Minute
+)
+
+// State is what the Deployer reads of the control plane's stored state:
+// *controlplane.ControlPlane implements it. Reconcile and Teardown use it
+// to tell which objects should exist; Deploy to tell a revision
+// superseded by a newer one.
+type State interface {
+	GetDeployment(ctx context.Context, tenant, id string) (*controlplane.Deployment, error)
+	GetRevision(ctx context.Context, tenant, deploymentID, revisionID string) (*controlplane.Revision, error)
+}
+
+// Options configure a Deployer. Client is required; zero fields mean
+// defaults.
+type Options struct {
+	// Client is the cluster's typed client (kubernetes.NewForConfig).
+	Client kubernetes.Interface
+	// Cluster names the cluster in logs and messages (the kubeconfig
+	// context).
+	Cluster string
+	// Namespace is where deployments without a listener run
+	// (DefaultNamespace). A deployment with a listener runs in
+	// controlplane.K8sNamespace of it.
+	Namespace string
+	// Instance labels every object (LabelInstance) so that several
+	// control planes can share a cluster; Reconcile touches only its
+	// instance's objects (DefaultInstance).
+	Instance string
+	// FieldManager is the server-side apply field manager
+	// (DefaultFieldManager).
+	FieldManager string
+	// ServerPort is the port the API server listens on in its container,
+	// the Service's port and the readiness probe's (DefaultServerPort).
+	ServerPort int32
+	// PortEnv names the variable that tells the container its port
+	// (DefaultPortEnv).
+	PortEnv string
+	// ReadyPath is the readiness probe's path (DefaultReadyPath).
+	ReadyPath string
+	// PostgresImage and RedisImage run the deployment's database and Redis.
+	PostgresImage, RedisImage string
+	// NoServices starts no database and no Redis (and gives no
+	// DATABASE_URI and REDIS_URI).
+	NoServices bool
+	// ProgressDeadline is the Deployments' progressDeadlineSeconds: a
+	// rollout that makes no progress for that long ends DEPLOY_FAILED
+	// (DefaultProgressDeadline).
+	ProgressDeadline time.Duration
+	// MinReady is the Deployments' minReadySeconds: a pod counts as
+	// available once ready for that long, so a container that fails
+	// soon after it starts fails its revision instead of passing
+	// (DefaultMinReady; negative: 0).
+	MinReady time.Duration
+	// PollInterval is the time between two looks at a rollout
+	// (DefaultPollInterval).
+	PollInterval time.Duration
+	// ReconcileEvery is the period of Start's reconciliation
+	// (DefaultReconcileEvery).
+	ReconcileEvery time.Duration
+	// State is the control plane. Needed by Reconcile and Start.
+	State State
+	// Logger receives the steps (also written to the deploy logs) and
+	// warnings. Nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Deployer runs revisions on one Kubernetes cluster. It is safe for
+// concurrent use.
+type Deployer struct {
+	o   Options
+	cli kubernetes.Interface
+	log *slog.Logger
+	ev  *events
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // per tenant/deployment
+}
+
+// New builds a Deployer. It does not contact the cluster; Ready does.
+func New(o *Options) (*Deployer, error) {
+	var opt Options
+	if o != nil {
+		opt = *o
+	}
+	if opt.Client == nil {
+		return nil, errors.New("deployk8s: Options.Client is required")
+	}
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&opt.Namespace, DefaultNamespace)
+	def(&opt.Instance, DefaultInstance)
+	def(&opt.FieldManager, DefaultFieldManager)
+	def(&opt.PortEnv, DefaultPortEnv)
+	def(&opt.ReadyPath, DefaultReadyPath)
+	def(&opt.PostgresImage, DefaultPostgresImage)
+	def(&opt.RedisImage, DefaultRedisImage)
+	if opt.ServerPort == 0 {
+		opt.ServerPort = DefaultServerPort
+	}
+	if opt.ProgressDeadline <= 0 {
+		opt.ProgressDeadline = DefaultProgressDeadline
+	}
+	if opt.MinReady == 0 {
+		opt.MinReady = DefaultMinReady
+	} else if opt.MinReady < 0 {
+		opt.MinReady = 0
+	}
+	if opt.PollInterval <= 0 {
+		opt.PollInterval = DefaultPollInterval
+	}
+	if opt.ReconcileEvery <= 0 {
+		opt.ReconcileEvery = DefaultReconcileEvery
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	d := &Deployer{o: opt, cli: opt.Client, log: opt.Logger, locks: map[string]*sync.Mutex{}}
+	d.ev = newEvents(d)
+	return d, nil
+}
+
+// Ready asks the cluster's API server whether it is ready: the Deployer
+// is a controlplane.ReadinessChecker.
+func (d *Deployer) Ready(ctx context.Context) error {
+	_, err := d.cli.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("deployk8s: cluster %s: %w", d.o.Cluster, err)
+	}
+	return nil
+}
+
+// Close stops the Deployer's watches of cluster Events.
+func (d *Deployer) Close() error {
+	d.ev.close()
+	return nil
+}
+
+// Namespace is where a deployment runs on this cluster: the namespace its
+// listener gives (controlplane.K8sNamespace), or Options.Namespace without
+// a listener.
+func (d *Deployer) Namespace(dep *controlplane.Deployment, l *controlplane.Listener) string {
+	if l == nil && dep.SourceConfig.ListenerID == nil {
+		return d.o.Namespace
+	}
+	return controlplane.K8sNamespace(dep, l)
+}
+
+// URL is the cluster address of a deployment's Service.
+func (d *Deployer) URL(namespace, deploymentID string) string {
+	return fmt.Sprintf("http://%s.%s.svc.cluster.local:%d", serviceName(deploymentID), namespace, d.o.ServerPort)
+}
+
+// lock serializes applies and teardown of one deployment in this process.
+func (d *Deployer) lock(tenant, dep string) *sync.Mutex {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := tenant + "/" + dep
+	m := d.locks[k]
+	if m == nil {
+		m = &sync.Mutex{}
+		d.locks[k] = m
+	}
+	return m
+}
+
+// isRefusal: the control plane said stop.
+func isRefusal(err error) bool {
+	return errors.Is(err, apierr.ErrInvalidState) || errors.Is(err, controlplane.ErrLeaseLost)
+}
+
+// errStop: a report was refused (superseded, deleted) or the lease lost.
+var errStop = errors.New("deployk8s: stop")
+
+func report(ctx context.Context, r controlplane.Reporter, s controlplane.Step) error {
+	err := r.Report(ctx, s)
+	if err != nil && isRefusal(err) {
+		return fmt.Errorf("%w: %w", errStop, err)
+	}
+	return err
+}

@@ -1,0 +1,105 @@
+// Package deployk8s is a controlplane.Deployer that runs revisions on a
+// Kubernetes cluster, through the API every Kubernetes user trusts:
+// k8s.io/client-go's typed clients and server-side apply with one field
+// manager (Options.FieldManager). No kubectl, no YAML rendered as text:
+// every object is an apply configuration built from the revision.
+//
+//	cfg, _ := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+//		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
+//		&clientcmd.ConfigOverrides{CurrentContext: "prod-eu"}).ClientConfig()
+//	cli, _ := kubernetes.NewForConfig(cfg)
+//	d, _ := deployk8s.New(&deployk8s.Options{Client: cli, Cluster: "prod-eu", State: cp})
+//	d.Start(ctx)      // reconcile now and every minute
+//	go cp.Run(ctx, d) // or behind a deployroute.Router, one per cluster
+//
+// One Deployer drives one cluster; package deployroute sends each
+// deployment to the cluster its listener names (compute_type k8s,
+// compute_id a kubeconfig context). A deployment with a listener runs in
+// controlplane.K8sNamespace of it (listener_config.k8s_namespace, else the
+// listener's first namespace, else "default"); one without, in
+// Options.Namespace.
+//
+// # What a revision becomes
+//
+// Every object is labelled with LabelInstance, LabelTenant,
+// LabelDeployment, LabelComponent and (per revision) LabelRevision, plus
+// resource_spec.labels and annotations, and owned (owner references) by
+// the deployment's ConfigMap "dp-<deployment id>", so that deleting it
+// cascades:
+//
+//   - a Secret "dp-<id>-<revision id>" with the revision's secrets, read
+//     by the containers as environment variables (envFrom): the values
+//     appear in no pod spec, annotation or log;
+//   - the API server's Deployment "dp-<id>-api": image_uri, min_scale
+//     replicas (at least 1), requests and limits from cpu, cpu_limit,
+//     memory_mb and memory_limit_mb after controlplane.ResourceSpec.WithDefaults
+//     (the one function that applies the seed's defaults, shared with
+//     deploydocker), service_account_name, image_pull_secrets, volumes,
+//     volume_mounts, init_containers, sidecars (native sidecars: init
+//     containers with restartPolicy Always), readiness on GET /ok at port
+//     8000 (Options.ReadyPath, ServerPort), $PORT, and rolling updates with
+//     maxUnavailable 0: the old ReplicaSet goes to zero only as new pods
+//     are available (ready for Options.MinReady, so that a container that
+//     fails right after it starts fails the revision);
+//   - the queue worker's Deployment "dp-<id>-queue", sized by the queue_*
+//     fields and their defaults;
+//   - HorizontalPodAutoscalers (autoscaling/v2, on CPU) from min_scale to
+//     max_scale, and from queue_min_scale to queue_max_scale, when the
+//     maximum is above the minimum (the Deployment's replicas are then the
+//     autoscaler's);
+//   - a Service "dp-<id>": the deployment's url is
+//     http://dp-<id>.<namespace>.svc.cluster.local:8000 unless custom_url
+//     is set;
+//   - the deployment's database and Redis (unless Options.NoServices): a
+//     PostgreSQL StatefulSet with one claim of db_storage_gi (deleted with
+//     it), db_cpu and db_memory_mb and their limits, db_max_connections; a
+//     Redis Deployment limited to redis_memory_mb; their Services, and a
+//     Secret "dp-<id>-services" with the database's password and the
+//     DATABASE_URI and REDIS_URI the API server and queue get.
+//
+// # Status from the cluster
+//
+// After applying, Deploy watches the cluster (every Options.PollInterval):
+// the revision is DEPLOYED once the API server's and queue's rollouts of
+// this revision complete (observed generation; updated, ready and
+// available replicas all the desired count, no old replica left) and the
+// database and Redis are ready; until then the deployment stays
+// AWAITING_DATABASE (the first revision) or keeps its active revision. It
+// ends DEPLOY_FAILED, with a status_message taken from the cluster, when
+// the API server refuses an object (an invalid volume, a missing
+// namespace: "The cluster refused ...: <the API server's message>"), when
+// a container of the revision's pods fails or cannot start (read from the
+// pods' container states, not only the Deployment's conditions: an exit
+// code, ImagePullBackOff, CrashLoopBackOff ...), or when the Deployment's
+// progressDeadlineSeconds (Options.ProgressDeadline) passes. A failed
+// revision after an active one puts the active one's pod template back
+// (the newest ReplicaSet of that revision, as kubectl rollout undo does);
+// its pods never stopped serving, maxUnavailable being 0.
+//
+// Each step, the rollout's progress and the cluster's Events about the
+// deployment's objects (one Event informer per namespace in use) go to the
+// revision's deploy log.
+//
+// # Crash safety
+//
+// Apply is declarative: a Deploy resumed after a restart applies the same
+// objects again and finds the rollout where it is, so nothing is
+// duplicated. Reconcile (at start, and every Options.ReconcileEvery with
+// Start) lists this instance's owner ConfigMaps in every namespace and
+// deletes those of deployments the store no longer has, deletes the
+// Secrets of revisions neither active nor in flight, and puts the active
+// revision back where a crash left a failed one applied.
+//
+// Teardown deletes the owner in the foreground and returns only once no
+// object labelled for the deployment is left in any namespace (claims
+// included); the control plane removes the records after that.
+//
+// # Tests
+//
+// The tests run against real Kubernetes control planes (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler, with kwok's
+// fake nodes in place of kubelets) that .ci/run builds from the nested
+// module .ci/kube and starts on loopback; DEPLOYPLANE_TEST_KUBECONFIG names
+// a kubeconfig with the contexts kube-a and kube-b. Without it they skip
+// and say so.
+package deployk8s

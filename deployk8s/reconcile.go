@@ -1,0 +1,220 @@
+package deployk8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	k8serrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// Reconcile makes the cluster agree with the stored state after a
+// restart (or a kill -9) of the control plane. For every deployment of
+// this instance on the cluster (its owner ConfigMap, in any namespace) it
+// asks Options.State:
+//
+//   - a deployment that no longer exists: its owner is deleted, and with
+//     it, by garbage collection, every object it owns;
+//   - a deployment being deleted: left to Teardown;
+//   - otherwise the revision Secrets of revisions that are neither active
+//     nor in flight are deleted, and when the API server's Deployment runs
+//     a revision that is neither (a failed one left by a crash), the
+//     active revision's pod template is applied again.
+//
+// In-flight revisions are left to the Deploy that resumes them, which
+// applies the same objects again (server-side apply is idempotent): no
+// duplicate is made. Call it before the control plane's Run, or use
+// Start, which also repeats it.
+func (d *Deployer) Reconcile(ctx context.Context) error {
+	if d.o.State == nil {
+		return errors.New("deployk8s: Reconcile needs Options.State")
+	}
+	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelComponent: componentOwner})
+	owners, err := d.cli.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return fmt.Errorf("deployk8s: cluster %s: listing deployments: %w", d.o.Cluster, err)
+	}
+	var errs []error
+	for i := range owners.Items {
+		errs = append(errs, d.reconcileDeployment(ctx, &owners.Items[i]))
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Deployer) reconcileDeployment(ctx context.Context, owner *corev1.ConfigMap) error {
+	tenant, dep, ns := owner.Annotations[AnnotationTenant], owner.Labels[LabelDeployment], owner.Namespace
+	if tenant == "" || dep == "" {
+		return nil
+	}
+	cur, err := d.o.State.GetDeployment(ctx, tenant, dep)
+	switch {
+	case isNotFound(err):
+		d.log.Info("deployk8s: removing the objects of a deleted deployment", "cluster", d.o.Cluster, "deployment", dep)
+		return d.deleteOwner(ctx, ns, dep)
+	case err != nil:
+		return err
+	case cur.Status == controlplane.StatusAwaitingDelete:
+		return nil
+	}
+	keep := func(rev string) (bool, error) {
+		if cur.ActiveRevisionID != nil && *cur.ActiveRevisionID == rev {
+			return true, nil
+		}
+		r, err := d.o.State.GetRevision(ctx, tenant, dep, rev)
+		if isNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return !controlplane.IsTerminal(r.Status), nil
+	}
+	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelDeployment: dep, LabelComponent: componentSecrets})
+	secrets, err := d.cli.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, s := range secrets.Items {
+		ok, err := keep(s.Labels[LabelRevision])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !ok {
+			if err := d.cli.CoreV1().Secrets(ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !k8serrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if api, err := d.cli.AppsV1().Deployments(ns).Get(ctx, apiName(dep), metav1.GetOptions{}); err == nil {
+		rev := api.Spec.Template.Labels[LabelRevision]
+		if ok, err := keep(rev); err == nil && !ok {
+			errs = append(errs, d.restoreActive(ctx, ns, tenant, dep, rev))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Start reconciles at once and then every Options.ReconcileEvery until ctx
+// ends, logging failures. It returns the first Reconcile's error (and
+// keeps going in the background either way).
+func (d *Deployer) Start(ctx context.Context) error {
+	err := d.Reconcile(ctx)
+	go func() {
+		t := time.NewTicker(d.o.ReconcileEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := d.Reconcile(ctx); err != nil && ctx.Err() == nil {
+					d.log.Warn("deployk8s: reconcile", "cluster", d.o.Cluster, "err", err)
+				}
+			}
+		}
+	}()
+	return err
+}
+
+// Teardown removes every object of a deployment being deleted, in any
+// namespace, claims included, and returns nil only once the cluster
+// confirms that none is left. It implements controlplane.Deployer.
+func (d *Deployer) Teardown(ctx context.Context, tenant string, dep *controlplane.Deployment) error {
+	mu := d.lock(tenant, dep.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelDeployment: dep.ID, LabelComponent: componentOwner})
+	owners, err := d.cli.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return fmt.Errorf("deployk8s: cluster %s: %w", d.o.Cluster, err)
+	}
+	for _, o := range owners.Items {
+		if err := d.deleteOwner(ctx, o.Namespace, dep.ID); err != nil {
+			return err
+		}
+	}
+	// Wait for garbage collection: every object labelled for the
+	// deployment gone, claims included.
+	t := time.NewTicker(d.o.PollInterval)
+	defer t.Stop()
+	for {
+		left, err := d.remaining(ctx, dep.ID)
+		if err != nil {
+			return err
+		}
+		if left == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("deployk8s: cluster %s still has %s of deployment %s: %w", d.o.Cluster, left, dep.ID, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// deleteOwner deletes a deployment's owner ConfigMap in the foreground:
+// the garbage collector deletes what it owns first.
+func (d *Deployer) deleteOwner(ctx context.Context, ns, dep string) error {
+	fg := metav1.DeletePropagationForeground
+	err := d.cli.CoreV1().ConfigMaps(ns).Delete(ctx, ownerName(dep), metav1.DeleteOptions{PropagationPolicy: &fg})
+	if err != nil && !k8serrors.IsNotFound(err) {
+		return fmt.Errorf("deployk8s: cluster %s: deleting the objects of deployment %s: %w", d.o.Cluster, dep, err)
+	}
+	return nil
+}
+
+// remaining names an object of the deployment that still exists, or "".
+func (d *Deployer) remaining(ctx context.Context, dep string) (string, error) {
+	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelDeployment: dep}).String()
+	lo := metav1.ListOptions{LabelSelector: sel, Limit: 1}
+	all := metav1.NamespaceAll
+	checks := []struct {
+		kind string
+		list func() (int, error)
+	}{
+		{"ConfigMap", func() (int, error) { l, err := d.cli.CoreV1().ConfigMaps(all).List(ctx, lo); return lenOf(l, err) }},
+		{"Deployment", func() (int, error) { l, err := d.cli.AppsV1().Deployments(all).List(ctx, lo); return lenOf(l, err) }},
+		{"ReplicaSet", func() (int, error) { l, err := d.cli.AppsV1().ReplicaSets(all).List(ctx, lo); return lenOf(l, err) }},
+		{"StatefulSet", func() (int, error) { l, err := d.cli.AppsV1().StatefulSets(all).List(ctx, lo); return lenOf(l, err) }},
+		{"Pod", func() (int, error) { l, err := d.cli.CoreV1().Pods(all).List(ctx, lo); return lenOf(l, err) }},
+		{"PersistentVolumeClaim", func() (int, error) {
+			l, err := d.cli.CoreV1().PersistentVolumeClaims(all).List(ctx, lo)
+			return lenOf(l, err)
+		}},
+		{"Secret", func() (int, error) { l, err := d.cli.CoreV1().Secrets(all).List(ctx, lo); return lenOf(l, err) }},
+		{"Service", func() (int, error) { l, err := d.cli.CoreV1().Services(all).List(ctx, lo); return lenOf(l, err) }},
+		{"HorizontalPodAutoscaler", func() (int, error) {
+			l, err := d.cli.AutoscalingV2().HorizontalPodAutoscalers(all).List(ctx, lo)
+			return lenOf(l, err)
+		}},
+	}
+	for _, c := range checks {
+		n, err := c.list()
+		if err != nil {
+			return "", err
+		}
+		if n > 0 {
+			return c.kind + "s", nil
+		}
+	}
+	return "", nil
+}
+
+// lenOf is the number of items of a list answer.
+func lenOf(l runtime.Object, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	return meta.LenList(l), nil
+}

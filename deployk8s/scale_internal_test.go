@@ -1,0 +1,177 @@
+package deployk8s
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+// TestScale (point 8 of issue 21): DEPLOYK8S_SCALE deployments created at
+// once against cluster kube-a all reach DEPLOYED; it reports the wall
+// time per deployment beside the bare client-go apply calls the Deployer
+// makes for the same objects (the baseline, run first in the same
+// process), and the latency of GetDeployment while they roll out. Skipped
+// unless DEPLOYK8S_SCALE and DEPLOYPLANE_TEST_KUBECONFIG are set:
+//
+//	DEPLOYK8S_SCALE=1000 go test -run TestScale -v -timeout 2h ./deployk8s/
+func TestScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("DEPLOYK8S_SCALE"))
+	path := os.Getenv("DEPLOYPLANE_TEST_KUBECONFIG")
+	if n <= 0 || path == "" {
+		t.Skip("set DEPLOYK8S_SCALE (a number of deployments) and DEPLOYPLANE_TEST_KUBECONFIG to run the scale test")
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: path},
+		&clientcmd.ConfigOverrides{CurrentContext: "kube-a"}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	cli, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	mkns := func(name string) {
+		if _, err := cli.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	stamp := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	baseNS, ourNS := "scale-base-"+stamp, "scale-ours-"+stamp
+	mkns(baseNS)
+	mkns(ourNS)
+	// The baseline's pods are not needed: the quota keeps the nodes for ours.
+	if _, err := cli.CoreV1().ResourceQuotas(baseNS).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const workers = 16 // the control plane's Workers below
+
+	// The baseline: the apply calls of one revision (owner, Secret, the
+	// API server's and queue's Deployments, Service), made directly, for
+	// n deployments by as many workers.
+	d, err := New(&Options{Client: cli, Cluster: "kube-a", Instance: "scale-base-" + stamp, NoServices: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	spec := &controlplane.ResourceSpec{}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for i := range jobs {
+				w := &controlplane.Work{Tenant: "bench", ResourceSpec: spec,
+					Deployment: controlplane.Deployment{ID: fmt.Sprintf("00000000-0000-7000-8000-%012d", i)},
+					Revision:   controlplane.Revision{ID: fmt.Sprintf("00000000-0000-7000-9000-%012d", i)}}
+				if msg, err := d.apply(ctx, baseNS, w, "example.com/agent:v1"); err != nil || msg != "" {
+					t.Errorf("apply: %v %s", err, msg)
+				}
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	base := time.Since(start)
+
+	// Ours: n deployments created in the control plane, run to DEPLOYED.
+	cp := controlplane.New(storemem.New(), &controlplane.Options{PollInterval: 100 * time.Millisecond, Workers: workers, Logger: quietLogger()})
+	ours, err := New(&Options{Client: cli, Cluster: "kube-a", Instance: "scale-ours-" + stamp, Namespace: ourNS, NoServices: true,
+		State: cp, PollInterval: time.Second, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ours.Close()
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); cp.Run(rctx, ours) }()
+	defer func() { cancel(); <-done }()
+	src := controlplane.SourceExternalDocker
+	start = time.Now()
+	var ids []string
+	for i := range n {
+		name := fmt.Sprintf("scale-%d", i)
+		dep, err := cp.CreateDeployment(ctx, "bench", &controlplane.CreateDeploymentRequest{Name: &name, Source: &src,
+			SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("example.com/agent:v1")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, dep.ID)
+	}
+	// GetDeployment latency while they roll out.
+	var lat []time.Duration
+	stopGets := make(chan struct{})
+	gets := make(chan struct{})
+	go func() {
+		defer close(gets)
+		for i := 0; ; i++ {
+			select {
+			case <-stopGets:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			t0 := time.Now()
+			if _, err := cp.GetDeployment(ctx, "bench", ids[i%len(ids)]); err != nil {
+				t.Error(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+	}()
+	failed := 0
+	for _, id := range ids {
+		dep, err := cp.GetDeployment(ctx, "bench", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			r, err := cp.WaitRevision(ctx, "bench", id, *dep.LatestRevisionID, &controlplane.WaitRevisionQuery{Wait: "terminal", Timeout: new(60)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if controlplane.IsTerminal(r.Status) {
+				if r.Status != controlplane.RevisionDeployed {
+					failed++
+					t.Errorf("%s: %s %s", id, r.Status, *r.StatusMessage)
+				}
+				break
+			}
+		}
+	}
+	total := time.Since(start)
+	close(stopGets)
+	<-gets
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)-1, int(float64(len(lat))*p))]
+	}
+	t.Logf("%d deployments (%d failed), %d workers: ours %v (%v per deployment, created to DEPLOYED); bare apply calls %v (%v per deployment); ratio %.1fx",
+		n, failed, workers, total.Round(time.Millisecond), (total / time.Duration(n)).Round(time.Microsecond),
+		base.Round(time.Millisecond), (base / time.Duration(n)).Round(time.Microsecond), float64(total)/float64(base))
+	t.Logf("GetDeployment while rolling out: %d calls, p50 %v, p99 %v, max %v", len(lat), pct(0.5), pct(0.99), pct(1))
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

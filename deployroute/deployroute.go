@@ -1,0 +1,150 @@
+// Package deployroute is the one place that decides where a deployment
+// runs (wire contract section 10, "Where a revision runs"): a
+// controlplane.Deployer that hands each deployment to the Deployer of the
+// cluster or engine its listener names.
+//
+//   - A deployment without a listener goes to Options.Default (the
+//     server's -deployer).
+//   - A listener with compute_type "k8s" names a Kubernetes cluster by its
+//     compute_id, a kubeconfig context: Options.Clusters[compute_id] (a
+//     deployk8s.Deployer, which runs it in the listener's namespace).
+//   - A listener with compute_type "docker" names a Docker engine of the
+//     server's configuration: Options.Docker[compute_id].
+//
+// A listener's compute_type and compute_id cannot change and a listener in
+// use cannot be deleted, so a deployment never moves: its revisions and
+// its Teardown all go to the same Deployer. A deployment whose listener
+// names a cluster or engine this server does not know ends its revision
+// failed with a status_message that says so; its Teardown fails (and is
+// retried) until the server is configured with it again.
+package deployroute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// Listeners gives a deployment's listener to Teardown (Work carries it
+// for Deploy): *controlplane.ControlPlane implements it.
+type Listeners interface {
+	GetListener(ctx context.Context, tenant, id string) (*controlplane.Listener, error)
+}
+
+// Options configure a Router.
+type Options struct {
+	// Default runs deployments without a listener. Nil: such a
+	// deployment's revisions fail saying no default deployer is set.
+	Default controlplane.Deployer
+	// Clusters are the Kubernetes clusters by name (kubeconfig context),
+	// for listeners with compute_type k8s.
+	Clusters map[string]controlplane.Deployer
+	// Docker are the Docker engines by name, for listeners with
+	// compute_type docker.
+	Docker map[string]controlplane.Deployer
+	// Listeners is needed by Teardown for deployments with a listener.
+	Listeners Listeners
+}
+
+// Router is a controlplane.Deployer that dispatches on the deployment's
+// listener (see the package documentation).
+type Router struct{ o Options }
+
+// New returns a Router. The maps are not copied: do not change them once
+// the Router is in use.
+func New(o *Options) *Router {
+	r := &Router{}
+	if o != nil {
+		r.o = *o
+	}
+	return r
+}
+
+// ErrUnknownTarget is returned (wrapped) when a listener names a cluster
+// or engine the Router has no Deployer for.
+var ErrUnknownTarget = errors.New("deployroute: unknown compute target")
+
+// For returns the Deployer that runs deployments of listener l (nil: no
+// listener).
+func (r *Router) For(l *controlplane.Listener) (controlplane.Deployer, error) {
+	var d controlplane.Deployer
+	switch {
+	case l == nil:
+		if r.o.Default == nil {
+			return nil, fmt.Errorf("%w: this server has no default deployer for deployments without a listener", ErrUnknownTarget)
+		}
+		return r.o.Default, nil
+	case l.ComputeType == controlplane.ComputeTypeK8s:
+		d = r.o.Clusters[l.ComputeID]
+	case l.ComputeType == controlplane.ComputeTypeDocker:
+		d = r.o.Docker[l.ComputeID]
+	}
+	if d == nil {
+		return nil, fmt.Errorf("%w: listener %s names %s %q, which this server is not configured with",
+			ErrUnknownTarget, l.ID, l.ComputeType, l.ComputeID)
+	}
+	return d, nil
+}
+
+// Deploy hands the revision to its listener's Deployer. A listener this
+// server cannot serve ends the revision failed with the reason.
+func (r *Router) Deploy(ctx context.Context, w *controlplane.Work, rep controlplane.Reporter) error {
+	l := w.Listener
+	if l == nil && w.Deployment.SourceConfig.ListenerID != nil {
+		var err error
+		if l, err = r.listener(ctx, w.Tenant, *w.Deployment.SourceConfig.ListenerID); err != nil {
+			return err
+		}
+	}
+	d, err := r.For(l)
+	if err != nil {
+		return err // the control plane records the phase's failure with this text
+	}
+	return d.Deploy(ctx, w, rep)
+}
+
+// Teardown hands the deployment to its listener's Deployer.
+func (r *Router) Teardown(ctx context.Context, tenant string, dep *controlplane.Deployment) error {
+	var l *controlplane.Listener
+	if id := dep.SourceConfig.ListenerID; id != nil {
+		var err error
+		if l, err = r.listener(ctx, tenant, *id); err != nil {
+			return err
+		}
+	}
+	d, err := r.For(l)
+	if err != nil {
+		return err
+	}
+	return d.Teardown(ctx, tenant, dep)
+}
+
+func (r *Router) listener(ctx context.Context, tenant, id string) (*controlplane.Listener, error) {
+	if r.o.Listeners == nil {
+		return nil, errors.New("deployroute: Options.Listeners is needed for deployments with a listener")
+	}
+	return r.o.Listeners.GetListener(ctx, tenant, id)
+}
+
+// Ready is ready when every Deployer that can tell is: the Router is a
+// controlplane.ReadinessChecker.
+func (r *Router) Ready(ctx context.Context) error {
+	var errs []error
+	check := func(d controlplane.Deployer) {
+		if rc, ok := d.(controlplane.ReadinessChecker); ok {
+			errs = append(errs, rc.Ready(ctx))
+		}
+	}
+	if r.o.Default != nil {
+		check(r.o.Default)
+	}
+	for _, d := range r.o.Clusters {
+		check(d)
+	}
+	for _, d := range r.o.Docker {
+		check(d)
+	}
+	return errors.Join(errs...)
+}

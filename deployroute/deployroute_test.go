@@ -1,0 +1,162 @@
+package deployroute_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/deployroute"
+	"github.com/deployplane/deployplane/deploysim"
+	"github.com/deployplane/deployplane/storemem"
+)
+
+// recorder is a simulated deployer that remembers which deployments it
+// deployed and tore down.
+type recorder struct {
+	controlplane.Deployer
+	mu                sync.Mutex
+	deployed, removed []string
+}
+
+func newRecorder() *recorder {
+	return &recorder{Deployer: deploysim.New(&deploysim.Options{Step: time.Millisecond})}
+}
+
+func (r *recorder) Deploy(ctx context.Context, w *controlplane.Work, rep controlplane.Reporter) error {
+	r.mu.Lock()
+	if !slices.Contains(r.deployed, w.Deployment.ID) {
+		r.deployed = append(r.deployed, w.Deployment.ID)
+	}
+	r.mu.Unlock()
+	return r.Deployer.Deploy(ctx, w, rep)
+}
+
+func (r *recorder) Teardown(ctx context.Context, tenant string, d *controlplane.Deployment) error {
+	r.mu.Lock()
+	r.removed = append(r.removed, d.ID)
+	r.mu.Unlock()
+	return r.Deployer.Teardown(ctx, tenant, d)
+}
+
+func (r *recorder) got() ([]string, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.deployed), slices.Clone(r.removed)
+}
+
+// Each deployment runs, and is torn down, where its listener points: a
+// k8s listener's cluster, a docker listener's engine, the default without
+// a listener; a listener naming an unknown cluster fails its revision.
+func TestRouting(t *testing.T) {
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), &controlplane.Options{PollInterval: 10 * time.Millisecond})
+	def, a, b, dock := newRecorder(), newRecorder(), newRecorder(), newRecorder()
+	r := deployroute.New(&deployroute.Options{Default: def, Listeners: cp,
+		Clusters: map[string]controlplane.Deployer{"a": a, "b": b},
+		Docker:   map[string]controlplane.Deployer{"host-1": dock}})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); cp.Run(rctx, r) }()
+	defer func() { cancel(); <-done }()
+
+	const tenant = "t1"
+	listener := func(typ, id string) *string {
+		l, err := cp.CreateListener(ctx, tenant, &controlplane.CreateListenerRequest{ComputeType: &typ, ComputeID: &id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &l.ID
+	}
+	create := func(name string, listenerID *string) *controlplane.Deployment {
+		src := controlplane.SourceExternalDocker
+		d, err := cp.CreateDeployment(ctx, tenant, &controlplane.CreateDeploymentRequest{Name: &name, Source: &src,
+			SourceConfig:         &controlplane.SourceConfig{ListenerID: listenerID},
+			SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("example.com/a:1")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	wait := func(d *controlplane.Deployment) *controlplane.Revision {
+		for {
+			rev, err := cp.WaitRevision(ctx, tenant, d.ID, *d.LatestRevisionID, &controlplane.WaitRevisionQuery{Wait: "terminal", Timeout: new(30)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if controlplane.IsTerminal(rev.Status) {
+				return rev
+			}
+		}
+	}
+	onA, onB, onDocker, plain := create("on-a", listener("k8s", "a")), create("on-b", listener("k8s", "b")),
+		create("on-docker", listener("docker", "host-1")), create("plain", nil)
+	unknown := create("unknown", listener("k8s", "nowhere"))
+	for _, d := range []*controlplane.Deployment{onA, onB, onDocker, plain} {
+		if rev := wait(d); rev.Status != controlplane.RevisionDeployed {
+			t.Errorf("%s: %s", d.Name, rev.Status)
+		}
+	}
+	if rev := wait(unknown); rev.Status != controlplane.RevisionCreateFailed && rev.Status != controlplane.RevisionDeployFailed ||
+		rev.StatusMessage == nil || !strings.Contains(*rev.StatusMessage, `names k8s "nowhere", which this server is not configured with`) {
+		t.Errorf("unknown cluster: %s %v", rev.Status, rev.StatusMessage)
+	}
+	for _, d := range []*controlplane.Deployment{onA, onB, onDocker, plain} {
+		if err := cp.DeleteDeployment(ctx, tenant, d.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []*controlplane.Deployment{onA, onB, onDocker, plain} {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			_, err := cp.GetDeployment(ctx, tenant, d.ID)
+			if errors.Is(err, apierr.ErrNotFound) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not deleted", d.Name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, c := range []struct {
+		rec  *recorder
+		want string
+	}{{def, plain.ID}, {a, onA.ID}, {b, onB.ID}, {dock, onDocker.ID}} {
+		dep, rem := c.rec.got()
+		if fmt.Sprint(dep) != fmt.Sprint([]string{c.want}) || fmt.Sprint(rem) != fmt.Sprint([]string{c.want}) {
+			t.Errorf("deployed %v removed %v, want only %s", dep, rem, c.want)
+		}
+	}
+}
+
+// For names the Deployer of a listener, or why there is none.
+func TestFor(t *testing.T) {
+	def, k, d := newRecorder(), newRecorder(), newRecorder()
+	r := deployroute.New(&deployroute.Options{Default: def,
+		Clusters: map[string]controlplane.Deployer{"c": k}, Docker: map[string]controlplane.Deployer{"c": d}})
+	for _, c := range []struct {
+		l    *controlplane.Listener
+		want controlplane.Deployer
+	}{
+		{nil, def},
+		{&controlplane.Listener{ComputeType: "k8s", ComputeID: "c"}, k},
+		{&controlplane.Listener{ComputeType: "docker", ComputeID: "c"}, d},
+		{&controlplane.Listener{ComputeType: "k8s", ComputeID: "other"}, nil},
+		{&controlplane.Listener{ComputeType: "docker", ComputeID: "other"}, nil},
+	} {
+		got, err := r.For(c.l)
+		if got != c.want || (c.want == nil) != errors.Is(err, deployroute.ErrUnknownTarget) {
+			t.Errorf("For(%+v) = %v, %v", c.l, got, err)
+		}
+	}
+	if _, err := deployroute.New(nil).For(nil); !errors.Is(err, deployroute.ErrUnknownTarget) {
+		t.Errorf("no default: %v", err)
+	}
+}
