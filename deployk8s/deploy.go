@@ -154,15 +154,17 @@ func (x *run) deploy(ctx context.Context) error {
 	} else if by != "" {
 		return x.fail(ctx, fmt.Sprintf("Superseded by revision %s, which became active first.", by))
 	}
+	// Older revisions' Secrets: the rollout is complete, their pods are
+	// gone. Removed before DEPLOYED is reported, so that whoever sees the
+	// revision DEPLOYED sees them gone.
+	if err := x.d.deleteOlderSecrets(context.WithoutCancel(ctx), x.ns, w.Tenant, w.Deployment.ID, &w.Revision); err != nil {
+		x.d.log.Warn("deployk8s: removing older revisions' secrets", "deployment", w.Deployment.ID, "err", err)
+	}
 	url := x.d.URL(x.ns, w.Deployment.ID) // the custom_url instead, when set (controlplane)
 	if err := x.advance(ctx, controlplane.RevisionDeployed, controlplane.Step{ImageVersion: &image, URL: &url}); err != nil {
 		return err
 	}
 	x.logf(ctx, controlplane.LevelInfo, "active at %s", url)
-	// Older revisions' Secrets: their pods are gone.
-	if err := x.d.deleteSecretsExcept(context.WithoutCancel(ctx), x.ns, w.Deployment.ID, w.Revision.ID); err != nil {
-		x.d.log.Warn("deployk8s: removing older revisions' secrets", "deployment", w.Deployment.ID, "err", err)
-	}
 	return nil
 }
 
@@ -447,9 +449,12 @@ func suffix(m string) string {
 	return ""
 }
 
-// deleteSecretsExcept deletes the revision Secrets of the deployment but
-// keep's.
-func (d *Deployer) deleteSecretsExcept(ctx context.Context, ns, dep, keep string) error {
+// deleteOlderSecrets deletes the revision Secrets of the deployment's
+// revisions created before keep. A newer revision being deployed at the
+// same time keeps its Secret: the order is the revisions' created_at in
+// the control plane (State), or, without State, their ids (UUIDv7, in the
+// order they were made). A Secret whose revision no longer exists goes.
+func (d *Deployer) deleteOlderSecrets(ctx context.Context, ns, tenant, dep string, keep *controlplane.Revision) error {
 	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelDeployment: dep, LabelComponent: componentSecrets})
 	list, err := d.cli.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
@@ -457,7 +462,24 @@ func (d *Deployer) deleteSecretsExcept(ctx context.Context, ns, dep, keep string
 	}
 	var errs []error
 	for _, s := range list.Items {
-		if s.Labels[LabelRevision] != keep {
+		rev := s.Labels[LabelRevision]
+		if rev == "" || rev == keep.ID {
+			continue
+		}
+		older := rev < keep.ID
+		if d.o.State != nil {
+			r, err := d.o.State.GetRevision(ctx, tenant, dep, rev)
+			switch {
+			case err == nil:
+				older = r.CreatedAt.Before(keep.CreatedAt) || (r.CreatedAt.Equal(keep.CreatedAt) && rev < keep.ID)
+			case errors.Is(err, apierr.ErrNotFound):
+				older = true
+			default:
+				errs = append(errs, err)
+				continue
+			}
+		}
+		if older {
 			if err := d.cli.CoreV1().Secrets(ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !k8serrors.IsNotFound(err) {
 				errs = append(errs, err)
 			}
