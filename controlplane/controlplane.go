@@ -16,6 +16,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/internal/seal"
+	"github.com/deployplane/deployplane/internal/uuidtext"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/wiretime"
 )
@@ -179,38 +180,13 @@ func later(now time.Time, prev wiretime.Time) wiretime.Time {
 }
 
 // pathID canonicalizes an id from a path; ok is false when it cannot be an
-// id at all (the resource is then simply not found).
+// id at all (the resource is then simply not found), and id is returned
+// as it came.
 func pathID(id string) (string, bool) {
-	if isCanonicalUUID(id) {
-		return id, true // what uuid.Parse and String would give, without the copy
+	if c, ok := uuidtext.Canonical(id); ok {
+		return c, true
 	}
-	u, err := uuid.Parse(id)
-	if err != nil || len(id) != 36 {
-		return id, false
-	}
-	return u.String(), true
-}
-
-// isCanonicalUUID reports whether s is a UUID in the lowercase canonical
-// form (8-4-4-4-12 hex digits).
-func isCanonicalUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-				return false
-			}
-		}
-	}
-	return true
+	return id, false
 }
 
 // storeErr keeps store sentinels from leaking: an error that matches one is

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/google/uuid"
+	"github.com/deployplane/deployplane/internal/uuidtext"
 )
 
 // ErrUnauthenticated is what an Authenticator returns (or wraps) for
@@ -138,17 +138,7 @@ func (t *KeyTable) Authenticate(_ context.Context, c Credentials) (*Principal, e
 // CanonicalTenant returns the lowercase canonical form of a tenant id (a
 // UUID), and whether s is one.
 func CanonicalTenant(s string) (string, bool) {
-	if len(s) != 36 {
-		return "", false
-	}
-	if isCanonicalUUID(s) {
-		return s, true // what parsing and formatting would give, without the copy
-	}
-	u, err := uuid.Parse(s)
-	if err != nil {
-		return "", false
-	}
-	return u.String(), true
+	return uuidtext.Canonical(s)
 }
 
 // The details of 401 and 403 answers.
@@ -199,26 +189,4 @@ func (h *handler) authenticate(r *http.Request) (*Principal, string, error) {
 		}
 	}
 	return p, "", &statusError{status: http.StatusForbidden, detail: detailTenantForbidden}
-}
-
-// isCanonicalUUID reports whether s is a UUID in the lowercase canonical
-// form (8-4-4-4-12 hex digits).
-func isCanonicalUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-				return false
-			}
-		}
-	}
-	return true
 }
