@@ -456,62 +456,19 @@
 //
 // Each benchmark reports its ratio against a baseline measured in the same
 // run (benchcmp's x-baseline: baseline time over ours; 1.0 is as fast as
-// the baseline). GetDeployment and CreateParallel run baseline and
-// candidate in ten alternating rounds (each side first in turn), so that
-// the load of the shared machine, which drifts during a run, weighs on both
-// alike. Measured with
+// the baseline): GetDeployment (one keep-alive client) and
+// GetDeploymentParallel (64 concurrent keep-alive connections, the server
+// and a bare net/http handler writing the same body alternately; its
+// log-cost sub-benchmark sets the logged server against the unlogged one),
+// CreateParallel (64 clients creating, storebolt against storemem),
+// GetDeploymentInProcess (ServeHTTP on a recorder against
+// ControlPlane.GetDeploymentJSON alone) and
+// AuthenticateStoredTokenInProcess (the OAuth helpers' hot path against
+// oauthflow's Authenticate and json.Marshal). For example
 //
-//	go test -run '^$' -bench 'GetDeployment$' -benchtime 20000x -count 5 ./httphandler/
-//	go test -run '^$' -bench CreateParallel -benchtime 20000x -count 3 ./httphandler/
-//	go test -run '^$' -bench GetDeploymentInProcess -benchtime 200000x -count 3 ./httphandler/
+//	go test -run '^$' -bench 'GetDeploymentParallel/(storemem|storebolt)/(vs-bare|log-cost)$' -benchtime 20000x -count 5 ./httphandler/
 //
-// on the shared 2-core development machine while other engineers' builds
-// and tests ran (load average 6 to 12; absolute times moved by 3x between
-// runs, the ratios far less):
-//
-//	benchmark                              ratio (range, median)    goal   per op (candidate, baseline)
-//	GetDeployment/storemem   vs bare       0.76-0.98, 0.85          0.8x   94-116 µs, 71-102 µs
-//	GetDeployment/storebolt  vs bare       0.69-1.09, 0.81          0.6x   77-107 µs, 57-107 µs
-//	CreateParallel storebolt vs storemem   0.61-0.69, 0.62          0.4x   172-578 µs, 107-355 µs
-//	GetDeploymentInProcess   vs GetDeploymentJSON  0.26-0.27        -      8.1-8.3 µs, 2.1-2.6 µs
-//
-// GetDeployment sends GET /v2/deployments/{id} over a real loopback
-// connection (keep-alive, one client) through the handler, against a bare
-// net/http handler writing the same body (about 700 bytes) with
-// Content-Type and Content-Length. The handler answers
-// ControlPlane.GetDeploymentJSON, which since the compact storage form
-// decodes the stored record and encodes the wire JSON (these figures were
-// measured when it served the stored bytes as they were; BENCHMARKS.md has
-// the GET over HTTP after the change: 0.87x on storemem, 0.80x on
-// storebolt); a CPU profile of the GET over storemem puts ServeHTTP at about 5% of
-// the process's samples (the store read 2.6%), the rest being net/http and
-// the loopback syscalls of client and server, which the bare handler pays
-// alike. Profiled one side per process (40000 requests each), the GET
-// took 55 µs against the bare handler's 50 µs (0.91); the spread above is
-// the load. CreateParallel sends POST
-// /v2/deployments from 64 concurrent clients; storebolt commits (fsync) in
-// groups, and its single writer runs every transaction's closure in turn
-// (about half of the CPU samples are in its commit loop: the deployment's
-// order, summary, index and name-block records, the revision, then bbolt's
-// page writes and fdatasync), so it follows the disk's fsync latency:
-// earlier runs with benchcmp's back-to-back halves (baseline for two
-// seconds, then the candidate), while other tests hammered the disk, went
-// as low as 0.26. GetDeploymentInProcess measures the handler's own cost
-// without a network: ServeHTTP on a recorder against GetDeploymentJSON
-// alone, about 6 µs of routing, authentication (a SHA-256 and a
-// constant-time table scan), path cleaning and parsing, request id and
-// headers (a fifth of it the recorder's own header copy).
-//
-// The OAuth helpers' hot path, POST /v2/auth/authenticate answered by a
-// stored token, is measured the same way (one request whose body is rewound
-// each time, against oauthflow's Authenticate plus json.Marshal of its
-// result), with
-//
-//	go test -run '^$' -bench AuthenticateStoredTokenInProcess -benchtime 20000x -count 4 ./httphandler/
-//
-//	AuthenticateStoredTokenInProcess vs oauthflow+json   0.65-0.84 (4 runs; 16-21 µs/op against 10-13)
-//
-// on the same machine (load average about 4): reading and strictly decoding
-// the body, authentication and the encoding add a fifth to a half to the
-// domain's own work.
+// The figures, the commands that produced them and the machine's load at
+// the time are in BENCHMARKS.md (section httphandler); they are kept there
+// only, so that they are not left stale here.
 package httphandler
