@@ -128,6 +128,30 @@ type Step struct {
 // the revision. The Deployer should stop.
 var ErrLeaseLost = errors.New("controlplane: lease lost")
 
+// Advance reports, through r, the statuses of src's happy path after from
+// up to and including to, in order, with last's other fields on the final
+// one: what a Deployer does to move a revision along when several steps
+// pass at once. CREATING is never reported, and nothing when to is not
+// after from. It returns the last status reported (from when none was)
+// and the first error of r.Report, unchanged.
+func Advance(ctx context.Context, r Reporter, src Source, from, to RevisionStatus, last Step) (RevisionStatus, error) {
+	path := HappyPath(src)
+	start, end := slices.Index(path, from), slices.Index(path, to) // -1 for a status off the path: start at the beginning
+	reached := from
+	for i := max(start+1, 1); i <= end; i++ {
+		s := Step{Status: path[i]}
+		if i == end {
+			s = last
+			s.Status = path[i]
+		}
+		if err := r.Report(ctx, s); err != nil {
+			return reached, err
+		}
+		reached = path[i]
+	}
+	return reached, nil
+}
+
 // HappyPath is a source's happy path, in order: github and internal_source
 // go through the two build states, external_docker and internal_docker
 // skip them. Every transition of the table derives from these lists and

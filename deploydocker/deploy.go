@@ -58,24 +58,9 @@ type run struct {
 // advance reports the statuses of the happy path after the current one up
 // to and including to, each with extra's other fields on the last.
 func (x *run) advance(ctx context.Context, to controlplane.RevisionStatus, extra controlplane.Step) error {
-	path := controlplane.HappyPath(x.w.Revision.Source)
-	from := slices.Index(path, x.status) // -1 for UNKNOWN: start at the beginning
-	end := slices.Index(path, to)
-	if from >= end {
-		return nil
-	}
-	for i := max(from+1, 1); i <= end; i++ {
-		s := controlplane.Step{Status: path[i]}
-		if i == end {
-			s = extra
-			s.Status = path[i]
-		}
-		if err := report(ctx, x.r, s); err != nil {
-			return err
-		}
-		x.status = path[i]
-	}
-	return nil
+	var err error
+	x.status, err = controlplane.Advance(ctx, x.r, x.w.Revision.Source, x.status, to, extra)
+	return stopOnRefusal(err)
 }
 
 // failf ends the revision with its phase's failure and a message, after

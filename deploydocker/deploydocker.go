@@ -346,11 +346,13 @@ var errStop = errors.New("deploydocker: stop")
 
 // report sends a step; a refusal becomes errStop.
 func report(ctx context.Context, r controlplane.Reporter, s controlplane.Step) error {
-	err := r.Report(ctx, s)
-	if err == nil {
-		return nil
-	}
-	if isRefusal(err) {
+	return stopOnRefusal(r.Report(ctx, s))
+}
+
+// stopOnRefusal wraps a refusal of a report in errStop; other errors and
+// nil pass unchanged.
+func stopOnRefusal(err error) error {
+	if err != nil && isRefusal(err) {
 		return fmt.Errorf("%w: %w", errStop, err)
 	}
 	return err

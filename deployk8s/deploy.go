@@ -72,20 +72,9 @@ func (x *run) event(e *corev1.Event) {
 // advance reports the happy path's statuses after the current one up to
 // and including to, with extra's fields on the last.
 func (x *run) advance(ctx context.Context, to controlplane.RevisionStatus, extra controlplane.Step) error {
-	path := controlplane.HappyPath(x.w.Revision.Source)
-	from, end := slices.Index(path, x.status), slices.Index(path, to)
-	for i := max(from+1, 1); i <= end; i++ {
-		s := controlplane.Step{Status: path[i]}
-		if i == end {
-			s = extra
-			s.Status = path[i]
-		}
-		if err := report(ctx, x.r, s); err != nil {
-			return err
-		}
-		x.status = path[i]
-	}
-	return nil
+	var err error
+	x.status, err = controlplane.Advance(ctx, x.r, x.w.Revision.Source, x.status, to, extra)
+	return stopOnRefusal(err)
 }
 
 // fail ends the revision with its phase's failure and the message, then

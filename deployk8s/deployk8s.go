@@ -203,8 +203,14 @@ func isRefusal(err error) bool {
 // errStop: a report was refused (superseded, deleted) or the lease lost.
 var errStop = errors.New("deployk8s: stop")
 
+// report sends a step; a refusal becomes errStop.
 func report(ctx context.Context, r controlplane.Reporter, s controlplane.Step) error {
-	err := r.Report(ctx, s)
+	return stopOnRefusal(r.Report(ctx, s))
+}
+
+// stopOnRefusal wraps a refusal of a report in errStop; other errors and
+// nil pass unchanged.
+func stopOnRefusal(err error) error {
 	if err != nil && isRefusal(err) {
 		return fmt.Errorf("%w: %w", errStop, err)
 	}
