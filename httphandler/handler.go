@@ -146,6 +146,11 @@ type Options struct {
 	// for POST /v2/deployments/{id}/push-token (package registry). Default
 	// nil: that route answers 400, this server runs no registry.
 	Registry RegistryURLs
+	// RegistryRealm is the token endpoint of an external registry
+	// (package registry's *TokenServer): served, without an API key, at
+	// RealmPath (GET and POST) and RealmJWKSPath. Default nil: neither is
+	// served nor documented.
+	RegistryRealm http.Handler
 	// Dashboard serves the web dashboard (package dashboard) under /ui/,
 	// with these options; its sign-in checks keys with Authenticator
 	// unless they name another, and its links are under BasePath.
@@ -183,6 +188,7 @@ type handler struct {
 
 	metrics    Metrics      // nil: no metrics
 	registry   RegistryURLs // nil: push-token answers 400
+	realm      http.Handler // nil: no registry realm (pushtoken.go)
 	metricsKey *[32]byte    // SHA-256 of Options.MetricsKey; nil: /metrics is public
 	ready      readiness    // GET /readyz's checks (health.go)
 	// closing ends at Close: event streams end and waits answer (events.go).
@@ -260,6 +266,7 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 		metrics:         o.Metrics,
 		heartbeat:       o.EventHeartbeat,
 		registry:        o.Registry,
+		realm:           o.RegistryRealm,
 	}
 	if o.MetricsKey != "" {
 		d := sha256.Sum256([]byte(o.MetricsKey))

@@ -154,6 +154,10 @@ func (g *schemaGen) operation(rt route) obj {
 		op["requestBody"] = obj{"required": !rt.bodyOptional,
 			"content": obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.body), true)}}}
 	}
+	if rt.form != nil {
+		op["requestBody"] = obj{"required": true,
+			"content": obj{"application/x-www-form-urlencoded": obj{"schema": g.schema(reflect.TypeOf(rt.form), true)}}}
+	}
 	success := obj{"description": http.StatusText(rt.status)}
 	switch {
 	case rt.html:
@@ -270,6 +274,14 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[controlplane.LogQuery]():              "LogsRequest",
 	reflect.TypeFor[installResponse]():                    "GitHubInstallURL",
 	reflect.TypeFor[healthBody]():                         "Health",
+	reflect.TypeFor[uploadURLResponse]():                  "UploadURL",
+	reflect.TypeFor[pushTokenResponse]():                  "PushToken",
+	reflect.TypeFor[registryTokenAnswer]():                "RegistryToken",
+	reflect.TypeFor[registryErrors]():                     "RegistryErrors",
+	reflect.TypeFor[registryError]():                      "RegistryError",
+	reflect.TypeFor[registryTokenRequest]():               "RegistryTokenRequest",
+	reflect.TypeFor[oauthTokenError]():                    "OAuthTokenError",
+	reflect.TypeFor[jwkSet]():                             "JWKS",
 }
 
 // requestOnly are the types read only in requests: their schema keeps its
@@ -281,6 +293,7 @@ var requestOnly = map[reflect.Type]bool{
 	reflect.TypeFor[oauthflow.NewProvider](): true, reflect.TypeFor[oauthflow.ProviderPatch](): true,
 	reflect.TypeFor[oauthflow.AuthRequest](): true, reflect.TypeFor[controlplane.LogQuery](): true,
 	reflect.TypeFor[pushPayload](): true, reflect.TypeFor[pushInstallation](): true, reflect.TypeFor[pushRepository](): true,
+	reflect.TypeFor[registryTokenRequest](): true,
 }
 
 // neverNull are the list and map members of answers that are never null
@@ -290,6 +303,7 @@ var neverNull = map[string]bool{
 	"Deployment.secrets": true, "Revision.status_history": true, "ComputeConfig.k8s_namespaces": true,
 	"DeploymentPage.resources": true, "RevisionPage.resources": true, "ListenerPage.resources": true,
 	"LogPage.logs": true, "HTTPValidationError.detail": true,
+	"registryErrors.errors": true, "jwkSet.keys": true,
 }
 
 // uuidMembers are the string members that hold UUIDs, as "Type.member".

@@ -125,7 +125,7 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	// A running reconcile loop (deploysim) makes /readyz answer 200 and
 	// moves the revisions along while the answers are read.
 	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
-	s := newServerCP(t, cp, &httphandler.Options{Metrics: prommetrics.New(nil), Registry: registryAt("127.0.0.1:5000")})
+	s := newServerCP(t, cp, langgraphDeployOptions(t, cp, &httphandler.Options{Metrics: prommetrics.New(nil), Registry: registryAt("127.0.0.1:5000")}))
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cp.Run(ctx, deploysim.New(nil)) }()
@@ -189,7 +189,10 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 		t.Errorf("push-token: %s", pt.body)
 	}
 	at("POST", dep+"/push-token", docker+"/push-token", "", 400)
-	as(keyA, "POST", "/v2/deployments", `{"name": "lg-src", "source": "internal_source", "source_revision_config": {"langgraph_config_path": "agent/langgraph.json"}}`, 201)
+	ls := as(keyA, "POST", "/v2/deployments", `{"name": "lg-src", "source": "internal_source", "source_revision_config": {"langgraph_config_path": "agent/langgraph.json"}}`, 201)
+	var lsd struct{ ID string }
+	_ = json.Unmarshal(ls.body, &lsd)
+	checkLanggraphDeployRoutes(t, s, c, lsd.ID, ldd.ID, f.docker.ID)
 
 	// Revisions and logs.
 	as(keyA, "GET", "/v2/deployments/{deployment_id}/revisions", "", 200)
@@ -288,7 +291,9 @@ const openAPIOutEnv = "DEPLOYPLANE_OPENAPI_OUT"
 // bounds and defaults, and the server is the prefix the handler is mounted
 // under.
 func TestOpenAPIConventions(t *testing.T) {
-	s := newServer(t, &httphandler.Options{Metrics: prommetrics.New(nil), BasePath: "/api-host/"})
+	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
+	s := newServerCP(t, cp, langgraphDeployOptions(t, cp, &httphandler.Options{Metrics: prommetrics.New(nil), BasePath: "/api-host/",
+		Registry: registryAt("127.0.0.1:5000")}))
 	body := s.do("GET", "/openapi.json", "").body
 	if out := os.Getenv(openAPIOutEnv); out != "" {
 		if err := os.WriteFile(out, body, 0o644); err != nil {

@@ -25,6 +25,7 @@ type route struct {
 	// snake_case.
 	op           string
 	body         any  // a value of the request body's type; nil: no body
+	form         any  // a value of the type of a form body (application/x-www-form-urlencoded); nil: none
 	bodyOptional bool // the body may be omitted (it then means {})
 	status       int  // the success status
 	resp         any  // a value of the response body's type; nil: no body
@@ -89,6 +90,8 @@ func (p param) openAPI(in string) obj {
 // tag groups rt in the document: by the resource its path names.
 func (rt route) tag() string {
 	switch parts := strings.Split(rt.path, "/"); {
+	case parts[1] == "registry":
+		return "registry"
 	case len(parts) > 2 && (parts[1] == "v1" || parts[1] == "v2"):
 		if parts[2] == "projects" || strings.HasSuffix(rt.path, "/logs") {
 			return "logs"
@@ -247,6 +250,7 @@ func (h *handler) routes() []route {
 		routes = append(routes, rt)
 	}
 	routes = append(routes, h.uploadRoutes()...) // uploads.go
+	routes = append(routes, h.realmRoutes()...)  // pushtoken.go
 	if h.allowUnverified {
 		routes = append(routes, route{method: http.MethodPost, path: "/v1/integrations/github", serve: (*handler).createIntegration,
 			summary: "Register a GitHub App installation without GitHub's confirmation (served because the server allows unverified integrations)",

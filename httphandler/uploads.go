@@ -39,12 +39,12 @@ func (h *handler) uploadRoutes() []route {
 		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/upload-url", serve: (*handler).uploadURL, op: "create_upload_url",
 			summary: "A signed URL to PUT the source tarball of an internal_source deployment to (single use, valid 15 minutes, " +
 				"at most 200 MiB); name its object_path as source_revision_config.source_tarball_path in a PATCH",
-			status: http.StatusOK, resp: uploadURLResponse{}},
+			status: http.StatusOK, resp: uploadURLResponse{}, errors: []int{http.StatusBadRequest}},
 		{method: http.MethodPut, path: UploadPath + "/{tenant}/{deployment_id}/{upload_id}", public: true, serve: (*handler).receiveUpload,
 			op: "upload_source_tarball",
 			summary: "Receive a source tarball (the upload_url of POST .../upload-url; no API key: its signature is the proof). " +
 				"403: bad or expired signature; 409: used already; 413: larger than 200 MiB or X-Goog-Content-Length-Range",
-			status: http.StatusOK, errors: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusConflict,
+			status: http.StatusOK, errors: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound, http.StatusConflict,
 				http.StatusRequestEntityTooLarge}},
 	}
 }

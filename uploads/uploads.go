@@ -157,6 +157,10 @@ func reply(w http.ResponseWriter, status int, detail string) {
 	b, _ := json.Marshal(errorBody{detail})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	if status == http.StatusConflict {
+		// Wire contract section 9: repeating the PUT cannot succeed.
+		w.Header().Set("X-Should-Retry", "false")
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
