@@ -258,6 +258,9 @@ func (d *Deployer) apply(ctx context.Context, ns string, w *controlplane.Work, i
 			return rejected("Service "+redisName(dep), err)
 		}
 	}
+	if o.pullSecret, err = d.applyPullSecret(ctx, o); err != nil {
+		return rejected("Secret "+pullSecretName(dep), err)
+	}
 	for _, c := range []string{componentAPI, componentQueue} {
 		dp, err := o.deployment(c)
 		if err != nil {

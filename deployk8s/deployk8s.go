@@ -88,6 +88,10 @@ type Options struct {
 	ReconcileEvery time.Duration
 	// State is the control plane. Needed by Reconcile and Start.
 	State State
+	// PullSecrets gives the pods of revisions whose image is in the
+	// server's own registry an image pull secret (pullsecret.go). Default
+	// nil: none.
+	PullSecrets *PullSecrets
 	// Logger receives the steps (also written to the deploy logs) and
 	// warnings. Nil: slog.Default().
 	Logger *slog.Logger

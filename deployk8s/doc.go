@@ -47,6 +47,13 @@
 //     max_scale, and from queue_min_scale to queue_max_scale, when the
 //     maximum is above the minimum (the Deployment's replicas are then the
 //     autoscaler's);
+//   - with Options.PullSecrets, when the image is in the server's own
+//     registry (built-in, or external and trusting the server's realm): a
+//     kubernetes.io/dockerconfigjson Secret "dp-<id>-pull" holding a
+//     pull-only token of the deployment, listed in the pods'
+//     imagePullSecrets before the resource_spec's own, and refreshed by
+//     Reconcile before the token expires (RefreshPullSecrets); it is
+//     deleted when a later revision's image is elsewhere;
 //   - a Service "dp-<id>": the deployment's url is
 //     http://dp-<id>.<namespace>.svc.cluster.local:8000 unless custom_url
 //     is set;

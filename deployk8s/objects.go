@@ -80,6 +80,9 @@ type objects struct {
 	image     string
 	owner     types.UID
 	dbEnabled bool
+	// pullSecret is the image pull secret of the server's registry
+	// (pullsecret.go); "": none.
+	pullSecret string
 }
 
 // labels are the labels of one of the deployment's objects: the spec's
@@ -274,6 +277,9 @@ func (o *objects) podSpec(component string, res *corev1ac.ResourceRequirementsAp
 	p.WithVolumes(vols...)
 	if s.ServiceAccountName != nil {
 		p.WithServiceAccountName(*s.ServiceAccountName)
+	}
+	if o.pullSecret != "" {
+		p.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(o.pullSecret))
 	}
 	for _, ps := range s.ImagePullSecrets {
 		p.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(ps.Name))

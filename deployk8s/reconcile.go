@@ -29,6 +29,9 @@ import (
 //     a revision that is neither (a failed one left by a crash), the
 //     active revision's pod template is applied again.
 //
+// Pull Secrets whose token nears its expiry get a new one
+// (RefreshPullSecrets).
+//
 // In-flight revisions are left to the Deploy that resumes them, which
 // applies the same objects again (server-side apply is idempotent): no
 // duplicate is made. Call it before the control plane's Run, or use
@@ -46,6 +49,7 @@ func (d *Deployer) Reconcile(ctx context.Context) error {
 	for i := range owners.Items {
 		errs = append(errs, d.reconcileDeployment(ctx, &owners.Items[i]))
 	}
+	errs = append(errs, d.RefreshPullSecrets(ctx)) // pullsecret.go
 	return errors.Join(errs...)
 }
 
