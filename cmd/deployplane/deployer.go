@@ -119,6 +119,9 @@ type deployerEnv struct {
 	// registry (registry.go); nil: every pull is anonymous.
 	credentials registryCredentials
 	tarballs    imagebuild.Tarballs // the uploads of internal_source revisions
+	// pulls are the same credentials for the Kubernetes clusters' image
+	// pull secrets; nil: none.
+	pulls pullTokenFunc
 }
 
 // The Builder removes a deleted deployment's images at its Teardown.

@@ -26,7 +26,7 @@ const inClusterName = "in-cluster"
 // kubeconfig at path (-kubeconfig, default $KUBECONFIG), or for the
 // cluster the server runs in (in a pod, without a kubeconfig), and starts
 // their reconciliation. No kubeconfig and no pod: no clusters.
-func kubeClusters(ctx context.Context, path string, cp *controlplane.ControlPlane, log *slog.Logger) (map[string]*deployk8s.Deployer, error) {
+func kubeClusters(ctx context.Context, path string, cp *controlplane.ControlPlane, pulls pullTokenFunc, log *slog.Logger) (map[string]*deployk8s.Deployer, error) {
 	configs := map[string]*rest.Config{}
 	if path != "" {
 		raw, err := clientcmd.LoadFromFile(path)
@@ -54,7 +54,12 @@ func kubeClusters(ctx context.Context, path string, cp *controlplane.ControlPlan
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", name, err)
 		}
-		d, err := deployk8s.New(&deployk8s.Options{Client: cli, Cluster: name, State: cp, Logger: log})
+		o := &deployk8s.Options{Client: cli, Cluster: name, State: cp, Logger: log}
+		if pulls != nil {
+			// Images of the server's registry pull through a Secret.
+			o.PullSecrets = &deployk8s.PullSecrets{Credentials: pulls}
+		}
+		d, err := deployk8s.New(o)
 		if err != nil {
 			return nil, err
 		}
@@ -92,7 +97,7 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	clusters, err := kubeClusters(ctx, f.kubeconfig, env.cp, env.log)
+	clusters, err := kubeClusters(ctx, f.kubeconfig, env.cp, env.pulls, env.log)
 	if err != nil {
 		stopDefault()
 		return nil, nil, nil, err

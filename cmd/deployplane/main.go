@@ -69,6 +69,8 @@ Usage:
                 [-build-base-image IMAGE]
                 [-registry-addr auto|off|HOST:PORT] [-registry-host HOST:PORT]
                 [-registry-storage DIR|s3://BUCKET]
+                [-registry-external-url URL [-registry-token-key FILE]
+                 [-registry-token-service NAME]]
                 [-github-webhook-secret SECRET]
                 [-github-app-id ID -github-app-slug SLUG -github-app-private-key-file FILE
                  -github-client-id ID -github-client-secret SECRET]
@@ -235,6 +237,19 @@ Flags:
                       deployplane-registry beside -db; a temporary directory
                       with -db :memory:); replicas share an S3 bucket
                       (credentials from the AWS environment)
+    -registry-external-url https://HOST[:PORT]|http://HOST[:PORT]
+                      an external registry instead of the built-in one (see
+                      "An external registry" below): push-token's
+                      registry_url names it, and the server is its token
+                      realm (GET/POST <public URL>/registry/token)
+    -registry-token-key FILE
+                      the PEM private key (Ed25519, ECDSA P-256/384/521 or
+                      RSA) that signs the realm's tokens (default: an Ed25519
+                      key derived from the secret key, the same on every
+                      replica that shares it)
+    -registry-token-service NAME
+                      the external registry's auth.token.service (default:
+                      its host)
     -github-webhook-secret SECRET
                       the webhook secret of the GitHub App whose pushes
                       trigger build_on_push deployments (prefer the
@@ -322,6 +337,25 @@ Revisions:
     or run for real. DELETE leaves a deployment AWAITING_DELETE for one step,
     then removes it (GET answers 404). A revision in flight at shutdown is
     given back and resumed at the next start, or by another replica.
+
+An external registry:
+
+    -registry-external-url makes langgraph deploy push to a registry you run
+    (CNCF Distribution, or any registry that speaks Docker Registry v2 token
+    authentication) instead of the built-in one. Configure it with
+      auth:
+        token:
+          realm: <public URL>/registry/token
+          service: <-registry-token-service, default the registry's host>
+          issuer: deployplane
+          rootcertbundle: <dir of -db>/deployplane-registry-token.crt
+    (or jwks: <dir of -db>/deployplane-registry-token.jwks.json, the answer of
+    GET <public URL>/registry/jwks.json), both written at every start. The
+    registry refuses a client without a token and sends it to the realm, which
+    takes a push or pull token as the password of basic auth and answers a
+    5-minute JWT for that deployment's repository prefix only (push and pull,
+    or pull), whatever it asked for. The Docker deployer pulls with a pull
+    token the same way; Kubernetes clusters pull through an image pull Secret.
 
 GitHub integrations:
 
@@ -596,6 +630,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		fmt.Fprintln(stderr, "deployplane: "+msg)
 		return nil, errUsage
 	}
+	if msg := c.registry.check(); msg != "" {
+		fmt.Fprintln(stderr, "deployplane: "+msg)
+		return nil, errUsage
+	}
 	// The GitHub App: all of it or none.
 	switch {
 	case c.githubClientSecret != "" && envClientSecret != "":
@@ -788,6 +826,18 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		defer reg.close()
 		cpOpts.Images = reg
 	}
+	// Or an external registry, which trusts the realm's tokens (registry.go).
+	ext, err := openExternalRegistry(&c.registry, secretKey, c.db, publicURL, log)
+	if err != nil {
+		if proxyLn != nil {
+			proxyLn.Close()
+		}
+		return err
+	}
+	var realm http.Handler
+	if ext != nil {
+		cpOpts.Images, realm = ext, ext.realm
+	}
 	if proxyURL != "" {
 		// github deployments' custom_url, their url: where the proxy serves them.
 		cpOpts.CustomURLTemplate = proxyURL + "/{id}"
@@ -796,9 +846,16 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	var registryURLs httphandler.RegistryURLs
 	var registryCreds registryCredentials
 	registryDesc := "none"
-	if reg != nil {
+	var pulls pullTokenFunc // the deployers' pull credentials of the registry's images
+	switch {
+	case reg != nil:
 		reg.serve(cp, log)
-		registryURLs, registryCreds, registryDesc = reg, reg.credentials(cp), reg.Host()
+		pulls = pullTokens(reg.Host(), cp)
+		registryURLs, registryCreds, registryDesc = reg, dockerCredentials(pulls), reg.Host()
+	case ext != nil:
+		ext.tokens.cp = cp
+		pulls = pullTokens(ext.Host(), cp)
+		registryURLs, registryCreds, registryDesc = ext, dockerCredentials(pulls), ext.Host()+" (external)"
 	}
 	// Records of an earlier key layout move to the current one before
 	// anything is served or deployed (resumable; replicas may start at
@@ -826,7 +883,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	defer stopUploads()
 	deployer, deployerDesc, stopDeployer, err := startDeployer(ctx, &c.deployer, c.simStep, controlplane.RevisionStatus(c.simFailAt),
 		&deployerEnv{cp: cp, log: log, egress: egressPolicy, githubApp: githubApp, proxy: proxyLn, proxyURL: proxyURL, credentials: registryCreds,
-			tarballs: upl})
+			tarballs: upl, pulls: pulls})
 	if err != nil {
 		return err
 	}
@@ -851,6 +908,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 
 		AllowUnverifiedIntegrations: c.allowUnverifiedIntegs,
 		Registry:                    registryURLs,
+		RegistryRealm:               realm,
 		Dashboard:                   c.dashboard(st),
 	})
 	srv := &http.Server{

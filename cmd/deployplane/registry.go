@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploydocker"
+	"github.com/deployplane/deployplane/deployk8s"
 	"github.com/deployplane/deployplane/registry"
 )
 
@@ -29,12 +32,52 @@ type registryFlags struct {
 	addr    string // listen address; "auto" or "off" (see register)
 	host    string // host:port clients and the Docker daemon reach it at
 	storage string // a directory, or s3://bucket/root?region=&endpoint=
+
+	// An external registry instead (Docker Registry v2 token auth against
+	// this server's realm): its URL, the key that signs the realm's
+	// tokens (PEM; default derived from the secret key) and the registry's
+	// service name (default its host).
+	external, tokenKey, tokenService string
 }
 
 func (f *registryFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "registry-addr", "auto", "listen address of the built-in OCI registry; auto: "+defaultRegistryAddr+" with -deployer docker, none otherwise; off: none")
 	fs.StringVar(&f.host, "registry-host", "", "host:port clients reach the registry at (default: its listen address)")
 	fs.StringVar(&f.storage, "registry-storage", "", "where the registry keeps images: a directory, or s3://bucket[/root]?region=&endpoint= (default: deployplane-registry beside -db)")
+	fs.StringVar(&f.external, "registry-external-url", "", "an external registry (auth: token, realm <public URL>"+registry.TokenPath+") instead of the built-in one: https://HOST[:PORT], or http:// for plain HTTP")
+	fs.StringVar(&f.tokenKey, "registry-token-key", "", "PEM private key (Ed25519, ECDSA or RSA) that signs the realm's tokens (default: derived from the secret key)")
+	fs.StringVar(&f.tokenService, "registry-token-service", "", "the external registry's auth.token.service (default: its host)")
+}
+
+// check reports a contradiction of the registry flags, or "".
+func (f *registryFlags) check() string {
+	switch {
+	case f.external == "" && (f.tokenKey != "" || f.tokenService != ""):
+		return "-registry-token-key and -registry-token-service need -registry-external-url"
+	case f.external != "" && f.addr != "auto" && f.addr != "off":
+		return "give -registry-addr (the built-in registry) or -registry-external-url, not both"
+	case f.external != "" && (f.host != "" || f.storage != ""):
+		return "-registry-host and -registry-storage are the built-in registry's: not with -registry-external-url"
+	}
+	if f.external != "" {
+		if _, _, err := parseExternalURL(f.external); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
+}
+
+// parseExternalURL reads -registry-external-url: https://host[:port]
+// (a bare host[:port] means https), or http://host[:port].
+func parseExternalURL(s string) (host string, insecure bool, err error) {
+	if !strings.Contains(s, "://") {
+		s = "https://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
+		return "", false, fmt.Errorf("-registry-external-url %q: want https://HOST[:PORT] or http://HOST[:PORT]", s)
+	}
+	return u.Host, u.Scheme == "http", nil
 }
 
 // builtinRegistry is the running registry: the controlplane.ImageResolver,
@@ -65,7 +108,7 @@ const defaultRegistryAddr = "127.0.0.1:8126"
 func openRegistry(ctx context.Context, f *registryFlags, deployer, db string, secret []byte, log *slog.Logger) (*builtinRegistry, error) {
 	addr := f.addr
 	switch {
-	case addr == "off", addr == "", addr == "auto" && deployer != "docker":
+	case addr == "off", addr == "", addr == "auto" && (deployer != "docker" || f.external != ""):
 		return nil, nil
 	case addr == "auto":
 		addr = defaultRegistryAddr
@@ -145,16 +188,39 @@ func (r *builtinRegistry) close() {
 // credentials gives the Docker deployer a pull token of the deployment
 // for an image of the built-in registry; other images pull anonymously.
 func (r *builtinRegistry) credentials(cp *controlplane.ControlPlane) registryCredentials {
-	return func(ctx context.Context, w *controlplane.Work, image string) (*deploydocker.Credentials, error) {
+	return dockerCredentials(pullTokens(r.Host(), cp))
+}
+
+// pullTokenFunc answers a pull credential of the deployment for an image
+// of the server's registry; nil for other images.
+type pullTokenFunc func(ctx context.Context, tenant, deploymentID, image string) (*deployk8s.PullCredential, error)
+
+// pullTokens mints the deployers' pull credentials for images of the
+// registry at host (built-in or external): a pull-only token of the
+// deployment, the password of basic auth (an external registry's clients
+// exchange it at the realm).
+func pullTokens(host string, cp *controlplane.ControlPlane) pullTokenFunc {
+	return func(ctx context.Context, tenant, deploymentID, image string) (*deployk8s.PullCredential, error) {
 		named, err := reference.ParseNormalizedNamed(image)
-		if err != nil || reference.Domain(named) != r.Host() {
+		if err != nil || reference.Domain(named) != host {
 			return nil, nil
 		}
-		tok, err := cp.IssuePullToken(ctx, w.Tenant, w.Deployment.ID)
+		tok, err := cp.IssuePullToken(ctx, tenant, deploymentID)
 		if err != nil {
 			return nil, err
 		}
-		return &deploydocker.Credentials{Username: "deployplane", Password: tok.Token}, nil
+		return &deployk8s.PullCredential{Server: host, Username: "deployplane", Password: tok.Token, ExpiresAt: tok.ExpiresAt}, nil
+	}
+}
+
+// dockerCredentials is p as deploydocker.Options.Credentials.
+func dockerCredentials(p pullTokenFunc) registryCredentials {
+	return func(ctx context.Context, w *controlplane.Work, image string) (*deploydocker.Credentials, error) {
+		c, err := p(ctx, w.Tenant, w.Deployment.ID, image)
+		if c == nil || err != nil {
+			return nil, err
+		}
+		return &deploydocker.Credentials{Username: c.Username, Password: c.Password}, nil
 	}
 }
 
@@ -166,4 +232,81 @@ type registryCredentials = func(context.Context, *controlplane.Work, string) (*d
 func registrySecret(key []byte) []byte {
 	sum := sha256.Sum256(append([]byte("deployplane registry http secret\x00"), key...))
 	return []byte(hex.EncodeToString(sum[:]))
+}
+
+// externalRegistry is -registry-external-url: the registry_url of
+// push-token and the image resolver (registry.External), and the realm
+// the registry trusts (registry.TokenServer, served by httphandler).
+type externalRegistry struct {
+	*registry.External
+	realm  *registry.TokenServer
+	tokens *lateTokens
+}
+
+// openExternalRegistry builds the realm and the External of
+// -registry-external-url (nil without it) and publishes the realm's key
+// for the registry's configuration beside -db: <dir>/deployplane-registry-token.crt
+// (auth.token.rootcertbundle) and .jwks.json (auth.token.jwks).
+func openExternalRegistry(f *registryFlags, secretKey []byte, db, publicURL string, log *slog.Logger) (*externalRegistry, error) {
+	if f.external == "" {
+		return nil, nil
+	}
+	host, insecure, err := parseExternalURL(f.external)
+	if err != nil {
+		return nil, err
+	}
+	var key crypto.Signer = registry.SigningKey(secretKey)
+	if f.tokenKey != "" {
+		b, err := os.ReadFile(f.tokenKey)
+		if err != nil {
+			return nil, fmt.Errorf("-registry-token-key: %w", err)
+		}
+		if key, err = registry.ParseSigningKey(b); err != nil {
+			return nil, fmt.Errorf("-registry-token-key %s: %w", f.tokenKey, err)
+		}
+	}
+	service := f.tokenService
+	if service == "" {
+		service = host
+	}
+	x := &externalRegistry{tokens: &lateTokens{}}
+	if x.realm, err = registry.NewTokenServer(x.tokens, &registry.TokenOptions{Key: key, Service: service, Logger: log}); err != nil {
+		return nil, err
+	}
+	if x.External, err = registry.NewExternal(&registry.ExternalOptions{Host: host, Tokens: x.realm, Insecure: insecure}); err != nil {
+		return nil, err
+	}
+	files, err := x.publish(db)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("external registry: configure it with auth: token", "registry", host, "realm", strings.TrimRight(publicURL, "/")+registry.TokenPath,
+		"service", service, "issuer", x.realm.Issuer(), "jwks_url", strings.TrimRight(publicURL, "/")+registry.JWKSPath, "key_files", files)
+	return x, nil
+}
+
+// publish writes the realm's certificate and JWKS beside -db (not for
+// -db :memory:; the JWKS is served at registry.JWKSPath anyway).
+func (x *externalRegistry) publish(db string) ([]string, error) {
+	var dir string
+	switch {
+	case db == ":memory:":
+		return nil, nil
+	case isPostgres(db):
+		dir = "."
+	default:
+		dir = filepath.Dir(db)
+	}
+	cert, err := x.realm.CertificatePEM()
+	if err != nil {
+		return nil, err
+	}
+	crt, jwks := filepath.Join(dir, "deployplane-registry-token.crt"), filepath.Join(dir, "deployplane-registry-token.jwks.json")
+	if err := os.WriteFile(crt, cert, 0o644); err != nil {
+		return nil, fmt.Errorf("publishing the registry token certificate: %w", err)
+	}
+	if err := os.WriteFile(jwks, x.realm.JWKS(), 0o644); err != nil {
+		return nil, fmt.Errorf("publishing the registry token JWKS: %w", err)
+	}
+	return []string{crt, jwks}, nil
 }

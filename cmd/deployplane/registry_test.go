@@ -1,8 +1,22 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/distribution/distribution/v3/configuration"
+	_ "github.com/distribution/distribution/v3/registry/auth/token" // the external registry's auth: token
+	"github.com/distribution/distribution/v3/registry/handlers"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -74,5 +88,105 @@ func TestNoRegistry(t *testing.T) {
 	status, body := call(t, "POST", url+"/v2/deployments/"+d["id"].(string)+"/push-token", "k", "")
 	if status != 400 || !strings.Contains(body["detail"].(string), "runs no registry") {
 		t.Errorf("push-token without a registry: %d %v", status, body)
+	}
+}
+
+// An external registry, wired: a CNCF Distribution registry configured as
+// the usage says (auth: token, realm <public URL>/registry/token, the
+// certificate the server writes beside -db) takes a push with the
+// push-token's token into registry_url, refuses one into another
+// deployment's repository, and a PATCH by tag is resolved to the digest
+// through it.
+func TestExternalRegistryWired(t *testing.T) {
+	dir := t.TempDir()
+	regSrv := httptest.NewUnstartedServer(nil)
+	host := regSrv.Listener.Addr().String()
+	// The registry's realm is fixed when it starts, before the server's
+	// address is known: a proxy in between is pointed at it later. By
+	// name: go-containerregistry refuses a realm at a loopback IP literal.
+	var target atomic.Pointer[url.URL]
+	realm := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target.Load()) }})
+	t.Cleanup(realm.Close)
+	realmURL := strings.Replace(realm.URL, "127.0.0.1", "localhost", 1)
+
+	srvURL, _, stderr := server(t, []string{"-db", filepath.Join(dir, "dp.db"), "-sim-step", "10ms",
+		"-registry-external-url", "http://" + host, "-registry-token-service", "ext"}, map[string]string{"DEPLOYPLANE_API_KEY": "k"})
+	u, _ := url.Parse(srvURL)
+	target.Store(u)
+	for _, want := range []string{`registry="` + host + ` (external)"`, "realm=" + srvURL + "/registry/token", "service=ext"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, stderr)
+		}
+	}
+	jwks, err := os.ReadFile(filepath.Join(dir, "deployplane-registry-token.jwks.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, served := call(t, "GET", srvURL+"/registry/jwks.json", "", ""); status != 200 || !strings.Contains(string(jwks), served["keys"].([]any)[0].(map[string]any)["kid"].(string)) {
+		t.Errorf("GET /registry/jwks.json: %d %v; the file holds %s", status, served, jwks)
+	}
+	cfg := &configuration.Configuration{}
+	cfg.Storage = configuration.Storage{"filesystem": configuration.Parameters{"rootdirectory": filepath.Join(dir, "images")}}
+	cfg.Auth = configuration.Auth{"token": configuration.Parameters{"realm": realmURL + "/registry/token", "service": "ext",
+		"issuer": "deployplane", "rootcertbundle": filepath.Join(dir, "deployplane-registry-token.crt")}}
+	app := handlers.NewApp(context.Background(), cfg)
+	t.Cleanup(func() { _ = app.Shutdown() })
+	regSrv.Config.Handler = app
+	regSrv.Start()
+	t.Cleanup(regSrv.Close)
+
+	ids := make([]string, 2)
+	for i := range ids {
+		status, d := call(t, "POST", srvURL+"/v2/deployments", "k", fmt.Sprintf(`{"name": "lg%d", "source": "internal_docker"}`, i))
+		if status != 201 {
+			t.Fatalf("create: %d %v", status, d)
+		}
+		ids[i] = d["id"].(string)
+	}
+	status, tok := call(t, "POST", srvURL+"/v2/deployments/"+ids[0]+"/push-token", "k", "")
+	if status != 200 || tok["registry_url"] != host+"/deployments/"+ids[0] {
+		t.Fatalf("push-token: %d %v", status, tok)
+	}
+	regURL := tok["registry_url"].(string)
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := remote.WithAuth(&authn.Basic{Username: "oauth2accesstoken", Password: tok["token"].(string)})
+	for _, tt := range []struct {
+		repo string
+		ok   bool
+	}{{regURL + "/agent:v1", true}, {host + "/deployments/" + ids[1] + "/agent:v1", false}} {
+		ref, err := name.ParseReference(tt.repo, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(ref, img, auth); (err == nil) != tt.ok {
+			t.Errorf("push into %s: %v, want success %v", tt.repo, err, tt.ok)
+		}
+	}
+	dg, _ := img.Digest()
+	status, p := call(t, "PATCH", srvURL+"/v2/deployments/"+ids[0], "k", `{"source_revision_config": {"image_uri": "`+regURL+`/agent:v1"}}`)
+	if status != 200 {
+		t.Fatalf("PATCH: %d %v", status, p)
+	}
+	if got := p["source_revision_config"].(map[string]any)["image_uri"]; got != regURL+"/agent@"+dg.String() {
+		t.Errorf("image_uri %v, want the pushed digest %s", got, dg)
+	}
+	waitStatus(t, srvURL, "k", ids[0], p["latest_revision_id"].(string), "DEPLOYED")
+}
+
+// The registry flags that contradict each other.
+func TestRegistryFlagsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"-registry-token-key", "k.pem"},
+		{"-registry-external-url", "https://r.example.com", "-registry-addr", "127.0.0.1:0"},
+		{"-registry-external-url", "https://r.example.com", "-registry-storage", "/x"},
+		{"-registry-external-url", "ftp://r.example.com"},
+		{"-registry-external-url", "https://r.example.com/path"},
+	} {
+		if _, err := parseFlags(args, func(string) string { return "" }, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want the usage error", args, err)
+		}
 	}
 }
