@@ -12,13 +12,15 @@ import (
 	"github.com/deployplane/deployplane/store"
 )
 
-// Credentials of the built-in registry (wire contract section 10): POST
-// .../push-token answers a token that the registry accepts as the password
-// of HTTP basic auth (any user name), valid RegistryTokenTTL, for push and
-// pull on the deployment's repository prefix only (RegistryRepository).
-// Deployers pull with a pull-only token of the same kind. Only the token's
-// SHA-256 is stored, in the control plane's store, so that every replica's
-// registry accepts what any replica issued.
+// Credentials of the server's registry (wire contract section 10): POST
+// .../push-token answers a token that the built-in registry accepts as the
+// password of HTTP basic auth (any user name), and that an external
+// registry's realm (package registry's TokenServer) exchanges for a bearer
+// token, valid RegistryTokenTTL, for push and pull on the deployment's
+// repository prefix only (RegistryRepository). Deployers pull with a
+// pull-only token of the same kind. Only the token's SHA-256 is stored, in
+// the control plane's store, so that every replica accepts what any
+// replica issued.
 
 // RegistryTokenTTL is how long a registry token is valid.
 const RegistryTokenTTL = time.Hour

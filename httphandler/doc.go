@@ -35,7 +35,10 @@
 // /v2/deployments/{deployment_id}/upload-url and the public PUT
 // /v2/uploads/{tenant}/{deployment_id}/{upload_id} of the signed URLs it
 // answers, served by the Uploads, which checks the signature; uploads.go
-// and package uploads), the event streams
+// and package uploads), with Options.RegistryRealm the public token
+// endpoint of an external registry (GET and POST /registry/token, GET
+// /registry/jwks.json; Docker Registry v2 token authentication, served by
+// package registry's TokenServer; pushtoken.go), the event streams
 // (GET /v2/events, GET /v2/deployments/{deployment_id}/events; below), the OAuth helpers (below), the
 // public GET /healthz, GET /readyz and (with Options.Metrics) GET /metrics
 // (below, "Health and metrics"), and GET /openapi.json, an OpenAPI 3.1 document built from the same list, with

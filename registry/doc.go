@@ -26,4 +26,31 @@
 // cmd/deployplane serves it at -registry-addr, hands its URL to
 // httphandler (POST .../push-token answers {token, registry_url}) and
 // gives the Docker deployer a pull token of the deployment for its images.
+//
+// # An external registry
+//
+// Instead, an operator may run a registry of their own (CNCF Distribution
+// with auth: token, or any registry that speaks the Docker Registry v2
+// token authentication specification) that trusts this server's tokens.
+// TokenServer is its realm: the registry refuses a client without a bearer
+// token and names the realm (httphandler serves it at TokenPath, on the
+// control plane's port); the client asks it with a registry token of the
+// control plane as the basic-auth password (GET, or the OAuth2 password
+// grant by POST) and gets a JWT signed with TokenOptions.Key (go-jose),
+// valid DefaultBearerTTL and never beyond the registry token, whose access
+// claim lists only the repositories asked for that lie in the deployment's
+// prefix, with the actions its grant allows (controlplane.RegistryGrant.Allows):
+// asking for another deployment's or tenant's repository, the catalog or
+// delete gets nothing. The registry trusts the key through
+// TokenServer.CertificatePEM (auth.token.rootcertbundle) or TokenServer.JWKS
+// (auth.token.jwks, also served at JWKSPath); the tokens' kid is the key's
+// RFC 7638 thumbprint, which is how Distribution names the keys of both.
+// SigningKey derives an Ed25519 key from the server's secret key, so that
+// replicas sign alike; ParseSigningKey reads an operator's PEM key.
+//
+// External is such a registry seen from the server: the registry_url of
+// push-token and a controlplane.ImageResolver that resolves tags to
+// digests over the registry API with a bearer token it mints (Mint). The
+// deployers pull its images with pull tokens of the deployment, which
+// their engines exchange at the realm like any client.
 package registry

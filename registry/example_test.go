@@ -53,3 +53,42 @@ type lazy struct{ cp *controlplane.ControlPlane }
 func (l *lazy) CheckRegistryToken(ctx context.Context, token string) (*controlplane.RegistryGrant, error) {
 	return l.cp.CheckRegistryToken(ctx, token)
 }
+
+// The realm of an external registry: a push token of the control plane,
+// sent as the basic-auth password, becomes a bearer token for the
+// registry that grants only the deployment's repositories.
+func ExampleTokenServer() {
+	ctx := context.Background()
+	st := storemem.New()
+	defer st.Close()
+	cp := controlplane.New(st, nil)
+	ts, err := registry.NewTokenServer(cp, &registry.TokenOptions{
+		Key:     registry.SigningKey([]byte("the server's secret key")),
+		Service: "registry.example.com", // the registry's auth.token.service
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// Serve it at registry.TokenPath (httphandler.Options.RegistryRealm
+	// does); the registry trusts ts.CertificatePEM() or ts.JWKS().
+	var req controlplane.CreateDeploymentRequest
+	_ = json.Unmarshal([]byte(`{"name": "agent", "source": "internal_docker"}`), &req)
+	d, _ := cp.CreateDeployment(ctx, "tenant-1", &req)
+	tok, _ := cp.IssuePushToken(ctx, "tenant-1", d.ID)
+	b, err := ts.Issue(ctx, tok.Token, "registry.example.com", []string{
+		"repository:deployments/" + d.ID + "/agent:push,pull",
+		"repository:deployments/someone-else/agent:pull", // never granted
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, a := range b.Access {
+		fmt.Println(a.Type, a.Name == "deployments/"+d.ID+"/agent", a.Actions)
+	}
+	fmt.Println(b.ExpiresAt.Sub(b.IssuedAt))
+	// Output:
+	// repository true [push pull]
+	// 5m0s
+}
