@@ -2,16 +2,16 @@ package registry
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
-	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/deployplane/deployplane/controlplane"
 )
@@ -87,27 +87,74 @@ func (e *External) ResolveImage(ctx context.Context, tenant, deploymentID string
 	if err != nil {
 		return "", err
 	}
-	var opts []name.Option
-	if e.insecure {
-		opts = append(opts, name.Insecure)
+	ref := ""
+	if dg, ok := named.(reference.Digested); ok {
+		ref = dg.Digest().String()
+	} else if tg, ok := named.(reference.Tagged); ok {
+		ref = tg.Tag()
+	} else {
+		ref = "latest"
 	}
-	ref, err := name.ParseReference(image, opts...)
+	digest, err := e.head(ctx, path, ref, b.Token)
 	if err != nil {
-		return "", fmt.Errorf("%w: %s: %v", controlplane.ErrImageNotFound, image, err)
-	}
-	desc, err := remote.Head(ref, remote.WithContext(ctx), remote.WithTransport(e.rt),
-		remote.WithAuth(authn.FromConfig(authn.AuthConfig{RegistryToken: b.Token})))
-	if err != nil {
-		var te *transport.Error
-		if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
-			return "", fmt.Errorf("%w: %s has not been pushed", controlplane.ErrImageNotFound, image)
-		}
 		return "", fmt.Errorf("registry: %s: %w", image, err)
+	}
+	if digest == "" {
+		return "", fmt.Errorf("%w: %s has not been pushed", controlplane.ErrImageNotFound, image)
 	}
 	if _, ok := named.(reference.Digested); ok {
 		return image, nil
 	}
-	return e.host + "/" + path + "@" + desc.Digest.String(), nil
+	return e.host + "/" + path + "@" + digest, nil
+}
+
+// manifestTypes are the manifests ResolveImage accepts.
+var manifestTypes = strings.Join([]string{"application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
+	"application/vnd.docker.distribution.manifest.list.v2+json", "application/vnd.docker.distribution.manifest.v2+json"}, ", ")
+
+// head asks the registry for the digest of the manifest repo:ref with the
+// bearer token (the registry API directly, not a client's token flow: the
+// token is minted here, and the realm may be at a private address that
+// clients guarding against SSRF refuse). "" when there is none.
+func (e *External) head(ctx context.Context, repo, ref, token string) (string, error) {
+	scheme := "https"
+	if e.insecure {
+		scheme = "http"
+	}
+	u := scheme + "://" + e.host + "/v2/" + repo + "/manifests/" + ref
+	for _, method := range []string{http.MethodHead, http.MethodGet} {
+		req, err := http.NewRequestWithContext(ctx, method, u, nil)
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Accept", manifestTypes)
+		resp, err := (&http.Client{Transport: e.rt, Timeout: time.Minute}).Do(req)
+		if err != nil {
+			return "", err
+		}
+		var digest string
+		if resp.StatusCode == http.StatusOK && method == http.MethodGet {
+			h := sha256.New()
+			_, err = io.Copy(h, io.LimitReader(resp.Body, 4<<20))
+			digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+		}
+		resp.Body.Close()
+		switch {
+		case err != nil:
+			return "", err
+		case resp.StatusCode == http.StatusNotFound:
+			return "", nil
+		case resp.StatusCode != http.StatusOK:
+			return "", fmt.Errorf("%s %s: %s", method, u, resp.Status)
+		case resp.Header.Get("Docker-Content-Digest") != "":
+			return resp.Header.Get("Docker-Content-Digest"), nil
+		case method == http.MethodGet:
+			return digest, nil
+		}
+		// No digest header: the body's digest.
+	}
+	return "", nil
 }
 
 var _ controlplane.ImageResolver = (*External)(nil)
