@@ -54,7 +54,14 @@ run scheduler kube-scheduler --kubeconfig kubeconfig --bind-address 127.0.0.1 --
 S=$(cd "$HERE" && go mod download -json sigs.k8s.io/kwok@v0.8.0 | sed -n 's/.*"Dir": "\(.*\)",/\1/p')/kustomize/stage
 for f in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease pod/fast/pod-ready \
   pod/fast/pod-complete pod/fast/pod-delete pod/chaos/pod-container-running-failed; do cat "$S/$f.yaml"; echo "---"; done > stages.yaml
+# --node-lease-duration-seconds: kwok (unlike kwokctl, which passes 40) defaults it to 0 and then
+# holds no Lease in kube-node-lease, while the heartbeat-with-lease stage refreshes the nodes'
+# status only every 10 to 20 minutes. The node lifecycle controller then saw no heartbeat for its
+# grace period (50 s), marked every node Unknown, tainted it and set its pods NotReady, and
+# node-initialize made it Ready again a moment later: nodes flapped about once a minute and
+# rollouts stalled. With leases, kwok renews each node's every 10 s, as a kubelet does.
 run kwok kwok --kubeconfig kubeconfig -c stages.yaml --manage-all-nodes=false \
+  --node-lease-duration-seconds 40 \
   --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
   --node-ip 127.0.0.1 --node-port 0 --server-address 127.0.0.1:0
 # Fake nodes and a pool of PersistentVolumes for claims (a database's StatefulSet): no
