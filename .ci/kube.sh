@@ -55,9 +55,9 @@ kube_start() {
 	_KUBE_DIR=$dir
 	base=$(_kube_free_base $((20000 + RANDOM % 20000))) || return 1
 	# kube-a has room for the scale test (DEPLOYK8S_SCALE=1000: 2,000 pods).
-	CONTEXT=kube-a bash "$here/kube/up.sh" "$bin" "$dir/a" "$base" 20 40 >/dev/null || return 1
+	CONTEXT=kube-a bash "$here/kube/up.sh" "$bin" "$dir/a" "$base" 20 >/dev/null || return 1
 	base=$(_kube_free_base $((base + 3))) || return 1
-	CONTEXT=kube-b bash "$here/kube/up.sh" "$bin" "$dir/b" "$base" 2 20 >/dev/null || return 1
+	CONTEXT=kube-b bash "$here/kube/up.sh" "$bin" "$dir/b" "$base" 2 >/dev/null || return 1
 	a=$dir/a/kubeconfig b=$dir/b/kubeconfig
 	cat >"$dir/kubeconfig" <<KC
 apiVersion: v1

@@ -131,3 +131,35 @@ func writeDetail(w http.ResponseWriter, code int, detail string) {
 	w.WriteHeader(code)
 	w.Write([]byte(`{"detail":"` + detail + `"}`))
 }
+
+func (p *proxy) has(dep string) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	_, ok := p.routes[dep]
+	return ok
+}
+
+// Proxies is the handler that serves the urls of several Deployers on one
+// listener, when they share one Options.ProxyURL (a server with several
+// Docker engines: a deployment runs on one of them, and its url and
+// custom_url do not say which). A request for /{deployment id}/... goes to
+// the Proxy of the Deployer whose table has the deployment; any other to
+// the first Deployer's (which answers 404). Deployers that share a daemon
+// must have distinct Options.Instance, so that each adopts only its own
+// containers.
+func Proxies(ds ...*Deployer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dep, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		for _, d := range ds {
+			if d.proxy.has(dep) {
+				d.proxy.ServeHTTP(w, r)
+				return
+			}
+		}
+		if len(ds) == 0 {
+			writeDetail(w, http.StatusNotFound, "No deployment serves here.")
+			return
+		}
+		ds[0].proxy.ServeHTTP(w, r)
+	})
+}

@@ -27,8 +27,8 @@ import (
 // It implements controlplane.Deployer.
 func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
 	x := &run{d: d, w: w, r: r, ns: d.Namespace(&w.Deployment, w.Listener), status: w.Revision.Status}
-	unsubscribe := d.ev.subscribe(x.ns, w.Deployment.ID, x.event)
-	defer unsubscribe()
+	x.unsubscribe = d.ev.subscribe(x.ns, w.Deployment.ID, x.event)
+	defer x.unsubscribe()
 	err := x.deploy(ctx)
 	switch {
 	case ctx.Err() != nil, errors.Is(err, errStop):
@@ -48,6 +48,8 @@ type run struct {
 	ns     string
 	status controlplane.RevisionStatus
 	seen   map[string]bool // progress lines written
+	// unsubscribe stops the cluster's Events going to the deploy log.
+	unsubscribe func()
 }
 
 func (x *run) logf(ctx context.Context, level controlplane.LogLevel, format string, args ...any) {
@@ -81,6 +83,7 @@ func (x *run) advance(ctx context.Context, to controlplane.RevisionStatus, extra
 // puts the active revision's pods back (the failed ones never took
 // traffic from them: maxUnavailable is 0).
 func (x *run) fail(ctx context.Context, msg string) error {
+	x.unsubscribe() // the failure is the deploy log's last line
 	x.logf(ctx, controlplane.LevelError, "%s", msg)
 	if err := report(ctx, x.r, controlplane.Step{Status: controlplane.FailureOf(x.status), Message: msg}); err != nil {
 		return err

@@ -433,8 +433,10 @@ func TestFailures(t *testing.T) {
 			t.Fatalf("first revision %s: %s", r.Status, deref(r.StatusMessage))
 		}
 		d = f.patch(d.ID, `{"source_config": {"resource_spec": {"labels": {"pod-container-running-failed.stage.kwok.x-k8s.io": "true"}}}}`)
-		if r := waitTerminal(t, f.cp, f.tenant, d.ID, *d.LatestRevisionID); r.Status != controlplane.RevisionDeployFailed {
-			t.Fatalf("second revision %s, want DEPLOY_FAILED", r.Status)
+		// It fails for its containers, not for the change of labels.
+		if r := waitTerminal(t, f.cp, f.tenant, d.ID, *d.LatestRevisionID); r.Status != controlplane.RevisionDeployFailed ||
+			!strings.Contains(deref(r.StatusMessage), "exit code 1") {
+			t.Fatalf("second revision %s: %s, want DEPLOY_FAILED for its containers' exit code 1", r.Status, deref(r.StatusMessage))
 		}
 		eventually(t, "the API server runs the active revision again", func() bool {
 			a, err := cli.AppsV1().Deployments(ns).Get(context.Background(), "dp-"+d.ID+"-api", metav1.GetOptions{})

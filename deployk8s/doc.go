@@ -101,13 +101,42 @@
 // object labelled for the deployment is left in any namespace (claims
 // included); the control plane removes the records after that.
 //
+// # Embedding
+//
+// An embedder needs, per cluster, a kubernetes.Interface (client-go, from
+// a kubeconfig context or rest.InClusterConfig), a name for it (what
+// listeners put in compute_id) and the control plane as State:
+//
+//   - New builds the Deployer without contacting the cluster; Ready asks
+//     the API server (a controlplane.ReadinessChecker, for /readyz);
+//   - Start reconciles once and then every Options.ReconcileEvery until
+//     Close; call it before the control plane's Run. An embedder that
+//     runs several control-plane replicas over one store may call it on
+//     each: Apply and Reconcile are idempotent;
+//   - Deploy and Teardown are called by the control plane, through a
+//     deployroute.Router when there is more than one cluster (or a Docker
+//     engine besides); the Router makes sure a deployment's revisions and
+//     its Teardown always reach the same Deployer;
+//   - Options.Instance (default "deployplane") marks this installation's
+//     objects: two installations sharing a cluster need different ones,
+//     replicas of one the same. Options.NoServices leaves out the
+//     per-deployment PostgreSQL and Redis (for an embedder that gives
+//     DATABASE_URI and REDIS_URI as secrets of its own).
+//
+// The client needs, in the namespaces it deploys to, create, get, list,
+// watch, patch and delete on ConfigMaps, Secrets, Services, Pods,
+// PersistentVolumeClaims, Events, Deployments, ReplicaSets, StatefulSets
+// and HorizontalPodAutoscalers; Reconcile and Teardown also list those
+// cluster-wide (by label), so the simplest grant is a ClusterRole with
+// those verbs on those resources.
+//
 // # Tests
 //
 // The tests run against real Kubernetes control planes (etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler, with kwok's
 // fake nodes in place of kubelets) that .ci/run builds from the nested
-// module .ci/kube and starts on loopback when DEPLOYPLANE_CI_KUBE=1 (opt-in
-// until these tests are reliable); DEPLOYPLANE_TEST_KUBECONFIG names
-// a kubeconfig with the contexts kube-a and kube-b. Without it they skip
-// and say so.
+// module .ci/kube and starts on loopback (source .ci/kube.sh;
+// kube_start); DEPLOYPLANE_TEST_KUBECONFIG names a kubeconfig with the
+// contexts kube-a and kube-b. Without it they skip and say so. Every wait
+// is for a condition, with a deadline of minutes that only a hang reaches.
 package deployk8s

@@ -24,7 +24,12 @@ type events struct {
 type subscriber struct {
 	since time.Time
 	f     func(*corev1.Event)
-	seen  map[string]int32 // event uid -> count written
+	seen  map[string]int32 // event uid -> count written (under events.mu)
+
+	// call is held while f runs: once unsubscribe has set done under it,
+	// f is not running and never runs again.
+	call sync.Mutex
+	done bool
 }
 
 func newEvents(d *Deployer) *events {
@@ -32,7 +37,10 @@ func newEvents(d *Deployer) *events {
 }
 
 // subscribe hands the Events of the deployment's objects from now on to
-// f (never two at once) until the returned function is called.
+// f (never two at once) until the returned function is called; once it
+// returns, f is not running and is not called again (so that a
+// revision's failure can be the last line of its deploy log). It may be
+// called more than once.
 func (e *events) subscribe(ns, dep string, f func(*corev1.Event)) (unsubscribe func()) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -51,10 +59,13 @@ func (e *events) subscribe(ns, dep string, f func(*corev1.Event)) (unsubscribe f
 	}
 	return func() {
 		e.mu.Lock()
-		defer e.mu.Unlock()
 		if e.subs[k] == s {
 			delete(e.subs, k)
 		}
+		e.mu.Unlock()
+		s.call.Lock()
+		s.done = true
+		s.call.Unlock()
 	}
 }
 
@@ -84,7 +95,11 @@ func (e *events) dispatch(ns string, o any) {
 	}
 	s.seen[string(ev.UID)] = max(ev.Count, 1)
 	e.mu.Unlock()
-	s.f(ev)
+	s.call.Lock()
+	defer s.call.Unlock()
+	if !s.done {
+		s.f(ev)
+	}
 }
 
 func eventTime(ev *corev1.Event) time.Time {

@@ -381,8 +381,13 @@ func (o *objects) database() (*appsv1ac.StatefulSetApplyConfiguration, *corev1ac
 	}
 	tmpl := withMeta(o, corev1ac.PodTemplateSpec(), componentDB, false).WithSpec(corev1ac.PodSpec().WithContainers(c))
 	tmpl.OwnerReferences = nil
+	// A StatefulSet's claim templates cannot change: the claim carries only
+	// this package's labels, not resource_spec.labels, so that a revision
+	// that changes those still applies.
+	claimLabels := o.selector(componentDB)
+	claimLabels[LabelTenant] = tenantLabel(o.w.Tenant)
 	claim := corev1ac.PersistentVolumeClaim("data", "").
-		WithLabels(o.labels(componentDB, false)).
+		WithLabels(claimLabels).
 		WithSpec(corev1ac.PersistentVolumeClaimSpec().WithAccessModes(corev1.ReadWriteOnce).
 			WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{
 				corev1.ResourceStorage: *resource.NewQuantity(storage<<30, resource.BinarySI)})))

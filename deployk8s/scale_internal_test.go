@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/storemem"
 )
 
@@ -26,7 +29,8 @@ import (
 // once against cluster kube-a all reach DEPLOYED; it reports the wall
 // time per deployment beside the bare client-go apply calls the Deployer
 // makes for the same objects (the baseline, run first in the same
-// process), and the latency of GetDeployment while they roll out. Skipped
+// process), and the latency of GET /v2/deployments/{id} (the HTTP API)
+// while they roll out, beside the same GETs once they have. Skipped
 // unless DEPLOYK8S_SCALE and DEPLOYPLANE_TEST_KUBECONFIG are set:
 //
 //	DEPLOYK8S_SCALE=1000 go test -run TestScale -v -timeout 2h ./deployk8s/
@@ -112,14 +116,37 @@ func TestScale(t *testing.T) {
 	var ids []string
 	for i := range n {
 		name := fmt.Sprintf("scale-%d", i)
-		dep, err := cp.CreateDeployment(ctx, "bench", &controlplane.CreateDeploymentRequest{Name: &name, Source: &src,
+		dep, err := cp.CreateDeployment(ctx, scaleTenant, &controlplane.CreateDeploymentRequest{Name: &name, Source: &src,
 			SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("example.com/agent:v1")}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, dep.ID)
 	}
-	// GetDeployment latency while they roll out.
+	// GET /v2/deployments/{id} latency, through the HTTP API, while they
+	// roll out, and (the baseline) once they all have.
+	keys, err := httphandler.NewKeyTable([]httphandler.Key{{SHA256: httphandler.HashKey("k"), Tenants: []string{scaleTenant}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(httphandler.New(cp, &httphandler.Options{Authenticator: keys}))
+	defer api.Close()
+	get := func(i int) time.Duration {
+		req, _ := http.NewRequest("GET", api.URL+"/v2/deployments/"+ids[i%len(ids)], nil)
+		req.Header.Set("X-Api-Key", "k")
+		t0 := time.Now()
+		resp, err := api.Client().Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET deployment: %d", resp.StatusCode)
+		}
+		return time.Since(t0)
+	}
 	var lat []time.Duration
 	stopGets := make(chan struct{})
 	gets := make(chan struct{})
@@ -131,21 +158,17 @@ func TestScale(t *testing.T) {
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			t0 := time.Now()
-			if _, err := cp.GetDeployment(ctx, "bench", ids[i%len(ids)]); err != nil {
-				t.Error(err)
-			}
-			lat = append(lat, time.Since(t0))
+			lat = append(lat, get(i))
 		}
 	}()
 	failed := 0
 	for _, id := range ids {
-		dep, err := cp.GetDeployment(ctx, "bench", id)
+		dep, err := cp.GetDeployment(ctx, scaleTenant, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for {
-			r, err := cp.WaitRevision(ctx, "bench", id, *dep.LatestRevisionID, &controlplane.WaitRevisionQuery{Wait: "terminal", Timeout: new(60)})
+			r, err := cp.WaitRevision(ctx, scaleTenant, id, *dep.LatestRevisionID, &controlplane.WaitRevisionQuery{Wait: "terminal", Timeout: new(60)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,17 +184,26 @@ func TestScale(t *testing.T) {
 	total := time.Since(start)
 	close(stopGets)
 	<-gets
-	slices.Sort(lat)
-	pct := func(p float64) time.Duration {
+	var idle []time.Duration
+	for i := range min(max(200, len(lat)), 2000) {
+		idle = append(idle, get(i))
+	}
+	pct := func(lat []time.Duration, p float64) time.Duration {
 		if len(lat) == 0 {
 			return 0
 		}
+		slices.Sort(lat)
 		return lat[min(len(lat)-1, int(float64(len(lat))*p))]
 	}
 	t.Logf("%d deployments (%d failed), %d workers: ours %v (%v per deployment, created to DEPLOYED); bare apply calls %v (%v per deployment); ratio %.1fx",
 		n, failed, workers, total.Round(time.Millisecond), (total / time.Duration(n)).Round(time.Microsecond),
 		base.Round(time.Millisecond), (base / time.Duration(n)).Round(time.Microsecond), float64(total)/float64(base))
-	t.Logf("GetDeployment while rolling out: %d calls, p50 %v, p99 %v, max %v", len(lat), pct(0.5), pct(0.99), pct(1))
+	t.Logf("GET /v2/deployments/{id} while rolling out: %d calls, p50 %v, p99 %v, max %v; after (baseline): %d calls, p50 %v, p99 %v; p50 ratio %.1fx",
+		len(lat), pct(lat, 0.5), pct(lat, 0.99), pct(lat, 1), len(idle), pct(idle, 0.5), pct(idle, 0.99),
+		float64(pct(lat, 0.5))/float64(max(1, pct(idle, 0.5))))
 }
+
+// scaleTenant is the tenant of the scale test's deployments.
+const scaleTenant = "00000000-0000-4000-8000-00000000b1b1"
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -15,14 +15,17 @@
 // use cannot be deleted, so a deployment never moves: its revisions and
 // its Teardown all go to the same Deployer. A deployment whose listener
 // names a cluster or engine this server does not know ends its revision
-// failed with a status_message that says so; its Teardown fails (and is
-// retried) until the server is configured with it again.
+// DEPLOY_FAILED (BUILD_FAILED for a source that builds) with a
+// status_message that says so, also in its deploy (build) log; its
+// Teardown fails (and is retried) until the server is configured with it
+// again.
 package deployroute
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/deployplane/deployplane/controlplane"
 )
@@ -99,10 +102,53 @@ func (r *Router) Deploy(ctx context.Context, w *controlplane.Work, rep controlpl
 		}
 	}
 	d, err := r.For(l)
+	if errors.Is(err, ErrUnknownTarget) {
+		return fail(ctx, w, rep, l)
+	}
 	if err != nil {
-		return err // the control plane records the phase's failure with this text
+		return err
 	}
 	return d.Deploy(ctx, w, rep)
+}
+
+// fail ends a revision that cannot run, its listener (or, without one,
+// the default) naming no Deployer of this server: the revision's first
+// phase that needs one, BUILDING for a source that builds and DEPLOYING
+// for the others, fails (BUILD_FAILED, DEPLOY_FAILED) with a status_message
+// that names the listener and what it points at, written to that phase's
+// log too.
+func fail(ctx context.Context, w *controlplane.Work, rep controlplane.Reporter, l *controlplane.Listener) error {
+	msg := "This server has no default deployer for deployments without a listener."
+	if l != nil {
+		msg = fmt.Sprintf("The deployment's listener %s names %s %q, which this server is not configured with: "+
+			"no revision of it can run until the server is given that %s.", l.ID, l.ComputeType, l.ComputeID, targetKind(l.ComputeType))
+	}
+	path := controlplane.HappyPath(w.Revision.Source)
+	if path == nil {
+		return errors.New(msg) // the control plane records its phase's failure with this text
+	}
+	to, log := controlplane.RevisionDeploying, controlplane.LogDeploy
+	if slices.Contains(path, controlplane.RevisionBuilding) {
+		to, log = controlplane.RevisionBuilding, controlplane.LogBuild
+	}
+	reached, err := controlplane.Advance(ctx, rep, w.Revision.Source, w.Revision.Status, to, controlplane.Step{})
+	if err != nil {
+		return err
+	}
+	if err := rep.Log(ctx, controlplane.LogLine{Type: log, Level: controlplane.LevelError, Message: msg}); err != nil {
+		return err
+	}
+	return rep.Report(ctx, controlplane.Step{Status: controlplane.FailureOf(reached), Message: msg})
+}
+
+func targetKind(computeType string) string {
+	switch computeType {
+	case controlplane.ComputeTypeK8s:
+		return "cluster (a context of its kubeconfig)"
+	case controlplane.ComputeTypeDocker:
+		return "Docker endpoint"
+	}
+	return "compute target"
 }
 
 // Teardown hands the deployment to its listener's Deployer.

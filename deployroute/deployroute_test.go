@@ -103,9 +103,17 @@ func TestRouting(t *testing.T) {
 			t.Errorf("%s: %s", d.Name, rev.Status)
 		}
 	}
-	if rev := wait(unknown); rev.Status != controlplane.RevisionCreateFailed && rev.Status != controlplane.RevisionDeployFailed ||
+	rev := wait(unknown)
+	if rev.Status != controlplane.RevisionDeployFailed ||
 		rev.StatusMessage == nil || !strings.Contains(*rev.StatusMessage, `names k8s "nowhere", which this server is not configured with`) {
-		t.Errorf("unknown cluster: %s %v", rev.Status, rev.StatusMessage)
+		t.Errorf("unknown cluster: %s %v, want DEPLOY_FAILED naming the cluster", rev.Status, deref(rev.StatusMessage))
+	}
+	logs, err := cp.ListLogs(ctx, tenant, unknown.ID, rev.ID, &controlplane.LogQuery{Type: controlplane.LogDeploy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(logs.Logs); n == 0 || logs.Logs[n-1].Message != deref(rev.StatusMessage) {
+		t.Errorf("the deploy log does not end with the reason: %+v", logs.Logs)
 	}
 	for _, d := range []*controlplane.Deployment{onA, onB, onDocker, plain} {
 		if err := cp.DeleteDeployment(ctx, tenant, d.ID); err != nil {
@@ -159,4 +167,11 @@ func TestFor(t *testing.T) {
 	if _, err := deployroute.New(nil).For(nil); !errors.Is(err, deployroute.ErrUnknownTarget) {
 		t.Errorf("no default: %v", err)
 	}
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

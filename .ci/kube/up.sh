@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Starts a Kubernetes control plane on loopback: etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, and kwok managing fake nodes (pods reach Running and Ready without containers).
-# Usage: up.sh KUBE_BINARY DIR PORT_BASE [NODES [PERSISTENT_VOLUMES]]   (needs openssl and curl)
+# Usage: up.sh KUBE_BINARY DIR PORT_BASE [NODES]   (needs openssl and curl)
 #   DIR gets the certificates, logs, pid files and `kubeconfig`; PORT_BASE, PORT_BASE+1 (etcd)
 #   and PORT_BASE+2 (apiserver) must be free. Stop it with down.sh DIR. CONTEXT names the
 #   kubeconfig's cluster, user and context (default: local), so that two clusters' files merge
 #   (KUBECONFIG=a/kubeconfig:b/kubeconfig kubectl config view --flatten).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-KUBE=$(realpath "$1"); D=$(realpath -m "$2"); P=$3; NODES=${4:-2} PVS=${5:-20}
+KUBE=$(realpath "$1"); D=$(realpath -m "$2"); P=$3; NODES=${4:-2}
 rm -rf "$D/etcd"; mkdir -p "$D/pki" "$D/etcd"; cd "$D/pki"   # a fresh cluster every time
 ossl(){ openssl "$@" 2>/dev/null; }
 ossl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 7 -subj "/CN=test-ca"
@@ -44,8 +44,12 @@ ready=""; for i in $(seq 240); do
   if curl -sf --cacert pki/ca.crt --cert pki/admin.crt --key pki/admin.key https://127.0.0.1:$((P+2))/readyz >/dev/null; then ready=1; break; fi
   sleep 0.25; done
 [ -n "$ready" ] || { tail -20 apiserver.log; echo "kube-apiserver not ready" >&2; exit 1; }
+# --enable-hostpath-provisioner: the controller manager's own (test-only) provisioner gives every
+# claim of the default StorageClass below a fresh hostPath volume, and deletes it with the claim
+# (its deleter removes only paths under /tmp/, which it never created: nothing mounts them).
 run controller-manager kube-controller-manager --kubeconfig kubeconfig --bind-address 127.0.0.1 --secure-port 0 \
   --leader-elect=false --service-account-private-key-file pki/sa.key --root-ca-file pki/ca.crt \
+  --enable-hostpath-provisioner \
   --cluster-signing-cert-file pki/ca.crt --cluster-signing-key-file pki/ca.key --controllers '*'
 run scheduler kube-scheduler --kubeconfig kubeconfig --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false
 # kwok's own stage definitions, from its module: nodes become Ready, pods Running and Ready,
@@ -54,12 +58,20 @@ run scheduler kube-scheduler --kubeconfig kubeconfig --bind-address 127.0.0.1 --
 S=$(cd "$HERE" && go mod download -json sigs.k8s.io/kwok@v0.8.0 | sed -n 's/.*"Dir": "\(.*\)",/\1/p')/kustomize/stage
 for f in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease pod/fast/pod-ready \
   pod/fast/pod-complete pod/fast/pod-delete pod/chaos/pod-container-running-failed; do cat "$S/$f.yaml"; echo "---"; done > stages.yaml
+# --node-lease-duration-seconds: kwok (unlike kwokctl, which passes 40) defaults it to 0 and then
+# holds no Lease in kube-node-lease, while the heartbeat-with-lease stage refreshes the nodes'
+# status only every 10 to 20 minutes. The node lifecycle controller then saw no heartbeat for its
+# grace period (50 s), marked every node Unknown, tainted it and set its pods NotReady, and
+# node-initialize made it Ready again a moment later: nodes flapped about once a minute and
+# rollouts stalled. With leases, kwok renews each node's every 10 s, as a kubelet does.
 run kwok kwok --kubeconfig kubeconfig -c stages.yaml --manage-all-nodes=false \
+  --node-lease-duration-seconds 40 \
   --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
   --node-ip 127.0.0.1 --node-port 0 --server-address 127.0.0.1:0
-# Fake nodes and a pool of PersistentVolumes for claims (a database's StatefulSet): no
-# provisioner runs, and nothing mounts them (kwok runs no containers). Created with curl (no
-# kubectl: Debian does not package it); a Node created with its status keeps it.
+# Fake nodes, and the default StorageClass for claims (a database's StatefulSet). A fixed pool of
+# PersistentVolumes would not do: a claim's deletion leaves its volume Released, never bound again,
+# so a cluster that ran the tests a few times had none left and databases waited forever. Created
+# with curl (no kubectl: Debian does not package it); a Node created with its status keeps it.
 api(){ curl -sf --cacert pki/ca.crt --cert pki/admin.crt --key pki/admin.key \
   -H 'Content-Type: application/json' -X POST --data-binary @- "https://127.0.0.1:$((P+2))$1" >/dev/null; }
 for n in $(seq 0 $((NODES-1))); do api /api/v1/nodes <<NODE; done
@@ -70,9 +82,9 @@ for n in $(seq 0 $((NODES-1))); do api /api/v1/nodes <<NODE; done
  "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
    "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"}}}
 NODE
-for n in $(seq 0 $((PVS-1))); do api /api/v1/persistentvolumes <<PV; done
-{"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "fake-pv-$n"},
- "spec": {"capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"],
-   "hostPath": {"path": "/nonexistent/fake-pv-$n"}}}
-PV
+api /apis/storage.k8s.io/v1/storageclasses <<SC
+{"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+ "metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+ "provisioner": "kubernetes.io/host-path", "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"}
+SC
 echo "$D/kubeconfig"

@@ -17,7 +17,6 @@ import (
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploydb"
 	"github.com/deployplane/deployplane/deploydocker"
-	"github.com/deployplane/deployplane/deploysim"
 	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/imagebuild"
 )
@@ -41,7 +40,50 @@ type deployerFlags struct {
 	healthTimeout  time.Duration
 	buildBaseImage string
 	kubeconfig     string // Kubernetes clusters for k8s listeners
+	// dockerEndpoints are the Docker engines docker listeners name
+	// (-docker-endpoint NAME=ADDRESS, repeated).
+	dockerEndpoints dockerEndpoints
 }
+
+// dockerEndpoint is one -docker-endpoint: the Docker engine that
+// deployments with a listener of compute_type docker and compute_id name
+// run on.
+type dockerEndpoint struct{ name, host string }
+
+// dockerEndpoints is the repeated -docker-endpoint flag (a flag.Value).
+type dockerEndpoints []dockerEndpoint
+
+func (e *dockerEndpoints) String() string {
+	if e == nil {
+		return ""
+	}
+	var parts []string
+	for _, ep := range *e {
+		parts = append(parts, ep.name+"="+ep.host)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Set adds NAME=ADDRESS; a name may be given once.
+func (e *dockerEndpoints) Set(v string) error {
+	name, host, ok := strings.Cut(v, "=")
+	name, host = strings.TrimSpace(name), strings.TrimSpace(host)
+	if !ok || name == "" || host == "" {
+		return fmt.Errorf("want NAME=ADDRESS (e.g. east=tcp://10.0.0.5:2376), not %q", v)
+	}
+	for _, ep := range *e {
+		if ep.name == name {
+			return fmt.Errorf("endpoint %q is given twice", name)
+		}
+	}
+	*e = append(*e, dockerEndpoint{name: name, host: host})
+	return nil
+}
+
+// instance is the label value of an endpoint's containers: each endpoint's
+// Deployer reconciles and tears down only its own, also when two
+// endpoints name one daemon.
+func (ep dockerEndpoint) instance(base string) string { return base + "-" + ep.name }
 
 func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.kind, "deployer", "sim", "sim (simulated) or docker")
@@ -60,6 +102,7 @@ func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.healthPath, "docker-health-path", deploydocker.DefaultHealthPath, "path of the containers' health check")
 	fs.DurationVar(&f.healthTimeout, "docker-health-timeout", deploydocker.DefaultHealthTimeout, "how long a new container has to pass its health check")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig whose contexts are the clusters k8s listeners name (default $KUBECONFIG; in a pod, its own cluster as in-cluster)")
+	fs.Var(&f.dockerEndpoints, "docker-endpoint", "NAME=ADDRESS: a Docker engine that deployments with a docker listener whose compute_id is NAME run on (repeatable; the other -docker-* flags apply to it)")
 	fs.StringVar(&f.buildBaseImage, "build-base-image", "", "base image of the Dockerfiles generated for github revisions (default: the project's base_image, else langchain/langgraph-api, as the langgraph CLI)")
 }
 
@@ -70,7 +113,7 @@ func (f *deployerFlags) check() string {
 	default:
 		return fmt.Sprintf("-deployer must be sim or docker, not %q", f.kind)
 	}
-	if f.kind == "docker" && f.dockerNetwork == "" {
+	if (f.kind == "docker" || len(f.dockerEndpoints) > 0) && f.dockerNetwork == "" {
 		return "-docker-network must not be empty"
 	}
 	if f.healthTimeout <= 0 {
@@ -88,12 +131,16 @@ func (f *deployerFlags) check() string {
 	return ""
 }
 
-// listenProxy listens where -deployer docker serves the deployments'
-// urls, before the control plane is made: the custom_url of github
-// deployments is then <proxy URL>/<id>, where the proxy serves them.
-// Without -deployer docker it returns nil and "".
+// usesDocker says whether a Docker engine runs deployments: -deployer
+// docker or a -docker-endpoint.
+func (f *deployerFlags) usesDocker() bool { return f.kind == "docker" || len(f.dockerEndpoints) > 0 }
+
+// listenProxy listens where -deployer docker and the -docker-endpoint
+// engines serve the deployments' urls, before the control plane is made:
+// the custom_url of github deployments is then <proxy URL>/<id>, where the
+// proxy serves them. Without Docker it returns nil and "".
 func listenProxy(f *deployerFlags) (net.Listener, string, error) {
-	if f.kind != "docker" {
+	if !f.usesDocker() {
 		return nil, "", nil
 	}
 	ln, err := net.Listen("tcp", f.dockerProxy)
@@ -113,7 +160,7 @@ type deployerEnv struct {
 	log       *slog.Logger
 	egress    *egress.Policy         // the server's policy for outbound calls: clones go through it
 	githubApp controlplane.GitHubApp // nil: repositories are cloned without credentials
-	proxy     net.Listener           // listenProxy's, for docker
+	proxy     net.Listener           // listenProxy's, for docker and the -docker-endpoint engines
 	proxyURL  string
 	// credentials are the pull credentials of images of the built-in
 	// registry (registry.go); nil: every pull is anonymous.
@@ -132,86 +179,77 @@ type installationTokens interface {
 	InstallationToken(ctx context.Context, installationID int64) (string, error)
 }
 
-// startDefaultDeployer builds the deployer -deployer chooses. For docker it checks
-// the daemon, serves the url proxy on env.proxy, reconciles the containers
-// an earlier run left, and builds github revisions with imagebuild (through
-// env.egress, with the GitHub App's installation tokens); stop closes what
-// it started. It takes env.proxy over: closed on failure and by stop.
-func startDefaultDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration, simFailAt controlplane.RevisionStatus,
-	env *deployerEnv) (d controlplane.Deployer, desc []any, stop func(), err error) {
-	if f.kind != "docker" {
-		return deploysim.New(&deploysim.Options{Step: simStep, FailAt: simFailAt}), []any{"deployer", "simulated", "sim_step", simStep}, func() {}, nil
+// dockerDeployers are the deploydocker.Deployers of a server: the default
+// one (-deployer docker) and one per -docker-endpoint.
+type dockerDeployers struct {
+	def       *deploydocker.Deployer            // nil unless -deployer docker
+	endpoints map[string]*deploydocker.Deployer // by -docker-endpoint name
+	desc      []any
+	stop      func()
+}
+
+// startDockerDeployers builds the Docker deployers the flags ask for
+// (none: a zero dockerDeployers with a no-op stop). Each checks its
+// daemon, reconciles the containers an earlier run left (only its own:
+// each endpoint's containers carry their own -docker-instance label) and
+// builds github revisions with imagebuild on its daemon (through
+// env.egress, with the GitHub App's installation tokens). One proxy, on
+// env.proxy, serves every deployment's url, whichever engine runs it.
+// stop closes what it started. It takes env.proxy over: closed on failure
+// and by stop.
+func startDockerDeployers(ctx context.Context, f *deployerFlags, env *deployerEnv) (*dockerDeployers, error) {
+	out := &dockerDeployers{endpoints: map[string]*deploydocker.Deployer{}, stop: func() {}}
+	if !f.usesDocker() {
+		return out, nil
 	}
-	ln, proxyURL, log := env.proxy, env.proxyURL, env.log
-	opts := []client.Opt{client.FromEnv}
-	if f.dockerHost != "" {
-		opts = append(opts, client.WithHost(f.dockerHost))
+	ln, log := env.proxy, env.log
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
 	}
-	cli, err := client.New(opts...)
-	if err != nil {
+	fail := func(err error) (*dockerDeployers, error) {
 		ln.Close()
-		return nil, nil, nil, fmt.Errorf("-docker-host: %w", err)
+		closeAll()
+		return nil, err
 	}
-	bo := &imagebuild.Options{BaseImage: f.buildBaseImage, Egress: env.egress, Tarballs: env.tarballs}
-	if app, ok := env.githubApp.(installationTokens); ok {
-		bo.InstallationToken = app.InstallationToken
-		bo.InstallationID = imagebuild.InstallationIDs(env.cp)
-	}
-	builder, err := imagebuild.New(cli, bo)
-	if err != nil {
-		ln.Close()
-		cli.Close()
-		return nil, nil, nil, err
-	}
-	do := &deploydocker.Options{Client: cli, Network: f.dockerNetwork, ProxyURL: proxyURL,
-		Instance: f.dockerInstance, State: env.cp, Logger: log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
-		DatabaseTimeout: f.dbTimeout, Builder: builder, Credentials: env.credentials}
 	// Each deployment's database and Redis: on the shared servers when
-	// given, else containers of its own.
+	// given (one for every engine), else containers of its own.
 	var shared *deploydb.Shared
 	if f.sharedPostgres != "" {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		var err error
 		shared, err = deploydb.New(sctx, &deploydb.Options{PostgresDSN: f.sharedPostgres, RedisURL: f.sharedRedis})
 		cancel()
 		if err != nil {
-			ln.Close()
-			cli.Close()
-			return nil, nil, nil, fmt.Errorf("-shared-postgres-dsn, -shared-redis-url: %w", err)
+			return fail(fmt.Errorf("-shared-postgres-dsn, -shared-redis-url: %w", err))
 		}
-		do.Databases = shared
-	} else {
-		do.Services = &deploydocker.Services{PostgresImage: f.postgresImage, RedisImage: f.redisImage,
-			PostgresDataPath: f.postgresData, DataDir: f.dataDir}
+		closers = append(closers, func() { shared.Close() })
 	}
-	closeShared := func() {
-		if shared != nil {
-			shared.Close()
+	var all []*deploydocker.Deployer
+	if f.kind == "docker" {
+		d, closeD, err := startDockerDeployer(ctx, f, f.dockerHost, f.dockerInstance, shared, env)
+		if err != nil {
+			return fail(fmt.Errorf("-docker-host: %w", err))
 		}
+		closers = append(closers, closeD)
+		out.def = d
+		all = append(all, d)
+		out.desc = append(out.desc, "deployer", "docker", "docker_host", f.dockerHost)
 	}
-	dd, err := deploydocker.New(do)
-	if err != nil {
-		ln.Close()
-		cli.Close()
-		closeShared()
-		return nil, nil, nil, err
+	var names []string
+	for _, ep := range f.dockerEndpoints {
+		d, closeD, err := startDockerDeployer(ctx, f, ep.host, ep.instance(f.dockerInstance), shared, env)
+		if err != nil {
+			return fail(fmt.Errorf("-docker-endpoint %s: %w", ep.name, err))
+		}
+		closers = append(closers, closeD)
+		out.endpoints[ep.name] = d
+		all = append(all, d)
+		names = append(names, ep.name)
 	}
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := dd.Ping(pctx); err != nil {
-		ln.Close()
-		dd.Close()
-		cli.Close()
-		closeShared()
-		return nil, nil, nil, fmt.Errorf("-docker-host: %w", err)
-	}
-	if err := dd.Reconcile(pctx); err != nil {
-		ln.Close()
-		dd.Close()
-		cli.Close()
-		closeShared()
-		return nil, nil, nil, err
-	}
-	srv := &http.Server{Handler: dd.Proxy(), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: deploydocker.Proxies(all...), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan struct{})
 	go func() {
@@ -220,17 +258,71 @@ func startDefaultDeployer(ctx context.Context, f *deployerFlags, simStep time.Du
 			log.Error("the deployments' proxy stopped", "err", err)
 		}
 	}()
-	stop = func() {
+	out.stop = func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if srv.Shutdown(sctx) != nil {
 			srv.Close()
 		}
 		<-served
+		closeAll()
+	}
+	out.desc = append(out.desc, "docker_endpoints", names, "docker_network", f.dockerNetwork, "proxy_url", env.proxyURL,
+		"build_base_image", f.buildBaseImage, "shared_databases", shared != nil)
+	return out, nil
+}
+
+// startDockerDeployer makes the deploydocker.Deployer of one daemon (host,
+// "" for $DOCKER_HOST or the standard socket) whose containers carry the
+// label instance, pings the daemon and reconciles; closeD closes the
+// Deployer and its client.
+func startDockerDeployer(ctx context.Context, f *deployerFlags, host, instance string, shared *deploydb.Shared,
+	env *deployerEnv) (d *deploydocker.Deployer, closeD func(), err error) {
+	opts := []client.Opt{client.FromEnv}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	bo := &imagebuild.Options{BaseImage: f.buildBaseImage, Egress: env.egress, Tarballs: env.tarballs}
+	if app, ok := env.githubApp.(installationTokens); ok {
+		bo.InstallationToken = app.InstallationToken
+		bo.InstallationID = imagebuild.InstallationIDs(env.cp)
+	}
+	builder, err := imagebuild.New(cli, bo)
+	if err != nil {
+		cli.Close()
+		return nil, nil, err
+	}
+	do := &deploydocker.Options{Client: cli, Network: f.dockerNetwork, ProxyURL: env.proxyURL,
+		Instance: instance, State: env.cp, Logger: env.log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
+		DatabaseTimeout: f.dbTimeout, Builder: builder, Credentials: env.credentials}
+	if shared != nil {
+		do.Databases = shared
+	} else {
+		do.Services = &deploydocker.Services{PostgresImage: f.postgresImage, RedisImage: f.redisImage,
+			PostgresDataPath: f.postgresData, DataDir: f.dataDir}
+	}
+	dd, err := deploydocker.New(do)
+	if err != nil {
+		cli.Close()
+		return nil, nil, err
+	}
+	closeD = func() {
 		dd.Close()
 		cli.Close()
-		closeShared()
 	}
-	return dd, []any{"deployer", "docker", "docker_host", f.dockerHost, "docker_network", f.dockerNetwork, "proxy_url", proxyURL,
-		"build_base_image", f.buildBaseImage, "shared_databases", shared != nil}, stop, nil
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := dd.Ping(pctx); err != nil {
+		closeD()
+		return nil, nil, err
+	}
+	if err := dd.Reconcile(pctx); err != nil {
+		closeD()
+		return nil, nil, err
+	}
+	return dd, closeD, nil
 }

@@ -16,7 +16,10 @@ import (
 // -deployer takes sim or docker; docker fails at start, naming the flag,
 // when the daemon does not answer.
 func TestDeployerFlags(t *testing.T) {
-	for _, args := range [][]string{{"-deployer", "kubernetes"}, {"-deployer", "docker", "-docker-health-timeout", "0s"}} {
+	for _, args := range [][]string{{"-deployer", "kubernetes"}, {"-deployer", "docker", "-docker-health-timeout", "0s"},
+		{"-docker-endpoint", "east"}, {"-docker-endpoint", "=unix:///x.sock"}, {"-docker-endpoint", "east="},
+		{"-docker-endpoint", "east=unix:///a.sock", "-docker-endpoint", "east=unix:///b.sock"},
+		{"-docker-endpoint", "east=unix:///a.sock", "-docker-network", ""}} {
 		err := run(context.Background(), args, func(string) string { return "" }, io.Discard, io.Discard)
 		if !errors.Is(err, errUsage) {
 			t.Errorf("%v: %v, want a usage error", args, err)

@@ -14,8 +14,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/deploydocker"
 	"github.com/deployplane/deployplane/deployk8s"
 	"github.com/deployplane/deployplane/deployroute"
+	"github.com/deployplane/deployplane/deploysim"
 )
 
 // inClusterName is the compute_id of the cluster the server runs in, when
@@ -73,40 +75,53 @@ func kubeClusters(ctx context.Context, path string, cp *controlplane.ControlPlan
 	return out, nil
 }
 
-// routed puts the default deployer and the clusters behind one
-// deployroute.Router: deployments with a k8s listener run on the cluster
-// its compute_id names, the others on def.
-func routed(def controlplane.Deployer, clusters map[string]*deployk8s.Deployer, cp *controlplane.ControlPlane) controlplane.Deployer {
-	if len(clusters) == 0 {
-		return def
-	}
-	o := &deployroute.Options{Default: def, Clusters: map[string]controlplane.Deployer{}, Listeners: cp}
+// routed puts the default deployer, the clusters and the Docker endpoints
+// behind one deployroute.Router: a deployment with a k8s listener runs on
+// the cluster its compute_id names, one with a docker listener on the
+// -docker-endpoint of that name, the others on def. A listener naming
+// neither ends its revisions DEPLOY_FAILED saying so (wire contract
+// section 10: a deployment with a listener runs where it points, or not).
+func routed(def controlplane.Deployer, clusters map[string]*deployk8s.Deployer, docker map[string]*deploydocker.Deployer,
+	cp *controlplane.ControlPlane) *deployroute.Router {
+	o := &deployroute.Options{Default: def, Clusters: map[string]controlplane.Deployer{}, Docker: map[string]controlplane.Deployer{},
+		Listeners: cp}
 	for name, d := range clusters {
 		o.Clusters[name] = d
+	}
+	for name, d := range docker {
+		o.Docker[name] = d
 	}
 	return deployroute.New(o)
 }
 
-// startDeployer builds the deployer the flags choose (startDefaultDeployer)
-// and, when the server is configured with Kubernetes clusters (-kubeconfig,
-// or a pod's own cluster), routes deployments with a k8s listener to them
-// (package deployroute).
+// startDeployer builds the deployers the flags choose: the default one
+// (-deployer: simulated, or Docker), one per -docker-endpoint, one per
+// Kubernetes cluster (-kubeconfig, or a pod's own cluster), and routes
+// each deployment to its listener's (package deployroute).
 func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration, simFailAt controlplane.RevisionStatus,
 	env *deployerEnv) (d controlplane.Deployer, desc []any, stop func(), err error) {
-	d, desc, stopDefault, err := startDefaultDeployer(ctx, f, simStep, simFailAt, env)
+	dockers, err := startDockerDeployers(ctx, f, env)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	var def controlplane.Deployer
+	if dockers.def != nil {
+		def = dockers.def
+	} else {
+		def = deploysim.New(&deploysim.Options{Step: simStep, FailAt: simFailAt})
+		desc = []any{"deployer", "simulated", "sim_step", simStep}
+	}
+	desc = append(desc, dockers.desc...)
 	clusters, err := kubeClusters(ctx, f.kubeconfig, env.cp, env.pulls, env.log)
 	if err != nil {
-		stopDefault()
+		dockers.stop()
 		return nil, nil, nil, err
 	}
 	names := slices.Sorted(maps.Keys(clusters))
-	return routed(d, clusters, env.cp), append(desc, "k8s_clusters", names), func() {
+	return routed(def, clusters, dockers.endpoints, env.cp), append(desc, "k8s_clusters", names), func() {
 		for _, c := range clusters {
 			c.Close()
 		}
-		stopDefault()
+		dockers.stop()
 	}, nil
 }

@@ -58,7 +58,7 @@ Usage:
                 [-keys FILE] [-public-url URL] [-secret-key-file FILE]
                 [-blob-url URL]
                 [-deployer sim|docker] [-sim-step 500ms] [-sim-fail-at STATUS]
-                [-docker-host URL]
+                [-docker-host URL] [-docker-endpoint NAME=ADDRESS ...]
                 [-docker-network host] [-docker-proxy-addr 127.0.0.1:8125]
                 [-docker-proxy-url URL] [-docker-instance NAME]
                 [-docker-postgres-image IMAGE] [-docker-redis-image IMAGE]
@@ -209,6 +209,16 @@ Flags:
                       a new container is healthy once GET PATH answers 200
                       (default /ok, on the port in $PORT); one that does not
                       within D (default 3m) fails its revision (DEPLOY_FAILED)
+    -docker-endpoint NAME=ADDRESS
+                      a Docker engine (unix:///path.sock or tcp://host:port)
+                      that deployments with a docker listener whose
+                      compute_id is NAME run on; repeat it for several
+                      hosts. The -docker-* settings above apply to each;
+                      its containers carry the label <-docker-instance>-NAME,
+                      so that each endpoint reconciles and deletes only its
+                      own; one proxy (-docker-proxy-addr) serves the urls of
+                      all. A listener naming an engine not given here ends
+                      its deployments' revisions DEPLOY_FAILED saying so
     -kubeconfig FILE  the Kubernetes clusters deployments with a k8s listener
                       run on: each context of FILE is a cluster, named by
                       the listener's compute_id (default $KUBECONFIG, else
