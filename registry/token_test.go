@@ -446,3 +446,40 @@ func TestSigningKeys(t *testing.T) {
 		t.Error("NewTokenServer without a service succeeded")
 	}
 }
+
+// FuzzScopes: whatever scopes a client asks for, a bearer token grants
+// only repositories in the deployment's prefix, only pull (and push for
+// a push grant), each repository once, and never an empty action list.
+func FuzzScopes(f *testing.F) {
+	for _, s := range []string{"repository:deployments/d/agent:push,pull", "repository:deployments/d:*", "registry:catalog:*",
+		"repository:deployments/dx/a:pull repository:deployments/d/a:delete,pull", "repository::", ":::", "repository:a:b:c:pull",
+		"repository:deployments/d/a:pull repository:deployments/d/a:push"} {
+		f.Add(s, true)
+	}
+	ts, err := registry.NewTokenServer(nil, &registry.TokenOptions{Key: registry.SigningKey([]byte("f")), Service: "s"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, scope string, push bool) {
+		g := &controlplane.RegistryGrant{DeploymentID: "d", Repository: "deployments/d", Push: push}
+		b, err := ts.Mint(g, strings.Split(scope, "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, a := range b.Access {
+			if a.Type != "repository" || seen[a.Name] || len(a.Actions) == 0 {
+				t.Fatalf("access %+v of %q", b.Access, scope)
+			}
+			seen[a.Name] = true
+			if a.Name != "deployments/d" && !strings.HasPrefix(a.Name, "deployments/d/") {
+				t.Fatalf("granted %s outside the prefix, for %q", a.Name, scope)
+			}
+			for _, act := range a.Actions {
+				if act != "pull" && (act != "push" || !push) {
+					t.Fatalf("granted %s on %s (push grant %v), for %q", act, a.Name, push, scope)
+				}
+			}
+		}
+	})
+}
