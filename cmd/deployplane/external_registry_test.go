@@ -25,39 +25,11 @@ import (
 // go through the realm with the push token, the Docker deployer pulls
 // the image with a pull token the same way, and the deployment answers.
 func TestLanggraphDeployExternalRegistry(t *testing.T) {
-	host := os.Getenv("DEPLOYPLANE_TEST_DOCKER")
-	if host == "" {
-		t.Skip("DEPLOYPLANE_TEST_DOCKER is not set: langgraph deploy --image needs a Docker daemon (.ci/run starts one)")
-	}
-	if _, err := exec.LookPath("docker"); err != nil {
-		t.Skip("no docker command: langgraph deploy --image runs it")
-	}
+	ctx, host, docker := langgraphDockerEnv(t)
 	client := langgraphClient(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	if d, ok := t.Deadline(); ok {
-		ctx, cancel = context.WithDeadline(context.Background(), d.Add(-time.Until(d)/10))
-	}
-	defer cancel()
 	suffix := randSuffix()
 	img := "reg20-okserver-" + suffix + ":ext"
-	docker := func(args ...string) string {
-		t.Helper()
-		out, err := exec.CommandContext(ctx, "docker", append([]string{"-H", host}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("docker %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	dir := t.TempDir()
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w -X main.nonce="+img, "-o", filepath.Join(dir, "okserver"), "./testdata/okserver")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the test server: %v\n%s", err, out)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY okserver /okserver\nENTRYPOINT [\"/okserver\"]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	docker("build", "-q", "-t", img, dir)
+	buildOKServerImage(ctx, t, docker, img)
 	t.Cleanup(func() {
 		out, _ := exec.Command("docker", "-H", host, "images", "--format", "{{.Repository}}:{{.Tag}}").Output()
 		for _, ref := range strings.Fields(string(out)) {

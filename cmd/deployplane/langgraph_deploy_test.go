@@ -24,43 +24,14 @@ import (
 // logs, for BENCHMARKS.md, the CLI's time from start to DEPLOYED beside a
 // bare `docker push` of an image of the same size to the same registry.
 func TestLanggraphDeployImage(t *testing.T) {
-	host := os.Getenv("DEPLOYPLANE_TEST_DOCKER")
-	if host == "" {
-		t.Skip("DEPLOYPLANE_TEST_DOCKER is not set: langgraph deploy --image needs a Docker daemon (.ci/run starts one)")
-	}
-	if _, err := exec.LookPath("docker"); err != nil {
-		t.Skip("no docker command: langgraph deploy --image runs it")
-	}
+	ctx, host, docker := langgraphDockerEnv(t)
 	client := langgraphClient(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	if d, ok := t.Deadline(); ok {
-		ctx, cancel = context.WithDeadline(context.Background(), d.Add(-time.Until(d)/10))
-	}
-	defer cancel()
 	suffix := randSuffix()
-	docker := func(args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, "docker", append([]string{"-H", host}, args...)...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("docker %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
 	// Two images of the test server (FROM scratch, a static binary), each
 	// its own layer: one for the CLI, one for the bare push.
 	imgCLI, imgBare := "rules20-okserver-"+suffix+":cli", "rules20-okserver-"+suffix+":bare"
 	for _, img := range []string{imgCLI, imgBare} {
-		dir := t.TempDir()
-		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w -X main.nonce="+img, "-o", filepath.Join(dir, "okserver"), "./testdata/okserver")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("building the test server: %v\n%s", err, out)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY okserver /okserver\nENTRYPOINT [\"/okserver\"]\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		docker("build", "-q", "-t", img, dir)
+		buildOKServerImage(ctx, t, docker, img)
 	}
 	t.Cleanup(func() {
 		// The local images and every tag the pushes added.
@@ -183,4 +154,51 @@ func randSuffix() string {
 	b := make([]byte, 4)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// langgraphDockerEnv skips the test unless a Docker daemon
+// (DEPLOYPLANE_TEST_DOCKER) and the docker command are there, and returns
+// a context ending a tenth of the test's time before its deadline, the
+// daemon's address and a function running docker against it (failing the
+// test if it fails, answering its output).
+func langgraphDockerEnv(t *testing.T) (context.Context, string, func(args ...string) string) {
+	t.Helper()
+	host := os.Getenv("DEPLOYPLANE_TEST_DOCKER")
+	if host == "" {
+		t.Skip("DEPLOYPLANE_TEST_DOCKER is not set: langgraph deploy --image needs a Docker daemon (.ci/run starts one)")
+	}
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Skip("no docker command: langgraph deploy --image runs it")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if d, ok := t.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(context.Background(), d.Add(-time.Until(d)/10))
+	}
+	t.Cleanup(cancel)
+	docker := func(args ...string) string {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, "docker", append([]string{"-H", host}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	return ctx, host, docker
+}
+
+// buildOKServerImage builds the image img of the test server
+// (testdata/okserver, a static binary FROM scratch) with docker; img is
+// also its nonce, so each image is a layer of its own.
+func buildOKServerImage(ctx context.Context, t *testing.T, docker func(args ...string) string, img string) {
+	t.Helper()
+	dir := t.TempDir()
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w -X main.nonce="+img, "-o", filepath.Join(dir, "okserver"), "./testdata/okserver")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the test server: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY okserver /okserver\nENTRYPOINT [\"/okserver\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docker("build", "-q", "-t", img, dir)
 }
