@@ -153,11 +153,11 @@ func (x *run) deploy(ctx context.Context) error {
 		x.d.log.Warn("deployk8s: removing older revisions' secrets", "deployment", w.Deployment.ID, "err", err)
 	}
 	url := x.d.URL(x.ns, w.Deployment.ID) // the custom_url instead, when set (controlplane)
-	if err := x.advance(ctx, controlplane.RevisionDeployed, controlplane.Step{ImageVersion: &image, URL: &url}); err != nil {
-		return err
-	}
-	x.logf(ctx, controlplane.LevelInfo, "active at %s", url)
-	return nil
+	// The log's last line goes before DEPLOYED is reported, so that whoever
+	// sees the revision DEPLOYED reads its whole deploy log.
+	x.unsubscribe()
+	x.logf(ctx, controlplane.LevelInfo, "rolled out, active at %s", url)
+	return x.advance(ctx, controlplane.RevisionDeployed, controlplane.Step{ImageVersion: &image, URL: &url})
 }
 
 // supersededBy returns the id of a newer revision of the deployment that

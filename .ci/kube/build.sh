@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds kube (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok in one
 # binary) from this nested module and prints its path. The binary is cached outside the clone,
-# keyed by this module's go.sum, so a second run on the same machine skips the build: cold,
-# it takes about 10 minutes and 2 GB of module downloads on 2 cores; cached, nothing.
+# keyed by this module's go.sum, so a second run on the same machine skips the build: cold
+# it takes up to 29 minutes and 2 GB of module downloads on 2 loaded cores; cached, nothing.
 # Usage: build.sh   (prints the binary's path on stdout)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
