@@ -2,6 +2,7 @@ package storemem_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"sync"
 	"testing"
@@ -33,12 +34,46 @@ func benchKey(i int) string { return benchKeyList[i] }
 
 var benchValue = make([]byte, 512)
 
-func loadedStore(b *testing.B) *storemem.Store {
+// benchRecord is the value of key i in the Records benchmarks: like a
+// deployment's stored JSON, with its name, times, ids and 88 bytes of
+// sealed secret its own, as the controlplane writes them (storemem
+// encodes such values against a neighbour's, codec.go).
+func benchRecord(i int) []byte {
+	secret := make([]byte, 66)
+	x := uint64(i)*0x9e3779b97f4a7c15 + 1
+	for j := range secret {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		secret[j] = byte(x)
+	}
+	return fmt.Appendf(nil, `{"v":1,"n":"agent-%07d","s":"external_docker","rs":{"min_scale":1,"max_scale":3},`+
+		`"rc":{"img":"registry.example.com/agent-%d:1.0.0"},"sx":"%s","c":%d,"u":%d,"st":"AWAITING_DATABASE","lr":"01a20dd8-b3e6-7a8b-a166-%012x"}`,
+		i, i%50, base64.StdEncoding.EncodeToString(secret), 1795528635366686+int64(i)*1733, 1795528635366686+int64(i)*1733, x>>16)
+}
+
+var benchRecords = func() [][]byte {
+	vs := make([][]byte, benchKeys)
+	for i := range vs {
+		vs[i] = benchRecord(i)
+	}
+	return vs
+}()
+
+// zeros is the value of every key in the first benchmarks.
+func zeros(int) []byte { return benchValue }
+
+// records is benchRecord, from a table.
+func records(i int) []byte { return benchRecords[i] }
+
+func loadedStore(b *testing.B) *storemem.Store { return loadedStoreOf(b, zeros) }
+
+func loadedStoreOf(b *testing.B, value func(int) []byte) *storemem.Store {
 	b.Helper()
 	st := storemem.New()
 	err := st.Update(context.Background(), func(tx store.Tx) error {
 		for i := range benchKeys {
-			if err := tx.Put("d", benchKey(i), benchValue); err != nil {
+			if err := tx.Put("d", benchKey(i), value(i)); err != nil {
 				return err
 			}
 		}
@@ -60,17 +95,25 @@ type baseline struct {
 	t  *btree.BTreeG[kv]
 }
 
-func loadedBaseline() *baseline {
+func loadedBaseline() *baseline { return loadedBaselineOf(zeros) }
+
+func loadedBaselineOf(value func(int) []byte) *baseline {
 	bl := &baseline{t: btree.NewG(32, func(a, b kv) bool { return a.k < b.k })}
 	for i := range benchKeys {
-		bl.t.ReplaceOrInsert(kv{benchKey(i), append([]byte(nil), benchValue...)})
+		bl.t.ReplaceOrInsert(kv{benchKey(i), append([]byte(nil), value(i)...)})
 	}
 	return bl
 }
 
-func BenchmarkGet(b *testing.B) {
+func BenchmarkGet(b *testing.B) { benchGet(b, zeros) }
+
+// BenchmarkGetRecords is BenchmarkGet over values like a deployment's
+// stored JSON (benchRecord) instead of zeros.
+func BenchmarkGetRecords(b *testing.B) { benchGet(b, records) }
+
+func benchGet(b *testing.B, value func(int) []byte) {
 	ctx := context.Background()
-	st, bl := loadedStore(b), loadedBaseline()
+	st, bl := loadedStoreOf(b, value), loadedBaselineOf(value)
 	benchcmp.CompareNamed(b, "baseline", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			bl.mu.RLock()
@@ -114,9 +157,15 @@ func BenchmarkPut(b *testing.B) {
 
 // BenchmarkScanPage reads a page of 100 keys, newest first, from the middle
 // of 100k keys.
-func BenchmarkScanPage(b *testing.B) {
+func BenchmarkScanPage(b *testing.B) { benchScanPage(b, zeros) }
+
+// BenchmarkScanPageRecords is BenchmarkScanPage over values like a
+// deployment's stored JSON (benchRecord).
+func BenchmarkScanPageRecords(b *testing.B) { benchScanPage(b, records) }
+
+func benchScanPage(b *testing.B, value func(int) []byte) {
 	ctx := context.Background()
-	st, bl := loadedStore(b), loadedBaseline()
+	st, bl := loadedStoreOf(b, value), loadedBaselineOf(value)
 	const page = 100
 	benchcmp.CompareNamed(b, "baseline", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
