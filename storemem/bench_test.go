@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/google/btree"
@@ -115,14 +116,14 @@ func benchGet(b *testing.B, value func(int) []byte) {
 	ctx := context.Background()
 	st, bl := loadedStoreOf(b, value), loadedBaselineOf(value)
 	benchcmp.CompareNamed(b, "baseline", func(b *testing.B) {
-		for i := 0; b.Loop(); i++ {
+		timed(b, func(i int) {
 			bl.mu.RLock()
 			it, _ := bl.t.Get(kv{k: benchKey(i % benchKeys)})
 			_ = append([]byte(nil), it.v...)
 			bl.mu.RUnlock()
-		}
+		})
 	}, "storemem", func(b *testing.B) {
-		for i := 0; b.Loop(); i++ {
+		timed(b, func(i int) {
 			err := st.View(ctx, func(r store.Reader) error {
 				_, err := r.Get("d", benchKey(i%benchKeys))
 				return err
@@ -130,7 +131,7 @@ func benchGet(b *testing.B, value func(int) []byte) {
 			if err != nil {
 				b.Fatal(err)
 			}
-		}
+		})
 	})
 }
 
@@ -138,20 +139,20 @@ func BenchmarkPut(b *testing.B) {
 	ctx := context.Background()
 	st, bl := loadedStore(b), loadedBaseline()
 	benchcmp.CompareNamed(b, "baseline", func(b *testing.B) {
-		for i := 0; b.Loop(); i++ {
+		timed(b, func(i int) {
 			bl.mu.Lock()
 			bl.t.ReplaceOrInsert(kv{benchKey(i % benchKeys), append([]byte(nil), benchValue...)})
 			bl.mu.Unlock()
-		}
+		})
 	}, "storemem", func(b *testing.B) {
-		for i := 0; b.Loop(); i++ {
+		timed(b, func(i int) {
 			err := st.Update(ctx, func(tx store.Tx) error {
 				return tx.Put("d", benchKey(i%benchKeys), benchValue)
 			})
 			if err != nil {
 				b.Fatal(err)
 			}
-		}
+		})
 	})
 }
 
@@ -168,7 +169,7 @@ func benchScanPage(b *testing.B, value func(int) []byte) {
 	st, bl := loadedStoreOf(b, value), loadedBaselineOf(value)
 	const page = 100
 	benchcmp.CompareNamed(b, "baseline", func(b *testing.B) {
-		for i := 0; b.Loop(); i++ {
+		timed(b, func(i int) {
 			n := 0
 			bl.mu.RLock()
 			bl.t.DescendLessOrEqual(kv{k: benchKey((i * 7919) % benchKeys)}, func(it kv) bool {
@@ -177,9 +178,9 @@ func benchScanPage(b *testing.B, value func(int) []byte) {
 				return n < page
 			})
 			bl.mu.RUnlock()
-		}
+		})
 	}, "storemem", func(b *testing.B) {
-		for i := 0; b.Loop(); i++ {
+		timed(b, func(i int) {
 			n := 0
 			err := st.View(ctx, func(r store.Reader) error {
 				return r.Scan("d", "tenant/", &store.ScanOptions{Reverse: true, Start: benchKey((i * 7919) % benchKeys)},
@@ -194,6 +195,25 @@ func benchScanPage(b *testing.B, value func(int) []byte) {
 			if n != page && (i*7919)%benchKeys >= page {
 				b.Fatalf("scanned %d keys, want %d", n, page)
 			}
-		}
+		})
 	})
+}
+
+// timed runs body b.N times and reports cpu-ns/op: the process's CPU time
+// (user and system, garbage collection included) per call, which other
+// processes on a loaded machine change less than the wall time.
+func timed(b *testing.B, body func(i int)) {
+	cpu := processCPU()
+	for i := 0; b.Loop(); i++ {
+		body(i)
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+}
+
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
