@@ -1,42 +1,7 @@
-// Package storemem is an in-memory store.Store: fast, safe for concurrent
-// use, and gone when the process exits. Use it for tests, examples and
-// development servers (`deployplane -db :memory:`).
-//
-// # Design
-//
-// Each collection is a copy-on-write B+tree (tree.go, whose Clone is O(1)
-// and shares nodes until either side writes; each record is its key and
-// value, and a leaf packs its records into one string with the end of
-// each, so that a record costs its bytes and 4: 1M deployments fit in
-// about 2 GB, BENCHMARKS.md). The store
-// publishes an immutable snapshot, a map from collection name to tree, behind
-// an atomic pointer:
-//
-//   - View loads the current snapshot and reads it without taking any lock,
-//     so a View never waits for an Update and always sees one consistent
-//     state, even while an Update is running.
-//   - Update runs alone (one writer at a time, under a mutex). Its first write
-//     to a collection clones that collection's tree; writes then copy only the
-//     nodes on their path. If the closure returns nil, the new trees are
-//     published as the next snapshot in one atomic store; if it returns an
-//     error or panics, the clones are dropped and nothing is visible.
-//
-// A published tree is never written or cloned again (Clone mutates
-// the tree it is called on, so it is only ever called on the writer's private
-// copy of each collection). Values are copied on the way in and on the way
-// out, so no byte slice is shared with a caller.
-//
-// The closure of an Update runs exactly once.
-//
-// # Performance
-//
-// Figures from `go test -run=^$ -bench=. -benchtime=200000x ./storemem/`
-// are recorded in BENCHMARKS.md.
 package storemem
 
 import (
 	"context"
-	"encoding/binary"
 	"maps"
 	"strings"
 	"sync"
@@ -44,53 +9,6 @@ import (
 
 	"github.com/deployplane/deployplane/store"
 )
-
-// item is one record in one allocation: the key's length as a uvarint,
-// the key, then the value. A tree slot is then 16 bytes (a string header)
-// where a key string and a value slice took 40, and each record is one
-// object on the heap rather than two (BENCHMARKS.md, "Space per
-// deployment").
-type item string
-
-// newItem packs key and value into an item.
-func newItem(key string, value []byte) item {
-	var n [binary.MaxVarintLen64]byte
-	w := binary.PutUvarint(n[:], uint64(len(key)))
-	var b strings.Builder
-	b.Grow(w + len(key) + len(value))
-	b.Write(n[:w])
-	b.WriteString(key)
-	b.Write(value)
-	return item(b.String())
-}
-
-// keyEnd returns where the item's key starts and ends.
-func (it item) keyEnd() (start, end int) {
-	var n uint64
-	for i := 0; i < len(it); i++ {
-		b := it[i]
-		n |= uint64(b&0x7f) << (7 * i)
-		if b < 0x80 {
-			return i + 1, i + 1 + int(n)
-		}
-	}
-	panic("storemem: corrupt item")
-}
-
-// key returns the item's key.
-func (it item) key() string {
-	s, e := it.keyEnd()
-	return string(it[s:e])
-}
-
-// value returns a copy of the item's value.
-func (it item) value() []byte {
-	_, e := it.keyEnd()
-	if e == len(it) {
-		return nil
-	}
-	return []byte(it[e:])
-}
 
 // snapshot is an immutable view of every collection. Neither the map nor the
 // trees in it are modified after publication.
@@ -226,7 +144,7 @@ func scan(t *tree, collection, prefix string, opts *store.ScanOptions, fn func(s
 	}
 	end, bounded := prefixEnd(prefix)
 	var err error
-	visit := func(it item) bool {
+	visit := func(it entry) bool {
 		k := it.key()
 		if bounded && k == end {
 			return true // the exclusive upper bound of a descending walk
@@ -310,7 +228,7 @@ func (t *tx) Create(collection, key string, value []byte) error {
 	if cur := t.tree(collection); cur != nil && cur.Has(key) {
 		return store.ErrAlreadyExists
 	}
-	t.writable(collection).Put(newItem(key, value))
+	t.writable(collection).Put(key, value)
 	return nil
 }
 
@@ -318,7 +236,7 @@ func (t *tx) Put(collection, key string, value []byte) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	t.writable(collection).Put(newItem(key, value))
+	t.writable(collection).Put(key, value)
 	return nil
 }
 

@@ -3,22 +3,23 @@ package storemem
 import (
 	"slices"
 	"sort"
-	"strings"
 )
 
-// tree is a copy-on-write B+tree of items ordered by key: the records sit
-// in the leaves, and an inner node holds its children and, between them,
-// the smallest key of each child but the first. It replaced
+// tree is a copy-on-write B+tree of records ordered by key: the records
+// sit in the leaves, and an inner node holds its children and, between
+// them, the smallest key of each child but the first. It replaced
 // github.com/google/btree for space (BENCHMARKS.md, "Space per
 // deployment"): that tree splits a full node in the middle, so keys
 // written in ascending order (ids, times: most of the domain's) leave
 // every node half full; this one splits at the insertion point, so they
-// leave nodes full. A leaf packs its records into one string, with the end
-// of each (4 bytes): a record costs its bytes and 4, where a string of its
-// own cost its bytes rounded up to an allocation size class and a 16-byte
-// header in the leaf (issue 18: 1M deployments in at most 2 GB). A write
-// packs the leaf anew, so a leaf is also cut when its records pass
-// maxLeafBytes, which bounds what a write copies.
+// leave nodes full. A leaf packs its records into one string (leaf.go):
+// their ends (2 bytes each), the prefix their keys share, once, and each
+// record's key without it and its value, encoded against the leaf's
+// dictionary when it has one (codec.go). A write packs the leaf anew, so
+// a leaf is also cut when its records pass maxLeafBytes, which bounds
+// what a write copies. A separator of an inner node is a string of its
+// own, never a part of a leaf's string, which would keep the whole leaf
+// as it was when it split alive after the leaf is rewritten.
 //
 // Nodes are shared between clones. A tree may change a node in place only
 // if the node carries the tree's token; otherwise it copies the node
@@ -37,11 +38,15 @@ type token struct{ _ byte }
 // node is a leaf (kids == nil) or an inner node.
 type node struct {
 	tok *token
-	// A leaf's records, in key order, packed: record i is
-	// data[ends[i-1]:ends[i]] (from 0 for the first). Both are replaced,
-	// never changed in place, so copies of a node share them.
+	// A leaf's records, in key order, packed in one string (leaf.go):
+	// their ends, the prefix their keys share, and each record's key
+	// without that prefix and its value, encoded against dict when dict
+	// is not empty (codec.go). Replaced, never changed in place, so
+	// copies of a node share them.
 	data string
-	ends []uint32
+	dict string
+	cnt  uint32   // a leaf's number of records
+	plen uint32   // and the length of their keys' shared prefix
 	seps []string // an inner node's: seps[i] is the smallest key of kids[i+1]
 	kids []*node
 }
@@ -53,46 +58,9 @@ const maxItems = 64
 // cut in two: what a write copies, at most about twice over.
 const maxLeafBytes = 8 << 10
 
-// count is the number of records of leaf n.
-func (n *node) count() int { return len(n.ends) }
-
-// at returns record i of leaf n (a substring of its packed records).
-func (n *node) at(i int) item {
-	var start uint32
-	if i > 0 {
-		start = n.ends[i-1]
-	}
-	return item(n.data[start:n.ends[i]])
-}
-
-// unpack returns the records of leaf n, as substrings of its packed form.
-func (n *node) unpack() []item {
-	items := make([]item, n.count(), n.count()+1)
-	for i := range items {
-		items[i] = n.at(i)
-	}
-	return items
-}
-
-// pack makes items the records of leaf n.
-func (n *node) pack(items []item) {
-	size := 0
-	for _, it := range items {
-		size += len(it)
-	}
-	var b strings.Builder
-	b.Grow(size)
-	ends := make([]uint32, len(items))
-	for i, it := range items {
-		b.WriteString(string(it))
-		ends[i] = uint32(b.Len())
-	}
-	n.data, n.ends = b.String(), ends
-}
-
-func newLeaf(tok *token, items []item) *node {
+func newLeaf(tok *token, recs []rec, dict string) *node {
 	n := &node{tok: tok}
-	n.pack(items)
+	n.pack(recs, dict)
 	return n
 }
 
@@ -107,32 +75,25 @@ func (t *tree) Clone() *tree {
 
 func (n *node) leaf() bool { return n.kids == nil }
 
-// search returns the index of the first record of leaf n whose key is >=
-// k, and whether that key is k.
-func (n *node) search(k string) (int, bool) {
-	i := sort.Search(n.count(), func(i int) bool { return n.at(i).key() >= k })
-	return i, i < n.count() && n.at(i).key() == k
-}
-
 // child returns the index of the child of inner node n whose range holds k.
 func (n *node) child(k string) int {
 	return sort.Search(len(n.seps), func(i int) bool { return n.seps[i] > k })
 }
 
-// Get returns the item of key k.
-func (t *tree) Get(k string) (item, bool) {
+// Get returns the record of key k.
+func (t *tree) Get(k string) (entry, bool) {
 	n := t.root
 	if n == nil {
-		return "", false
+		return entry{}, false
 	}
 	for !n.leaf() {
 		n = n.kids[n.child(k)]
 	}
 	i, ok := n.search(k)
 	if !ok {
-		return "", false
+		return entry{}, false
 	}
-	return n.at(i), true
+	return entry{n, i}, true
 }
 
 // Has reports whether the tree holds key k.
@@ -145,50 +106,62 @@ func (t *tree) mutable(n *node) *node {
 	}
 	c := &node{tok: t.tok}
 	if n.leaf() {
-		c.data, c.ends = n.data, n.ends // replaced, never changed in place
+		// replaced, never changed in place
+		c.data, c.dict, c.cnt, c.plen = n.data, n.dict, n.cnt, n.plen
 	} else {
 		c.seps, c.kids = slices.Clone(n.seps), slices.Clone(n.kids)
 	}
 	return c
 }
 
-// Put stores it, replacing the item of the same key.
-func (t *tree) Put(it item) {
-	k := it.key()
+// Put stores value v (copied) under key k, replacing the record of k.
+func (t *tree) Put(k string, v []byte) {
 	if t.root == nil {
-		t.root = newLeaf(t.tok, []item{it})
+		t.root = newLeaf(t.tok, []rec{{head: k, val: string(v)}}, "")
 		return
 	}
 	t.root = t.mutable(t.root)
-	if sep, right := t.put(t.root, k, it); right != nil {
+	if sep, right := t.put(t.root, k, v); right != nil {
 		t.root = &node{tok: t.tok, seps: []string{sep}, kids: []*node{t.root, right}}
 	}
 }
 
-// put stores it under n, which t may change, and returns the new right
-// sibling of n and its smallest key when n had to split.
-func (t *tree) put(n *node, k string, it item) (string, *node) {
+// put stores v under k below n, which t may change, and returns the new
+// right sibling of n and its smallest key when n had to split.
+func (t *tree) put(n *node, k string, v []byte) (string, *node) {
 	if n.leaf() {
 		i, found := n.search(k)
-		items := n.unpack()
+		recs := n.unpack(1)
+		r := rec{head: k, val: newEncoder(n.dict).encode(string(v))}
 		if found {
-			items[i] = it
+			recs[i] = r
 		} else {
-			items = slices.Insert(items, i, it)
+			recs = slices.Insert(recs, i, r)
 		}
-		if len(items) <= t.max && (len(n.data)+len(it) <= maxLeafBytes || len(items) == 1) {
-			n.pack(items)
+		if len(recs) <= t.max && (len(n.data)+len(k)+len(r.val) <= maxLeafBytes || len(recs) == 1) {
+			n.pack(recs, n.dict)
 			return "", nil
 		}
-		cut := splitAt(i, len(items))
-		right := newLeaf(t.tok, items[cut:])
-		n.pack(items[:cut])
-		return right.at(0).key(), right
+		cut := splitAt(i, len(recs))
+		// The larger half chooses first, and lends its choice to the
+		// other if that one is too small to choose.
+		var ld, rd string
+		var lr, rr []rec
+		if cut >= len(recs)-cut {
+			ld, lr = rechoose(recs[:cut], n.dict, "")
+			rd, rr = rechoose(recs[cut:], n.dict, ld)
+		} else {
+			rd, rr = rechoose(recs[cut:], n.dict, "")
+			ld, lr = rechoose(recs[:cut], n.dict, rd)
+		}
+		right := newLeaf(t.tok, rr, rd)
+		n.pack(lr, ld)
+		return right.key(0), right
 	}
 	c := n.child(k)
 	kid := t.mutable(n.kids[c])
 	n.kids[c] = kid
-	sep, right := t.put(kid, k, it)
+	sep, right := t.put(kid, k, v)
 	if right == nil {
 		return "", nil
 	}
@@ -212,7 +185,7 @@ func splitAt(i, n int) int {
 	return min(max(i+1, n/2), n-1)
 }
 
-// Delete removes the item of key k and reports whether there was one.
+// Delete removes the record of key k and reports whether there was one.
 func (t *tree) Delete(k string) bool {
 	if t.root == nil || !t.Has(k) {
 		return false
@@ -229,13 +202,13 @@ func (t *tree) Delete(k string) bool {
 }
 
 // size is the number of entries of n.
-func (n *node) size() int { return n.count() + len(n.kids) }
+func (n *node) size() int { return int(n.cnt) + len(n.kids) }
 
 // del removes key k, which is present, from under n, which t may change.
 func (t *tree) del(n *node, k string) {
 	if n.leaf() {
 		i, _ := n.search(k)
-		n.pack(slices.Delete(n.unpack(), i, i+1))
+		n.pack(slices.Delete(n.unpack(0), i, i+1), n.dict)
 		return
 	}
 	c := n.child(k)
@@ -264,7 +237,7 @@ func (t *tree) merge(n *node, i int) {
 	l := t.mutable(n.kids[i])
 	r := n.kids[i+1]
 	if l.leaf() {
-		l.pack(append(l.unpack(), r.unpack()...))
+		l.pack(append(l.unpack(int(r.cnt)), recode(r.unpack(0), r.dict, l.dict)...), l.dict)
 	} else {
 		l.seps = append(append(slices.Clip(l.seps), n.seps[i]), r.seps...)
 		l.kids = append(slices.Clip(l.kids), r.kids...)
@@ -274,19 +247,19 @@ func (t *tree) merge(n *node, i int) {
 	n.seps = slices.Delete(n.seps, i, i+1)
 }
 
-// Ascend calls fn with every item whose key is >= from, in key order,
+// Ascend calls fn with every record whose key is >= from, in key order,
 // until fn returns false.
-func (t *tree) Ascend(from string, fn func(item) bool) {
+func (t *tree) Ascend(from string, fn func(entry) bool) {
 	if t.root != nil {
 		t.root.ascend(from, fn)
 	}
 }
 
-func (n *node) ascend(from string, fn func(item) bool) bool {
+func (n *node) ascend(from string, fn func(entry) bool) bool {
 	if n.leaf() {
 		i, _ := n.search(from)
-		for ; i < n.count(); i++ {
-			if !fn(n.at(i)) {
+		for ; i < int(n.cnt); i++ {
+			if !fn(entry{n, i}) {
 				return false
 			}
 		}
@@ -300,17 +273,17 @@ func (n *node) ascend(from string, fn func(item) bool) bool {
 	return true
 }
 
-// Descend calls fn with every item whose key is <= from (every item when
-// all is true), in descending key order, until fn returns false.
-func (t *tree) Descend(from string, all bool, fn func(item) bool) {
+// Descend calls fn with every record whose key is <= from (every record
+// when all is true), in descending key order, until fn returns false.
+func (t *tree) Descend(from string, all bool, fn func(entry) bool) {
 	if t.root != nil {
 		t.root.descend(from, all, fn)
 	}
 }
 
-func (n *node) descend(from string, all bool, fn func(item) bool) bool {
+func (n *node) descend(from string, all bool, fn func(entry) bool) bool {
 	if n.leaf() {
-		i := n.count()
+		i := int(n.cnt)
 		if !all {
 			var found bool
 			i, found = n.search(from)
@@ -319,7 +292,7 @@ func (n *node) descend(from string, all bool, fn func(item) bool) bool {
 			}
 		}
 		for j := i - 1; j >= 0; j-- {
-			if !fn(n.at(j)) {
+			if !fn(entry{n, j}) {
 				return false
 			}
 		}
