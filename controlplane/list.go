@@ -173,7 +173,7 @@ func (f *summaryFilter) match(s string) bool {
 // Cost: the page is found through the index records, never by decoding the
 // tenant's deployments. With deployment_ids, each id is one Get. Otherwise
 // one source is walked newest first: the tag indexes (tag_value_ids, merged),
-// else the image version index, the name blocks (name_contains), the
+// else the image version index, the gram index (name_contains), the
 // deployment type, status or source index, else the order records; the
 // other filters are checked on each candidate's summary record. Offset skips
 // index entries; only the returned page is decoded.
@@ -238,7 +238,8 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 // candidates' summaries. tp is the tenant prefix.
 //
 // A tenant that still has name blocks (written before the gram index and
-// the order counts, until Migrate has moved them) is listed without
+// the order counts) or unpositioned trigrams (written before the
+// positioned grams), until Migrate has moved them, is listed without
 // either: name_contains is checked on the summaries of the order walk and
 // the offset is skipped record by record.
 func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
@@ -279,16 +280,20 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 		return len(tails) < limit, nil
 	}
 	if col == "" {
-		// The gram index yields candidates; their summaries are read
-		// when the candidates are not exactly the matches or another
-		// filter needs them.
+		// The gram index yields exactly the matches; summaries are read
+		// only when another filter needs them.
 		needle := f.needle
-		if gramsExact(needle) {
-			names := *f
-			names.needle = ""
-			names.enabled = names.status != "" || names.dtype != "" || names.source != "" || names.notSource != "" || names.image != ""
-			f = &names
+		if len(needle) < gramLen {
+			done, err := newestSummaries(r, tp, f, q.Offset, limit, &tails)
+			if err != nil || done {
+				return tails, err
+			}
+			tails = nil
 		}
+		names := *f
+		names.needle = ""
+		names.enabled = names.status != "" || names.dtype != "" || names.source != "" || names.notSource != "" || names.image != ""
+		f = &names
 		err := scanGrams(r, tp, needle, visit)
 		return tails, err
 	}
@@ -304,6 +309,40 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 		return visit(k[len(prefix):])
 	})
 	return tails, err
+}
+
+// A needle of 1 or 2 bytes is often in many names (a digit, a letter),
+// and the lists of its grams are then many (one per gram it starts and
+// place, grams.go), so that merging them costs a seek per list before the
+// first answer: newestSummaries first walks the tenant's newest summaries,
+// up to shortNeedleBudget of them, and is done when the page fills (or the
+// tenant has no more); otherwise the gram lists answer.
+const shortNeedleBudget = 1024
+
+// newestSummaries walks the summaries of the tenant newest first, at most
+// min(4*(offset+limit), shortNeedleBudget) of them, and appends to *tails
+// the page of those f matches. done reports whether that page is the
+// answer: it is full, or every summary was walked.
+func newestSummaries(r store.Reader, tp string, f *summaryFilter, offset, limit int, tails *[]string) (done bool, err error) {
+	budget := min(4*(offset+limit), shortNeedleBudget)
+	n, skip := 0, offset
+	done = true
+	err = r.Scan(colDeploymentSums, tp, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
+		if n++; n > budget {
+			done = false
+			return false, nil
+		}
+		if !f.match(string(v)) {
+			return true, nil
+		}
+		if skip > 0 {
+			skip--
+			return true, nil
+		}
+		*tails = append(*tails, k[len(tp):])
+		return len(*tails) < limit, nil
+	})
+	return done, err
 }
 
 // check reads the summary of the deployment at tail and matches it.
