@@ -353,8 +353,8 @@
 // the order, summary, index and name records its lists read, so that
 // ListDeployments never decodes a tenant's deployments to filter them:
 // with deployment_ids it does one Get per id; otherwise it walks one
-// index newest first (tag, image version, the trigram index for
-// name_contains, type, status, source, else the order), checks the other
+// index newest first (tag, image version, the positioned trigram index
+// for name_contains, type, status, source, else the order), checks the other
 // filters on small summaries, skips the offset over small keys (an
 // unfiltered page over counts kept per window of creation time, so a deep
 // page costs about what the first does), and decodes only the returned
@@ -400,7 +400,8 @@
 // Stores written by builds before the compact key layout must be
 // migrated once (and so must stores written before the trigram index and
 // the order counts, which Migrate builds from the name blocks those
-// builds kept): call (*ControlPlane).Migrate after opening such a store
+// builds kept, and before the trigrams kept their places, which Migrate
+// rebuilds): call (*ControlPlane).Migrate after opening such a store
 // and before serving from it (cmd/deployplane does so at every start; on
 // a migrated or new store it only looks, and writes nothing). It moves
 // the records in small batches, each its own transaction, so it can be

@@ -30,6 +30,29 @@ type txn struct {
 	// writes to their bucket).
 	gen  uint64
 	undo []undoRecord
+	// buckets keeps the buckets a read-only transaction has opened:
+	// bbolt opens a bucket anew at each Tx.Bucket of a read-only
+	// transaction (a seek in the root), and a list makes many small Scans
+	// of one collection. (A writable transaction's buckets are kept by
+	// bbolt itself.)
+	buckets map[string]*bbolt.Bucket
+}
+
+// bucket returns the collection's bucket, or nil when it was never
+// written.
+func (t *txn) bucket(collection string) *bbolt.Bucket {
+	if t.writable {
+		return t.btx.Bucket([]byte(collection))
+	}
+	if b, ok := t.buckets[collection]; ok {
+		return b
+	}
+	b := t.btx.Bucket([]byte(collection))
+	if t.buckets == nil {
+		t.buckets = map[string]*bbolt.Bucket{}
+	}
+	t.buckets[collection] = b
+	return b
 }
 
 // undoRecord restores one write: the key's previous value (or its absence),
@@ -71,7 +94,7 @@ func (t *txn) Get(collection, key string) ([]byte, error) {
 	if err := store.CheckKey(collection, key); err != nil {
 		return nil, err
 	}
-	b := t.btx.Bucket([]byte(collection))
+	b := t.bucket(collection)
 	if b == nil {
 		return nil, notFound(collection, key)
 	}
@@ -90,7 +113,7 @@ func (t *txn) Scan(collection, prefix string, opts *store.ScanOptions, fn func(k
 	if err := store.CheckCollection(collection); err != nil {
 		return err
 	}
-	b := t.btx.Bucket([]byte(collection))
+	b := t.bucket(collection)
 	if b == nil {
 		return nil
 	}
@@ -195,7 +218,7 @@ func (t *txn) Delete(collection, key string) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	b := t.btx.Bucket([]byte(collection))
+	b := t.bucket(collection)
 	if b == nil {
 		return notFound(collection, key)
 	}
