@@ -68,7 +68,12 @@ import (
 // every list (gram, place) whose gram starts with the needle, found by
 // seeking from one list to the next, and, for 1 byte b, of the lists of
 // the grams c, b, NUL for every byte c a lowercased name may hold: a
-// union, exact, merged newest first, no summary read.
+// union, exact, merged newest first, no summary read. Such a needle is
+// often in many names (a digit, a letter), and its lists are then many
+// (411 for "7" in a fleet of agent-0dddddd), each costing a seek before
+// the first answer: when there are more than shortNeedleMany of them,
+// the list first walks the tenant's newest summaries (listByIndex), and
+// merges the lists only when those do not fill the page.
 //
 // # Before
 //
@@ -274,18 +279,9 @@ func scanGrams(r store.Reader, tp, needle string, fn func(tail string) (bool, er
 	}
 	var its []tailIter
 	if len(needle) < gramLen {
-		lists, err := gramLists(r, tp, needle, nil)
+		lists, err := shortNeedleLists(r, tp, needle, 0)
 		if err != nil {
 			return err
-		}
-		if len(needle) == 1 { // at the name's last byte: the middle of its last gram
-			for i := 0; i < len(nameAlphabet); i++ {
-				if c := nameAlphabet[i]; c != needle[0] {
-					if lists, err = gramLists(r, tp, string(c)+needle+"\x00", lists); err != nil {
-						return err
-					}
-				}
-			}
 		}
 		for _, l := range lists {
 			its = append(its, &tagCursor{col: colDeploymentGrams, prefix: l})
@@ -299,12 +295,32 @@ func scanGrams(r store.Reader, tp, needle string, fn func(tail string) (bool, er
 	return mergeNewest(r, its, fn)
 }
 
+// shortNeedleLists returns the lists whose union is the matches of a
+// needle of 1 or 2 bytes, or, when most > 0, the first most+1 of them
+// when there are more than most.
+func shortNeedleLists(r store.Reader, tp, needle string, most int) ([]string, error) {
+	lists, err := gramLists(r, tp, needle, nil, most)
+	if err != nil || len(needle) > 1 {
+		return lists, err
+	}
+	for i := 0; i < len(nameAlphabet) && (most == 0 || len(lists) <= most); i++ {
+		// At the name's last byte: the middle of its last gram.
+		if c := nameAlphabet[i]; c != needle[0] {
+			if lists, err = gramLists(r, tp, string(c)+needle+"\x00", lists, most); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return lists, nil
+}
+
 // gramLists appends to lists the prefix (tenant prefix, gram, place) of
 // every list of the tenant whose gram starts with gramPrefix, seeking
-// from one list to the next.
-func gramLists(r store.Reader, tp, gramPrefix string, lists []string) ([]string, error) {
+// from one list to the next; when most > 0, it stops once lists holds
+// more than most.
+func gramLists(r store.Reader, tp, gramPrefix string, lists []string, most int) ([]string, error) {
 	start := ""
-	for {
+	for most == 0 || len(lists) <= most {
 		var list string
 		err := r.Scan(colDeploymentGrams, tp+gramPrefix, &store.ScanOptions{Start: start}, func(k string, _ []byte) (bool, error) {
 			list = k[:len(tp)+gramLen+1]
@@ -316,6 +332,7 @@ func gramLists(r store.Reader, tp, gramPrefix string, lists []string) ([]string,
 		lists = append(lists, list)
 		start = list[:len(list)-1] + string(rune(list[len(list)-1]+1)) // past every record of the list
 	}
+	return lists, nil
 }
 
 // needleCover returns the offsets of a needle (3 bytes or more) whose
@@ -336,7 +353,7 @@ func needlePlaces(r store.Reader, tp, needle string) ([]tailIter, error) {
 	var places []int // candidate P, ascending
 	for i, o := range offs {
 		g := needle[o : o+gramLen]
-		lists, err := gramLists(r, tp, g, nil)
+		lists, err := gramLists(r, tp, g, nil, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -20,7 +20,8 @@ import (
 // holds) and unfiltered pages at every offset against the
 // obvious filter over every deployment, while deployments are created at
 // times bunched into one instant or spread over weeks (the order counts'
-// windows) and removed by the lifecycle.
+// windows) and removed by the lifecycle, with the thresholds of the
+// short needles' two paths drawn small.
 func TestNameContainsAndOffsetsModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
@@ -36,6 +37,10 @@ func TestNameContainsAndOffsetsModel(t *testing.T) {
 			},
 			NewID: func() string { ids++; return fmt.Sprintf("00000000-0000-7000-8000-%012x", ids) },
 		})
+		// Short needles walk the newest summaries first when their gram
+		// lists are many, within a budget, then the lists: both paths and
+		// the switch between them at these sizes.
+		controlplane.SetShortNeedle(t, rapid.IntRange(0, 40).Draw(rt, "short needle many"), rapid.IntRange(0, 48).Draw(rt, "short needle budget"))
 		alpha := rapid.SampledFrom([]rune("abcAB1-._kKi"))
 		live := map[string]*controlplane.Deployment{}
 		n := rapid.IntRange(0, 40).Draw(rt, "n")

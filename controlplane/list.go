@@ -284,11 +284,17 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 		// only when another filter needs them.
 		needle := f.needle
 		if len(needle) < gramLen {
-			done, err := newestSummaries(r, tp, f, q.Offset, limit, &tails)
-			if err != nil || done {
-				return tails, err
+			lists, err := shortNeedleLists(r, tp, needle, shortNeedleMany)
+			if err != nil {
+				return nil, err
 			}
-			tails = nil
+			if len(lists) > shortNeedleMany {
+				done, err := newestSummaries(r, tp, f, q.Offset, limit, &tails)
+				if err != nil || done {
+					return tails, err
+				}
+				tails = nil
+			}
 		}
 		names := *f
 		names.needle = ""
@@ -314,10 +320,15 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 // A needle of 1 or 2 bytes is often in many names (a digit, a letter),
 // and the lists of its grams are then many (one per gram it starts and
 // place, grams.go), so that merging them costs a seek per list before the
-// first answer: newestSummaries first walks the tenant's newest summaries,
-// up to shortNeedleBudget of them, and is done when the page fills (or the
+// first answer: when it has more than shortNeedleMany lists,
+// newestSummaries first walks the tenant's newest summaries, up to
+// shortNeedleBudget of them, and is done when the page fills (or the
 // tenant has no more); otherwise the gram lists answer.
-const shortNeedleBudget = 1024
+// (Variables only so that the tests may draw them small.)
+var (
+	shortNeedleMany   = 32
+	shortNeedleBudget = 1024
+)
 
 // newestSummaries walks the summaries of the tenant newest first, at most
 // min(4*(offset+limit), shortNeedleBudget) of them, and appends to *tails
