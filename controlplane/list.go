@@ -148,8 +148,13 @@ func newSummaryFilter(q *ListDeploymentsQuery) summaryFilter {
 	if q.ImageVersion != "" {
 		f.image = "=" + q.ImageVersion
 	}
-	f.enabled = f.needle != "" || f.status != "" || f.dtype != "" || f.source != "" || f.notSource != "" || f.image != ""
+	f.enabled = f.active()
 	return f
+}
+
+// active reports whether the filter has a condition.
+func (f *summaryFilter) active() bool {
+	return f.needle != "" || f.status != "" || f.dtype != "" || f.source != "" || f.notSource != "" || f.image != ""
 }
 
 // match reports whether an order-record summary passes the filter.
@@ -174,8 +179,9 @@ func (f *summaryFilter) match(s string) bool {
 // tenant's deployments. With deployment_ids, each id is one Get. Otherwise
 // one source is walked newest first: the tag indexes (tag_value_ids, merged),
 // else the image version index, the gram index (name_contains), the
-// deployment type, status or source index, else the order records; the
-// other filters are checked on each candidate's summary record. Offset skips
+// deployment type, status or source index (remote_reconciled=false: the
+// other sources' indexes, merged), else the order records; the other
+// filters are checked on each candidate's summary record. Offset skips
 // index entries; only the returned page is decoded.
 func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *ListDeploymentsQuery) (*DeploymentPage, error) {
 	if err := apierr.CheckTenant(tenant); err != nil {
@@ -298,9 +304,26 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 		}
 		names := *f
 		names.needle = ""
-		names.enabled = names.status != "" || names.dtype != "" || names.source != "" || names.notSource != "" || names.image != ""
+		names.enabled = names.active()
 		f = &names
 		err := scanGrams(r, tp, needle, visit)
+		return tails, err
+	}
+	if col == colDeploymentOrder && f.notSource != "" {
+		// remote_reconciled=false: the source indexes of every other
+		// source, merged newest first, rather than every deployment's
+		// summary (all but a few may be external_docker).
+		var its []tailIter
+		for _, s := range Sources() {
+			if string(s) != f.notSource {
+				its = append(its, &tagCursor{prefix: indexPrefix(tp, idxSource, string(s))})
+			}
+		}
+		others := *f
+		others.notSource = ""
+		others.enabled = others.active()
+		f = &others
+		err := mergeNewest(r, its, visit)
 		return tails, err
 	}
 	opts := &store.ScanOptions{Reverse: true}
