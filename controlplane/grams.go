@@ -51,7 +51,8 @@ import (
 // the newest tail not newer than the current candidate, until all agree),
 // so the cost follows the shortest list and the agreements (the list
 // that last moved the candidate is sought first, so the sparsest leads
-// and each agreement costs a seek per covering trigram); the answers
+// and each agreement costs a seek per covering trigram, or none where a
+// list's next tails were read with the last seek: gramList); the answers
 // of the P tried are merged newest first, each deployment once.
 //
 // The cost that can still grow with the fleet: a needle whose positioned
@@ -372,7 +373,7 @@ func needlePlaces(r store.Reader, tp, needle string) ([]tailIter, error) {
 	for _, p := range places {
 		lf := &leapfrog{}
 		for _, o := range offs {
-			lf.lists = append(lf.lists, tp+needle[o:o+gramLen]+string(rune(p+o)))
+			lf.lists = append(lf.lists, &gramList{prefix: tp + needle[o:o+gramLen] + string(rune(p+o))})
 		}
 		its = append(its, lf)
 	}
@@ -384,29 +385,71 @@ type tailIter interface {
 	next(r store.Reader) (tail string, ok bool, err error)
 }
 
-// seekGram returns the newest tail of the list at prefix that is not newer
-// than bound (any, when bound is ""), or strictly older when strict.
-func seekGram(r store.Reader, prefix, bound string, strict bool) (string, bool, error) {
-	var tail string
-	found := false
+// gramList is one list of a leapfrog, sought at bounds that only go
+// older: buf holds the tails its last Scan read, newest first and
+// contiguous in the list, so that a bound that falls among them is
+// answered without a seek. The matches of a needle are often close to
+// each other in a list (deployments named alike are often created
+// together): the Scan reads more tails at once while they answer the
+// next bounds, and one when they do not.
+type gramList struct {
+	prefix string
+	buf    []string
+	hits   int  // bounds answered from buf since it was read
+	end    bool // buf reaches the oldest record of the list
+	chunk  int  // tails the next Scan reads
+}
+
+// gramListChunk is the most tails a gramList reads in one Scan.
+const gramListChunk = 32
+
+// seek returns the newest tail of the list that is not newer than bound
+// (any, when bound is ""), or strictly older when strict. The bounds of
+// successive calls must not get newer.
+func (l *gramList) seek(r store.Reader, bound string, strict bool) (string, bool, error) {
+	for len(l.buf) > 0 && bound != "" && (l.buf[0] > bound || strict && l.buf[0] == bound) {
+		l.buf = l.buf[1:]
+	}
+	if len(l.buf) > 0 {
+		l.hits++
+		return l.buf[0], true, nil
+	}
+	if l.end {
+		return "", false, nil
+	}
+	switch {
+	case l.chunk == 0:
+		l.chunk = 2
+	case l.hits > 0:
+		l.chunk = min(2*l.chunk, gramListChunk)
+	default:
+		l.chunk = max(l.chunk/2, 2)
+	}
+	l.hits = 0
 	opts := &store.ScanOptions{Reverse: true}
 	if bound != "" {
-		opts.Start = prefix + bound
+		opts.Start = l.prefix + bound
 	}
-	err := r.Scan(colDeploymentGrams, prefix, opts, func(k string, _ []byte) (bool, error) {
-		t := k[len(prefix):]
+	n := 0
+	err := r.Scan(colDeploymentGrams, l.prefix, opts, func(k string, _ []byte) (bool, error) {
+		t := k[len(l.prefix):]
 		if strict && t == bound {
 			return true, nil
 		}
-		tail, found = t, true
-		return false, nil
+		l.buf = append(l.buf, t)
+		n++
+		return n < l.chunk, nil
 	})
-	return tail, found, err
+	l.end = n < l.chunk
+	if err != nil || len(l.buf) == 0 {
+		return "", false, err
+	}
+	return l.buf[0], true, nil
 }
 
 // leapfrog intersects the gram lists at lists newest first.
 type leapfrog struct {
-	lists  []string
+	lists  []*gramList
 	cur    string
 	strict bool // the next agreement must be older than cur
 	done   bool
@@ -418,7 +461,7 @@ func (lf *leapfrog) next(r store.Reader) (string, bool, error) {
 	}
 	agreed := 0
 	for i := 0; agreed < len(lf.lists); i = (i + 1) % len(lf.lists) {
-		t, ok, err := seekGram(r, lf.lists[i], lf.cur, lf.strict)
+		t, ok, err := lf.lists[i].seek(r, lf.cur, lf.strict)
 		if err != nil || !ok {
 			lf.done = true
 			return "", false, err
