@@ -45,3 +45,11 @@ func SetShortNeedle(t interface{ Cleanup(func()) }, many, budget int) {
 	shortNeedleMany, shortNeedleBudget = many, budget
 	t.Cleanup(func() { shortNeedleMany, shortNeedleBudget = oldMany, oldBudget })
 }
+
+// SetPlaceProbes makes a needle of 6 bytes or more check up to n
+// candidate places one by one (grams.go), until the test ends.
+func SetPlaceProbes(t interface{ Cleanup(func()) }, n int) {
+	old := placeProbes
+	placeProbes = n
+	t.Cleanup(func() { placeProbes = old })
+}

@@ -38,10 +38,11 @@ import (
 // byte between them. So the matches are exact from the index, no summary
 // is read to confirm them, and only the page's answers are decoded.
 //
-// The places P to try come from the index too: the places each covering
-// trigram holds in the tenant are found by seeking from one place's list
-// to the next (a few seeks: names are at most 63 bytes), and P must be a
-// place of the first trigram, the second's less 3, and so on. A needle
+// The places P to try come from the index too: the places the first
+// covering trigram holds in the tenant are found by seeking from one
+// place's list to the next (a few seeks: names are at most 63 bytes),
+// and P must be a place of the first trigram, the second's less 3, and
+// so on (asked of each P left when they are few, placeProbes). A needle
 // whose trigrams all exist but never at the right distances from each
 // other (1000000 in a fleet of agent-0dddddd: "100" and "000" are in
 // thousands of names, but never "100" at P with "000" at P+3 and P+4) is
@@ -346,6 +347,12 @@ func needleCover(needle string) []int {
 	return append(offs, len(needle)-gramLen)
 }
 
+// placeProbes is how many candidate places needlePlaces checks one by
+// one (a Scan each) for the next covering trigram; with more, it lists
+// the trigram's places (a Scan per place it holds, plus one). (A
+// variable only so that the tests may draw it.)
+var placeProbes = 8
+
 // needlePlaces returns, for each place P where the needle (3 bytes or
 // more) may lie in some name of the tenant, the leapfrog over the lists
 // of its covering trigrams at their places from P.
@@ -354,14 +361,32 @@ func needlePlaces(r store.Reader, tp, needle string) ([]tailIter, error) {
 	var places []int // candidate P, ascending
 	for i, o := range offs {
 		g := needle[o : o+gramLen]
-		lists, err := gramLists(r, tp, g, nil, 0)
-		if err != nil {
-			return nil, err
-		}
 		var ps []int
-		for _, l := range lists {
-			if p := int(l[len(l)-1]) - o; p >= 0 && (i == 0 || slices.Contains(places, p)) {
-				ps = append(ps, p)
+		if i > 0 && len(places) <= placeProbes {
+			// Few places left: ask for each whether the trigram is
+			// there, rather than list every place it holds.
+			for _, p := range places {
+				found := false
+				err := r.Scan(colDeploymentGrams, tp+g+string(rune(p+o)), nil, func(string, []byte) (bool, error) {
+					found = true
+					return false, nil
+				})
+				if err != nil {
+					return nil, err
+				}
+				if found {
+					ps = append(ps, p)
+				}
+			}
+		} else {
+			lists, err := gramLists(r, tp, g, nil, 0)
+			if err != nil {
+				return nil, err
+			}
+			for _, l := range lists {
+				if p := int(l[len(l)-1]) - o; p >= 0 && (i == 0 || slices.Contains(places, p)) {
+					ps = append(ps, p)
+				}
 			}
 		}
 		places = ps

@@ -21,7 +21,8 @@ import (
 // obvious filter over every deployment, while deployments are created at
 // times bunched into one instant or spread over weeks (the order counts'
 // windows) and removed by the lifecycle, with the thresholds of the
-// short needles' two paths drawn small.
+// short needles' two paths and of the long needles' place checks drawn
+// small.
 func TestNameContainsAndOffsetsModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
@@ -41,6 +42,8 @@ func TestNameContainsAndOffsetsModel(t *testing.T) {
 		// lists are many, within a budget, then the lists: both paths and
 		// the switch between them at these sizes.
 		controlplane.SetShortNeedle(t, rapid.IntRange(0, 40).Draw(rt, "short needle many"), rapid.IntRange(0, 48).Draw(rt, "short needle budget"))
+		// Long needles' places: listed, or checked one by one.
+		controlplane.SetPlaceProbes(t, rapid.IntRange(0, 8).Draw(rt, "place probes"))
 		alpha := rapid.SampledFrom([]rune("abcAB1-._kKi"))
 		live := map[string]*controlplane.Deployment{}
 		n := rapid.IntRange(0, 40).Draw(rt, "n")
