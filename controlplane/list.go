@@ -254,21 +254,31 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 		return nil, err
 	}
 	col, prefix := colDeploymentOrder, tp
+	// rest is the filter less what the walked index answers: the index
+	// records of a field are written from the same record as its summary,
+	// in the same Update, so the summary need not be read for it.
+	rest := *f
 	// Priority: most selective first, as a rule of thumb (no counts are
 	// kept): an image version names few deployments, a name substring is
 	// usually rare, types and statuses are shared by many.
 	switch {
 	case q.ImageVersion != "":
 		col, prefix = colDeploymentIndex, indexPrefix(tp, idxImage, q.ImageVersion)
+		rest.image = ""
 	case f.needle != "" && indexed:
 		col = ""
 	case q.DeploymentType != "":
 		col, prefix = colDeploymentIndex, indexPrefix(tp, idxType, string(q.DeploymentType))
+		rest.dtype = ""
 	case q.Status != "":
 		col, prefix = colDeploymentIndex, indexPrefix(tp, idxStatus, string(q.Status))
+		rest.status = ""
 	case f.source != "":
 		col, prefix = colDeploymentIndex, indexPrefix(tp, idxSource, f.source)
+		rest.source = ""
 	}
+	rest.enabled = rest.active()
+	f = &rest
 	skip := q.Offset
 	var tails []string
 	visit := func(tail string) (bool, error) {
