@@ -363,10 +363,11 @@
 // one or two bytes too) exactly from the index, at a cost that follows
 // the matches, not the fleet. Measured on storebolt with one tenant of
 // 1M deployments (BENCHMARKS.md, issue 18): a page of 100 name matches,
-// a page at offset 500k and every other filter each cost 1.5 ms of CPU
-// or less, about what the first page does (decoding the page's 100
-// deployments is most of it), and no more than at 100k; a needle that
-// matches nothing costs 30 µs or less. The layout of every collection, for maintainers, is
+// a page at offset 500k and every other filter each cost about what the
+// first page does (0.8 - 1.5 ms of CPU on a lightly loaded machine;
+// decoding the page's 100 deployments is most of it) and no more than
+// at 100k; a needle that matches nothing costs tens of microseconds.
+// The layout of every collection, for maintainers, is
 // documented beside the code that writes it, in records.go.
 //
 // Deployments and revisions are stored in a compact storage form, not as
