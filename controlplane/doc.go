@@ -353,13 +353,21 @@
 // the order, summary, index and name records its lists read, so that
 // ListDeployments never decodes a tenant's deployments to filter them:
 // with deployment_ids it does one Get per id; otherwise it walks one
-// index newest first (tag, image version, the trigram index for
-// name_contains, type, status, source, else the order), checks the other
+// index newest first (tag, image version, the positioned trigram index
+// for name_contains, type, status, source, the other sources' indexes
+// merged for remote_reconciled=false, else the order), checks the other
 // filters on small summaries, skips the offset over small keys (an
 // unfiltered page over counts kept per window of creation time, so a deep
 // page costs about what the first does), and decodes only the returned
 // page. name_contains is case-insensitive and answers any needle (those of
-// one or two bytes too) at a cost that follows the matches, not the fleet. The layout of every collection, for maintainers, is
+// one or two bytes too) exactly from the index, at a cost that follows
+// the matches, not the fleet. Measured on storebolt with one tenant of
+// 1M deployments (BENCHMARKS.md, issue 18): a page of 100 name matches,
+// a page at offset 500k and every other filter each cost about what the
+// first page does (0.8 - 1.5 ms of CPU on a lightly loaded machine;
+// decoding the page's 100 deployments is most of it) and no more than
+// at 100k; a needle that matches nothing costs tens of microseconds.
+// The layout of every collection, for maintainers, is
 // documented beside the code that writes it, in records.go.
 //
 // Deployments and revisions are stored in a compact storage form, not as
@@ -400,7 +408,8 @@
 // Stores written by builds before the compact key layout must be
 // migrated once (and so must stores written before the trigram index and
 // the order counts, which Migrate builds from the name blocks those
-// builds kept): call (*ControlPlane).Migrate after opening such a store
+// builds kept, and before the trigrams kept their places, which Migrate
+// rebuilds): call (*ControlPlane).Migrate after opening such a store
 // and before serving from it (cmd/deployplane does so at every start; on
 // a migrated or new store it only looks, and writes nothing). It moves
 // the records in small batches, each its own transaction, so it can be

@@ -1,7 +1,9 @@
 package controlplane
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -10,40 +12,99 @@ import (
 
 // The gram index answers name_contains, a substring filter no key prefix
 // can answer, at a cost that follows the matches rather than the fleet.
-// Each deployment has one record of cp_deployment_grams per distinct
-// trigram of its lowercased name padded with two NUL bytes ("ab" gives
-// "ab\x00" and "b\x00\x00"), keyed tenant prefix, gram, then the
-// deployment's order tail (timeKey, encID(id)), with an empty value. So
-// one gram's records are a posting list, newest first in a reverse scan,
-// and every name has at least one gram (names are never empty). Names are
-// immutable: grams are written when a deployment is created and deleted
-// when it is removed, in the same Update, and no two creates rewrite a
-// shared record.
 //
-// A needle of 3 bytes or more matches only deployments that hold each of
-// its trigrams: the lists are intersected newest first by leapfrogging
-// (each list is sought to the newest tail not newer than the current
-// candidate, until all agree), so the cost follows the shortest list and
-// the agreements, and a candidate is confirmed on its summary (holding all
-// of a needle's trigrams is not containing it). A needle of 1 or 2 bytes
-// is the prefix of a gram at each of its places in a name (the padding
-// makes this true at the end too), so its matches are the union of the
-// lists of the grams that start with it: the grams present are found by
-// seeking from one to the next, and their lists are merged newest first.
-// That union is exact; no summary is read to confirm it.
+// # Records
+//
+// A deployment has one record of cp_deployment_pgrams per place of its
+// lowercased name s (names are ASCII, so lowering keeps every byte's
+// place): for a name of n >= 2 bytes, the trigrams of s+"\x00" at places
+// 0 to n-2 (the last is s[n-2], s[n-1], NUL); for a name of one byte, the
+// one gram s+"\x00\x00" at place 0. The key is the tenant prefix, the
+// gram (3 bytes), the place (1 byte), then the deployment's order tail
+// (timeKey, encID(id)); the value is empty. So a name has max(1, n-1)
+// records (agent-0001234, 13 bytes: 12), and the records of one gram at
+// one place are a posting list, newest first in a reverse scan. Names
+// are immutable: the records are written when a deployment is created and
+// deleted when it is removed, in the same Update, and no two creates
+// rewrite a shared record (no counter, no hot spot).
+//
+// # Needles of 3 bytes or more: exact from the index
+//
+// A needle of L >= 3 bytes lies at place P of a name exactly when the
+// name holds, for each offset o of the needle from 0 to L-3, the
+// needle's trigram at o at place P+o. It is enough to ask that of a set
+// of offsets whose trigrams cover every byte of the needle (0, 3, 6, ...
+// and L-3): two positioned trigrams that overlap or touch pin down every
+// byte between them. So the matches are exact from the index, no summary
+// is read to confirm them, and only the page's answers are decoded.
+//
+// The places P to try come from the index too: the places the first
+// covering trigram holds in the tenant are found by seeking from one
+// place's list to the next (a few seeks: names are at most 63 bytes),
+// and P must be a place of the first trigram, the second's less 3, and
+// so on (asked of each P left when they are few, placeProbes). A needle
+// whose trigrams all exist but never at the right distances from each
+// other (1000000 in a fleet of agent-0dddddd: "100" and "000" are in
+// thousands of names, but never "100" at P with "000" at P+3 and P+4) is
+// refuted there, after a few dozen seeks, whatever the size of the fleet.
+// For each P left, the lists of the covering trigrams at their places
+// are intersected newest first by leapfrogging (each list is sought to
+// the newest tail not newer than the current candidate, until all agree),
+// so the cost follows the shortest list and the agreements (the list
+// that last moved the candidate is sought first, so the sparsest leads
+// and each agreement costs a seek per covering trigram, or none where a
+// list's next tails were read with the last seek: gramList); the answers
+// of the P tried are merged newest first, each deployment once.
+//
+// The cost that can still grow with the fleet: a needle whose positioned
+// trigrams are each common while they seldom agree (the leapfrog seeks
+// once per alternation between the lists), and an offset deep into the
+// matches (every match before it is walked).
+//
+// # Needles of 1 or 2 bytes
+//
+// A needle of 1 or 2 bytes at place P of a name is the start of the gram
+// at place P, but for a 1-byte needle at the name's last byte, which is
+// the middle of the last gram ("?b\x00" for b) or the start of the one
+// gram of a 1-byte name ("b\x00\x00"). So the matches are the union of
+// every list (gram, place) whose gram starts with the needle, found by
+// seeking from one list to the next, and, for 1 byte b, of the lists of
+// the grams c, b, NUL for every byte c a lowercased name may hold: a
+// union, exact, merged newest first, no summary read. Such a needle is
+// often in many names (a digit, a letter), and its lists are then many
+// (411 for "7" in a fleet of agent-0dddddd), each costing a seek before
+// the first answer: when there are more than shortNeedleMany of them,
+// the list first walks the tenant's newest summaries (listByIndex), and
+// merges the lists only when those do not fill the page.
+//
+// # Before
+//
+// Earlier builds kept one record per distinct trigram of the lowercased
+// name padded with two NULs, without its place, in cp_deployment_grams
+// (colDeploymentGramsV1): the candidates were every name holding all of
+// the needle's trigrams anywhere, each confirmed on its summary. Migrate
+// replaces those records by the positioned ones (migrateGramsV1); until a
+// tenant has none left, its lists check names on the summaries.
 const (
-	colDeploymentGrams = "cp_deployment_grams"
-	gramLen            = 3
+	colDeploymentGrams   = "cp_deployment_pgrams"
+	colDeploymentGramsV1 = "cp_deployment_grams"
+	gramLen              = 3
 )
 
-// nameGrams returns the distinct grams of a name.
+// nameAlphabet is every byte a lowercased name may hold.
+const nameAlphabet = "-._0123456789abcdefghijklmnopqrstuvwxyz"
+
+// nameGrams returns the positioned grams of a name: each gram's 3 bytes
+// and its place's byte, in place order.
 func nameGrams(name string) []string {
-	s := strings.ToLower(name) + "\x00\x00"
-	gs := make([]string, 0, len(s))
-	for i := 0; i+gramLen <= len(s); i++ {
-		if g := s[i : i+gramLen]; !slices.Contains(gs, g) {
-			gs = append(gs, g)
-		}
+	s := strings.ToLower(name)
+	if len(s) == 1 {
+		return []string{s + "\x00\x00\x00"}
+	}
+	s += "\x00"
+	gs := make([]string, 0, len(s)-2)
+	for p := 0; p+gramLen <= len(s); p++ {
+		gs = append(gs, s[p:p+gramLen]+string(rune(p)))
 	}
 	return gs
 }
@@ -57,18 +118,48 @@ func gramKeys(tp, tail, name string) []string {
 	return gs
 }
 
-// hasGrams reports whether the deployment named name at tail has its gram
-// records (a deployment written before the gram index has none until
-// Migrate gives it them).
-func hasGrams(r store.Reader, tp, tail, name string) (bool, error) {
-	_, err := r.Get(colDeploymentGrams, tp+nameGrams(name)[0]+tail)
-	if err == nil {
-		return true, nil
+// nameGramsV1 returns the distinct grams of a name as earlier builds
+// indexed them (colDeploymentGramsV1): each trigram of the lowercased name
+// padded with two NULs, without its place.
+func nameGramsV1(name string) []string {
+	s := strings.ToLower(name) + "\x00\x00"
+	gs := make([]string, 0, len(s))
+	for i := 0; i+gramLen <= len(s); i++ {
+		if g := s[i : i+gramLen]; !slices.Contains(gs, g) {
+			gs = append(gs, g)
+		}
 	}
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
+	return gs
+}
+
+// Which gram records a deployment has (gramsOf).
+const (
+	gramsNone = iota // none: it is in a name block of an earlier build
+	gramsV1          // an earlier build's unpositioned trigrams
+	gramsCurrent
+)
+
+// gramsOf reports which gram records the deployment named name at tail
+// has: a deployment written before the gram index has none until Migrate
+// gives it them, and one written before the positioned grams has the
+// earlier build's records until Migrate replaces them.
+func gramsOf(r store.Reader, tp, tail, name string) (int, error) {
+	for _, g := range []struct {
+		col, key string
+		gen      int
+	}{
+		{colDeploymentGrams, tp + nameGrams(name)[0] + tail, gramsCurrent},
+		{colDeploymentGramsV1, tp + nameGramsV1(name)[0] + tail, gramsV1},
+	} {
+		_, err := r.Get(g.col, g.key)
+		if err == nil {
+			return g.gen, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return 0, err
+		}
 	}
-	return false, err
+	return gramsNone, nil
 }
 
 // putGrams writes the gram records of a deployment.
@@ -81,216 +172,379 @@ func putGrams(tx store.Tx, tp, tail, name string) error {
 	return nil
 }
 
-// deleteGrams removes the gram records of a deployment.
-func deleteGrams(tx store.Tx, tp, tail, name string) error {
-	for _, k := range gramKeys(tp, tail, name) {
-		if err := tx.Delete(colDeploymentGrams, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+// deleteGrams removes the gram records of a deployment of the given
+// generation (gramsOf).
+func deleteGrams(tx store.Tx, tp, tail, name string, gen int) error {
+	col, grams := colDeploymentGrams, nameGrams(name)
+	if gen == gramsV1 {
+		col, grams = colDeploymentGramsV1, nameGramsV1(name)
+	}
+	for _, g := range grams {
+		if err := tx.Delete(col, tp+g+tail); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 	}
 	return nil
 }
 
+// migrateGramsV1Batch is how many deployments one Update of
+// migrateGramsV1 moves to the positioned grams.
+var migrateGramsV1Batch = 128
+
+// migrateGramsV1 replaces the unpositioned trigram records of earlier
+// builds by the positioned grams, a batch of deployments per Update,
+// until none is left, and returns how many deployments it moved. Each
+// Update is whole (a deployment's old records go with the new ones
+// written), so the work may stop anywhere and resume, and replicas may
+// run it at once.
+func (cp *ControlPlane) migrateGramsV1(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n := 0
+		err := cp.st.Update(ctx, func(tx store.Tx) error {
+			n = 0
+			for n < migrateGramsV1Batch {
+				var key string
+				err := tx.Scan(colDeploymentGramsV1, "", nil, func(k string, _ []byte) (bool, error) {
+					key = k
+					return false, nil
+				})
+				if err != nil || key == "" {
+					return err
+				}
+				tpl := tenantPrefixLen(key)
+				if tpl == 0 || len(key) < tpl+gramLen {
+					return fmt.Errorf("controlplane: gram record %q of an unknown layout", key)
+				}
+				tp, tail := key[:tpl], key[tpl+gramLen:]
+				sum, err := tx.Get(colDeploymentSums, tp+tail)
+				if err != nil {
+					return fmt.Errorf("controlplane: deployment %s has no summary record: %w", tailID(tail), err)
+				}
+				name, _, _ := strings.Cut(string(sum), "\x00")
+				if !slices.Contains(nameGramsV1(name), key[tpl:tpl+gramLen]) {
+					return fmt.Errorf("controlplane: gram record %q does not match its deployment's name %q", key, name)
+				}
+				if err := deleteGrams(tx, tp, tail, name, gramsV1); err != nil {
+					return err
+				}
+				if err := putGrams(tx, tp, tail, name); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		total += n
+		if err != nil || n < migrateGramsV1Batch {
+			return total, err
+		}
+	}
+}
+
 // nameBytesOK reports whether every byte of a lowercased needle may occur
 // in a lowercased name; a needle with another byte matches nothing.
 func nameBytesOK(needle string) bool {
 	for i := 0; i < len(needle); i++ {
-		if b := needle[i]; !isAlnum(b) && b != '.' && b != '_' && b != '-' {
+		if strings.IndexByte(nameAlphabet, needle[i]) < 0 {
 			return false
 		}
 	}
 	return true
 }
 
-// gramsExact reports whether scanGrams's candidates for needle are
-// exactly its matches.
-func gramsExact(needle string) bool { return len(needle) < gramLen || !nameBytesOK(needle) }
-
 // gramsComplete reports whether every deployment of the tenant has its
-// gram records and counts: none is left in a name block of an earlier
-// build (Migrate moves them).
+// positioned gram records and counts: none is left in a name block or
+// with the unpositioned trigrams of an earlier build (Migrate moves
+// them).
 func gramsComplete(r store.Reader, tp string) (bool, error) {
 	found := false
-	err := r.Scan(colDeploymentNameBlocks, tp, nil, func(string, []byte) (bool, error) {
-		found = true
-		return false, nil
-	})
-	return !found, err
+	for _, col := range []string{colDeploymentNameBlocks, colDeploymentGramsV1} {
+		err := r.Scan(col, tp, nil, func(string, []byte) (bool, error) {
+			found = true
+			return false, nil
+		})
+		if err != nil || found {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
-// scanGrams calls fn with the tail of every deployment of the tenant that
-// may match needle (lowercase, non-empty), newest first, until fn returns
-// false. When gramsExact(needle) the candidates are exactly the matches;
-// otherwise fn confirms each on its summary.
+// scanGrams calls fn with the tail of every deployment of the tenant
+// whose lowercased name contains needle (lowercase, non-empty), newest
+// first, each once, until fn returns false. The tails are exactly the
+// matches.
 func scanGrams(r store.Reader, tp, needle string, fn func(tail string) (bool, error)) error {
 	if !nameBytesOK(needle) {
 		return nil
 	}
+	var its []tailIter
 	if len(needle) < gramLen {
-		return unionGrams(r, tp, needle, fn)
-	}
-	var grams []string
-	for i := 0; i+gramLen <= len(needle); i++ {
-		if g := needle[i : i+gramLen]; !slices.Contains(grams, g) {
-			grams = append(grams, g)
-		}
-	}
-	grams, err := sparsestGrams(r, tp, grams)
-	if err != nil {
-		return err
-	}
-	return leapfrog(r, tp, grams, fn)
-}
-
-// Since every candidate is confirmed on its summary, the lists intersected
-// may be any subset of the needle's grams: sparsestGrams leaves out the
-// lists that look dense, which would cost a seek per candidate and rule
-// little out (a gram every name holds, "age" of "agent-..."). A list is
-// judged by its densityProbe-th newest record: if that lies among the
-// tenant's densityProbe*densityRatio newest deployments, the list holds
-// about one in densityRatio or more of them, and is left out. The others
-// are kept, sparsest first (a list shorter than densityProbe first of
-// all); when every list looks dense, the leapfrogGrams sparsest are kept.
-const (
-	leapfrogGrams = 2
-	densityProbe  = 32
-	densityRatio  = 8
-)
-
-func sparsestGrams(r store.Reader, tp string, grams []string) ([]string, error) {
-	if len(grams) <= leapfrogGrams {
-		return grams, nil
-	}
-	reach := make(map[string]string, len(grams)) // gram -> its densityProbe-th newest tail, "" when shorter
-	for _, g := range grams {
-		prefix := tp + g
-		n, last := 0, ""
-		err := r.Scan(colDeploymentGrams, prefix, &store.ScanOptions{Reverse: true}, func(k string, _ []byte) (bool, error) {
-			n++
-			if n == densityProbe {
-				last = k[len(prefix):]
-			}
-			return n < densityProbe, nil
-		})
+		lists, err := shortNeedleLists(r, tp, needle, 0)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if n == 0 {
-			return []string{g}, nil // an empty list: nothing matches
+		for _, l := range lists {
+			its = append(its, &tagCursor{col: colDeploymentGrams, prefix: l})
 		}
-		reach[g] = last
-	}
-	slices.SortStableFunc(grams, func(a, b string) int { return strings.Compare(reach[a], reach[b]) })
-	// The tenant's densityProbe*densityRatio-th newest deployment.
-	var ref string
-	n := 0
-	err := r.Scan(colDeploymentOrder, tp, &store.ScanOptions{Reverse: true}, func(k string, _ []byte) (bool, error) {
-		n++
-		ref = k[len(tp):]
-		return n < densityProbe*densityRatio, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	keep := leapfrogGrams
-	if n == densityProbe*densityRatio {
-		for keep < len(grams) && reach[grams[keep]] < ref {
-			keep++
+	} else {
+		var err error
+		if its, err = needlePlaces(r, tp, needle); err != nil {
+			return err
 		}
 	}
-	return grams[:keep], nil
+	return mergeNewest(r, its, fn)
 }
 
-// seekGram returns the newest tail of gram's list that is not newer than
-// bound (any, when bound is ""), or strictly older when strict.
-func seekGram(r store.Reader, prefix, bound string, strict bool) (string, bool, error) {
-	var tail string
-	found := false
+// shortNeedleLists returns the lists whose union is the matches of a
+// needle of 1 or 2 bytes, or, when most > 0, the first most+1 of them
+// when there are more than most.
+func shortNeedleLists(r store.Reader, tp, needle string, most int) ([]string, error) {
+	lists, err := gramLists(r, tp, needle, nil, most)
+	if err != nil || len(needle) > 1 {
+		return lists, err
+	}
+	for i := 0; i < len(nameAlphabet) && (most == 0 || len(lists) <= most); i++ {
+		// At the name's last byte: the middle of its last gram.
+		if c := nameAlphabet[i]; c != needle[0] {
+			if lists, err = gramLists(r, tp, string(c)+needle+"\x00", lists, most); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return lists, nil
+}
+
+// gramLists appends to lists the prefix (tenant prefix, gram, place) of
+// every list of the tenant whose gram starts with gramPrefix, seeking
+// from one list to the next; when most > 0, it stops once lists holds
+// more than most.
+func gramLists(r store.Reader, tp, gramPrefix string, lists []string, most int) ([]string, error) {
+	start := ""
+	for most == 0 || len(lists) <= most {
+		var list string
+		err := r.Scan(colDeploymentGrams, tp+gramPrefix, &store.ScanOptions{Start: start}, func(k string, _ []byte) (bool, error) {
+			list = k[:len(tp)+gramLen+1]
+			return false, nil
+		})
+		if err != nil || list == "" {
+			return lists, err
+		}
+		lists = append(lists, list)
+		start = list[:len(list)-1] + string(rune(list[len(list)-1]+1)) // past every record of the list
+	}
+	return lists, nil
+}
+
+// needleCover returns the offsets of a needle (3 bytes or more) whose
+// trigrams cover each of its bytes: 0, 3, 6, ... and len-3.
+func needleCover(needle string) []int {
+	var offs []int
+	for o := 0; o < len(needle)-gramLen; o += gramLen {
+		offs = append(offs, o)
+	}
+	return append(offs, len(needle)-gramLen)
+}
+
+// placeProbes is how many candidate places needlePlaces checks one by
+// one (a Scan each) for the next covering trigram; with more, it lists
+// the trigram's places (a Scan per place it holds, plus one). (A
+// variable only so that the tests may draw it.)
+var placeProbes = 8
+
+// needlePlaces returns, for each place P where the needle (3 bytes or
+// more) may lie in some name of the tenant, the leapfrog over the lists
+// of its covering trigrams at their places from P.
+func needlePlaces(r store.Reader, tp, needle string) ([]tailIter, error) {
+	offs := needleCover(needle)
+	var places []int // candidate P, ascending
+	for i, o := range offs {
+		g := needle[o : o+gramLen]
+		var ps []int
+		if i > 0 && len(places) <= placeProbes {
+			// Few places left: ask for each whether the trigram is
+			// there, rather than list every place it holds.
+			for _, p := range places {
+				found := false
+				err := r.Scan(colDeploymentGrams, tp+g+string(rune(p+o)), nil, func(string, []byte) (bool, error) {
+					found = true
+					return false, nil
+				})
+				if err != nil {
+					return nil, err
+				}
+				if found {
+					ps = append(ps, p)
+				}
+			}
+		} else {
+			lists, err := gramLists(r, tp, g, nil, 0)
+			if err != nil {
+				return nil, err
+			}
+			for _, l := range lists {
+				if p := int(l[len(l)-1]) - o; p >= 0 && (i == 0 || slices.Contains(places, p)) {
+					ps = append(ps, p)
+				}
+			}
+		}
+		places = ps
+		if len(places) == 0 {
+			return nil, nil
+		}
+	}
+	its := make([]tailIter, 0, len(places))
+	for _, p := range places {
+		lf := &leapfrog{}
+		for _, o := range offs {
+			lf.lists = append(lf.lists, &gramList{prefix: tp + needle[o:o+gramLen] + string(rune(p+o))})
+		}
+		its = append(its, lf)
+	}
+	return its, nil
+}
+
+// tailIter yields order tails newest first, each once.
+type tailIter interface {
+	next(r store.Reader) (tail string, ok bool, err error)
+}
+
+// gramList is one list of a leapfrog, sought at bounds that only go
+// older: buf holds the tails its last Scan read, newest first and
+// contiguous in the list, so that a bound that falls among them is
+// answered without a seek. The matches of a needle are often close to
+// each other in a list (deployments named alike are often created
+// together): the Scan reads more tails at once while they answer the
+// next bounds, and one when they do not.
+type gramList struct {
+	prefix string
+	buf    []string
+	hits   int  // bounds answered from buf since it was read
+	end    bool // buf reaches the oldest record of the list
+	chunk  int  // tails the next Scan reads
+}
+
+// gramListChunk is the most tails a gramList reads in one Scan.
+const gramListChunk = 32
+
+// seek returns the newest tail of the list that is not newer than bound
+// (any, when bound is ""), or strictly older when strict. The bounds of
+// successive calls must not get newer.
+func (l *gramList) seek(r store.Reader, bound string, strict bool) (string, bool, error) {
+	for len(l.buf) > 0 && bound != "" && (l.buf[0] > bound || strict && l.buf[0] == bound) {
+		l.buf = l.buf[1:]
+	}
+	if len(l.buf) > 0 {
+		l.hits++
+		return l.buf[0], true, nil
+	}
+	if l.end {
+		return "", false, nil
+	}
+	switch {
+	case l.chunk == 0:
+		l.chunk = 2
+	case l.hits > 0:
+		l.chunk = min(2*l.chunk, gramListChunk)
+	default:
+		l.chunk = max(l.chunk/2, 2)
+	}
+	l.hits = 0
 	opts := &store.ScanOptions{Reverse: true}
 	if bound != "" {
-		opts.Start = prefix + bound
+		opts.Start = l.prefix + bound
 	}
-	err := r.Scan(colDeploymentGrams, prefix, opts, func(k string, _ []byte) (bool, error) {
-		t := k[len(prefix):]
+	n := 0
+	err := r.Scan(colDeploymentGrams, l.prefix, opts, func(k string, _ []byte) (bool, error) {
+		t := k[len(l.prefix):]
 		if strict && t == bound {
 			return true, nil
 		}
-		tail, found = t, true
-		return false, nil
+		l.buf = append(l.buf, t)
+		n++
+		return n < l.chunk, nil
 	})
-	return tail, found, err
-}
-
-// leapfrog intersects the lists of grams newest first.
-func leapfrog(r store.Reader, tp string, grams []string, fn func(tail string) (bool, error)) error {
-	cur, strict := "", false
-	for {
-		agreed := 0
-		for i := 0; agreed < len(grams); i = (i + 1) % len(grams) {
-			t, ok, err := seekGram(r, tp+grams[i], cur, strict)
-			if err != nil || !ok {
-				return err
-			}
-			strict = false
-			if t == cur {
-				agreed++
-			} else {
-				cur, agreed = t, 1
-			}
-		}
-		if more, err := fn(cur); !more || err != nil {
-			return err
-		}
-		strict = true // on to the next older candidate
+	l.end = n < l.chunk
+	if err != nil || len(l.buf) == 0 {
+		return "", false, err
 	}
+	return l.buf[0], true, nil
 }
 
-// unionGrams merges newest first the lists of the grams that start with
-// needle (1 or 2 bytes), each deployment once.
-func unionGrams(r store.Reader, tp, needle string, fn func(tail string) (bool, error)) error {
-	var cursors []*tagCursor
-	start := ""
-	for {
-		var g string
-		err := r.Scan(colDeploymentGrams, tp+needle, &store.ScanOptions{Start: start}, func(k string, _ []byte) (bool, error) {
-			g = k[len(tp) : len(tp)+gramLen]
-			return false, nil
-		})
+// leapfrog intersects the gram lists at lists newest first.
+type leapfrog struct {
+	lists  []*gramList
+	cur    string
+	strict bool // the next agreement must be older than cur
+	done   bool
+}
+
+func (lf *leapfrog) next(r store.Reader) (string, bool, error) {
+	if lf.done {
+		return "", false, nil
+	}
+	agreed := 0
+	for i := 0; agreed < len(lf.lists); i = (i + 1) % len(lf.lists) {
+		t, ok, err := lf.lists[i].seek(r, lf.cur, lf.strict)
+		if err != nil || !ok {
+			lf.done = true
+			return "", false, err
+		}
+		lf.strict = false
+		if t == lf.cur {
+			agreed++
+		} else {
+			lf.cur, agreed = t, 1
+			// The list that jumps is sought first from now on: the
+			// sparsest leads, and the dense ones agree at one seek each.
+			lf.lists[0], lf.lists[i] = lf.lists[i], lf.lists[0]
+			i = 0
+		}
+	}
+	lf.strict = true // on to the next older candidate
+	return lf.cur, true, nil
+}
+
+func (c *tagCursor) next(r store.Reader) (string, bool, error) {
+	if err := c.fill(r); err != nil || len(c.buf) == 0 {
+		return "", false, err
+	}
+	t := c.buf[0]
+	c.buf = c.buf[1:]
+	return t, true, nil
+}
+
+// mergeNewest merges the iterators newest first and calls fn with each
+// tail once, until fn returns false or the iterators end.
+func mergeNewest(r store.Reader, its []tailIter, fn func(tail string) (bool, error)) error {
+	heads := make([]string, len(its)) // "" once an iterator has ended
+	for i, it := range its {
+		t, _, err := it.next(r)
 		if err != nil {
 			return err
 		}
-		if g == "" {
-			break
-		}
-		cursors = append(cursors, &tagCursor{col: colDeploymentGrams, prefix: tp + g})
-		start = tp + g[:gramLen-1] + string(g[gramLen-1]+1) // past every record of g
+		heads[i] = t
 	}
-	return mergeNewest(r, cursors, fn)
-}
-
-// mergeNewest merges the cursors' lists newest first and calls fn with
-// each tail once, until fn returns false or the lists end.
-func mergeNewest(r store.Reader, cursors []*tagCursor, fn func(tail string) (bool, error)) error {
 	for {
-		var tail string
-		for _, c := range cursors {
-			if err := c.fill(r); err != nil {
-				return err
-			}
-			if len(c.buf) > 0 && c.buf[0] > tail {
-				tail = c.buf[0]
-			}
+		tail := ""
+		for _, h := range heads {
+			tail = max(tail, h)
 		}
 		if tail == "" {
 			return nil
 		}
-		for _, c := range cursors { // the newest, once, whichever lists carry it
-			if len(c.buf) > 0 && c.buf[0] == tail {
-				c.buf = c.buf[1:]
-			}
-		}
 		if more, err := fn(tail); !more || err != nil {
 			return err
+		}
+		for i, h := range heads { // the newest, once, whichever iterators carry it
+			if h == tail {
+				t, _, err := its[i].next(r)
+				if err != nil {
+					return err
+				}
+				heads[i] = t
+			}
 		}
 	}
 }

@@ -148,8 +148,13 @@ func newSummaryFilter(q *ListDeploymentsQuery) summaryFilter {
 	if q.ImageVersion != "" {
 		f.image = "=" + q.ImageVersion
 	}
-	f.enabled = f.needle != "" || f.status != "" || f.dtype != "" || f.source != "" || f.notSource != "" || f.image != ""
+	f.enabled = f.active()
 	return f
+}
+
+// active reports whether the filter has a condition.
+func (f *summaryFilter) active() bool {
+	return f.needle != "" || f.status != "" || f.dtype != "" || f.source != "" || f.notSource != "" || f.image != ""
 }
 
 // match reports whether an order-record summary passes the filter.
@@ -173,9 +178,10 @@ func (f *summaryFilter) match(s string) bool {
 // Cost: the page is found through the index records, never by decoding the
 // tenant's deployments. With deployment_ids, each id is one Get. Otherwise
 // one source is walked newest first: the tag indexes (tag_value_ids, merged),
-// else the image version index, the name blocks (name_contains), the
-// deployment type, status or source index, else the order records; the
-// other filters are checked on each candidate's summary record. Offset skips
+// else the image version index, the gram index (name_contains), the
+// deployment type, status or source index (remote_reconciled=false: the
+// other sources' indexes, merged), else the order records; the other
+// filters are checked on each candidate's summary record. Offset skips
 // index entries; only the returned page is decoded.
 func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *ListDeploymentsQuery) (*DeploymentPage, error) {
 	if err := apierr.CheckTenant(tenant); err != nil {
@@ -238,7 +244,8 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 // candidates' summaries. tp is the tenant prefix.
 //
 // A tenant that still has name blocks (written before the gram index and
-// the order counts, until Migrate has moved them) is listed without
+// the order counts) or unpositioned trigrams (written before the
+// positioned grams), until Migrate has moved them, is listed without
 // either: name_contains is checked on the summaries of the order walk and
 // the offset is skipped record by record.
 func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
@@ -247,21 +254,31 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 		return nil, err
 	}
 	col, prefix := colDeploymentOrder, tp
+	// rest is the filter less what the walked index answers: the index
+	// records of a field are written from the same record as its summary,
+	// in the same Update, so the summary need not be read for it.
+	rest := *f
 	// Priority: most selective first, as a rule of thumb (no counts are
 	// kept): an image version names few deployments, a name substring is
 	// usually rare, types and statuses are shared by many.
 	switch {
 	case q.ImageVersion != "":
 		col, prefix = colDeploymentIndex, indexPrefix(tp, idxImage, q.ImageVersion)
+		rest.image = ""
 	case f.needle != "" && indexed:
 		col = ""
 	case q.DeploymentType != "":
 		col, prefix = colDeploymentIndex, indexPrefix(tp, idxType, string(q.DeploymentType))
+		rest.dtype = ""
 	case q.Status != "":
 		col, prefix = colDeploymentIndex, indexPrefix(tp, idxStatus, string(q.Status))
+		rest.status = ""
 	case f.source != "":
 		col, prefix = colDeploymentIndex, indexPrefix(tp, idxSource, f.source)
+		rest.source = ""
 	}
+	rest.enabled = rest.active()
+	f = &rest
 	skip := q.Offset
 	var tails []string
 	visit := func(tail string) (bool, error) {
@@ -279,17 +296,44 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 		return len(tails) < limit, nil
 	}
 	if col == "" {
-		// The gram index yields candidates; their summaries are read
-		// when the candidates are not exactly the matches or another
-		// filter needs them.
+		// The gram index yields exactly the matches; summaries are read
+		// only when another filter needs them.
 		needle := f.needle
-		if gramsExact(needle) {
-			names := *f
-			names.needle = ""
-			names.enabled = names.status != "" || names.dtype != "" || names.source != "" || names.notSource != "" || names.image != ""
-			f = &names
+		if len(needle) < gramLen {
+			lists, err := shortNeedleLists(r, tp, needle, shortNeedleMany)
+			if err != nil {
+				return nil, err
+			}
+			if len(lists) > shortNeedleMany {
+				done, err := newestSummaries(r, tp, f, q.Offset, limit, &tails)
+				if err != nil || done {
+					return tails, err
+				}
+				tails = nil
+			}
 		}
+		names := *f
+		names.needle = ""
+		names.enabled = names.active()
+		f = &names
 		err := scanGrams(r, tp, needle, visit)
+		return tails, err
+	}
+	if col == colDeploymentOrder && f.notSource != "" {
+		// remote_reconciled=false: the source indexes of every other
+		// source, merged newest first, rather than every deployment's
+		// summary (all but a few may be external_docker).
+		var its []tailIter
+		for _, s := range Sources() {
+			if string(s) != f.notSource {
+				its = append(its, &tagCursor{prefix: indexPrefix(tp, idxSource, string(s))})
+			}
+		}
+		others := *f
+		others.notSource = ""
+		others.enabled = others.active()
+		f = &others
+		err := mergeNewest(r, its, visit)
 		return tails, err
 	}
 	opts := &store.ScanOptions{Reverse: true}
@@ -304,6 +348,45 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 		return visit(k[len(prefix):])
 	})
 	return tails, err
+}
+
+// A needle of 1 or 2 bytes is often in many names (a digit, a letter),
+// and the lists of its grams are then many (one per gram it starts and
+// place, grams.go), so that merging them costs a seek per list before the
+// first answer: when it has more than shortNeedleMany lists,
+// newestSummaries first walks the tenant's newest summaries, up to
+// shortNeedleBudget of them, and is done when the page fills (or the
+// tenant has no more); otherwise the gram lists answer.
+// (Variables only so that the tests may draw them small.)
+var (
+	shortNeedleMany   = 32
+	shortNeedleBudget = 1024
+)
+
+// newestSummaries walks the summaries of the tenant newest first, at most
+// min(4*(offset+limit), shortNeedleBudget) of them, and appends to *tails
+// the page of those f matches. done reports whether that page is the
+// answer: it is full, or every summary was walked.
+func newestSummaries(r store.Reader, tp string, f *summaryFilter, offset, limit int, tails *[]string) (done bool, err error) {
+	budget := min(4*(offset+limit), shortNeedleBudget)
+	n, skip := 0, offset
+	done = true
+	err = r.Scan(colDeploymentSums, tp, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
+		if n++; n > budget {
+			done = false
+			return false, nil
+		}
+		if !f.match(string(v)) {
+			return true, nil
+		}
+		if skip > 0 {
+			skip--
+			return true, nil
+		}
+		*tails = append(*tails, k[len(tp):])
+		return len(*tails) < limit, nil
+	})
+	return done, err
 }
 
 // check reads the summary of the deployment at tail and matches it.

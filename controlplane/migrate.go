@@ -38,6 +38,11 @@ var migrateBatchSize = 512
 // resumable and safe to run from several replicas the same way. Until a
 // tenant has no block left, its lists check names on the summaries and
 // skip offsets record by record (correct, at the earlier cost).
+//
+// Last, it replaces the unpositioned trigram records of earlier builds
+// (cp_deployment_grams) by the positioned grams (grams.go), a batch of
+// deployments per Update, resumable the same way; until a tenant has none
+// left, name_contains checks its names on the summaries.
 func (cp *ControlPlane) Migrate(ctx context.Context) error {
 	for _, m := range []struct {
 		col, prefix string
@@ -92,6 +97,13 @@ func (cp *ControlPlane) Migrate(ctx context.Context) error {
 			return cp.storeErr("migrate "+colDeploymentNameBlocks, err)
 		}
 		cp.log.Info("controlplane: moved name blocks to the gram index and order counts", "deployments", n)
+	}
+	n, err := cp.migrateGramsV1(ctx) // grams.go; after the blocks, which index at once in the current grams
+	if err != nil {
+		return cp.storeErr("migrate "+colDeploymentGramsV1, err)
+	}
+	if n > 0 {
+		cp.log.Info("controlplane: moved the trigram index to positioned grams", "deployments", n)
 	}
 	cp.notify()
 	return nil

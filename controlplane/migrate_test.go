@@ -130,7 +130,7 @@ func checkNoOldKeys(t *testing.T, st store.Store) {
 	if n := len(recs["cp_deployment_name_blocks"]); n > 0 {
 		t.Errorf("%d name blocks left after migration (the gram index and order counts replace them)", n)
 	}
-	for _, col := range []string{"cp_deployments", "cp_deployment_order", "cp_deployment_summaries", "cp_deployment_grams", "cp_deployment_counts",
+	for _, col := range []string{"cp_deployments", "cp_deployment_order", "cp_deployment_summaries", "cp_deployment_pgrams", "cp_deployment_counts",
 		"cp_deployment_index", "cp_deployment_names", "cp_revisions", "cp_revision_order", "cp_tracing_projects", "cp_pending"} {
 		if len(recs[col]) == 0 {
 			t.Errorf("%s is empty after migration", col)

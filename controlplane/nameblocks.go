@@ -193,11 +193,11 @@ func indexBlockMembers(tx store.Tx, tp string, tails []string, want int, n *int)
 			return fmt.Errorf("controlplane: deployment %s has no summary record: %w", tailID(tail), err)
 		}
 		name, _, _ := strings.Cut(string(sum), "\x00")
-		indexed, err := hasGrams(tx, tp, tail, name)
+		gen, err := gramsOf(tx, tp, tail, name)
 		if err != nil {
 			return err
 		}
-		if indexed {
+		if gen != gramsNone {
 			continue
 		}
 		if err := putGrams(tx, tp, tail, name); err != nil {

@@ -26,7 +26,8 @@ import (
 //	cp_deployments          T D                    -> storedDeployment JSON (storageform.go)
 //	cp_deployment_order     T ts D                 -> "" (unfiltered pages skip these small keys)
 //	cp_deployment_summaries T ts D                 -> summary (lowercased name, status, type, source, image version)
-//	cp_deployment_grams     T gram ts D            -> "" (each trigram of the lowercased name padded with "\x00\x00"; grams.go)
+//	cp_deployment_pgrams    T gram place ts D      -> "" (the trigram at each place of the lowercased name + "\x00"; grams.go)
+//	cp_deployment_grams     T gram ts D            -> "" (earlier builds' unpositioned trigrams; Migrate replaces them, grams.go)
 //	cp_deployment_counts    T n ts[:n]             -> uvarint count of order records in the window (n = 3, 4, 5, 6; ordercounts.go)
 //	cp_deployment_name_blocks T ts D (first)       -> up to 256 lowercased names (earlier builds; Migrate removes them, nameblocks.go)
 //	cp_deployment_index     T field value ts D     -> "" (indexPrefix: field one byte; value a code, an id or a length-prefixed string)
@@ -339,12 +340,12 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 	}
 	// A deployment written before the gram index and the order counts
 	// (not yet migrated) is in a name block instead.
-	indexed, err := hasGrams(tx, tp, r.tail(), r.Name)
+	gen, err := gramsOf(tx, tp, r.tail(), r.Name)
 	if err != nil {
 		return err
 	}
-	if indexed {
-		if err := deleteGrams(tx, tp, r.tail(), r.Name); err != nil {
+	if gen != gramsNone {
+		if err := deleteGrams(tx, tp, r.tail(), r.Name, gen); err != nil {
 			return err
 		}
 		if err := addOrderCount(tx, tp, timeKey(r.CreatedAt.Time()), -1); err != nil {
@@ -556,7 +557,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // Collections returns the names of the store collections the package
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
-	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentGrams, colDeploymentCounts, colDeploymentIndex, colDeploymentNames, colRevisions,
+	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentGrams, colDeploymentGramsV1, colDeploymentCounts, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
 		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs, colEvents,
 		colRegistryTokens, colUploads}

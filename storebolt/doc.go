@@ -26,7 +26,10 @@
 // the writer and with each other. (The one wait bbolt has: when a commit
 // grows the file past its memory map, the remap waits for the Views open at
 // the time, and new Views wait for the remap. Options.InitialMmapSize sized
-// above the file avoids it.)
+// above the file avoids it.) A View opens each bucket once and reuses the
+// cursors of its finished Gets and Scans (a list makes hundreds of small
+// reads of one collection); the store contract keeps a Reader to its
+// closure's goroutine.
 //
 // Updates go through one writer goroutine. Update queues its closure; the
 // writer takes everything queued (up to Options.MaxBatchSize), runs the

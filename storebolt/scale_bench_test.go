@@ -51,7 +51,7 @@ func scaleFleetFile(b *testing.B, n int) string {
 	if dir == "" {
 		dir = b.TempDir()
 	}
-	path := filepath.Join(dir, fmt.Sprintf("scale-fleet-%d-v1.db", n))
+	path := filepath.Join(dir, fmt.Sprintf("scale-fleet-%d-v2.db", n))
 	if _, err := os.Stat(path); err == nil {
 		return path
 	}

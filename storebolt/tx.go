@@ -30,6 +30,63 @@ type txn struct {
 	// writes to their bucket).
 	gen  uint64
 	undo []undoRecord
+	// buckets keeps the buckets a read-only transaction has opened:
+	// bbolt opens a bucket anew at each Tx.Bucket of a read-only
+	// transaction (a seek in the root), and a list makes many small Scans
+	// of one collection. (A writable transaction's buckets are kept by
+	// bbolt itself.)
+	buckets map[string]*readBucket
+}
+
+// readBucket is a bucket a read-only transaction has opened, and the
+// cursors its finished Gets and Scans gave back: a new bbolt cursor
+// starts with an empty stack of pages that each seek grows again (a few
+// allocations per Get), while a cursor's seek reuses its stack.
+type readBucket struct {
+	b    *bbolt.Bucket
+	free []*bbolt.Cursor
+}
+
+// bucket returns the collection's bucket, or nil when it was never
+// written.
+func (t *txn) bucket(collection string) *bbolt.Bucket {
+	if t.writable {
+		return t.btx.Bucket([]byte(collection))
+	}
+	if rb, ok := t.buckets[collection]; ok {
+		return rb.b
+	}
+	b := t.btx.Bucket([]byte(collection))
+	if t.buckets == nil {
+		t.buckets = map[string]*readBucket{}
+	}
+	t.buckets[collection] = &readBucket{b: b}
+	return b
+}
+
+// cursor returns a cursor over b, the collection's bucket: in a read-only
+// transaction, one a finished Get or Scan gave back (releaseCursor) when
+// there is one. A cursor is used by one Get or Scan at a time (a Scan's
+// callback that reads the same collection takes another).
+func (t *txn) cursor(collection string, b *bbolt.Bucket) *bbolt.Cursor {
+	if !t.writable {
+		if rb := t.buckets[collection]; rb != nil && len(rb.free) > 0 {
+			c := rb.free[len(rb.free)-1]
+			rb.free = rb.free[:len(rb.free)-1]
+			return c
+		}
+	}
+	return b.Cursor()
+}
+
+// releaseCursor gives back a cursor that cursor returned, once its Get
+// or Scan is done with it.
+func (t *txn) releaseCursor(collection string, c *bbolt.Cursor) {
+	if !t.writable {
+		if rb := t.buckets[collection]; rb != nil {
+			rb.free = append(rb.free, c)
+		}
+	}
 }
 
 // undoRecord restores one write: the key's previous value (or its absence),
@@ -71,12 +128,14 @@ func (t *txn) Get(collection, key string) ([]byte, error) {
 	if err := store.CheckKey(collection, key); err != nil {
 		return nil, err
 	}
-	b := t.btx.Bucket([]byte(collection))
+	b := t.bucket(collection)
 	if b == nil {
 		return nil, notFound(collection, key)
 	}
-	v, ok := lookup(b, []byte(key))
-	if !ok {
+	c := t.cursor(collection, b)
+	defer t.releaseCursor(collection, c)
+	k, v := c.Seek([]byte(key))
+	if k == nil || string(k) != key {
 		return nil, notFound(collection, key)
 	}
 	return clone(v), nil
@@ -90,7 +149,7 @@ func (t *txn) Scan(collection, prefix string, opts *store.ScanOptions, fn func(k
 	if err := store.CheckCollection(collection); err != nil {
 		return err
 	}
-	b := t.btx.Bucket([]byte(collection))
+	b := t.bucket(collection)
 	if b == nil {
 		return nil
 	}
@@ -99,7 +158,8 @@ func (t *txn) Scan(collection, prefix string, opts *store.ScanOptions, fn func(k
 		o = *opts
 	}
 	p := []byte(prefix)
-	c := b.Cursor()
+	c := t.cursor(collection, b)
+	defer t.releaseCursor(collection, c)
 	var k, v []byte
 	switch {
 	case !o.Reverse && o.Start <= prefix:
@@ -195,7 +255,7 @@ func (t *txn) Delete(collection, key string) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	b := t.btx.Bucket([]byte(collection))
+	b := t.bucket(collection)
 	if b == nil {
 		return notFound(collection, key)
 	}
