@@ -1,9 +1,11 @@
 package controlplane
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/deployplane/deployplane/store"
 )
@@ -25,7 +27,25 @@ import (
 // the order keys of one window of 65.5 ms. Creations bunched into one
 // such window (a bulk import, a clock that stands still in tests) are
 // skipped key by key, which is what every skip cost before.
-const colDeploymentCounts = "cp_deployment_counts"
+//
+// A create or a removal does not touch the counts: it writes a pending
+// change, its own record in cp_deployment_count_changes (the tenant
+// prefix, the deployment's tail, then '+' or '-'), which reads nothing
+// and which no other deployment's change writes. The counts were four
+// records that every create of the same 65 ms (and every create of the
+// same 12.7 days) read and wrote, so that under PostgreSQL's serializable
+// transactions creates into one tenant conflicted with each other. The
+// sequencer (sequencer.go) folds the pending changes into the counts in
+// batches (foldCounts: in one Update, it adds them and deletes them), and
+// skipOrder adds the pending changes it reads in its own transaction to
+// the counts it reads: a change is either pending or folded, never both,
+// so the skip stays exact. There are few pending changes (the sequencer
+// folds them every eventSeqEvery events written, and at every poll of
+// Run).
+const (
+	colDeploymentCounts       = "cp_deployment_counts"
+	colDeploymentCountChanges = "cp_deployment_count_changes"
+)
 
 // countLevels are the prefix lengths of timeKey that are counted, widest
 // first.
@@ -38,61 +58,179 @@ func countKey(tp, ts string, level int) string {
 	return tp + string([]byte{byte(level)}) + ts[:level]
 }
 
-// addOrderCount adds delta to the counts of the windows holding ts (a
-// deployment's timeKey).
-func addOrderCount(tx store.Tx, tp, ts string, delta int64) error {
-	for _, level := range countLevels {
-		k := countKey(tp, ts, level)
-		var n int64
-		b, err := tx.Get(colDeploymentCounts, k)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			return err
-		default:
-			v, w := binary.Varint(b)
-			if w <= 0 {
-				return fmt.Errorf("%w: malformed count %q", errCorruptCounts, b)
-			}
-			n = v
-		}
-		n += delta
-		if n <= 0 {
-			if err := tx.Delete(colDeploymentCounts, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+// countChange records a pending change of the counts: +1 (added) or -1
+// for the deployment whose order tail (timeKey + encID(id)) is tail.
+func countChange(tx store.Tx, tp, tail string, added bool) error {
+	sign := "-"
+	if added {
+		sign = "+"
+	}
+	return tx.Put(colDeploymentCountChanges, tp+tail+sign, nil)
+}
+
+// foldCounts folds the pending count changes into the counts, seqBatch
+// per Update, until none is left.
+func (cp *ControlPlane) foldCounts(ctx context.Context) error {
+	for {
+		n := 0
+		err := cp.st.Update(ctx, func(tx store.Tx) error {
+			sums := map[string]int64{}
+			var keys []string
+			err := tx.Scan(colDeploymentCountChanges, "", nil, func(k string, _ []byte) (bool, error) {
+				tp, ts, delta, err := parseCountChange(k)
+				if err != nil {
+					return false, err
+				}
+				for _, level := range countLevels {
+					sums[countKey(tp, ts, level)] += delta
+				}
+				keys = append(keys, k)
+				return len(keys) < seqBatch, nil
+			})
+			if err != nil {
 				return err
 			}
-			continue
+			n = len(keys)
+			for _, k := range sortedKeys(sums) {
+				if err := addCount(tx, k, sums[k]); err != nil {
+					return err
+				}
+			}
+			for _, k := range keys {
+				if err := tx.Delete(colDeploymentCountChanges, k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil || n < seqBatch {
+			return err
 		}
-		if err := tx.Put(colDeploymentCounts, k, binary.AppendVarint(nil, n)); err != nil {
+	}
+}
+
+// parseCountChange splits a key of cp_deployment_count_changes into the
+// tenant prefix, the timeKey, and the change.
+func parseCountChange(k string) (tp, ts string, delta int64, err error) {
+	n := tenantPrefixLen(k)
+	if n <= 0 || len(k) < n+8+1 {
+		return "", "", 0, fmt.Errorf("%w: a malformed pending change %q", errCorruptCounts, k)
+	}
+	switch k[len(k)-1] {
+	case '+':
+		delta = 1
+	case '-':
+		delta = -1
+	default:
+		return "", "", 0, fmt.Errorf("%w: a malformed pending change %q", errCorruptCounts, k)
+	}
+	return k[:n], k[n : n+8], delta, nil
+}
+
+// addOrderCount adds delta to the counts of the windows holding ts (a
+// deployment's timeKey), at once (Migrate's batches; creates and removals
+// write a pending change instead, countChange).
+func addOrderCount(tx store.Tx, tp, ts string, delta int64) error {
+	for _, level := range countLevels {
+		if err := addCount(tx, countKey(tp, ts, level), delta); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// addCount adds delta to the count under k, deleting it at zero.
+func addCount(tx store.Tx, k string, delta int64) error {
+	var n int64
+	b, err := tx.Get(colDeploymentCounts, k)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		v, w := binary.Varint(b)
+		if w <= 0 {
+			return fmt.Errorf("%w: malformed count %q", errCorruptCounts, b)
+		}
+		n = v
+	}
+	n += delta
+	if n <= 0 {
+		if err := tx.Delete(colDeploymentCounts, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	return tx.Put(colDeploymentCounts, k, binary.AppendVarint(nil, n))
+}
+
 // skipOrder finds where a newest-first walk of the tenant's order records
 // is after skipping offset of them: it returns start, a Start for a
 // reverse Scan of colDeploymentOrder (the newest key of one window; ""
 // when the offset is past the last record) and rest, how many records to
-// skip from there.
+// skip from there. The counts it walks are the folded counts plus the
+// pending changes.
 func skipOrder(r store.Reader, tp string, offset int) (start string, rest int, err error) {
+	pending := map[string]int64{} // countKey -> pending change
+	err = r.Scan(colDeploymentCountChanges, tp, nil, func(k string, _ []byte) (bool, error) {
+		_, ts, delta, err := parseCountChange(k)
+		if err != nil {
+			return false, err
+		}
+		for _, level := range countLevels {
+			pending[countKey(tp, ts, level)] += delta
+		}
+		return true, nil
+	})
+	if err != nil {
+		return "", 0, err
+	}
 	rem := int64(offset)
 	window := ""
 	for _, level := range countLevels {
 		prefix := tp + string([]byte{byte(level)}) + window
 		chosen := ""
-		err := r.Scan(colDeploymentCounts, prefix, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
-			n, w := binary.Varint(v)
-			if w <= 0 {
-				return false, fmt.Errorf("%w: malformed count %q", errCorruptCounts, v)
-			}
+		visit := func(k string, n int64) bool {
 			if n <= rem {
 				rem -= n
-				return true, nil
+				return true
 			}
 			chosen = k[len(tp)+1:]
-			return false, nil
-		})
+			return false
+		}
+		var err error
+		if len(pending) == 0 {
+			err = r.Scan(colDeploymentCounts, prefix, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
+				n, w := binary.Varint(v)
+				if w <= 0 {
+					return false, fmt.Errorf("%w: malformed count %q", errCorruptCounts, v)
+				}
+				return visit(k, n), nil
+			})
+		} else {
+			// The counts of the level under window, with the pending
+			// changes added, newest first.
+			counts := map[string]int64{}
+			err = r.Scan(colDeploymentCounts, prefix, nil, func(k string, v []byte) (bool, error) {
+				n, w := binary.Varint(v)
+				if w <= 0 {
+					return false, fmt.Errorf("%w: malformed count %q", errCorruptCounts, v)
+				}
+				counts[k] = n
+				return true, nil
+			})
+			for k, d := range pending {
+				if strings.HasPrefix(k, prefix) {
+					counts[k] += d
+				}
+			}
+			ks := sortedKeys(counts)
+			for i := len(ks) - 1; err == nil && i >= 0; i-- {
+				if n := counts[ks[i]]; n > 0 && !visit(ks[i], n) {
+					break
+				}
+			}
+		}
 		if err != nil {
 			return "", 0, err
 		}
