@@ -123,8 +123,10 @@ const eventReadBatch = 256
 
 // Event is one event of a tenant's log, ready for an SSE stream.
 type Event struct {
-	// ID is the event's id: opaque to clients, increasing in the order of
-	// the tenant's commits. A follower resumes after it (LastEventID).
+	// ID is the event's id: opaque to clients, increasing: a deployment's
+	// events (its revisions' included) in the order of its changes, and
+	// an event committed after another was given its id gets a larger
+	// one. A follower resumes after it (LastEventID).
 	ID string
 	// Name is EventDeployment, EventRevision, EventLog or EventGap.
 	Name string

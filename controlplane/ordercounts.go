@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/deployplane/deployplane/store"
 )
@@ -169,17 +168,15 @@ func addCount(tx store.Tx, k string, delta int64) error {
 // reverse Scan of colDeploymentOrder (the newest key of one window; ""
 // when the offset is past the last record) and rest, how many records to
 // skip from there. The counts it walks are the folded counts plus the
-// pending changes.
+// pending changes, merged window by window as the counts are scanned.
 func skipOrder(r store.Reader, tp string, offset int) (start string, rest int, err error) {
-	pending := map[string]int64{} // countKey -> pending change
+	var pending []pendingChange // by timeKey, oldest first
 	err = r.Scan(colDeploymentCountChanges, tp, nil, func(k string, _ []byte) (bool, error) {
 		_, ts, delta, err := parseCountChange(k)
 		if err != nil {
 			return false, err
 		}
-		for _, level := range countLevels {
-			pending[countKey(tp, ts, level)] += delta
-		}
+		pending = append(pending, pendingChange{ts, delta})
 		return true, nil
 	})
 	if err != nil {
@@ -189,50 +186,44 @@ func skipOrder(r store.Reader, tp string, offset int) (start string, rest int, e
 	window := ""
 	for _, level := range countLevels {
 		prefix := tp + string([]byte{byte(level)}) + window
+		pw := pendingWindows(pending, window, level) // newest first
 		chosen := ""
-		visit := func(k string, n int64) bool {
+		visit := func(w string, n int64) bool {
+			if n <= 0 {
+				return true
+			}
 			if n <= rem {
 				rem -= n
 				return true
 			}
-			chosen = k[len(tp)+1:]
+			chosen = w
 			return false
 		}
-		var err error
-		if len(pending) == 0 {
-			err = r.Scan(colDeploymentCounts, prefix, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
-				n, w := binary.Varint(v)
-				if w <= 0 {
-					return false, fmt.Errorf("%w: malformed count %q", errCorruptCounts, v)
-				}
-				return visit(k, n), nil
-			})
-		} else {
-			// The counts of the level under window, with the pending
-			// changes added, newest first.
-			counts := map[string]int64{}
-			err = r.Scan(colDeploymentCounts, prefix, nil, func(k string, v []byte) (bool, error) {
-				n, w := binary.Varint(v)
-				if w <= 0 {
-					return false, fmt.Errorf("%w: malformed count %q", errCorruptCounts, v)
-				}
-				counts[k] = n
-				return true, nil
-			})
-			for k, d := range pending {
-				if strings.HasPrefix(k, prefix) {
-					counts[k] += d
-				}
+		more := true
+		err := r.Scan(colDeploymentCounts, prefix, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
+			n, w := binary.Varint(v)
+			if w <= 0 {
+				return false, fmt.Errorf("%w: malformed count %q", errCorruptCounts, v)
 			}
-			ks := sortedKeys(counts)
-			for i := len(ks) - 1; err == nil && i >= 0; i-- {
-				if n := counts[ks[i]]; n > 0 && !visit(ks[i], n) {
-					break
+			win := k[len(tp)+1:]
+			for len(pw) > 0 && pw[0].ts > win { // windows only pending changes hold
+				if more = visit(pw[0].ts, pw[0].delta); !more {
+					return false, nil
 				}
+				pw = pw[1:]
 			}
-		}
+			if len(pw) > 0 && pw[0].ts == win {
+				n += pw[0].delta
+				pw = pw[1:]
+			}
+			more = visit(win, n)
+			return more, nil
+		})
 		if err != nil {
 			return "", 0, err
+		}
+		for ; more && len(pw) > 0; pw = pw[1:] {
+			more = visit(pw[0].ts, pw[0].delta)
 		}
 		if chosen == "" {
 			if level != countLevels[0] {
@@ -245,4 +236,31 @@ func skipOrder(r store.Reader, tp string, offset int) (start string, rest int, e
 	// The newest key of the window: its remaining bytes of timeKey, then
 	// an id's tag byte (0x01 or 0x02), all below 0xff.
 	return tp + window + "\xff\xff\xff", int(rem), nil
+}
+
+// pendingChange is a pending change of the counts: a deployment's
+// timeKey and +1 or -1. In pendingWindows' answer, ts is a window (a
+// prefix of timeKeys) and delta the sum of its changes.
+type pendingChange struct {
+	ts    string
+	delta int64
+}
+
+// pendingWindows sums the pending changes (oldest first) under window by
+// their windows of level bytes, newest window first.
+func pendingWindows(pending []pendingChange, window string, level int) []pendingChange {
+	var out []pendingChange
+	for i := len(pending) - 1; i >= 0; i-- {
+		p := pending[i]
+		if p.ts[:len(window)] != window {
+			continue
+		}
+		w := p.ts[:level]
+		if len(out) > 0 && out[len(out)-1].ts == w {
+			out[len(out)-1].delta += p.delta
+			continue
+		}
+		out = append(out, pendingChange{w, p.delta})
+	}
+	return out
 }
