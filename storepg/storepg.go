@@ -276,8 +276,11 @@ func (s *Store) try(ctx context.Context, begin []string, update bool, fn func(*t
 	}()
 
 	ferr := fn(t)
-	if ferr == nil {
-		t.flush() // the Puts still held back; a failure lands in t.err
+	if ferr == nil && t.xid == "" {
+		// The Puts still held back, if no write has told the
+		// transaction's id yet (else they go with the COMMIT); a failure
+		// lands in t.err.
+		t.flush()
 	}
 	switch {
 	case t.err != nil && worthRetrying(ctx, t.err):
