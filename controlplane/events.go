@@ -610,6 +610,12 @@ type eventTx struct {
 	prefixes map[string]string
 }
 
+// Discard passes a Discard on to the store's Tx (store.Discard), which
+// the embedded Tx alone would hide.
+func (t *eventTx) Discard(collection, key string) error {
+	return store.Discard(t.Tx, collection, key)
+}
+
 // prefix is the tenant's prefix if the Update has read or assigned it.
 func (t *eventTx) prefix(tenant string) (string, bool) {
 	if t == nil {

@@ -96,7 +96,9 @@ func (cp *ControlPlane) foldCounts(ctx context.Context) error {
 				}
 			}
 			for _, k := range keys {
-				if err := tx.Delete(colDeploymentCountChanges, k); err != nil {
+				// A Discard: the key was just read, and a store may send
+				// a run of Discards at once.
+				if err := store.Discard(tx, colDeploymentCountChanges, k); err != nil {
 					return err
 				}
 			}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -231,11 +230,13 @@ func (cp *ControlPlane) sequenceBatch(tx store.Tx, tenant string) (int, error) {
 		if err := tx.Put(colEvents, eventKey(tenant, n), e.value); err != nil {
 			return 0, err
 		}
-		if err := tx.Delete(colEventOutbox, e.key); err != nil {
+		// Discards, not Deletes: the keys were just read or need not be
+		// there, and a store may send a run of Discards at once.
+		if err := store.Discard(tx, colEventOutbox, e.key); err != nil {
 			return 0, err
 		}
 		if e.deleted {
-			if err := tx.Delete(colEventClocks, eventClockKey(tenant, e.deployment)); err != nil && !errors.Is(err, store.ErrNotFound) {
+			if err := store.Discard(tx, colEventClocks, eventClockKey(tenant, e.deployment)); err != nil {
 				return 0, err
 			}
 		}
