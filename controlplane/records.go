@@ -510,13 +510,10 @@ func (cp *ControlPlane) putRevision(tx store.Tx, tenant string, rev *revisionRec
 	if err != nil {
 		return err
 	}
-	k := revisionKey(tp, rev.DeploymentID, rev.ID)
-	if isNew {
-		err = tx.Create(colRevisions, k, b)
-	} else {
-		err = tx.Put(colRevisions, k, b)
-	}
-	if err != nil {
+	// A Put even for a new revision: its id is new (newID), as a new
+	// deployment's is, and a Put costs no round trip of its own in
+	// storepg, where a Create waits for its answer.
+	if err := tx.Put(colRevisions, revisionKey(tp, rev.DeploymentID, rev.ID), b); err != nil {
 		return err
 	}
 	return tx.Put(colRevisionOrder, deploymentKey(tp, rev.DeploymentID)+timeKey(rev.CreatedAt.Time())+encID(rev.ID), []byte(rev.Status))
