@@ -92,6 +92,10 @@ type txn struct {
 	// then, begun is false and there is nothing to commit or roll back.
 	begin []string
 	begun bool
+	// oneShot says that a first statement that is a Get may run alone,
+	// outside a transaction (a View's; see Store.View); shot, that one
+	// did, so that any later statement fails with errNeedTransaction.
+	oneShot, shot bool
 	// xid is the transaction's id once a statement has changed a row, as
 	// text ("" before).
 	xid string
@@ -110,6 +114,11 @@ type txn struct {
 	puts []heldPut
 }
 
+// errNeedTransaction fails a statement that follows a Get run outside a
+// transaction (txn.oneShot): the try is void, and the closure runs again
+// in a transaction.
+var errNeedTransaction = errors.New("a View's second statement needs a transaction")
+
 // heldPut is a Put (its value copied) or a Discard not yet sent.
 type heldPut struct {
 	collection, key, value []byte
@@ -126,14 +135,24 @@ func (t *txn) query(op, sql string, args []any, scan func(pgx.Rows) error) (pgco
 	if t.err != nil {
 		return pgconn.CommandTag{}, fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
 	}
+	if t.shot {
+		t.err = errNeedTransaction
+		return pgconn.CommandTag{}, fmt.Errorf("storepg: %s: %w", op, errNeedTransaction)
+	}
 	var (
 		batch pgx.BatchResults
 		rows  pgx.Rows
 		err   error
 	)
-	if t.begun && len(t.puts) == 0 {
+	if t.oneShot && op == "get" && !t.begun && len(t.puts) == 0 {
+		// The first statement of a View, a Get: alone, in one round
+		// trip, outside a transaction.
+		t.oneShot, t.shot = false, true
+		rows, err = t.conn.Query(t.ctx, sql, args...)
+	} else if t.begun && len(t.puts) == 0 {
 		rows, err = t.conn.Query(t.ctx, sql, args...)
 	} else {
+		t.oneShot = false
 		// One pipeline: BEGIN (for the first statement), the Puts held
 		// back, then this statement.
 		b := &pgx.Batch{}
