@@ -53,6 +53,7 @@ type ControlPlane struct {
 	claims    atomic.Uint64
 	obs       Observer                 // observe.go; never nil
 	deployer  atomic.Pointer[Deployer] // the Deployer Run drives, for Ready
+	seq       *sequencer               // numbers events, folds order counts (sequencer.go)
 
 	// mutation is a deliberate defect for the mutation tests (mutation.go);
 	// always mutNone outside them.
@@ -88,7 +89,8 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	}
 	cp.ev = newEventLog(&o)
 	cp.answers = newAnswerCache(answerCacheBytes(o.AnswerCacheBytes))
-	cp.st = eventStore{Store: cp.st, log: cp.ev} // wakes event followers after commits (events.go)
+	cp.seq = newSequencer(cp)
+	cp.st = eventStore{Store: cp.st, log: cp.ev, seq: cp.seq, tenants: &cp.tenants} // wakes event followers after commits, runs the sequencer (events.go)
 	if len(o.SecretKey) > 0 {
 		s, err := seal.New(o.SecretKey)
 		if err != nil {
@@ -389,7 +391,7 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 			return err
 		}
 		if withRevision {
-			if err := cp.addRevision(tx, tenant, newRevision(rec, revID, rec.CreatedAt)); err != nil {
+			if err := cp.addFirstRevision(tx, tenant, tp, newRevision(rec, revID, rec.CreatedAt)); err != nil {
 				return err
 			}
 		}

@@ -215,19 +215,24 @@
 // # Event log
 //
 // Every change of a deployment or a revision (created, updated, status
-// changed, deleted) appends one event to its tenant's event log, in the
-// same store Update as the change: an event exists if and only if its
-// change committed. Events are numbered 1, 2, 3, ... per tenant by a
-// counter written in that Update, so under the stores' serializable
-// transactions they are ordered like the tenant's commits, across replicas
-// sharing one storepg database too; the number's decimal form is the
-// event's id. FollowEvents follows a tenant's log (or one deployment's
+// changed, deleted) writes one event, in the same store Update as the
+// change: an event exists if and only if its change committed. The change
+// does not number it (a counter every change of a tenant wrote made
+// creates into one tenant conflict under PostgreSQL, one commit at a
+// time): it goes to an outbox, and a sequencer numbers the outbox's events
+// 1, 2, 3, ... per tenant in batches, each deployment's in the order of
+// its changes, a batch after every earlier one, across replicas sharing
+// one storepg database too. A follower runs the sequencer before it reads
+// (so it reads every event committed before it looked) and reads only
+// numbered events, so it never misses one that is numbered later; Run
+// runs it at each poll, and SequenceEvents runs it on demand. The
+// number's decimal form is the event's id. FollowEvents follows a tenant's log (or one deployment's
 // events) from now or after a given id; EventStream.Next waits for the
 // next events, woken when a change commits through this ControlPlane and
 // polling the store every Options.EventPollInterval for the other
 // replicas'. The log keeps at least each tenant's newest
 // Options.EventRetention events no older than Options.EventMaxAge (pruned
-// in batches as later changes are written); a follower whose next event
+// in batches as later events are numbered); a follower whose next event
 // was pruned gets an EventGap event. Deployment events are kept in the
 // sealed storage form and carry, when read, the deployment's wire JSON as
 // GetDeployment answers it (secrets included, like GET); revision events

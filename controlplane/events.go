@@ -20,30 +20,65 @@ import (
 
 // The event log (wire contract section 9: GET /v2/events and
 // /v2/deployments/{deployment_id}/events). Every change of a deployment or
-// a revision appends one event to its tenant's log in the same Update as
-// the change (putDeployment, removeDeployment and putRevision call
-// deploymentEvent and revisionEvent), so an event exists if and only if
-// its change committed. Layout:
+// a revision writes its events in the same Update as the change
+// (putDeployment, removeDeployment and putRevision call deploymentEvent
+// and revisionEvent), so an event exists if and only if its change
+// committed. The change does not number them: it writes them to an outbox,
+// and a sequencer (sequencer.go) numbers them later, in batches. Layout:
 //
-//	cp_events  tenant/n              -> the tenant's last event number, decimal
-//	cp_events  tenant/e/<16 hex>     -> one event (eventRecord.encode)
+//	cp_event_outbox  tenant/D/<16 hex clock>/<4 hex i> -> an event not yet numbered (eventRecord.encode)
+//	cp_event_clocks  tenant/D                       -> the deployment's last clock, decimal
+//	cp_events        tenant/n                       -> the tenant's last event number, decimal
+//	cp_events        tenant/e/<16 hex>              -> one numbered event (eventRecord.encode)
 //
-// Event numbers are 1, 2, 3, ... per tenant: appendEvent reads and writes
-// the tenant's counter in the Update that writes the event, so under the
-// stores' serializable transactions numbers are dense and in commit order,
-// across replicas sharing one storepg database too. Their decimal form is
-// the SSE id.
+// Why an outbox: when every change read and wrote the tenant's counter,
+// every two changes of a tenant conflicted, and PostgreSQL (storepg)
+// committed them one at a time. A change now reads nothing that other
+// deployments' changes write: the events of deployment D carry D's clock,
+// which every Update with events of D reads and advances (changes of one
+// deployment conflict anyway), except the Update that creates D, which
+// knows it is 1 and reads nothing; i numbers the events of one Update. So
+// the outbox keeps each deployment's events in the order of its changes.
+// The sequencer deletes a deployment's clock when it numbers the
+// deployment's deleted event, the last it has.
 //
-// Retention: each append whose number is a multiple of eventPruneBatch
-// deletes, oldest first, up to 2*eventPruneBatch events that are beyond
-// the tenant's newest EventRetention or older than EventMaxAge. A follower
-// whose next event was pruned gets an EventGap event first.
+// The sequencer (sequenceTenant) takes the outbox of a tenant, up to
+// seqBatch events, in one Update: it orders them (each deployment's by
+// clock and i; between deployments by the events' times), gives them the
+// numbers after the tenant's counter, moves them to cp_events and
+// advances the counter. Numbers are thus 1, 2, 3, ... per tenant, dense,
+// and a batch's numbers follow every earlier batch's: an event committed
+// after a batch was taken gets a larger number than all of that batch's.
+// Followers read only numbered events, so a follower never misses an
+// event that is given a smaller number later. Sequencer runs of two
+// replicas conflict on the counter, and the stores' serializable
+// transactions let one of them commit first: numbers stay dense across
+// replicas. Their decimal form is the SSE id.
+//
+// Who runs the sequencer: a follower before it reads (FollowEvents, and
+// Next each time it looks), so what it reads includes every event
+// committed before it looked; Run at each of its wake-ups and polls; and
+// the process that has written eventSeqEvery events since its last run,
+// so that the outbox stays short when nobody follows and nothing runs.
+// Within a process, runs for a tenant are coalesced (seqFlight): a caller
+// waits for a run that began after its call, and shares it with the
+// callers that came meanwhile.
+//
+// Retention: a sequencer batch whose numbers reach a multiple of
+// eventPruneBatch deletes, oldest first, up to 2*eventPruneBatch events
+// that are beyond the tenant's newest EventRetention or older than
+// EventMaxAge. A follower whose next event was pruned gets an EventGap
+// event first.
 //
 // A deployment event stores the deployment in its storage form (secrets
 // sealed as in cp_deployments) and is turned into its wire JSON when read;
 // a revision event stores the revision's wire JSON (which has no secrets);
 // a log event stores the log line's wire JSON.
-const colEvents = "cp_events"
+const (
+	colEvents      = "cp_events"
+	colEventOutbox = "cp_event_outbox"
+	colEventClocks = "cp_event_clocks"
+)
 
 // Event names (the SSE event field).
 const (
@@ -88,8 +123,10 @@ const eventReadBatch = 256
 
 // Event is one event of a tenant's log, ready for an SSE stream.
 type Event struct {
-	// ID is the event's id: opaque to clients, increasing in the order of
-	// the tenant's commits. A follower resumes after it (LastEventID).
+	// ID is the event's id: opaque to clients, increasing: a deployment's
+	// events (its revisions' included) in the order of its changes, and
+	// an event committed after another was given its id gets a larger
+	// one. A follower resumes after it (LastEventID).
 	ID string
 	// Name is EventDeployment, EventRevision, EventLog or EventGap.
 	Name string
@@ -211,31 +248,84 @@ func (cp *ControlPlane) logEvent(tx store.Tx, tenant, deploymentID, revisionID s
 		revision: revisionID, at: at.UnixMicro(), payload: line})
 }
 
-// appendEvent writes e as the tenant's next event, in tx: it commits with
-// the change it records, or not at all. e.at is the change's time (the
-// resource's updated_at): the clock is not read, and ages are measured
-// against the newest event's time. Every eventPruneBatch-th event prunes
-// the tenant's oldest beyond the retention. The tenant's followers in this
-// process are woken once the Update has committed.
+// appendEvent writes e as the tenant's next event of e.deployment to the
+// outbox, in tx: it commits with the change it records, or not at all, and
+// the sequencer numbers it later. e.at is the change's time (the
+// resource's updated_at): the clock is not read. The Update that creates
+// a deployment (its created event) reads nothing: its clock starts at 1.
+// The tenant's followers in this process are woken once the Update has
+// committed.
 func (cp *ControlPlane) appendEvent(tx store.Tx, tenant string, e *eventRecord) error {
-	n, err := lastEvent(tx, tenant)
-	if err != nil {
+	et, _ := tx.(*eventTx)
+	var c *eventChain
+	if et != nil {
+		c = et.chains[eventChainKey{tenant, e.deployment}]
+	}
+	if c == nil {
+		c = &eventChain{}
+		created := e.kind == EventDeployment && e.change == ChangeCreated
+		if created {
+			c.clock = 1
+		} else {
+			n, err := getDecimal(tx, colEventClocks, eventClockKey(tenant, e.deployment))
+			if err != nil {
+				return err
+			}
+			c.clock = n + 1
+		}
+		if err := tx.Put(colEventClocks, eventClockKey(tenant, e.deployment), []byte(strconv.FormatUint(c.clock, 10))); err != nil {
+			return err
+		}
+		if et != nil {
+			if et.chains == nil {
+				et.chains = map[eventChainKey]*eventChain{}
+			}
+			et.chains[eventChainKey{tenant, e.deployment}] = c
+		}
+	}
+	if err := tx.Put(colEventOutbox, outboxKey(tenant, e.deployment, c.clock, c.next), e.encode()); err != nil {
 		return err
 	}
-	n++
-	if err := tx.Put(colEvents, eventCounterKey(tenant), []byte(strconv.FormatUint(n, 10))); err != nil {
-		return err
-	}
-	if err := tx.Put(colEvents, eventKey(tenant, n), e.encode()); err != nil {
-		return err
-	}
-	if et, ok := tx.(*eventTx); ok {
+	c.next++
+	if et != nil {
 		et.touch(tenant)
+		et.events++
 	}
-	if n%eventPruneBatch != 0 {
-		return nil
+	return nil
+}
+
+// eventChainKey names a deployment's chain of events in an Update.
+type eventChainKey struct{ tenant, deployment string }
+
+// eventChain is the clock an Update gave a deployment's events, and the
+// index of its next event.
+type eventChain struct {
+	clock uint64
+	next  uint32
+}
+
+func eventClockKey(tenant, deployment string) string { return tenant + "/" + deployment }
+
+// outboxKey is the key of the i-th event of a deployment's change whose
+// clock is clock.
+func outboxKey(tenant, deployment string, clock uint64, i uint32) string {
+	return fmt.Sprintf("%s/%s/%016x/%04x", tenant, deployment, clock, i)
+}
+
+// getDecimal reads a decimal counter (0 when absent).
+func getDecimal(r store.Reader, col, k string) (uint64, error) {
+	b, err := r.Get(col, k)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
 	}
-	return cp.pruneEvents(tx, tenant, n, e.at)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("controlplane: malformed counter %s %q", col, b)
+	}
+	return n, nil
 }
 
 // pruneEvents deletes, oldest first, up to 2*eventPruneBatch events of the
@@ -479,10 +569,14 @@ func (l *eventLog) remember(k eventCacheKey, b []byte) {
 }
 
 // eventStore is the ControlPlane's store: st, with the tenants whose
-// events an Update wrote woken once it has committed.
+// events an Update wrote woken once it has committed, and the sequencer
+// run once this process has written eventSeqEvery events since its last
+// run.
 type eventStore struct {
 	store.Store
-	log *eventLog
+	log     *eventLog
+	seq     *sequencer
+	tenants *tenantCache
 }
 
 func (s eventStore) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -492,18 +586,55 @@ func (s eventStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 		return fn(&tx)
 	})
 	if err == nil {
+		for t, p := range tx.prefixes {
+			s.tenants.put(t, p) // committed now
+		}
 		for _, t := range tx.tenants {
 			s.log.notify(t)
+		}
+		if tx.events > 0 && s.seq != nil {
+			s.seq.wrote(ctx, tx.events)
 		}
 	}
 	return err
 }
 
 // eventTx is the Tx of an eventStore Update: it notes the tenants whose
-// events it wrote.
+// events it wrote, how many, and the clocks it gave deployments.
 type eventTx struct {
 	store.Tx
 	tenants []string
+	events  int
+	chains  map[eventChainKey]*eventChain
+	// prefixes are the tenant prefixes the Update read or assigned.
+	prefixes map[string]string
+}
+
+// Discard passes a Discard on to the store's Tx (store.Discard), which
+// the embedded Tx alone would hide.
+func (t *eventTx) Discard(collection, key string) error {
+	return store.Discard(t.Tx, collection, key)
+}
+
+// prefix is the tenant's prefix if the Update has read or assigned it.
+func (t *eventTx) prefix(tenant string) (string, bool) {
+	if t == nil {
+		return "", false
+	}
+	p, ok := t.prefixes[tenant]
+	return p, ok
+}
+
+// notePrefix remembers the tenant's prefix for the rest of the Update, and
+// for the tenant cache once the Update has committed.
+func (t *eventTx) notePrefix(tenant, p string) {
+	if t == nil {
+		return
+	}
+	if t.prefixes == nil {
+		t.prefixes = map[string]string{}
+	}
+	t.prefixes[tenant] = p
 }
 
 func (t *eventTx) touch(tenant string) {
@@ -572,6 +703,11 @@ func (cp *ControlPlane) FollowEvents(ctx context.Context, tenant string, o *Foll
 			return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: o.DeploymentID}
 		}
 		s.deployment = id
+	}
+	// Number what committed before this call, so that the head read
+	// below follows it.
+	if err := cp.seq.tenant(ctx, tenant); err != nil {
+		return nil, cp.storeErr("follow events", err)
 	}
 	resume, resumeErr := strconv.ParseUint(o.LastEventID, 10, 64)
 	var head uint64
@@ -647,6 +783,11 @@ func (s *EventStream) Next(ctx context.Context) ([]Event, error) {
 	for {
 		if s.ended {
 			return nil, io.EOF
+		}
+		// Number the events committed so far (here or in other
+		// replicas), then read.
+		if err := s.cp.seq.tenant(ctx, s.tenant); err != nil {
+			return nil, s.cp.storeErr("read events", err)
 		}
 		wake, gen := s.cp.ev.wait(s.tenant)
 		evs, err := s.read(ctx, gen, forced)

@@ -132,6 +132,7 @@ func TestEventsSealed(t *testing.T) {
 	cp, st := newEventsCP(t, &Options{SecretKey: bytes.Repeat([]byte{9}, 32)}, &now)
 	s, _ := cp.FollowEvents(ctx, eventsTenant, nil)
 	createEventsDeployment(t, cp, "agent")
+	maintain(t, cp)
 	recs, err := storetest.Dump(ctx, st, colEvents)
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +176,7 @@ func TestEventsPruned(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			maintain(t, cp)
 			recs, err := storetest.Dump(ctx, st, colEvents)
 			if err != nil {
 				t.Fatal(err)
@@ -317,5 +319,14 @@ func TestStoredLogLinesAreEvents(t *testing.T) {
 	want := `{"type":"deploy","deployment_id":"` + d.ID + `","revision_id":"` + *d.LatestRevisionID + `","log":` + string(line) + `}`
 	if got := string(evs[0].Data); got != want {
 		t.Errorf("log event data:\n got %s\nwant %s", got, want)
+	}
+}
+
+// maintain runs the sequencer over every tenant's outbox and folds the
+// pending count changes, as Run does at each poll.
+func maintain(t testing.TB, cp *ControlPlane) {
+	t.Helper()
+	if err := cp.seq.maintain(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -131,10 +131,15 @@ func timeKey(t time.Time) string {
 	return string(b[:])
 }
 
-// tenantCache remembers tenant prefixes read from committed state (a View):
-// the mapping never changes once assigned, so any replica may keep it.
-// Prefixes read inside an Update are not cached, since a store may run the
-// closure in a transaction that later rolls back.
+// tenantCache remembers tenant prefixes read from committed state (a View,
+// or an Update once it has committed): the mapping never changes once
+// assigned, so any replica may keep it. Prefixes read inside an Update are
+// cached only after the Update has committed (eventStore), since a store
+// may run the closure in a transaction that later rolls back; until then
+// the Update's eventTx remembers them, so that an Update reads a tenant's
+// prefix once. (Under PostgreSQL's serializable transactions, every read
+// is a possible conflict: a create that reads nothing but what no other
+// create writes commits without a retry.)
 type tenantCache struct {
 	byName   sync.Map // tenant -> prefix
 	byPrefix sync.Map // prefix -> tenant
@@ -172,9 +177,17 @@ func (c *tenantCache) tenantPrefix(r store.Reader, tenant string, committed bool
 // assignTenant returns the tenant's prefix, assigning the next one in tx
 // when it has none.
 func (c *tenantCache) assignTenant(tx store.Tx, tenant string) (string, error) {
+	et, _ := tx.(*eventTx)
+	if p, ok := et.prefix(tenant); ok {
+		return p, nil
+	}
 	p, err := c.tenantPrefix(tx, tenant, false)
-	if err != nil || p != tenantNone {
+	if err != nil {
 		return p, err
+	}
+	if p != tenantNone {
+		et.notePrefix(tenant, p)
+		return p, nil
 	}
 	var n uint64
 	last, err := tx.Get(colTenants, "#")
@@ -198,6 +211,7 @@ func (c *tenantCache) assignTenant(tx store.Tx, tenant string) (string, error) {
 	if err := tx.Create(colTenants, "p"+p, []byte(tenant)); err != nil {
 		return "", err
 	}
+	et.notePrefix(tenant, p)
 	return p, nil
 }
 

@@ -582,6 +582,9 @@ func TestDeleteTearsDownAndRemoves(t *testing.T) {
 	if _, err := f.cp.GetDeployment(f.ctx, tenantA, d.ID); !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("GetDeployment after teardown: %v, want not found", err)
 	}
+	if err := f.cp.SequenceEvents(f.ctx); err != nil { // number the events, fold the counts
+		t.Fatal(err)
+	}
 	for col, recs := range dump(t, f.st) {
 		for k, v := range recs {
 			bin := uuid.MustParse(d.ID) // keys hold ids as their 16 bytes

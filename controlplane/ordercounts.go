@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -25,7 +26,25 @@ import (
 // the order keys of one window of 65.5 ms. Creations bunched into one
 // such window (a bulk import, a clock that stands still in tests) are
 // skipped key by key, which is what every skip cost before.
-const colDeploymentCounts = "cp_deployment_counts"
+//
+// A create or a removal does not touch the counts: it writes a pending
+// change, its own record in cp_deployment_count_changes (the tenant
+// prefix, the deployment's tail, then '+' or '-'), which reads nothing
+// and which no other deployment's change writes. The counts were four
+// records that every create of the same 65 ms (and every create of the
+// same 12.7 days) read and wrote, so that under PostgreSQL's serializable
+// transactions creates into one tenant conflicted with each other. The
+// sequencer (sequencer.go) folds the pending changes into the counts in
+// batches (foldCounts: in one Update, it adds them and deletes them), and
+// skipOrder adds the pending changes it reads in its own transaction to
+// the counts it reads: a change is either pending or folded, never both,
+// so the skip stays exact. There are few pending changes (the sequencer
+// folds them every eventSeqEvery events written, and at every poll of
+// Run).
+const (
+	colDeploymentCounts       = "cp_deployment_counts"
+	colDeploymentCountChanges = "cp_deployment_count_changes"
+)
 
 // countLevels are the prefix lengths of timeKey that are counted, widest
 // first.
@@ -38,63 +57,175 @@ func countKey(tp, ts string, level int) string {
 	return tp + string([]byte{byte(level)}) + ts[:level]
 }
 
-// addOrderCount adds delta to the counts of the windows holding ts (a
-// deployment's timeKey).
-func addOrderCount(tx store.Tx, tp, ts string, delta int64) error {
-	for _, level := range countLevels {
-		k := countKey(tp, ts, level)
-		var n int64
-		b, err := tx.Get(colDeploymentCounts, k)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			return err
-		default:
-			v, w := binary.Varint(b)
-			if w <= 0 {
-				return fmt.Errorf("%w: malformed count %q", errCorruptCounts, b)
-			}
-			n = v
-		}
-		n += delta
-		if n <= 0 {
-			if err := tx.Delete(colDeploymentCounts, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+// countChange records a pending change of the counts: +1 (added) or -1
+// for the deployment whose order tail (timeKey + encID(id)) is tail.
+func countChange(tx store.Tx, tp, tail string, added bool) error {
+	sign := "-"
+	if added {
+		sign = "+"
+	}
+	return tx.Put(colDeploymentCountChanges, tp+tail+sign, nil)
+}
+
+// foldCounts folds the pending count changes into the counts, seqBatch
+// per Update, until none is left.
+func (cp *ControlPlane) foldCounts(ctx context.Context) error {
+	for {
+		n := 0
+		err := cp.st.Update(ctx, func(tx store.Tx) error {
+			sums := map[string]int64{}
+			var keys []string
+			err := tx.Scan(colDeploymentCountChanges, "", nil, func(k string, _ []byte) (bool, error) {
+				tp, ts, delta, err := parseCountChange(k)
+				if err != nil {
+					return false, err
+				}
+				for _, level := range countLevels {
+					sums[countKey(tp, ts, level)] += delta
+				}
+				keys = append(keys, k)
+				return len(keys) < seqBatch, nil
+			})
+			if err != nil {
 				return err
 			}
-			continue
+			n = len(keys)
+			for _, k := range sortedKeys(sums) {
+				if err := addCount(tx, k, sums[k]); err != nil {
+					return err
+				}
+			}
+			for _, k := range keys {
+				// A Discard: the key was just read, and a store may send
+				// a run of Discards at once.
+				if err := store.Discard(tx, colDeploymentCountChanges, k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil || n < seqBatch {
+			return err
 		}
-		if err := tx.Put(colDeploymentCounts, k, binary.AppendVarint(nil, n)); err != nil {
+	}
+}
+
+// parseCountChange splits a key of cp_deployment_count_changes into the
+// tenant prefix, the timeKey, and the change.
+func parseCountChange(k string) (tp, ts string, delta int64, err error) {
+	n := tenantPrefixLen(k)
+	if n <= 0 || len(k) < n+8+1 {
+		return "", "", 0, fmt.Errorf("%w: a malformed pending change %q", errCorruptCounts, k)
+	}
+	switch k[len(k)-1] {
+	case '+':
+		delta = 1
+	case '-':
+		delta = -1
+	default:
+		return "", "", 0, fmt.Errorf("%w: a malformed pending change %q", errCorruptCounts, k)
+	}
+	return k[:n], k[n : n+8], delta, nil
+}
+
+// addOrderCount adds delta to the counts of the windows holding ts (a
+// deployment's timeKey), at once (Migrate's batches; creates and removals
+// write a pending change instead, countChange).
+func addOrderCount(tx store.Tx, tp, ts string, delta int64) error {
+	for _, level := range countLevels {
+		if err := addCount(tx, countKey(tp, ts, level), delta); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// addCount adds delta to the count under k, deleting it at zero.
+func addCount(tx store.Tx, k string, delta int64) error {
+	var n int64
+	b, err := tx.Get(colDeploymentCounts, k)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		v, w := binary.Varint(b)
+		if w <= 0 {
+			return fmt.Errorf("%w: malformed count %q", errCorruptCounts, b)
+		}
+		n = v
+	}
+	n += delta
+	if n <= 0 {
+		if err := tx.Delete(colDeploymentCounts, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	return tx.Put(colDeploymentCounts, k, binary.AppendVarint(nil, n))
+}
+
 // skipOrder finds where a newest-first walk of the tenant's order records
 // is after skipping offset of them: it returns start, a Start for a
 // reverse Scan of colDeploymentOrder (the newest key of one window; ""
 // when the offset is past the last record) and rest, how many records to
-// skip from there.
+// skip from there. The counts it walks are the folded counts plus the
+// pending changes, merged window by window as the counts are scanned.
 func skipOrder(r store.Reader, tp string, offset int) (start string, rest int, err error) {
+	var pending []pendingChange // by timeKey, oldest first
+	err = r.Scan(colDeploymentCountChanges, tp, nil, func(k string, _ []byte) (bool, error) {
+		_, ts, delta, err := parseCountChange(k)
+		if err != nil {
+			return false, err
+		}
+		pending = append(pending, pendingChange{ts, delta})
+		return true, nil
+	})
+	if err != nil {
+		return "", 0, err
+	}
 	rem := int64(offset)
 	window := ""
 	for _, level := range countLevels {
 		prefix := tp + string([]byte{byte(level)}) + window
+		pw := pendingWindows(pending, window, level) // newest first
 		chosen := ""
+		visit := func(w string, n int64) bool {
+			if n <= 0 {
+				return true
+			}
+			if n <= rem {
+				rem -= n
+				return true
+			}
+			chosen = w
+			return false
+		}
+		more := true
 		err := r.Scan(colDeploymentCounts, prefix, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
 			n, w := binary.Varint(v)
 			if w <= 0 {
 				return false, fmt.Errorf("%w: malformed count %q", errCorruptCounts, v)
 			}
-			if n <= rem {
-				rem -= n
-				return true, nil
+			win := k[len(tp)+1:]
+			for len(pw) > 0 && pw[0].ts > win { // windows only pending changes hold
+				if more = visit(pw[0].ts, pw[0].delta); !more {
+					return false, nil
+				}
+				pw = pw[1:]
 			}
-			chosen = k[len(tp)+1:]
-			return false, nil
+			if len(pw) > 0 && pw[0].ts == win {
+				n += pw[0].delta
+				pw = pw[1:]
+			}
+			more = visit(win, n)
+			return more, nil
 		})
 		if err != nil {
 			return "", 0, err
+		}
+		for ; more && len(pw) > 0; pw = pw[1:] {
+			more = visit(pw[0].ts, pw[0].delta)
 		}
 		if chosen == "" {
 			if level != countLevels[0] {
@@ -107,4 +238,31 @@ func skipOrder(r store.Reader, tp string, offset int) (start string, rest int, e
 	// The newest key of the window: its remaining bytes of timeKey, then
 	// an id's tag byte (0x01 or 0x02), all below 0xff.
 	return tp + window + "\xff\xff\xff", int(rem), nil
+}
+
+// pendingChange is a pending change of the counts: a deployment's
+// timeKey and +1 or -1. In pendingWindows' answer, ts is a window (a
+// prefix of timeKeys) and delta the sum of its changes.
+type pendingChange struct {
+	ts    string
+	delta int64
+}
+
+// pendingWindows sums the pending changes (oldest first) under window by
+// their windows of level bytes, newest window first.
+func pendingWindows(pending []pendingChange, window string, level int) []pendingChange {
+	var out []pendingChange
+	for i := len(pending) - 1; i >= 0; i-- {
+		p := pending[i]
+		if p.ts[:len(window)] != window {
+			continue
+		}
+		w := p.ts[:level]
+		if len(out) > 0 && out[len(out)-1].ts == w {
+			out[len(out)-1].delta += p.delta
+			continue
+		}
+		out = append(out, pendingChange{w, p.delta})
+	}
+	return out
 }

@@ -29,6 +29,7 @@ import (
 //	cp_deployment_pgrams    T gram place ts D      -> "" (the trigram at each place of the lowercased name + "\x00"; grams.go)
 //	cp_deployment_grams     T gram ts D            -> "" (earlier builds' unpositioned trigrams; Migrate replaces them, grams.go)
 //	cp_deployment_counts    T n ts[:n]             -> uvarint count of order records in the window (n = 3, 4, 5, 6; ordercounts.go)
+//	cp_deployment_count_changes T ts D +|-         -> "" (a change of the counts not yet folded in; ordercounts.go)
 //	cp_deployment_name_blocks T ts D (first)       -> up to 256 lowercased names (earlier builds; Migrate removes them, nameblocks.go)
 //	cp_deployment_index     T field value ts D     -> "" (indexPrefix: field one byte; value a code, an id or a length-prefixed string)
 //	cp_deployment_names     T name                 -> "" (names not yet removed)
@@ -294,7 +295,7 @@ func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploy
 		if err := putGrams(tx, tp, r.tail(), r.Name); err != nil { // grams.go
 			return err
 		}
-		if err := addOrderCount(tx, tp, timeKey(r.CreatedAt.Time()), 1); err != nil { // ordercounts.go
+		if err := countChange(tx, tp, r.tail(), true); err != nil { // ordercounts.go
 			return err
 		}
 	}
@@ -348,7 +349,7 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 		if err := deleteGrams(tx, tp, r.tail(), r.Name, gen); err != nil {
 			return err
 		}
-		if err := addOrderCount(tx, tp, timeKey(r.CreatedAt.Time()), -1); err != nil {
+		if err := countChange(tx, tp, r.tail(), false); err != nil {
 			return err
 		}
 	} else if err := removeName(tx, tp, r.orderKey(tp)); err != nil { // before the order record goes
@@ -510,13 +511,10 @@ func (cp *ControlPlane) putRevision(tx store.Tx, tenant string, rev *revisionRec
 	if err != nil {
 		return err
 	}
-	k := revisionKey(tp, rev.DeploymentID, rev.ID)
-	if isNew {
-		err = tx.Create(colRevisions, k, b)
-	} else {
-		err = tx.Put(colRevisions, k, b)
-	}
-	if err != nil {
+	// A Put even for a new revision: its id is new (newID), as a new
+	// deployment's is, and a Put costs no round trip of its own in
+	// storepg, where a Create waits for its answer.
+	if err := tx.Put(colRevisions, revisionKey(tp, rev.DeploymentID, rev.ID), b); err != nil {
 		return err
 	}
 	return tx.Put(colRevisionOrder, deploymentKey(tp, rev.DeploymentID)+timeKey(rev.CreatedAt.Time())+encID(rev.ID), []byte(rev.Status))
@@ -557,8 +555,8 @@ func sortedKeys[V any](m map[string]V) []string {
 // Collections returns the names of the store collections the package
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
-	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentGrams, colDeploymentGramsV1, colDeploymentCounts, colDeploymentIndex, colDeploymentNames, colRevisions,
+	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentGrams, colDeploymentGramsV1, colDeploymentCounts, colDeploymentCountChanges, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
-		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs, colEvents,
+		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs, colEvents, colEventOutbox, colEventClocks,
 		colRegistryTokens, colUploads}
 }

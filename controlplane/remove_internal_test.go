@@ -53,6 +53,7 @@ func TestRemoveDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	maintain(t, cp)
 	records, err := storetest.Dump(ctx, st, Collections()...)
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +181,7 @@ func TestRemoveManyKeepsIndexes(t *testing.T) {
 			}
 		}
 	}
+	maintain(t, cp)
 	left2, err := storetest.Dump(ctx, st, colDeploymentNameBlocks, colDeploymentGrams, colDeploymentCounts)
 	if err != nil {
 		t.Fatal(err)

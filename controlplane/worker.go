@@ -78,9 +78,29 @@ func (cp *ControlPlane) addRevision(tx store.Tx, tenant string, rev *revisionRec
 	if err != nil {
 		return err
 	}
+	if err := cp.skipPending(tx, tenant, tp, rev); err != nil {
+		return err
+	}
+	return cp.addFirstRevision(tx, tenant, tp, rev)
+}
+
+// addFirstRevision adds the first revision of a deployment created in tx:
+// there is no earlier revision to skip, and it reads nothing (a scan of
+// the new deployment's pending work would lock, in PostgreSQL, the index
+// page where concurrent creates add theirs).
+func (cp *ControlPlane) addFirstRevision(tx store.Tx, tenant, tp string, rev *revisionRecord) error {
+	if err := cp.putRevision(tx, tenant, rev, true); err != nil {
+		return err
+	}
+	return tx.Put(colPending, revisionPendingKey(tp, rev), nil)
+}
+
+// skipPending moves the deployment's revisions that have not started to
+// SKIPPED, superseded by rev.
+func (cp *ControlPlane) skipPending(tx store.Tx, tenant, tp string, rev *revisionRecord) error {
 	prefix := pendingRevision + deploymentKey(tp, rev.DeploymentID)
 	var olds []string
-	err = tx.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
+	err := tx.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
 		olds = append(olds, k)
 		return true, nil
 	})
@@ -104,10 +124,7 @@ func (cp *ControlPlane) addRevision(tx store.Tx, tenant string, rev *revisionRec
 			return err
 		}
 	}
-	if err := cp.putRevision(tx, tenant, rev, true); err != nil {
-		return err
-	}
-	return tx.Put(colPending, revisionPendingKey(tp, rev), nil)
+	return nil
 }
 
 // enter moves the revision to status s at at (its new updated_at) and
@@ -692,6 +709,16 @@ func (cp *ControlPlane) Run(ctx context.Context, d Deployer) error {
 	tick := time.NewTicker(cp.poll)
 	defer tick.Stop()
 	for {
+		// Number the outbox's events and fold the order counts
+		// (sequencer.go), for this replica's writes and the others'.
+		if err := cp.seq.maintain(ctx); err != nil {
+			if errors.Is(err, store.ErrClosed) {
+				return errors.New("controlplane: Run: the store is closed")
+			}
+			if ctx.Err() == nil {
+				cp.log.Error("controlplane: sequencing events failed", "err", err)
+			}
+		}
 		for len(sem) < cap(sem) && ctx.Err() == nil {
 			j, err := cp.claim(ctx)
 			if err != nil {

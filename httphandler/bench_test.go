@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,7 +30,7 @@ type benchStore struct {
 }
 
 func benchStores() []benchStore {
-	return []benchStore{
+	sbs := []benchStore{
 		{"storemem", func(*testing.B) store.Store { return storemem.New() }},
 		{"storebolt", func(b *testing.B) store.Store {
 			st, err := storebolt.Open(filepath.Join(b.TempDir(), "bench.db"), nil)
@@ -39,6 +40,10 @@ func benchStores() []benchStore {
 			return st
 		}},
 	}
+	if os.Getenv(pgDSNVar) != "" {
+		sbs = append(sbs, benchStore{"storepg", openPGBench}) // pg_bench_test.go
+	}
+	return sbs
 }
 
 func benchServer(b *testing.B, h http.Handler) (*httptest.Server, *http.Client) {

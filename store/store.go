@@ -197,3 +197,26 @@ func CheckCollection(collection string) error {
 	}
 	return nil
 }
+
+// Discarder is an optional interface of a Tx whose deletes cost less when
+// the caller need not learn whether the key was there: Discard removes key
+// from collection if it is present, and its failures (the database's own:
+// a serialization failure, a lost connection) may be reported by a later
+// call of the transaction or by Update instead, never as success. storepg
+// holds a Discard back like a Put and sends it with the transaction's next
+// statement, so that a run of them costs one round trip, not one each.
+type Discarder interface {
+	Discard(collection, key string) error
+}
+
+// Discard removes key from collection in tx if it is present: with tx's
+// Discard if tx is a Discarder, else with Delete, ignoring ErrNotFound.
+func Discard(tx Tx, collection, key string) error {
+	if d, ok := tx.(Discarder); ok {
+		return d.Discard(collection, key)
+	}
+	if err := tx.Delete(collection, key); err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return nil
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"pgregory.net/rapid"
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
@@ -698,4 +699,35 @@ func TestReplicasCreateIntoOneTenant(t *testing.T) {
 			t.Errorf("replica %d lists other deployments than were created (-created +listed):\n%s", i, d)
 		}
 	}
+}
+
+// TestReplicasEvents runs controlplanetest's event log checks across two
+// replicas over one schema: random sequences of creates, changes,
+// sequencer runs and followers on either replica (a new schema per
+// sequence), then creates and changes from 16 goroutines across both
+// while a follower on each reads.
+func TestReplicasEvents(t *testing.T) {
+	pool, err := pgxpool.New(context.Background(), testDSN(t))
+	if err != nil {
+		t.Fatalf("pgxpool.New: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	limitRapidChecks(t, rapidChecks)
+	two := func(tb testing.TB, schema string) [2]store.Store {
+		var sts [2]store.Store
+		for i := range sts {
+			s, err := storepg.OpenPool(context.Background(), pool, &storepg.Options{Schema: schema})
+			if err != nil {
+				tb.Fatalf("OpenPool: %v", err)
+			}
+			sts[i] = s
+		}
+		return sts
+	}
+	t.Run("random", func(t *testing.T) {
+		controlplanetest.EventsAcrossReplicas(t, func(*rapid.T) [2]store.Store { return two(t, newSchema(t, pool)) })
+	})
+	t.Run("concurrent", func(t *testing.T) {
+		controlplanetest.EventsUnderConcurrentWrites(t, two(t, newSchema(t, pool)), 16, 8)
+	})
 }

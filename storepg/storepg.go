@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,11 @@ type Store struct {
 
 	rerun atomic.Int64 // closures re-run after a serialization failure
 	alone atomic.Int64 // tries of an Update run alone
+
+	// multiViews holds the code pointers of View closures that ran a
+	// statement after a Get outside a transaction (see View): they start
+	// with a transaction from then on.
+	multiViews sync.Map // uintptr -> struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -161,8 +167,23 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, e
 // consistent snapshot that fits the serial order of all Updates. PostgreSQL
 // may abort such a transaction to keep that promise; View then re-runs fn as
 // Update does.
+//
+// A closure whose first statement is a Get runs it alone, outside a
+// transaction, in one round trip: one record read at once is consistent
+// with every serial order that PostgreSQL's SERIALIZABLE Updates can
+// take. If the closure goes on to a second statement, that statement
+// fails, the try is void whatever the closure returns, and the closure
+// runs again in a transaction; the Store then remembers the closure (by
+// its code) and starts its later Views in a transaction at once.
 func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
-	return s.run(ctx, false, func(t *txn) error { return fn(reader{t}) })
+	site := reflect.ValueOf(fn).Pointer()
+	_, multi := s.multiViews.Load(site)
+	oneShot := !multi
+	err := s.run(ctx, false, &oneShot, func(t *txn) error { return fn(reader{t}) })
+	if !multi && !oneShot {
+		s.multiViews.Store(site, struct{}{})
+	}
+	return err
 }
 
 // Update runs fn in a SERIALIZABLE read-write transaction and commits it if
@@ -172,7 +193,7 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 // after Options.AloneAfter such failures, the tries run alone, which no
 // concurrent Update can make fail.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
-	return s.run(ctx, true, func(t *txn) error { return fn(writer{reader{t}}) })
+	return s.run(ctx, true, nil, func(t *txn) error { return fn(writer{reader{t}}) })
 }
 
 // Close waits for running transactions to finish and, if Open created the
@@ -204,8 +225,11 @@ func (s *Store) enter() bool {
 
 // run runs fn in a View's transaction or an Update's, re-running it on
 // serialization failures and deadlocks, and running an Update's tries alone
-// after s.aloneAfter of them failed so.
-func (s *Store) run(ctx context.Context, update bool, fn func(*txn) error) error {
+// after s.aloneAfter of them failed so. For a View, *oneShot says that
+// the closure's first Get may run outside a transaction; run clears it
+// when the closure went on to another statement and ran again in a
+// transaction.
+func (s *Store) run(ctx context.Context, update bool, oneShot *bool, fn func(*txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -223,9 +247,14 @@ func (s *Store) run(ctx context.Context, update bool, fn func(*txn) error) error
 				s.alone.Add(1)
 			}
 		}
-		retryable, err := s.try(ctx, begin, update, fn)
+		retryable, err := s.try(ctx, begin, update, oneShot != nil && *oneShot, fn)
 		if !retryable {
 			return err
+		}
+		if errors.Is(err, errNeedTransaction) {
+			*oneShot = false // again, in a transaction: no pause, no retry counted
+			retry--
+			continue
 		}
 		if isConflict(err) {
 			conflicts++
@@ -258,13 +287,13 @@ func (s *Store) AloneRuns() int64 { return s.alone.Load() }
 
 // try runs fn once in a new transaction. It reports whether the error is
 // one that running fn again may cure.
-func (s *Store) try(ctx context.Context, begin []string, update bool, fn func(*txn) error) (retryable bool, err error) {
+func (s *Store) try(ctx context.Context, begin []string, update, oneShot bool, fn func(*txn) error) (retryable bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("storepg: %w", err)
 	}
 	defer conn.Release()
-	t := &txn{ctx: ctx, conn: conn, q: &s.q, begin: begin}
+	t := &txn{ctx: ctx, conn: conn, q: &s.q, begin: begin, oneShot: oneShot}
 	done := false
 	defer func() {
 		// Runs on every path that did not commit, including a panic in
@@ -276,10 +305,17 @@ func (s *Store) try(ctx context.Context, begin []string, update bool, fn func(*t
 	}()
 
 	ferr := fn(t)
-	if ferr == nil {
-		t.flush() // the Puts still held back; a failure lands in t.err
+	if ferr == nil && t.xid == "" {
+		// The Puts still held back, if no write has told the
+		// transaction's id yet (else they go with the COMMIT); a failure
+		// lands in t.err.
+		t.flush()
 	}
 	switch {
+	case errors.Is(t.err, errNeedTransaction):
+		// A statement after a Get outside a transaction: whatever fn
+		// made of its failure, this try is void.
+		return true, t.err
 	case t.err != nil && worthRetrying(ctx, t.err):
 		// Whatever fn made of it, a statement failed because of a
 		// concurrent transaction: this try is void.

@@ -1,9 +1,12 @@
 package storepg
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +47,9 @@ type queries struct {
 	beginView, beginUpdate, beginAlone []string
 
 	get, create, put, delete string
+	// putMany is Put for many records at once, in one statement: the
+	// collections, keys and values as three arrays (putRows).
+	putMany string
 	// scan is the SELECT ... FROM ... WHERE collection part of a Scan page;
 	// txn.Scan adds the key bounds, the order and the limit.
 	scan string
@@ -69,6 +75,8 @@ func newQueries(schema string) queries {
 		create:      `INSERT INTO ` + table + ` (collection, key, value) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING` + returningXID,
 		put: `INSERT INTO ` + table + ` (collection, key, value) VALUES ($1, $2, $3)` +
 			` ON CONFLICT (` + indexColumns + `) DO UPDATE SET value = excluded.value` + returningXID,
+		putMany: `INSERT INTO ` + table + ` (collection, key, value) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[])` +
+			` ON CONFLICT (` + indexColumns + `) DO UPDATE SET value = excluded.value` + returningXID,
 		delete: `DELETE FROM ` + table + where + returningXID,
 		scan:   `SELECT key, value FROM ` + table + ` WHERE ` + collectionHash + ` = sha256($1::bytea) AND collection = $1`,
 	}
@@ -84,6 +92,10 @@ type txn struct {
 	// then, begun is false and there is nothing to commit or roll back.
 	begin []string
 	begun bool
+	// oneShot says that a first statement that is a Get may run alone,
+	// outside a transaction (a View's; see Store.View); shot, that one
+	// did, so that any later statement fails with errNeedTransaction.
+	oneShot, shot bool
 	// xid is the transaction's id once a statement has changed a row, as
 	// text ("" before).
 	xid string
@@ -95,14 +107,23 @@ type txn struct {
 	// transaction on any failed statement, so later calls fail at once
 	// with it, and Store.try decides from it whether to re-run the closure.
 	err error
-	// puts are Puts not yet sent: a Put answers nothing but failure, so
-	// it is held back and sent in one pipeline with the next statement
-	// (or before COMMIT), and a run of Puts costs one round trip.
+	// puts are Puts and Discards not yet sent, in order: they answer
+	// nothing but failure, so they are held back and sent in one
+	// pipeline with the next statement (or with COMMIT), and a run of
+	// them costs one round trip.
 	puts []heldPut
 }
 
-// heldPut is a Put not yet sent (its value copied).
-type heldPut struct{ collection, key, value []byte }
+// errNeedTransaction fails a statement that follows a Get run outside a
+// transaction (txn.oneShot): the try is void, and the closure runs again
+// in a transaction.
+var errNeedTransaction = errors.New("a View's second statement needs a transaction")
+
+// heldPut is a Put (its value copied) or a Discard not yet sent.
+type heldPut struct {
+	collection, key, value []byte
+	discard                bool
+}
 
 // query runs one statement, passes each row it returns to scan, and returns
 // its command tag. The transaction's first statement is pipelined after the
@@ -114,14 +135,24 @@ func (t *txn) query(op, sql string, args []any, scan func(pgx.Rows) error) (pgco
 	if t.err != nil {
 		return pgconn.CommandTag{}, fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
 	}
+	if t.shot {
+		t.err = errNeedTransaction
+		return pgconn.CommandTag{}, fmt.Errorf("storepg: %s: %w", op, errNeedTransaction)
+	}
 	var (
 		batch pgx.BatchResults
 		rows  pgx.Rows
 		err   error
 	)
-	if t.begun && len(t.puts) == 0 {
+	if t.oneShot && op == "get" && !t.begun && len(t.puts) == 0 {
+		// The first statement of a View, a Get: alone, in one round
+		// trip, outside a transaction.
+		t.oneShot, t.shot = false, true
+		rows, err = t.conn.Query(t.ctx, sql, args...)
+	} else if t.begun && len(t.puts) == 0 {
 		rows, err = t.conn.Query(t.ctx, sql, args...)
 	} else {
+		t.oneShot = false
 		// One pipeline: BEGIN (for the first statement), the Puts held
 		// back, then this statement.
 		b := &pgx.Batch{}
@@ -132,11 +163,7 @@ func (t *txn) query(op, sql string, args []any, scan func(pgx.Rows) error) (pgco
 		for _, stmt := range begin {
 			b.Queue(stmt)
 		}
-		puts := t.puts
-		t.puts = nil
-		for _, p := range puts {
-			b.Queue(t.q.put, p.collection, p.key, p.value)
-		}
+		puts := t.queueHeld(b)
 		b.Queue(sql, args...)
 		batch = t.conn.SendBatch(t.ctx, b)
 		for range begin {
@@ -144,21 +171,8 @@ func (t *txn) query(op, sql string, args []any, scan func(pgx.Rows) error) (pgco
 				break
 			}
 		}
-		for i := 0; i < len(puts) && err == nil; i++ {
-			var prow pgx.Rows
-			if prow, err = batch.Query(); err != nil {
-				break
-			}
-			for err == nil && prow.Next() {
-				if t.xid == "" {
-					err = prow.Scan(&t.xid)
-				}
-			}
-			prow.Close()
-			if err == nil {
-				err = prow.Err()
-			}
-			if err != nil {
+		if err == nil && puts > 0 {
+			if err = t.readHeld(batch, puts); err != nil {
 				op = "put"
 			}
 		}
@@ -202,17 +216,60 @@ func (t *txn) write(op, sql string, args ...any) (pgconn.CommandTag, error) {
 // commitTimeout bounds a COMMIT, which runs even if ctx is cancelled.
 const commitTimeout = 30 * time.Second
 
+// errPutFailed marks the failure of Puts sent in one pipeline with COMMIT:
+// the COMMIT did not run, nothing was committed.
+var errPutFailed = errors.New("storepg: put before commit")
+
 // commit commits the transaction, if a statement began it. A ctx cancelled
 // while COMMIT is under way would break the connection and leave unknown
 // whether the transaction committed, so COMMIT runs to its end regardless,
 // within commitTimeout.
+//
+// Puts still held back travel in one pipeline with the COMMIT when the
+// transaction's id is known (an earlier write returned it), so that a lost
+// answer can still be told apart (Store.commitOutcome); otherwise they are
+// sent first (flush). If one of them fails, the transaction is rolled back
+// and the error, wrapping errPutFailed and the server's, returned.
 func (t *txn) commit() error {
+	if t.xid == "" {
+		t.flush()
+		if t.err != nil {
+			t.rollback()
+			return fmt.Errorf("%w: %w", errPutFailed, t.err)
+		}
+	}
 	if !t.begun {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), commitTimeout)
 	defer cancel()
-	tag, err := t.conn.Exec(ctx, "COMMIT")
+	var tag pgconn.CommandTag
+	var err error
+	if len(t.puts) == 0 {
+		tag, err = t.conn.Exec(ctx, "COMMIT")
+	} else {
+		b := &pgx.Batch{}
+		n := t.queueHeld(b)
+		b.Queue("COMMIT")
+		batch := t.conn.SendBatch(ctx, b)
+		if perr := t.readHeld(batch, n); perr != nil {
+			_ = batch.Close()
+			if t.err == nil {
+				t.err = perr
+			}
+			var pgErr *pgconn.PgError
+			if errors.As(perr, &pgErr) {
+				// The server refused a Put: the COMMIT did not run.
+				t.rollback()
+				return fmt.Errorf("%w: %w", errPutFailed, perr)
+			}
+			return perr // the connection failed: the COMMIT may have run
+		}
+		tag, err = batch.Exec()
+		if cerr := batch.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -220,6 +277,75 @@ func (t *txn) commit() error {
 		// PostgreSQL answers ROLLBACK when the transaction had failed;
 		// txn.err should have caught that first.
 		return fmt.Errorf("COMMIT answered %q", tag.String())
+	}
+	return nil
+}
+
+// queueHeld queues the Puts and Discards held back in b, in order, and
+// returns how many statements it queued: a Discard is a DELETE, a lone
+// Put an upsert, and a run of Puts one upsert of many rows (putMany),
+// sorted by collection and key (so that transactions that write the same
+// records lock them in one order) and with only the last value of a key
+// put twice (a row may be changed once per statement).
+func (t *txn) queueHeld(b *pgx.Batch) int {
+	held := t.puts
+	t.puts = nil
+	n := 0
+	for len(held) > 0 {
+		if held[0].discard {
+			b.Queue(t.q.delete, held[0].collection, held[0].key)
+			held, n = held[1:], n+1
+			continue
+		}
+		run := 1
+		for run < len(held) && !held[run].discard {
+			run++
+		}
+		queuePutRun(b, t.q, held[:run])
+		held, n = held[run:], n+1
+	}
+	return n
+}
+
+// queuePutRun queues one statement for a run of Puts (queueHeld).
+func queuePutRun(b *pgx.Batch, q *queries, puts []heldPut) {
+	if len(puts) == 1 {
+		b.Queue(q.put, puts[0].collection, puts[0].key, puts[0].value)
+		return
+	}
+	slices.SortStableFunc(puts, func(a, b heldPut) int {
+		return cmp.Or(bytes.Compare(a.collection, b.collection), bytes.Compare(a.key, b.key))
+	})
+	cols, keys, values := make([][]byte, 0, len(puts)), make([][]byte, 0, len(puts)), make([][]byte, 0, len(puts))
+	for i, p := range puts {
+		if i+1 < len(puts) && bytes.Equal(p.collection, puts[i+1].collection) && bytes.Equal(p.key, puts[i+1].key) {
+			continue // a later Put of the same key follows
+		}
+		cols, keys, values = append(cols, p.collection), append(keys, p.key), append(values, p.value)
+	}
+	b.Queue(q.putMany, cols, keys, values)
+}
+
+// readHeld reads the answers of the n statements queueHeld queued,
+// noting the transaction's id.
+func (t *txn) readHeld(batch pgx.BatchResults, n int) error {
+	for range n {
+		rows, err := batch.Query()
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			if t.xid == "" {
+				if err := rows.Scan(&t.xid); err != nil {
+					rows.Close()
+					return err
+				}
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -244,8 +370,9 @@ type reader struct{ t *txn }
 type writer struct{ reader }
 
 var (
-	_ store.Reader = reader{}
-	_ store.Tx     = writer{}
+	_ store.Reader    = reader{}
+	_ store.Tx        = writer{}
+	_ store.Discarder = writer{}
 )
 
 // Get implements store.Reader.
@@ -409,7 +536,24 @@ func (w writer) Put(collection, key string, value []byte) error {
 	if t.err != nil {
 		return fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
 	}
-	t.puts = append(t.puts, heldPut{[]byte(collection), []byte(key), append([]byte{}, value...)})
+	t.puts = append(t.puts, heldPut{collection: []byte(collection), key: []byte(key), value: append([]byte{}, value...)})
+	return nil
+}
+
+// Discard implements store.Discarder: it deletes key if present, held
+// back and sent like a Put.
+func (w writer) Discard(collection, key string) error {
+	if err := store.CheckKey(collection, key); err != nil {
+		return err
+	}
+	t := w.t
+	if t.ended {
+		return errors.New("storepg: discard: Reader or Tx used after its transaction ended")
+	}
+	if t.err != nil {
+		return fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
+	}
+	t.puts = append(t.puts, heldPut{collection: []byte(collection), key: []byte(key), discard: true})
 	return nil
 }
 

@@ -68,6 +68,40 @@ func testSentinels(t *testing.T, h Harness) {
 			t.Errorf("collection after deletes (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("Discard", func(t *testing.T) {
+		// store.Discard: the store's own Discard (store.Discarder) or
+		// Delete ignoring ErrNotFound, in order with the Puts around it.
+		s := open(t, h)
+		put(t, s, "c", "present", "v")
+		var missing, present error
+		var inTx []byte
+		var inTxErr error
+		update(t, s, func(tx store.Tx) error {
+			missing = store.Discard(tx, "c", "absent")
+			present = store.Discard(tx, "c", "present")
+			if err := tx.Put("c", "again", []byte("1")); err != nil {
+				return err
+			}
+			if err := store.Discard(tx, "c", "again"); err != nil {
+				return err
+			}
+			if err := tx.Put("c", "again", []byte("2")); err != nil {
+				return err
+			}
+			_, inTxErr = tx.Get("c", "present")
+			inTx, _ = tx.Get("c", "again")
+			return nil
+		})
+		if missing != nil || present != nil {
+			t.Errorf("Discard of an absent key, of a present one = %v, %v; want nil, nil", missing, present)
+		}
+		if !errors.Is(inTxErr, store.ErrNotFound) || string(inTx) != "2" {
+			t.Errorf("in the Update after the Discards: Get(present) = %v, Get(again) = %q; want ErrNotFound, \"2\"", inTxErr, inTx)
+		}
+		if diff := cmp.Diff([]entry{{"again", "2"}}, dump(t, s, "c")); diff != "" {
+			t.Errorf("collection after the Discards (-want +got):\n%s", diff)
+		}
+	})
 	t.Run("CreateExisting", func(t *testing.T) {
 		s := open(t, h)
 		put(t, s, "c", "k", "old")

@@ -1,0 +1,189 @@
+package storepg_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/internal/benchcmp"
+	"github.com/deployplane/deployplane/storepg"
+)
+
+// replicaGoroutines is how many clients create at once in the replica
+// benchmarks (issue 18: 64 clients across two replicaPair).
+const replicaGoroutines = 64
+
+// replicaPair is two ControlPlanes, each over its own Store and pool of
+// benchConns connections, over one schema: two replicaPair of the control
+// plane sharing one database, as in production.
+type replicaPair struct {
+	schema string
+	stores [2]*storepg.Store
+	fleets [2]*fleet
+}
+
+func newReplicaPair(b *testing.B) *replicaPair {
+	b.Helper()
+	r := &replicaPair{schema: newSchema(b, nil)}
+	integrations := map[string]string{}
+	for i := range r.stores {
+		r.stores[i] = openSchema(b, r.schema, &storepg.Options{MaxConns: benchConns})
+		r.fleets[i] = &fleet{cp: controlplane.New(r.stores[i], nil), integrations: integrations}
+	}
+	// The GitHub integration every 200th deployment names.
+	in, err := r.fleets[0].cp.CreateIntegration(context.Background(), benchTenants[0], &controlplane.CreateIntegrationRequest{
+		InstallationID: new(int64(1)), Name: new("acme"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	integrations[benchTenants[0]] = in.ID
+	return r
+}
+
+// create creates the next deployment of the shared fleet in tenant through
+// replica i.
+func (r *replicaPair) create(i int, tenant string, next *atomic.Int64) error {
+	f := r.fleets[i%2]
+	_, err := f.cp.CreateDeployment(context.Background(), tenant, f.request(tenant, int(next.Add(1))))
+	return err
+}
+
+// retries and alone sum the closure re-runs and the tries run alone of
+// both replicaPair' Stores.
+func (r *replicaPair) retries() int64 { return r.stores[0].Retries() + r.stores[1].Retries() }
+func (r *replicaPair) alone() int64   { return r.stores[0].AloneRuns() + r.stores[1].AloneRuns() }
+
+// bytesPerRow measures what the schema's records hold per create so far:
+// the bytes of keys and values over n creates.
+func bytesPerCreate(b *testing.B, schema string, n int) int {
+	b.Helper()
+	conn, err := pgx.Connect(context.Background(), testDSN(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var total int64
+	q := `SELECT coalesce(sum(length(key) + length(value)), 0) FROM ` + pgx.Identifier{schema, "records"}.Sanitize() +
+		` WHERE collection NOT IN ('cp_tenants')`
+	if err := conn.QueryRow(context.Background(), q).Scan(&total); err != nil {
+		b.Fatal(err)
+	}
+	return int(total) / n
+}
+
+// bareInserts is the baseline: an INSERT of one row of size bytes into a
+// table of its own, through a pgxpool of two times benchConns (the two
+// replicaPair' connections), each INSERT its own transaction (autocommit, at
+// the server's default isolation).
+type bareInserts struct {
+	pool  *pgxpool.Pool
+	sql   string
+	value []byte
+	next  atomic.Int64
+}
+
+func newBareInserts(b *testing.B, size int) *bareInserts {
+	b.Helper()
+	cfg, err := pgxpool.ParseConfig(testDSN(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = 2 * benchConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	schema := newSchema(b, pool)
+	table := pgx.Identifier{schema, "bare"}.Sanitize()
+	for _, stmt := range []string{`CREATE SCHEMA ` + pgx.Identifier{schema}.Sanitize(),
+		`CREATE TABLE ` + table + ` (key bytea PRIMARY KEY, value bytea NOT NULL)`} {
+		if _, err := pool.Exec(context.Background(), stmt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	v := make([]byte, size)
+	rand.Read(v)
+	return &bareInserts{pool: pool, sql: `INSERT INTO ` + table + ` (key, value) VALUES ($1, $2)`, value: v}
+}
+
+func (bi *bareInserts) insert() error {
+	_, err := bi.pool.Exec(context.Background(), bi.sql, fmt.Appendf(nil, "k%012d", bi.next.Add(1)), bi.value)
+	return err
+}
+
+// parallelOps runs n calls of op from goroutines goroutines and returns
+// the first error and how many calls failed.
+func parallelOps(n, goroutines int, op func(worker int) error) (int64, error) {
+	var next, failed atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for w := range goroutines {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if err := op(w); err != nil {
+					failed.Add(1)
+					first.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	err, _ := first.Load().(error)
+	return failed.Load(), err
+}
+
+// BenchmarkCreateTwoReplicas runs CreateDeployment into one tenant from 64
+// goroutines through two ControlPlanes (replicaPair) over one schema, each
+// over its own Store with a pool of benchConns, against a bare INSERT of
+// as many bytes as a create stores, from 64 goroutines over a pool of as
+// many connections, in alternating rounds (benchcmp.Interleave). It
+// reports creates/s, the closure re-runs and tries alone per create, and
+// fails the benchmark if any create fails.
+func BenchmarkCreateTwoReplicas(b *testing.B) {
+	r := newReplicaPair(b)
+	tenant := benchTenants[0]
+	var next atomic.Int64
+	// Warm up: the tenant's prefix, and the bytes a create stores.
+	const warm = 256
+	if failed, err := parallelOps(warm, replicaGoroutines, func(w int) error { return r.create(w, tenant, &next) }); failed > 0 {
+		b.Fatalf("%d of %d creates failed: %v", failed, warm, err)
+	}
+	size := bytesPerCreate(b, r.schema, warm)
+	bare := newBareInserts(b, size)
+	retries, alone := r.retries(), r.alone()
+	var failed int64
+	var firstErr error
+	var spent time.Duration
+	benchcmp.Interleave(b,
+		func(n int) {
+			if f, err := parallelOps(n, replicaGoroutines, func(int) error { return bare.insert() }); f > 0 {
+				b.Fatalf("%d bare INSERTs failed: %v", f, err)
+			}
+		},
+		func(n int) {
+			start := time.Now()
+			f, err := parallelOps(n, replicaGoroutines, func(w int) error { return r.create(w, tenant, &next) })
+			spent += time.Since(start)
+			failed += f
+			if firstErr == nil {
+				firstErr = err
+			}
+		})
+	if failed > 0 {
+		b.Fatalf("%d of %d creates failed: %v", failed, b.N, firstErr)
+	}
+	b.ReportMetric(float64(r.retries()-retries)/float64(b.N), "retries/op")
+	b.ReportMetric(float64(r.alone()-alone)/float64(b.N), "alone/op")
+	b.ReportMetric(float64(size), "bytes/create")
+	b.ReportMetric(float64(b.N)/spent.Seconds(), "creates/s")
+}
