@@ -47,7 +47,12 @@ ready=""; for i in $(seq 240); do
 # --enable-hostpath-provisioner: the controller manager's own (test-only) provisioner gives every
 # claim of the default StorageClass below a fresh hostPath volume, and deletes it with the claim
 # (its deleter removes only paths under /tmp/, which it never created: nothing mounts them).
+# --kube-api-qps/--kube-api-burst: each controller's client is limited to 20 requests a second
+# by default, which alone makes 1,000 deployments (2,000 pods and more, their events and status updates)
+# take many minutes on the ReplicaSet controller; clusters of that size raise it, and so does
+# this one, so that deployk8s's scale test measures deployplane rather than that limit.
 run controller-manager kube-controller-manager --kubeconfig kubeconfig --bind-address 127.0.0.1 --secure-port 0 \
+  --kube-api-qps 100 --kube-api-burst 200 \
   --leader-elect=false --service-account-private-key-file pki/sa.key --root-ca-file pki/ca.crt \
   --enable-hostpath-provisioner \
   --cluster-signing-cert-file pki/ca.crt --cluster-signing-key-file pki/ca.key --controllers '*'
