@@ -128,46 +128,8 @@ func TestPushScope(t *testing.T) {
 	if err := e.push(img, "deployments/"+a+"/agent:v1", tokA.Token); err != nil {
 		t.Fatalf("push into its own prefix: %v", err)
 	}
-	for _, tt := range []struct{ what, repo, token string }{
-		{"another deployment of the tenant", "deployments/" + a2 + "/agent:v1", tokA.Token},
-		{"another tenant's deployment", "deployments/" + b + "/agent:v1", tokA.Token},
-		{"a repository outside every prefix", "agent:v1", tokA.Token},
-		{"a prefix that only starts like it", "deployments/" + a + "x/agent:v1", tokA.Token},
-		{"no credential", "deployments/" + a + "/agent:v2", ""},
-		{"an unknown token", "deployments/" + a + "/agent:v2", "dpr_" + strings.Repeat("x", 52)},
-	} {
-		if err := e.push(img, tt.repo, tt.token); !unauthorized(err) {
-			t.Errorf("push into %s (%s): %v, want 401", tt.repo, tt.what, err)
-		}
-	}
-	// Tenant B's token cannot reach A's repository either.
-	tokB, err := e.cp.IssuePushToken(e.ctx, tenantB, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.push(img, "deployments/"+a+"/agent:v3", tokB.Token); !unauthorized(err) {
-		t.Errorf("tenant B's token pushing into A: %v, want 401", err)
-	}
-	// A pull token pulls, but does not push.
-	pull, err := e.cp.IssuePullToken(e.ctx, tenantA, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := e.pull("deployments/"+a+"/agent:v1", pull.Token)
-	if err != nil {
-		t.Fatalf("pull with a pull token: %v", err)
-	}
-	gd, _ := got.Digest()
-	wd, _ := img.Digest()
-	if gd != wd {
-		t.Errorf("pulled %s, pushed %s", gd, wd)
-	}
-	if err := e.push(img, "deployments/"+a+"/agent:v4", pull.Token); !unauthorized(err) {
-		t.Errorf("push with a pull token: %v, want 401", err)
-	}
-	if _, err := e.pull("deployments/"+a2+"/agent:v1", pull.Token); !unauthorized(err) {
-		t.Errorf("pull of another deployment's image: %v, want 401", err)
-	}
+	e.refusesForeignPushes(t, img, a, a2, b, tokA.Token)
+	e.pullTokenPulls(t, img, tenantA, a, a2)
 	// An hour later the token is refused.
 	e.now = e.now.Add(controlplane.RegistryTokenTTL)
 	if err := e.push(img, "deployments/"+a+"/agent:v5", tokA.Token); !unauthorized(err) {
@@ -268,5 +230,56 @@ func TestParseS3URL(t *testing.T) {
 		if _, err := registry.ParseS3URL(bad); err == nil {
 			t.Errorf("ParseS3URL(%s) succeeded", bad)
 		}
+	}
+}
+
+// refusesForeignPushes checks that tokA, a push token of deployment a of
+// tenant A, pushes nowhere but into a's prefix (not a2's, another of A's
+// deployments, nor b's, a deployment of tenant B), that b's push token does
+// not push into a's, and that no credential or an unknown token pushes
+// nowhere: each is a 401 or a 403.
+func (e *env) refusesForeignPushes(t *testing.T, img v1.Image, a, a2, b, tokA string) {
+	t.Helper()
+	tokB, err := e.cp.IssuePushToken(e.ctx, tenantB, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ what, repo, token string }{
+		{"another deployment of the tenant", "deployments/" + a2 + "/agent:v1", tokA},
+		{"another tenant's deployment", "deployments/" + b + "/agent:v1", tokA},
+		{"a repository outside every prefix", "agent:v1", tokA},
+		{"a prefix that only starts like it", "deployments/" + a + "x/agent:v1", tokA},
+		{"tenant B's token into A's repository", "deployments/" + a + "/agent:v3", tokB.Token},
+		{"no credential", "deployments/" + a + "/agent:v2", ""},
+		{"an unknown token", "deployments/" + a + "/agent:v2", "dpr_" + strings.Repeat("x", 52)},
+	} {
+		if err := e.push(img, tt.repo, tt.token); !unauthorized(err) {
+			t.Errorf("push into %s (%s): %v, want 401 or 403", tt.repo, tt.what, err)
+		}
+	}
+}
+
+// pullTokenPulls checks that a pull token of deployment a pulls img, which
+// was pushed as a's agent:v1, but pushes nothing and pulls nothing of a2.
+func (e *env) pullTokenPulls(t *testing.T, img v1.Image, tenant, a, a2 string) {
+	t.Helper()
+	pull, err := e.cp.IssuePullToken(e.ctx, tenant, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.pull("deployments/"+a+"/agent:v1", pull.Token)
+	if err != nil {
+		t.Fatalf("pull with a pull token: %v", err)
+	}
+	gd, _ := got.Digest()
+	wd, _ := img.Digest()
+	if gd != wd {
+		t.Errorf("pulled %s, pushed %s", gd, wd)
+	}
+	if err := e.push(img, "deployments/"+a+"/agent:v4", pull.Token); !unauthorized(err) {
+		t.Errorf("push with a pull token: %v, want 401 or 403", err)
+	}
+	if _, err := e.pull("deployments/"+a2+"/agent:v1", pull.Token); !unauthorized(err) {
+		t.Errorf("pull of another deployment's image with its pull token: %v, want 401 or 403", err)
 	}
 }
