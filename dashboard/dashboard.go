@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
 	"errors"
 	"html/template"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,6 +52,22 @@ var ErrInvalidKey = errors.New("dashboard: invalid API key")
 // to this interface.
 type Authenticator interface {
 	SignIn(ctx context.Context, apiKey string) (principal string, tenants []string, err error)
+}
+
+// A KeyChecker is an Authenticator that can also check a key from its
+// SHA-256 digest alone, as it checks the key itself at sign-in: it returns
+// the tenants the key may use, or an error matching ErrInvalidKey when it
+// no longer accepts it. httphandler's adapter is one when the API's
+// Authenticator is a httphandler.DigestAuthenticator (its KeyTable is).
+//
+// With a KeyChecker a session keeps the digest of the key it was opened
+// with, and ends at its next request once the key is no longer accepted or
+// opens other tenants: a key removed from the server (and the server
+// restarted with its new key table) signs its sessions out. With another
+// Authenticator a session lasts until it expires or its user signs out.
+type KeyChecker interface {
+	Authenticator
+	CheckKey(ctx context.Context, digest [sha256.Size]byte) (tenants []string, err error)
 }
 
 // Options configure New. A nil *Options, and every zero field, means the
@@ -254,13 +272,42 @@ func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value 
 	http.SetCookie(w, c)
 }
 
-// current returns r's session, or errNoSession.
+// current returns r's session, or errNoSession. With a KeyChecker it
+// also checks that the session's key still opens the session's tenants,
+// and otherwise ends the session (a session without a key digest, opened
+// before digests were kept, ends too).
 func (h *Handler) current(r *http.Request) (*session, error) {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
 		return nil, errNoSession
 	}
-	return h.sess.get(r.Context(), c.Value)
+	sess, err := h.sess.get(r.Context(), c.Value)
+	if err != nil {
+		return nil, err
+	}
+	kc, ok := h.auth.(KeyChecker)
+	if !ok {
+		return sess, nil
+	}
+	digest, ok := sess.keyDigest()
+	if ok {
+		tenants, err := kc.CheckKey(r.Context(), digest)
+		switch {
+		case errors.Is(err, ErrInvalidKey):
+			ok = false
+		case err != nil:
+			return nil, err
+		default:
+			ok = slices.Equal(tenants, sess.Tenants)
+		}
+	}
+	if !ok {
+		if err := h.sess.remove(r.Context(), sess); err != nil {
+			return nil, err
+		}
+		return nil, errNoSession
+	}
+	return sess, nil
 }
 
 // request is one page or action being served.

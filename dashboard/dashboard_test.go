@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/internal/testclock"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -224,6 +225,78 @@ func TestSessionsSharedThroughTheStore(t *testing.T) {
 	b3.c.Jar.SetCookies(u3, b.c.Jar.Cookies(u1))
 	if p := b3.get("/ui/deployments"); p.status != http.StatusSeeOther {
 		t.Fatalf("a replica with its own sessions: status %d, want a redirect", p.status)
+	}
+}
+
+// TestSessionEndsWithItsKey: a session opened with a key of the server's
+// key table ends at its next request once the server (restarted, or
+// another replica sharing the session store) no longer accepts the key,
+// or the key opens other tenants; its record goes, a form posted with it
+// changes nothing, and the same key table still honours it.
+func TestSessionEndsWithItsKey(t *testing.T) {
+	shared := storemem.New()
+	e := newEnv(t, &envOptions{sessions: shared})
+	b := e.browser(t)
+	b.mustSignIn(keyA, "")
+	csrfToken := b.token()
+	sessions := func() int {
+		n := 0
+		_ = shared.View(context.Background(), func(r storeReader) error {
+			return r.Scan("dashboard_sessions", "", nil, func(string, []byte) (bool, error) { n++; return true, nil })
+		})
+		return n
+	}
+	// on serves b's cookie to a server with keys over the shared sessions.
+	on := func(keys []httphandler.Key) (*env, *browser) {
+		o := newEnv(t, &envOptions{sessions: shared, keys: keys})
+		ob := o.browser(t)
+		u, _ := url.Parse(e.srv.URL + "/ui/")
+		ou, _ := url.Parse(o.srv.URL + "/ui/")
+		ob.c.Jar.SetCookies(ou, b.c.Jar.Cookies(u))
+		return o, ob
+	}
+	keyBOnly := httphandler.Key{SHA256: httphandler.HashKey(keyB), Tenants: []string{tenantB}}
+	for _, tt := range []struct {
+		name string
+		keys []httphandler.Key
+		ok   bool
+	}{
+		{"the same key table", []httphandler.Key{{SHA256: httphandler.HashKey(keyA), Tenants: []string{tenantA}}, keyBOnly}, true},
+		{"the key opens another tenant too", []httphandler.Key{{SHA256: httphandler.HashKey(keyA), Tenants: []string{tenantA, tenantB}}, keyBOnly}, false},
+		{"the key was removed", []httphandler.Key{keyBOnly}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if !tt.ok {
+				// A form posted with the session changes nothing.
+				o, ob := on(tt.keys)
+				p := ob.post("/ui/deployments/new", url.Values{"csrf": {csrfToken}, "name": {"agent-x"}, "source": {"external_docker"}, "image_uri": {"docker.io/acme/x:1"}})
+				if p.status != http.StatusForbidden || !strings.Contains(p.body, "Your session has ended") {
+					t.Fatalf("a form posted with the ended session: status %d\n%s", p.status, p.body)
+				}
+				if n := sessions(); n != 0 {
+					t.Fatalf("%d session records after the session ended, want 0", n)
+				}
+				if list, err := o.cp.ListDeployments(context.Background(), tenantA, nil); err != nil || len(list.Resources) != 0 {
+					t.Fatalf("deployments after the refused form: %v %v", list, err)
+				}
+				// Signing in again opens a new session.
+				b.mustSignIn(keyA, "")
+				csrfToken = b.token()
+				return
+			}
+			_, ob := on(tt.keys)
+			if p := ob.get("/ui/deployments"); p.status != http.StatusOK {
+				t.Fatalf("status %d, want 200", p.status)
+			}
+			if n := sessions(); n != 1 {
+				t.Fatalf("%d session records, want 1", n)
+			}
+		})
+	}
+	// A page (not a form) of an ended session goes to the sign-in page.
+	_, ob := on([]httphandler.Key{keyBOnly})
+	if p := ob.get("/ui/deployments"); p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/ui/signin") {
+		t.Fatalf("a page of an ended session: status %d, Location %q; want the sign-in page", p.status, p.header.Get("Location"))
 	}
 }
 

@@ -47,9 +47,17 @@
 // X-Forwarded-Proto: https, or always with Options.SecureCookies), which
 // expires with the session after Options.SessionTTL (default 8 hours). The
 // key itself is never stored, in the cookie or on the server: the session
-// record holds the principal's name, its tenants, the chosen tenant and
-// the session's CSRF token. A session therefore outlives a key removed
-// from the server's key table until it expires or the user signs out.
+// record holds the principal's name, its tenants, the chosen tenant, the
+// session's CSRF token and, when the Authenticator is a KeyChecker (as
+// httphandler's is over its KeyTable), the key's SHA-256 digest, the form
+// key tables hold. Every request of such a session checks that digest
+// again: once the key is no longer accepted (removed from the key file and
+// the server restarted, or a replica with the new table reached) or opens
+// other tenants, the session ends there, its record goes, and a form
+// posted with it changes nothing. A live stream already open runs until the
+// page reconnects. Sessions opened before digests were kept end at their
+// next request. With another Authenticator a session lasts until it
+// expires or the user signs out.
 //
 // Sessions live in Options.Sessions, a store.Store: cmd/deployplane gives
 // the control plane's own store, so that every replica sharing a storepg

@@ -52,8 +52,9 @@ type envOptions struct {
 	now      func() time.Time
 	ttl      time.Duration
 	tls      bool
-	paused   bool        // the reconcile loop waits for env.start
-	store    store.Store // the control plane's (default: storemem)
+	paused   bool              // the reconcile loop waits for env.start
+	store    store.Store       // the control plane's (default: storemem)
+	keys     []httphandler.Key // the server's key table (default: keyA, keyAB, keyB)
 }
 
 func newEnv(t testing.TB, o *envOptions) *env {
@@ -97,11 +98,14 @@ func newEnv(t testing.TB, o *envOptions) *env {
 	if !o.paused {
 		start()
 	}
-	keys, err := httphandler.NewKeyTable([]httphandler.Key{
-		{SHA256: httphandler.HashKey(keyA), Tenants: []string{tenantA}},
-		{SHA256: httphandler.HashKey(keyAB), Tenants: []string{tenantA, tenantB}},
-		{SHA256: httphandler.HashKey(keyB), Tenants: []string{tenantB}},
-	})
+	if o.keys == nil {
+		o.keys = []httphandler.Key{
+			{SHA256: httphandler.HashKey(keyA), Tenants: []string{tenantA}},
+			{SHA256: httphandler.HashKey(keyAB), Tenants: []string{tenantA, tenantB}},
+			{SHA256: httphandler.HashKey(keyB), Tenants: []string{tenantB}},
+		}
+	}
+	keys, err := httphandler.NewKeyTable(o.keys)
 	if err != nil {
 		t.Fatal(err)
 	}

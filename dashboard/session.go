@@ -39,6 +39,11 @@ type session struct {
 	CSRF string `json:"c"`
 	// Expires is when the session ends (Unix seconds).
 	Expires int64 `json:"e"`
+	// KeyDigest is the hex SHA-256 of the API key that opened the session,
+	// kept when the Authenticator is a KeyChecker (which then checks it
+	// again at every request); "" otherwise. It is the form key tables
+	// hold: the key cannot be had from it, and it opens nothing.
+	KeyDigest string `json:"k,omitempty"`
 
 	key string // its key in sessionCollection (not stored)
 }
@@ -66,11 +71,20 @@ func storeKey(expires int64, token string) string {
 	return fmt.Sprintf("%016x.%s", expires, hex.EncodeToString(d[:]))
 }
 
+// keyDigest returns the session's KeyDigest, and whether it has a valid
+// one.
+func (s *session) keyDigest() ([sha256.Size]byte, bool) {
+	var d [sha256.Size]byte
+	n, err := hex.Decode(d[:], []byte(s.KeyDigest))
+	return d, err == nil && n == sha256.Size && len(s.KeyDigest) == 2*sha256.Size
+}
+
 // create stores a new session and returns it with its cookie value
 // ("<expiry>.<token>"; the token is random, the key never in it).
-func (s *sessions) create(ctx context.Context, principal string, tenants []string) (*session, string, error) {
+// keyDigest is the hex SHA-256 of the key, or "" (see session.KeyDigest).
+func (s *sessions) create(ctx context.Context, principal string, tenants []string, keyDigest string) (*session, string, error) {
 	now := s.now()
-	sess := &session{Principal: principal, Tenants: tenants, CSRF: randomToken(), Expires: now.Add(s.ttl).Unix()}
+	sess := &session{Principal: principal, Tenants: tenants, CSRF: randomToken(), Expires: now.Add(s.ttl).Unix(), KeyDigest: keyDigest}
 	if len(tenants) == 1 {
 		sess.Tenant = tenants[0]
 	}

@@ -1,6 +1,8 @@
 package dashboard
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/url"
@@ -80,7 +82,12 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 		h.renderSignin(w, r, http.StatusForbidden, f)
 		return
 	}
-	sess, cookie, err := h.sess.create(r.Context(), principal, tenants)
+	var digest string
+	if _, ok := h.auth.(KeyChecker); ok {
+		d := sha256.Sum256([]byte(key))
+		digest = hex.EncodeToString(d[:])
+	}
+	sess, cookie, err := h.sess.create(r.Context(), principal, tenants, digest)
 	if err != nil {
 		h.fail(w, r, nil, err)
 		return

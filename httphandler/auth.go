@@ -62,6 +62,19 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, c Credentials) (*Principal, error)
 }
 
+// A DigestAuthenticator is an Authenticator that can also identify an API
+// key from its SHA-256 digest (HashKey) alone, as KeyTable does. The
+// dashboard keeps that digest in each session, never the key, and checks
+// it again at each request, so that a session ends once its key is no
+// longer accepted (dashboard.KeyChecker). With an Authenticator that is
+// not one, a dashboard session lasts until it expires.
+type DigestAuthenticator interface {
+	Authenticator
+	// AuthenticateDigest returns the Principal of the key whose SHA-256
+	// digest is digest, or an error matching ErrUnauthenticated.
+	AuthenticateDigest(ctx context.Context, digest [sha256.Size]byte) (*Principal, error)
+}
+
 // HashKey returns the SHA-256 digest of an API key, the form in which a
 // KeyTable holds it.
 func HashKey(key string) [sha256.Size]byte { return sha256.Sum256([]byte(key)) }
@@ -114,12 +127,17 @@ func NewKeyTable(keys []Key) (*KeyTable, error) {
 }
 
 // Authenticate implements Authenticator.
-func (t *KeyTable) Authenticate(_ context.Context, c Credentials) (*Principal, error) {
+func (t *KeyTable) Authenticate(ctx context.Context, c Credentials) (*Principal, error) {
 	key := c.APIKey
 	if key == "" {
 		key = c.BearerToken
 	}
-	d := HashKey(key)
+	return t.AuthenticateDigest(ctx, HashKey(key))
+}
+
+// AuthenticateDigest implements DigestAuthenticator: the Principal of the
+// key whose digest is d.
+func (t *KeyTable) AuthenticateDigest(_ context.Context, d [sha256.Size]byte) (*Principal, error) {
 	found := -1
 	for i := range t.keys {
 		// Every entry is compared, so the time taken does not depend on

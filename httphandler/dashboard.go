@@ -2,6 +2,7 @@ package httphandler
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"net/http"
 
@@ -22,7 +23,11 @@ import (
 func newDashboard(cp *controlplane.ControlPlane, o *Options, auth Authenticator) *dashboard.Handler {
 	d := *o.Dashboard
 	if d.Authenticator == nil {
-		d.Authenticator = signInAuth{auth}
+		if da, ok := auth.(DigestAuthenticator); ok {
+			d.Authenticator = keyCheckAuth{signInAuth{auth}, da}
+		} else {
+			d.Authenticator = signInAuth{auth}
+		}
 	}
 	if d.BasePath == "" {
 		d.BasePath = o.BasePath
@@ -38,7 +43,25 @@ func newDashboard(cp *controlplane.ControlPlane, o *Options, auth Authenticator)
 type signInAuth struct{ a Authenticator }
 
 func (s signInAuth) SignIn(ctx context.Context, key string) (string, []string, error) {
-	p, err := s.a.Authenticate(ctx, Credentials{APIKey: key})
+	return signedIn(s.a.Authenticate(ctx, Credentials{APIKey: key}))
+}
+
+// keyCheckAuth is signInAuth over a DigestAuthenticator: a
+// dashboard.KeyChecker, so that sessions end with their key.
+type keyCheckAuth struct {
+	signInAuth
+	d DigestAuthenticator
+}
+
+func (k keyCheckAuth) CheckKey(ctx context.Context, digest [sha256.Size]byte) ([]string, error) {
+	_, tenants, err := signedIn(k.d.AuthenticateDigest(ctx, digest))
+	return tenants, err
+}
+
+// signedIn turns what an Authenticator answers into the dashboard's
+// terms: the principal's name and its canonical tenants, or
+// dashboard.ErrInvalidKey.
+func signedIn(p *Principal, err error) (string, []string, error) {
 	if errors.Is(err, ErrUnauthenticated) {
 		return "", nil, dashboard.ErrInvalidKey
 	}
