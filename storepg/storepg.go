@@ -60,7 +60,10 @@ type Options struct {
 	// DSN's pool_max_conns, or pgxpool's default (the larger of 4 and the
 	// number of CPUs). Other pool settings go in the DSN (pool_min_conns,
 	// pool_max_conn_lifetime, ...; see pgxpool.ParseConfig). OpenPool
-	// ignores it.
+	// ignores it. More is not faster once the database's cores are busy:
+	// on a 2-core machine, creates into one tenant from two replicas ran
+	// fastest with 4 to 8 connections a replica, and a third slower with
+	// 32 (BENCHMARKS.md, issue 18 point 3).
 	MaxConns int32
 	// OnCommit, when set, is called after each COMMIT of an Update's
 	// transaction, successful or not, with updates 1 (each Update is a
