@@ -66,6 +66,9 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	if opts != nil {
 		o = *opts
 	}
+	if o.Uploads == nil {
+		o.Uploads = UploadRecords{}
+	}
 	cp := &ControlPlane{
 		st:      viewStore{st},
 		clock:   o.Clock,

@@ -180,10 +180,13 @@
 //     langgraph_config_path to DefaultLanggraphConfigPath.
 //   - Options.Uploads (UploadChecker) decides, inside the transaction,
 //     whether a source_tarball_path names a completed upload of the
-//     deployment; Options.Images (ImageResolver) turns an internal_docker
-//     image tag into its digest before the revision is made. Both are
-//     implemented outside this package (they own the upload records and
-//     the registry); nil means no check and no resolution.
+//     deployment: by default UploadRecords, the records IssueUpload and
+//     FinishUpload keep, so that a deployment cannot name a tarball that
+//     is not its own; AnyUpload takes every path as given.
+//     Options.Images (ImageResolver) turns an internal_docker image tag
+//     into its digest before the revision is made; it is implemented
+//     outside this package (package registry owns the registry), and nil
+//     means no resolution.
 //
 // # Logs and status history
 //

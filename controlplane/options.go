@@ -33,13 +33,14 @@ type Options struct {
 	// and may also be listed alone. Creating a deployment with a source
 	// not offered is a 422 at ["body", "source"].
 	Sources []Source
-	// Uploads, when set, checks the source_tarball_path of a create or
-	// PATCH of an internal_source deployment, inside the store
-	// transaction that writes it (see UploadChecker). Default nil: any
-	// path is taken as given. UploadRecords{} (which cmd/deployplane
-	// sets) refuses paths never issued to the deployment by IssueUpload
-	// or whose upload did not complete, as wire contract section 10
-	// says.
+	// Uploads checks the source_tarball_path of a create or PATCH of an
+	// internal_source deployment, inside the store transaction that
+	// writes it (see UploadChecker). Default nil: UploadRecords{}, which
+	// refuses paths never issued to the deployment by IssueUpload or whose
+	// upload did not complete, as wire contract section 10 says, so that
+	// no deployment can name another's tarball. An embedder whose
+	// tarballs arrive some other way gives its own checker, or AnyUpload{}
+	// to take every path as given.
 	Uploads UploadChecker
 	// Images, when set, resolves the image_uri of an internal_docker
 	// revision (a tag in the built-in registry becomes its digest) before

@@ -28,7 +28,7 @@ func TestInternalSourcesCreateWithoutRevision(t *testing.T) {
 		{"internal_source", `{"langgraph_config_path": "apps/a/langgraph.json"}`, `{"source_revision_config": {"source_tarball_path": "uploads/x.tar.gz"}, "tracked_packages": ["langgraph", "langchain-core"]}`, "apps/a/langgraph.json"},
 	} {
 		t.Run(tt.source, func(t *testing.T) {
-			f := newFixture(t, nil)
+			f := newFixture(t, &controlplane.Options{Uploads: controlplane.AnyUpload{}}) // paths of no upload
 			d := f.create(tenantA, fmt.Sprintf(`{"name": "agent", "source": %q, "source_config": {}, "source_revision_config": %s, "secrets": []}`, tt.source, tt.body))
 			if d.LatestRevisionID != nil || d.Status != controlplane.StatusAwaitingDatabase {
 				t.Fatalf("created: latest_revision_id %v, status %s; want null, AWAITING_DATABASE", d.LatestRevisionID, d.Status)
@@ -217,6 +217,31 @@ func TestUploadCheckerHook(t *testing.T) {
 	calls := u.calls
 	f.create(tenantA, dockerBody("ext"))
 	diff(t, "calls for another source", calls, u.calls)
+}
+
+// TestUploadsCheckedByDefault: without Options.Uploads, a
+// source_tarball_path must name a completed upload of the deployment
+// (UploadRecords): a path never issued, or one issued to another
+// deployment, is refused; AnyUpload takes it as given.
+func TestUploadsCheckedByDefault(t *testing.T) {
+	f := newFixture(t, nil)
+	d := f.create(tenantA, `{"name": "src", "source": "internal_source"}`)
+	other := f.create(tenantA, `{"name": "other", "source": "internal_source"}`)
+	up, err := f.cp.IssueUpload(f.ctx, tenantA, other.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"uploads/a.tar.gz", up.ObjectPath()} {
+		body := `{"source_revision_config": {"source_tarball_path": "` + path + `"}}`
+		_, err := f.cp.UpdateDeployment(f.ctx, tenantA, d.ID, decode[controlplane.UpdateDeploymentRequest](t, body))
+		diff(t, path+": problems", []string{"body.source_revision_config.source_tarball_path: unknown_reference"}, locTypes(problems(t, err)))
+	}
+	fa := newFixture(t, &controlplane.Options{Uploads: controlplane.AnyUpload{}})
+	d = fa.create(tenantA, `{"name": "src", "source": "internal_source"}`)
+	d2, err := fa.cp.UpdateDeployment(fa.ctx, tenantA, d.ID, decode[controlplane.UpdateDeploymentRequest](t, `{"source_revision_config": {"source_tarball_path": "uploads/a.tar.gz"}}`))
+	if err != nil || d2.LatestRevisionID == nil {
+		t.Fatalf("AnyUpload: PATCH: %v, %v", d2, err)
+	}
 }
 
 // images is an ImageResolver: a tag in "reg.test/" resolves to a digest,

@@ -273,11 +273,18 @@ func (cp *ControlPlane) AbandonUpload(ctx context.Context, u *Upload, lease stri
 }
 
 // UploadRecords is the UploadChecker of the upload records this package
-// keeps: a source_tarball_path must be the object_path of an upload
-// IssueUpload gave the deployment whose PUT completed (FinishUpload) and
-// that CollectUploads has not collected. Set Options.Uploads to
-// UploadRecords{} when serving uploads (cmd/deployplane does).
+// keeps, and Options.Uploads's default: a source_tarball_path must be the
+// object_path of an upload IssueUpload gave the deployment whose PUT
+// completed (FinishUpload) and that CollectUploads has not collected.
 type UploadRecords struct{}
+
+// AnyUpload is an UploadChecker that takes every source_tarball_path as
+// given, for an embedder whose tarballs do not go through IssueUpload and
+// that checks the paths (or trusts every caller) itself.
+type AnyUpload struct{}
+
+// CheckUpload implements UploadChecker: every path is accepted.
+func (AnyUpload) CheckUpload(store.Reader, string, string, string) error { return nil }
 
 // CheckUpload implements UploadChecker.
 func (UploadRecords) CheckUpload(r store.Reader, tenant, deploymentID, objectPath string) error {

@@ -73,7 +73,7 @@ func newEnv(t *testing.T, o *envOptions) *env {
 		t.Cleanup(func() { b.Close() })
 		e.bucket = b
 	}
-	e.cp = controlplane.New(e.st, &controlplane.Options{Clock: e.clock.Now, Uploads: controlplane.UploadRecords{}})
+	e.cp = controlplane.New(e.st, &controlplane.Options{Clock: e.clock.Now})
 	srv := httptest.NewUnstartedServer(nil)
 	srv.Start()
 	t.Cleanup(srv.Close)

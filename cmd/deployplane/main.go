@@ -821,8 +821,9 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if err != nil {
 		return err
 	}
-	cpOpts := &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics,
-		Uploads: controlplane.UploadRecords{}} // source_tarball_path names a completed upload (uploads.go)
+	// Uploads keeps its default, UploadRecords: a source_tarball_path names
+	// a completed upload of the deployment (uploads.go).
+	cpOpts := &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics}
 	// The built-in registry (registry.go) resolves internal_docker image
 	// tags to digests; it serves once cp checks its tokens.
 	reg, err := openRegistry(ctx, &c.registry, c.deployer.kind, c.db, registrySecret(secretKey), log)

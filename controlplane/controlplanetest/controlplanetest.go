@@ -233,6 +233,11 @@ func newMachine(rt *rapid.T, opts *controlplane.Options, opens []Opener) *machin
 		o.NewID = func() string { s.ids++; return fmt.Sprintf("00000000-0000-7000-8000-%012x", s.ids) }
 		o.CustomURLTemplate = urlTemplate
 		o.Sources, o.Limits = nil, controlplane.Limits{}
+		if o.Uploads == nil {
+			// The model draws tarball paths without uploading them: the
+			// upload rules are tested beside IssueUpload, not here.
+			o.Uploads = controlplane.AnyUpload{}
+		}
 		s.cp = controlplane.New(st, &o)
 		m.systems = append(m.systems, s)
 	}
