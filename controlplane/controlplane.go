@@ -714,7 +714,9 @@ func (cp *ControlPlane) GetRevision(ctx context.Context, tenant, deploymentID, r
 // not part of a revision and keep their current values (older
 // revisions before DEPLOYING become SKIPPED, as for any new one). Errors:
 // *apierr.NotFoundError (deployment, or a revision that is not this deployment's),
-// apierr.ErrInvalidState while the deployment is AWAITING_DELETE.
+// apierr.ErrInvalidState while the deployment is AWAITING_DELETE, or for an
+// internal_source revision whose tarball Options.Uploads no longer finds
+// (CollectUploads keeps those of the newest UploadsKept revisions).
 func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deploymentID, revisionID string) (*Deployment, error) {
 	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
@@ -745,6 +747,13 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 		}
 		next := *stored
 		redeployed(&next.Deployment, old)
+		// An internal_source revision builds from its tarball: refuse at
+		// once, rather than fail the build, once it is no longer kept.
+		if ps, err := cp.checkUpload(tx, tenant, did, next.Source, next.SourceRevisionConfig.SourceTarballPath, nil); err != nil {
+			return err
+		} else if len(ps) > 0 {
+			return apierr.InvalidStatef("Revision %s cannot be redeployed: its source tarball is no longer kept (the newest %d revisions keep theirs). Upload the project again.", rid, UploadsKept)
+		}
 		next.LatestRevisionID = &newID
 		next.UpdatedAt = later(now, stored.UpdatedAt)
 		rev := newRevision(&next, newID, next.UpdatedAt)

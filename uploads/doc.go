@@ -57,7 +57,8 @@
 // those that none of its newest controlplane.UploadsKept (10) revisions
 // names, once controlplane.UploadGrace (an hour) has passed since their
 // URL expired: redeploying one of the newest 10 revisions builds again,
-// an older one may fail its build saying its tarball is no longer kept
-// (OpenTarball's ErrTarballGone). A tarball is removed before its record,
+// and redeploying an older one whose tarball went is a 400 saying so (its
+// upload record goes with the tarball; a build that still finds neither
+// fails with OpenTarball's ErrTarballGone). A tarball is removed before its record,
 // so a sweep interrupted midway is finished by the next.
 package uploads

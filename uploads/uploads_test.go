@@ -493,16 +493,20 @@ func (e *env) sweep() int {
 func TestSweepKeepsNewestRevisions(t *testing.T) {
 	e := newEnv(t, nil)
 	id := e.create("agent", "internal_source")
-	var paths []string
+	var paths, revisions []string
 	for range 12 {
 		u, p := e.uploadURL(id)
 		if a := put(t, u, strings.NewReader(p), int64(len(p))); a.status != 200 {
 			t.Fatalf("PUT: %d %s", a.status, a.body)
 		}
-		if a := e.patch(id, p); a.status != 200 {
+		a := e.patch(id, p)
+		var d struct {
+			LatestRevisionID string `json:"latest_revision_id"`
+		}
+		if a.status != 200 || json.Unmarshal(a.body, &d) != nil {
 			t.Fatalf("PATCH: %d %s", a.status, a.body)
 		}
-		paths = append(paths, p)
+		paths, revisions = append(paths, p), append(revisions, d.LatestRevisionID)
 	}
 	uNever, pNever := e.uploadURL(id) // issued, never uploaded
 	_ = uNever
@@ -525,6 +529,14 @@ func TestSweepKeepsNewestRevisions(t *testing.T) {
 	}
 	if a := e.patch(id, paths[0]); a.status != 422 {
 		t.Errorf("PATCH naming a removed tarball: %d %s", a.status, a.body)
+	}
+	// Redeploying a revision whose tarball went is refused at once (not
+	// a build that fails later); one whose tarball is kept redeploys.
+	if a := e.api("POST", "/v2/deployments/"+id+"/revisions/"+revisions[0]+"/redeploy", ""); a.status != 400 || !strings.Contains(string(a.body), "no longer kept") {
+		t.Errorf("redeploy of a revision whose tarball went: %d %s", a.status, a.body)
+	}
+	if a := e.api("POST", "/v2/deployments/"+id+"/revisions/"+revisions[2]+"/redeploy", ""); a.status/100 != 2 {
+		t.Errorf("redeploy of a revision whose tarball is kept: %d %s", a.status, a.body)
 	}
 	if a := e.patch(id, pNever); a.status != 422 {
 		t.Errorf("PATCH naming an upload never made: %d %s", a.status, a.body)
