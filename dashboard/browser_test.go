@@ -321,8 +321,18 @@ func TestBrowser(t *testing.T) {
 	u.until("the listener", `document.body.innerText.indexOf("cluster-1") >= 0`)
 	u.check("listeners")
 	u.open("/ui/deployments")
-	u.until("the list", `!!document.getElementById("deployments")`)
+	u.until("the list", `!!document.getElementById("deployments") && document.body.getAttribute("data-live-open") === "true"`)
 	u.check("deployments")
+	// A deployment created elsewhere (the API) is announced on the open
+	// list, without a reload, with a link that reloads it.
+	eval[bool](u, `window.__noReload = true`)
+	if _, err := e.cp.CreateDeployment(ctx, tenantA, &controlplane.CreateDeploymentRequest{Name: new("api-agent"),
+		Source: new(controlplane.SourceExternalDocker), SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("docker.io/acme/api:1")}}); err != nil {
+		t.Fatal(err)
+	}
+	u.until("the new deployment's notice", `window.__noReload === true && !document.getElementById("new-deployment").hidden`)
+	u.do("reloading the list", chromedp.Click(chromedp.ID("new-deployment-link")))
+	u.until("the new deployment in the list", `document.getElementById("deployments").textContent.indexOf("api-agent") >= 0 && document.getElementById("new-deployment").hidden`)
 
 	// A forged form (no CSRF token) is refused and changes nothing.
 	u.open("/ui/deployments/" + id)

@@ -96,5 +96,8 @@
 // in ?ids=), the revision page's revision; every later change comes
 // through the log. The log stream likewise first reads the lines after the
 // page's last (ListLogs from its next_offset), so that no line written in
-// between is lost; the page drops a line it already shows.
+// between is lost; the page drops a line it already shows. The list page
+// does not insert rows (a new deployment may not belong on the page shown,
+// with its filters and offset): when a deployment is created elsewhere
+// (the API, the CLI), it shows a notice with a link that reloads the list.
 package dashboard

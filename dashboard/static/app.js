@@ -61,7 +61,15 @@
       if (n) n.hidden = false;
       return;
     }
-    each("data-dep-status", d.id, function (el) { setBadge(el, d.status); });
+    var shown = false;
+    each("data-dep-status", d.id, function (el) { shown = true; setBadge(el, d.status); });
+    var nd = document.getElementById("new-deployment");
+    if (nd && !shown && d.change === "created") {
+      // The list page: a deployment created elsewhere (the API, the CLI).
+      var link = document.getElementById("new-deployment-link");
+      if (link) link.href = location.pathname + location.search;
+      nd.hidden = false;
+    }
     each("data-dep-display", d.id, function (el) { if (d.display_name) el.textContent = d.display_name; });
     each("data-dep-image", d.id, function (el) { if (d.image_uri) el.textContent = d.image_uri; });
     each("data-dep-version", d.id, function (el) { if (d.image_version) el.textContent = d.image_version; });
