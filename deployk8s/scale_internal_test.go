@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -104,16 +105,21 @@ func TestScale(t *testing.T) {
 	// manager's ReplicaSet controller for the whole run, spending the
 	// client rate limit that our pods' creation needs (the first 1,000 run
 	// took 25 minutes that way).
+	gone, err := cli.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + baseNS})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cli.CoreV1().Namespaces().Delete(ctx, baseNS, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := cli.CoreV1().Namespaces().Get(ctx, baseNS, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	for ev := range gone.ResultChan() {
+		if ev.Type == watch.Deleted {
 			break
-		} else if err != nil {
-			t.Fatal(err)
 		}
-		time.Sleep(time.Second) // waiting on the cluster's namespace controller, not timing anything
+	}
+	gone.Stop()
+	if _, err := cli.CoreV1().Namespaces().Get(ctx, baseNS, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the baseline's namespace is still there after its watch ended: %v", err)
 	}
 
 	// Ours: n deployments created in the control plane, run to DEPLOYED.
