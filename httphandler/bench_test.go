@@ -228,20 +228,27 @@ const getClients = 64
 // getter returns a function that sends n GETs of url with key A, spread
 // over getClients goroutines, each with a keep-alive connection of its own.
 func getter(b *testing.B, url string) func(n int) {
-	clients := make([]*http.Client, getClients)
-	for i := range clients {
+	return spread(b, getClients, func(_ int, c *http.Client) { get(b, c, url) })
+}
+
+// spread returns a function that makes n calls of do, spread over clients
+// goroutines, goroutine i passing do its index and an http.Client with a
+// keep-alive connection of its own.
+func spread(b *testing.B, clients int, do func(i int, c *http.Client)) func(n int) {
+	cs := make([]*http.Client, clients)
+	for i := range cs {
 		tr := &http.Transport{MaxIdleConnsPerHost: 1}
 		b.Cleanup(tr.CloseIdleConnections)
-		clients[i] = &http.Client{Transport: tr}
+		cs[i] = &http.Client{Transport: tr}
 	}
 	return func(n int) {
 		var left atomic.Int64
 		left.Store(int64(n))
 		var wg sync.WaitGroup
-		for _, c := range clients {
+		for i, c := range cs {
 			wg.Go(func() {
 				for left.Add(-1) >= 0 {
-					get(b, c, url)
+					do(i, c)
 				}
 			})
 		}

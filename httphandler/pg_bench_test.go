@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -89,29 +88,13 @@ func post(c *http.Client, url, body string) error {
 // goroutines, client i to urls[i%len(urls)] over a keep-alive connection
 // of its own, with the body of next(); it counts the failures.
 func posters(b *testing.B, urls []string, next func() string, failed *atomic.Int64) func(n int) {
-	clients := make([]*http.Client, createClients)
-	for i := range clients {
-		tr := &http.Transport{MaxIdleConnsPerHost: 1}
-		b.Cleanup(tr.CloseIdleConnections)
-		clients[i] = &http.Client{Transport: tr}
-	}
-	return func(n int) {
-		var left atomic.Int64
-		left.Store(int64(n))
-		var wg sync.WaitGroup
-		for i, c := range clients {
-			wg.Go(func() {
-				for left.Add(-1) >= 0 {
-					if err := post(c, urls[i%len(urls)]+"/v2/deployments", next()); err != nil {
-						if failed.Add(1) == 1 {
-							b.Errorf("POST: %v", err)
-						}
-					}
-				}
-			})
+	return spread(b, createClients, func(i int, c *http.Client) {
+		if err := post(c, urls[i%len(urls)]+"/v2/deployments", next()); err != nil {
+			if failed.Add(1) == 1 {
+				b.Errorf("POST: %v", err)
+			}
 		}
-		wg.Wait()
-	}
+	})
 }
 
 // BenchmarkPGCreateReplicasHTTP: POST /v2/deployments into one tenant from
