@@ -160,18 +160,7 @@ func TestHeldDiscardFails(t *testing.T) {
 			if err := s.Update(ctx, func(tx store.Tx) error { return tx.Put("c", "q", []byte("1")) }); err != nil {
 				t.Fatalf("Update after the failed one: %v", err)
 			}
-			var got []string
-			err = s.View(ctx, func(r store.Reader) error {
-				got = nil
-				return r.Scan("c", "", nil, func(k string, _ []byte) (bool, error) {
-					got = append(got, k)
-					return true, nil
-				})
-			})
-			if err != nil {
-				t.Fatalf("View: %v", err)
-			}
-			if diff := cmp.Diff([]string{"a", "q"}, got); diff != "" {
+			if diff := cmp.Diff([]string{"a", "q"}, collectionKeys(t, s, "c")); diff != "" {
 				t.Errorf("keys after the failed Update (-want +got):\n%s", diff)
 			}
 		})

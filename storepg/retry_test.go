@@ -189,18 +189,7 @@ func TestIgnoredStatementError(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Update = %v; want an error wrapping context.Canceled", err)
 	}
-	var got []string
-	err = s.View(context.Background(), func(r store.Reader) error {
-		got = nil
-		return r.Scan("c", "", nil, func(k string, _ []byte) (bool, error) {
-			got = append(got, k)
-			return true, nil
-		})
-	})
-	if err != nil {
-		t.Fatalf("View: %v", err)
-	}
-	if diff := cmp.Diff([]string(nil), got); diff != "" {
+	if diff := cmp.Diff([]string(nil), collectionKeys(t, s, "c")); diff != "" {
 		t.Errorf("keys after the failed Update (-want +got):\n%s", diff)
 	}
 }
@@ -235,18 +224,7 @@ func TestHeldPutFails(t *testing.T) {
 			if err == nil || !errors.Is(err, context.Canceled) {
 				t.Fatalf("Update = %v; want an error wrapping context.Canceled", err)
 			}
-			var got []string
-			err = s.View(context.Background(), func(r store.Reader) error {
-				got = nil
-				return r.Scan("c", "", nil, func(k string, _ []byte) (bool, error) {
-					got = append(got, k)
-					return true, nil
-				})
-			})
-			if err != nil {
-				t.Fatalf("View: %v", err)
-			}
-			if len(got) != 0 {
+			if got := collectionKeys(t, s, "c"); len(got) != 0 {
 				t.Errorf("keys after the failed Update: %q", got)
 			}
 		})

@@ -191,18 +191,7 @@ func TestScanCallbackUsesTransaction(t *testing.T) {
 	if len(copied) != n {
 		t.Errorf("the scan visited %d keys; want %d", len(copied), n)
 	}
-	var got []string
-	err = s.View(context.Background(), func(r store.Reader) error {
-		got = nil
-		return r.Scan("dst", "", nil, func(k string, _ []byte) (bool, error) {
-			got = append(got, k)
-			return true, nil
-		})
-	})
-	if err != nil {
-		t.Fatalf("View: %v", err)
-	}
-	if diff := cmp.Diff(copied, got); diff != "" {
+	if diff := cmp.Diff(copied, collectionKeys(t, s, "dst")); diff != "" {
 		t.Errorf("keys of dst (-want +got):\n%s", diff)
 	}
 }

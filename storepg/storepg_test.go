@@ -80,6 +80,23 @@ func openSchema(tb testing.TB, schema string, opts *storepg.Options) *storepg.St
 	return s
 }
 
+// collectionKeys returns the keys of collection in s, in order.
+func collectionKeys(t *testing.T, s store.Store, collection string) []string {
+	t.Helper()
+	var got []string
+	err := s.View(context.Background(), func(r store.Reader) error {
+		got = nil
+		return r.Scan(collection, "", nil, func(k string, _ []byte) (bool, error) {
+			got = append(got, k)
+			return true, nil
+		})
+	})
+	if err != nil {
+		t.Fatalf("View: %v", err)
+	}
+	return got
+}
+
 // openStore opens a Store over a new, empty schema.
 func openStore(tb testing.TB, opts *storepg.Options) *storepg.Store {
 	tb.Helper()
