@@ -75,8 +75,11 @@ func storeKey(expires int64, token string) string {
 // one.
 func (s *session) keyDigest() ([sha256.Size]byte, bool) {
 	var d [sha256.Size]byte
-	n, err := hex.Decode(d[:], []byte(s.KeyDigest))
-	return d, err == nil && n == sha256.Size && len(s.KeyDigest) == 2*sha256.Size
+	if len(s.KeyDigest) != hex.EncodedLen(sha256.Size) {
+		return d, false
+	}
+	_, err := hex.Decode(d[:], []byte(s.KeyDigest))
+	return d, err == nil
 }
 
 // create stores a new session and returns it with its cookie value
