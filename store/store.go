@@ -30,6 +30,8 @@
 // Create and fall back to Get), and whatever it writes commits as usual if it
 // returns nil. Backends whose database aborts a transaction on a failed
 // statement must isolate each operation (a savepoint, a conditional write).
+// (The one exception is optional: an Inserter's Insert of a key that is
+// present fails the whole Update; see Inserter.)
 //
 // Isolation is serializable: the outcome of any set of concurrent
 // transactions equals some serial order of them. A View never observes part of
@@ -219,4 +221,30 @@ func Discard(tx Tx, collection, key string) error {
 		return err
 	}
 	return nil
+}
+
+// Inserter is an optional interface of a Tx whose writes of new records
+// cost less when the caller knows the key is absent, as it is when the
+// key holds an id made for the record (a new deployment's, a new
+// revision's): Insert stores value under key without looking for a
+// record there. If one is there after all, the Update fails with an
+// error wrapping ErrAlreadyExists and commits nothing; the error may be
+// returned by this call, by a later call of the transaction, or by
+// Update, never as success (other failures as Discarder says). Insert is
+// for keys that cannot be present; a key that may be present wants
+// Create, whose answer comes at once. storepg holds an Insert back like
+// a Put and sends a run of them as one INSERT without ON CONFLICT, which
+// spares PostgreSQL a search of the index for each key before it inserts
+// the key.
+type Inserter interface {
+	Insert(collection, key string, value []byte) error
+}
+
+// Insert stores value under key, which the caller knows is absent, in tx:
+// with tx's Insert if tx is an Inserter, else with Create.
+func Insert(tx Tx, collection, key string, value []byte) error {
+	if i, ok := tx.(Inserter); ok {
+		return i.Insert(collection, key, value)
+	}
+	return tx.Create(collection, key, value)
 }

@@ -65,10 +65,17 @@
 // arrays, sorted by collection and key, the last value of a key put twice),
 // one statement and no round trip of its own. Discard (store.Discarder: a
 // delete that does not tell whether the key was there) is held back the
-// same way, as a DELETE in the pipeline. A held write's failure (a
-// serialization failure, a lost connection) is then returned by that next
-// statement or by Update, never as success; the store.Tx contract allows
-// it, since its Puts fail only for the server's reasons. The held writes go
+// same way, as a DELETE in the pipeline; so is Insert (store.Inserter: a
+// write of a key the caller knows is absent), a run of which is one plain
+// INSERT of many rows, without the upsert's ON CONFLICT: PostgreSQL then
+// descends the index once per row, to insert it, where an upsert first
+// searches it for the key (ExecCheckIndexConstraints) and descends again
+// to insert. A key that is there after all fails that INSERT
+// (unique_violation), and the Update with an error wrapping
+// store.ErrAlreadyExists. A held write's failure (a serialization
+// failure, a lost connection) is then returned by that next statement or
+// by Update, never as success; the store.Tx contract allows it, since its
+// Puts fail only for the server's reasons. The held writes go
 // with the COMMIT only once an earlier write has returned the
 // transaction's id (see below), so that a COMMIT whose answer is lost can
 // still be looked up; otherwise they are sent just before it.
@@ -88,7 +95,8 @@
 // WAL flush: a Put does not tell the transaction's id before it is sent);
 // one whose first write is a Create, a Delete or a Put sent with a read
 // carries its later Puts with the COMMIT. A CreateDeployment is two: its
-// name's Create, then its two dozen Puts in one statement with the COMMIT.
+// name's Create, then its two dozen Inserts (the new deployment's records,
+// one statement) and its few Puts (one more) in a pipeline with the COMMIT.
 //
 // A cancelled ctx aborts the statement in flight and the transaction rolls
 // back; a ctx done when the closure returns abandons the transaction instead

@@ -50,6 +50,10 @@ type queries struct {
 	// putMany is Put for many records at once, in one statement: the
 	// collections, keys and values as three arrays (putRows).
 	putMany string
+	// insert and insertMany are Insert (store.Inserter) for one record and
+	// for many: an INSERT without ON CONFLICT, which the unique index
+	// refuses (unique_violation) if a key is there.
+	insert, insertMany string
 	// scan is the SELECT ... FROM ... WHERE collection part of a Scan page;
 	// txn.Scan adds the key bounds, the order and the limit.
 	scan string
@@ -77,6 +81,9 @@ func newQueries(schema string) queries {
 			` ON CONFLICT (` + indexColumns + `) DO UPDATE SET value = excluded.value` + returningXID,
 		putMany: `INSERT INTO ` + table + ` (collection, key, value) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[])` +
 			` ON CONFLICT (` + indexColumns + `) DO UPDATE SET value = excluded.value` + returningXID,
+		insert: `INSERT INTO ` + table + ` (collection, key, value) VALUES ($1, $2, $3)` + returningXID,
+		insertMany: `INSERT INTO ` + table + ` (collection, key, value) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[])` +
+			returningXID,
 		delete: `DELETE FROM ` + table + where + returningXID,
 		scan:   `SELECT key, value FROM ` + table + ` WHERE ` + collectionHash + ` = sha256($1::bytea) AND collection = $1`,
 	}
@@ -107,8 +114,8 @@ type txn struct {
 	// transaction on any failed statement, so later calls fail at once
 	// with it, and Store.try decides from it whether to re-run the closure.
 	err error
-	// puts are Puts and Discards not yet sent, in order: they answer
-	// nothing but failure, so they are held back and sent in one
+	// puts are Puts, Inserts and Discards not yet sent, in order: they
+	// answer nothing but failure, so they are held back and sent in one
 	// pipeline with the next statement (or with COMMIT), and a run of
 	// them costs one round trip.
 	puts []heldPut
@@ -119,11 +126,21 @@ type txn struct {
 // in a transaction.
 var errNeedTransaction = errors.New("a View's second statement needs a transaction")
 
-// heldPut is a Put (its value copied) or a Discard not yet sent.
+// heldPut is a Put or an Insert (its value copied) or a Discard not yet
+// sent.
 type heldPut struct {
 	collection, key, value []byte
-	discard                bool
+	kind                   heldKind
 }
+
+// heldKind tells the writes held back apart.
+type heldKind uint8
+
+const (
+	heldPutKind heldKind = iota
+	heldInsertKind
+	heldDiscardKind
+)
 
 // query runs one statement, passes each row it returns to scan, and returns
 // its command tag. The transaction's first statement is pipelined after the
@@ -281,49 +298,62 @@ func (t *txn) commit() error {
 	return nil
 }
 
-// queueHeld queues the Puts and Discards held back in b, in order, and
-// returns how many statements it queued: a Discard is a DELETE, a lone
-// Put an upsert, and a run of Puts one upsert of many rows (putMany),
-// sorted by collection and key (so that transactions that write the same
-// records lock them in one order) and with only the last value of a key
-// put twice (a row may be changed once per statement).
+// queueHeld queues the Puts, Inserts and Discards held back in b, in
+// order, and returns how many statements it queued: a Discard is a
+// DELETE, a lone Put an upsert, a run of Puts one upsert of many rows
+// (putMany), a lone Insert an INSERT, a run of Inserts one INSERT of many
+// rows (insertMany). A run's rows are sorted by collection and key (so
+// that transactions that write the same records lock them in one order,
+// and neighbouring keys go into the index together); a run of Puts keeps
+// only the last value of a key put twice (a row may be changed once per
+// statement), while a key inserted twice fails its run, as it must.
 func (t *txn) queueHeld(b *pgx.Batch) int {
 	held := t.puts
 	t.puts = nil
 	n := 0
 	for len(held) > 0 {
-		if held[0].discard {
+		if held[0].kind == heldDiscardKind {
 			b.Queue(t.q.delete, held[0].collection, held[0].key)
 			held, n = held[1:], n+1
 			continue
 		}
 		run := 1
-		for run < len(held) && !held[run].discard {
+		for run < len(held) && held[run].kind == held[0].kind {
 			run++
 		}
-		queuePutRun(b, t.q, held[:run])
+		queueRun(b, t.q, held[:run])
 		held, n = held[run:], n+1
 	}
 	return n
 }
 
-// queuePutRun queues one statement for a run of Puts (queueHeld).
-func queuePutRun(b *pgx.Batch, q *queries, puts []heldPut) {
-	if len(puts) == 1 {
-		b.Queue(q.put, puts[0].collection, puts[0].key, puts[0].value)
+// queueRun queues one statement for a run of Puts or of Inserts
+// (queueHeld).
+func queueRun(b *pgx.Batch, q *queries, run []heldPut) {
+	insert := run[0].kind == heldInsertKind
+	if len(run) == 1 {
+		one := q.put
+		if insert {
+			one = q.insert
+		}
+		b.Queue(one, run[0].collection, run[0].key, run[0].value)
 		return
 	}
-	slices.SortStableFunc(puts, func(a, b heldPut) int {
+	slices.SortStableFunc(run, func(a, b heldPut) int {
 		return cmp.Or(bytes.Compare(a.collection, b.collection), bytes.Compare(a.key, b.key))
 	})
-	cols, keys, values := make([][]byte, 0, len(puts)), make([][]byte, 0, len(puts)), make([][]byte, 0, len(puts))
-	for i, p := range puts {
-		if i+1 < len(puts) && bytes.Equal(p.collection, puts[i+1].collection) && bytes.Equal(p.key, puts[i+1].key) {
+	cols, keys, values := make([][]byte, 0, len(run)), make([][]byte, 0, len(run)), make([][]byte, 0, len(run))
+	for i, p := range run {
+		if !insert && i+1 < len(run) && bytes.Equal(p.collection, run[i+1].collection) && bytes.Equal(p.key, run[i+1].key) {
 			continue // a later Put of the same key follows
 		}
 		cols, keys, values = append(cols, p.collection), append(keys, p.key), append(values, p.value)
 	}
-	b.Queue(q.putMany, cols, keys, values)
+	many := q.putMany
+	if insert {
+		many = q.insertMany
+	}
+	b.Queue(many, cols, keys, values)
 }
 
 // readHeld reads the answers of the n statements queueHeld queued,
@@ -332,7 +362,7 @@ func (t *txn) readHeld(batch pgx.BatchResults, n int) error {
 	for range n {
 		rows, err := batch.Query()
 		if err != nil {
-			return err
+			return alreadyThere(err)
 		}
 		for rows.Next() {
 			if t.xid == "" {
@@ -344,10 +374,21 @@ func (t *txn) readHeld(batch pgx.BatchResults, n int) error {
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return err
+			return alreadyThere(err)
 		}
 	}
 	return nil
+}
+
+// alreadyThere wraps store.ErrAlreadyExists around the server's refusal
+// of an Insert whose key is present (unique_violation, which only an
+// INSERT without ON CONFLICT raises here).
+func alreadyThere(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return fmt.Errorf("insert of a key already present: %w: %w", store.ErrAlreadyExists, err)
+	}
+	return err
 }
 
 // rollback ends a transaction that will not commit. It runs even when ctx is
@@ -540,6 +581,25 @@ func (w writer) Put(collection, key string, value []byte) error {
 	return nil
 }
 
+// Insert implements store.Inserter: it is held back and sent like a Put
+// (see txn.puts), as a plain INSERT; a key that is there fails the
+// statement it is sent with, or Update, with an error wrapping
+// store.ErrAlreadyExists, and the transaction rolls back.
+func (w writer) Insert(collection, key string, value []byte) error {
+	if err := store.CheckKey(collection, key); err != nil {
+		return err
+	}
+	t := w.t
+	if t.ended {
+		return errors.New("storepg: insert: Reader or Tx used after its transaction ended")
+	}
+	if t.err != nil {
+		return fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
+	}
+	t.puts = append(t.puts, heldPut{collection: []byte(collection), key: []byte(key), value: append([]byte{}, value...), kind: heldInsertKind})
+	return nil
+}
+
 // Discard implements store.Discarder: it deletes key if present, held
 // back and sent like a Put.
 func (w writer) Discard(collection, key string) error {
@@ -553,7 +613,7 @@ func (w writer) Discard(collection, key string) error {
 	if t.err != nil {
 		return fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
 	}
-	t.puts = append(t.puts, heldPut{collection: []byte(collection), key: []byte(key), discard: true})
+	t.puts = append(t.puts, heldPut{collection: []byte(collection), key: []byte(key), kind: heldDiscardKind})
 	return nil
 }
 

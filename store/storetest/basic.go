@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -100,6 +101,69 @@ func testSentinels(t *testing.T, h Harness) {
 		}
 		if diff := cmp.Diff([]entry{{"again", "2"}}, dump(t, s, "c")); diff != "" {
 			t.Errorf("collection after the Discards (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("Insert", func(t *testing.T) {
+		// store.Insert: the store's own Insert (store.Inserter) or
+		// Create. New keys are stored, in order with the Puts and
+		// Discards around them, and read back in the same Update.
+		s := open(t, h)
+		put(t, s, "c", "present", "v")
+		var inTx []byte
+		update(t, s, func(tx store.Tx) error {
+			if err := store.Insert(tx, "c", "b", []byte("1")); err != nil {
+				return err
+			}
+			if err := store.Insert(tx, "c", "a", nil); err != nil {
+				return err
+			}
+			if err := tx.Put("c", "b", []byte("2")); err != nil {
+				return err
+			}
+			if err := store.Discard(tx, "c", "present"); err != nil {
+				return err
+			}
+			if err := store.Insert(tx, "c", "present", []byte("again")); err != nil {
+				return err
+			}
+			var err error
+			inTx, err = tx.Get("c", "b")
+			return err
+		})
+		if string(inTx) != "2" {
+			t.Errorf("Get in the Update after Insert and Put = %q; want \"2\"", inTx)
+		}
+		if diff := cmp.Diff([]entry{{"a", ""}, {"b", "2"}, {"present", "again"}}, dump(t, s, "c")); diff != "" {
+			t.Errorf("collection after the Inserts (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("InsertExisting", func(t *testing.T) {
+		// An Insert of a key that is there fails the Update with
+		// ErrAlreadyExists, whenever the store tells it, and nothing of
+		// the Update commits: a key present before the Update, or one
+		// inserted twice in it.
+		for _, twice := range []bool{false, true} {
+			s := open(t, h)
+			put(t, s, "c", "k", "old")
+			err := s.Update(context.Background(), func(tx store.Tx) error {
+				if err := tx.Put("c", "other", []byte("x")); err != nil {
+					return err
+				}
+				key := "k"
+				if twice {
+					key = "new"
+					if err := store.Insert(tx, "c", key, []byte("1")); err != nil {
+						return err
+					}
+				}
+				return store.Insert(tx, "c", key, []byte("2"))
+			})
+			if !errors.Is(err, store.ErrAlreadyExists) {
+				t.Errorf("Update with an Insert of a present key (inserted twice: %v) = %v; want ErrAlreadyExists", twice, err)
+			}
+			if diff := cmp.Diff([]entry{{"k", "old"}}, dump(t, s, "c")); diff != "" {
+				t.Errorf("collection after the failed Update (inserted twice: %v) (-want +got):\n%s", twice, diff)
+			}
 		}
 	})
 	t.Run("CreateExisting", func(t *testing.T) {
