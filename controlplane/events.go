@@ -27,7 +27,7 @@ import (
 // and a sequencer (sequencer.go) numbers them later, in batches. Layout:
 //
 //	cp_event_outbox  tenant/D/<16 hex clock>/<4 hex i> -> an event not yet numbered (eventRecord.encode)
-//	cp_event_clocks  tenant/D                       -> the deployment's last clock, decimal
+//	cp_event_clocks  tenant/D                       -> the deployment's last clock, decimal (absent: 0)
 //	cp_events        tenant/n                       -> the tenant's last event number, decimal
 //	cp_events        tenant/e/<16 hex>              -> one numbered event (eventRecord.encode)
 //
@@ -37,7 +37,9 @@ import (
 // deployments' changes write: the events of deployment D carry D's clock,
 // which every Update with events of D reads and advances (changes of one
 // deployment conflict anyway), except the Update that creates D, which
-// knows it is 1 and reads nothing; i numbers the events of one Update. So
+// knows it is 0 and neither reads nor writes the clock record (an absent
+// record stands for 0, so a create writes one record fewer); i numbers
+// the events of one Update. So
 // the outbox keeps each deployment's events in the order of its changes.
 // The sequencer deletes a deployment's clock when it numbers the
 // deployment's deleted event, the last it has.
@@ -252,7 +254,8 @@ func (cp *ControlPlane) logEvent(tx store.Tx, tenant, deploymentID, revisionID s
 // outbox, in tx: it commits with the change it records, or not at all, and
 // the sequencer numbers it later. e.at is the change's time (the
 // resource's updated_at): the clock is not read. The Update that creates
-// a deployment (its created event) reads nothing: its clock starts at 1.
+// a deployment (its created event) reads and writes no clock: its clock
+// is 0.
 // The tenant's followers in this process are woken once the Update has
 // committed.
 func (cp *ControlPlane) appendEvent(tx store.Tx, tenant string, e *eventRecord) error {
@@ -263,18 +266,18 @@ func (cp *ControlPlane) appendEvent(tx store.Tx, tenant string, e *eventRecord) 
 	}
 	if c == nil {
 		c = &eventChain{}
-		created := e.kind == EventDeployment && e.change == ChangeCreated
-		if created {
-			c.clock = 1
-		} else {
+		// The Update that creates the deployment gives its events clock
+		// 0, which an absent clock record stands for: it neither reads
+		// nor writes one.
+		if created := e.kind == EventDeployment && e.change == ChangeCreated; !created {
 			n, err := getDecimal(tx, colEventClocks, eventClockKey(tenant, e.deployment))
 			if err != nil {
 				return err
 			}
 			c.clock = n + 1
-		}
-		if err := tx.Put(colEventClocks, eventClockKey(tenant, e.deployment), []byte(strconv.FormatUint(c.clock, 10))); err != nil {
-			return err
+			if err := tx.Put(colEventClocks, eventClockKey(tenant, e.deployment), []byte(strconv.FormatUint(c.clock, 10))); err != nil {
+				return err
+			}
 		}
 		if et != nil {
 			if et.chains == nil {
@@ -283,7 +286,16 @@ func (cp *ControlPlane) appendEvent(tx store.Tx, tenant string, e *eventRecord) 
 			et.chains[eventChainKey{tenant, e.deployment}] = c
 		}
 	}
-	if err := tx.Put(colEventOutbox, outboxKey(tenant, e.deployment, c.clock, c.next), e.encode()); err != nil {
+	// The events of the Update that creates a deployment (clock 0) have
+	// keys that hold its new id, which no record has (store.Insert); two
+	// Updates that change one deployment at once may give their events
+	// one key before one of them is refused for conflicting with the
+	// other, so theirs are Puts.
+	write := writeFunc(tx.Put)
+	if c.clock == 0 {
+		write = inserter(tx)
+	}
+	if err := write(colEventOutbox, outboxKey(tenant, e.deployment, c.clock, c.next), e.encode()); err != nil {
 		return err
 	}
 	c.next++
@@ -614,6 +626,12 @@ type eventTx struct {
 // the embedded Tx alone would hide.
 func (t *eventTx) Discard(collection, key string) error {
 	return store.Discard(t.Tx, collection, key)
+}
+
+// Insert passes an Insert on to the store's Tx (store.Insert), which the
+// embedded Tx alone would hide.
+func (t *eventTx) Insert(collection, key string, value []byte) error {
+	return store.Insert(t.Tx, collection, key, value)
 }
 
 // prefix is the tenant's prefix if the Update has read or assigned it.

@@ -162,10 +162,11 @@ func gramsOf(r store.Reader, tp, tail, name string) (int, error) {
 	return gramsNone, nil
 }
 
-// putGrams writes the gram records of a deployment.
-func putGrams(tx store.Tx, tp, tail, name string) error {
+// putGrams writes the gram records of a deployment with write (a Tx's
+// Put, or store.Insert for a new deployment's).
+func putGrams(write writeFunc, tp, tail, name string) error {
 	for _, k := range gramKeys(tp, tail, name) {
-		if err := tx.Put(colDeploymentGrams, k, nil); err != nil {
+		if err := write(colDeploymentGrams, k, nil); err != nil {
 			return err
 		}
 	}
@@ -228,7 +229,7 @@ func (cp *ControlPlane) migrateGramsV1(ctx context.Context) (int, error) {
 				if err := deleteGrams(tx, tp, tail, name, gramsV1); err != nil {
 					return err
 				}
-				if err := putGrams(tx, tp, tail, name); err != nil {
+				if err := putGrams(tx.Put, tp, tail, name); err != nil {
 					return err
 				}
 				n++

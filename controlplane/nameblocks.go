@@ -200,7 +200,7 @@ func indexBlockMembers(tx store.Tx, tp string, tails []string, want int, n *int)
 		if gen != gramsNone {
 			continue
 		}
-		if err := putGrams(tx, tp, tail, name); err != nil {
+		if err := putGrams(tx.Put, tp, tail, name); err != nil {
 			return err
 		}
 		if err := addOrderCount(tx, tp, tail[:8], 1); err != nil {

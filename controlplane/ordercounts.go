@@ -57,14 +57,15 @@ func countKey(tp, ts string, level int) string {
 	return tp + string([]byte{byte(level)}) + ts[:level]
 }
 
-// countChange records a pending change of the counts: +1 (added) or -1
-// for the deployment whose order tail (timeKey + encID(id)) is tail.
-func countChange(tx store.Tx, tp, tail string, added bool) error {
+// countChange records with write (a Tx's Put, or store.Insert for a new
+// deployment's) a pending change of the counts: +1 (added) or -1 for the
+// deployment whose order tail (timeKey + encID(id)) is tail.
+func countChange(write writeFunc, tp, tail string, added bool) error {
 	sign := "-"
 	if added {
 		sign = "+"
 	}
-	return tx.Put(colDeploymentCountChanges, tp+tail+sign, nil)
+	return write(colDeploymentCountChanges, tp+tail+sign, nil)
 }
 
 // foldCounts folds the pending count changes into the counts, seqBatch

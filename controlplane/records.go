@@ -270,6 +270,15 @@ func (r *deploymentRecord) indexKeys(tp string) []string {
 	return ks
 }
 
+// writeFunc writes a record: a Tx's Put, or inserter's.
+type writeFunc func(collection, key string, value []byte) error
+
+// inserter writes with store.Insert in tx: for records whose keys hold an
+// id made for them, which no record has.
+func inserter(tx store.Tx) writeFunc {
+	return func(collection, key string, value []byte) error { return store.Insert(tx, collection, key, value) }
+}
+
 // putDeployment writes r in its storage form and brings its order and index
 // records in line with it; old is the record as stored before (nil when r
 // is new).
@@ -285,22 +294,29 @@ func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploy
 	if err != nil {
 		return err
 	}
-	if err := tx.Put(colDeployments, deploymentKey(tp, r.ID), b); err != nil {
+	// A new deployment's records have keys that hold its new id, which no
+	// record has: they are Inserts (store.Insert), which cost PostgreSQL
+	// less than Puts, and its changes' records are Puts.
+	write := writeFunc(tx.Put)
+	if old == nil {
+		write = inserter(tx)
+	}
+	if err := write(colDeployments, deploymentKey(tp, r.ID), b); err != nil {
 		return err
 	}
 	if old == nil {
-		if err := tx.Put(colDeploymentOrder, r.orderKey(tp), nil); err != nil {
+		if err := write(colDeploymentOrder, r.orderKey(tp), nil); err != nil {
 			return err
 		}
-		if err := putGrams(tx, tp, r.tail(), r.Name); err != nil { // grams.go
+		if err := putGrams(write, tp, r.tail(), r.Name); err != nil { // grams.go
 			return err
 		}
-		if err := countChange(tx, tp, r.tail(), true); err != nil { // ordercounts.go
+		if err := countChange(write, tp, r.tail(), true); err != nil { // ordercounts.go
 			return err
 		}
 	}
 	if old == nil || old.summary() != r.summary() {
-		if err := tx.Put(colDeploymentSums, r.orderKey(tp), []byte(r.summary())); err != nil {
+		if err := write(colDeploymentSums, r.orderKey(tp), []byte(r.summary())); err != nil {
 			return err
 		}
 	}
@@ -318,7 +334,7 @@ func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploy
 	}
 	for _, k := range newKeys {
 		if !slices.Contains(oldKeys, k) {
-			if err := tx.Put(colDeploymentIndex, k, nil); err != nil {
+			if err := write(colDeploymentIndex, k, nil); err != nil {
 				return err
 			}
 		}
@@ -349,7 +365,7 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 		if err := deleteGrams(tx, tp, r.tail(), r.Name, gen); err != nil {
 			return err
 		}
-		if err := countChange(tx, tp, r.tail(), false); err != nil {
+		if err := countChange(tx.Put, tp, r.tail(), false); err != nil {
 			return err
 		}
 	} else if err := removeName(tx, tp, r.orderKey(tp)); err != nil { // before the order record goes
@@ -511,13 +527,18 @@ func (cp *ControlPlane) putRevision(tx store.Tx, tenant string, rev *revisionRec
 	if err != nil {
 		return err
 	}
-	// A Put even for a new revision: its id is new (newID), as a new
-	// deployment's is, and a Put costs no round trip of its own in
-	// storepg, where a Create waits for its answer.
-	if err := tx.Put(colRevisions, revisionKey(tp, rev.DeploymentID, rev.ID), b); err != nil {
+	// A new revision's keys hold its new id (newID), which no record has:
+	// Inserts (store.Insert), which cost no round trip of their own in
+	// storepg, where a Create waits for its answer, and spare PostgreSQL
+	// the search an upsert makes.
+	write := writeFunc(tx.Put)
+	if isNew {
+		write = inserter(tx)
+	}
+	if err := write(colRevisions, revisionKey(tp, rev.DeploymentID, rev.ID), b); err != nil {
 		return err
 	}
-	return tx.Put(colRevisionOrder, deploymentKey(tp, rev.DeploymentID)+timeKey(rev.CreatedAt.Time())+encID(rev.ID), []byte(rev.Status))
+	return write(colRevisionOrder, deploymentKey(tp, rev.DeploymentID)+timeKey(rev.CreatedAt.Time())+encID(rev.ID), []byte(rev.Status))
 }
 
 // getRevision reads a revision of the tenant's deployment, or a

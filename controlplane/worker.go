@@ -92,7 +92,7 @@ func (cp *ControlPlane) addFirstRevision(tx store.Tx, tenant, tp string, rev *re
 	if err := cp.putRevision(tx, tenant, rev, true); err != nil {
 		return err
 	}
-	return tx.Put(colPending, revisionPendingKey(tp, rev), nil)
+	return store.Insert(tx, colPending, revisionPendingKey(tp, rev), nil)
 }
 
 // skipPending moves the deployment's revisions that have not started to
