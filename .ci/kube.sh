@@ -10,7 +10,7 @@
 # (fake nodes) on loopback, started by .ci/kube/up.sh on its own ports. The exported
 # kubeconfig holds both, as the contexts kube-a and kube-b (kube-a is current). The binary
 # is built from the nested module .ci/kube and cached under
-# ${XDG_CACHE_HOME:-~/.cache}/deployplane-kube/ keyed by its go.sum (cold: 29 minutes on 2 loaded cores, see .ci/run).
+# ${XDG_CACHE_HOME:-~/.cache}/deployplane-kube/ keyed by its go.sum (cold: 12 minutes on 2 idle cores, up to 29 on loaded ones; see .ci/run).
 
 _kube_log() { echo "kube.sh: $*" >&2; }
 
