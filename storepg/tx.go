@@ -567,18 +567,7 @@ func (w writer) Create(collection, key string, value []byte) error {
 // (a serialization failure, a lost connection) is then returned by that
 // statement, or by Update.
 func (w writer) Put(collection, key string, value []byte) error {
-	if err := store.CheckKey(collection, key); err != nil {
-		return err
-	}
-	t := w.t
-	if t.ended {
-		return errors.New("storepg: put: Reader or Tx used after its transaction ended")
-	}
-	if t.err != nil {
-		return fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
-	}
-	t.puts = append(t.puts, heldPut{collection: []byte(collection), key: []byte(key), value: append([]byte{}, value...)})
-	return nil
+	return w.t.hold("put", heldPutKind, collection, key, value)
 }
 
 // Insert implements store.Inserter: it is held back and sent like a Put
@@ -586,34 +575,32 @@ func (w writer) Put(collection, key string, value []byte) error {
 // statement it is sent with, or Update, with an error wrapping
 // store.ErrAlreadyExists, and the transaction rolls back.
 func (w writer) Insert(collection, key string, value []byte) error {
-	if err := store.CheckKey(collection, key); err != nil {
-		return err
-	}
-	t := w.t
-	if t.ended {
-		return errors.New("storepg: insert: Reader or Tx used after its transaction ended")
-	}
-	if t.err != nil {
-		return fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
-	}
-	t.puts = append(t.puts, heldPut{collection: []byte(collection), key: []byte(key), value: append([]byte{}, value...), kind: heldInsertKind})
-	return nil
+	return w.t.hold("insert", heldInsertKind, collection, key, value)
 }
 
 // Discard implements store.Discarder: it deletes key if present, held
 // back and sent like a Put.
 func (w writer) Discard(collection, key string) error {
+	return w.t.hold("discard", heldDiscardKind, collection, key, nil)
+}
+
+// hold checks a Put, Insert or Discard (op) and holds it back, with a copy
+// of its value (see txn.puts).
+func (t *txn) hold(op string, kind heldKind, collection, key string, value []byte) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
-	t := w.t
 	if t.ended {
-		return errors.New("storepg: discard: Reader or Tx used after its transaction ended")
+		return fmt.Errorf("storepg: %s: Reader or Tx used after its transaction ended", op)
 	}
 	if t.err != nil {
 		return fmt.Errorf("storepg: transaction aborted by an earlier error: %w", t.err)
 	}
-	t.puts = append(t.puts, heldPut{collection: []byte(collection), key: []byte(key), kind: heldDiscardKind})
+	h := heldPut{collection: []byte(collection), key: []byte(key), kind: kind}
+	if kind != heldDiscardKind {
+		h.value = append([]byte{}, value...)
+	}
+	t.puts = append(t.puts, h)
 	return nil
 }
 
