@@ -18,6 +18,7 @@ import (
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/internal/benchcmp"
+	"github.com/deployplane/deployplane/internal/pgtest"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storebolt"
 	"github.com/deployplane/deployplane/storemem"
@@ -40,7 +41,7 @@ func benchStores() []benchStore {
 			return st
 		}},
 	}
-	if os.Getenv(pgDSNVar) != "" {
+	if os.Getenv(pgtest.DSNVar) != "" {
 		sbs = append(sbs, benchStore{"storepg", openPGBench}) // pg_bench_test.go
 	}
 	return sbs

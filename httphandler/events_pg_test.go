@@ -2,17 +2,13 @@ package httphandler_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/internal/pgtest"
 	"github.com/deployplane/deployplane/storepg"
 )
 
@@ -22,25 +18,8 @@ import (
 // DEPLOYPLANE_TEST_POSTGRES_DSN.
 func pgReplicas(t *testing.T) (a, b *server) {
 	t.Helper()
-	dsn := os.Getenv("DEPLOYPLANE_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		t.Skip("DEPLOYPLANE_TEST_POSTGRES_DSN is not set; set it to a PostgreSQL DSN to run the replica tests")
-	}
-	var r [8]byte
-	_, _ = rand.Read(r[:])
-	schema := "httphandler_test_" + hex.EncodeToString(r[:])
-	t.Cleanup(func() { // registered first: runs after the stores are closed
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn, "httphandler_test_") // registered first: dropped after the stores close
 	var servers []*server
 	for range 2 {
 		st, err := storepg.Open(context.Background(), dsn, &storepg.Options{Schema: schema})

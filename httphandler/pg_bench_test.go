@@ -2,12 +2,9 @@ package httphandler_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,38 +16,17 @@ import (
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/internal/benchcmp"
+	"github.com/deployplane/deployplane/internal/pgtest"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storepg"
 )
-
-// pgDSNVar names the environment variable with the DSN of the PostgreSQL
-// the storepg benchmarks use; without it they are left out (skipped).
-const pgDSNVar = "DEPLOYPLANE_TEST_POSTGRES_DSN"
 
 // pgBenchSchema returns the DSN and a new schema name, dropped when the
 // benchmark ends (after the stores, whose Close cleanups run first).
 func pgBenchSchema(b *testing.B) (dsn, schema string) {
 	b.Helper()
-	dsn = os.Getenv(pgDSNVar)
-	if dsn == "" {
-		b.Skip(pgDSNVar + " is not set")
-	}
-	var r [8]byte
-	_, _ = rand.Read(r[:])
-	schema = "httphandler_bench_" + hex.EncodeToString(r[:])
-	b.Cleanup(func() {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			b.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			b.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	return dsn, schema
+	dsn = pgtest.DSN(b)
+	return dsn, pgtest.Schema(b, dsn, "httphandler_bench_")
 }
 
 // pgConns is the pool size of each storepg Store of the benchmarks.
@@ -164,31 +140,10 @@ func BenchmarkPGCreateReplicasHTTP(b *testing.B) {
 // answers 201 with answer.
 func pgBareInsert(b *testing.B, dsn string, size int, answer string) string {
 	b.Helper()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.MaxConns = 2 * pgConns
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	_, schema := pgBenchSchema(b)
-	table := pgx.Identifier{schema, "bare"}.Sanitize()
-	for _, stmt := range []string{"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
-		"CREATE TABLE " + table + " (key bytea PRIMARY KEY, value bytea NOT NULL)"} {
-		if _, err := pool.Exec(context.Background(), stmt); err != nil {
-			b.Fatal(err)
-		}
-	}
-	value := make([]byte, size)
-	_, _ = rand.Read(value)
-	var next atomic.Int64
+	ins := pgtest.NewInserts(b, dsn, 2*pgConns, size)
 	srv, _ := benchServer(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		if _, err := pool.Exec(r.Context(), "INSERT INTO "+table+" (key, value) VALUES ($1, $2)",
-			fmt.Appendf(nil, "k%012d", next.Add(1)), value); err != nil {
+		if err := ins.Insert(r.Context()); err != nil {
 			http.Error(w, err.Error(), 500)
 			return
 		}

@@ -2,8 +2,6 @@ package storepg_test
 
 import (
 	"context"
-	"crypto/rand"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -13,10 +11,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/internal/benchcmp"
+	"github.com/deployplane/deployplane/internal/pgtest"
 	"github.com/deployplane/deployplane/storepg"
 )
 
@@ -83,47 +81,6 @@ func bytesPerCreate(b *testing.B, schema string, n int) int {
 	return int(total) / n
 }
 
-// bareInserts is the baseline: an INSERT of one row of size bytes into a
-// table of its own, through a pgxpool of two times benchConns (the two
-// replicaPair' connections), each INSERT its own transaction (autocommit, at
-// the server's default isolation).
-type bareInserts struct {
-	pool  *pgxpool.Pool
-	sql   string
-	value []byte
-	next  atomic.Int64
-}
-
-func newBareInserts(b *testing.B, size int) *bareInserts {
-	b.Helper()
-	cfg, err := pgxpool.ParseConfig(testDSN(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.MaxConns = 2 * benchConns
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	schema := newSchema(b, pool)
-	table := pgx.Identifier{schema, "bare"}.Sanitize()
-	for _, stmt := range []string{`CREATE SCHEMA ` + pgx.Identifier{schema}.Sanitize(),
-		`CREATE TABLE ` + table + ` (key bytea PRIMARY KEY, value bytea NOT NULL)`} {
-		if _, err := pool.Exec(context.Background(), stmt); err != nil {
-			b.Fatal(err)
-		}
-	}
-	v := make([]byte, size)
-	rand.Read(v)
-	return &bareInserts{pool: pool, sql: `INSERT INTO ` + table + ` (key, value) VALUES ($1, $2)`, value: v}
-}
-
-func (bi *bareInserts) insert() error {
-	_, err := bi.pool.Exec(context.Background(), bi.sql, fmt.Appendf(nil, "k%012d", bi.next.Add(1)), bi.value)
-	return err
-}
-
 // parallelOps runs n calls of op from goroutines goroutines and returns
 // the first error and how many calls failed.
 func parallelOps(n, goroutines int, op func(worker int) error) (int64, error) {
@@ -162,14 +119,14 @@ func BenchmarkCreateTwoReplicas(b *testing.B) {
 		b.Fatalf("%d of %d creates failed: %v", failed, warm, err)
 	}
 	size := bytesPerCreate(b, r.schema, warm)
-	bare := newBareInserts(b, size)
+	bare := pgtest.NewInserts(b, testDSN(b), 2*benchConns, size) // the two replicas' connections
 	retries, alone := r.retries(), r.alone()
 	var failed int64
 	var firstErr error
 	var spent, cpu time.Duration
 	benchcmp.Interleave(b,
 		func(n int) {
-			if f, err := parallelOps(n, replicaGoroutines, func(int) error { return bare.insert() }); f > 0 {
+			if f, err := parallelOps(n, replicaGoroutines, func(int) error { return bare.Insert(context.Background()) }); f > 0 {
 				b.Fatalf("%d bare INSERTs failed: %v", f, err)
 			}
 		},

@@ -3,61 +3,41 @@ package storepg_test
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
-	"os"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/deployplane/deployplane/internal/pgtest"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/store/storetest"
 	"github.com/deployplane/deployplane/storepg"
 )
 
-// dsnEnv names the environment variable that holds the DSN of the PostgreSQL
-// database the tests use. .ci/postgres.sh starts a throwaway cluster and sets
-// it.
-const dsnEnv = "DEPLOYPLANE_TEST_POSTGRES_DSN"
-
 // testDSN returns the test database's DSN, or skips the test when none is
-// configured.
+// configured (pgtest.DSN: .ci/postgres.sh starts a throwaway cluster and
+// sets it).
 func testDSN(tb testing.TB) string {
 	tb.Helper()
-	dsn := os.Getenv(dsnEnv)
-	if dsn == "" {
-		tb.Skipf("storepg: %s is not set; set it to a PostgreSQL DSN (or source .ci/postgres.sh and run pg_start) to run the PostgreSQL tests", dsnEnv)
-	}
-	return dsn
+	return pgtest.DSN(tb)
 }
 
 // newSchema returns the name of a schema that no one uses yet, and drops it
 // with everything in it when the test ends. Register it before opening stores
 // on it, so that they are closed before the drop. The drop goes through pool
-// if it is not nil, else through a connection of its own.
+// if it is not nil (tests that make many schemas), else through a
+// connection of its own (pgtest.Schema).
 func newSchema(tb testing.TB, pool *pgxpool.Pool) string {
 	tb.Helper()
-	dsn := testDSN(tb)
-	var b [8]byte
-	rand.Read(b[:])
-	schema := "storepg_test_" + hex.EncodeToString(b[:])
+	if pool == nil {
+		return pgtest.Schema(tb, testDSN(tb), "storepg_test_")
+	}
+	schema := "storepg_test_" + strings.ToLower(rand.Text())
 	tb.Cleanup(func() {
-		ctx := context.Background()
 		drop := `DROP SCHEMA IF EXISTS ` + pgx.Identifier{schema}.Sanitize() + ` CASCADE`
-		if pool != nil {
-			if _, err := pool.Exec(ctx, drop); err != nil {
-				tb.Errorf("dropping schema %s: %v", schema, err)
-			}
-			return
-		}
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			tb.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, drop); err != nil {
+		if _, err := pool.Exec(context.Background(), drop); err != nil {
 			tb.Errorf("dropping schema %s: %v", schema, err)
 		}
 	})

@@ -7,11 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/deployplane/deployplane/internal/pgtest"
 )
 
 // githubDeployment creates an integration of installation 42 and a github
@@ -109,26 +110,11 @@ func TestWebhookSecret(t *testing.T) {
 // password of the URL is not logged. It needs DEPLOYPLANE_TEST_POSTGRES_DSN
 // (source .ci/postgres.sh and run pg_start).
 func TestPostgres(t *testing.T) {
-	dsn := os.Getenv("DEPLOYPLANE_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		t.Skip("DEPLOYPLANE_TEST_POSTGRES_DSN is not set; set it to a PostgreSQL URL (or source .ci/postgres.sh and run pg_start) to test -db postgres://")
-	}
+	dsn := pgtest.DSN(t)
 	if !isPostgres(dsn) {
-		t.Fatalf("DEPLOYPLANE_TEST_POSTGRES_DSN must be a postgres:// URL to test -db")
+		t.Fatalf("%s must be a postgres:// URL to test -db", pgtest.DSNVar)
 	}
-	schema := "cmd_test_" + strings.ToLower(rand.Text())
-	t.Cleanup(func() {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
+	schema := pgtest.Schema(t, dsn, "cmd_test_")
 	secretKey := strings.Repeat("ab", 32)
 	env := map[string]string{"DEPLOYPLANE_API_KEY": "k", "DEPLOYPLANE_SECRET_KEY": secretKey}
 	args := []string{"-db", dsn, "-pg-schema", schema, "-sim-step", "20ms"}
