@@ -35,7 +35,7 @@ type Options struct {
 	Sources []Source
 	// Uploads checks the source_tarball_path of a create or PATCH of an
 	// internal_source deployment, inside the store transaction that
-	// writes it (see UploadChecker). Default nil: UploadRecords{}, which
+	// writes it (see UploadChecker). nil means UploadRecords{}, which
 	// refuses paths never issued to the deployment by IssueUpload or whose
 	// upload did not complete, as wire contract section 10 says, so that
 	// no deployment can name another's tarball. An embedder whose

@@ -24,7 +24,7 @@ func newDashboard(cp *controlplane.ControlPlane, o *Options, auth Authenticator)
 	d := *o.Dashboard
 	if d.Authenticator == nil {
 		if da, ok := auth.(DigestAuthenticator); ok {
-			d.Authenticator = keyCheckAuth{signInAuth{auth}, da}
+			d.Authenticator = keyCheckAuth{da}
 		} else {
 			d.Authenticator = signInAuth{auth}
 		}
@@ -48,9 +48,10 @@ func (s signInAuth) SignIn(ctx context.Context, key string) (string, []string, e
 
 // keyCheckAuth is signInAuth over a DigestAuthenticator: a
 // dashboard.KeyChecker, so that sessions end with their key.
-type keyCheckAuth struct {
-	signInAuth
-	d DigestAuthenticator
+type keyCheckAuth struct{ d DigestAuthenticator }
+
+func (k keyCheckAuth) SignIn(ctx context.Context, key string) (string, []string, error) {
+	return signInAuth{k.d}.SignIn(ctx, key)
 }
 
 func (k keyCheckAuth) CheckKey(ctx context.Context, digest [sha256.Size]byte) ([]string, error) {
