@@ -65,7 +65,8 @@
 // arrays, sorted by collection and key, the last value of a key put twice),
 // one statement and no round trip of its own. Discard (store.Discarder: a
 // delete that does not tell whether the key was there) is held back the
-// same way, as a DELETE in the pipeline; so is Insert (store.Inserter: a
+// same way, a run of them one DELETE joined with the keys (unnest of two
+// arrays, one index lookup a key); so is Insert (store.Inserter: a
 // write of a key the caller knows is absent), a run of which is one plain
 // INSERT of many rows, without the upsert's ON CONFLICT: PostgreSQL then
 // descends the index once per row, to insert it, where an upsert first
@@ -82,10 +83,11 @@
 // Scan reads pages of rows: each page is a range query on the index that
 // starts after the previous page's last key, 16 rows at first and doubling to
 // 1024, so a scan that stops early reads little, memory stays bounded, and
-// the callback may itself use the transaction. Every transaction runs
-// with enable_sort off (SET LOCAL), so that the planner walks the index
-// for a page even when its statistics say the table is tiny, rather than
-// sorting the whole key range; none of the other statements sorts.
+// the callback may itself use the transaction. A transaction's first Scan
+// turns enable_sort off (SET LOCAL, in the Scan's pipeline), so that the
+// planner walks the index for a page even when its statistics say the
+// table is tiny, rather than sorting the whole key range; none of the
+// other statements sorts, so a transaction without a Scan skips it.
 //
 // A transaction costs no round trip of its own: BEGIN (and, for an Update,
 // the LOCK TABLE below) travels in one pipeline with the closure's first
@@ -94,9 +96,10 @@
 // and puts one is three (BEGIN+SELECT, the upsert, COMMIT waiting for the
 // WAL flush: a Put does not tell the transaction's id before it is sent);
 // one whose first write is a Create, a Delete or a Put sent with a read
-// carries its later Puts with the COMMIT. A CreateDeployment is two: its
-// name's Create, then its two dozen Inserts (the new deployment's records,
-// one statement) and its few Puts (one more) in a pipeline with the COMMIT.
+// carries its later Puts with the COMMIT. A CreateDeployment is two round
+// trips and four statements: BEGIN, LOCK TABLE and its two dozen Inserts
+// (its name and the new deployment's records, one statement), then
+// COMMIT.
 //
 // A cancelled ctx aborts the statement in flight and the transaction rolls
 // back; a ctx done when the closure returns abandons the transaction instead

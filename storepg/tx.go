@@ -27,12 +27,14 @@ const (
 	maxScanPage   = 1024
 )
 
-// noFullSort runs at the start of every transaction. A Scan page must walk
+// noFullSort runs before a transaction's first Scan, in the Scan's
+// pipeline. A Scan page must walk
 // the index and stop after the page (an incremental sort re-orders only keys
 // that share a head). Without statistics, as for a table that has just
 // grown, the planner may instead collect the whole key range and sort it,
 // which makes every page cost the range: forbidding full sorts leaves it the
-// index walk. No other statement of ours sorts.
+// index walk. No other statement of ours sorts, so a transaction that does
+// not Scan (a create's) does not pay for the statement.
 const noFullSort = "SET LOCAL enable_sort = off"
 
 // returningXID ends every write: a statement that changes a row returns the
@@ -54,6 +56,10 @@ type queries struct {
 	// for many: an INSERT without ON CONFLICT, which the unique index
 	// refuses (unique_violation) if a key is there.
 	insert, insertMany string
+	// discardMany is Discard for many records at once, in one statement:
+	// a join of the records with the collections and keys given as two
+	// arrays, which the planner answers with one index lookup a key.
+	discardMany string
 	// scan is the SELECT ... FROM ... WHERE collection part of a Scan page;
 	// txn.Scan adds the key bounds, the order and the limit.
 	scan string
@@ -72,9 +78,9 @@ func newQueries(schema string) queries {
 	// that held it before.
 	lockTable := `LOCK TABLE ` + pgx.Identifier{schema, "schema_migrations"}.Sanitize()
 	return queries{
-		beginView:   []string{"BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY", noFullSort},
-		beginUpdate: []string{"BEGIN ISOLATION LEVEL SERIALIZABLE", noFullSort, lockTable + ` IN ROW EXCLUSIVE MODE`},
-		beginAlone:  []string{"BEGIN ISOLATION LEVEL SERIALIZABLE", noFullSort, lockTable + ` IN EXCLUSIVE MODE`},
+		beginView:   []string{"BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY"},
+		beginUpdate: []string{"BEGIN ISOLATION LEVEL SERIALIZABLE", lockTable + ` IN ROW EXCLUSIVE MODE`},
+		beginAlone:  []string{"BEGIN ISOLATION LEVEL SERIALIZABLE", lockTable + ` IN EXCLUSIVE MODE`},
 		get:         `SELECT value FROM ` + table + where,
 		create:      `INSERT INTO ` + table + ` (collection, key, value) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING` + returningXID,
 		put: `INSERT INTO ` + table + ` (collection, key, value) VALUES ($1, $2, $3)` +
@@ -85,7 +91,11 @@ func newQueries(schema string) queries {
 		insertMany: `INSERT INTO ` + table + ` (collection, key, value) SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[])` +
 			returningXID,
 		delete: `DELETE FROM ` + table + where + returningXID,
-		scan:   `SELECT key, value FROM ` + table + ` WHERE ` + collectionHash + ` = sha256($1::bytea) AND collection = $1`,
+		discardMany: `DELETE FROM ` + table + ` r USING unnest($1::bytea[], $2::bytea[]) AS d (collection, key)` +
+			` WHERE sha256(r.collection) = sha256(d.collection) AND r.collection = d.collection` +
+			` AND substr(r.key, 1, ` + strconv.Itoa(headLen) + `) = substr(d.key, 1, ` + strconv.Itoa(headLen) + `) AND r.key = d.key` +
+			returningXID,
+		scan: `SELECT key, value FROM ` + table + ` WHERE ` + collectionHash + ` = sha256($1::bytea) AND collection = $1`,
 	}
 }
 
@@ -99,6 +109,8 @@ type txn struct {
 	// then, begun is false and there is nothing to commit or roll back.
 	begin []string
 	begun bool
+	// sortOff says that noFullSort has been sent (before the first Scan).
+	sortOff bool
 	// oneShot says that a first statement that is a Get may run alone,
 	// outside a transaction (a View's; see Store.View); shot, that one
 	// did, so that any later statement fails with errNeedTransaction.
@@ -161,37 +173,25 @@ func (t *txn) query(op, sql string, args []any, scan func(pgx.Rows) error) (pgco
 		rows  pgx.Rows
 		err   error
 	)
+	isScan := op == "scan"
 	if t.oneShot && op == "get" && !t.begun && len(t.puts) == 0 {
 		// The first statement of a View, a Get: alone, in one round
 		// trip, outside a transaction.
 		t.oneShot, t.shot = false, true
 		rows, err = t.conn.Query(t.ctx, sql, args...)
-	} else if t.begun && len(t.puts) == 0 {
+	} else if t.begun && len(t.puts) == 0 && (t.sortOff || !isScan) {
 		rows, err = t.conn.Query(t.ctx, sql, args...)
 	} else {
 		t.oneShot = false
-		// One pipeline: BEGIN (for the first statement), the Puts held
-		// back, then this statement.
+		// One pipeline: what must come first (queuePrelude), then this
+		// statement.
 		b := &pgx.Batch{}
-		var begin []string
-		if !t.begun {
-			t.begun, begin = true, t.begin
-		}
-		for _, stmt := range begin {
-			b.Queue(stmt)
-		}
-		puts := t.queueHeld(b)
+		execs, held := t.queuePrelude(b, isScan)
 		b.Queue(sql, args...)
 		batch = t.conn.SendBatch(t.ctx, b)
-		for range begin {
-			if _, err = batch.Exec(); err != nil {
-				break
-			}
-		}
-		if err == nil && puts > 0 {
-			if err = t.readHeld(batch, puts); err != nil {
-				op = "put"
-			}
+		var inHeld bool
+		if inHeld, err = t.readPrelude(batch, execs, held); inHeld {
+			op = "put"
 		}
 		if err == nil {
 			rows, err = batch.Query()
@@ -218,6 +218,44 @@ func (t *txn) query(op, sql string, args []any, scan func(pgx.Rows) error) (pgco
 		return pgconn.CommandTag{}, fmt.Errorf("storepg: %s: %w", op, err)
 	}
 	return rows.CommandTag(), nil
+}
+
+// queuePrelude queues in b what must precede the transaction's next
+// statement: the statements that begin the transaction (before its first
+// statement), noFullSort (before its first Scan, when scan is true), then
+// the writes held back (queueHeld). It returns how many of b's first
+// answers are those of plain statements and how many are those of held
+// writes, for readPrelude.
+func (t *txn) queuePrelude(b *pgx.Batch, scan bool) (execs, held int) {
+	if !t.begun {
+		t.begun = true
+		for _, stmt := range t.begin {
+			b.Queue(stmt)
+		}
+		execs = len(t.begin)
+	}
+	if scan && !t.sortOff {
+		t.sortOff = true
+		b.Queue(noFullSort)
+		execs++
+	}
+	return execs, t.queueHeld(b)
+}
+
+// readPrelude reads the answers of what queuePrelude queued; inHeld says
+// that the error is a held write's.
+func (t *txn) readPrelude(batch pgx.BatchResults, execs, held int) (inHeld bool, err error) {
+	for range execs {
+		if _, err := batch.Exec(); err != nil {
+			return false, err
+		}
+	}
+	if held > 0 {
+		if err := t.readHeld(batch, held); err != nil {
+			return true, err
+		}
+	}
+	return false, nil
 }
 
 // write is query for a statement that ends with returningXID.
@@ -299,10 +337,11 @@ func (t *txn) commit() error {
 }
 
 // queueHeld queues the Puts, Inserts and Discards held back in b, in
-// order, and returns how many statements it queued: a Discard is a
-// DELETE, a lone Put an upsert, a run of Puts one upsert of many rows
-// (putMany), a lone Insert an INSERT, a run of Inserts one INSERT of many
-// rows (insertMany). A run's rows are sorted by collection and key (so
+// order, and returns how many statements it queued: a lone Discard is a
+// DELETE, a run of them one DELETE of many (discardMany), a lone Put an
+// upsert, a run of Puts one upsert of many rows (putMany), a lone Insert
+// an INSERT, a run of Inserts one INSERT of many rows (insertMany). A
+// run's rows are sorted by collection and key (so
 // that transactions that write the same records lock them in one order,
 // and neighbouring keys go into the index together); a run of Puts keeps
 // only the last value of a key put twice (a row may be changed once per
@@ -312,11 +351,6 @@ func (t *txn) queueHeld(b *pgx.Batch) int {
 	t.puts = nil
 	n := 0
 	for len(held) > 0 {
-		if held[0].kind == heldDiscardKind {
-			b.Queue(t.q.delete, held[0].collection, held[0].key)
-			held, n = held[1:], n+1
-			continue
-		}
 		run := 1
 		for run < len(held) && held[run].kind == held[0].kind {
 			run++
@@ -327,9 +361,24 @@ func (t *txn) queueHeld(b *pgx.Batch) int {
 	return n
 }
 
-// queueRun queues one statement for a run of Puts or of Inserts
-// (queueHeld).
+// queueRun queues one statement for a run of Puts, of Inserts or of
+// Discards (queueHeld).
 func queueRun(b *pgx.Batch, q *queries, run []heldPut) {
+	if run[0].kind == heldDiscardKind {
+		if len(run) == 1 {
+			b.Queue(q.delete, run[0].collection, run[0].key)
+			return
+		}
+		slices.SortStableFunc(run, func(a, b heldPut) int {
+			return cmp.Or(bytes.Compare(a.collection, b.collection), bytes.Compare(a.key, b.key))
+		})
+		cols, keys := make([][]byte, len(run)), make([][]byte, len(run))
+		for i, d := range run {
+			cols[i], keys[i] = d.collection, d.key
+		}
+		b.Queue(q.discardMany, cols, keys)
+		return
+	}
 	insert := run[0].kind == heldInsertKind
 	if len(run) == 1 {
 		one := q.put
@@ -604,13 +653,23 @@ func (t *txn) hold(op string, kind heldKind, collection, key string, value []byt
 	return nil
 }
 
-// flush sends the Puts held back, if any, in one pipeline; a failure is
-// recorded in t.err.
+// flush sends the writes held back, if any, in one pipeline (with the
+// statements that begin the transaction, when none has run yet); a
+// failure is recorded in t.err.
 func (t *txn) flush() {
 	if len(t.puts) == 0 || t.err != nil {
 		return
 	}
-	_, _ = t.query("put", "SELECT 1", nil, func(pgx.Rows) error { return nil })
+	b := &pgx.Batch{}
+	execs, held := t.queuePrelude(b, false)
+	batch := t.conn.SendBatch(t.ctx, b)
+	_, err := t.readPrelude(batch, execs, held)
+	if cerr := batch.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.err = err
+	}
 }
 
 // Delete implements store.Tx.

@@ -103,6 +103,41 @@ func testSentinels(t *testing.T, h Harness) {
 			t.Errorf("collection after the Discards (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("DiscardRun", func(t *testing.T) {
+		// A run of Discards (storepg sends it as one statement): across
+		// collections, a key discarded twice, an absent one; the Puts
+		// before and after the run keep their places.
+		s := open(t, h)
+		put(t, s, "c", "a", "1")
+		put(t, s, "c", "b", "2")
+		put(t, s, "d", "a", "3")
+		var got []byte
+		update(t, s, func(tx store.Tx) error {
+			if err := tx.Put("c", "b", []byte("changed")); err != nil {
+				return err
+			}
+			for _, k := range [][2]string{{"c", "b"}, {"d", "a"}, {"c", "a"}, {"c", "absent"}, {"c", "b"}} {
+				if err := store.Discard(tx, k[0], k[1]); err != nil {
+					return err
+				}
+			}
+			if err := tx.Put("d", "a", []byte("back")); err != nil {
+				return err
+			}
+			var err error
+			got, err = tx.Get("d", "a")
+			return err
+		})
+		if string(got) != "back" {
+			t.Errorf("Get in the Update after the run of Discards and a Put = %q; want \"back\"", got)
+		}
+		if diff := cmp.Diff([]entry(nil), dump(t, s, "c")); diff != "" {
+			t.Errorf("collection c after the run of Discards (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]entry{{"a", "back"}}, dump(t, s, "d")); diff != "" {
+			t.Errorf("collection d after the run of Discards (-want +got):\n%s", diff)
+		}
+	})
 	t.Run("Insert", func(t *testing.T) {
 		// store.Insert: the store's own Insert (store.Inserter) or
 		// Create. New keys are stored, in order with the Puts and
