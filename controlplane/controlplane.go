@@ -370,10 +370,12 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 		rec.SourceConfig.CustomURL = new(cp.customURL(tenant, id, rec.Name))
 	}
 
-	err := cp.st.Update(ctx, func(tx store.Tx) error {
+	fnFailed := false // the closure's last run returned an error
+	err := cp.st.Update(ctx, func(tx store.Tx) (err error) {
+		defer func() { fnFailed = err != nil }()
 		ps := slices.Clone(pure)
 		ps = cp.checkReferences(tx, tenant, rec.Source, &rec.SourceConfig, ps)
-		ps, err := cp.checkUpload(tx, tenant, id, rec.Source, rec.SourceRevisionConfig.SourceTarballPath, ps)
+		ps, err = cp.checkUpload(tx, tenant, id, rec.Source, rec.SourceRevisionConfig.SourceTarballPath, ps)
 		if err != nil {
 			return err
 		}
@@ -384,9 +386,12 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 		if err != nil {
 			return err
 		}
-		if err := tx.Create(colDeploymentNames, tp+rec.Name, nil); err != nil {
+		// The name's record is an Insert too: a store that holds Inserts
+		// back (storepg) learns that the name is taken only when it sends
+		// them, after the closure has returned (see below).
+		if err := store.Insert(tx, colDeploymentNames, tp+rec.Name, nil); err != nil {
 			if errors.Is(err, store.ErrAlreadyExists) {
-				return apierr.Conflictf("A deployment named '%s' already exists.", rec.Name)
+				return errNameTaken
 			}
 			return err
 		}
@@ -400,12 +405,24 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 		}
 		return cp.tracing.CreateTracingProject(ctx, tx, TracingProject{Tenant: tenant, DeploymentID: id, Name: rec.Name, CreatedAt: now})
 	})
+	// Every record the Update inserts has a key that holds the new
+	// deployment's id (a random UUID), but for the name's: an Insert that
+	// the store refused after the closure returned, for a key already
+	// there, was the name's. Two creates of one name at once: one commits,
+	// the other is refused so.
+	if errors.Is(err, errNameTaken) || !fnFailed && errors.Is(err, store.ErrAlreadyExists) {
+		return nil, apierr.Conflictf("A deployment named '%s' already exists.", rec.Name)
+	}
 	if err != nil {
 		return nil, cp.storeErr("create deployment", err)
 	}
 	cp.notify()
 	return rec.wire(), nil
 }
+
+// errNameTaken is what CreateDeployment's closure returns when the name's
+// Insert is refused at once (a store that does not hold Inserts back).
+var errNameTaken = errors.New("controlplane: deployment name taken")
 
 // checkReferences checks the ids a create names: the integration of a
 // github deployment, the listener and namespace of an external_docker one.
@@ -795,7 +812,8 @@ func (StoreTracingProjects) CreateTracingProject(ctx context.Context, tx store.T
 	if err != nil {
 		return err
 	}
-	return tx.Put(colTracingProjects, deploymentKey(tp, p.DeploymentID), b)
+	// The key holds the new deployment's id, which no record has.
+	return store.Insert(tx, colTracingProjects, deploymentKey(tp, p.DeploymentID), b)
 }
 
 // Get reads the tracing project of a deployment; the error matches

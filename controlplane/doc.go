@@ -228,7 +228,13 @@
 // one storepg database too. A follower runs the sequencer before it reads
 // (so it reads every event committed before it looked) and reads only
 // numbered events, so it never misses one that is numbered later; Run
-// runs it at each poll, and SequenceEvents runs it on demand. The
+// runs it at each poll, SequenceEvents runs it on demand, and a
+// ControlPlane runs it itself every few hundred events it writes, unless
+// another replica's such run holds the sequencer lease (record
+// cp_sequencer/lease, which lapses two seconds after its holder's last
+// run): replicas that write at one pace would otherwise run it at once
+// and, under PostgreSQL, make each other's runs fail and run again (a
+// fifth of the CPU of a create, BENCHMARKS.md). The
 // number's decimal form is the event's id. FollowEvents follows a tenant's log (or one deployment's
 // events) from now or after a given id; EventStream.Next waits for the
 // next events, woken when a change commits through this ControlPlane and

@@ -579,5 +579,5 @@ func Collections() []string {
 	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentGrams, colDeploymentGramsV1, colDeploymentCounts, colDeploymentCountChanges, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
 		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs, colEvents, colEventOutbox, colEventClocks,
-		colRegistryTokens, colUploads}
+		colRegistryTokens, colUploads, colSequencer}
 }

@@ -4,11 +4,15 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/deployplane/deployplane/store"
 )
@@ -31,6 +35,7 @@ const eventSeqEvery = 512
 // runs a process asks for at once.
 type sequencer struct {
 	cp *ControlPlane
+	id string // this sequencer's name as the lease's holder
 
 	mu      sync.Mutex
 	tenants map[string]*seqFlight // tenant -> its sequencer runs here
@@ -40,7 +45,9 @@ type sequencer struct {
 }
 
 func newSequencer(cp *ControlPlane) *sequencer {
-	return &sequencer{cp: cp, tenants: map[string]*seqFlight{}}
+	// Its own random id, not Options.NewID's: a lease holder's name is
+	// never an id the API shows.
+	return &sequencer{cp: cp, id: uuid.NewString(), tenants: map[string]*seqFlight{}}
 }
 
 // seqFlight coalesces runs of one function: a caller waits until a run
@@ -98,16 +105,76 @@ func (s *sequencer) tenant(ctx context.Context, tenant string) error {
 }
 
 // wrote counts n events written by this process, and runs maintain when
-// eventSeqEvery have been written since it last began. Its failure is
-// logged: the events are in the outbox, and a later run numbers them.
+// eventSeqEvery have been written since it last began, unless another
+// replica's run of it holds the lease (claimSequencer): that run numbers
+// these events too, or a later one does. Its failure is logged: the
+// events are in the outbox, and a later run numbers them.
 func (s *sequencer) wrote(ctx context.Context, n int) {
 	if s.written.Add(int64(n)) < eventSeqEvery {
 		return
 	}
 	s.written.Store(0)
-	if err := s.maintain(ctx); err != nil && ctx.Err() == nil {
+	held, err := s.cp.claimSequencer(ctx, s.id)
+	if err == nil && held {
+		err = s.maintain(ctx)
+	}
+	if err != nil && ctx.Err() == nil {
 		s.cp.log.Error("controlplane: sequencing events failed", "err", err)
 	}
+}
+
+// The sequencer lease. Replicas that write events at the same pace reach
+// eventSeqEvery at the same time, and their runs then read and remove
+// the same outbox events and pending count changes: under PostgreSQL's
+// serializable transactions all but one fail and run again, and again,
+// until they run alone, which stops every other Update meanwhile
+// (BENCHMARKS.md, "The sequencer lease"). So a run that wrote triggers
+// first claims the lease, a record whose value is the holder and the
+// time it lapses, in an Update of its own; a replica that finds it held
+// skips its run. The lease only spares work: SequenceEvents, followers
+// and Run sequence without it, and a lease whose holder died lapses after
+// seqLeaseTTL.
+const (
+	colSequencer = "cp_sequencer"
+	seqLeaseKey  = "lease"
+	seqLeaseTTL  = 2 * time.Second
+)
+
+// claimSequencer takes or renews the sequencer lease for holder, unless
+// another holder has it and it has not lapsed (held false). A View looks
+// first, so that a replica that finds the lease held writes nothing and
+// cannot conflict with the holder.
+func (cp *ControlPlane) claimSequencer(ctx context.Context, holder string) (held bool, err error) {
+	now := cp.now().UnixMicro()
+	othersUntil := func(r store.Reader) (bool, error) {
+		b, err := r.Get(colSequencer, seqLeaseKey)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		other, until, ok := strings.Cut(string(b), "/")
+		t, perr := strconv.ParseInt(until, 10, 64)
+		return ok && perr == nil && other != holder && now < t, nil
+	}
+	var taken bool
+	if err := cp.st.View(ctx, func(r store.Reader) (err error) {
+		taken, err = othersUntil(r)
+		return err
+	}); err != nil || taken {
+		return false, err
+	}
+	err = cp.st.Update(ctx, func(tx store.Tx) error {
+		taken, err := othersUntil(tx)
+		if err != nil || taken {
+			held = false
+			return err
+		}
+		held = true
+		return tx.Put(colSequencer, seqLeaseKey, []byte(holder+"/"+strconv.FormatInt(now+seqLeaseTTL.Microseconds(), 10)))
+	})
+	return held, err
 }
 
 // maintain numbers the outbox events of every tenant and folds the
@@ -225,11 +292,18 @@ func (cp *ControlPlane) sequenceBatch(tx store.Tx, tenant string) (int, error) {
 	}
 	n := last
 	var newest int64
+	// The events first, then the outbox's removals: a store that holds
+	// writes back (storepg) sends a run of Inserts as one statement. The
+	// events' numbers follow the tenant's counter, read in this Update,
+	// so no event has them yet: Inserts.
 	for _, e := range orderOutbox(evs) {
 		n++
-		if err := tx.Put(colEvents, eventKey(tenant, n), e.value); err != nil {
+		if err := store.Insert(tx, colEvents, eventKey(tenant, n), e.value); err != nil {
 			return 0, err
 		}
+		newest = max(newest, e.at)
+	}
+	for _, e := range evs {
 		// Discards, not Deletes: the keys were just read or need not be
 		// there, and a store may send a run of Discards at once.
 		if err := store.Discard(tx, colEventOutbox, e.key); err != nil {
@@ -240,7 +314,6 @@ func (cp *ControlPlane) sequenceBatch(tx store.Tx, tenant string) (int, error) {
 				return 0, err
 			}
 		}
-		newest = max(newest, e.at)
 	}
 	if err := tx.Put(colEvents, eventCounterKey(tenant), []byte(strconv.FormatUint(n, 10))); err != nil {
 		return 0, err
