@@ -231,8 +231,8 @@
 // runs it at each poll, SequenceEvents runs it on demand, and a
 // ControlPlane runs it itself every few hundred events it writes, unless
 // another replica's such run holds the sequencer lease (record
-// cp_sequencer/lease, which lapses two seconds after its holder's last
-// run): replicas that write at one pace would otherwise run it at once
+// cp_sequencer/lease, which lapses two seconds after its holder took
+// it): replicas that write at one pace would otherwise run it at once
 // and, under PostgreSQL, make each other's runs fail and run again (a
 // fifth of the CPU of a create, BENCHMARKS.md). The
 // number's decimal form is the event's id. FollowEvents follows a tenant's log (or one deployment's

@@ -131,9 +131,11 @@ func (s *sequencer) wrote(ctx context.Context, n int) {
 // (BENCHMARKS.md, "The sequencer lease"). So a run that wrote triggers
 // first claims the lease, a record whose value is the holder and the
 // time it lapses, in an Update of its own; a replica that finds it held
-// skips its run. The lease only spares work: SequenceEvents, followers
-// and Run sequence without it, and a lease whose holder died lapses after
-// seqLeaseTTL.
+// skips its run. The lease lapses seqLeaseTTL after it was taken, so
+// that a holder that died holds nothing for long; a run longer than that
+// may meet another replica's, as before the lease, which costs retries,
+// never correctness. The lease only spares work: SequenceEvents,
+// followers and Run sequence without it.
 const (
 	colSequencer = "cp_sequencer"
 	seqLeaseKey  = "lease"

@@ -367,28 +367,16 @@ func (t *txn) queueHeld(b *pgx.Batch) int {
 // queueRun queues one statement for a run of Puts, of Inserts or of
 // Discards (queueHeld).
 func queueRun(b *pgx.Batch, q *queries, run []heldPut) {
-	if run[0].kind == heldDiscardKind {
-		if len(run) == 1 {
-			b.Queue(q.delete, run[0].collection, run[0].key)
-			return
-		}
-		slices.SortStableFunc(run, func(a, b heldPut) int {
-			return cmp.Or(bytes.Compare(a.collection, b.collection), bytes.Compare(a.key, b.key))
-		})
-		cols, keys := make([][]byte, len(run)), make([][]byte, len(run))
-		for i, d := range run {
-			cols[i], keys[i] = d.collection, d.key
-		}
-		b.Queue(q.discardMany, cols, keys)
-		return
-	}
-	insert := run[0].kind == heldInsertKind
+	kind := run[0].kind
 	if len(run) == 1 {
-		one := q.put
-		if insert {
-			one = q.insert
+		switch kind {
+		case heldDiscardKind:
+			b.Queue(q.delete, run[0].collection, run[0].key)
+		case heldInsertKind:
+			b.Queue(q.insert, run[0].collection, run[0].key, run[0].value)
+		default:
+			b.Queue(q.put, run[0].collection, run[0].key, run[0].value)
 		}
-		b.Queue(one, run[0].collection, run[0].key, run[0].value)
 		return
 	}
 	slices.SortStableFunc(run, func(a, b heldPut) int {
@@ -396,16 +384,19 @@ func queueRun(b *pgx.Batch, q *queries, run []heldPut) {
 	})
 	cols, keys, values := make([][]byte, 0, len(run)), make([][]byte, 0, len(run)), make([][]byte, 0, len(run))
 	for i, p := range run {
-		if !insert && i+1 < len(run) && bytes.Equal(p.collection, run[i+1].collection) && bytes.Equal(p.key, run[i+1].key) {
+		if kind == heldPutKind && i+1 < len(run) && bytes.Equal(p.collection, run[i+1].collection) && bytes.Equal(p.key, run[i+1].key) {
 			continue // a later Put of the same key follows
 		}
 		cols, keys, values = append(cols, p.collection), append(keys, p.key), append(values, p.value)
 	}
-	many := q.putMany
-	if insert {
-		many = q.insertMany
+	switch kind {
+	case heldDiscardKind:
+		b.Queue(q.discardMany, cols, keys)
+	case heldInsertKind:
+		b.Queue(q.insertMany, cols, keys, values)
+	default:
+		b.Queue(q.putMany, cols, keys, values)
 	}
-	b.Queue(many, cols, keys, values)
 }
 
 // readHeld reads the answers of the n statements queueHeld queued,
