@@ -291,11 +291,7 @@ func (cp *ControlPlane) appendEvent(tx store.Tx, tenant string, e *eventRecord) 
 	// Updates that change one deployment at once may give their events
 	// one key before one of them is refused for conflicting with the
 	// other, so theirs are Puts.
-	write := writeFunc(tx.Put)
-	if c.clock == 0 {
-		write = inserter(tx)
-	}
-	if err := write(colEventOutbox, outboxKey(tenant, e.deployment, c.clock, c.next), e.encode()); err != nil {
+	if err := writer(tx, c.clock == 0)(colEventOutbox, outboxKey(tenant, e.deployment, c.clock, c.next), e.encode()); err != nil {
 		return err
 	}
 	c.next++

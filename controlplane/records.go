@@ -270,12 +270,16 @@ func (r *deploymentRecord) indexKeys(tp string) []string {
 	return ks
 }
 
-// writeFunc writes a record: a Tx's Put, or inserter's.
+// writeFunc writes a record: a Tx's Put, or a store.Insert (writer).
 type writeFunc func(collection, key string, value []byte) error
 
-// inserter writes with store.Insert in tx: for records whose keys hold an
-// id made for them, which no record has.
-func inserter(tx store.Tx) writeFunc {
+// writer returns how tx writes a record: with store.Insert when fresh
+// (the key holds an id made for the record, which no record has), else
+// with Put.
+func writer(tx store.Tx, fresh bool) writeFunc {
+	if !fresh {
+		return tx.Put
+	}
 	return func(collection, key string, value []byte) error { return store.Insert(tx, collection, key, value) }
 }
 
@@ -297,10 +301,7 @@ func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploy
 	// A new deployment's records have keys that hold its new id, which no
 	// record has: they are Inserts (store.Insert), which cost PostgreSQL
 	// less than Puts, and its changes' records are Puts.
-	write := writeFunc(tx.Put)
-	if old == nil {
-		write = inserter(tx)
-	}
+	write := writer(tx, old == nil)
 	if err := write(colDeployments, deploymentKey(tp, r.ID), b); err != nil {
 		return err
 	}
@@ -531,10 +532,7 @@ func (cp *ControlPlane) putRevision(tx store.Tx, tenant string, rev *revisionRec
 	// Inserts (store.Insert), which cost no round trip of their own in
 	// storepg, where a Create waits for its answer, and spare PostgreSQL
 	// the search an upsert makes.
-	write := writeFunc(tx.Put)
-	if isNew {
-		write = inserter(tx)
-	}
+	write := writer(tx, isNew)
 	if err := write(colRevisions, revisionKey(tp, rev.DeploymentID, rev.ID), b); err != nil {
 		return err
 	}
