@@ -231,8 +231,11 @@ func Discard(tx Tx, collection, key string) error {
 // error wrapping ErrAlreadyExists and commits nothing; the error may be
 // returned by this call, by a later call of the transaction, or by
 // Update, never as success (other failures as Discarder says). Insert is
-// for keys that cannot be present; a key that may be present wants
-// Create, whose answer comes at once. storepg holds an Insert back like
+// for keys that cannot be present, and for one that may be when the
+// caller can tell from the Update's error which Insert was refused (a
+// create whose other keys all hold a new id, so that only its name's
+// can be taken); otherwise a key that may be present wants Create, whose
+// answer comes at once. storepg holds an Insert back like
 // a Put and sends a run of them as one INSERT without ON CONFLICT, which
 // spares PostgreSQL a search of the index for each key before it inserts
 // the key.
