@@ -99,7 +99,7 @@
 // carries its later Puts with the COMMIT. A CreateDeployment is two round
 // trips and four statements: BEGIN, LOCK TABLE and its two dozen Inserts
 // (its name and the new deployment's records, one statement), then
-// COMMIT.
+// COMMIT; combined with others (below), a share of that.
 //
 // A cancelled ctx aborts the statement in flight and the transaction rolls
 // back; a ctx done when the closure returns abandons the transaction instead
@@ -117,11 +117,52 @@
 // store.ErrOutcomeUnknown, the one case where an error does not mean that
 // nothing was committed.
 //
-// Options.OnCommit is told of every COMMIT of an Update that wrote or read
-// something: its latency (the round trip, which includes the server's WAL
-// flush) and its error, as a batch of one (each Update is its own
-// transaction). Package prommetrics turns them into the store_commit_*
-// metrics.
+// Options.OnCommit is told of every COMMIT of Updates that wrote or read
+// something: how many Updates it commits, its latency (the round trip,
+// which includes the server's WAL flush) and its error. Package
+// prommetrics turns them into the store_commit_* metrics.
+//
+// # Combined Updates
+//
+// A transaction has a cost of its own, whatever it writes: BEGIN and LOCK
+// TABLE, a COMMIT that waits for the WAL flush, two round trips, and the
+// serializable bookkeeping; and many transactions at once on a few cores
+// contend for the same index pages and switch between backends. So while
+// as many Updates are under way as the pool has connections, the Updates
+// that come meanwhile queue, and when a transaction ends, the first of them
+// leads up to Options.MaxBatchSize (DefaultMaxBatchSize, 16) of them in the
+// next one: it runs their closures one after another, each seeing the
+// writes of those before it, and commits once. A lone Update, or one that
+// finds a connection's worth of room, runs at once in a transaction of
+// its own, as described above; nothing waits for company.
+//
+// Each Update still learns its own outcome:
+//   - A closure that returns an error whose writes are all still held
+//     back (nothing of it reached the server: it wrote only with Put,
+//     Insert and Discard, and read nothing after them) has them taken back,
+//     and its Update returns the error once the others have committed: it
+//     ran after the closures before it, as it would have alone.
+//   - Otherwise, when a closure returns an error after its writes were
+//     sent, or panics, or a statement or the COMMIT fails (a serialization
+//     failure, a key an Insert finds taken, a lost connection that did not
+//     commit), the transaction rolls back and every Update of it runs again
+//     in a transaction of its own, in its own goroutine, with the retries
+//     and tries alone described above: a closure may run more than once,
+//     as store.Store allows. So two creates of one name in one batch end as
+//     they would alone, one committed and the other refused; a panic is
+//     raised again in its own caller's goroutine.
+//   - An Update whose ctx is done while it is queued leaves the queue and
+//     returns ctx.Err(); once taken, it waits for the transaction's
+//     outcome. The transaction's statements run until every one of its
+//     callers has gone.
+//   - If the connection fails during the COMMIT, the question to the
+//     server (above) answers for all of them.
+//
+// Creates into one tenant from 64 goroutines over two replicas, with
+// pgxpool's default pool (4 connections on 2 cores), commit about 4.5 at
+// a time, at 1.3 – 1.4 times the rate of one transaction each, for a
+// quarter less CPU a create (BENCHMARKS.md, issue 18 point 3).
+// Options.MaxBatchSize 1 turns combining off.
 //
 // # Contention
 //
@@ -224,6 +265,15 @@
 // over 16 connections with the default options, all commit, in a serial
 // order (with AloneAfter -1 instead, some give up after 51 tries, which was
 // checked by hand).
+//
+// Combined Updates are lined up deterministically (a pool of one
+// connection held by an Update whose closure waits until the others have
+// queued): they commit together, each closure reading the writes of those
+// before it; a closure's error takes back its held writes alone; a closure
+// failing after its writes were sent, a panic and a refused Insert send
+// each Update to run alone, with its own outcome; a cancelled Update leaves
+// the queue; and a property test lines up random mixes of those and checks
+// every outcome and effect against running each Update alone.
 //
 // They also run package controlplane over storepg as replicas do: two
 // ControlPlanes, each over its own Store and pool, over one schema.

@@ -66,15 +66,23 @@ type Options struct {
 	// 32 (BENCHMARKS.md, issue 18 point 3).
 	MaxConns int32
 	// OnCommit, when set, is called after each COMMIT of an Update's
-	// transaction, successful or not, with updates 1 (each Update is a
-	// transaction of its own: PostgreSQL has no group commit to report),
-	// the time the COMMIT took (its round trip, which includes the server's
-	// WAL flush), and its error. A try that PostgreSQL aborted before the
-	// COMMIT, and a closure that returned an error, commit nothing and are
-	// not reported. It is called from the Update's goroutine, which waits
-	// for it: it must be quick and must not call the Store (package
-	// prommetrics records it in histograms).
+	// transaction, successful or not, with how many Updates it commits
+	// (more than 1 when Updates were combined, MaxBatchSize), the time the
+	// COMMIT took (its round trip, which includes the server's WAL flush),
+	// and its error. A try that PostgreSQL aborted before the COMMIT, and
+	// a closure that returned an error, commit nothing and are not
+	// counted. It is called from the goroutine of an Update of the
+	// transaction, which waits for it: it must be quick and must not call
+	// the Store (package prommetrics records it in histograms).
 	OnCommit func(updates int, took time.Duration, err error)
+	// MaxBatchSize caps how many Updates one transaction runs. While as
+	// many Updates are under way as the pool has connections, the ones
+	// that come meanwhile queue, and the next transaction takes up to
+	// MaxBatchSize of them, runs their closures one after another and
+	// commits them at once (see "Combined Updates" in the package
+	// documentation). Zero means DefaultMaxBatchSize; 1 or less, every
+	// Update in a transaction of its own.
+	MaxBatchSize int
 }
 
 // Store is a store.Store over a PostgreSQL database, safe for concurrent use
@@ -86,6 +94,9 @@ type Store struct {
 	aloneAfter int // -1: never
 	q          queries
 	onCommit   func(updates int, took time.Duration, err error) // Options.OnCommit
+	maxBatch   int                                              // Options.MaxBatchSize, at least 1
+	inFlight   int                                              // transactions of Updates at once: the pool's size
+	comb       combiner
 
 	mu      sync.Mutex
 	closed  bool
@@ -135,10 +146,16 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, e
 	if pool == nil {
 		return nil, errors.New("storepg: nil pool")
 	}
-	schema, retries, aloneAfter := DefaultSchema, DefaultMaxRetries, DefaultAloneAfter
+	schema, retries, aloneAfter, maxBatch := DefaultSchema, DefaultMaxRetries, DefaultAloneAfter, DefaultMaxBatchSize
 	var onCommit func(int, time.Duration, error)
 	if opts != nil {
 		onCommit = opts.OnCommit
+		switch {
+		case opts.MaxBatchSize > 0:
+			maxBatch = opts.MaxBatchSize
+		case opts.MaxBatchSize < 0:
+			maxBatch = 1
+		}
 		if opts.Schema != "" {
 			schema = opts.Schema
 		}
@@ -163,7 +180,8 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, e
 	if err := migrate(ctx, pool, schema); err != nil {
 		return nil, fmt.Errorf("storepg: preparing schema %q: %w", schema, err)
 	}
-	return &Store{pool: pool, retries: retries, aloneAfter: aloneAfter, q: newQueries(schema), onCommit: onCommit}, nil
+	return &Store{pool: pool, retries: retries, aloneAfter: aloneAfter, q: newQueries(schema), onCommit: onCommit,
+		maxBatch: maxBatch, inFlight: max(1, int(pool.Config().MaxConns))}, nil
 }
 
 // View runs fn in a SERIALIZABLE READ ONLY transaction, which sees one
@@ -194,9 +212,15 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 // serialization failure or a deadlock, Update rolls back and re-runs fn, up
 // to Options.MaxRetries times, with a short random pause between tries;
 // after Options.AloneAfter such failures, the tries run alone, which no
-// concurrent Update can make fail.
+// concurrent Update can make fail. While the pool's connections are all
+// busy with Updates, concurrent Updates share transactions
+// (Options.MaxBatchSize).
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
-	return s.run(ctx, true, nil, func(t *txn) error { return fn(writer{reader{t}}) })
+	body := func(t *txn) error { return fn(writer{reader{t}}) }
+	if s.maxBatch <= 1 {
+		return s.run(ctx, true, nil, body)
+	}
+	return s.update(&updateCall{ctx: ctx, fn: body, done: make(chan callOutcome, 1)})
 }
 
 // Close waits for running transactions to finish and, if Open created the
@@ -240,6 +264,11 @@ func (s *Store) run(ctx context.Context, update bool, oneShot *bool, fn func(*tx
 		return store.ErrClosed
 	}
 	defer s.running.Done()
+	return s.tries(ctx, update, oneShot, fn)
+}
+
+// tries is run for a caller that has entered the Store.
+func (s *Store) tries(ctx context.Context, update bool, oneShot *bool, fn func(*txn) error) error {
 	conflicts := 0
 	for retry := 0; ; retry++ {
 		begin := s.q.beginView
@@ -336,7 +365,7 @@ func (s *Store) try(ctx context.Context, begin []string, update, oneShot bool, f
 	}
 	done = true
 	pid := conn.Conn().PgConn().PID()
-	if err := s.observedCommit(t, update); err != nil {
+	if err := s.observedCommit(t, update, 1); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) || t.xid == "" {
 			// The server refused the COMMIT, or there was nothing to
@@ -361,15 +390,15 @@ func (s *Store) try(ctx context.Context, begin []string, update, oneShot bool, f
 	return false, nil
 }
 
-// observedCommit commits t and, for an Update's transaction that a
-// statement began, reports it to Options.OnCommit.
-func (s *Store) observedCommit(t *txn, update bool) error {
+// observedCommit commits t and, for the transaction of updates Updates
+// that a statement began, reports it to Options.OnCommit.
+func (s *Store) observedCommit(t *txn, update bool, updates int) error {
 	if s.onCommit == nil || !update || !t.begun {
 		return t.commit()
 	}
 	start := time.Now()
 	err := t.commit()
-	s.onCommit(1, time.Since(start), err)
+	s.onCommit(updates, time.Since(start), err)
 	return err
 }
 

@@ -134,6 +134,11 @@ type txn struct {
 	// pipeline with the next statement (or with COMMIT), and a run of
 	// them costs one round trip.
 	puts []heldPut
+	// heldTotal counts the writes ever held back, sentHeld those sent,
+	// and immediate the Creates and Deletes sent: a combined Update
+	// (runBatch) tells from them whether a closure's writes are all
+	// still held, and can be taken back.
+	heldTotal, sentHeld, immediate int
 }
 
 // errNeedTransaction fails a statement that follows a Get run outside a
@@ -352,6 +357,7 @@ func (t *txn) commit() error {
 func (t *txn) queueHeld(b *pgx.Batch) int {
 	held := t.puts
 	t.puts = nil
+	t.sentHeld += len(held)
 	n := 0
 	for len(held) > 0 {
 		run := 1
@@ -595,6 +601,7 @@ func (w writer) Create(collection, key string, value []byte) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
+	w.t.immediate++
 	tag, err := w.t.write("create", w.t.q.create, []byte(collection), []byte(key), nonNil(value))
 	if err != nil {
 		return err
@@ -644,6 +651,7 @@ func (t *txn) hold(op string, kind heldKind, collection, key string, value []byt
 		h.value = append([]byte{}, value...)
 	}
 	t.puts = append(t.puts, h)
+	t.heldTotal++
 	return nil
 }
 
@@ -671,6 +679,7 @@ func (w writer) Delete(collection, key string) error {
 	if err := store.CheckKey(collection, key); err != nil {
 		return err
 	}
+	w.t.immediate++
 	tag, err := w.t.write("delete", w.t.q.delete, []byte(collection), []byte(key))
 	if err != nil {
 		return err
