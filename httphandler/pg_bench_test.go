@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,8 +30,12 @@ func pgBenchSchema(b *testing.B) (dsn, schema string) {
 	return dsn, pgtest.Schema(b, dsn, "httphandler_bench_")
 }
 
-// pgConns is the pool size of each storepg Store of the benchmarks.
+// pgConns is the pool size of each storepg Store of the GET benchmarks.
 const pgConns = 16
+
+// defaultPGConns is the size of pgxpool's default pool, which the create
+// benchmark's Stores have: the larger of 4 and the number of CPUs.
+func defaultPGConns() int { return max(4, runtime.NumCPU()) }
 
 // openPGBench opens a storepg Store over a new schema (benchStores).
 func openPGBench(b *testing.B) store.Store {
@@ -76,7 +81,7 @@ func posters(b *testing.B, urls []string, next func() string, failed *atomic.Int
 // BenchmarkPGCreateReplicasHTTP: POST /v2/deployments into one tenant from
 // 64 concurrent clients (each a keep-alive connection of its own), half to
 // each of two httphandler servers, each over its own ControlPlane and
-// storepg Store (a pool of pgConns) on one schema: two replicas over one
+// storepg Store (pgxpool's default pool, defaultPGConns) on one schema: two replicas over one
 // database. Baseline, in alternating rounds (benchcmp.Interleave): a bare
 // net/http handler that reads the body and INSERTs as many bytes as a
 // create stores, in one autocommitted statement through a pgxpool of as
@@ -87,7 +92,7 @@ func BenchmarkPGCreateReplicasHTTP(b *testing.B) {
 	dsn, schema := pgBenchSchema(b)
 	var urls []string
 	for range 2 {
-		st, err := storepg.Open(context.Background(), dsn, &storepg.Options{Schema: schema, MaxConns: pgConns})
+		st, err := storepg.Open(context.Background(), dsn, &storepg.Options{Schema: schema})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -140,7 +145,7 @@ func BenchmarkPGCreateReplicasHTTP(b *testing.B) {
 // answers 201 with answer.
 func pgBareInsert(b *testing.B, dsn string, size int, answer string) string {
 	b.Helper()
-	ins := pgtest.NewInserts(b, dsn, 2*pgConns, size)
+	ins := pgtest.NewInserts(b, dsn, 2*defaultPGConns(), size)
 	srv, _ := benchServer(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		if err := ins.Insert(r.Context()); err != nil {
