@@ -47,7 +47,8 @@
 // its cost follows the work not yet done, and every replica over one
 // PostgreSQL database reports the same numbers). Store commits are
 // storebolt's group commits (the batch size is how many Updates shared one
-// fsync) or storepg's COMMITs (always a batch of one).
+// fsync) or storepg's COMMITs (how many Updates it combined in the
+// transaction while the pool's connections were busy).
 //
 // # Cost
 //

@@ -103,7 +103,7 @@ func New(opts *Options) *Metrics {
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}},
 		[]string{"result"})
 	m.commitBatch = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: "store",
-		Name: "commit_batch_size", Help: "Updates committed together in one store commit (storebolt's group commit; 1 on PostgreSQL).",
+		Name: "commit_batch_size", Help: "Updates committed together in one store commit (storebolt's group commit, storepg's combined Updates).",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}})
 	m.reg.MustRegister(m.requests, m.requestDuration, m.transitions, m.stepDuration, m.deployerCalls, m.takeovers,
 		m.commitDuration, m.commitBatch)
