@@ -119,8 +119,11 @@ func (s *Store) lead(c *updateCall, batch []*updateCall) (err error) {
 	var outs []callOutcome
 	if len(batch) == 1 {
 		outs = []callOutcome{{err: s.tries(c.ctx, true, nil, c.fn)}}
-	} else {
-		outs = s.runBatch(batch)
+	} else if outs = s.runBatch(batch, false); outs == nil {
+		// An Insert was refused: once more, each closure's writes in a
+		// savepoint of their own, so that the refusal fails only its own
+		// Update.
+		outs = s.runBatch(batch, true)
 	}
 	told = true
 	s.handOff()
@@ -188,10 +191,18 @@ func batchContext(batch []*updateCall) (context.Context, context.CancelFunc) {
 // transaction and commits it, once. A closure that returns an error has
 // its writes taken back, if none has reached the server yet (they are
 // held: txn.puts); otherwise, and whenever a statement fails or a closure
-// panics, the transaction rolls back and every call whose closure ran is
-// told to run alone, as the contract allows (a closure may run more than
-// once). Those whose ctx was done before their turn get ctx.Err().
-func (s *Store) runBatch(batch []*updateCall) []callOutcome {
+// panics, the transaction rolls back and every call is told to run alone,
+// as the contract allows (a closure may run more than once). Those whose
+// ctx was done before their turn get ctx.Err().
+//
+// One failure is answered otherwise: an Insert refused because its key is
+// there (store.ErrAlreadyExists), as when two creates of one name meet in
+// a batch. Without isolate, runBatch then returns nil, for the caller to
+// run the batch again with isolate; with it, each closure's held writes
+// are sent after it returns, in a savepoint of their own (flushSaved), and
+// a refusal rolls back to it and fails that closure's Update alone, with
+// the error it would have met alone.
+func (s *Store) runBatch(batch []*updateCall, isolate bool) []callOutcome {
 	outs := make([]callOutcome, len(batch))
 	ctx, cancel := batchContext(batch)
 	defer cancel()
@@ -228,8 +239,19 @@ func (s *Store) runBatch(batch []*updateCall) []callOutcome {
 		}
 		held, immediate := t.heldTotal, t.immediate
 		ferr, panicked := callClosure(m.fn, t)
-		if panicked || t.err != nil {
+		if panicked {
 			return alone()
+		}
+		if t.err != nil {
+			return refusedOr(isolate, t.err, alone)
+		}
+		if ferr == nil && isolate {
+			if refused := t.flushSaved(); t.err != nil {
+				return alone()
+			} else if refused != nil {
+				outs[i].err = fmt.Errorf("storepg: %w", refused)
+				continue
+			}
 		}
 		if ferr == nil {
 			committing++
@@ -254,7 +276,7 @@ func (s *Store) runBatch(batch []*updateCall) []callOutcome {
 	if t.xid == "" {
 		t.flush()
 		if t.err != nil {
-			return alone()
+			return refusedOr(isolate, t.err, alone)
 		}
 	}
 	if ctx.Err() != nil {
@@ -271,7 +293,9 @@ func (s *Store) runBatch(batch []*updateCall) []callOutcome {
 	if err := s.observedCommit(t, true, committing); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) || t.xid == "" {
-			return alone() // nothing took effect
+			// Nothing took effect: the server refused the COMMIT or a
+			// write sent with it.
+			return refusedOr(isolate, err, alone)
 		}
 		conn.Release()
 		committed, cerr := s.commitOutcome(ctx, t.xid, pid)
@@ -289,6 +313,16 @@ func (s *Store) runBatch(batch []*updateCall) []callOutcome {
 		}
 	}
 	return outs
+}
+
+// refusedOr is runBatch's answer to a failed statement err: nil, to run
+// the batch again with isolate, when err is a refused Insert and it ran
+// without; else alone's.
+func refusedOr(isolate bool, err error, alone func() []callOutcome) []callOutcome {
+	if !isolate && errors.Is(err, store.ErrAlreadyExists) {
+		return nil
+	}
+	return alone()
 }
 
 // startFailed answers a batch that could not start: every call runs alone,

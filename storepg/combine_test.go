@@ -218,21 +218,44 @@ func TestCombinedUpdates(t *testing.T) {
 	t.Run("a refused Insert fails only its own Update", func(t *testing.T) {
 		// Two Inserts of one key in one batch: the server refuses the
 		// second when the writes are sent, which aborts the transaction;
-		// alone, at once, one commits and the other learns the key is taken.
+		// the batch runs again, each closure's writes in a savepoint, and
+		// the second Insert's Update alone fails, as it would after the
+		// first.
 		s, batch := lineUp(t, nil)
-		ins := func(v string) func(store.Tx) error {
-			return func(tx store.Tx) error { return store.Insert(tx, "c", "name", []byte(v)) }
+		var runs [4]atomic.Int32
+		ins := func(i int, v string) func(store.Tx) error {
+			return func(tx store.Tx) error { runs[i].Add(1); return store.Insert(tx, "c", "name", []byte(v)) }
 		}
-		errs, _ := batch(ins("1"), put("other", "x"), ins("2"))
-		won, lost := 0, 2
-		if errs[0] != nil {
-			won, lost = 2, 0
+		errs, commits := batch(ins(0, "1"), func(tx store.Tx) error { runs[1].Add(1); return tx.Put("c", "other", []byte("x")) },
+			ins(2, "2"), ins(3, "3"))
+		if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], store.ErrAlreadyExists) || !errors.Is(errs[3], store.ErrAlreadyExists) {
+			t.Fatalf("errors %v, want nil, nil, ErrAlreadyExists, ErrAlreadyExists", errs)
 		}
-		if errs[won] != nil || errs[1] != nil || !errors.Is(errs[lost], store.ErrAlreadyExists) {
-			t.Fatalf("errors %v, want one Insert nil and the other ErrAlreadyExists, the Put nil", errs)
+		if n, o := value(t, s, "name"), value(t, s, "other"); n != "1" || o != "x" {
+			t.Errorf("name, other = %q, %q; want 1, x", n, o)
 		}
-		if n, o := value(t, s, "name"), value(t, s, "other"); n != strconv.Itoa(won/2+1) || o != "x" {
-			t.Errorf("name, other = %q, %q; want the winner's %d, x", n, o, won/2+1)
+		if fmt.Sprint(commits) != "[2]" {
+			t.Errorf("commits of %v Updates, want [2] (the batch again, without the refused)", commits)
+		}
+		for i := range runs {
+			if n := runs[i].Load(); n != 2 {
+				t.Errorf("closure %d ran %d times, want 2 (the batch, then the batch in savepoints)", i, n)
+			}
+		}
+	})
+
+	t.Run("a refused Insert of a key already there", func(t *testing.T) {
+		s, batch := lineUp(t, nil)
+		if err := s.Update(context.Background(), put("name", "0")); err != nil {
+			t.Fatal(err)
+		}
+		ins := func(tx store.Tx) error { return store.Insert(tx, "c", "name", []byte("1")) }
+		errs, _ := batch(put("a", "1"), ins, put("b", "2"))
+		if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], store.ErrAlreadyExists) {
+			t.Fatalf("errors %v, want nil, ErrAlreadyExists, nil", errs)
+		}
+		if a, n, b := value(t, s, "a"), value(t, s, "name"), value(t, s, "b"); a != "1" || n != "0" || b != "2" {
+			t.Errorf("a, name, b = %q, %q, %q; want 1, 0, 2", a, n, b)
 		}
 	})
 
@@ -307,8 +330,9 @@ func TestCombinedUpdates(t *testing.T) {
 }
 
 // TestCombinedUpdatesProperty lines up random mixes of Updates in one
-// batch (puts, increments of one counter, Inserts of one key, closures
-// that fail before or after their writes reached the server, panics) and
+// batch (puts, increments of one counter, Inserts of one key, Inserts of
+// a key already there, closures that fail before or after their writes
+// reached the server, panics) and
 // checks that each Update's outcome and effects are those of running it
 // alone: its writes are there exactly when it returned nil, the counter
 // counts the increments that returned nil, and one Insert of the key
@@ -320,7 +344,10 @@ func TestCombinedUpdatesProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		round++
 		ns := fmt.Sprintf("r%d/", round)
-		kinds := rapid.SliceOfN(rapid.SampledFrom([]string{"put", "incr", "insert", "failHeld", "failSent", "panic"}), 1, 8).Draw(rt, "kinds")
+		kinds := rapid.SliceOfN(rapid.SampledFrom([]string{"put", "incr", "insert", "insertTaken", "failHeld", "failSent", "panic"}), 1, 8).Draw(rt, "kinds")
+		if err := s.Update(context.Background(), put(ns+"taken", "t")); err != nil {
+			rt.Fatal(err)
+		}
 		fns := make([]func(store.Tx) error, len(kinds))
 		for i, kind := range kinds {
 			k := ns + strconv.Itoa(i)
@@ -338,6 +365,13 @@ func TestCombinedUpdatesProperty(t *testing.T) {
 				}
 			case "insert":
 				fns[i] = func(tx store.Tx) error { return store.Insert(tx, "c", ns+"name", []byte(strconv.Itoa(i))) }
+			case "insertTaken":
+				fns[i] = func(tx store.Tx) error {
+					if err := tx.Put("c", k, []byte("v")); err != nil {
+						return err
+					}
+					return store.Insert(tx, "c", ns+"taken", []byte(strconv.Itoa(i)))
+				}
 			case "failHeld", "failSent":
 				fns[i] = func(tx store.Tx) error {
 					if err := tx.Put("c", k, []byte("v")); err != nil {
@@ -382,6 +416,10 @@ func TestCombinedUpdatesProperty(t *testing.T) {
 				case !errors.Is(err, store.ErrAlreadyExists):
 					rt.Fatalf("insert %d: %v", i, err)
 				}
+			case "insertTaken":
+				if !errors.Is(err, store.ErrAlreadyExists) || value(t, s, k) != "" {
+					rt.Fatalf("insertTaken %d: %v, its Put's value %q", i, err, value(t, s, k))
+				}
 			case "failHeld", "failSent":
 				if !errors.Is(err, boom) || value(t, s, k) != "" {
 					rt.Fatalf("%s %d: %v, value %q", kind, i, err, value(t, s, k))
@@ -394,6 +432,9 @@ func TestCombinedUpdatesProperty(t *testing.T) {
 		}
 		if got := value(t, s, ns+"n"); incrs > 0 && got != strconv.Itoa(incrs) {
 			rt.Fatalf("counter %q after %d increments", got, incrs)
+		}
+		if got := value(t, s, ns+"taken"); got != "t" {
+			rt.Fatalf("taken = %q, want t", got)
 		}
 		if got := value(t, s, ns+"name"); winner >= 0 && got != strconv.Itoa(winner) {
 			rt.Fatalf("name %q, want the winner's %d", got, winner)

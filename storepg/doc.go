@@ -142,15 +142,23 @@
 //     Insert and Discard, and read nothing after them) has them taken back,
 //     and its Update returns the error once the others have committed: it
 //     ran after the closures before it, as it would have alone.
+//   - An Insert refused because its key is there (two creates of one name
+//     in one batch, or a create of a name taken before) aborts the
+//     transaction when the writes are sent, and no one knows yet whose it
+//     was. The batch then runs again, each closure's held writes sent
+//     after it returns in a savepoint of their own (SAVEPOINT, the writes,
+//     RELEASE, in one pipeline): a refusal rolls back to the savepoint and
+//     fails that closure's Update alone, with store.ErrAlreadyExists, as
+//     it would have failed alone after the closures before it; the others
+//     commit together. (Not the first time round: a savepoint a closure
+//     costs a round trip each and a subtransaction.)
 //   - Otherwise, when a closure returns an error after its writes were
 //     sent, or panics, or a statement or the COMMIT fails (a serialization
-//     failure, a key an Insert finds taken, a lost connection that did not
-//     commit), the transaction rolls back and every Update of it runs again
-//     in a transaction of its own, in its own goroutine, with the retries
-//     and tries alone described above: a closure may run more than once,
-//     as store.Store allows. So two creates of one name in one batch end as
-//     they would alone, one committed and the other refused; a panic is
-//     raised again in its own caller's goroutine.
+//     failure, a lost connection that did not commit), the transaction
+//     rolls back and every Update of it runs again in a transaction of its
+//     own, in its own goroutine, with the retries and tries alone
+//     described above: a closure may run more than once, as store.Store
+//     allows. A panic is raised again in its own caller's goroutine.
 //   - An Update whose ctx is done while it is queued leaves the queue and
 //     returns ctx.Err(); once taken, it waits for the transaction's
 //     outcome. The transaction's statements run until every one of its
@@ -270,8 +278,10 @@
 // connection held by an Update whose closure waits until the others have
 // queued): they commit together, each closure reading the writes of those
 // before it; a closure's error takes back its held writes alone; a closure
-// failing after its writes were sent, a panic and a refused Insert send
-// each Update to run alone, with its own outcome; a cancelled Update leaves
+// failing after its writes were sent and a panic send each Update to run
+// alone, with its own outcome; a refused Insert, of a key another closure
+// of the batch inserts or of one already there, fails its own Update
+// alone while the others commit together; a cancelled Update leaves
 // the queue; and a property test lines up random mixes of those and checks
 // every outcome and effect against running each Update alone.
 //

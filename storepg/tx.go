@@ -674,6 +674,61 @@ func (t *txn) flush() {
 	}
 }
 
+// flushSaved sends the writes held back, if any, in a savepoint of their
+// own (with the statements that begin the transaction, when none has run
+// yet), for a combined Update's closure (runBatch with isolate). If the
+// server refuses an Insert because its key is there, it rolls back to the
+// savepoint, which undoes those writes alone and leaves the transaction
+// usable, and returns the refusal (wrapping store.ErrAlreadyExists); any
+// other failure is recorded in t.err.
+func (t *txn) flushSaved() (refused error) {
+	if len(t.puts) == 0 || t.err != nil {
+		return nil
+	}
+	b := &pgx.Batch{}
+	execs := 0
+	if !t.begun {
+		t.begun = true
+		for _, stmt := range t.begin {
+			b.Queue(stmt)
+		}
+		execs = len(t.begin)
+	}
+	b.Queue("SAVEPOINT combined")
+	held := t.queueHeld(b)
+	b.Queue("RELEASE SAVEPOINT combined")
+	batch := t.conn.SendBatch(t.ctx, b)
+	var err error
+	for range execs + 1 {
+		if _, err = batch.Exec(); err != nil {
+			break
+		}
+	}
+	var herr error
+	if err == nil {
+		if herr = t.readHeld(batch, held); herr == nil {
+			_, err = batch.Exec()
+		}
+	}
+	if cerr := batch.Close(); err == nil && herr == nil {
+		err = cerr
+	}
+	if herr != nil && errors.Is(herr, store.ErrAlreadyExists) {
+		if _, err := t.conn.Exec(t.ctx, "ROLLBACK TO SAVEPOINT combined"); err != nil {
+			t.err = err
+			return nil
+		}
+		return herr
+	}
+	if herr != nil {
+		err = herr
+	}
+	if err != nil {
+		t.err = err
+	}
+	return nil
+}
+
 // Delete implements store.Tx.
 func (w writer) Delete(collection, key string) error {
 	if err := store.CheckKey(collection, key); err != nil {
