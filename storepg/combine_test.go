@@ -45,16 +45,7 @@ func lineUp(t *testing.T, opts *storepg.Options) (*storepg.Store, func(fns ...fu
 		mu.Lock()
 		commits = nil
 		mu.Unlock()
-		release, holding := make(chan struct{}), make(chan struct{})
-		held := make(chan error, 1)
-		go func() {
-			held <- s.Update(context.Background(), func(store.Tx) error {
-				close(holding)
-				<-release
-				return nil
-			})
-		}()
-		<-holding
+		release := holdTransaction(t, s)
 		errs := make([]error, len(fns))
 		var wg sync.WaitGroup
 		for i, fn := range fns {
@@ -70,14 +61,35 @@ func lineUp(t *testing.T, opts *storepg.Options) (*storepg.Store, func(fns ...fu
 				runtime.Gosched()
 			}
 		}
-		close(release)
-		if err := <-held; err != nil {
-			t.Fatalf("holding Update: %v", err)
-		}
+		release()
 		wg.Wait()
 		mu.Lock()
 		defer mu.Unlock()
 		return errs, commits
+	}
+}
+
+// holdTransaction holds s's one transaction of Updates (a pool of one
+// connection) with an Update whose closure waits, until the returned
+// function lets it end, which it waits for.
+func holdTransaction(t *testing.T, s *storepg.Store) (release func()) {
+	t.Helper()
+	let, holding := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- s.Update(context.Background(), func(store.Tx) error {
+			close(holding)
+			<-let
+			return nil
+		})
+	}()
+	<-holding
+	return func() {
+		t.Helper()
+		close(let)
+		if err := <-held; err != nil {
+			t.Fatalf("holding Update: %v", err)
+		}
 	}
 }
 
@@ -261,16 +273,7 @@ func TestCombinedUpdates(t *testing.T) {
 
 	t.Run("a cancelled Update leaves the queue", func(t *testing.T) {
 		s := openStore(t, &storepg.Options{MaxConns: 1})
-		release, holding := make(chan struct{}), make(chan struct{})
-		held := make(chan error, 1)
-		go func() {
-			held <- s.Update(context.Background(), func(store.Tx) error {
-				close(holding)
-				<-release
-				return nil
-			})
-		}()
-		<-holding
+		release := holdTransaction(t, s)
 		ctx, cancel := context.WithCancel(context.Background())
 		var ran atomic.Bool
 		done := make(chan error, 1)
@@ -284,10 +287,7 @@ func TestCombinedUpdates(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled Update: %v, want context.Canceled", err)
 		}
-		close(release)
-		if err := <-held; err != nil {
-			t.Fatal(err)
-		}
+		release()
 		if ran.Load() || value(t, s, "k") != "" {
 			t.Error("the cancelled Update's closure ran")
 		}
