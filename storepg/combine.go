@@ -123,6 +123,7 @@ func (s *Store) lead(c *updateCall, batch []*updateCall) (err error) {
 		// An Insert was refused: once more, each closure's writes in a
 		// savepoint of their own, so that the refusal fails only its own
 		// Update.
+		s.rerun.Add(int64(len(batch)))
 		outs = s.runBatch(batch, true)
 	}
 	told = true
