@@ -77,10 +77,15 @@ func (s *Store) update(c *updateCall) error {
 	case o.lead != nil:
 		return s.lead(c, o.lead)
 	case o.solo:
-		s.rerun.Add(1)
-		return s.tries(c.ctx, true, nil, c.fn)
+		return s.runAlone(c)
 	}
 	return o.err
+}
+
+// runAlone runs c again in transactions of its own, after its batch failed.
+func (s *Store) runAlone(c *updateCall) error {
+	s.rerun.Add(1)
+	return s.tries(c.ctx, true, nil, c.fn)
 }
 
 // withdraw removes c from the queue, and reports whether it was still
@@ -137,8 +142,7 @@ func (s *Store) lead(c *updateCall, batch []*updateCall) (err error) {
 		m.done <- outs[i]
 	}
 	if own.solo {
-		s.rerun.Add(1)
-		return s.tries(c.ctx, true, nil, c.fn)
+		return s.runAlone(c)
 	}
 	return own.err
 }
@@ -211,14 +215,15 @@ func (s *Store) runBatch(batch []*updateCall, isolate bool) []callOutcome {
 	// closure did not run, and their outcome is ctx.Err() whatever
 	// becomes of the others.
 	skipped := make([]bool, len(batch))
-	alone := func() []callOutcome {
+	settle := func(o callOutcome) []callOutcome {
 		for i := range batch {
 			if !skipped[i] {
-				outs[i] = callOutcome{solo: true}
+				outs[i] = o
 			}
 		}
 		return outs
 	}
+	alone := func() []callOutcome { return settle(callOutcome{solo: true}) }
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return startFailed(batch, outs, err)
@@ -302,13 +307,7 @@ func (s *Store) runBatch(batch []*updateCall, isolate bool) []callOutcome {
 		committed, cerr := s.commitOutcome(ctx, t.xid, pid)
 		switch {
 		case cerr != nil:
-			unknown := fmt.Errorf("storepg: commit: %w: %w; asking the server failed: %w", store.ErrOutcomeUnknown, err, cerr)
-			for i := range batch {
-				if !skipped[i] {
-					outs[i] = callOutcome{err: unknown}
-				}
-			}
-			return outs
+			return settle(callOutcome{err: fmt.Errorf("storepg: commit: %w: %w; asking the server failed: %w", store.ErrOutcomeUnknown, err, cerr)})
 		case !committed:
 			return alone()
 		}

@@ -235,19 +235,26 @@ func (t *txn) query(op, sql string, args []any, scan func(pgx.Rows) error) (pgco
 // answers are those of plain statements and how many are those of held
 // writes, for readPrelude.
 func (t *txn) queuePrelude(b *pgx.Batch, scan bool) (execs, held int) {
-	if !t.begun {
-		t.begun = true
-		for _, stmt := range t.begin {
-			b.Queue(stmt)
-		}
-		execs = len(t.begin)
-	}
+	execs = t.queueBegin(b)
 	if scan && !t.sortOff {
 		t.sortOff = true
 		b.Queue(noFullSort)
 		execs++
 	}
 	return execs, t.queueHeld(b)
+}
+
+// queueBegin queues in b the statements that begin the transaction, if
+// none has run yet, and returns how many it queued.
+func (t *txn) queueBegin(b *pgx.Batch) int {
+	if t.begun {
+		return 0
+	}
+	t.begun = true
+	for _, stmt := range t.begin {
+		b.Queue(stmt)
+	}
+	return len(t.begin)
 }
 
 // readPrelude reads the answers of what queuePrelude queued; inHeld says
@@ -686,42 +693,24 @@ func (t *txn) flushSaved() (refused error) {
 		return nil
 	}
 	b := &pgx.Batch{}
-	execs := 0
-	if !t.begun {
-		t.begun = true
-		for _, stmt := range t.begin {
-			b.Queue(stmt)
-		}
-		execs = len(t.begin)
-	}
+	execs := t.queueBegin(b) + 1
 	b.Queue("SAVEPOINT combined")
 	held := t.queueHeld(b)
 	b.Queue("RELEASE SAVEPOINT combined")
 	batch := t.conn.SendBatch(t.ctx, b)
-	var err error
-	for range execs + 1 {
-		if _, err = batch.Exec(); err != nil {
-			break
-		}
-	}
-	var herr error
+	inHeld, err := t.readPrelude(batch, execs, held)
 	if err == nil {
-		if herr = t.readHeld(batch, held); herr == nil {
-			_, err = batch.Exec()
-		}
+		_, err = batch.Exec()
 	}
-	if cerr := batch.Close(); err == nil && herr == nil {
+	if cerr := batch.Close(); err == nil {
 		err = cerr
 	}
-	if herr != nil && errors.Is(herr, store.ErrAlreadyExists) {
-		if _, err := t.conn.Exec(t.ctx, "ROLLBACK TO SAVEPOINT combined"); err != nil {
-			t.err = err
+	if inHeld && errors.Is(err, store.ErrAlreadyExists) {
+		if _, rerr := t.conn.Exec(t.ctx, "ROLLBACK TO SAVEPOINT combined"); rerr != nil {
+			t.err = rerr
 			return nil
 		}
-		return herr
-	}
-	if herr != nil {
-		err = herr
+		return err
 	}
 	if err != nil {
 		t.err = err
