@@ -21,6 +21,10 @@ type ExternalOptions struct {
 	// Host is the registry's host[:port], as clients and the deployers'
 	// engines reach it: the host of push-token's registry_url. Required.
 	Host string
+	// Aliases are other host[:port] names of the same registry; images
+	// naming them are held to the deployment's repository as Host's are
+	// (see Names).
+	Aliases []string
 	// Tokens is the realm the registry trusts (its auth.token.realm is
 	// TokenPath on this server). Required.
 	Tokens *TokenServer
@@ -39,6 +43,7 @@ type ExternalOptions struct {
 // pull token of the deployment minted for the purpose.
 type External struct {
 	host     string
+	names    *Names
 	tokens   *TokenServer
 	insecure bool
 	rt       http.RoundTripper
@@ -56,11 +61,14 @@ func NewExternal(o *ExternalOptions) (*External, error) {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	return &External{host: o.Host, tokens: o.Tokens, insecure: o.Insecure, rt: rt}, nil
+	return &External{host: o.Host, names: NewNames(o.Host, o.Aliases...), tokens: o.Tokens, insecure: o.Insecure, rt: rt}, nil
 }
 
 // Host is ExternalOptions.Host.
 func (e *External) Host() string { return e.host }
+
+// Names is the set of names the registry answers to: Host and Aliases.
+func (e *External) Names() *Names { return e.names }
 
 // URL is the registry_url of a deployment: Host and its repository prefix
 // (controlplane.RegistryRepository).
@@ -74,7 +82,7 @@ func (e *External) URL(deploymentID string) string {
 // other registries are returned unchanged.
 func (e *External) ResolveImage(ctx context.Context, tenant, deploymentID string, image string) (string, error) {
 	named, err := reference.ParseNormalizedNamed(image)
-	if err != nil || reference.Domain(named) != e.host {
+	if err != nil || !e.names.Match(reference.Domain(named)) {
 		return image, nil
 	}
 	path := reference.Path(named)
@@ -102,8 +110,8 @@ func (e *External) ResolveImage(ctx context.Context, tenant, deploymentID string
 	if digest == "" {
 		return "", fmt.Errorf("%w: %s has not been pushed", controlplane.ErrImageNotFound, image)
 	}
-	if _, ok := named.(reference.Digested); ok {
-		return image, nil
+	if dg, ok := named.(reference.Digested); ok {
+		digest = dg.Digest().String()
 	}
 	return e.host + "/" + path + "@" + digest, nil
 }

@@ -35,6 +35,12 @@ type Options struct {
 	// the registry_url that push-token answers and of the image_uri
 	// values ResolveImage resolves. Required.
 	Host string
+	// Aliases are the other host:port names the registry is reached by
+	// (ListenAliases of its listener gives the local ones). An image
+	// reference naming any of them, or Host, is of this registry, and
+	// ResolveImage holds it to the deployment's repository and answers
+	// it under Host (see Names).
+	Aliases []string
 	// Dir is the filesystem directory that holds the images (the default
 	// storage; created if missing).
 	Dir string
@@ -71,10 +77,11 @@ func ParseS3URL(s string) (*S3, error) {
 // tokens. It is an http.Handler for its own listener: the OCI API owns the
 // /v2/ path.
 type Registry struct {
-	app  *handlers.App
-	ns   distribution.Namespace
-	host string
-	log  *slog.Logger
+	app   *handlers.App
+	ns    distribution.Namespace
+	host  string
+	names *Names
+	log   *slog.Logger
 }
 
 // The distribution library finds access controllers by name in a table of
@@ -130,7 +137,7 @@ func New(ctx context.Context, tokens Tokens, opts *Options) (r *Registry, err er
 		_ = app.Shutdown()
 		return nil, fmt.Errorf("registry: storage: %w", err)
 	}
-	return &Registry{app: app, ns: ns, host: opts.Host, log: log}, nil
+	return &Registry{app: app, ns: ns, host: opts.Host, names: NewNames(opts.Host, opts.Aliases...), log: log}, nil
 }
 
 func storageConfig(opts *Options) configuration.Storage {
@@ -161,6 +168,10 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.app.S
 // Host is Options.Host.
 func (r *Registry) Host() string { return r.host }
 
+// Names is the set of names the registry answers to: Options.Host and
+// Options.Aliases.
+func (r *Registry) Names() *Names { return r.names }
+
 // URL is the registry_url of a deployment: Host and its repository prefix
 // (controlplane.RegistryRepository).
 func (r *Registry) URL(deploymentID string) string {
@@ -177,7 +188,7 @@ func (r *Registry) Close() error { return r.app.Shutdown() }
 // returned unchanged.
 func (r *Registry) ResolveImage(ctx context.Context, tenant, deploymentID, image string) (string, error) {
 	named, err := reference.ParseNormalizedNamed(image)
-	if err != nil || reference.Domain(named) != r.host {
+	if err != nil || !r.names.Match(reference.Domain(named)) {
 		return image, nil // not a reference to this registry: the deployer's business
 	}
 	path := reference.Path(named)
@@ -205,7 +216,7 @@ func (r *Registry) ResolveImage(ctx context.Context, tenant, deploymentID, image
 		if !exists {
 			return "", fmt.Errorf("%w: %s has not been pushed", controlplane.ErrImageNotFound, image)
 		}
-		return image, nil
+		return r.host + "/" + path + "@" + d.Digest().String(), nil
 	}
 	tag := "latest"
 	if t, ok := named.(reference.Tagged); ok {

@@ -283,3 +283,82 @@ func (e *env) pullTokenPulls(t *testing.T, img v1.Image, tenant, a, a2 string) {
 		t.Errorf("pull of another deployment's image with its pull token: %v, want 401 or 403", err)
 	}
 }
+
+// TestResolveImageOtherNames: every other spelling of the registry's
+// address is the registry: another deployment's repository named through
+// it is refused, whichever tenant asks, and the deployment's own image
+// named through it is recorded under Host.
+func TestResolveImageOtherNames(t *testing.T) {
+	e := newEnv(t)
+	a := e.deployment(t, tenantA, "a", "internal_docker")
+	b := e.deployment(t, tenantB, "b", "internal_docker")
+	tok, err := e.cp.IssuePushToken(e.ctx, tenantA, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _ := random.Image(256, 1)
+	if err := e.push(img, "deployments/"+a+"/agent:v1", tok.Token); err != nil {
+		t.Fatal(err)
+	}
+	dg, _ := img.Digest()
+	_, port, _ := strings.Cut(e.host, ":")
+	for _, host := range []string{"localhost:" + port, "LocalHost:" + port, "[::1]:" + port, "127.0.0.2:" + port,
+		"0.0.0.0:" + port, "[0:0::1]:" + port} {
+		for _, ref := range []string{":v1", "@" + dg.String()} {
+			image := host + "/deployments/" + a + "/agent" + ref
+			if got, err := e.reg.ResolveImage(e.ctx, tenantB, b, image); !errors.Is(err, controlplane.ErrImageNotFound) {
+				t.Errorf("tenant B resolving %s = %s, %v; want ErrImageNotFound", image, got, err)
+			}
+			want := e.host + "/deployments/" + a + "/agent@" + dg.String()
+			if got, err := e.reg.ResolveImage(e.ctx, tenantA, a, image); err != nil || got != want {
+				t.Errorf("tenant A resolving %s = %s, %v; want %s", image, got, err, want)
+			}
+		}
+	}
+}
+
+// TestNamesMatch: which domains are one registry's names.
+func TestNamesMatch(t *testing.T) {
+	for _, tt := range []struct {
+		host    string
+		aliases []string
+		domain  string
+		want    bool
+	}{
+		{"127.0.0.1:8126", nil, "127.0.0.1:8126", true},
+		{"127.0.0.1:8126", nil, "localhost:8126", true},
+		{"127.0.0.1:8126", nil, "[::1]:8126", true},
+		{"127.0.0.1:8126", nil, "127.1.2.3:8126", true},
+		{"127.0.0.1:8126", nil, "localhost:8127", false},
+		{"127.0.0.1:8126", nil, "localhost", false},
+		{"127.0.0.1:8126", nil, "10.0.0.1:8126", false},
+		{"registry.example.com", nil, "Registry.Example.COM.", true},
+		{"registry.example.com", nil, "registry.example.com:443", true},
+		{"registry.example.com", nil, "registry.example.com:5000", false},
+		{"registry.example.com", nil, "localhost:443", false},
+		{"registry.example.com", []string{"0.0.0.0:8126"}, "localhost:8126", true},
+		{"registry.example.com", []string{"10.1.2.3:8126"}, "10.1.2.3:8126", true},
+		{"registry.example.com", []string{"[2001:db8::1]:8126"}, "[2001:0db8:0:0::1]:8126", true},
+		{"registry.example.com", []string{"10.1.2.3:8126"}, "10.1.2.4:8126", false},
+		{"registry.example.com", nil, "", false},
+	} {
+		if got := registry.NewNames(tt.host, tt.aliases...).Match(tt.domain); got != tt.want {
+			t.Errorf("NewNames(%q, %q).Match(%q) = %v, want %v", tt.host, tt.aliases, tt.domain, got, tt.want)
+		}
+	}
+}
+
+// TestListenAliases: a listener on every address is reached by the
+// loopback names, the host name and each interface address.
+func TestListenAliases(t *testing.T) {
+	got := registry.ListenAliases("0.0.0.0:8126", "builder")
+	n := registry.NewNames("registry.example.com", got...)
+	for _, d := range []string{"localhost:8126", "builder:8126", "127.0.0.1:8126"} {
+		if !n.Match(d) {
+			t.Errorf("ListenAliases(0.0.0.0:8126) = %q: %s is not among them", got, d)
+		}
+	}
+	if n := registry.NewNames("registry.example.com", registry.ListenAliases("10.1.2.3:8126", "builder")...); n.Match("localhost:8126") || n.Match("builder:8126") {
+		t.Error("a listener on one address answers to the loopback names or the host name")
+	}
+}

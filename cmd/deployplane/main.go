@@ -861,11 +861,11 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	switch {
 	case reg != nil:
 		reg.serve(cp, log)
-		pulls = pullTokens(reg.Host(), cp)
+		pulls = pullTokens(reg.Names(), cp)
 		registryURLs, registryCreds, registryDesc = reg, dockerCredentials(pulls), reg.Host()
 	case ext != nil:
 		ext.tokens.cp = cp
-		pulls = pullTokens(ext.Host(), cp)
+		pulls = pullTokens(ext.Names(), cp)
 		registryURLs, registryCreds, registryDesc = ext, dockerCredentials(pulls), ext.Host()+" (external)"
 	}
 	// Records of an earlier key layout move to the current one before

@@ -126,7 +126,9 @@ func openRegistry(ctx context.Context, f *registryFlags, deployer, db string, se
 		host = ln.Addr().String()
 	}
 	r := &builtinRegistry{tokens: &lateTokens{}, ln: ln}
-	opts := &registry.Options{Host: host, Secret: string(secret), Logger: log}
+	hostname, _ := os.Hostname()
+	opts := &registry.Options{Host: host, Aliases: registry.ListenAliases(ln.Addr().String(), hostname),
+		Secret: string(secret), Logger: log}
 	switch {
 	case strings.HasPrefix(f.storage, "s3://"):
 		if opts.S3, err = registry.ParseS3URL(f.storage); err != nil {
@@ -188,7 +190,7 @@ func (r *builtinRegistry) close() {
 // credentials gives the Docker deployer a pull token of the deployment
 // for an image of the built-in registry; other images pull anonymously.
 func (r *builtinRegistry) credentials(cp *controlplane.ControlPlane) registryCredentials {
-	return dockerCredentials(pullTokens(r.Host(), cp))
+	return dockerCredentials(pullTokens(r.Names(), cp))
 }
 
 // pullTokenFunc answers a pull credential of the deployment for an image
@@ -199,12 +201,13 @@ type pullTokenFunc func(ctx context.Context, tenant, deploymentID, image string)
 // registry at host (built-in or external): a pull-only token of the
 // deployment, the password of basic auth (an external registry's clients
 // exchange it at the realm).
-func pullTokens(host string, cp *controlplane.ControlPlane) pullTokenFunc {
+func pullTokens(names *registry.Names, cp *controlplane.ControlPlane) pullTokenFunc {
 	return func(ctx context.Context, tenant, deploymentID, image string) (*deployk8s.PullCredential, error) {
 		named, err := reference.ParseNormalizedNamed(image)
-		if err != nil || reference.Domain(named) != host {
+		if err != nil || !names.Match(reference.Domain(named)) {
 			return nil, nil
 		}
+		host := reference.Domain(named) // the name the engine pulls by
 		tok, err := cp.IssuePullToken(ctx, tenant, deploymentID)
 		if err != nil {
 			return nil, err
