@@ -60,6 +60,39 @@ type ControlPlane struct {
 	mutation mutation
 }
 
+// Open is New, after checking Options.SecretKey against the store:
+// a store whose secrets were sealed under another key (or under a key,
+// when none is given) is refused with an error wrapping ErrSecretKey,
+// before anything is served. The first key used with a store is recorded
+// (as a sealed check value, never the key) and every later Open is held
+// to it. A key of the wrong length is refused too.
+func Open(ctx context.Context, st store.Store, opts *Options) (*ControlPlane, error) {
+	var key []byte
+	if opts != nil {
+		key = opts.SecretKey
+	}
+	if err := VerifySecretKey(ctx, st, key); err != nil {
+		return nil, err
+	}
+	return New(st, opts), nil
+}
+
+// VerifySecretKey checks key (nil: none) against the check value kept in
+// st, writing one when the store has none and key is set; see Open. Its
+// errors wrap ErrSecretKey when the key is not the store's (another key,
+// or none for a store that has one). oauthflow seals with the same key, so
+// an embedder of oauthflow alone calls this before serving.
+func VerifySecretKey(ctx context.Context, st store.Store, key []byte) error {
+	err := seal.Verify(ctx, st, key)
+	switch {
+	case errors.Is(err, seal.ErrWrongKey), errors.Is(err, seal.ErrNoKey):
+		return fmt.Errorf("%w: %w", ErrSecretKey, err)
+	case err != nil:
+		return fmt.Errorf("controlplane: checking the secret key: %w", err)
+	}
+	return nil
+}
+
 // New returns a ControlPlane over st. A nil opts means defaults.
 func New(st store.Store, opts *Options) *ControlPlane {
 	var o Options

@@ -401,7 +401,9 @@
 // receives, the plain values. Without a key (embedders, tests) secrets are
 // stored in plain text, readable by whoever reads the store: set a key in
 // production. A read of sealed secrets without a key, or with another key,
-// fails with an error wrapping ErrSecretKey; records with plain-text
+// fails with an error wrapping ErrSecretKey; Open (New after
+// VerifySecretKey) refuses such a key up front, against a check value the
+// store keeps from the first key it was used with. Records with plain-text
 // secrets (written without a key, or by earlier builds) still read with a
 // key and are sealed when next written.
 //

@@ -762,6 +762,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	if err := controlplane.VerifySecretKey(ctx, st, secretKey); err != nil {
+		if errors.Is(err, controlplane.ErrSecretKey) {
+			return fmt.Errorf("the secret key read from %s is not the one that sealed the secrets of %s: "+
+				"start with that key (DEPLOYPLANE_SECRET_KEY or -secret-key-file)", keyOrigin, redactDSN(c.db))
+		}
+		return err
+	}
 	// Requests made on a tenant's behalf (the OAuth token endpoint, the
 	// clones of github revisions) go out through one egress policy.
 	egressHosts := egress.SplitHosts(c.egressAllow)

@@ -617,3 +617,56 @@ func TestPortTaken(t *testing.T) {
 		t.Errorf("no key at the first successful start:\n%s", stdout)
 	}
 }
+
+// TestWrongSecretKeyRefused: a server started with another secret key than
+// the one that sealed its store refuses to start, naming where it read the
+// key; the right key starts it again.
+func TestWrongSecretKeyRefused(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	k1, k2 := strings.Repeat("1", 64), strings.Repeat("2", 64)
+	env := map[string]string{"DEPLOYPLANE_API_KEY": "env-key", "DEPLOYPLANE_SECRET_KEY": k1}
+	url, _, _, stop := startServer(t, []string{"-db", db}, env)
+	status, d := call(t, "POST", url+"/v2/deployments", "env-key",
+		`{"name": "sealed", "source": "external_docker", "source_revision_config": {"image_uri": "docker.io/acme/agent:1"},
+		  "secrets": [{"name": "TOKEN", "value": "s3cret"}]}`)
+	if status != 201 {
+		t.Fatalf("create: %d %v", status, d)
+	}
+	stop()
+
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"another key", map[string]string{"DEPLOYPLANE_SECRET_KEY": k2}, nil, "DEPLOYPLANE_SECRET_KEY"},
+		{"the key file beside the database", nil, nil, db + ".secret-key"},
+	} {
+		ctx, cancel := context.WithCancel(t.Context())
+		stderr := newWatcher()
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, append([]string{"-addr", "127.0.0.1:0", "-db", db}, tt.args...),
+				func(k string) string { return tt.env[k] }, io.Discard, stderr)
+		}()
+		var err error
+		select {
+		case err = <-done:
+		case addr := <-stderr.addr:
+			cancel()
+			<-done
+			t.Errorf("%s: the server started (at %s)", tt.name, addr)
+			continue
+		}
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "not the one that sealed") {
+			t.Errorf("%s: run = %v; want a refusal naming %s", tt.name, err, tt.want)
+		}
+	}
+
+	url, _, _, _ = startServer(t, []string{"-db", db}, env)
+	if status, body := call(t, "GET", url+"/v2/deployments", "env-key", ""); status != 200 {
+		t.Fatalf("list with the right key: %d %v", status, body)
+	}
+}

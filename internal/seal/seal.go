@@ -12,10 +12,13 @@
 package seal
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"errors"
 	"fmt"
+
+	"github.com/deployplane/deployplane/store"
 )
 
 // Version prefixes every sealed value.
@@ -68,4 +71,56 @@ func (s *Sealer) Open(sealed []byte, aad string) ([]byte, error) {
 		return nil, ErrOpen
 	}
 	return plain, nil
+}
+
+// The record that tells which key sealed a store's secrets: a fixed text
+// sealed under that key, written by the first Verify with a key.
+const (
+	checkCollection = "secretkey"
+	checkKey        = "check"
+	checkText       = "deployplane secret key check"
+	checkAAD        = "secretkey/check"
+)
+
+// ErrWrongKey is returned by Verify when the store's secrets were sealed
+// under another key.
+var ErrWrongKey = errors.New("the secret key is not the one that sealed this store's secrets")
+
+// ErrNoKey is returned by Verify when the store's secrets are sealed and
+// no key was given.
+var ErrNoKey = errors.New("this store's secrets are sealed, and no secret key was given")
+
+// Verify checks key against the check value kept in st: nil when it opens
+// it, ErrWrongKey when it does not, ErrNoKey for a nil key and a store
+// that has one. A store without a check value gets one sealed under key
+// (none for a nil key), so the first key used with a store is the one
+// every later start is held to. Several processes starting at once with
+// different keys agree: one writes the value, the others check theirs
+// against it.
+func Verify(ctx context.Context, st store.Store, key []byte) error {
+	var s *Sealer
+	if len(key) > 0 {
+		var err error
+		if s, err = New(key); err != nil {
+			return err
+		}
+	}
+	return st.Update(ctx, func(tx store.Tx) error {
+		b, err := tx.Get(checkCollection, checkKey)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			if s == nil {
+				return nil
+			}
+			return tx.Create(checkCollection, checkKey, s.Seal([]byte(checkText), checkAAD))
+		case err != nil:
+			return err
+		case s == nil:
+			return ErrNoKey
+		}
+		if plain, err := s.Open(b, checkAAD); err != nil || string(plain) != checkText {
+			return ErrWrongKey
+		}
+		return nil
+	})
 }

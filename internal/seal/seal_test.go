@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/deployplane/deployplane/internal/seal"
+	"github.com/deployplane/deployplane/storemem"
 )
 
 // TestSeal: a value opens with its key and aad only; the sealed bytes start
@@ -36,5 +37,32 @@ func TestSeal(t *testing.T) {
 	}
 	if _, err := seal.New(make([]byte, 16)); err == nil {
 		t.Error("New accepted a 16-byte key")
+	}
+}
+
+// TestVerify: the first key used with a store is the one it is held to;
+// another key, or none, is refused; a store never given a key takes any.
+func TestVerify(t *testing.T) {
+	ctx := t.Context()
+	k1, k2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	st := storemem.New()
+	defer st.Close()
+	if err := seal.Verify(ctx, st, nil); err != nil {
+		t.Fatalf("no key, new store: %v", err)
+	}
+	if err := seal.Verify(ctx, st, k1); err != nil {
+		t.Fatalf("first key: %v", err)
+	}
+	if err := seal.Verify(ctx, st, k1); err != nil {
+		t.Fatalf("same key again: %v", err)
+	}
+	if err := seal.Verify(ctx, st, k2); !errors.Is(err, seal.ErrWrongKey) {
+		t.Fatalf("another key: %v, want ErrWrongKey", err)
+	}
+	if err := seal.Verify(ctx, st, nil); !errors.Is(err, seal.ErrNoKey) {
+		t.Fatalf("no key, sealed store: %v, want ErrNoKey", err)
+	}
+	if err := seal.Verify(ctx, st, []byte("short")); err == nil || errors.Is(err, seal.ErrWrongKey) {
+		t.Fatalf("a key of the wrong size: %v", err)
 	}
 }
