@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -395,14 +396,26 @@ func (h *Handler) localPath(r *http.Request) string {
 	return p
 }
 
-// safeNext is next when it is a path of this dashboard, else the
-// deployments page (no open redirect).
+// safeNext is next when it is a clean path of this dashboard (no dot
+// segments, encoded or not, no doubled slashes), else the deployments page:
+// no open redirect, and no way out of the dashboard to another route of
+// the server.
 func (h *Handler) safeNext(next string) string {
-	if strings.HasPrefix(next, h.base+"/") && !strings.HasPrefix(next, "//") && !strings.ContainsAny(next, "\\\r\n") &&
-		!strings.HasPrefix(next, h.base+"/signin") && !strings.HasPrefix(next, h.base+"/stream/") {
+	u, err := url.Parse(next)
+	if err == nil && u.Scheme == "" && u.Host == "" && u.User == nil && u.Opaque == "" && u.Fragment == "" &&
+		!strings.ContainsAny(next, "\\\r\n") && cleanPath(u.Path) &&
+		strings.HasPrefix(u.Path, h.base+"/") && !strings.HasPrefix(next, "//") &&
+		!strings.HasPrefix(u.Path, h.base+"/signin") && !strings.HasPrefix(u.Path, h.base+"/stream/") {
 		return next
 	}
 	return h.base + "/deployments"
+}
+
+// cleanPath reports whether p is its own path.Clean (a trailing slash
+// allowed): no "." or ".." segments and no empty ones.
+func cleanPath(p string) bool {
+	c := path.Clean(p)
+	return p == c || p == c+"/"
 }
 
 // fail answers err: a missing resource is a 404 page, a refused change a

@@ -717,3 +717,32 @@ func TestStreamStartsWithTheCurrentState(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// TestSignInNextStaysInTheDashboard: after signing in, next is followed
+// only to a clean path of the dashboard; dot segments (plain or encoded),
+// other routes, other hosts and schemes land on the deployments page.
+func TestSignInNextStaysInTheDashboard(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, tt := range []struct{ next, want string }{
+		{"/ui/deployments/01a20ce2-bbef-777a-8bd7-1cf6f4babcbe", "/ui/deployments/01a20ce2-bbef-777a-8bd7-1cf6f4babcbe"},
+		{"/ui/deployments?status=READY", "/ui/deployments?status=READY"},
+		{"/ui/listeners", "/ui/listeners"},
+		{"/ui/../v2/deployments", "/ui/deployments"},
+		{"/ui/%2e%2e/v2/deployments", "/ui/deployments"},
+		{"/ui/./listeners", "/ui/deployments"},
+		{"/ui//evil.example/", "/ui/deployments"},
+		{"/ui/x/../../metrics", "/ui/deployments"},
+		{"//evil.example/ui/", "/ui/deployments"},
+		{"https://evil.example/ui/", "/ui/deployments"},
+		{"javascript:alert(1)//ui/", "/ui/deployments"},
+		{"/ui/signin", "/ui/deployments"},
+		{"/v2/deployments", "/ui/deployments"},
+	} {
+		b := e.browser(t)
+		form := b.get("/ui/signin")
+		p := b.post("/ui/signin", url.Values{"csrf": {csrf(t, form)}, "api_key": {keyA}, "next": {tt.next}})
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != tt.want {
+			t.Errorf("sign in with next=%s: %d to %q, want %q", tt.next, p.status, p.header.Get("Location"), tt.want)
+		}
+	}
+}
