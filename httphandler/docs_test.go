@@ -81,8 +81,11 @@ func checkDocs(t *testing.T, origin, base string) {
 func TestDocs(t *testing.T) {
 	s := newServer(t, nil)
 	checkDocs(t, s.url, "")
-	if r := s.do("GET", "/docs/no-such-asset.js", ""); r.status != 404 {
-		t.Errorf("an unknown asset: %d", r.status)
+	for _, path := range []string{"/docs/no-such-asset.js", "/docs/a/b/c", "/docs/..%2fopenapi.json"} {
+		r := s.do("GET", path, "")
+		if r.status != 404 || r.header.Get("Content-Type") != "application/json" || string(r.body) != `{"detail":"Not Found"}`+"\n" {
+			t.Errorf("GET %s: %d %s %q, want the JSON 404", path, r.status, r.header.Get("Content-Type"), r.body)
+		}
 	}
 	if r := s.do("POST", "/docs", ""); r.status != 405 {
 		t.Errorf("POST /docs: %d, want 405", r.status)
