@@ -59,6 +59,8 @@ func TestPatchRules(t *testing.T) {
 		{rule: "listener_config equal is accepted", base: docker, patch: `{"source_config": {"listener_config": {"k8s_namespace": "ns-a"}}}`},
 		{rule: "custom_url is read-only for github", base: github, patch: `{"source_config": {"custom_url": "https://x"}}`,
 			want: []string{"body.source_config.custom_url: read_only_field"}},
+		{rule: "custom_url must be http or https", base: docker, patch: `{"source_config": {"custom_url": "javascript:alert(1)"}}`,
+			want: []string{"body.source_config.custom_url: url_scheme"}},
 		{rule: "custom_url changes in place for external_docker", base: docker, patch: `{"source_config": {"custom_url": "https://new.example.com"}}`,
 			changes: map[string]string{"source_config.custom_url": `"https://new.example.com"`}},
 		{rule: "build_on_push changes in place", base: github, patch: `{"source_config": {"build_on_push": true}}`,

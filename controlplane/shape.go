@@ -34,6 +34,7 @@ import (
 //	maxstr    a string of at most Limits.MaxStringBytes bytes ("" too)
 //	secretval a secret value of at most Limits.MaxSecretValueBytes bytes
 //	dispname  a display name of 1 to maxDisplayName characters
+//	httpurl   an absolute http or https URL with a host (validHTTPURL)
 //
 // What validator cannot say cleanly stays a plain function (validate.go):
 // the caps of a list, checked before its items and set at run time; unique
@@ -75,6 +76,7 @@ func newShapes(lim Limits) *shapes {
 		"maxstr":    func(s string) bool { return len(s) <= lim.MaxStringBytes },
 		"secretval": func(s string) bool { return len(s) <= lim.MaxSecretValueBytes },
 		"dispname":  func(s string) bool { n := utf8.RuneCountInString(s); return n >= 1 && n <= maxDisplayName },
+		"httpurl":   func(s string) bool { return urlProblem(s) == "" },
 	} {
 		err := v.RegisterValidation(tag, func(fl validator.FieldLevel) bool { return ok(fl.Field().String()) })
 		if err != nil {
@@ -192,6 +194,9 @@ func shapeMessage(fe validator.FieldError, lim Limits) (typ, msg string) {
 			return apierr.TypeStringTooShort, "String should have at least 1 character"
 		}
 		return apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d characters", maxDisplayName)
+	case "httpurl":
+		s, _ := fe.Value().(string)
+		return urlProblem(s), urlMessage
 	case "secretval":
 		return apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", lim.MaxSecretValueBytes)
 	case "oneof":

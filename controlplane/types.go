@@ -121,7 +121,7 @@ type SourceConfig struct {
 	RepoURL        *string         `json:"repo_url" validate:"omitnil,str"`
 	DeploymentType *DeploymentType `json:"deployment_type" validate:"omitnil,oneof=dev_free dev prod"`
 	BuildOnPush    *bool           `json:"build_on_push"`
-	CustomURL      *string         `json:"custom_url" validate:"omitnil,str"`
+	CustomURL      *string         `json:"custom_url" validate:"omitnil,str,httpurl"`
 	ResourceSpec   *ResourceSpec   `json:"resource_spec"`
 	ListenerID     *string         `json:"listener_id" validate:"omitnil,uuid36"`
 	ListenerConfig *ListenerConfig `json:"listener_config"`

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -107,6 +108,26 @@ const (
 	qualNamePattern = `([DNS subdomain]/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])? (name at most 63 characters)`
 	labelValPattern = `(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])? (at most 63 characters)`
 )
+
+// urlMessage is the message of a URL that urlProblem refuses.
+const urlMessage = "Input should be an absolute URL with scheme 'http' or 'https' and a host"
+
+// urlProblem is the problem type of s as a URL a person or a client is
+// sent to (custom_url): "" for an absolute http or https URL with a host
+// and no credentials, TypeURLScheme for another scheme (javascript:,
+// data:, file:...), TypeURLParsing for anything else.
+func urlProblem(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || !u.IsAbs():
+		return apierr.TypeURLParsing
+	case u.Scheme != "http" && u.Scheme != "https":
+		return apierr.TypeURLScheme
+	case u.Host == "" || u.User != nil || u.Opaque != "":
+		return apierr.TypeURLParsing
+	}
+	return ""
+}
 
 func isAlnum(b byte) bool {
 	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'

@@ -452,6 +452,9 @@ func (g *schemaGen) structSchema(t reflect.Type, in bool) obj {
 		if strings.Contains(tag, "dispname") || name == "display_name" { // requests are checked as a Deployment
 			s["minLength"], s["maxLength"] = 1, controlplane.MaxDisplayNameChars
 		}
+		if strings.Contains(tag, "httpurl") { // an absolute http(s) URL (custom_url)
+			s["format"], s["pattern"] = "uri", "^https?://"
+		}
 		if key == "UpdateDeploymentRequest.tracked_packages" || key == "Revision.tracked_packages" { // wire contract section 10
 			s["maxItems"] = controlplane.MaxTrackedPackages
 			s["items"] = obj{"type": "string", "minLength": 1, "maxLength": controlplane.MaxTrackedPackageChars}

@@ -286,7 +286,8 @@ func (m *machine) gen(rt *rapid.T, tenant, key string) (any, bool) {
 	case "source_config.build_on_push":
 		return rapid.Bool().Draw(rt, key), true
 	case "source_config.custom_url":
-		return m.value(rt, "custom url", "", "https://a.example", "http://agent.internal:8080/x")
+		return m.value(rt, "custom url", pick(rt, "bad custom url", "", "javascript:alert(1)", "ftp://a.example/x", "https://", "//a.example"),
+			"https://a.example", "http://agent.internal:8080/x")
 	case "source_config.resource_spec":
 		s := m.genSpec(rt)
 		return s, specOK(s)
