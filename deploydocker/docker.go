@@ -17,6 +17,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/distribution/reference"
 	"github.com/moby/moby/api/pkg/authconfig"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/deploydb"
 )
 
 // errTornDown: the deployment was torn down in this process while a
@@ -42,13 +44,28 @@ type ctr struct {
 	adopted bool   // made by an earlier Deploy, not this one
 }
 
+// Pull retries: the first after pullBackoff, each next one after twice
+// the wait before, at most pullBackoffMax.
+const (
+	pullBackoff    = time.Second
+	pullBackoffMax = 30 * time.Second
+)
+
 // pull pulls image, with the credentials Options.Credentials gives. An
-// image a Builder made is pulled only when the daemon lacks it.
-func (d *Deployer) pull(ctx context.Context, w *controlplane.Work, image string, built bool) error {
+// image a Builder made is pulled only when the daemon lacks it. A final
+// error (see finalPullError) returns at once, marked deploydb.Permanent;
+// any other is retried with backoff, each failure a line to log, until
+// Options.PullRetryTimeout has passed since the first attempt or the next
+// attempt would start after ctx's deadline. The error names Docker's
+// answer, not the image (the caller does).
+func (d *Deployer) pull(ctx context.Context, w *controlplane.Work, image string, built bool, log func(string)) error {
 	if built {
 		if _, err := d.cli.ImageInspect(ctx, image); err == nil {
 			return nil
 		}
+	}
+	if _, err := reference.ParseNormalizedNamed(image); err != nil {
+		return deploydb.Permanent(err)
 	}
 	var opts client.ImagePullOptions
 	if d.o.Credentials != nil {
@@ -64,12 +81,74 @@ func (d *Deployer) pull(ctx context.Context, w *controlplane.Work, image string,
 			opts.RegistryAuth = enc
 		}
 	}
+	start := time.Now()
+	wait := pullBackoff
+	for attempt := 1; ; attempt++ {
+		err := d.pullOnce(ctx, image, opts)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if finalPullError(err) {
+			return deploydb.Permanent(err)
+		}
+		next := time.Now().Add(wait)
+		if dl, ok := ctx.Deadline(); next.Sub(start) > d.o.PullRetryTimeout || ok && next.After(dl) {
+			return fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Second))
+		}
+		log(fmt.Sprintf("pulling %s failed (attempt %d; retrying in %s): %v", image, attempt, wait, err))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, pullBackoffMax)
+	}
+}
+
+// pullOnce is one attempt of a pull: the request and its progress stream.
+func (d *Deployer) pullOnce(ctx context.Context, image string, opts client.ImagePullOptions) error {
 	resp, err := d.cli.ImagePull(ctx, image, opts)
 	if err != nil {
 		return err
 	}
 	defer resp.Close()
 	return resp.Wait(ctx)
+}
+
+// finalPullMessages are parts of the daemon's pull errors that no retry
+// cures: the image, its tag or its repository does not exist, the
+// credentials are missing or refused, the registry's name does not
+// resolve, the image has no variant for the daemon's platform. The daemon
+// reports some of them as internal errors (status 500), so their text is
+// all that tells them apart.
+var finalPullMessages = []string{
+	"not found", "manifest unknown", "name unknown", "repository does not exist", "pull access denied",
+	"unauthorized", "authentication required", "no basic auth credentials", "access denied", "denied:",
+	"forbidden", "no such host", "invalid reference format", "no matching manifest",
+}
+
+// finalPullError reports whether a pull error is final (the answer will
+// not change by trying again: see finalPullMessages, and the daemon's
+// not-found, unauthorized, forbidden and invalid-argument answers) rather
+// than transient (the daemon unreachable or busy, the registry
+// unavailable or rate-limiting, a network error, or anything else).
+func finalPullError(err error) bool {
+	switch {
+	case client.IsErrConnectionFailed(err), cerrdefs.IsUnavailable(err), cerrdefs.IsResourceExhausted(err),
+		errors.Is(err, context.DeadlineExceeded):
+		return false
+	case cerrdefs.IsNotFound(err), cerrdefs.IsUnauthorized(err), cerrdefs.IsPermissionDenied(err), cerrdefs.IsInvalidArgument(err):
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	for _, m := range finalPullMessages {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // filter lists the containers of this instance with the given labels

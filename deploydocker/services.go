@@ -156,6 +156,7 @@ func (x *run) databases(ctx context.Context) ([]string, error) {
 	log("preparing the deployment's database and Redis")
 	dctx, cancel := context.WithTimeout(ctx, d.o.DatabaseTimeout)
 	env, err := d.dbs.Ensure(dctx, w, log)
+	timedOut := dctx.Err() != nil
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -164,7 +165,10 @@ func (x *run) databases(ctx context.Context) ([]string, error) {
 		if errors.Is(err, errTornDown) {
 			return nil, err
 		}
-		if errors.Is(err, deploydb.ErrPermanent) {
+		// "Not ready within" only for a wait that used up its time: an
+		// error before then (a final one, marked deploydb.Permanent, or
+		// one a step gave up on) is reported as what it is.
+		if !timedOut || errors.Is(err, deploydb.ErrPermanent) {
 			return nil, fmt.Errorf("The deployment's database and Redis could not be prepared: %v", err)
 		}
 		return nil, fmt.Errorf("The deployment's database and Redis were not ready within %s: %v", d.o.DatabaseTimeout, err)
@@ -358,7 +362,7 @@ func (c *containerDatabases) ensureService(ctx context.Context, w *controlplane.
 	res, err := d.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
 		log("pulling " + image + " for the deployment's " + role)
-		if err := d.pull(ctx, w, image, false); err != nil {
+		if err := d.pull(ctx, w, image, false, log); err != nil {
 			return nil, fmt.Errorf("pulling the %s image %s: %w", role, image, err)
 		}
 		port := d.o.ServerPort
@@ -408,7 +412,7 @@ func (c *containerDatabases) ensureService(ctx context.Context, w *controlplane.
 	ci := res.Container
 	if ci.State != nil && !ci.State.Running && !ci.State.Restarting {
 		if _, err := d.cli.ContainerStart(ctx, ci.ID, client.ContainerStartOptions{}); err != nil {
-			return nil, fmt.Errorf("starting the deployment's %s: %w", role, err)
+			return nil, deploydb.Permanent(fmt.Errorf("starting the deployment's %s: %w", role, err))
 		}
 	}
 	s := &service{role: role, id: ci.ID, name: name, env: map[string]string{}}
