@@ -9,12 +9,14 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/distribution/reference"
@@ -389,66 +391,118 @@ func (d *Deployer) isRemoved(tenant, dep string) bool {
 	return d.removed[depKey(tenant, dep)]
 }
 
-// waitHealthy polls the container's health check until it answers 200.
-// A container that exits (or restarts) fails at once; no answer within
-// Options.HealthTimeout fails with a timeout.
+// waitHealthy runs the container's health check (GET Options.HealthPath)
+// until it answers 200, every Options.HealthInterval. An answer that will
+// not change fails at once: the container exited (or restarted) or was
+// removed, or the server answered a final 4xx (see healthAnswerFinal).
+// Anything else (no answer yet, 5xx) is waited out until
+// Options.HealthTimeout. The wait writes nothing to the deploy log: the
+// container's output goes there meanwhile, and a line of the Deployer's
+// written before that output is would make an adopting Deploy (after a
+// restart) skip it (see resumeFrom).
 func (d *Deployer) waitHealthy(ctx context.Context, c *ctr) error {
-	deadline := time.Now().Add(d.o.HealthTimeout)
-	t := time.NewTicker(d.o.HealthInterval)
-	defer t.Stop()
-	var last string
-	for {
-		res, err := d.cli.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
-		if err != nil {
-			if cerrdefs.IsNotFound(err) {
-				return fmt.Errorf("container %s was removed while starting", c.name)
+	hctx, cancel := context.WithTimeout(ctx, d.o.HealthTimeout)
+	defer cancel()
+	last := "no answer yet"
+	var final error
+	err := deploydb.Wait(hctx, d.o.HealthInterval, nil, deploydb.Check{
+		What: fmt.Sprintf("container %s (GET %s)", c.name, d.o.HealthPath),
+		Check: func(ctx context.Context) error {
+			err := d.healthCheck(ctx, c)
+			switch {
+			case errors.Is(err, deploydb.ErrPermanent):
+				final = err
+			case err != nil && ctx.Err() == nil:
+				last = err.Error()
 			}
-			return fmt.Errorf("inspecting container %s: %w", c.name, err)
-		}
-		if st := res.Container.State; st != nil && (!st.Running || st.Restarting || res.Container.RestartCount > 0) {
-			if st.Status != container.StateCreated {
-				return d.exited(ctx, c, res.Container)
-			}
-		}
-		if c.addr == "" {
-			if nc, err := d.ctrOf(res.Container); err == nil {
-				c.addr = nc.addr
-			}
-		}
-		if c.addr != "" {
-			last = d.check(ctx, c.addr)
-			if last == "" {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("container %s did not answer its health check (GET %s) within %s: %s",
-				c.name, d.o.HealthPath, d.o.HealthTimeout, last)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+			return err
+		},
+	})
+	switch {
+	case err == nil:
+		return nil
+	case final != nil:
+		return final
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
+	return fmt.Errorf("container %s did not answer its health check (GET %s) within %s: %s",
+		c.name, d.o.HealthPath, d.o.HealthTimeout, last)
 }
 
-// check does one health check: "" when healthy, else what went wrong.
-func (d *Deployer) check(ctx context.Context, addr string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+d.o.HealthPath, nil)
+// healthCheck is one check of a revision's container: nil when it
+// answers 200, an error marked deploydb.Permanent when it will not.
+func (d *Deployer) healthCheck(ctx context.Context, c *ctr) error {
+	res, err := d.cli.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
 	if err != nil {
-		return err.Error()
+		if cerrdefs.IsNotFound(err) {
+			return deploydb.Permanent(fmt.Errorf("container %s was removed while starting", c.name))
+		}
+		return fmt.Errorf("inspecting container %s: %w", c.name, err)
+	}
+	if st := res.Container.State; st != nil && (!st.Running || st.Restarting || res.Container.RestartCount > 0) {
+		if st.Status != container.StateCreated {
+			return deploydb.Permanent(d.exited(ctx, c, res.Container))
+		}
+	}
+	if c.addr == "" {
+		if nc, err := d.ctrOf(res.Container); err == nil {
+			c.addr = nc.addr
+		}
+	}
+	if c.addr == "" {
+		return errors.New("the container has no address yet")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.addr+d.o.HealthPath, nil)
+	if err != nil {
+		return deploydb.Permanent(err)
 	}
 	resp, err := d.hc.Do(req)
 	if err != nil {
-		return "no answer"
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the method and URL: the check names them
+		}
+		return err
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "status " + strconv.Itoa(resp.StatusCode)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode == http.StatusOK {
+		return nil
 	}
-	return ""
+	if healthAnswerFinal(resp.StatusCode) {
+		return deploydb.Permanent(fmt.Errorf("container %s: health check GET %s answered %s%s",
+			c.name, d.o.HealthPath, resp.Status, bodyQuote(body)))
+	}
+	return fmt.Errorf("answered %s%s", resp.Status, bodyQuote(body))
+}
+
+// healthAnswerFinal reports whether a health check's status is final: a
+// 4xx from a server that answers says it serves, but not the health path
+// (404), or not to the check (401, 403, 405, ...), which will not change
+// by waiting. 408, 425 and 429 ask to come back later, and 5xx (or 1xx,
+// 2xx other than 200, 3xx a redirect did not resolve) may pass once the
+// server has started: those are waited out.
+func healthAnswerFinal(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return status >= 400 && status < 500
+}
+
+// bodyQuote is the first line of an answer's body, quoted and short, for
+// an error message; "" for an empty body.
+func bodyQuote(b []byte) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	line = strings.TrimSpace(line)
+	if line == "" || !utf8.ValidString(line) {
+		return ""
+	}
+	if len(line) > 200 {
+		line = line[:200] + "..."
+	}
+	return fmt.Sprintf(" (%q)", line)
 }
 
 // exited describes a container that stopped, with the end of its output.

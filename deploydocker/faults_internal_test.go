@@ -3,6 +3,7 @@ package deploydocker
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -37,6 +38,23 @@ func TestFinalPullError(t *testing.T) {
 	} {
 		if got := finalPullError(tc.err); got != tc.final {
 			t.Errorf("finalPullError(%q) = %v, want %v", tc.err, got, tc.final)
+		}
+	}
+}
+
+// Health check statuses: 4xx is final but for the three that ask to come
+// back later; the rest is waited out.
+func TestHealthAnswerFinal(t *testing.T) {
+	final := map[int]bool{
+		http.StatusNotFound: true, http.StatusBadRequest: true, http.StatusUnauthorized: true, http.StatusForbidden: true,
+		http.StatusMethodNotAllowed: true, http.StatusGone: true,
+		http.StatusRequestTimeout: false, http.StatusTooEarly: false, http.StatusTooManyRequests: false,
+		http.StatusInternalServerError: false, http.StatusBadGateway: false, http.StatusServiceUnavailable: false,
+		http.StatusNoContent: false, http.StatusFound: false,
+	}
+	for status, want := range final {
+		if got := healthAnswerFinal(status); got != want {
+			t.Errorf("healthAnswerFinal(%d) = %v, want %v", status, got, want)
 		}
 	}
 }
