@@ -505,21 +505,60 @@ func bodyQuote(b []byte) string {
 	return fmt.Sprintf(" (%q)", line)
 }
 
-// exited describes a container that stopped, with the end of its output.
+// exited describes a container that stopped or crashed, with its exit
+// code and the end of its output. A stopped or restarting container's
+// state has its exit code; one running again after a restart has not, and
+// the daemon's last "die" event of it has.
 func (d *Deployer) exited(ctx context.Context, c *ctr, ci container.InspectResponse) error {
 	st := ci.State
-	why := fmt.Sprintf("exited with code %d", st.ExitCode)
+	code, known := st.ExitCode, !st.Running || st.Restarting
+	if !known {
+		code, known = d.lastExitCode(ctx, c.id, ci)
+	}
+	why := "exited"
+	if known {
+		why = fmt.Sprintf("exited with code %d", code)
+	}
 	if st.OOMKilled {
 		why += " (out of memory)"
 	}
-	if st.Running || st.Restarting {
-		why = fmt.Sprintf("crashed and was restarted %d time(s)", ci.RestartCount)
+	switch {
+	case ci.RestartCount > 0:
+		why += fmt.Sprintf(" and was restarted %d time(s)", ci.RestartCount)
+	case st.Restarting:
+		why += " and is restarting"
 	}
 	msg := fmt.Sprintf("container %s %s", c.name, why)
 	if tail := d.tail(ctx, c.id); tail != "" {
 		msg += "; its last output: " + tail
 	}
 	return errors.New(msg)
+}
+
+// lastExitCode is the exit code of the container's last "die" event
+// before its last start: the events from its creation to then, both in
+// the daemon's clock.
+func (d *Deployer) lastExitCode(ctx context.Context, id string, ci container.InspectResponse) (int, bool) {
+	if ci.Created == "" || ci.State == nil || ci.State.StartedAt == "" {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res := d.cli.Events(ctx, client.EventsListOptions{
+		Since: ci.Created, Until: ci.State.StartedAt,
+		Filters: make(client.Filters).Add("type", "container").Add("container", id).Add("event", "die"),
+	})
+	code, known := 0, false
+	for {
+		select {
+		case m := <-res.Messages:
+			if n, err := strconv.Atoi(m.Actor.Attributes["exitCode"]); err == nil {
+				code, known = n, true
+			}
+		case <-res.Err:
+			return code, known
+		}
+	}
 }
 
 // tail returns the last lines of a container's output, on one line.

@@ -143,6 +143,9 @@ type service struct {
 	name string
 	port int
 	env  map[string]string // the container's environment
+	// restarts is the container's restart count when it was created,
+	// adopted or started: more since then is a crash.
+	restarts int
 }
 
 // databases runs Databases.Ensure for the revision within
@@ -278,11 +281,11 @@ func (c *containerDatabases) Ensure(ctx context.Context, w *controlplane.Work, l
 
 // check is the readiness check of a service container: ping answers on
 // the address the control plane reaches it at. A container that exited,
-// crashed (it is restarting, or restarted since the first check) or was
-// removed fails at once, with the end of its output: it will not answer.
+// crashed (it is restarting, or restarted since ensureService saw it) or
+// was removed fails at once, with its exit code and the end of its
+// output: it will not answer.
 func (c *containerDatabases) check(s *service, what string, ping func(ctx context.Context, addr string) error) deploydb.Check {
 	d := c.d
-	restarts := -1 // at the first check
 	return deploydb.Check{
 		What: fmt.Sprintf("the deployment's %s (container %s, port %d)", what, s.name, s.port),
 		Check: func(ctx context.Context) error {
@@ -294,11 +297,8 @@ func (c *containerDatabases) check(s *service, what string, ping func(ctx contex
 				return err
 			}
 			ci := res.Container
-			if restarts < 0 {
-				restarts = ci.RestartCount
-			}
 			if st := ci.State; st != nil && (st.Status == container.StateExited || st.Status == container.StateDead ||
-				st.Restarting || ci.RestartCount > restarts) {
+				st.Restarting || ci.RestartCount > s.restarts) {
 				return deploydb.Permanent(d.exited(ctx, &ctr{id: s.id, name: s.name}, ci))
 			}
 			addr := c.reachAddr(s, ci)
@@ -410,12 +410,14 @@ func (c *containerDatabases) ensureService(ctx context.Context, w *controlplane.
 		return nil, fmt.Errorf("inspecting %s: %w", name, err)
 	}
 	ci := res.Container
+	restarts := ci.RestartCount
 	if ci.State != nil && !ci.State.Running && !ci.State.Restarting {
 		if _, err := d.cli.ContainerStart(ctx, ci.ID, client.ContainerStartOptions{}); err != nil {
 			return nil, deploydb.Permanent(fmt.Errorf("starting the deployment's %s: %w", role, err))
 		}
+		restarts = 0 // a start resets the count
 	}
-	s := &service{role: role, id: ci.ID, name: name, env: map[string]string{}}
+	s := &service{role: role, id: ci.ID, name: name, env: map[string]string{}, restarts: restarts}
 	if ci.Config != nil {
 		s.port, _ = strconv.Atoi(ci.Config.Labels[LabelPort])
 		for _, kv := range ci.Config.Env {
