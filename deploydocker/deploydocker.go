@@ -127,7 +127,8 @@ type Options struct {
 	HealthPath string
 	// HealthTimeout is how long a new container has to answer its health
 	// check with 200 (DefaultHealthTimeout); then the revision is
-	// DEPLOY_FAILED.
+	// DEPLOY_FAILED. An answer that will not change (a 4xx, the container
+	// exited) fails it at once (see the package documentation).
 	HealthTimeout time.Duration
 	// HealthInterval is the time between health checks.
 	HealthInterval time.Duration
@@ -160,7 +161,8 @@ type Options struct {
 	Databases Databases
 	// DatabaseTimeout is how long a revision waits for its deployment's
 	// database and Redis to answer (DefaultDatabaseTimeout); then it is
-	// DEPLOY_FAILED.
+	// DEPLOY_FAILED. An image that cannot be pulled, or a container that
+	// exits, fails it at once.
 	DatabaseTimeout time.Duration
 	// Builder builds github (and internal_source) revisions. Nil: such a
 	// revision ends BUILD_FAILED saying no builder is configured.
