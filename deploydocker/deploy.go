@@ -97,8 +97,9 @@ func (x *run) deploy(ctx context.Context) error {
 	if err := x.advance(ctx, controlplane.RevisionAwaitingDeploy, controlplane.Step{}); err != nil {
 		return err
 	}
-	x.d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, "pulling "+image)
-	if err := x.d.pull(ctx, w, image, built); err != nil {
+	logInfo := func(line string) { x.d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, line) }
+	logInfo("pulling " + image)
+	if err := x.d.pull(ctx, w, image, built, logInfo); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -34,6 +34,9 @@ const (
 	DefaultLastPort        = 29999
 )
 
+// DefaultPullRetryTimeout is the default of Options.PullRetryTimeout.
+const DefaultPullRetryTimeout = 3 * time.Minute
+
 // Label keys set on every container the Deployer creates. A container
 // belongs to this Deployer when its LabelInstance is Options.Instance.
 const (
@@ -124,7 +127,8 @@ type Options struct {
 	HealthPath string
 	// HealthTimeout is how long a new container has to answer its health
 	// check with 200 (DefaultHealthTimeout); then the revision is
-	// DEPLOY_FAILED.
+	// DEPLOY_FAILED. An answer that will not change (a 4xx, the container
+	// exited) fails it at once (see the package documentation).
 	HealthTimeout time.Duration
 	// HealthInterval is the time between health checks.
 	HealthInterval time.Duration
@@ -138,6 +142,13 @@ type Options struct {
 	// tests) can share one daemon; Reconcile and Teardown touch only their
 	// instance's containers (DefaultInstance).
 	Instance string
+	// PullRetryTimeout bounds the retries of a pull that fails with a
+	// transient error (the daemon or the registry busy or unreachable, a
+	// network error): no attempt starts later than this after the first
+	// (DefaultPullRetryTimeout); an attempt under way is not cut. A final
+	// error (the image does not exist, the credentials are refused, ...)
+	// is not retried. See the package documentation.
+	PullRetryTimeout time.Duration
 	// Credentials returns the registry credentials for a pull of image, or
 	// nil for an anonymous pull.
 	Credentials func(ctx context.Context, w *controlplane.Work, image string) (*Credentials, error)
@@ -150,7 +161,8 @@ type Options struct {
 	Databases Databases
 	// DatabaseTimeout is how long a revision waits for its deployment's
 	// database and Redis to answer (DefaultDatabaseTimeout); then it is
-	// DEPLOY_FAILED.
+	// DEPLOY_FAILED. An image that cannot be pulled, or a container that
+	// exits, fails it at once.
 	DatabaseTimeout time.Duration
 	// Builder builds github (and internal_source) revisions. Nil: such a
 	// revision ends BUILD_FAILED saying no builder is configured.
@@ -240,6 +252,9 @@ func New(o *Options) (*Deployer, error) {
 	}
 	if opt.DatabaseTimeout <= 0 {
 		opt.DatabaseTimeout = DefaultDatabaseTimeout
+	}
+	if opt.PullRetryTimeout <= 0 {
+		opt.PullRetryTimeout = DefaultPullRetryTimeout
 	}
 	if opt.Services != nil && opt.Databases != nil {
 		return nil, errors.New("deploydocker: Options.Services and Options.Databases are alternatives: set one")

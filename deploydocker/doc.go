@@ -39,11 +39,12 @@
 // container, and the old ones are stopped once theirs are answered (at
 // most Options.DrainTimeout), so a client sees no gap.
 //
-// A pull error, a container that exits (or restarts), or a health check
-// not passed within Options.HealthTimeout ends the revision DEPLOY_FAILED
-// with a status_message saying which (an exited container's message
-// carries its last lines of output), and its containers are removed. A
-// revision that is still deploying when a newer one became active ends
+// A pull error, a container that exits (or restarts), a health check
+// that answers a final status, or a health check not passed within
+// Options.HealthTimeout ends the revision DEPLOY_FAILED with a
+// status_message saying which (see "Failing fast" below), and its
+// containers are removed. A revision that is still deploying when a
+// newer one became active ends
 // DEPLOY_FAILED ("Superseded by revision ...") and its half-started
 // containers are removed; one superseded before DEPLOYING (SKIPPED) or
 // interrupted by a delete has its containers removed as soon as its next
@@ -74,11 +75,12 @@
 // (go-redis). The wait is bounded by Options.DatabaseTimeout (3 minutes);
 // its progress goes to the deploy log ("waiting for the deployment's
 // database (container ..., port ...): ..." when what it answers changes,
-// and every 10 seconds). A database that does not answer in time, or
-// whose container exits or crashes (at once, with the end of its output),
-// ends the revision DEPLOY_FAILED with a status_message naming it. The
-// revision's containers get DATABASE_URI and REDIS_URI beside its
-// secrets.
+// and every 10 seconds). A database that does not answer in time ends the
+// revision DEPLOY_FAILED with a status_message naming it ("... were not
+// ready within 3m0s: ..."); an image that cannot be pulled, or a container
+// that exits or crashes, ends it at once saying so ("... could not be
+// prepared: ...", see "Failing fast"). The revision's containers get
+// DATABASE_URI and REDIS_URI beside its secrets.
 //
 // The deployment stays AWAITING_DATABASE until its first revision is
 // DEPLOYED (the control plane then makes it READY): a deployment is READY
@@ -143,6 +145,41 @@
 // bridge) containers listen on Options.ServerPort (8000) at their own
 // address, which the proxy reaches directly; the control plane must then
 // be able to route to that network.
+//
+// # Failing fast
+//
+// A deploy waits only for what waiting can change; an answer that will
+// not change fails the revision at once, with a status_message and an
+// ERROR line in the deploy log that say what happened:
+//
+//   - Pulls (the revision's image, and the database and Redis images):
+//     an invalid reference, an image, tag or repository that does not
+//     exist, missing or refused credentials, a registry name that does not
+//     resolve ("no such host"), or an image without a variant for the
+//     daemon's platform fail at once ("Pulling image IMAGE failed: ...",
+//     "... could not be prepared: pulling the postgres image IMAGE: ...",
+//     with Docker's error). Any other pull error (the daemon or the
+//     registry unreachable, busy or rate-limiting, a network error) is
+//     retried, each failure a deploy log line, after 1s, then twice as
+//     long each time (at most 30s), while Options.PullRetryTimeout (3
+//     minutes) has not passed since the first attempt (for the database
+//     and Redis, also within Options.DatabaseTimeout); then the revision
+//     fails with the last error.
+//   - The health check of the revision's containers (GET
+//     Options.HealthPath): 200 passes. A 4xx answer other than 408, 425
+//     and 429 is final: the server runs but does not serve the health path
+//     (404) or refuses the check; the revision fails at once ("container
+//     NAME: health check GET /ok answered 404 Not Found (...)"). No answer
+//     (connection refused while the server starts), 5xx and the other
+//     statuses are waited out until Options.HealthTimeout ("... did not
+//     answer its health check (GET /ok) within 3m0s: LAST ANSWER").
+//   - A container (the revision's, or the deployment's database or
+//     Redis) that exits, crashes (is restarting, or restarted since it was
+//     started) or is removed fails at once, with its exit code and its last
+//     lines of output ("container NAME exited with code 3 and was
+//     restarted 1 time(s); its last output: ..."). One that cannot start at
+//     all (its entrypoint does not exist, say) fails with the daemon's
+//     error.
 //
 // # Crash safety
 //

@@ -9,14 +9,17 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/distribution/reference"
 	"github.com/moby/moby/api/pkg/authconfig"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
@@ -25,6 +28,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/deploydb"
 )
 
 // errTornDown: the deployment was torn down in this process while a
@@ -42,13 +46,28 @@ type ctr struct {
 	adopted bool   // made by an earlier Deploy, not this one
 }
 
+// Pull retries: the first after pullBackoff, each next one after twice
+// the wait before, at most pullBackoffMax.
+const (
+	pullBackoff    = time.Second
+	pullBackoffMax = 30 * time.Second
+)
+
 // pull pulls image, with the credentials Options.Credentials gives. An
-// image a Builder made is pulled only when the daemon lacks it.
-func (d *Deployer) pull(ctx context.Context, w *controlplane.Work, image string, built bool) error {
+// image a Builder made is pulled only when the daemon lacks it. A final
+// error (see finalPullError) returns at once, marked deploydb.Permanent;
+// any other is retried with backoff, each failure a line to log, until
+// Options.PullRetryTimeout has passed since the first attempt or the next
+// attempt would start after ctx's deadline. The error names Docker's
+// answer, not the image (the caller does).
+func (d *Deployer) pull(ctx context.Context, w *controlplane.Work, image string, built bool, log func(string)) error {
 	if built {
 		if _, err := d.cli.ImageInspect(ctx, image); err == nil {
 			return nil
 		}
+	}
+	if _, err := reference.ParseNormalizedNamed(image); err != nil {
+		return deploydb.Permanent(err)
 	}
 	var opts client.ImagePullOptions
 	if d.o.Credentials != nil {
@@ -64,12 +83,74 @@ func (d *Deployer) pull(ctx context.Context, w *controlplane.Work, image string,
 			opts.RegistryAuth = enc
 		}
 	}
+	start := time.Now()
+	wait := pullBackoff
+	for attempt := 1; ; attempt++ {
+		err := d.pullOnce(ctx, image, opts)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if finalPullError(err) {
+			return deploydb.Permanent(err)
+		}
+		next := time.Now().Add(wait)
+		if dl, ok := ctx.Deadline(); next.Sub(start) > d.o.PullRetryTimeout || ok && next.After(dl) {
+			return fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Second))
+		}
+		log(fmt.Sprintf("pulling %s failed (attempt %d; retrying in %s): %v", image, attempt, wait, err))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, pullBackoffMax)
+	}
+}
+
+// pullOnce is one attempt of a pull: the request and its progress stream.
+func (d *Deployer) pullOnce(ctx context.Context, image string, opts client.ImagePullOptions) error {
 	resp, err := d.cli.ImagePull(ctx, image, opts)
 	if err != nil {
 		return err
 	}
 	defer resp.Close()
 	return resp.Wait(ctx)
+}
+
+// finalPullMessages are parts of the daemon's pull errors that no retry
+// cures: the image, its tag or its repository does not exist, the
+// credentials are missing or refused, the registry's name does not
+// resolve, the image has no variant for the daemon's platform. The daemon
+// reports some of them as internal errors (status 500), so their text is
+// all that tells them apart.
+var finalPullMessages = []string{
+	"not found", "manifest unknown", "name unknown", "repository does not exist", "pull access denied",
+	"unauthorized", "authentication required", "no basic auth credentials", "access denied", "denied:",
+	"forbidden", "no such host", "invalid reference format", "no matching manifest",
+}
+
+// finalPullError reports whether a pull error is final (the answer will
+// not change by trying again: see finalPullMessages, and the daemon's
+// not-found, unauthorized, forbidden and invalid-argument answers) rather
+// than transient (the daemon unreachable or busy, the registry
+// unavailable or rate-limiting, a network error, or anything else).
+func finalPullError(err error) bool {
+	switch {
+	case client.IsErrConnectionFailed(err), cerrdefs.IsUnavailable(err), cerrdefs.IsResourceExhausted(err),
+		errors.Is(err, context.DeadlineExceeded):
+		return false
+	case cerrdefs.IsNotFound(err), cerrdefs.IsUnauthorized(err), cerrdefs.IsPermissionDenied(err), cerrdefs.IsInvalidArgument(err):
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	for _, m := range finalPullMessages {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // filter lists the containers of this instance with the given labels
@@ -310,83 +391,174 @@ func (d *Deployer) isRemoved(tenant, dep string) bool {
 	return d.removed[depKey(tenant, dep)]
 }
 
-// waitHealthy polls the container's health check until it answers 200.
-// A container that exits (or restarts) fails at once; no answer within
-// Options.HealthTimeout fails with a timeout.
+// waitHealthy runs the container's health check (GET Options.HealthPath)
+// until it answers 200, every Options.HealthInterval. An answer that will
+// not change fails at once: the container exited (or restarted) or was
+// removed, or the server answered a final 4xx (see healthAnswerFinal).
+// Anything else (no answer yet, 5xx) is waited out until
+// Options.HealthTimeout. The wait writes nothing to the deploy log: the
+// container's output goes there meanwhile, and a line of the Deployer's
+// written before that output is would make an adopting Deploy (after a
+// restart) skip it (see resumeFrom).
 func (d *Deployer) waitHealthy(ctx context.Context, c *ctr) error {
-	deadline := time.Now().Add(d.o.HealthTimeout)
-	t := time.NewTicker(d.o.HealthInterval)
-	defer t.Stop()
-	var last string
-	for {
-		res, err := d.cli.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
-		if err != nil {
-			if cerrdefs.IsNotFound(err) {
-				return fmt.Errorf("container %s was removed while starting", c.name)
+	hctx, cancel := context.WithTimeout(ctx, d.o.HealthTimeout)
+	defer cancel()
+	last := "no answer yet"
+	var final error
+	err := deploydb.Wait(hctx, d.o.HealthInterval, nil, deploydb.Check{
+		What: fmt.Sprintf("container %s (GET %s)", c.name, d.o.HealthPath),
+		Check: func(ctx context.Context) error {
+			err := d.healthCheck(ctx, c)
+			switch {
+			case errors.Is(err, deploydb.ErrPermanent):
+				final = err
+			case err != nil && ctx.Err() == nil:
+				last = err.Error()
 			}
-			return fmt.Errorf("inspecting container %s: %w", c.name, err)
-		}
-		if st := res.Container.State; st != nil && (!st.Running || st.Restarting || res.Container.RestartCount > 0) {
-			if st.Status != container.StateCreated {
-				return d.exited(ctx, c, res.Container)
-			}
-		}
-		if c.addr == "" {
-			if nc, err := d.ctrOf(res.Container); err == nil {
-				c.addr = nc.addr
-			}
-		}
-		if c.addr != "" {
-			last = d.check(ctx, c.addr)
-			if last == "" {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("container %s did not answer its health check (GET %s) within %s: %s",
-				c.name, d.o.HealthPath, d.o.HealthTimeout, last)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+			return err
+		},
+	})
+	switch {
+	case err == nil:
+		return nil
+	case final != nil:
+		return final
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
+	return fmt.Errorf("container %s did not answer its health check (GET %s) within %s: %s",
+		c.name, d.o.HealthPath, d.o.HealthTimeout, last)
 }
 
-// check does one health check: "" when healthy, else what went wrong.
-func (d *Deployer) check(ctx context.Context, addr string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+d.o.HealthPath, nil)
+// healthCheck is one check of a revision's container: nil when it
+// answers 200, an error marked deploydb.Permanent when it will not.
+func (d *Deployer) healthCheck(ctx context.Context, c *ctr) error {
+	res, err := d.cli.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
 	if err != nil {
-		return err.Error()
+		if cerrdefs.IsNotFound(err) {
+			return deploydb.Permanent(fmt.Errorf("container %s was removed while starting", c.name))
+		}
+		return fmt.Errorf("inspecting container %s: %w", c.name, err)
+	}
+	if st := res.Container.State; st != nil && (!st.Running || st.Restarting || res.Container.RestartCount > 0) {
+		if st.Status != container.StateCreated {
+			return deploydb.Permanent(d.exited(ctx, c, res.Container))
+		}
+	}
+	if c.addr == "" {
+		if nc, err := d.ctrOf(res.Container); err == nil {
+			c.addr = nc.addr
+		}
+	}
+	if c.addr == "" {
+		return errors.New("the container has no address yet")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.addr+d.o.HealthPath, nil)
+	if err != nil {
+		return deploydb.Permanent(err)
 	}
 	resp, err := d.hc.Do(req)
 	if err != nil {
-		return "no answer"
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the method and URL: the check names them
+		}
+		return err
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "status " + strconv.Itoa(resp.StatusCode)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode == http.StatusOK {
+		return nil
 	}
-	return ""
+	if healthAnswerFinal(resp.StatusCode) {
+		return deploydb.Permanent(fmt.Errorf("container %s: health check GET %s answered %s%s",
+			c.name, d.o.HealthPath, resp.Status, bodyQuote(body)))
+	}
+	return fmt.Errorf("answered %s%s", resp.Status, bodyQuote(body))
 }
 
-// exited describes a container that stopped, with the end of its output.
+// healthAnswerFinal reports whether a health check's status is final: a
+// 4xx from a server that answers says it serves, but not the health path
+// (404), or not to the check (401, 403, 405, ...), which will not change
+// by waiting. 408, 425 and 429 ask to come back later, and 5xx (or 1xx,
+// 2xx other than 200, 3xx a redirect did not resolve) may pass once the
+// server has started: those are waited out.
+func healthAnswerFinal(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return status >= 400 && status < 500
+}
+
+// bodyQuote is the first line of an answer's body, quoted and short, for
+// an error message; "" for an empty body.
+func bodyQuote(b []byte) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	line = strings.TrimSpace(line)
+	if line == "" || !utf8.ValidString(line) {
+		return ""
+	}
+	if len(line) > 200 {
+		line = line[:200] + "..."
+	}
+	return fmt.Sprintf(" (%q)", line)
+}
+
+// exited describes a container that stopped or crashed, with its exit
+// code and the end of its output. A stopped or restarting container's
+// state has its exit code; one running again after a restart has not, and
+// the daemon's last "die" event of it has.
 func (d *Deployer) exited(ctx context.Context, c *ctr, ci container.InspectResponse) error {
 	st := ci.State
-	why := fmt.Sprintf("exited with code %d", st.ExitCode)
+	code, known := st.ExitCode, !st.Running || st.Restarting
+	if !known {
+		code, known = d.lastExitCode(ctx, c.id, ci)
+	}
+	why := "exited"
+	if known {
+		why = fmt.Sprintf("exited with code %d", code)
+	}
 	if st.OOMKilled {
 		why += " (out of memory)"
 	}
-	if st.Running || st.Restarting {
-		why = fmt.Sprintf("crashed and was restarted %d time(s)", ci.RestartCount)
+	switch {
+	case ci.RestartCount > 0:
+		why += fmt.Sprintf(" and was restarted %d time(s)", ci.RestartCount)
+	case st.Restarting:
+		why += " and is restarting"
 	}
 	msg := fmt.Sprintf("container %s %s", c.name, why)
 	if tail := d.tail(ctx, c.id); tail != "" {
 		msg += "; its last output: " + tail
 	}
 	return errors.New(msg)
+}
+
+// lastExitCode is the exit code of the container's last "die" event
+// before its last start: the events from its creation to then, both in
+// the daemon's clock.
+func (d *Deployer) lastExitCode(ctx context.Context, id string, ci container.InspectResponse) (int, bool) {
+	if ci.Created == "" || ci.State == nil || ci.State.StartedAt == "" {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res := d.cli.Events(ctx, client.EventsListOptions{
+		Since: ci.Created, Until: ci.State.StartedAt,
+		Filters: make(client.Filters).Add("type", "container").Add("container", id).Add("event", "die"),
+	})
+	code, known := 0, false
+	for {
+		select {
+		case m := <-res.Messages:
+			if n, err := strconv.Atoi(m.Actor.Attributes["exitCode"]); err == nil {
+				code, known = n, true
+			}
+		case <-res.Err:
+			return code, known
+		}
+	}
 }
 
 // tail returns the last lines of a container's output, on one line.

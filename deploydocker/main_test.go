@@ -56,7 +56,8 @@ var (
 
 // image names a test image in the registry: "server:v1" (VERSION=v1),
 // "server:v2", "crash:1" (exits at once), "unhealthy:1" (/ok is 503),
-// "gated:1" (/ok is 503 until POST /ready).
+// "gated:1" (/ok is 503 until POST /ready), "noentry:1" (its entrypoint
+// does not exist).
 func image(ref string) string { return regHost + "/" + ref }
 
 // privateImage is "server:v1" with VERSION=private, in the private
@@ -129,13 +130,18 @@ func setupImages() (stop func(), err error) {
 		"crash:1":           {"MODE=crash"},
 		"unhealthy:1":       {"MODE=unhealthy"},
 		"gated:1":           {"MODE=gated", "VERSION=gated"},
+		"noentry:1":         nil, // its entrypoint does not exist
 		"private/server:v1": {"VERSION=private"},
 	} {
 		to := image(ref)
 		if strings.HasPrefix(ref, "private/") {
 			to = privHost + "/" + ref
 		}
-		if err := push(layer, to, env); err != nil {
+		var entry []string
+		if ref == "noentry:1" {
+			entry = []string{"/no/such/entrypoint"}
+		}
+		if err := push(layer, to, env, entry...); err != nil {
 			stop()
 			return nil, fmt.Errorf("pushing %s: %w", ref, err)
 		}
@@ -160,8 +166,9 @@ func binaryLayer(bin string) (v1.Layer, error) {
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
 }
 
-// push writes a FROM scratch image of the layer with env to ref.
-func push(layer v1.Layer, ref string, env []string) error {
+// push writes a FROM scratch image of the layer with env to ref. Its
+// entrypoint is /server unless one is given.
+func push(layer v1.Layer, ref string, env []string, entrypoint ...string) error {
 	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
 		return err
@@ -173,6 +180,9 @@ func push(layer v1.Layer, ref string, env []string) error {
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
 	cf.Config.Entrypoint = []string{"/server"}
+	if len(entrypoint) > 0 {
+		cf.Config.Entrypoint = entrypoint
+	}
 	cf.Config.Env = env
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err

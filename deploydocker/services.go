@@ -143,6 +143,9 @@ type service struct {
 	name string
 	port int
 	env  map[string]string // the container's environment
+	// restarts is the container's restart count when it was created,
+	// adopted or started: more since then is a crash.
+	restarts int
 }
 
 // databases runs Databases.Ensure for the revision within
@@ -156,6 +159,7 @@ func (x *run) databases(ctx context.Context) ([]string, error) {
 	log("preparing the deployment's database and Redis")
 	dctx, cancel := context.WithTimeout(ctx, d.o.DatabaseTimeout)
 	env, err := d.dbs.Ensure(dctx, w, log)
+	timedOut := dctx.Err() != nil
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -164,7 +168,10 @@ func (x *run) databases(ctx context.Context) ([]string, error) {
 		if errors.Is(err, errTornDown) {
 			return nil, err
 		}
-		if errors.Is(err, deploydb.ErrPermanent) {
+		// "Not ready within" only for a wait that used up its time: an
+		// error before then (a final one, marked deploydb.Permanent, or
+		// one a step gave up on) is reported as what it is.
+		if !timedOut || errors.Is(err, deploydb.ErrPermanent) {
 			return nil, fmt.Errorf("The deployment's database and Redis could not be prepared: %v", err)
 		}
 		return nil, fmt.Errorf("The deployment's database and Redis were not ready within %s: %v", d.o.DatabaseTimeout, err)
@@ -274,11 +281,11 @@ func (c *containerDatabases) Ensure(ctx context.Context, w *controlplane.Work, l
 
 // check is the readiness check of a service container: ping answers on
 // the address the control plane reaches it at. A container that exited,
-// crashed (it is restarting, or restarted since the first check) or was
-// removed fails at once, with the end of its output: it will not answer.
+// crashed (it is restarting, or restarted since ensureService saw it) or
+// was removed fails at once, with its exit code and the end of its
+// output: it will not answer.
 func (c *containerDatabases) check(s *service, what string, ping func(ctx context.Context, addr string) error) deploydb.Check {
 	d := c.d
-	restarts := -1 // at the first check
 	return deploydb.Check{
 		What: fmt.Sprintf("the deployment's %s (container %s, port %d)", what, s.name, s.port),
 		Check: func(ctx context.Context) error {
@@ -290,11 +297,8 @@ func (c *containerDatabases) check(s *service, what string, ping func(ctx contex
 				return err
 			}
 			ci := res.Container
-			if restarts < 0 {
-				restarts = ci.RestartCount
-			}
 			if st := ci.State; st != nil && (st.Status == container.StateExited || st.Status == container.StateDead ||
-				st.Restarting || ci.RestartCount > restarts) {
+				st.Restarting || ci.RestartCount > s.restarts) {
 				return deploydb.Permanent(d.exited(ctx, &ctr{id: s.id, name: s.name}, ci))
 			}
 			addr := c.reachAddr(s, ci)
@@ -358,7 +362,7 @@ func (c *containerDatabases) ensureService(ctx context.Context, w *controlplane.
 	res, err := d.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
 		log("pulling " + image + " for the deployment's " + role)
-		if err := d.pull(ctx, w, image, false); err != nil {
+		if err := d.pull(ctx, w, image, false, log); err != nil {
 			return nil, fmt.Errorf("pulling the %s image %s: %w", role, image, err)
 		}
 		port := d.o.ServerPort
@@ -406,12 +410,14 @@ func (c *containerDatabases) ensureService(ctx context.Context, w *controlplane.
 		return nil, fmt.Errorf("inspecting %s: %w", name, err)
 	}
 	ci := res.Container
+	restarts := ci.RestartCount
 	if ci.State != nil && !ci.State.Running && !ci.State.Restarting {
 		if _, err := d.cli.ContainerStart(ctx, ci.ID, client.ContainerStartOptions{}); err != nil {
-			return nil, fmt.Errorf("starting the deployment's %s: %w", role, err)
+			return nil, deploydb.Permanent(fmt.Errorf("starting the deployment's %s: %w", role, err))
 		}
+		restarts = 0 // a start resets the count
 	}
-	s := &service{role: role, id: ci.ID, name: name, env: map[string]string{}}
+	s := &service{role: role, id: ci.ID, name: name, env: map[string]string{}, restarts: restarts}
 	if ci.Config != nil {
 		s.port, _ = strconv.Atoi(ci.Config.Labels[LabelPort])
 		for _, kv := range ci.Config.Env {
