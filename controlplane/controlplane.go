@@ -46,6 +46,7 @@ type ControlPlane struct {
 	poll      time.Duration
 	leaseFor  time.Duration
 	workers   int
+	shares    *shares // each tenant's units in flight, for Options.TenantWorkers (worker.go)
 	wake      chan struct{}
 	running   atomic.Bool
 	ownerOnce sync.Once
@@ -143,6 +144,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	if cp.workers <= 0 {
 		cp.workers = DefaultWorkers
 	}
+	cp.shares = newShares(tenantShare(o.TenantWorkers, cp.workers))
 	if cp.clock == nil {
 		cp.clock = time.Now
 	}

@@ -117,6 +117,15 @@
 // when this ControlPlane creates work and polls every PollInterval for work
 // other replicas created.
 //
+// Fair shares: Run drives up to Options.Workers units at once, and at most
+// Options.TenantWorkers of them (default a quarter of Workers, at least 1)
+// are one tenant's; a Deployer builds a revision's image inside its unit,
+// so this bounds each tenant's builds too. A claim passes over the waiting
+// work of a tenant at its share, seeking past it in the pending records'
+// key order rather than reading it, so a tenant with a burst of revisions
+// waiting neither starves the others' work nor slows its claims. The share
+// is counted per ControlPlane: each replica gives a tenant its share.
+//
 // Operations: every status change the loop records (a report, or the
 // failure of a Deploy error) is logged at Info ("revision transition":
 // tenant, deployment, revision, from, to, and step, the time the Deployer

@@ -29,6 +29,9 @@ func WithMutation(o *Options, m Mutation) *Options {
 	return &c
 }
 
+// ColPending is the collection of pending work, one record per unit.
+const ColPending = colPending
+
 // SetMigrateBatch makes Migrate move n records per Update until the test
 // ends.
 func SetMigrateBatch(t interface{ Cleanup(func()) }, n int) {

@@ -105,6 +105,19 @@ type Options struct {
 	// Workers caps the units of work Run drives at once. Default
 	// DefaultWorkers.
 	Workers int
+	// TenantWorkers caps the units of work of one tenant that this
+	// ControlPlane drives at once (Run's workers and concurrent Process
+	// calls together; a revision and a teardown are a unit each, and a
+	// Deployer builds a revision's image inside its unit, so this caps a
+	// tenant's builds too). While a tenant is at its share its waiting
+	// work waits, and other tenants' work is claimed by the free workers:
+	// a tenant with a hundred revisions waiting takes TenantWorkers of
+	// them at a time and never starves another. Default (0): Workers/4,
+	// at least 1. Negative: no cap per tenant (one tenant may take every
+	// worker). The share is per ControlPlane: replicas over one store each
+	// give a tenant up to TenantWorkers units, so N replicas give it up to
+	// N*TenantWorkers in all.
+	TenantWorkers int
 	// Observer is told of every revision status change the reconcile loop
 	// records, every lease it takes over and every Deployer call, for
 	// metrics (package prommetrics). Default nil: nobody. Every change the

@@ -171,6 +171,7 @@ func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant, deploymentID str
 type job struct {
 	pkey       string // its cp_pending key
 	token      string // the claim's lease token
+	tp         string // the tenant's key prefix, which its share is counted by
 	tenant     string
 	deployment string
 	revision   string // "" for a teardown
@@ -202,7 +203,7 @@ func (cp *ControlPlane) parseJob(r store.Reader, k string) (*job, error) {
 	if !ok {
 		return bad()
 	}
-	j.deployment = id
+	j.deployment, j.tp = id, k[1:1+n]
 	if k[:1] == pendingRevision {
 		if len(rest) < 8 {
 			return bad()
@@ -231,27 +232,34 @@ func (cp *ControlPlane) owner() string {
 }
 
 // claim takes the first pending unit of work whose lease is free or
-// expired. It looks in a View first, so that an idle poll writes nothing
-// (an empty Update still commits, and syncs, on some stores), then claims
-// in an Update that checks the candidate's lease again. It returns nil
-// when there is none. Its error is the store's, unwrapped.
+// expired and whose tenant is below its share of this ControlPlane's
+// workers (Options.TenantWorkers), and takes a place in that share, which
+// do gives back. It looks in a View first, so that an idle poll writes
+// nothing (an empty Update still commits, and syncs, on some stores), then
+// claims in an Update that checks the candidate's lease again. It returns
+// nil when there is none. Its error is the store's, unwrapped.
 //
-// The Update reads and writes only the candidate's pending record (it no
-// longer walks the pending records again), so that a claim does not read the range of pending
-// records that concurrent creates and reports write to (over storepg,
-// every such write would conflict with it). When another claim took the
-// candidate first, the search starts again, a few times.
+// The Update reads and writes only the candidate's pending record, so that
+// a claim does not read the range of pending records that concurrent
+// creates and reports write to (over storepg, every such write would
+// conflict with it). When another claim took the candidate first, or
+// another claim of this ControlPlane filled the candidate's tenant's share
+// meanwhile, the search starts again, a few times.
 func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 	now := cp.now()
 	for range claimTries {
+		full := cp.shares.full()
 		var found *job
 		err := cp.st.View(ctx, func(r store.Reader) error {
 			var err error
-			found, err = cp.claimable(r, now)
+			found, err = cp.claimable(r, now, full)
 			return err
 		})
 		if err != nil || found == nil {
 			return nil, err
+		}
+		if !cp.shares.take(found.tp) {
+			continue
 		}
 		token := cp.owner() + ":" + strconv.FormatUint(cp.claims.Add(1), 10)
 		var j *job
@@ -272,6 +280,9 @@ func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 			j = found
 			return tx.Put(colPending, j.pkey, lease(token, now.Add(cp.leaseFor)))
 		})
+		if err != nil || j == nil {
+			cp.shares.leave(found.tp)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -290,20 +301,51 @@ func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 const claimTries = 4
 
 // claimable finds the first pending unit of work, in key order, whose
-// lease is free or expired at now. It walks the pending records, so its
-// cost follows the work in flight and waiting, never the revisions stored.
-func (cp *ControlPlane) claimable(r store.Reader, now time.Time) (*job, error) {
+// lease is free or expired at now and whose tenant (by key prefix) is not
+// in full, the tenants at their share. It walks the pending records, so
+// its cost follows the work in flight and waiting, never the revisions
+// stored.
+//
+// A tenant at its share may have any number of records waiting (one
+// tenant's burst of revisions), and they lie together in key order: kind,
+// then tenant. Walking them one by one would make every claim of another
+// tenant's work cost that burst. Instead, the first record of a full
+// tenant ends the walk, and a new one starts at the first key after that
+// tenant's records of that kind (a seek in every store's key order). So a
+// claim walks what it walked without shares (the leased records of the
+// other tenants, up to the first claimable one) plus one record and one
+// seek per full tenant and kind: at most 2*len(full) more, and len(full)
+// is at most Workers/TenantWorkers under Run, since each full tenant has
+// TenantWorkers units in flight.
+func (cp *ControlPlane) claimable(r store.Reader, now time.Time, full map[string]bool) (*job, error) {
 	var k, tok string
-	err := r.Scan(colPending, "", nil, func(key string, v []byte) (bool, error) {
-		t, exp := parseLease(v)
-		if t != "" && exp.After(now) {
-			return true, nil
+	opts := &store.ScanOptions{}
+	for {
+		var past string // where the walk goes on, past a full tenant's records
+		err := r.Scan(colPending, "", opts, func(key string, v []byte) (bool, error) {
+			if len(full) > 0 && len(key) > 1 {
+				if n := tenantPrefixLen(key[1:]); n > 0 && full[key[1:1+n]] {
+					past = keyAfterPrefix(key[:1+n])
+					return false, nil
+				}
+			}
+			t, exp := parseLease(v)
+			if t != "" && exp.After(now) {
+				return true, nil
+			}
+			k, tok = key, t
+			return false, nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		k, tok = key, t
-		return false, nil
-	})
-	if err != nil || k == "" {
-		return nil, err
+		if past == "" {
+			break
+		}
+		opts.Start = past
+	}
+	if k == "" {
+		return nil, nil
 	}
 	j, err := cp.parseJob(r, k)
 	if err != nil {
@@ -311,6 +353,90 @@ func (cp *ControlPlane) claimable(r store.Reader, now time.Time) (*job, error) {
 	}
 	j.takeover = tok != "" && tok != retryToken
 	return j, nil
+}
+
+// keyAfterPrefix returns the least key greater than every key that starts
+// with p, which must hold a byte below 0xff.
+func keyAfterPrefix(p string) string {
+	b := []byte(p)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1])
+		}
+	}
+	panic("controlplane: keyAfterPrefix of a prefix of 0xff bytes")
+}
+
+// tenantShare is the cap per tenant that Options.TenantWorkers t gives
+// over workers workers: 0 for none (a cap of workers or more caps nothing).
+func tenantShare(t, workers int) int {
+	if t == 0 {
+		t = max(1, workers/4)
+	}
+	if t < 0 || t >= workers {
+		return 0
+	}
+	return t
+}
+
+// shares counts the units of work of each tenant (by key prefix) that this
+// ControlPlane drives, so that one tenant takes at most limit of its
+// workers (Options.TenantWorkers) and never starves the others.
+type shares struct {
+	limit int // 0: no cap
+	mu    sync.Mutex
+	n     map[string]int // tenant prefix -> units in flight
+}
+
+func newShares(limit int) *shares {
+	return &shares{limit: limit, n: map[string]int{}}
+}
+
+// full returns the tenants at their share: at most workers/limit of them.
+func (s *shares) full() map[string]bool {
+	if s.limit == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var f map[string]bool
+	for tp, n := range s.n {
+		if n >= s.limit {
+			if f == nil {
+				f = map[string]bool{}
+			}
+			f[tp] = true
+		}
+	}
+	return f
+}
+
+// take takes a place in the tenant's share, unless it is full.
+func (s *shares) take(tp string) bool {
+	if s.limit == 0 {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n[tp] >= s.limit {
+		return false
+	}
+	s.n[tp]++
+	return true
+}
+
+// leave gives back a place take took.
+func (s *shares) leave(tp string) {
+	if s.limit == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n[tp]--
+	if s.n[tp] <= 0 {
+		delete(s.n, tp)
+	}
 }
 
 // ownLease reads the job's pending record and checks that the lease is
@@ -414,10 +540,12 @@ func (cp *ControlPlane) Process(ctx context.Context, d Deployer) (bool, error) {
 	return true, cp.do(ctx, d, j)
 }
 
-// do runs one claimed job. Errors are store errors and Teardown's error
+// do runs one claimed job, and then gives back its place in its tenant's
+// share. Errors are store errors and Teardown's error
 // (the work is then retried after PollInterval); a Deploy error is
 // recorded on the revision instead.
 func (cp *ControlPlane) do(ctx context.Context, d Deployer, j *job) error {
+	defer cp.shares.leave(j.tp)
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := cp.keepLease(jctx, j, cancel)
@@ -686,7 +814,9 @@ func (cp *ControlPlane) notify() {
 // several ControlPlanes over one store (replicas over one storepg database,
 // or a restarted process) never drive the same revision at the same time,
 // and work whose owner died is taken over once its lease expires. Up to
-// Options.Workers units run at once. Run wakes at once when this
+// Options.Workers units run at once, at most Options.TenantWorkers of them
+// one tenant's: while a tenant is at its share, its waiting work is passed
+// over and other tenants' is claimed. Run wakes at once when this
 // ControlPlane creates work, and polls the store every
 // Options.PollInterval for work other replicas created. Work in flight when
 // ctx is done is given back at once, so a restart resumes it.

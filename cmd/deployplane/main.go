@@ -66,7 +66,7 @@ Usage:
                 [-docker-database-timeout 3m]
                 [-shared-postgres-dsn DSN [-shared-redis-url URL]]
                 [-docker-health-path /ok] [-docker-health-timeout 3m]
-                [-build-base-image IMAGE]
+                [-build-base-image IMAGE] [-tenant-workers N]
                 [-registry-addr auto|off|HOST:PORT] [-registry-host HOST:PORT]
                 [-registry-storage DIR|s3://BUCKET]
                 [-registry-external-url URL [-registry-token-key FILE]
@@ -229,6 +229,12 @@ Flags:
                       revisions without their own (as langgraph build
                       --base-image; default: the project's base_image, else
                       langchain/langgraph-api)
+    -tenant-workers N revisions and deletions of one tenant driven (built and
+                      deployed) at once, of the 16 the reconcile loop drives
+                      (default 0: a quarter of them, 4; -1: no cap); a tenant
+                      with more waiting takes N at a time while other
+                      tenants' work goes ahead. Each replica gives a tenant
+                      its own N
     -registry-addr auto|off|HOST:PORT
                       where the built-in OCI registry listens, which
                       langgraph deploy --image pushes to (POST
@@ -532,6 +538,7 @@ type config struct {
 	pgSchema        string
 	simStep         time.Duration
 	simFailAt       string
+	tenantWorkers   int
 	webhookSecret   string
 	deployer        deployerFlags
 	registry        registryFlags // registry.go
@@ -577,6 +584,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.pgSchema, "pg-schema", storepg.DefaultSchema, "PostgreSQL schema")
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
 	fs.StringVar(&c.simFailAt, "sim-fail-at", "", "revision status at which the simulated deployer fails")
+	fs.IntVar(&c.tenantWorkers, "tenant-workers", 0, "units of work of one tenant driven at once (0: a quarter of the workers, -1: no cap)")
 	c.deployer.register(fs, getenv)
 	c.registry.register(fs)
 	fs.StringVar(&c.webhookSecret, "github-webhook-secret", "", "GitHub App webhook secret")
@@ -623,6 +631,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if s := controlplane.RevisionStatus(c.simFailAt); s != "" && (controlplane.IsTerminal(s) || !slices.Contains(controlplane.HappyPath(controlplane.SourceGitHub), s)) {
 		fmt.Fprintln(stderr, "deployplane: -sim-fail-at must be a status a revision passes through (CREATING, QUEUED, AWAITING_BUILD, BUILDING, AWAITING_DEPLOY, DEPLOYING)")
+		return nil, errUsage
+	}
+	if c.tenantWorkers < -1 {
+		fmt.Fprintln(stderr, "deployplane: -tenant-workers must be -1 (no cap), 0 (the default) or positive")
 		return nil, errUsage
 	}
 	switch {
@@ -831,6 +843,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	// Uploads keeps its default, UploadRecords: a source_tarball_path names
 	// a completed upload of the deployment (uploads.go).
 	cpOpts := &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics}
+	cpOpts.TenantWorkers = c.tenantWorkers
 	// The built-in registry (registry.go) resolves internal_docker image
 	// tags to digests; it serves once cp checks its tokens.
 	reg, err := openRegistry(ctx, &c.registry, c.deployer.kind, c.db, registrySecret(secretKey), log)
