@@ -65,7 +65,7 @@
 // An agent server needs DATABASE_URI and REDIS_URI (wire contract section
 // 10). With Options.Services every deployment gets a PostgreSQL and a
 // Redis container of its own; with Options.Databases (e.g. a
-// *deploydb.Shared) a database, role and Redis number on servers the
+// *deploydb.Shared) a database, role and Redis user on servers the
 // operator shares. Both are a Databases: for every revision, after
 // DEPLOYING is reported, Deploy calls Ensure, which creates them the
 // first time (later revisions, retries and restarted control planes get
@@ -77,8 +77,9 @@
 // and every 10 seconds). A database that does not answer in time, or
 // whose container exits or crashes (at once, with the end of its output),
 // ends the revision DEPLOY_FAILED with a status_message naming it. The
-// revision's containers get DATABASE_URI and REDIS_URI beside its
-// secrets.
+// revision's containers get DATABASE_URI and REDIS_URI (and a
+// deploydb.Shared's REDIS_KEY_PREFIX: the prefix its Redis user is
+// confined to) beside its secrets.
 //
 // The deployment stays AWAITING_DATABASE until its first revision is
 // DEPLOYED (the control plane then makes it READY): a deployment is READY
