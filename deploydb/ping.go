@@ -172,8 +172,8 @@ func wait(ctx context.Context, interval time.Duration, log func(string), c Check
 	}
 }
 
-// ErrPermanent marks an error that waiting does not cure (no Redis
-// database number is left, a privilege is missing): errors.Is(err,
+// ErrPermanent marks an error that waiting does not cure (a missing
+// privilege, a deployment id that makes no name): errors.Is(err,
 // ErrPermanent) holds for it, and Wait and Ensure return it at once.
 var ErrPermanent = errors.New("deploydb: permanent error")
 
