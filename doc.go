@@ -25,7 +25,7 @@
 //   - deploydocker: a real Deployer: revisions run as containers on Docker,
 //     served without a gap through a reverse proxy, crash-safe by labels.
 //   - deploydb: each deployment's database and Redis on shared servers (a
-//     database, login role and Redis number per deployment), and the
+//     database, login role and Redis user per deployment), and the
 //     readiness checks (SELECT 1, PING) deployers wait on.
 //   - imagebuild: builds the image of a github revision (go-git clone, the
 //     repository's Dockerfile or the one `langgraph dockerfile` writes,

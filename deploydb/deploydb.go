@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -31,13 +30,11 @@ const (
 const (
 	EnvDatabaseURI = "DATABASE_URI"
 	EnvRedisURI    = "REDIS_URI"
+	// EnvRedisKeyPrefix is what the agent server puts in front of every
+	// Redis key and channel name it uses: the only ones its Redis user
+	// may touch.
+	EnvRedisKeyPrefix = "REDIS_KEY_PREFIX"
 )
-
-// ErrRedisFull is returned by Ensure when every database number of the
-// shared Redis is taken by another deployment. It is Permanent: raise
-// "databases" in redis.conf (then restart Redis), or give deployments
-// their own Redis.
-var ErrRedisFull = errors.New("deploydb: every database number of the shared Redis is taken")
 
 // Options configure a Shared. PostgresDSN is required.
 type Options struct {
@@ -48,20 +45,21 @@ type Options struct {
 	// name the same host and port, with the URL's query (sslmode).
 	PostgresDSN string
 	// RedisURL is the shared Redis server (redis://[user:password@]host:port,
-	// or rediss:// for TLS); its path is ignored. "" gives deployments no
+	// or rediss:// for TLS), Redis 6.2 or later, as a user that may manage
+	// ACL users and run SCAN and UNLINK on database 0 (the default user
+	// with requirepass, or one with +@all ~* &*); its path is ignored.
+	// Clients must not get in without a password: New refuses a server
+	// whose default user is on with nopass. "" gives deployments no
 	// REDIS_URI.
 	RedisURL string
-	// RedisDatabases is how many database numbers the shared Redis has
-	// (0, the default: asked with CONFIG GET databases, which Redis
-	// answers 16 unless configured otherwise; set it where CONFIG is
-	// disabled).
-	RedisDatabases int
-	// Prefix of the databases' and roles' names (DefaultPrefix, "dp_"):
-	// a deployment's database and role are Prefix + its id without dashes.
-	// Installs sharing a server need different prefixes.
+	// Prefix of the databases', roles' and Redis users' names
+	// (DefaultPrefix, "dp_"): a deployment's database, role and Redis
+	// user are Prefix + its id without dashes, and its Redis keys start
+	// with that name and a colon. Installs sharing a server need
+	// different prefixes.
 	Prefix string
 	// Table is the table, in PostgresDSN's database, that records each
-	// deployment's database, role password and Redis number
+	// deployment's database and the passwords of its role and Redis user
 	// (DefaultTable). It is created when missing.
 	Table string
 	// Interval is the time between readiness checks (DefaultInterval).
@@ -69,22 +67,29 @@ type Options struct {
 }
 
 // Shared gives every deployment its own database, login role and Redis
-// database number on shared servers (see the package documentation). It
-// is safe for concurrent use, and several control-plane replicas may use
-// the same servers at once.
+// user on shared servers (see the package documentation). It is safe for
+// concurrent use, and several control-plane replicas may use the same
+// servers at once.
 type Shared struct {
 	o     Options
 	pool  *pgxpool.Pool
 	pgURL *url.URL
 	rURL  *url.URL
 	table string // quoted
-	redis *redis.Client
+	// redis are the options of the shared Redis (nil: none), on database
+	// 0; every use dials it anew (dialRedis).
+	redis *redis.Options
+	// redisCommands are the command rules of the deployments' Redis
+	// users, for the shared Redis's version.
+	redisCommands []string
 }
 
 var prefixRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,20}$`)
 
 // New connects to the shared servers and creates Table when missing.
-// It fails when PostgreSQL or Redis does not answer.
+// It fails when PostgreSQL or Redis does not answer, when the Redis is
+// older than 6.2 (no ACL users with channel permissions), lets clients
+// in without a password, or its URL's user may not manage ACL users.
 func New(ctx context.Context, o *Options) (*Shared, error) {
 	var opt Options
 	if o != nil {
@@ -120,7 +125,10 @@ func New(ctx context.Context, o *Options) (*Shared, error) {
 		}
 		ro.DB = 0
 		ro.DisableIdentity = true
-		s.redis = redis.NewClient(ro)
+		if ro.DialTimeout == 0 {
+			ro.DialTimeout = checkTimeout
+		}
+		s.redis = ro
 	}
 	cfg, err := pgxpool.ParseConfig(opt.PostgresDSN)
 	if err != nil {
@@ -140,21 +148,24 @@ func New(ctx context.Context, o *Options) (*Shared, error) {
 }
 
 // setup creates the table (under an advisory lock: replicas starting
-// together) and learns Redis's number of databases.
+// together) and checks the shared Redis.
 func (s *Shared) setup(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", s.o.Table); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.table+` (
-	name          text PRIMARY KEY,     -- the database's and the role's name
-	tenant        text NOT NULL,
-	deployment_id text NOT NULL,
-	password      text NOT NULL,        -- the role's; only the table's owner reads it
-	redis_db      integer UNIQUE,       -- the deployment's Redis database number
-	created_at    timestamptz NOT NULL DEFAULT now()
+	name           text PRIMARY KEY,    -- the database's, the role's and the Redis user's name
+	tenant         text NOT NULL,
+	deployment_id  text NOT NULL,
+	password       text NOT NULL,       -- the role's; only the table's owner reads it
+	redis_password text,                -- the Redis user's
+	created_at     timestamptz NOT NULL DEFAULT now()
 )`)
 		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "ALTER TABLE "+s.table+" ADD COLUMN IF NOT EXISTS redis_password text"); err != nil {
 			return err
 		}
 		// The passwords are for the table's owner alone, whatever default
@@ -168,19 +179,7 @@ func (s *Shared) setup(ctx context.Context) error {
 	if s.redis == nil {
 		return nil
 	}
-	if s.o.RedisDatabases > 0 {
-		return s.redis.Ping(ctx).Err()
-	}
-	got, err := s.redis.ConfigGet(ctx, "databases").Result()
-	if err != nil {
-		return fmt.Errorf("deploydb: the shared Redis: CONFIG GET databases: %w (set Options.RedisDatabases where CONFIG is disabled)", err)
-	}
-	n, err := strconv.Atoi(got["databases"])
-	if err != nil || n <= 0 {
-		return fmt.Errorf("deploydb: the shared Redis answered databases = %q", got["databases"])
-	}
-	s.o.RedisDatabases = n
-	return nil
+	return s.setupRedis(ctx)
 }
 
 // Close closes the connections to the shared servers.
@@ -188,33 +187,46 @@ func (s *Shared) Close() {
 	if s.pool != nil {
 		s.pool.Close()
 	}
-	if s.redis != nil {
-		s.redis.Close()
-	}
 }
 
-// Name is the database's and the role's name of a deployment.
+// Name is the database's, the role's and the Redis user's name of a
+// deployment.
 func (s *Shared) Name(deploymentID string) string {
 	return s.o.Prefix + strings.ToLower(strings.ReplaceAll(deploymentID, "-", ""))
 }
 
-// assignment is a deployment's row of the table.
-type assignment struct {
-	name, password string
-	redisDB        *int
+// nameRE is what a deployment's name may be: it is a Redis key and
+// channel pattern too, where *, ?, [ and \ would match other names.
+var nameRE = regexp.MustCompile(`^[a-z0-9_]+$`)
+
+// checkName refuses a deployment id that makes no safe name.
+func (s *Shared) checkName(deploymentID string) (string, error) {
+	name := s.Name(deploymentID)
+	if !nameRE.MatchString(name) {
+		return "", fmt.Errorf("deploydb: deployment id %q: want letters, digits and dashes", deploymentID)
+	}
+	return name, nil
 }
 
-// Ensure makes the deployment's database, login role and Redis number
+// assignment is a deployment's row of the table.
+type assignment struct {
+	name, password, redisPassword string
+}
+
+// Ensure makes the deployment's database, login role and Redis user
 // exist, then waits until the database answers SELECT 1 as the role and
-// Redis answers PING on the number, and returns DATABASE_URI and
-// REDIS_URI. It is idempotent: a retried or later deploy of the
-// deployment gets the same database, role, password and number. While
-// the servers do not answer it tries again every Options.Interval until
-// ctx is done (log gets the progress); ErrRedisFull and other
-// Permanent errors return at once. It implements deploydocker.Databases.
+// Redis answers PING as the user, and returns DATABASE_URI, REDIS_URI and
+// REDIS_KEY_PREFIX. It is idempotent: a retried or later deploy of the
+// deployment gets the same database, role, user and passwords. While the
+// servers do not answer it tries again every Options.Interval until ctx
+// is done (log gets the progress); Permanent errors return at once. It
+// implements deploydocker.Databases.
 func (s *Shared) Ensure(ctx context.Context, w *controlplane.Work, log func(line string)) (map[string]string, error) {
 	if log == nil {
 		log = func(string) {}
+	}
+	if _, err := s.checkName(w.Deployment.ID); err != nil {
+		return nil, Permanent(err)
 	}
 	var a *assignment
 	prepare := Check{What: "the shared PostgreSQL (creating the deployment's database)", Check: func(ctx context.Context) error {
@@ -229,9 +241,12 @@ func (s *Shared) Ensure(ctx context.Context, w *controlplane.Work, log func(line
 	checks := []Check{{What: "the deployment's database " + a.name, Check: func(ctx context.Context) error {
 		return PingPostgres(ctx, env[EnvDatabaseURI])
 	}}}
-	if a.redisDB != nil {
-		env[EnvRedisURI] = s.redisURI(*a.redisDB)
-		checks = append(checks, Check{What: fmt.Sprintf("the deployment's Redis database %d", *a.redisDB), Check: func(ctx context.Context) error {
+	if s.redis != nil {
+		env[EnvRedisURI] = s.redisURI(a)
+		env[EnvRedisKeyPrefix] = redisKeyPrefix(a.name)
+		checks = append(checks, Check{What: "the shared Redis (creating the deployment's user " + a.name + ")", Check: func(ctx context.Context) error {
+			return s.ensureRedisUser(ctx, a)
+		}}, Check{What: "the deployment's Redis user " + a.name, Check: func(ctx context.Context) error {
 			return PingRedis(ctx, env[EnvRedisURI])
 		}})
 	}
@@ -292,43 +307,14 @@ func (s *Shared) ensure(ctx context.Context, w *controlplane.Work) (*assignment,
 	return a, nil
 }
 
-// assign returns the deployment's row of the table, making it (with a
-// new password and the lowest free Redis number) when missing. The
-// table is locked for the allocation, so replicas never hand out one
-// number twice.
+// assign returns the deployment's row of the table, making it (with new
+// passwords) when missing, and giving a row without a Redis password
+// one. One statement: replicas assigning at once agree.
 func (s *Shared) assign(ctx context.Context, w *controlplane.Work) (*assignment, error) {
 	a := &assignment{name: s.Name(w.Deployment.ID)}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "LOCK TABLE "+s.table+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
-			return err
-		}
-		err := tx.QueryRow(ctx, "SELECT password, redis_db FROM "+s.table+" WHERE name = $1", a.name).Scan(&a.password, &a.redisDB)
-		if err == nil {
-			if a.redisDB != nil || s.redis == nil {
-				return nil
-			}
-		} else if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		} else {
-			a.password = randomHex(24)
-		}
-		if s.redis != nil {
-			var n int
-			err := tx.QueryRow(ctx, "SELECT n FROM generate_series(0, $1::int - 1) AS n WHERE n NOT IN (SELECT redis_db FROM "+
-				s.table+" WHERE redis_db IS NOT NULL) ORDER BY n LIMIT 1", s.o.RedisDatabases).Scan(&n)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return Permanent(fmt.Errorf("%w: all %d are taken (raise \"databases\" in redis.conf and restart Redis)",
-					ErrRedisFull, s.o.RedisDatabases))
-			}
-			if err != nil {
-				return err
-			}
-			a.redisDB = &n
-		}
-		_, err = tx.Exec(ctx, "INSERT INTO "+s.table+" (name, tenant, deployment_id, password, redis_db) VALUES ($1, $2, $3, $4, $5) "+
-			"ON CONFLICT (name) DO UPDATE SET redis_db = EXCLUDED.redis_db", a.name, w.Tenant, w.Deployment.ID, a.password, a.redisDB)
-		return err
-	})
+	err := s.pool.QueryRow(ctx, "INSERT INTO "+s.table+" AS t (name, tenant, deployment_id, password, redis_password) VALUES ($1, $2, $3, $4, $5) "+
+		"ON CONFLICT (name) DO UPDATE SET redis_password = COALESCE(t.redis_password, EXCLUDED.redis_password) RETURNING password, redis_password",
+		a.name, w.Tenant, w.Deployment.ID, randomHex(24), randomHex(24)).Scan(&a.password, &a.redisPassword)
 	if err != nil {
 		return nil, err
 	}
@@ -336,12 +322,15 @@ func (s *Shared) assign(ctx context.Context, w *controlplane.Work) (*assignment,
 }
 
 // Remove drops the deployment's database (WITH (FORCE): its sessions are
-// ended) and role, empties its Redis number (FLUSHDB) and frees the
-// number. The data is gone. It is idempotent, and removes the database
-// and role named after the deployment even when the table has no row
-// for it. It implements deploydocker.Databases.
+// ended) and role, deletes its Redis user (ending its connections) and
+// every key under its prefix, and forgets its passwords. The data is gone.
+// It is idempotent, and removes what is named after the deployment even
+// when the table has no row for it. It implements deploydocker.Databases.
 func (s *Shared) Remove(ctx context.Context, tenant, deploymentID string) error {
-	name := s.Name(deploymentID)
+	name, err := s.checkName(deploymentID)
+	if err != nil {
+		return err
+	}
 	q := pgx.Identifier{name}.Sanitize()
 	if _, err := s.pool.Exec(ctx, "DROP DATABASE IF EXISTS "+q+" WITH (FORCE)"); err != nil {
 		return fmt.Errorf("deploydb: dropping database %s: %w", name, err)
@@ -349,25 +338,9 @@ func (s *Shared) Remove(ctx context.Context, tenant, deploymentID string) error 
 	if _, err := s.pool.Exec(ctx, "DROP ROLE IF EXISTS "+q); err != nil {
 		return fmt.Errorf("deploydb: dropping role %s: %w", name, err)
 	}
-	var n *int
-	err := s.pool.QueryRow(ctx, "SELECT redis_db FROM "+s.table+" WHERE name = $1", name).Scan(&n)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("deploydb: %w", err)
-	}
-	if n != nil && s.redis != nil {
-		// FLUSHDB on the number, on one connection that SELECTs it.
-		conn := s.redis.Conn()
-		_, err := conn.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.Select(ctx, *n)
-			p.FlushDB(ctx)
-			return nil
-		})
-		conn.Close()
-		if err != nil {
-			return fmt.Errorf("deploydb: emptying Redis database %d: %w", *n, err)
+	if s.redis != nil {
+		if err := s.removeRedis(ctx, name); err != nil {
+			return err
 		}
 	}
 	if _, err := s.pool.Exec(ctx, "DELETE FROM "+s.table+" WHERE name = $1", name); err != nil {
@@ -382,15 +355,6 @@ func (s *Shared) databaseURI(a *assignment) string {
 	u := *s.pgURL
 	u.User = url.UserPassword(a.name, a.password)
 	u.Path = "/" + a.name
-	u.RawPath = ""
-	return u.String()
-}
-
-// redisURI is the deployment's REDIS_URI: the shared Redis with its
-// number as the path.
-func (s *Shared) redisURI(n int) string {
-	u := *s.rURL
-	u.Path = "/" + strconv.Itoa(n)
 	u.RawPath = ""
 	return u.String()
 }

@@ -17,9 +17,9 @@ import (
 	"github.com/deployplane/deployplane/internal/testredis"
 )
 
-// A deployment gets its own database, role and Redis number; a retried
+// A deployment gets its own database, role and Redis user; a retried
 // Ensure, and one by a new Shared (a restart, another replica), answers
-// the same URIs, and the data written through them is still there.
+// the same environment, and the data written through it is still there.
 func TestEnsureCreatesAndReuses(t *testing.T) {
 	dsn := needPostgres(t)
 	rs := testredis.Start(t, 16)
@@ -50,8 +50,24 @@ func TestEnsureCreatesAndReuses(t *testing.T) {
 	if _, err := db.Exec(ctx, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('row')"); err != nil {
 		t.Fatal(err)
 	}
+	// REDIS_URI logs in as the deployment's user, on database 0, and
+	// REDIS_KEY_PREFIX is its name and a colon.
+	prefix := env[deploydb.EnvRedisKeyPrefix]
+	if prefix != name+":" {
+		t.Errorf("REDIS_KEY_PREFIX %q, want %q", prefix, name+":")
+	}
 	r := redisOf(t, env[deploydb.EnvRedisURI])
-	if err := r.Set(ctx, "k", "v", 0).Err(); err != nil {
+	if ro, err := redis.ParseURL(env[deploydb.EnvRedisURI]); err != nil || ro.Username != name || ro.DB != 0 {
+		t.Errorf("REDIS_URI %q is not user %s on database 0 (%v)", env[deploydb.EnvRedisURI], name, err)
+	}
+	if err := r.Set(ctx, prefix+"k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A subscription of the running revision outlives the next Ensure,
+	// which sets the user's rules anew.
+	sub := r.Subscribe(ctx, prefix+"ch")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -60,7 +76,15 @@ func TestEnsureCreatesAndReuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(env, again); diff != "" {
-		t.Errorf("a retried Ensure answers other URIs (-first +again):\n%s", diff)
+		t.Errorf("a retried Ensure answers another environment (-first +again):\n%s", diff)
+	}
+	if err := r.Publish(ctx, prefix+"ch", "still").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if m, err := sub.ReceiveMessage(rctx); err != nil || m.Payload != "still" {
+		t.Errorf("the subscription opened before a retried Ensure: %v, %v", m, err)
 	}
 	s2, err := deploydb.New(ctx, o)
 	if err != nil {
@@ -72,19 +96,20 @@ func TestEnsureCreatesAndReuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(env, restarted); diff != "" {
-		t.Errorf("after a restart Ensure answers other URIs (-first +restarted):\n%s", diff)
+		t.Errorf("after a restart Ensure answers another environment (-first +restarted):\n%s", diff)
 	}
 	var v string
 	if err := connect(t, restarted[deploydb.EnvDatabaseURI]).QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != "row" {
 		t.Errorf("the row written before: %q, %v", v, err)
 	}
-	if got, err := redisOf(t, restarted[deploydb.EnvRedisURI]).Get(ctx, "k").Result(); err != nil || got != "v" {
+	if got, err := redisOf(t, restarted[deploydb.EnvRedisURI]).Get(ctx, prefix+"k").Result(); err != nil || got != "v" {
 		t.Errorf("the Redis key written before: %q, %v", got, err)
 	}
 }
 
-// Two deployments are kept apart: other databases, other numbers, and a
-// deployment's role may not connect to another's database.
+// Two deployments are kept apart: other databases, other Redis users and
+// prefixes, and a deployment's role may not connect to another's database
+// (TestRedisIsolation tries the Redis users).
 func TestDeploymentsAreSeparate(t *testing.T) {
 	dsn := needPostgres(t)
 	rs := testredis.Start(t, 16)
@@ -99,14 +124,10 @@ func TestDeploymentsAreSeparate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if env1[deploydb.EnvDatabaseURI] == env2[deploydb.EnvDatabaseURI] || env1[deploydb.EnvRedisURI] == env2[deploydb.EnvRedisURI] {
-		t.Fatalf("two deployments share a URI: %v %v", env1, env2)
-	}
-	if err := redisOf(t, env1[deploydb.EnvRedisURI]).Set(ctx, "k", "one", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := redisOf(t, env2[deploydb.EnvRedisURI]).Get(ctx, "k").Err(); !errors.Is(err, redis.Nil) {
-		t.Errorf("the other deployment's Redis sees the key: %v", err)
+	for _, k := range []string{deploydb.EnvDatabaseURI, deploydb.EnvRedisURI, deploydb.EnvRedisKeyPrefix} {
+		if env1[k] == env2[k] {
+			t.Fatalf("two deployments share %s: %v %v", k, env1, env2)
+		}
 	}
 	// w2's role, w1's database.
 	cfg, err := pgx.ParseConfig(env2[deploydb.EnvDatabaseURI])
@@ -135,22 +156,27 @@ func TestDeploymentsAreSeparate(t *testing.T) {
 	}
 }
 
-// Remove drops the database and the role, empties the Redis number and
-// frees it; a second Remove is no error.
+// Remove drops the database and the role, deletes the Redis user (its
+// open connections too) and every key under its prefix, and leaves another
+// deployment's user and keys alone; a second Remove is no error.
 func TestRemove(t *testing.T) {
 	dsn := needPostgres(t)
 	rs := testredis.Start(t, 16)
 	s, _ := newShared(t, dsn, rs.URL(), nil)
 	ctx := context.Background()
-	w := work(nil)
+	w, other := work(nil), work(nil)
 	env, err := s.Ensure(ctx, w, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := redisOf(t, env[deploydb.EnvRedisURI])
-	if err := r.Set(ctx, "k", "v", 0).Err(); err != nil {
+	otherEnv, err := s.Ensure(ctx, other, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	// More keys than one SCAN answers, and the other deployment's.
+	r, prefix := redisOf(t, env[deploydb.EnvRedisURI]), env[deploydb.EnvRedisKeyPrefix]
+	fill(t, r, prefix, 2500)
+	fill(t, redisOf(t, otherEnv[deploydb.EnvRedisURI]), otherEnv[deploydb.EnvRedisKeyPrefix], 10)
 	connect(t, env[deploydb.EnvDatabaseURI]) // a session still open: WITH (FORCE) ends it
 	for range 2 {
 		if err := s.Remove(ctx, tenant, w.Deployment.ID); err != nil {
@@ -166,53 +192,47 @@ func TestRemove(t *testing.T) {
 	if dbs != 0 || roles != 0 {
 		t.Errorf("after Remove: %d database(s) and %d role(s) named %s", dbs, roles, name)
 	}
-	if n, err := r.DBSize(ctx).Result(); err != nil || n != 0 {
-		t.Errorf("the Redis number holds %d keys after Remove (%v)", n, err)
+	ra := rs.Client(t, 0)
+	if keys, err := ra.Keys(ctx, prefix+"*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("%d keys under %s after Remove (%v)", len(keys), prefix, err)
 	}
-	// The number is free again: the next deployment gets it.
-	next, err := s.Ensure(ctx, work(nil), nil)
-	if err != nil {
-		t.Fatal(err)
+	if err := ra.Do(ctx, "ACL", "GETUSER", name).Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("ACL GETUSER %s after Remove: %v, want no such user", name, err)
 	}
-	if next[deploydb.EnvRedisURI] != env[deploydb.EnvRedisURI] {
-		t.Errorf("the next deployment got %s, want the freed %s", next[deploydb.EnvRedisURI], env[deploydb.EnvRedisURI])
+	// The connection opened before is closed, and a new one refused.
+	if err := r.Set(ctx, prefix+"k", "v", 0).Err(); err == nil {
+		t.Error("the removed deployment's Redis client still writes")
+	}
+	if err := deploydb.PingRedis(ctx, env[deploydb.EnvRedisURI]); err == nil {
+		t.Error("the removed deployment's REDIS_URI still logs in")
+	}
+	if n, err := ra.Keys(ctx, otherEnv[deploydb.EnvRedisKeyPrefix]+"*").Result(); err != nil || len(n) != 10 {
+		t.Errorf("the other deployment has %d of its 10 keys after Remove (%v)", len(n), err)
+	}
+	if err := deploydb.PingRedis(ctx, otherEnv[deploydb.EnvRedisURI]); err != nil {
+		t.Errorf("the other deployment's REDIS_URI after Remove: %v", err)
 	}
 }
 
-// When every number of the shared Redis (CONFIG GET databases) is taken,
-// Ensure refuses at once with ErrRedisFull.
-func TestRedisFull(t *testing.T) {
+// A Redis with one database number holds any number of deployments: they
+// are kept apart by user and prefix, not by number.
+func TestOneRedisDatabase(t *testing.T) {
 	dsn := needPostgres(t)
-	rs := testredis.Start(t, 2)
+	rs := testredis.Start(t, 1)
 	s, _ := newShared(t, dsn, rs.URL(), nil)
 	ctx := context.Background()
-	seen := map[string]bool{}
-	for range 2 {
+	for range 3 {
 		env, err := s.Ensure(ctx, work(nil), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		seen[env[deploydb.EnvRedisURI]] = true
-	}
-	if len(seen) != 2 {
-		t.Errorf("two deployments got %d numbers", len(seen))
-	}
-	// A generous deadline: ErrRedisFull must not wait for it.
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	_, err := s.Ensure(ctx, work(nil), nil)
-	if !errors.Is(err, deploydb.ErrRedisFull) || !errors.Is(err, deploydb.ErrPermanent) {
-		t.Fatalf("a third deployment on a Redis with 2 databases: %v, want ErrRedisFull", err)
-	}
-	if ctx.Err() != nil {
-		t.Error("ErrRedisFull came only at the deadline")
-	}
-	if !strings.Contains(err.Error(), "all 2 are taken") {
-		t.Errorf("message %q does not say how many", err)
+		if err := redisOf(t, env[deploydb.EnvRedisURI]).Set(ctx, env[deploydb.EnvRedisKeyPrefix]+"k", "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
-// Replicas allocating at once never hand out a number twice, and
+// Replicas ensuring deployments at once give each its own user, and
 // replicas ensuring the same deployment at once agree.
 func TestConcurrentReplicas(t *testing.T) {
 	dsn := needPostgres(t)
@@ -243,7 +263,7 @@ func TestConcurrentReplicas(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	numbers := map[string]string{}
+	users := map[string]string{}
 	for id, rs := range results {
 		for _, r := range rs {
 			if r.err != nil {
@@ -254,13 +274,16 @@ func TestConcurrentReplicas(t *testing.T) {
 			}
 		}
 		u := rs[0].env[deploydb.EnvRedisURI]
-		if other, ok := numbers[u]; ok {
+		if other, ok := users[u]; ok {
 			t.Errorf("%s and %s both got %s", id, other, u)
 		}
-		numbers[u] = id
+		users[u] = id
+		if err := deploydb.PingRedis(ctx, u); err != nil {
+			t.Errorf("the Redis user of %s: %v", id, err)
+		}
 	}
-	if len(numbers) != 7 {
-		t.Errorf("%d distinct numbers for 7 deployments", len(numbers))
+	if len(users) != 7 {
+		t.Errorf("%d distinct Redis users for 7 deployments", len(users))
 	}
 }
 
@@ -283,14 +306,14 @@ func TestEnsureWaitsThenFails(t *testing.T) {
 	if err == nil {
 		t.Fatal("Ensure succeeded with Redis stopped")
 	}
-	if !strings.Contains(err.Error(), "Redis database") || !strings.Contains(err.Error(), "did not answer") {
+	if !strings.Contains(err.Error(), "the shared Redis") || !strings.Contains(err.Error(), "did not answer") {
 		t.Errorf("error %q does not say Redis did not answer", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	waiting := false
 	for _, l := range lines {
-		waiting = waiting || strings.HasPrefix(l, "waiting for the deployment's Redis database")
+		waiting = waiting || strings.HasPrefix(l, "waiting for the shared Redis")
 	}
 	if !waiting {
 		t.Errorf("no progress line in %q", lines)

@@ -9,8 +9,8 @@ import (
 	"github.com/deployplane/deployplane/deploydb"
 )
 
-// Give a deployment a database and a Redis number on shared servers,
-// then remove them when it is deleted.
+// Give a deployment a database and a Redis user on shared servers, then
+// remove them when it is deleted.
 func ExampleShared() {
 	ctx := context.Background()
 	s, err := deploydb.New(ctx, &deploydb.Options{
@@ -28,10 +28,11 @@ func ExampleShared() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(env[deploydb.EnvDatabaseURI]) // postgres://dp_0193f1a2...:<password>@db.internal:5432/dp_0193f1a2...?sslmode=require
-	fmt.Println(env[deploydb.EnvRedisURI])    // redis://:secret@redis.internal:6379/0
+	fmt.Println(env[deploydb.EnvDatabaseURI])    // postgres://dp_0193f1a2...:<password>@db.internal:5432/dp_0193f1a2...?sslmode=require
+	fmt.Println(env[deploydb.EnvRedisURI])       // redis://dp_0193f1a2...:<password>@redis.internal:6379/0
+	fmt.Println(env[deploydb.EnvRedisKeyPrefix]) // dp_0193f1a28c4b7d3e9f102a3b4c5d6e7f:
 
-	// DELETE: the database, the role and the Redis keys are gone.
+	// DELETE: the database, the role, the Redis user and its keys are gone.
 	if err := s.Remove(ctx, w.Tenant, w.Deployment.ID); err != nil {
 		log.Fatal(err)
 	}

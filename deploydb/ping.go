@@ -53,36 +53,14 @@ func PingRedis(ctx context.Context, uri string) error {
 		return fmt.Errorf("parsing the Redis URI: %w", err)
 	}
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = checkTimeout, checkTimeout, checkTimeout
-	o.MaxRetries = -1 // one try: the caller's loop retries
-	o.PoolSize = 1
 	o.DisableIdentity = true // no CLIENT SETINFO: PING is the whole check
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	// Dial here, and hand the client that connection: a server that is
-	// not listening yet is the common case while it starts, and the
-	// client's own dialer would log each failure on the process's stderr.
-	conn, err := (&net.Dialer{}).DialContext(ctx, o.Network, o.Addr)
+	c, closeC, err := dialRedis(ctx, o)
 	if err != nil {
 		return err
 	}
-	var handed atomic.Bool
-	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if handed.Swap(true) {
-			return nil, errors.New("deploydb: a readiness check uses one connection")
-		}
-		if o.TLSConfig != nil {
-			return tls.Client(conn, o.TLSConfig), nil
-		}
-		return conn, nil
-	}
-	o.DialerRetries = 1
-	c := redis.NewClient(o)
-	defer func() {
-		c.Close()
-		if !handed.Load() {
-			conn.Close()
-		}
-	}()
+	defer closeC()
 	got, err := c.Ping(ctx).Result()
 	if err != nil {
 		return err
@@ -91,6 +69,40 @@ func PingRedis(ctx context.Context, uri string) error {
 		return fmt.Errorf("PING answered %q", got)
 	}
 	return nil
+}
+
+// dialRedis dials the Redis server of o once and answers a client of that
+// one connection, which tries each command once (the caller's loop
+// retries), and the function that closes both. It dials itself: a server
+// that is not listening (yet, or any more) is the common case while it
+// starts, and the client's own dialer would log each failure on the
+// process's stderr.
+func dialRedis(ctx context.Context, o *redis.Options) (*redis.Client, func(), error) {
+	conn, err := (&net.Dialer{Timeout: o.DialTimeout}).DialContext(ctx, o.Network, o.Addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	oc := *o
+	oc.MaxRetries = -1
+	oc.PoolSize = 1
+	var handed atomic.Bool
+	oc.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if handed.Swap(true) {
+			return nil, errors.New("deploydb: this Redis client has one connection")
+		}
+		if oc.TLSConfig != nil {
+			return tls.Client(conn, oc.TLSConfig), nil
+		}
+		return conn, nil
+	}
+	oc.DialerRetries = 1
+	c := redis.NewClient(&oc)
+	return c, func() {
+		c.Close()
+		if !handed.Load() {
+			conn.Close()
+		}
+	}, nil
 }
 
 // Check is one readiness check, named for the log and the error.
@@ -160,8 +172,8 @@ func wait(ctx context.Context, interval time.Duration, log func(string), c Check
 	}
 }
 
-// ErrPermanent marks an error that waiting does not cure (no Redis
-// database number is left, a privilege is missing): errors.Is(err,
+// ErrPermanent marks an error that waiting does not cure (a missing
+// privilege, a deployment id that makes no name): errors.Is(err,
 // ErrPermanent) holds for it, and Wait and Ensure return it at once.
 var ErrPermanent = errors.New("deploydb: permanent error")
 

@@ -66,7 +66,7 @@
 // An agent server needs DATABASE_URI and REDIS_URI (wire contract section
 // 10). With Options.Services every deployment gets a PostgreSQL and a
 // Redis container of its own; with Options.Databases (e.g. a
-// *deploydb.Shared) a database, role and Redis number on servers the
+// *deploydb.Shared) a database, role and Redis user on servers the
 // operator shares. Both are a Databases: for every revision, after
 // DEPLOYING is reported, Deploy calls Ensure, which creates them the
 // first time (later revisions, retries and restarted control planes get
@@ -80,7 +80,8 @@
 // ready within 3m0s: ..."); an image that cannot be pulled, or a container
 // that exits or crashes, ends it at once saying so ("... could not be
 // prepared: ...", see "Failing fast"). The revision's containers get
-// DATABASE_URI and REDIS_URI beside its secrets.
+// DATABASE_URI and REDIS_URI (and a deploydb.Shared's REDIS_KEY_PREFIX:
+// the prefix its Redis user is confined to) beside its secrets.
 //
 // The deployment stays AWAITING_DATABASE until its first revision is
 // DEPLOYED (the control plane then makes it READY): a deployment is READY

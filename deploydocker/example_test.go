@@ -78,7 +78,7 @@ func ExampleLevelOf() {
 }
 
 // Each deployment's database and Redis: containers of its own
-// (Options.Services), or a database, role and Redis number on servers the
+// (Options.Services), or a database, role and Redis user on servers the
 // operator shares (Options.Databases with a deploydb.Shared). (Not run by
 // go test: it needs a Docker daemon and the shared servers.)
 func ExampleDatabases() {

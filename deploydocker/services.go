@@ -46,15 +46,16 @@ const (
 // section 10). The Deployer calls Ensure for every revision, before the
 // revision's containers start, and Remove when the deployment is deleted.
 // Two implementations: the per-deployment containers of Options.Services,
-// and *deploydb.Shared (a database, role and Redis number per deployment
+// and *deploydb.Shared (a database, role and Redis user per deployment
 // on servers the operator shares). A Kubernetes deployer can take the same
 // interface.
 type Databases interface {
 	// Ensure makes the deployment's database and Redis exist (the first
 	// time; later revisions, retries and restarts get the same ones, with
 	// their data), waits until they answer, and returns the environment
-	// the revision's containers get: DATABASE_URI and REDIS_URI. log
-	// receives its progress (the revision's deploy log). It keeps trying
+	// the revision's containers get: DATABASE_URI and REDIS_URI (and, on
+	// a shared Redis, REDIS_KEY_PREFIX), over their secrets of the same
+	// names. log receives its progress (the revision's deploy log). It keeps trying
 	// until ctx is done (the Deployer bounds it with
 	// Options.DatabaseTimeout); an error marked deploydb.Permanent says
 	// waiting longer would not help.

@@ -307,8 +307,9 @@ func TestDatabaseNotReady(t *testing.T) {
 }
 
 // With a deploydb.Shared as Options.Databases, deployments get a database
-// and a Redis number on the shared servers (the test's PostgreSQL and a
-// redis-server of its own), and DELETE drops them.
+// and a Redis user on the shared servers (the test's PostgreSQL and a
+// redis-server of its own), their containers get REDIS_KEY_PREFIX, and
+// DELETE drops them.
 func TestSharedDatabases(t *testing.T) {
 	dsn := os.Getenv("DEPLOYPLANE_TEST_POSTGRES_DSN")
 	if dsn == "" {
@@ -349,7 +350,11 @@ func TestSharedDatabases(t *testing.T) {
 	if err != nil || deploydb.PingRedis(ctx, redisURI) != nil {
 		t.Errorf("REDIS_URI %q does not answer (%v)", redisURI, err)
 	}
-	if err := redisClient(t, redisURI).Set(ctx, "k", "v", 0).Err(); err != nil {
+	keyPrefix, err := get(url + "/env?name=REDIS_KEY_PREFIX")
+	if err != nil || keyPrefix != shared.Name(d.ID)+":" {
+		t.Errorf("REDIS_KEY_PREFIX = %q, %v; want %s:", keyPrefix, err, shared.Name(d.ID))
+	}
+	if err := redisClient(t, redisURI).Set(ctx, keyPrefix+"k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.cp.DeleteDeployment(ctx, tenant, d.ID); err != nil {
@@ -360,8 +365,8 @@ func TestSharedDatabases(t *testing.T) {
 	if err := pgConnect(t, dsn).QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", shared.Name(d.ID)).Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d databases of the deployment after DELETE (%v)", n, err)
 	}
-	if size, err := redisClient(t, redisURI).DBSize(ctx).Result(); err != nil || size != 0 {
-		t.Errorf("%d keys in the deployment's Redis number after DELETE (%v)", size, err)
+	if n, err := rs.Client(t, 0).Exists(ctx, keyPrefix+"k").Result(); err != nil || n != 0 {
+		t.Errorf("the deployment's Redis key exists after DELETE (%d, %v)", n, err)
 	}
 }
 

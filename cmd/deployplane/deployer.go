@@ -98,7 +98,7 @@ func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.dataDir, "docker-data-dir", "", "host directory of the deployments' database and Redis data (default: a Docker volume each)")
 	fs.DurationVar(&f.dbTimeout, "docker-database-timeout", deploydocker.DefaultDatabaseTimeout, "how long a revision waits for its deployment's database and Redis")
 	fs.StringVar(&f.sharedPostgres, "shared-postgres-dsn", getenv("DEPLOYPLANE_SHARED_POSTGRES_DSN"), "a shared PostgreSQL (postgres://admin:password@host:5432/db) where each deployment gets a database and role, instead of its own container (default $DEPLOYPLANE_SHARED_POSTGRES_DSN)")
-	fs.StringVar(&f.sharedRedis, "shared-redis-url", getenv("DEPLOYPLANE_SHARED_REDIS_URL"), "a shared Redis (redis://:password@host:6379) where each deployment gets a database number; needs -shared-postgres-dsn (default $DEPLOYPLANE_SHARED_REDIS_URL)")
+	fs.StringVar(&f.sharedRedis, "shared-redis-url", getenv("DEPLOYPLANE_SHARED_REDIS_URL"), "a shared Redis (redis://:password@host:6379) where each deployment gets an ACL user limited to its key prefix; needs -shared-postgres-dsn (default $DEPLOYPLANE_SHARED_REDIS_URL)")
 	fs.StringVar(&f.healthPath, "docker-health-path", deploydocker.DefaultHealthPath, "path of the containers' health check")
 	fs.DurationVar(&f.healthTimeout, "docker-health-timeout", deploydocker.DefaultHealthTimeout, "how long a new container has to pass its health check")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig whose contexts are the clusters k8s listeners name (default $KUBECONFIG; in a pod, its own cluster as in-cluster)")
@@ -123,7 +123,7 @@ func (f *deployerFlags) check() string {
 		return "-docker-database-timeout must be positive"
 	}
 	if f.sharedRedis != "" && f.sharedPostgres == "" {
-		return "-shared-redis-url needs -shared-postgres-dsn (which records the Redis numbers)"
+		return "-shared-redis-url needs -shared-postgres-dsn (which records the Redis users' passwords)"
 	}
 	if f.dataDir != "" && !filepath.IsAbs(f.dataDir) {
 		return "-docker-data-dir must be an absolute path"

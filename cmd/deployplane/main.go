@@ -200,9 +200,11 @@ Flags:
                       instead of containers, give each deployment a database
                       and login role on this PostgreSQL
                       (postgres://admin:password@host:5432/postgres, a role
-                      with CREATEDB and CREATEROLE) and a database number on
-                      this Redis (redis://:password@host:6379); DELETE drops
-                      them. Default $DEPLOYPLANE_SHARED_POSTGRES_DSN and
+                      with CREATEDB and CREATEROLE) and an ACL user limited
+                      to its own key prefix on this Redis (6.2 or later,
+                      with a password: redis://:password@host:6379);
+                      DELETE drops them. Default
+                      $DEPLOYPLANE_SHARED_POSTGRES_DSN and
                       $DEPLOYPLANE_SHARED_REDIS_URL (prefer the environment:
                       command lines are visible to other users)
     -docker-health-path PATH, -docker-health-timeout D
