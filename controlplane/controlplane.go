@@ -794,8 +794,7 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 type StoreTracingProjects struct{}
 
 // storedTracingProject is the storage form (version 1) of a tracing
-// project record: the key holds the tenant and the deployment id. Records
-// without "v" are the TracingProject JSON of earlier builds.
+// project record: the key holds the tenant and the deployment id.
 type storedTracingProject struct {
 	V       int    `json:"v"`
 	Name    string `json:"n"`
@@ -831,11 +830,7 @@ func (StoreTracingProjects) Get(r store.Reader, tenant, deploymentID string) (Tr
 	if err != nil {
 		return p, err
 	}
-	v, err := checkRecordVersion(b, "tracing project", deploymentID)
-	if err != nil || v == 0 {
-		if err == nil {
-			err = json.Unmarshal(b, &p)
-		}
+	if err := checkRecordVersion(b, "tracing project", deploymentID); err != nil {
 		return p, err
 	}
 	var s storedTracingProject

@@ -402,8 +402,8 @@
 // stored in plain text, readable by whoever reads the store: set a key in
 // production. A read of sealed secrets without a key, or with another key,
 // fails with an error wrapping ErrSecretKey; records with plain-text
-// secrets (written without a key, or by earlier builds) still read with a
-// key and are sealed when next written.
+// secrets (written without a key) still read with a key and are sealed
+// when next written.
 //
 // GetDeploymentJSON (and AppendDeploymentJSON) keep, in memory, the wire
 // JSON they made of recently read deployments, secret values included,
@@ -432,10 +432,10 @@
 // seen. Run it with the new build only: an older build does not read the
 // migrated layout.
 //
-// Compatibility with stores written by earlier builds: deployment and
-// revision records in the earlier wire-JSON form still decode (and are
-// rewritten in the storage form when next written); timestamps with trimmed
-// fractions (...05.67725Z, ...05Z) decode too. Integrations recorded before
+// Compatibility with stores written by earlier builds: a deployment,
+// revision or tracing project record without a format version (the
+// wire-JSON form of earlier builds) is refused when read, with an error
+// wrapping ErrOldLayout that names it. Integrations recorded before
 // installations had owners, and build_on_push deployments stored before the
 // push index existed, are not found by pushes; register the integration
 // again.
@@ -475,5 +475,5 @@
 // model states each rule again (controlplanetest's policy table;
 // TestModelTableAgrees fails until it does), the row fixtures of
 // rules_internal_test.go and the bad draft of shape_internal_test.go need a
-// value for the field, and TestRecordsAsBefore pins the stored bytes.
+// value for the field.
 package controlplane

@@ -102,14 +102,11 @@ import (
 // resource_spec beside source_config rather than inside it, and every null,
 // empty or zero member left out. A read of a record whose version is newer
 // than recordVersion fails with an error wrapping ErrNewerRecord that names
-// the record and both versions. Records without "v" (version 0) are the
-// wire JSON that earlier builds stored (the deployment's wire JSON followed
-// by tag_value_ids; a revision's followed by its snapshot; timestamps with
-// six or fewer fractional digits, testdata/records-before-wiretime.jsonl):
-// they still decode, and are rewritten in the current form when next
-// written. A change to the storage form that older builds would misread
-// bumps recordVersion and keeps decoding the earlier versions. Tracing
-// projects of StoreTracingProjects are versioned the same way
+// the record and both versions; a read of a record without "v" fails
+// with an error wrapping ErrOldLayout. A change to the storage form that
+// older builds would misread bumps recordVersion and keeps decoding the
+// earlier versions. Tracing projects of StoreTracingProjects are
+// versioned the same way
 // ({"v":1,"n":name,"c":micros}; the key holds tenant and deployment id).
 // Listeners, integrations and the other records are still their JSON with
 // wire names.
@@ -206,8 +203,8 @@ func tailID(tail string) string {
 
 // deploymentRecord is a deployment as the package works on it: the wire
 // shape plus the fields that are not on the wire. cp_deployments holds it
-// in its storage form (encodeDeployment); its own JSON encoding is the
-// unversioned form of earlier builds, which decodeDeployment still reads.
+// in its storage form (encodeDeployment); its own JSON encoding serves
+// only to compare two records (equal).
 type deploymentRecord struct {
 	Deployment
 	Tags []string `json:"tag_value_ids"`
