@@ -66,7 +66,8 @@ type ControlPlane struct {
 // when none is given) is refused with an error wrapping ErrSecretKey,
 // before anything is served. The first key used with a store is recorded
 // (as a sealed check value, never the key) and every later Open is held
-// to it. A key of the wrong length is refused too.
+// to it. A key of the wrong length is refused too. A store of an earlier
+// storage layout is refused with ErrOldLayout (CheckLayout).
 func Open(ctx context.Context, st store.Store, opts *Options) (*ControlPlane, error) {
 	var key []byte
 	if opts != nil {
@@ -75,7 +76,11 @@ func Open(ctx context.Context, st store.Store, opts *Options) (*ControlPlane, er
 	if err := VerifySecretKey(ctx, st, key); err != nil {
 		return nil, err
 	}
-	return New(st, opts), nil
+	cp := New(st, opts)
+	if err := cp.CheckLayout(ctx); err != nil {
+		return nil, err
+	}
+	return cp, nil
 }
 
 // VerifySecretKey checks key (nil: none) against the check value kept in
@@ -829,8 +834,7 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 type StoreTracingProjects struct{}
 
 // storedTracingProject is the storage form (version 1) of a tracing
-// project record: the key holds the tenant and the deployment id. Records
-// without "v" are the TracingProject JSON of earlier builds.
+// project record: the key holds the tenant and the deployment id.
 type storedTracingProject struct {
 	V       int    `json:"v"`
 	Name    string `json:"n"`
@@ -866,11 +870,7 @@ func (StoreTracingProjects) Get(r store.Reader, tenant, deploymentID string) (Tr
 	if err != nil {
 		return p, err
 	}
-	v, err := checkRecordVersion(b, "tracing project", deploymentID)
-	if err != nil || v == 0 {
-		if err == nil {
-			err = json.Unmarshal(b, &p)
-		}
+	if err := checkRecordVersion(b, "tracing project", deploymentID); err != nil {
 		return p, err
 	}
 	var s storedTracingProject

@@ -400,6 +400,16 @@
 // wraps ErrNewerRecord and names the record and both versions, rather than
 // misreading it: do not run an older binary over a store a newer one wrote.
 //
+// Stores written in the storage layouts of earlier builds are not read and
+// not converted: recreate them. (*ControlPlane).CheckLayout, called after
+// opening a store and before serving from it (cmd/deployplane does so at
+// every start), refuses a store whose deployments have the text keys of
+// earlier builds or that holds their earlier name_contains indexes, with
+// an error wrapping ErrOldLayout; it reads a few keys and writes nothing.
+// A deployment, revision or tracing project record without a format
+// version (the wire-JSON form of earlier builds) is refused when read,
+// with an error wrapping ErrOldLayout that names it.
+//
 // # Secrets at rest
 //
 // With Options.SecretKey (32 bytes, the key oauthflow takes too;
@@ -413,8 +423,8 @@
 // fails with an error wrapping ErrSecretKey; Open (New after
 // VerifySecretKey) refuses such a key up front, against a check value the
 // store keeps from the first key it was used with. Records with plain-text
-// secrets (written without a key, or by earlier builds) still read with a
-// key and are sealed when next written.
+// secrets (written without a key) still read with a key and are sealed
+// when next written.
 //
 // GetDeploymentJSON (and AppendDeploymentJSON) keep, in memory, the wire
 // JSON they made of recently read deployments, secret values included,
@@ -429,27 +439,6 @@
 // byte so that a later build can open values of an old key while sealing
 // with a new one; until then, an operator keeps the key (and backs it up
 // with the store).
-//
-// Stores written by builds before the compact key layout must be
-// migrated once (and so must stores written before the trigram index and
-// the order counts, which Migrate builds from the name blocks those
-// builds kept, and before the trigrams kept their places, which Migrate
-// rebuilds): call (*ControlPlane).Migrate after opening such a store
-// and before serving from it (cmd/deployplane does so at every start; on
-// a migrated or new store it only looks, and writes nothing). It moves
-// the records in small batches, each its own transaction, so it can be
-// interrupted and run again, and replicas sharing a storepg database may
-// all run it at start. Until it has run, that store's deployments are not
-// seen. Run it with the new build only: an older build does not read the
-// migrated layout.
-//
-// Compatibility with stores written by earlier builds: deployment and
-// revision records in the earlier wire-JSON form still decode (and are
-// rewritten in the storage form when next written); timestamps with trimmed
-// fractions (...05.67725Z, ...05Z) decode too. Integrations recorded before
-// installations had owners, and build_on_push deployments stored before the
-// push index existed, are not found by pushes; register the integration
-// again.
 //
 // # Adding a field
 //
@@ -486,5 +475,5 @@
 // model states each rule again (controlplanetest's policy table;
 // TestModelTableAgrees fails until it does), the row fixtures of
 // rules_internal_test.go and the bad draft of shape_internal_test.go need a
-// value for the field, and TestRecordsAsBefore pins the stored bytes.
+// value for the field.
 package controlplane

@@ -32,14 +32,6 @@ func WithMutation(o *Options, m Mutation) *Options {
 // ColPending is the collection of pending work, one record per unit.
 const ColPending = colPending
 
-// SetMigrateBatch makes Migrate move n records per Update until the test
-// ends.
-func SetMigrateBatch(t interface{ Cleanup(func()) }, n int) {
-	old := migrateBatchSize
-	migrateBatchSize = n
-	t.Cleanup(func() { migrateBatchSize = old })
-}
-
 // SetShortNeedle makes lists of a needle of 1 or 2 bytes walk the newest
 // summaries first when its gram lists are more than many, at most budget
 // of them (list.go), until the test ends.

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,10 +12,11 @@ import (
 	"github.com/deployplane/deployplane/storemem"
 )
 
-// TestGetDeploymentJSONOfOlderRecords: a record stored with "secrets": null
-// (before putDeployment wrote []) still answers the wire JSON, through the
-// decoding path; unknown ids and other tenants' ids are not found.
-func TestGetDeploymentJSONOfOlderRecords(t *testing.T) {
+// TestGetDeploymentJSONOfRecordWithoutSecrets: a record stored without
+// its secrets member (a nil list) answers the wire JSON, secrets [],
+// through the decoding path; unknown ids and other tenants' ids are not
+// found.
+func TestGetDeploymentJSONOfRecordWithoutSecrets(t *testing.T) {
 	ctx := context.Background()
 	st := storemem.New()
 	defer st.Close()
@@ -30,15 +32,19 @@ func TestGetDeploymentJSONOfOlderRecords(t *testing.T) {
 			return err
 		}
 		rec.Secrets = nil
-		b, err := json.Marshal(rec)
+		b, err := cp.secrets.encodeDeployment("t1", rec)
 		if err != nil {
 			return err
+		}
+		if bytes.Contains(b, []byte(`"sec"`)) {
+			t.Errorf("stored record %s holds a secrets member", b)
 		}
 		return tx.Put(colDeployments, testDeploymentKey(tx, "t1", d.ID), b)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	cp = New(st, nil) // no answer kept: the record is decoded
 	got, err := cp.GetDeploymentJSON(ctx, "t1", d.ID)
 	if err != nil {
 		t.Fatal(err)

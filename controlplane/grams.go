@@ -1,9 +1,7 @@
 package controlplane
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -76,19 +74,9 @@ import (
 // the first answer: when there are more than shortNeedleMany of them,
 // the list first walks the tenant's newest summaries (listByIndex), and
 // merges the lists only when those do not fill the page.
-//
-// # Before
-//
-// Earlier builds kept one record per distinct trigram of the lowercased
-// name padded with two NULs, without its place, in cp_deployment_grams
-// (colDeploymentGramsV1): the candidates were every name holding all of
-// the needle's trigrams anywhere, each confirmed on its summary. Migrate
-// replaces those records by the positioned ones (migrateGramsV1); until a
-// tenant has none left, its lists check names on the summaries.
 const (
-	colDeploymentGrams   = "cp_deployment_pgrams"
-	colDeploymentGramsV1 = "cp_deployment_grams"
-	gramLen              = 3
+	colDeploymentGrams = "cp_deployment_pgrams"
+	gramLen            = 3
 )
 
 // nameAlphabet is every byte a lowercased name may hold.
@@ -118,50 +106,6 @@ func gramKeys(tp, tail, name string) []string {
 	return gs
 }
 
-// nameGramsV1 returns the distinct grams of a name as earlier builds
-// indexed them (colDeploymentGramsV1): each trigram of the lowercased name
-// padded with two NULs, without its place.
-func nameGramsV1(name string) []string {
-	s := strings.ToLower(name) + "\x00\x00"
-	gs := make([]string, 0, len(s))
-	for i := 0; i+gramLen <= len(s); i++ {
-		if g := s[i : i+gramLen]; !slices.Contains(gs, g) {
-			gs = append(gs, g)
-		}
-	}
-	return gs
-}
-
-// Which gram records a deployment has (gramsOf).
-const (
-	gramsNone = iota // none: it is in a name block of an earlier build
-	gramsV1          // an earlier build's unpositioned trigrams
-	gramsCurrent
-)
-
-// gramsOf reports which gram records the deployment named name at tail
-// has: a deployment written before the gram index has none until Migrate
-// gives it them, and one written before the positioned grams has the
-// earlier build's records until Migrate replaces them.
-func gramsOf(r store.Reader, tp, tail, name string) (int, error) {
-	for _, g := range []struct {
-		col, key string
-		gen      int
-	}{
-		{colDeploymentGrams, tp + nameGrams(name)[0] + tail, gramsCurrent},
-		{colDeploymentGramsV1, tp + nameGramsV1(name)[0] + tail, gramsV1},
-	} {
-		_, err := r.Get(g.col, g.key)
-		if err == nil {
-			return g.gen, nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return 0, err
-		}
-	}
-	return gramsNone, nil
-}
-
 // putGrams writes the gram records of a deployment with write (a Tx's
 // Put, or store.Insert for a new deployment's).
 func putGrams(write writeFunc, tp, tail, name string) error {
@@ -173,74 +117,14 @@ func putGrams(write writeFunc, tp, tail, name string) error {
 	return nil
 }
 
-// deleteGrams removes the gram records of a deployment of the given
-// generation (gramsOf).
-func deleteGrams(tx store.Tx, tp, tail, name string, gen int) error {
-	col, grams := colDeploymentGrams, nameGrams(name)
-	if gen == gramsV1 {
-		col, grams = colDeploymentGramsV1, nameGramsV1(name)
-	}
-	for _, g := range grams {
-		if err := tx.Delete(col, tp+g+tail); err != nil && !errors.Is(err, store.ErrNotFound) {
+// deleteGrams removes the gram records of a deployment.
+func deleteGrams(tx store.Tx, tp, tail, name string) error {
+	for _, k := range gramKeys(tp, tail, name) {
+		if err := tx.Delete(colDeploymentGrams, k); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 	}
 	return nil
-}
-
-// migrateGramsV1Batch is how many deployments one Update of
-// migrateGramsV1 moves to the positioned grams.
-var migrateGramsV1Batch = 128
-
-// migrateGramsV1 replaces the unpositioned trigram records of earlier
-// builds by the positioned grams, a batch of deployments per Update,
-// until none is left, and returns how many deployments it moved. Each
-// Update is whole (a deployment's old records go with the new ones
-// written), so the work may stop anywhere and resume, and replicas may
-// run it at once.
-func (cp *ControlPlane) migrateGramsV1(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		n := 0
-		err := cp.st.Update(ctx, func(tx store.Tx) error {
-			n = 0
-			for n < migrateGramsV1Batch {
-				var key string
-				err := tx.Scan(colDeploymentGramsV1, "", nil, func(k string, _ []byte) (bool, error) {
-					key = k
-					return false, nil
-				})
-				if err != nil || key == "" {
-					return err
-				}
-				tpl := tenantPrefixLen(key)
-				if tpl == 0 || len(key) < tpl+gramLen {
-					return fmt.Errorf("controlplane: gram record %q of an unknown layout", key)
-				}
-				tp, tail := key[:tpl], key[tpl+gramLen:]
-				sum, err := tx.Get(colDeploymentSums, tp+tail)
-				if err != nil {
-					return fmt.Errorf("controlplane: deployment %s has no summary record: %w", tailID(tail), err)
-				}
-				name, _, _ := strings.Cut(string(sum), "\x00")
-				if !slices.Contains(nameGramsV1(name), key[tpl:tpl+gramLen]) {
-					return fmt.Errorf("controlplane: gram record %q does not match its deployment's name %q", key, name)
-				}
-				if err := deleteGrams(tx, tp, tail, name, gramsV1); err != nil {
-					return err
-				}
-				if err := putGrams(tx.Put, tp, tail, name); err != nil {
-					return err
-				}
-				n++
-			}
-			return nil
-		})
-		total += n
-		if err != nil || n < migrateGramsV1Batch {
-			return total, err
-		}
-	}
 }
 
 // nameBytesOK reports whether every byte of a lowercased needle may occur
@@ -252,24 +136,6 @@ func nameBytesOK(needle string) bool {
 		}
 	}
 	return true
-}
-
-// gramsComplete reports whether every deployment of the tenant has its
-// positioned gram records and counts: none is left in a name block or
-// with the unpositioned trigrams of an earlier build (Migrate moves
-// them).
-func gramsComplete(r store.Reader, tp string) (bool, error) {
-	found := false
-	for _, col := range []string{colDeploymentNameBlocks, colDeploymentGramsV1} {
-		err := r.Scan(col, tp, nil, func(string, []byte) (bool, error) {
-			found = true
-			return false, nil
-		})
-		if err != nil || found {
-			return false, err
-		}
-	}
-	return true, nil
 }
 
 // scanGrams calls fn with the tail of every deployment of the tenant

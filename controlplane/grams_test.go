@@ -75,7 +75,7 @@ func TestNameContainsAndOffsetsModel(t *testing.T) {
 			}
 		}
 		for {
-			ok, err := cp.Process(ctx, &layoutDeployer{})
+			ok, err := cp.Process(ctx, quick{})
 			if err != nil {
 				rt.Fatal(err)
 			}

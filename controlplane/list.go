@@ -242,17 +242,7 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 // records when there is no filter, whose offset is skipped over the order
 // counts (ordercounts.go). The other filters are checked on the
 // candidates' summaries. tp is the tenant prefix.
-//
-// A tenant that still has name blocks (written before the gram index and
-// the order counts) or unpositioned trigrams (written before the
-// positioned grams), until Migrate has moved them, is listed without
-// either: name_contains is checked on the summaries of the order walk and
-// the offset is skipped record by record.
 func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
-	indexed, err := gramsComplete(r, tp)
-	if err != nil {
-		return nil, err
-	}
 	col, prefix := colDeploymentOrder, tp
 	// rest is the filter less what the walked index answers: the index
 	// records of a field are written from the same record as its summary,
@@ -265,7 +255,7 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 	case q.ImageVersion != "":
 		col, prefix = colDeploymentIndex, indexPrefix(tp, idxImage, q.ImageVersion)
 		rest.image = ""
-	case f.needle != "" && indexed:
+	case f.needle != "":
 		col = ""
 	case q.DeploymentType != "":
 		col, prefix = colDeploymentIndex, indexPrefix(tp, idxType, string(q.DeploymentType))
@@ -337,14 +327,14 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 		return tails, err
 	}
 	opts := &store.ScanOptions{Reverse: true}
-	if col == colDeploymentOrder && !f.enabled && skip > 0 && indexed {
+	if col == colDeploymentOrder && !f.enabled && skip > 0 {
 		start, rest, err := skipOrder(r, tp, skip)
 		if err != nil || start == "" {
 			return nil, err
 		}
 		opts.Start, skip = start, rest
 	}
-	err = r.Scan(col, prefix, opts, func(k string, _ []byte) (bool, error) {
+	err := r.Scan(col, prefix, opts, func(k string, _ []byte) (bool, error) {
 		return visit(k[len(prefix):])
 	})
 	return tails, err

@@ -129,18 +129,6 @@ func parseCountChange(k string) (tp, ts string, delta int64, err error) {
 	return k[:n], k[n : n+8], delta, nil
 }
 
-// addOrderCount adds delta to the counts of the windows holding ts (a
-// deployment's timeKey), at once (Migrate's batches; creates and removals
-// write a pending change instead, countChange).
-func addOrderCount(tx store.Tx, tp, ts string, delta int64) error {
-	for _, level := range countLevels {
-		if err := addCount(tx, countKey(tp, ts, level), delta); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // addCount adds delta to the count under k, deleting it at zero.
 func addCount(tx store.Tx, k string, delta int64) error {
 	var n int64

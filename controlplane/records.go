@@ -27,10 +27,8 @@ import (
 //	cp_deployment_order     T ts D                 -> "" (unfiltered pages skip these small keys)
 //	cp_deployment_summaries T ts D                 -> summary (lowercased name, status, type, source, image version)
 //	cp_deployment_pgrams    T gram place ts D      -> "" (the trigram at each place of the lowercased name + "\x00"; grams.go)
-//	cp_deployment_grams     T gram ts D            -> "" (earlier builds' unpositioned trigrams; Migrate replaces them, grams.go)
 //	cp_deployment_counts    T n ts[:n]             -> uvarint count of order records in the window (n = 3, 4, 5, 6; ordercounts.go)
 //	cp_deployment_count_changes T ts D +|-         -> "" (a change of the counts not yet folded in; ordercounts.go)
-//	cp_deployment_name_blocks T ts D (first)       -> up to 256 lowercased names (earlier builds; Migrate removes them, nameblocks.go)
 //	cp_deployment_index     T field value ts D     -> "" (indexPrefix: field one byte; value a code, an id or a length-prefixed string)
 //	cp_deployment_names     T name                 -> "" (names not yet removed)
 //	cp_revisions            T D R                  -> storedRevision JSON (storageform.go)
@@ -66,13 +64,12 @@ import (
 // names nothing. Every store accepts any bytes in keys (storepg keeps them
 // as bytea).
 //
-// Stores written by earlier builds hold text keys in these collections
-// (tenant/id, tenant/ts16/id, tenant/field/value/ts16/id, r/tenant/...):
-// Migrate (migrate.go) moves them to this layout in resumable batches;
-// cmd/deployplane runs it at start. Old keys start with a printable byte,
-// new ones with a tenant prefix (0x01-0x1f) or "r"/"d" and one, so the two
-// never share a prefix. testdata/layout-v0-*.jsonl is a store of the old
-// layout and what it answered.
+// Stores written in the layouts of earlier builds are not read, nor
+// converted: CheckLayout (layout.go) refuses one whose deployments have
+// text keys (the tenant's name first, a printable byte, where a tenant
+// prefix is 0x01-0x1f) or that holds the name blocks or unpositioned
+// trigrams of earlier name_contains indexes, and a record without a
+// format version is refused when read (storageform.go).
 //
 // This is the storage layout, for maintainers (the package doc tells users
 // only what they can rely on). It lives here, beside the code that writes
@@ -102,14 +99,11 @@ import (
 // resource_spec beside source_config rather than inside it, and every null,
 // empty or zero member left out. A read of a record whose version is newer
 // than recordVersion fails with an error wrapping ErrNewerRecord that names
-// the record and both versions. Records without "v" (version 0) are the
-// wire JSON that earlier builds stored (the deployment's wire JSON followed
-// by tag_value_ids; a revision's followed by its snapshot; timestamps with
-// six or fewer fractional digits, testdata/records-before-wiretime.jsonl):
-// they still decode, and are rewritten in the current form when next
-// written. A change to the storage form that older builds would misread
-// bumps recordVersion and keeps decoding the earlier versions. Tracing
-// projects of StoreTracingProjects are versioned the same way
+// the record and both versions; a read of a record without "v" fails
+// with an error wrapping ErrOldLayout. A change to the storage form that
+// older builds would misread bumps recordVersion and keeps decoding the
+// earlier versions. Tracing projects of StoreTracingProjects are
+// versioned the same way
 // ({"v":1,"n":name,"c":micros}; the key holds tenant and deployment id).
 // Listeners, integrations and the other records are still their JSON with
 // wire names.
@@ -124,21 +118,20 @@ import (
 // entries by their e/ index: each write removes up to 8 entries past
 // DeliveryRetention or GitHubInstallStateTTL.
 const (
-	colDeployments          = "cp_deployments"
-	colDeploymentOrder      = "cp_deployment_order"
-	colDeploymentSums       = "cp_deployment_summaries"
-	colDeploymentNameBlocks = "cp_deployment_name_blocks"
-	colDeploymentIndex      = "cp_deployment_index"
-	colDeploymentNames      = "cp_deployment_names"
-	colRevisions            = "cp_revisions"
-	colRevisionOrder        = "cp_revision_order"
-	colListeners            = "cp_listeners"
-	colListenerOrder        = "cp_listener_order"
-	colListenerCompute      = "cp_listener_compute_ids"
-	colIntegrations         = "cp_integrations"
-	colIntegrationInsts     = "cp_integration_installs"
-	colTracingProjects      = "cp_tracing_projects"
-	colPending              = "cp_pending"
+	colDeployments      = "cp_deployments"
+	colDeploymentOrder  = "cp_deployment_order"
+	colDeploymentSums   = "cp_deployment_summaries"
+	colDeploymentIndex  = "cp_deployment_index"
+	colDeploymentNames  = "cp_deployment_names"
+	colRevisions        = "cp_revisions"
+	colRevisionOrder    = "cp_revision_order"
+	colListeners        = "cp_listeners"
+	colListenerOrder    = "cp_listener_order"
+	colListenerCompute  = "cp_listener_compute_ids"
+	colIntegrations     = "cp_integrations"
+	colIntegrationInsts = "cp_integration_installs"
+	colTracingProjects  = "cp_tracing_projects"
+	colPending          = "cp_pending"
 )
 
 // Index fields of cp_deployment_index: the byte after the tenant prefix.
@@ -206,8 +199,8 @@ func tailID(tail string) string {
 
 // deploymentRecord is a deployment as the package works on it: the wire
 // shape plus the fields that are not on the wire. cp_deployments holds it
-// in its storage form (encodeDeployment); its own JSON encoding is the
-// unversioned form of earlier builds, which decodeDeployment still reads.
+// in its storage form (encodeDeployment); its own JSON encoding serves
+// only to compare two records (equal).
 type deploymentRecord struct {
 	Deployment
 	Tags []string `json:"tag_value_ids"`
@@ -344,10 +337,10 @@ func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploy
 }
 
 // removeDeployment deletes a deployment and every record that names it:
-// its order, summary, index and name records, its name block entry, its
-// revisions and its pending work (the tracing project belongs to the
-// TracingProjects hook). The lifecycle calls it once a deployment is torn
-// down.
+// its order, summary, index, name and gram records, its place in the
+// order counts, its revisions and its pending work (the tracing project
+// belongs to the TracingProjects hook). The lifecycle calls it once a
+// deployment is torn down.
 func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
 	if err := cp.deploymentDeletedEvent(tx, tenant, r); err != nil { // events.go
 		return err
@@ -356,20 +349,10 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 	if err != nil {
 		return err
 	}
-	// A deployment written before the gram index and the order counts
-	// (not yet migrated) is in a name block instead.
-	gen, err := gramsOf(tx, tp, r.tail(), r.Name)
-	if err != nil {
+	if err := deleteGrams(tx, tp, r.tail(), r.Name); err != nil { // grams.go
 		return err
 	}
-	if gen != gramsNone {
-		if err := deleteGrams(tx, tp, r.tail(), r.Name, gen); err != nil {
-			return err
-		}
-		if err := countChange(tx.Put, tp, r.tail(), false); err != nil {
-			return err
-		}
-	} else if err := removeName(tx, tp, r.orderKey(tp)); err != nil { // before the order record goes
+	if err := countChange(tx.Put, tp, r.tail(), false); err != nil { // ordercounts.go
 		return err
 	}
 	for _, k := range []struct{ col, key string }{
@@ -574,7 +557,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // Collections returns the names of the store collections the package
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
-	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentNameBlocks, colDeploymentGrams, colDeploymentGramsV1, colDeploymentCounts, colDeploymentCountChanges, colDeploymentIndex, colDeploymentNames, colRevisions,
+	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentGrams, colDeploymentCounts, colDeploymentCountChanges, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
 		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs, colEvents, colEventOutbox, colEventClocks,
 		colRegistryTokens, colUploads, colSequencer}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -85,115 +84,71 @@ func TestNewerRecordVersion(t *testing.T) {
 	}
 }
 
-// TestOlderTimestampsDecode: a record stored by an earlier build, with
-// trimmed fractions, still decodes; GetDeployment and GetDeploymentJSON
-// answer it re-encoded.
-func TestOlderTimestampsDecode(t *testing.T) {
+// TestUnversionedRecordsRefused: a deployment, revision or tracing
+// project record without a format version (the wire-JSON form of an
+// earlier build) is refused, by every read that meets it, with an error
+// that names the record and wraps ErrOldLayout, not decoded.
+func TestUnversionedRecordsRefused(t *testing.T) {
 	ctx := context.Background()
 	cp, st, d := oneDeployment(t)
-	old := time.Date(2026, 11, 21, 6, 45, 29, 677_250_000, time.UTC)
-	var stored []byte
-	err := st.Update(ctx, func(tx store.Tx) error {
-		cur, err := cp.getDeployment(tx, "t1", d.ID)
-		if err != nil {
-			return err
-		}
-		b, err := json.Marshal(cur) // the unversioned wire-JSON form of earlier builds
-		if err != nil {
-			return err
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(b, &m); err != nil {
-			return err
-		}
-		m["created_at"] = json.RawMessage(`"2026-11-21T06:45:29.67725Z"`)
-		m["updated_at"] = json.RawMessage(`"2026-11-21T08:45:29.67725+02:00"`)
-		// Keep the wire order with tag_value_ids last, as earlier builds did.
-		rec, _ := json.Marshal(m["tag_value_ids"])
-		delete(m, "tag_value_ids")
-		var sb strings.Builder
-		sb.WriteString("{")
-		for i, k := range []string{"id", "name", "source", "source_config", "source_revision_config", "secrets", "created_at",
-			"updated_at", "status", "latest_revision_id", "active_revision_id", "image_version"} {
-			if i > 0 {
-				sb.WriteString(",")
-			}
-			kb, _ := json.Marshal(k)
-			sb.Write(kb)
-			sb.WriteString(":")
-			sb.Write(m[k])
-		}
-		sb.WriteString(`,"tag_value_ids":` + string(rec) + "}")
-		stored = []byte(sb.String())
-		return tx.Put(colDeployments, testDeploymentKey(tx, "t1", d.ID), stored)
+	// An earlier build's record: the deployment's wire JSON, then its tags.
+	wire, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.TrimSuffix(string(wire), "}") + `,"tag_value_ids":[]}`
+	err = st.Update(ctx, func(tx store.Tx) error {
+		return tx.Put(colDeployments, testDeploymentKey(tx, "t1", d.ID), []byte(old))
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := cp.GetDeployment(ctx, "t1", d.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !got.CreatedAt.Time().Equal(old) || !got.UpdatedAt.Time().Equal(old) {
-		t.Errorf("decoded created_at %v updated_at %v, want %v", got.CreatedAt, got.UpdatedAt, old)
-	}
-	b, _ := json.Marshal(got)
-	if !strings.Contains(string(b), `"created_at":"2026-11-21T06:45:29.677250Z","updated_at":"2026-11-21T06:45:29.677250Z"`) {
-		t.Errorf("GetDeployment re-encoded = %s, want six-digit UTC timestamps", b)
-	}
-	raw, err := cp.GetDeploymentJSON(ctx, "t1", d.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(raw) != string(b) {
-		t.Errorf("GetDeploymentJSON = %s\nwant json.Marshal(GetDeployment) %s", raw, b)
-	}
-}
-
-// TestRecordsAsBefore: unversioned deployment and revision records in the
-// wire-JSON form of earlier builds (testdata/records-before-wiretime.jsonl,
-// written before the storage form) decode to the same values; listeners
-// still encode byte for byte as before.
-func TestRecordsAsBefore(t *testing.T) {
-	golden, err := os.ReadFile("testdata/records-before-wiretime.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(golden)), "\n")
-	at := time.Date(2026, 11, 21, 10, 4, 5, 120_000_000, time.UTC)
-	w := wiretime.New(at)
-	dep := &deploymentRecord{Deployment: Deployment{ID: "d", Name: "n<&>", TenantID: "t", Source: SourceGitHub, Secrets: []Secret{{"K", "V"}},
-		SourceConfig: SourceConfig{ResourceSpec: &ResourceSpec{MinScale: new(int64(1))}},
-		CreatedAt:    w, UpdatedAt: wiretime.New(at.Add(time.Second)), Status: StatusReady, ImageVersion: new("v1"), LatestRevisionID: new("r")},
-		Tags: []string{"x", "y"}}
-	rev := &revisionRecord{Revision: Revision{ID: "r", CreatedAt: w, UpdatedAt: w, Status: RevisionDeployed, Source: SourceGitHub,
-		StatusHistory: []StatusChange{{RevisionCreating, w}, {RevisionDeployed, w}}}, // what is known of a record without one
-		revisionSnapshot: revisionSnapshot{DeploymentID: "d", Secrets: []Secret{{"K", "V"}}, ResourceSpec: &ResourceSpec{MinScale: new(int64(2))},
-			InstallCommand: new("i"), BuildCommand: new("b"), ImageVersion: new("v2")}}
-	l := &Listener{ID: "l", ComputeType: "k8s", ComputeID: "c", ComputeConfig: ComputeConfig{K8sNamespaces: []string{"a"}}, Version: "1", CreatedAt: w, UpdatedAt: w}
-	gotDep, err := (secretCodec{}).decodeDeployment([]byte(lines[0]), "t", "d")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gotRev, err := (secretCodec{}).decodeRevision([]byte(lines[1]), "t", "d", "r")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, c := range []struct{ want, got any }{{dep, gotDep}, {rev, gotRev}} {
-		if d := cmp.Diff(c.want, c.got, cmp.AllowUnexported(revisionRecord{})); d != "" {
-			t.Errorf("%T decoded from the earlier record %d (-want +got):\n%s", c.want, i, d)
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrOldLayout) || errors.Is(err, ErrNewerRecord) {
+			t.Errorf("%s of an unversioned record = %v, want ErrOldLayout", what, err)
+		} else if !strings.Contains(err.Error(), d.ID) {
+			t.Errorf("%s: error %q does not name the record %s", what, err, d.ID)
 		}
 	}
-	// Listeners keep the wire form.
+	_, err = cp.GetDeployment(ctx, "t1", d.ID)
+	refused("GetDeployment", err)
+	_, err = cp.GetDeploymentJSON(ctx, "t1", d.ID)
+	refused("GetDeploymentJSON", err)
+	_, err = cp.ListDeployments(ctx, "t1", nil)
+	refused("ListDeployments", err)
+	_, err = (secretCodec{}).decodeRevision([]byte(`{"id":"`+d.ID+`","created_at":"2026-11-21T10:04:05.120000Z","status":"DEPLOYED"}`), "t1", "d", d.ID)
+	refused("decodeRevision", err)
+	err = st.Update(ctx, func(tx store.Tx) error {
+		b, _ := json.Marshal(TracingProject{Tenant: "t1", DeploymentID: d.ID, Name: "old", CreatedAt: time.Now()})
+		return tx.Put(colTracingProjects, testDeploymentKey(tx, "t1", d.ID), b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.View(ctx, func(r store.Reader) error {
+		_, err := StoreTracingProjects{}.Get(r, "t1", d.ID)
+		return err
+	})
+	refused("StoreTracingProjects.Get", err)
+}
+
+// TestListenerRecordAsBefore: listeners are stored as their wire JSON,
+// byte for byte as before the storage form of deployments and revisions.
+func TestListenerRecordAsBefore(t *testing.T) {
+	const before = `{"id":"l","compute_type":"k8s","compute_id":"c","compute_config":{"k8s_namespaces":["a"]},"version":"1",` +
+		`"created_at":"2026-11-21T10:04:05.120000Z","updated_at":"2026-11-21T10:04:05.120000Z"}`
+	w := wiretime.New(time.Date(2026, 11, 21, 10, 4, 5, 120_000_000, time.UTC))
+	l := &Listener{ID: "l", ComputeType: "k8s", ComputeID: "c", ComputeConfig: ComputeConfig{K8sNamespaces: []string{"a"}}, Version: "1", CreatedAt: w, UpdatedAt: w}
 	b, err := json.Marshal(l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(b) != lines[2] {
-		t.Errorf("listener encodes as\n%s\nbefore:\n%s", b, lines[2])
+	if string(b) != before {
+		t.Errorf("listener encodes as\n%s\nbefore:\n%s", b, before)
 	}
 	var gotL Listener
-	if err := json.Unmarshal([]byte(lines[2]), &gotL); err != nil {
+	if err := json.Unmarshal([]byte(before), &gotL); err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff(l, &gotL); d != "" {
@@ -202,20 +157,15 @@ func TestRecordsAsBefore(t *testing.T) {
 }
 
 // TestTracingProjectRecords: StoreTracingProjects writes the compact
-// versioned form and reads it back whole; a record in the TracingProject
-// JSON of earlier builds still reads.
+// versioned form and reads it back whole.
 func TestTracingProjectRecords(t *testing.T) {
 	ctx := context.Background()
 	st := storemem.New()
 	defer st.Close()
 	at := time.Date(2026, 11, 21, 10, 4, 5, 123_456_000, time.UTC)
 	p := TracingProject{Tenant: "t1", DeploymentID: "d1", Name: "agent", CreatedAt: at}
-	old, _ := json.Marshal(TracingProject{Tenant: "t1", DeploymentID: "d2", Name: "old", CreatedAt: at})
 	err := st.Update(ctx, func(tx store.Tx) error {
-		if err := (StoreTracingProjects{}).CreateTracingProject(ctx, tx, p); err != nil {
-			return err
-		}
-		return tx.Put(colTracingProjects, testDeploymentKey(tx, "t1", "d2"), old)
+		return (StoreTracingProjects{}).CreateTracingProject(ctx, tx, p)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -225,14 +175,12 @@ func TestTracingProjectRecords(t *testing.T) {
 		if !strings.HasPrefix(string(b), `{"v":1,`) {
 			t.Errorf("stored tracing project = %s, want the versioned form", b)
 		}
-		for _, want := range []TracingProject{p, {Tenant: "t1", DeploymentID: "d2", Name: "old", CreatedAt: at}} {
-			got, err := StoreTracingProjects{}.Get(r, "t1", want.DeploymentID)
-			if err != nil {
-				return err
-			}
-			if d := cmp.Diff(want, got); d != "" {
-				t.Errorf("tracing project %s (-want +got):\n%s", want.DeploymentID, d)
-			}
+		got, err := StoreTracingProjects{}.Get(r, "t1", p.DeploymentID)
+		if err != nil {
+			return err
+		}
+		if d := cmp.Diff(p, got); d != "" {
+			t.Errorf("tracing project %s (-want +got):\n%s", p.DeploymentID, d)
 		}
 		return nil
 	})

@@ -182,7 +182,7 @@ func TestRemoveManyKeepsIndexes(t *testing.T) {
 		}
 	}
 	maintain(t, cp)
-	left2, err := storetest.Dump(ctx, st, colDeploymentNameBlocks, colDeploymentGrams, colDeploymentCounts)
+	left2, err := storetest.Dump(ctx, st, colDeploymentGrams, colDeploymentCounts)
 	if err != nil {
 		t.Fatal(err)
 	}

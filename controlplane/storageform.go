@@ -16,8 +16,8 @@ import (
 
 // recordVersion is the storage format version this build writes in every
 // deployment and revision record (the "v" member, always first). A record
-// without one is the wire-JSON form of earlier builds (version 0), which
-// still decodes. See the layout comment in records.go.
+// without one is of an earlier build's layout and is refused
+// (ErrOldLayout). See the layout comment in records.go.
 const recordVersion = 1
 
 // ErrNewerRecord is wrapped by the error of any read that meets a record
@@ -27,7 +27,8 @@ const recordVersion = 1
 var ErrNewerRecord = errors.New("controlplane: record written in a newer storage format")
 
 // recordVersionOf returns the format version of a stored record: the number
-// after a leading {"v":, or 0 for an unversioned record of earlier builds.
+// after a leading {"v":, 0 when it has none, or -1 when the number is
+// malformed.
 func recordVersionOf(b []byte) int {
 	const prefix = `{"v":`
 	if !bytes.HasPrefix(b, []byte(prefix)) {
@@ -45,14 +46,18 @@ func recordVersionOf(b []byte) int {
 	return v
 }
 
-// checkRecordVersion answers the error for a record newer than this build.
-func checkRecordVersion(b []byte, kind, id string) (int, error) {
-	v := recordVersionOf(b)
-	if v < 0 || v > recordVersion {
-		return v, fmt.Errorf("controlplane: %s %s is stored in format version %d, this build reads up to version %d: %w",
+// checkRecordVersion answers the error for a record this build does not
+// read: one without a format version (ErrOldLayout), or one newer than
+// this build (ErrNewerRecord).
+func checkRecordVersion(b []byte, kind, id string) error {
+	switch v := recordVersionOf(b); {
+	case v == 0:
+		return fmt.Errorf("controlplane: %s %s is stored without a format version: %w", kind, id, ErrOldLayout)
+	case v < 0 || v > recordVersion:
+		return fmt.Errorf("controlplane: %s %s is stored in format version %d, this build reads up to version %d: %w",
 			kind, id, v, recordVersion, ErrNewerRecord)
 	}
-	return v, nil
+	return nil
 }
 
 // micros and fromMicros store timestamps as Unix microseconds.
@@ -224,8 +229,7 @@ type secretCodec struct {
 
 // secretsAAD binds sealed secrets to their record: kind, tenant and the
 // record's ids as text ("id", or "deployment/id" for a revision), not its
-// store key, so that a change of key layout (Migrate) moves sealed records
-// as they are.
+// store key, so that the key layout may change without re-sealing.
 func secretsAAD(kind, tenant, recordKey string) string {
 	return "controlplane/" + kind + "/" + tenant + "/" + recordKey
 }
@@ -285,32 +289,23 @@ func (c secretCodec) encodeDeployment(tenant string, r *deploymentRecord) ([]byt
 // decodeDeployment reads a stored deployment record of any version this
 // build understands.
 func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentRecord, error) {
-	v, err := checkRecordVersion(b, "deployment", id)
-	if err != nil {
+	if err := checkRecordVersion(b, "deployment", id); err != nil {
 		return nil, err
 	}
-	var r deploymentRecord
-	if v == 0 {
-		err = json.Unmarshal(b, &r)
-	} else {
-		var s storedDeployment
-		err = jsonv2.Unmarshal(b, &s) // about twice as fast as encoding/json here
-		r = deploymentRecord{Deployment: Deployment{
-			ID: id, Name: s.Name, DisplayName: s.Display, Source: s.Source,
-			SourceConfig: SourceConfig(s.Config), SourceRevisionConfig: SourceRevisionConfig(s.Rev), Secrets: s.Secrets,
-			CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
-			LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image, URL: s.URL,
-		}, Tags: s.Tags}
-		r.SourceConfig.ResourceSpec = (*ResourceSpec)(s.Spec)
-		if err == nil {
-			r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("deployment", tenant, id), "deployment", id)
-			if err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err != nil {
+	var s storedDeployment
+	if err := jsonv2.Unmarshal(b, &s); err != nil { // about twice as fast as encoding/json here
 		return nil, fmt.Errorf("controlplane: decoding deployment %s: %w", id, err)
+	}
+	r := deploymentRecord{Deployment: Deployment{
+		ID: id, Name: s.Name, DisplayName: s.Display, Source: s.Source,
+		SourceConfig: SourceConfig(s.Config), SourceRevisionConfig: SourceRevisionConfig(s.Rev), Secrets: s.Secrets,
+		CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
+		LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image, URL: s.URL,
+	}, Tags: s.Tags}
+	r.SourceConfig.ResourceSpec = (*ResourceSpec)(s.Spec)
+	var err error
+	if r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("deployment", tenant, id), "deployment", id); err != nil {
+		return nil, err
 	}
 	if r.Secrets == nil {
 		r.Secrets = []Secret{}
@@ -342,32 +337,23 @@ func (c secretCodec) encodeRevision(tenant string, rev *revisionRecord) ([]byte,
 // decodeRevision reads a stored revision record of any version this build
 // understands.
 func (c secretCodec) decodeRevision(b []byte, tenant, deploymentID, id string) (*revisionRecord, error) {
-	v, err := checkRecordVersion(b, "revision", id)
-	if err != nil {
+	if err := checkRecordVersion(b, "revision", id); err != nil {
 		return nil, err
 	}
-	var r revisionRecord
 	var s storedRevision
-	if v == 0 {
-		err = json.Unmarshal(b, &r)
-	} else {
-		err = jsonv2.Unmarshal(b, &s)
-		r = revisionRecord{
-			Revision: Revision{ID: id, CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
-				Source: s.Source, SourceRevisionConfig: SourceRevisionConfig(s.Rev), StatusMessage: s.Message,
-				TrackedPackages: s.Tracked},
-			revisionSnapshot: revisionSnapshot{DeploymentID: deploymentID, Secrets: s.Secrets, ResourceSpec: (*ResourceSpec)(s.Spec),
-				InstallCommand: s.InstallCommand, BuildCommand: s.BuildCommand, ImageVersion: s.ImageVersion},
-		}
-		if err == nil {
-			r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("revision", tenant, deploymentID+"/"+id), "revision", id)
-			if err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err != nil {
+	if err := jsonv2.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("controlplane: decoding revision %s: %w", id, err)
+	}
+	r := revisionRecord{
+		Revision: Revision{ID: id, CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
+			Source: s.Source, SourceRevisionConfig: SourceRevisionConfig(s.Rev), StatusMessage: s.Message,
+			TrackedPackages: s.Tracked},
+		revisionSnapshot: revisionSnapshot{DeploymentID: deploymentID, Secrets: s.Secrets, ResourceSpec: (*ResourceSpec)(s.Spec),
+			InstallCommand: s.InstallCommand, BuildCommand: s.BuildCommand, ImageVersion: s.ImageVersion},
+	}
+	var err error
+	if r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("revision", tenant, deploymentID+"/"+id), "revision", id); err != nil {
+		return nil, err
 	}
 	r.StatusHistory = historyOf(s.History, &r.Revision)
 	return &r, nil

@@ -187,9 +187,6 @@ type job struct {
 func (cp *ControlPlane) parseJob(r store.Reader, k string) (*job, error) {
 	j := &job{pkey: k}
 	bad := func() (*job, error) {
-		if len(k) > 1 && k[1] == '/' {
-			return nil, fmt.Errorf("controlplane: pending work key %q is in the layout of an earlier build: run (*ControlPlane).Migrate", k)
-		}
 		return nil, fmt.Errorf("controlplane: malformed pending work key %q", k)
 	}
 	if k == "" || (k[:1] != pendingRevision && k[:1] != pendingDelete) {

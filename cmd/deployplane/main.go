@@ -890,14 +890,13 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		pulls = pullTokens(ext.Names(), cp)
 		registryURLs, registryCreds, registryDesc = ext, dockerCredentials(pulls), ext.Host()+" (external)"
 	}
-	// Records of an earlier key layout move to the current one before
-	// anything is served or deployed (resumable; replicas may start at
-	// once).
-	if err := cp.Migrate(ctx); err != nil {
+	// A store written in an earlier build's layout is refused before
+	// anything is served or deployed: it is to be recreated.
+	if err := cp.CheckLayout(ctx); err != nil {
 		if proxyLn != nil {
 			proxyLn.Close()
 		}
-		return fmt.Errorf("migrating the store: %w", err)
+		return fmt.Errorf("checking the store: %w", err)
 	}
 	if err := metrics.WatchPendingWork(cp); err != nil {
 		if proxyLn != nil {

@@ -24,6 +24,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/storebolt"
 )
 
 // listeningRE finds the server's address in its "listening" record, in
@@ -497,6 +501,43 @@ func TestStoreFailsToOpen(t *testing.T) {
 		func(string) string { return "" }, io.Discard, io.Discard)
 	if err == nil {
 		t.Fatal("started over a database in a missing directory")
+	}
+}
+
+// TestOldLayoutStoreRefused: a database that holds deployments under the
+// text keys of an earlier build stops the start with an error that wraps
+// controlplane.ErrOldLayout; the server never listens.
+func TestOldLayoutStoreRefused(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	st, err := storebolt.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(context.Background(), func(tx store.Tx) error {
+		return tx.Put("cp_deployments", "t1/0190a000-0000-7000-8000-000000000001", []byte(`{"id":"0190a000-0000-7000-8000-000000000001","name":"old"}`))
+	})
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := newWatcher()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-db", db}, func(string) string { return "" }, io.Discard, stderr)
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, controlplane.ErrOldLayout) {
+			t.Fatalf("run over a store of an earlier layout = %v, want ErrOldLayout", err)
+		}
+	case addr := <-stderr.addr:
+		cancel()
+		<-done
+		t.Fatalf("the server started at %s over a store of an earlier layout", addr)
 	}
 }
 
