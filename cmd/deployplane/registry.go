@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +34,11 @@ type registryFlags struct {
 	host    string // host:port clients and the Docker daemon reach it at
 	storage string // a directory, or s3://bucket/root?region=&endpoint=
 
+	// The built-in registry's load limits: its port's connection cap (0:
+	// no cap). given names those set on the command line.
+	maxConns int
+	given    []string
+
 	// An external registry instead (Docker Registry v2 token auth against
 	// this server's realm): its URL, the key that signs the realm's
 	// tokens (PEM; default derived from the secret key) and the registry's
@@ -40,10 +46,24 @@ type registryFlags struct {
 	external, tokenKey, tokenService string
 }
 
+// defaultRegistryMaxConns is -registry-max-conns' default: the registry's
+// connections apart from the API's (-max-conns), so that clients of one
+// cannot take the descriptors the other needs.
+const defaultRegistryMaxConns = 256
+
 func (f *registryFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "registry-addr", "auto", "listen address of the built-in OCI registry; auto: "+defaultRegistryAddr+" with -deployer docker, none otherwise; off: none")
 	fs.StringVar(&f.host, "registry-host", "", "host:port clients reach the registry at (default: its listen address)")
 	fs.StringVar(&f.storage, "registry-storage", "", "where the registry keeps images: a directory, or s3://bucket[/root]?region=&endpoint= (default: deployplane-registry beside -db)")
+	f.maxConns = defaultRegistryMaxConns
+	fs.Func("registry-max-conns", "open connections to the registry at most (0: no cap)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return errors.New("want 0 (no cap) or a positive number")
+		}
+		f.maxConns, f.given = n, append(f.given, "-registry-max-conns")
+		return nil
+	})
 	fs.StringVar(&f.external, "registry-external-url", "", "an external registry (auth: token, realm <public URL>"+registry.TokenPath+") instead of the built-in one: https://HOST[:PORT], or http:// for plain HTTP")
 	fs.StringVar(&f.tokenKey, "registry-token-key", "", "PEM private key (Ed25519, ECDSA or RSA) that signs the realm's tokens (default: derived from the secret key)")
 	fs.StringVar(&f.tokenService, "registry-token-service", "", "the external registry's auth.token.service (default: its host)")
@@ -58,6 +78,8 @@ func (f *registryFlags) check() string {
 		return "give -registry-addr (the built-in registry) or -registry-external-url, not both"
 	case f.external != "" && (f.host != "" || f.storage != ""):
 		return "-registry-host and -registry-storage are the built-in registry's: not with -registry-external-url"
+	case f.external != "" && len(f.given) > 0:
+		return strings.Join(f.given, " and ") + ": the built-in registry's, not with -registry-external-url"
 	}
 	if f.external != "" {
 		if _, _, err := parseExternalURL(f.external); err != nil {
@@ -87,7 +109,17 @@ type builtinRegistry struct {
 	tokens *lateTokens
 	srv    *http.Server
 	ln     net.Listener
+	limits httpLimits
 	tmp    string // a directory to remove at close (-db :memory:)
+}
+
+// registryLimits are the registry port's: the API port's (portLimits),
+// with a cap of its own, and its bodies and answers streamed (an image
+// layer may take longer than the API's 60 s to push or pull).
+func registryLimits(maxConns int) httpLimits {
+	l := portLimits(maxConns)
+	l.minRate = streamMinRate
+	return l
 }
 
 // lateTokens lets the registry be built before the ControlPlane that
@@ -125,7 +157,7 @@ func openRegistry(ctx context.Context, f *registryFlags, deployer, db string, se
 	if host == "" {
 		host = ln.Addr().String()
 	}
-	r := &builtinRegistry{tokens: &lateTokens{}, ln: ln}
+	r := &builtinRegistry{tokens: &lateTokens{}, ln: ln, limits: registryLimits(f.maxConns)}
 	opts := &registry.Options{Host: host, Secret: string(secret), Logger: log}
 	switch {
 	case strings.HasPrefix(f.storage, "s3://"):
@@ -159,10 +191,9 @@ func openRegistry(ctx context.Context, f *registryFlags, deployer, db string, se
 // serve starts serving the registry with cp checking its tokens.
 func (r *builtinRegistry) serve(cp *controlplane.ControlPlane, log *slog.Logger) {
 	r.tokens.cp = cp
-	r.srv = &http.Server{Handler: r.Registry, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	r.srv = r.limits.server(r.Registry, log)
 	go func() {
-		if err := r.srv.Serve(r.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := r.srv.Serve(r.limits.listener(r.ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("the registry stopped", "err", err)
 		}
 	}()

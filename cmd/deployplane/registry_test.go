@@ -1,15 +1,22 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -190,3 +197,123 @@ func TestRegistryFlagsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryLimitFlags: -h documents the registry's limits, their
+// values reach the registry, and nonsensical ones are usage errors.
+func TestRegistryLimitFlags(t *testing.T) {
+	var stderr bytes.Buffer
+	if err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, io.Discard, &stderr); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("run -h: %v", err)
+	}
+	for _, want := range []string{"-registry-max-conns N", "default\n                      256"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("-h does not say %q", want)
+		}
+	}
+	for _, tt := range []struct {
+		args     []string
+		maxConns int
+	}{
+		{nil, 256},
+		{[]string{"-registry-max-conns", "0"}, 0},
+	} {
+		c, err := parseFlags(tt.args, func(string) string { return "" }, io.Discard)
+		if err != nil || c.registry.maxConns != tt.maxConns {
+			t.Errorf("%v: %v, max conns %d; want %d", tt.args, err, c.registry.maxConns, tt.maxConns)
+		}
+	}
+	for _, args := range [][]string{
+		{"-registry-max-conns", "-1"},
+		{"-registry-external-url", "https://r.example.com", "-registry-max-conns", "10"},
+	} {
+		if _, err := parseFlags(args, func(string) string { return "" }, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestRegistryConnsSpareTheAPI: connections to the registry's port beyond
+// -registry-max-conns wait in the kernel's accept queue, so that idle
+// registry clients cannot take the descriptors the API needs. The server
+// runs as its own process (the command, built) allowed 128 descriptors;
+// 300 registry clients each send a request and keep their connection
+// open. The API and /healthz still answer, and the registry answers again
+// once those clients leave.
+func TestRegistryConnsSpareTheAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh to run the server under ulimit -n:", err)
+	}
+	bin := binary(t)
+	cmd := exec.Command(sh, "-c", `ulimit -n 128 && exec "$0" "$@"`, bin, "-addr", "127.0.0.1:0", "-db", ":memory:",
+		"-registry-addr", "127.0.0.1:0", "-registry-storage", t.TempDir(), "-registry-max-conns", "50")
+	cmd.Env = append(os.Environ(), "DEPLOYPLANE_API_KEY=k")
+	stderr := newWatcher()
+	cmd.Stderr, cmd.Stdout = stderr, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	url := stderr.wait(t)
+	regHost := regexp.MustCompile(`registry=(\S+)`).FindStringSubmatch(stderr.String())
+	if regHost == nil {
+		t.Fatalf("no registry in the log:\n%s", stderr)
+	}
+	// Requests wait at most until shortly before the test's deadline.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-nearDeadline(t):
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	get := func(url string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		req.Header.Set("X-Api-Key", "k")
+		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v\n%s", url, err, tail(stderr.String(), 2000))
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	idle := make([]net.Conn, 0, 300)
+	for range cap(idle) {
+		conn, err := net.Dial("tcp", regHost[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, "GET /v2/ HTTP/1.1\r\nHost: "+regHost[1]+"\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, conn)
+	}
+	// The first 50 are answered (401: no credentials) and kept open.
+	br := bufio.NewReader(idle[49])
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the 50th registry client: %v %v", resp, err)
+	}
+	if status := get(url + "/healthz"); status != http.StatusOK {
+		t.Errorf("/healthz beside 300 registry clients: %d", status)
+	}
+	if status := get(url + "/v2/deployments"); status != http.StatusOK {
+		t.Errorf("the API beside 300 registry clients: %d", status)
+	}
+	for _, conn := range idle {
+		conn.Close()
+	}
+	if status := get("http://" + regHost[1] + "/v2/"); status != http.StatusUnauthorized {
+		t.Errorf("the registry once its clients left: %d", status)
+	}
+}
+
+// tail is the end of s, at most n bytes.
+func tail(s string, n int) string { return s[max(0, len(s)-n):] }
