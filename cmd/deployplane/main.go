@@ -68,7 +68,7 @@ Usage:
                 [-build-base-image IMAGE]
                 [-registry-addr auto|off|HOST:PORT] [-registry-host HOST:PORT]
                 [-registry-storage DIR|s3://BUCKET]
-                [-registry-max-conns 256]
+                [-registry-max-conns 256] [-registry-quota 10GiB]
                 [-registry-external-url URL [-registry-token-key FILE]
                  [-registry-token-service NAME]]
                 [-github-webhook-secret SECRET]
@@ -258,6 +258,14 @@ Flags:
                       take longer than 60 s: its body, and an answer, is cut
                       only after 60 s without a byte, or when it falls below
                       16 KiB/s on average after its first 60 s
+    -registry-quota SIZE
+                      the image blobs (layers and configs) the repositories
+                      of one deployment may hold, its unfinished uploads
+                      included: bytes, or 500MiB, 10GiB, 20GB (default
+                      10GiB; 0: no quota). An upload beyond it is refused
+                      with the registry's error, 403 DENIED "registry quota
+                      exceeded: ..."; another deployment's pushes go on.
+                      Unfinished uploads are removed a day after they start
     -registry-external-url https://HOST[:PORT]|http://HOST[:PORT]
                       an external registry instead of the built-in one (see
                       "An external registry" below): push-token's

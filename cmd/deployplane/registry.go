@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -34,9 +35,11 @@ type registryFlags struct {
 	host    string // host:port clients and the Docker daemon reach it at
 	storage string // a directory, or s3://bucket/root?region=&endpoint=
 
-	// The built-in registry's load limits: its port's connection cap (0:
-	// no cap). given names those set on the command line.
+	// The built-in registry's load limits: its port's connection cap and
+	// the bytes of image blobs each deployment may keep (0: no cap, no
+	// quota). given names those set on the command line.
 	maxConns int
+	quota    int64
 	given    []string
 
 	// An external registry instead (Docker Registry v2 token auth against
@@ -55,13 +58,21 @@ func (f *registryFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "registry-addr", "auto", "listen address of the built-in OCI registry; auto: "+defaultRegistryAddr+" with -deployer docker, none otherwise; off: none")
 	fs.StringVar(&f.host, "registry-host", "", "host:port clients reach the registry at (default: its listen address)")
 	fs.StringVar(&f.storage, "registry-storage", "", "where the registry keeps images: a directory, or s3://bucket[/root]?region=&endpoint= (default: deployplane-registry beside -db)")
-	f.maxConns = defaultRegistryMaxConns
+	f.maxConns, f.quota = defaultRegistryMaxConns, registry.DefaultQuota
 	fs.Func("registry-max-conns", "open connections to the registry at most (0: no cap)", func(s string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
 			return errors.New("want 0 (no cap) or a positive number")
 		}
 		f.maxConns, f.given = n, append(f.given, "-registry-max-conns")
+		return nil
+	})
+	fs.Func("registry-quota", "bytes of image blobs each deployment's repositories may hold, e.g. 10GiB (0: no quota)", func(s string) error {
+		n, err := parseBytes(s)
+		if err != nil {
+			return err
+		}
+		f.quota, f.given = n, append(f.given, "-registry-quota")
 		return nil
 	})
 	fs.StringVar(&f.external, "registry-external-url", "", "an external registry (auth: token, realm <public URL>"+registry.TokenPath+") instead of the built-in one: https://HOST[:PORT], or http:// for plain HTTP")
@@ -87,6 +98,22 @@ func (f *registryFlags) check() string {
 		}
 	}
 	return ""
+}
+
+// parseBytes reads a size: a number of bytes, or a whole number with a
+// unit, binary (KiB, MiB, GiB, TiB) or decimal (KB, MB, GB, TB), in any
+// case: 10GiB, 500MB.
+func parseBytes(s string) (int64, error) {
+	digits := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	unit := strings.ToLower(s[len(digits):])
+	units := map[string]int64{"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+		"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	m, ok := units[unit]
+	if err != nil || !ok || n < 0 || n > math.MaxInt64/m {
+		return 0, fmt.Errorf("%q: want a number of bytes, or one with a unit: 500MiB, 10GiB, 20GB", s)
+	}
+	return n * m, nil
 }
 
 // parseExternalURL reads -registry-external-url: https://host[:port]
@@ -158,7 +185,10 @@ func openRegistry(ctx context.Context, f *registryFlags, deployer, db string, se
 		host = ln.Addr().String()
 	}
 	r := &builtinRegistry{tokens: &lateTokens{}, ln: ln, limits: registryLimits(f.maxConns)}
-	opts := &registry.Options{Host: host, Secret: string(secret), Logger: log}
+	opts := &registry.Options{Host: host, Secret: string(secret), Logger: log, Quota: f.quota}
+	if f.quota == 0 {
+		opts.Quota = -1 // none
+	}
 	switch {
 	case strings.HasPrefix(f.storage, "s3://"):
 		if opts.S3, err = registry.ParseS3URL(f.storage); err != nil {
