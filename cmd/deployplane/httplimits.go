@@ -81,19 +81,16 @@ func (l httpLimits) listener(ln net.Listener) net.Listener {
 // streamed replaces http.Server's ReadTimeout and WriteTimeout, which
 // bound a whole request, by deadlines that follow the body and the
 // answer as they flow (httpLimits.minRate), for requests that carry image
-// layers of hundreds of megabytes. The read deadline is lifted once the
-// body is read (or at once without a body): a request's context is
-// canceled when its connection's read deadline passes, and a handler may
-// still be at work then (committing a layer, sending one).
+// layers of hundreds of megabytes.
 func (l httpLimits) streamed(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		now := time.Now()
-		// None while the handler works before its first write.
+		// None while the handler works before its first write (committing
+		// a layer, say).
 		_ = rc.SetWriteDeadline(time.Time{})
-		if r.Body == nil || r.Body == http.NoBody {
-			_ = rc.SetReadDeadline(time.Time{})
-		} else {
+		// Without a body, net/http has lifted the read deadline already.
+		if r.Body != nil && r.Body != http.NoBody {
 			b := &pacedBody{ReadCloser: r.Body, rc: rc, pace: pace{start: now, timeout: l.readTimeout, minRate: l.minRate}}
 			_ = rc.SetReadDeadline(b.pace.deadline(now, 0))
 			r.Body = b
@@ -130,28 +127,20 @@ func (p *pace) deadline(now time.Time, next int64) time.Time {
 }
 
 // pacedBody is a request body whose read deadline moves with its
-// progress (pace), and is lifted at its end.
+// progress (pace).
 type pacedBody struct {
 	io.ReadCloser
 	rc   *http.ResponseController
 	pace pace
-	done bool
 }
 
 func (b *pacedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if b.done {
-		return n, err
-	}
 	b.pace.n += int64(n)
-	switch {
-	case err != nil:
-		// At the end (or on a failure, after which the connection is
-		// closed): no read deadline, which would cancel the request's
-		// context while its handler still works.
-		b.done = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	case n > 0:
+	// Not at the body's end, where net/http lifts the read deadline for
+	// its background read of the connection: a deadline passing there
+	// would cancel the request's context while its handler still works.
+	if n > 0 && err == nil {
 		_ = b.rc.SetReadDeadline(b.pace.deadline(time.Now(), 0))
 	}
 	return n, err

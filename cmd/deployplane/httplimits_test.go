@@ -17,8 +17,9 @@ import (
 )
 
 // limitsProbe is a handler that reports what happened to its requests:
-// POST /upload reads the body, GET /download?n=N writes N bytes, GET
-// /slow works 90 s before it answers whether its context is still live.
+// POST /upload reads the body (with ?work, then works 90 s, and reports
+// whether its context is still live), GET /download?n=N writes N bytes,
+// GET /slow works 90 s and reports whether its context is still live.
 type limitsProbe struct {
 	ended chan probeEnd
 }
@@ -35,6 +36,10 @@ func (p *limitsProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/upload":
 		n, err := io.Copy(io.Discard, r.Body)
+		if err == nil && r.URL.Query().Has("work") {
+			time.Sleep(90 * time.Second)
+			err = r.Context().Err()
+		}
 		p.ended <- probeEnd{n, err, time.Now()}
 		if err == nil {
 			fmt.Fprint(w, n)
@@ -252,6 +257,21 @@ func TestRegistryPortTimeouts(t *testing.T) {
 			e := probe.awaitEnd(t, "a stalled download")
 			if e.err == nil || e.at.Sub(last) != l.writeTimeout {
 				t.Errorf("a stalled download: %v after %s, want a timeout after %s", e.err, e.at.Sub(last), l.writeTimeout)
+			}
+		})
+	})
+	t.Run("long work after an upload", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			probe, dial := registryPort(t)
+			conn := dial()
+			_, _ = io.WriteString(conn, "POST /upload?work HTTP/1.1\r\nHost: registry\r\nContent-Length: 65536\r\n\r\n")
+			_, _ = conn.Write(make([]byte, 64<<10))
+			if e := probe.awaitEnd(t, "an upload, then 90 s of work"); e.err != nil {
+				t.Errorf("a request working 90 s after its body: %v", e.err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Errorf("the answer of a request working 90 s after its body: %v %v", resp, err)
 			}
 		})
 	})
