@@ -27,6 +27,32 @@
 // httphandler (POST .../push-token answers {token, registry_url}) and
 // gives the Docker deployer a pull token of the deployment for its images.
 //
+// # Quota
+//
+// The repositories of one deployment may hold Options.Quota bytes of
+// image blobs (layers and configs; manifests are not counted), default
+// DefaultQuota (10 GiB). A blob the deployment's repositories link counts
+// once, however many of them link it (whether another deployment holds it
+// too does not matter), and so does the data of its unfinished uploads,
+// which Distribution removes Options.UploadMaxAge (a day) after they
+// start. Nothing else is ever removed: pushed blobs stay counted.
+//
+// The requests that send a blob's data (PATCH and PUT of an upload, once
+// authorized) are counted as they are read: the deployment's usage is read
+// from the storage when the request's body is first read, and the bytes
+// this process's uploads of the deployment receive after that are added
+// as they arrive, so that uploads running at once count each other.
+// Replicas see each other's uploads through the storage only, when a
+// request starts. An upload that would go beyond the quota (at once when
+// its Content-Length says so, else at the byte that crosses it) is
+// refused with the registry's own error, 403 with
+//
+//	{"errors": [{"code": "DENIED", "message": "registry quota exceeded: deployment <id> may store 10 GiB of image blobs and holds ..."}]}
+//
+// which the docker CLI shows as "denied: registry quota exceeded: ..." and
+// go-containerregistry as "DENIED: ...". The refused upload's data is
+// removed; the deployment's other uploads, and other deployments, go on.
+//
 // # An external registry
 //
 // Instead, an operator may run a registry of their own (CNCF Distribution

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/distribution/distribution/v3"
 	"github.com/distribution/distribution/v3/configuration"
@@ -19,6 +21,7 @@ import (
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem" // the default storage
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/s3-aws"     // Options.S3
 	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
 
 	"github.com/deployplane/deployplane/controlplane"
 )
@@ -50,9 +53,26 @@ type Options struct {
 	// Secret signs the registry's upload state; replicas behind one Host
 	// need the same one. Default: a random one per process.
 	Secret string
-	// Logger receives one line per refused credential. Default: discard.
+	// Logger receives one line per refused credential and per upload
+	// refused over Quota. Default: discard.
 	Logger *slog.Logger
+	// Quota is how many bytes of image blobs (layers and configs; not
+	// manifests) the repositories of one deployment may hold, unfinished
+	// uploads included; an upload beyond it is refused with DENIED (403).
+	// Default (0): DefaultQuota; negative: no quota.
+	Quota int64
+	// UploadMaxAge is how long an unfinished upload's data is kept (it
+	// counts against Quota until it is removed). Default (0):
+	// DefaultUploadMaxAge.
+	UploadMaxAge time.Duration
 }
+
+const (
+	// DefaultQuota is Options.Quota's default: 10 GiB per deployment.
+	DefaultQuota int64 = 10 << 30
+	// DefaultUploadMaxAge is Options.UploadMaxAge's default.
+	DefaultUploadMaxAge = 24 * time.Hour
+)
 
 // S3 is an S3 bucket (or an S3-compatible store at Endpoint). Credentials
 // come from the AWS environment (AWS_ACCESS_KEY_ID, ..., or the instance's
@@ -82,6 +102,7 @@ type Registry struct {
 	host  string
 	names *Names
 	log   *slog.Logger
+	quota *quota // nil: none
 }
 
 // The distribution library finds access controllers by name in a table of
@@ -99,6 +120,9 @@ func New(ctx context.Context, tokens Tokens, opts *Options) (r *Registry, err er
 	}
 	if opts.S3 == nil && opts.Dir == "" {
 		return nil, errors.New("registry: Options.Dir or Options.S3 is required")
+	}
+	if opts.UploadMaxAge < 0 {
+		return nil, errors.New("registry: Options.UploadMaxAge must not be negative")
 	}
 	registerOnce.Do(func() {
 		err = auth.Register(accessControllerName, func(o map[string]any) (auth.AccessController, error) {
@@ -118,6 +142,7 @@ func New(ctx context.Context, tokens Tokens, opts *Options) (r *Registry, err er
 	}
 	cfg := &configuration.Configuration{}
 	cfg.Storage = storageConfig(opts)
+	cfg.Storage["maintenance"] = configuration.Parameters{"uploadpurging": uploadPurging(opts.UploadMaxAge)}
 	cfg.Auth = configuration.Auth{accessControllerName: configuration.Parameters{"controller": &accessController{tokens: tokens, log: log}}}
 	cfg.HTTP.Secret = opts.Secret
 	defer func() {
@@ -137,7 +162,20 @@ func New(ctx context.Context, tokens Tokens, opts *Options) (r *Registry, err er
 		_ = app.Shutdown()
 		return nil, fmt.Errorf("registry: storage: %w", err)
 	}
-	return &Registry{app: app, ns: ns, host: opts.Host, names: NewNames(opts.Host, opts.Aliases...), log: log}, nil
+	r = &Registry{app: app, ns: ns, host: opts.Host, names: NewNames(opts.Host, opts.Aliases...), log: log}
+	if limit := cmp.Or(opts.Quota, DefaultQuota); limit > 0 {
+		r.quota = &quota{limit: limit, driver: driver, blobs: ns.BlobStatter(), log: log,
+			active: map[string]*streamed{}, sizes: map[digest.Digest]int64{}}
+	}
+	return r, nil
+}
+
+// uploadPurging is the configuration of Distribution's removal of
+// unfinished uploads older than age (default DefaultUploadMaxAge), which
+// runs every hour, or every age if that is shorter.
+func uploadPurging(age time.Duration) map[any]any {
+	age = cmp.Or(age, DefaultUploadMaxAge)
+	return map[any]any{"enabled": true, "age": age.String(), "interval": min(age, time.Hour).String(), "dryrun": false}
 }
 
 func storageConfig(opts *Options) configuration.Storage {
@@ -162,8 +200,25 @@ func storageConfig(opts *Options) configuration.Storage {
 	return configuration.Storage{"filesystem": configuration.Parameters{"rootdirectory": opts.Dir}}
 }
 
-// ServeHTTP serves the OCI distribution API.
-func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.app.ServeHTTP(w, req) }
+// ServeHTTP serves the OCI distribution API. The requests that send a
+// blob's data (PATCH and PUT of an upload) count it against the quota.
+func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if r.quota == nil || (req.Method != http.MethodPatch && req.Method != http.MethodPut) || req.ContentLength == 0 {
+		r.app.ServeHTTP(w, req)
+		return
+	}
+	m := uploadPath.FindStringSubmatch(req.URL.Path)
+	if m == nil {
+		r.app.ServeHTTP(w, req)
+		return
+	}
+	u := &upload{q: r.quota, repo: m[1], id: m[2], body: req.Body, length: req.ContentLength}
+	u.ctx = context.WithValue(req.Context(), uploadKey{}, u)
+	req = req.WithContext(u.ctx)
+	req.Body = u
+	defer u.finish(r.ns)
+	r.app.ServeHTTP(&refusingWriter{ResponseWriter: w, u: u}, req)
+}
 
 // Host is Options.Host.
 func (r *Registry) Host() string { return r.host }
@@ -262,6 +317,9 @@ func (ac *accessController) Authorized(req *http.Request, access ...auth.Access)
 			return nil, challenge{err: fmt.Errorf("%w: %s %s is outside %s", auth.ErrAuthenticationFailure, a.Action, a.Name, g.Repository)}
 		}
 		resources = append(resources, a.Resource)
+	}
+	if u, ok := req.Context().Value(uploadKey{}).(*upload); ok {
+		u.authorize(g)
 	}
 	return &auth.Grant{User: auth.UserInfo{Name: user}, Resources: resources}, nil
 }

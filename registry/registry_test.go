@@ -40,13 +40,20 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, &registry.Options{})
+}
+
+// newEnvWith is newEnv with opts (Host and Dir are the env's).
+func newEnvWith(t *testing.T, opts *registry.Options) *env {
+	t.Helper()
 	e := &env{ctx: context.Background(), now: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
 	st := storemem.New()
 	t.Cleanup(func() { st.Close() })
 	e.cp = controlplane.New(st, &controlplane.Options{Clock: func() time.Time { return e.now }})
 	srv := httptest.NewUnstartedServer(nil)
 	e.host = srv.Listener.Addr().String()
-	reg, err := registry.New(e.ctx, e.cp, &registry.Options{Host: e.host, Dir: t.TempDir()})
+	opts.Host, opts.Dir = e.host, t.TempDir()
+	reg, err := registry.New(e.ctx, e.cp, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

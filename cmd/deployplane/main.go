@@ -33,7 +33,6 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/google/uuid"
-	"golang.org/x/net/netutil"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/dashboard"
@@ -69,6 +68,7 @@ Usage:
                 [-build-base-image IMAGE] [-tenant-workers N]
                 [-registry-addr auto|off|HOST:PORT] [-registry-host HOST:PORT]
                 [-registry-storage DIR|s3://BUCKET]
+                [-registry-max-conns 256] [-registry-quota 10GiB]
                 [-registry-external-url URL [-registry-token-key FILE]
                  [-registry-token-service NAME]]
                 [-github-webhook-secret SECRET]
@@ -255,6 +255,25 @@ Flags:
                       deployplane-registry beside -db; a temporary directory
                       with -db :memory:); replicas share an S3 bucket
                       (credentials from the AWS environment)
+    -registry-max-conns N
+                      open connections to the registry at most (default
+                      256; 0: no cap), apart from -max-conns, so that idle
+                      registry clients cannot take the descriptors the API
+                      needs; beyond it new connections wait in the kernel's
+                      accept queue. The registry's port has the API port's
+                      timeouts (10 s for the request line and headers,
+                      120 s idle between requests), but an image layer may
+                      take longer than 60 s: its body, and an answer, is cut
+                      only after 60 s without a byte, or when it falls below
+                      16 KiB/s on average after its first 60 s
+    -registry-quota SIZE
+                      the image blobs (layers and configs) the repositories
+                      of one deployment may hold, its unfinished uploads
+                      included: bytes, or 500MiB, 10GiB, 20GB (default
+                      10GiB; 0: no quota). An upload beyond it is refused
+                      with the registry's error, 403 DENIED "registry quota
+                      exceeded: ..."; another deployment's pushes go on.
+                      Unfinished uploads are removed a day after they start
     -registry-external-url https://HOST[:PORT]|http://HOST[:PORT]
                       an external registry instead of the built-in one (see
                       "An external registry" below): push-token's
@@ -291,7 +310,8 @@ Flags:
                       GitHub (see "GitHub integrations" below)
     -max-conns N      open connections at most (default 1024; 0: no cap);
                       beyond it new connections wait in the kernel's accept
-                      queue until one closes
+                      queue until one closes (the registry's port has its
+                      own cap, -registry-max-conns)
     -max-in-flight N  requests in service at once, long polls aside (default
                       0: 32 per processor, at least 64); one more is answered
                       at once 503 with Retry-After: 1; -1: no cap
@@ -943,15 +963,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		RegistryRealm:               realm,
 		Dashboard:                   c.dashboard(st),
 	})
-	srv := &http.Server{
-		Handler:           endLongPolls(draining, api),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    serverMaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := portLimits(c.maxConns).server(endLongPolls(draining, api), log)
 	keySource := "the generated key"
 	switch {
 	case c.keysFile != "" && c.envKey != "":
@@ -1052,15 +1064,10 @@ func (c *config) loadLimits() *httphandler.LoadLimits {
 	return l
 }
 
-// limitListener caps ln's open connections at -max-conns: Accept waits
-// while that many are open, so a flood of connections waits in the
-// kernel's accept queue instead of costing the server a goroutine and
-// buffers each.
+// limitListener caps the API port's open connections at -max-conns
+// (httpLimits.listener).
 func (c *config) limitListener(ln net.Listener) net.Listener {
-	if c.maxConns == 0 {
-		return ln
-	}
-	return netutil.LimitListener(ln, c.maxConns)
+	return portLimits(c.maxConns).listener(ln)
 }
 
 // redactDSN hides the password of a PostgreSQL URL, for the log.

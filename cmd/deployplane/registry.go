@@ -9,11 +9,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +35,13 @@ type registryFlags struct {
 	host    string // host:port clients and the Docker daemon reach it at
 	storage string // a directory, or s3://bucket/root?region=&endpoint=
 
+	// The built-in registry's load limits: its port's connection cap and
+	// the bytes of image blobs each deployment may keep (0: no cap, no
+	// quota). given names those set on the command line.
+	maxConns int
+	quota    int64
+	given    []string
+
 	// An external registry instead (Docker Registry v2 token auth against
 	// this server's realm): its URL, the key that signs the realm's
 	// tokens (PEM; default derived from the secret key) and the registry's
@@ -40,10 +49,32 @@ type registryFlags struct {
 	external, tokenKey, tokenService string
 }
 
+// defaultRegistryMaxConns is -registry-max-conns' default: the registry's
+// connections apart from the API's (-max-conns), so that clients of one
+// cannot take the descriptors the other needs.
+const defaultRegistryMaxConns = 256
+
 func (f *registryFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "registry-addr", "auto", "listen address of the built-in OCI registry; auto: "+defaultRegistryAddr+" with -deployer docker, none otherwise; off: none")
 	fs.StringVar(&f.host, "registry-host", "", "host:port clients reach the registry at (default: its listen address)")
 	fs.StringVar(&f.storage, "registry-storage", "", "where the registry keeps images: a directory, or s3://bucket[/root]?region=&endpoint= (default: deployplane-registry beside -db)")
+	f.maxConns, f.quota = defaultRegistryMaxConns, registry.DefaultQuota
+	fs.Func("registry-max-conns", "open connections to the registry at most (0: no cap)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return errors.New("want 0 (no cap) or a positive number")
+		}
+		f.maxConns, f.given = n, append(f.given, "-registry-max-conns")
+		return nil
+	})
+	fs.Func("registry-quota", "bytes of image blobs each deployment's repositories may hold, e.g. 10GiB (0: no quota)", func(s string) error {
+		n, err := parseBytes(s)
+		if err != nil {
+			return err
+		}
+		f.quota, f.given = n, append(f.given, "-registry-quota")
+		return nil
+	})
 	fs.StringVar(&f.external, "registry-external-url", "", "an external registry (auth: token, realm <public URL>"+registry.TokenPath+") instead of the built-in one: https://HOST[:PORT], or http:// for plain HTTP")
 	fs.StringVar(&f.tokenKey, "registry-token-key", "", "PEM private key (Ed25519, ECDSA or RSA) that signs the realm's tokens (default: derived from the secret key)")
 	fs.StringVar(&f.tokenService, "registry-token-service", "", "the external registry's auth.token.service (default: its host)")
@@ -58,6 +89,8 @@ func (f *registryFlags) check() string {
 		return "give -registry-addr (the built-in registry) or -registry-external-url, not both"
 	case f.external != "" && (f.host != "" || f.storage != ""):
 		return "-registry-host and -registry-storage are the built-in registry's: not with -registry-external-url"
+	case f.external != "" && len(f.given) > 0:
+		return strings.Join(f.given, " and ") + ": the built-in registry's, not with -registry-external-url"
 	}
 	if f.external != "" {
 		if _, _, err := parseExternalURL(f.external); err != nil {
@@ -65,6 +98,22 @@ func (f *registryFlags) check() string {
 		}
 	}
 	return ""
+}
+
+// parseBytes reads a size: a number of bytes, or a whole number with a
+// unit, binary (KiB, MiB, GiB, TiB) or decimal (KB, MB, GB, TB), in any
+// case: 10GiB, 500MB.
+func parseBytes(s string) (int64, error) {
+	digits := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	unit := strings.ToLower(s[len(digits):])
+	units := map[string]int64{"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+		"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	m, ok := units[unit]
+	if err != nil || !ok || n < 0 || n > math.MaxInt64/m {
+		return 0, fmt.Errorf("%q: want a number of bytes, or one with a unit: 500MiB, 10GiB, 20GB", s)
+	}
+	return n * m, nil
 }
 
 // parseExternalURL reads -registry-external-url: https://host[:port]
@@ -87,7 +136,17 @@ type builtinRegistry struct {
 	tokens *lateTokens
 	srv    *http.Server
 	ln     net.Listener
+	limits httpLimits
 	tmp    string // a directory to remove at close (-db :memory:)
+}
+
+// registryLimits are the registry port's: the API port's (portLimits),
+// with a cap of its own, and its bodies and answers streamed (an image
+// layer may take longer than the API's 60 s to push or pull).
+func registryLimits(maxConns int) httpLimits {
+	l := portLimits(maxConns)
+	l.minRate = streamMinRate
+	return l
 }
 
 // lateTokens lets the registry be built before the ControlPlane that
@@ -125,10 +184,13 @@ func openRegistry(ctx context.Context, f *registryFlags, deployer, db string, se
 	if host == "" {
 		host = ln.Addr().String()
 	}
-	r := &builtinRegistry{tokens: &lateTokens{}, ln: ln}
+	r := &builtinRegistry{tokens: &lateTokens{}, ln: ln, limits: registryLimits(f.maxConns)}
 	hostname, _ := os.Hostname()
 	opts := &registry.Options{Host: host, Aliases: registry.ListenAliases(ln.Addr().String(), hostname),
-		Secret: string(secret), Logger: log}
+		Secret: string(secret), Logger: log, Quota: f.quota}
+	if f.quota == 0 {
+		opts.Quota = -1 // none
+	}
 	switch {
 	case strings.HasPrefix(f.storage, "s3://"):
 		if opts.S3, err = registry.ParseS3URL(f.storage); err != nil {
@@ -161,10 +223,9 @@ func openRegistry(ctx context.Context, f *registryFlags, deployer, db string, se
 // serve starts serving the registry with cp checking its tokens.
 func (r *builtinRegistry) serve(cp *controlplane.ControlPlane, log *slog.Logger) {
 	r.tokens.cp = cp
-	r.srv = &http.Server{Handler: r.Registry, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	r.srv = r.limits.server(r.Registry, log)
 	go func() {
-		if err := r.srv.Serve(r.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := r.srv.Serve(r.limits.listener(r.ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("the registry stopped", "err", err)
 		}
 	}()
