@@ -133,8 +133,8 @@
 // revision is in flight, applies again the active revision's objects
 // whose fields this package manages were changed or that were deleted (one
 // list per kind for the whole cluster finds them). An owner ConfigMap
-// deleted by hand takes its objects with it and is not put back: the next
-// revision applies them.
+// deleted by hand takes its objects with it, and the record deleted by
+// hand leaves nothing to repair from: the next revision applies them.
 //
 // Teardown deletes the owner in the foreground and returns only once no
 // object labelled for the deployment is left in any namespace (claims
