@@ -136,7 +136,9 @@
 // prommetrics implements Observer with Prometheus. SKIPPED and INTERRUPTED
 // are written by API calls, not the loop, and are not observed. Ready
 // reports whether the store answers, Run runs and its Deployer (when it
-// implements ReadinessChecker) reaches its engine, for GET /readyz;
+// implements ReadinessChecker) reaches its engine, for GET /readyz, and
+// ClusterHealth the state of each cluster of a Deployer that drives
+// several (ClusterHealthReporter), which does not make it unready;
 // PendingWork counts the revisions and deletions waiting and in progress,
 // reading only the pending records.
 //

@@ -85,6 +85,31 @@ type ReadinessChecker interface {
 	Ready(ctx context.Context) error
 }
 
+// ClusterHealthReporter is implemented by a Deployer that drives
+// Kubernetes clusters (deployroute.Router). Readiness is about this
+// process: a cluster that does not answer does not make it unready, and
+// ClusterHealth reports each cluster's state instead (GET /readyz shows it
+// beside its verdict).
+type ClusterHealthReporter interface {
+	// ClusterHealth returns each cluster's state by name: nil when it
+	// answers, an error saying why not otherwise. Like Ready it is called
+	// per probe and returns by ctx's deadline.
+	ClusterHealth(ctx context.Context) map[string]error
+}
+
+// ClusterHealth returns the state of each cluster the Deployer Run drives
+// (when it is a ClusterHealthReporter), nil when there is none.
+func (cp *ControlPlane) ClusterHealth(ctx context.Context) map[string]error {
+	d := cp.deployer.Load()
+	if d == nil {
+		return nil
+	}
+	if hr, ok := (*d).(ClusterHealthReporter); ok {
+		return hr.ClusterHealth(ctx)
+	}
+	return nil
+}
+
 // The components Ready checks, as NotReadyError names them.
 const (
 	ComponentStore     = "store"

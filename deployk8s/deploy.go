@@ -16,8 +16,7 @@ import (
 	k8serrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
@@ -36,6 +35,11 @@ func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 		// applied stays; a resumed Deploy re-applies it, Reconcile or
 		// Teardown removes it.
 		return nil
+	case errors.Is(err, errUnreachable):
+		// The cluster has not answered for ProgressDeadline: the revision
+		// stays where it is and the control plane calls Deploy again
+		// later, which applies the same objects again.
+		return nil
 	}
 	return err
 }
@@ -50,6 +54,10 @@ type run struct {
 	seen   map[string]bool // progress lines written
 	// unsubscribe stops the cluster's Events going to the deploy log.
 	unsubscribe func()
+	// o is the revision's objects, once applied.
+	o *objects
+	// outage follows the cluster's transient errors (transient.go).
+	outage outage
 }
 
 func (x *run) logf(ctx context.Context, level controlplane.LogLevel, format string, args ...any) {
@@ -127,7 +135,11 @@ func (x *run) deploy(ctx context.Context) error {
 		return x.fail(ctx, fmt.Sprintf("Superseded by revision %s, which became active first.", by))
 	}
 	x.logf(ctx, controlplane.LevelInfo, "applying the revision's objects in namespace %s of cluster %s", x.ns, x.d.o.Cluster)
-	if msg, err := x.d.apply(ctx, x.ns, w, image); err != nil {
+	var msg string
+	if err := x.retry(ctx, "applying the revision's objects", func(ctx context.Context) (err error) {
+		msg, err = x.d.apply(ctx, x, image)
+		return err
+	}); err != nil {
 		return err
 	} else if msg != "" {
 		return x.fail(ctx, msg)
@@ -140,11 +152,20 @@ func (x *run) deploy(ctx context.Context) error {
 	}
 	mu := x.d.lock(w.Tenant, w.Deployment.ID)
 	mu.Lock()
-	defer mu.Unlock()
-	if by, err := x.d.supersededBy(ctx, w.Tenant, w.Deployment.ID, &w.Revision); err != nil {
-		return err
-	} else if by != "" {
+	if by, err := x.d.supersededBy(ctx, w.Tenant, w.Deployment.ID, &w.Revision); err != nil || by != "" {
+		mu.Unlock() // fail puts the active revision back, under the lock
+		if err != nil {
+			return err
+		}
 		return x.fail(ctx, fmt.Sprintf("Superseded by revision %s, which became active first.", by))
+	}
+	defer mu.Unlock()
+	// The record of the active revision, from which a failed revision
+	// puts its objects back and Reconcile repairs them.
+	if err := x.retry(ctx, "recording the active revision", func(ctx context.Context) error {
+		return x.d.recordActive(ctx, x.o)
+	}); err != nil {
+		return err
 	}
 	// Older revisions' Secrets: the rollout is complete, their pods are
 	// gone. Removed before DEPLOYED is reported, so that whoever sees the
@@ -195,35 +216,27 @@ func (d *Deployer) applyOptions() metav1.ApplyOptions {
 
 // apply applies every object of the revision. A rejection by the API
 // server (an invalid object, a missing namespace) returns its message,
-// to end the revision DEPLOY_FAILED; other errors are returned.
-func (d *Deployer) apply(ctx context.Context, ns string, w *controlplane.Work, image string) (string, error) {
+// to end the revision DEPLOY_FAILED; other errors are returned (the
+// caller retries transient ones: apply is idempotent).
+func (d *Deployer) apply(ctx context.Context, x *run, image string) (string, error) {
+	w, ns := x.w, x.ns
 	mu := d.lock(w.Tenant, w.Deployment.ID)
 	mu.Lock()
 	defer mu.Unlock()
-	spec := controlplane.ResourceSpec{}
-	if w.ResourceSpec != nil {
-		spec = *w.ResourceSpec
-	}
-	o := &objects{d: d, w: w, ns: ns, spec: spec.WithDefaults(), image: image, dbEnabled: !d.o.NoServices}
+	o := d.newObjects(ns, w, image)
 	dep := w.Deployment.ID
 	rejected := func(what string, err error) (string, error) {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		var st k8serrors.APIStatus
-		if errors.As(err, &st) {
-			switch st.Status().Code {
-			case 400, 403, 404, 409, 422:
-				return fmt.Sprintf("The cluster refused %s: %s", what, st.Status().Message), nil
-			}
+		if msg := refusal(err); msg != "" {
+			return fmt.Sprintf("The cluster refused %s: %s", what, msg), nil
 		}
 		return "", fmt.Errorf("deployk8s: applying %s: %w", what, err)
 	}
-	owner, err := d.cli.CoreV1().ConfigMaps(ns).Apply(ctx, o.ownerConfigMap(), d.applyOptions())
-	if err != nil {
+	if err := d.applyOwner(ctx, o); err != nil {
 		return rejected("ConfigMap "+ownerName(dep), err)
 	}
-	o.owner = owner.UID
 	// A newer revision applied already: this one must not replace it.
 	if cur, err := d.cli.AppsV1().Deployments(ns).Get(ctx, apiName(dep), metav1.GetOptions{}); err == nil {
 		if other := cur.Spec.Template.Labels[LabelRevision]; other != "" && other != w.Revision.ID && d.o.State != nil {
@@ -235,71 +248,110 @@ func (d *Deployer) apply(ctx context.Context, ns string, w *controlplane.Work, i
 	} else if !k8serrors.IsNotFound(err) {
 		return rejected("Deployment "+apiName(dep), err)
 	}
-	if _, err := d.cli.CoreV1().Secrets(ns).Apply(ctx, o.secret(), d.applyOptions()); err != nil {
-		return rejected("the revision's Secret", err)
+	if err := d.current(ctx, o); err != nil {
+		return rejected("the deployment's objects", err)
 	}
 	if o.dbEnabled {
-		pw, err := d.password(ctx, ns, dep)
-		if err != nil {
-			return rejected("Secret "+servicesName(dep), err)
+		if o.password == "" {
+			b := make([]byte, 18)
+			rand.Read(b)
+			o.password = hex.EncodeToString(b)
 		}
-		if _, err := d.cli.CoreV1().Secrets(ns).Apply(ctx, o.servicesSecret(pw), d.applyOptions()); err != nil {
-			return rejected("Secret "+servicesName(dep), err)
-		}
-		st, sv := o.database()
-		if _, err := d.cli.AppsV1().StatefulSets(ns).Apply(ctx, st, d.applyOptions()); err != nil {
-			return rejected("StatefulSet "+dbName(dep), err)
-		}
-		if _, err := d.cli.CoreV1().Services(ns).Apply(ctx, sv, d.applyOptions()); err != nil {
-			return rejected("Service "+dbName(dep), err)
-		}
-		rd, rsv := o.redis()
-		if _, err := d.cli.AppsV1().Deployments(ns).Apply(ctx, rd, d.applyOptions()); err != nil {
-			return rejected("Deployment "+redisName(dep), err)
-		}
-		if _, err := d.cli.CoreV1().Services(ns).Apply(ctx, rsv, d.applyOptions()); err != nil {
-			return rejected("Service "+redisName(dep), err)
+		if msg, err := d.resizeDatabase(ctx, x, o); err != nil || msg != "" {
+			return msg, err
 		}
 	}
+	var err error
 	if o.pullSecret, err = d.applyPullSecret(ctx, o); err != nil {
 		return rejected("Secret "+pullSecretName(dep), err)
 	}
-	for _, c := range []string{componentAPI, componentQueue} {
-		dp, err := o.deployment(c)
-		if err != nil {
-			return fmt.Sprintf("The resource_spec cannot become a pod: %v", err), nil
-		}
-		if _, err := d.cli.AppsV1().Deployments(ns).Apply(ctx, dp, d.applyOptions()); err != nil {
-			return rejected("Deployment "+*dp.Name, err)
-		}
-		name := *dp.Name
-		if o.autoscaled(c) {
-			if _, err := d.cli.AutoscalingV2().HorizontalPodAutoscalers(ns).Apply(ctx, o.hpa(c), d.applyOptions()); err != nil {
-				return rejected("HorizontalPodAutoscaler "+name, err)
-			}
-		} else if err := d.cli.AutoscalingV2().HorizontalPodAutoscalers(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !k8serrors.IsNotFound(err) {
-			return rejected("HorizontalPodAutoscaler "+name, err)
+	items, err := o.items()
+	if err != nil {
+		return fmt.Sprintf("The resource_spec cannot become a pod: %v", err), nil
+	}
+	for _, it := range items {
+		if err := it.apply(ctx); err != nil {
+			return rejected(it.kind+" "+it.name, err)
 		}
 	}
-	if _, err := d.cli.CoreV1().Services(ns).Apply(ctx, o.service(), d.applyOptions()); err != nil {
-		return rejected("Service "+serviceName(dep), err)
-	}
+	x.o = o
 	return "", nil
 }
 
-// password is the database's password: the one stored in the services
-// Secret, or a new random one.
-func (d *Deployer) password(ctx context.Context, ns, dep string) (string, error) {
-	s, err := d.cli.CoreV1().Secrets(ns).Get(ctx, servicesName(dep), metav1.GetOptions{})
-	if err == nil && len(s.Data["POSTGRES_PASSWORD"]) > 0 {
-		return string(s.Data["POSTGRES_PASSWORD"]), nil
+// refusal is the API server's message when err is its refusal of a
+// request (400, 403, 404, 409, 422), else "".
+func refusal(err error) string {
+	var st k8serrors.APIStatus
+	if errors.As(err, &st) {
+		switch st.Status().Code {
+		case 400, 403, 404, 409, 422:
+			return st.Status().Message
+		}
 	}
-	if err != nil && !k8serrors.IsNotFound(err) {
+	return ""
+}
+
+// AnnotationStorageRefused is set on a deployment's database claim to
+// the size (a quantity, "20Gi") db_storage_gi asked for and the cluster
+// refused to give the claim (a shrink, or a StorageClass without volume
+// expansion). A later revision asking for that same size keeps the claim
+// as it is and says so in its deploy log; one asking for another size
+// tries again.
+const AnnotationStorageRefused = "deployplane.dev/storage-refused"
+
+// dbClaimName is the claim of the database StatefulSet's only pod.
+func dbClaimName(dep string) string { return "data-" + dbName(dep) + "-0" }
+
+// resizeDatabase gives the database's claim the size db_storage_gi asks
+// for, when its StatefulSet exists already (whose claim template cannot
+// change, and keeps the size it was created with): the claim is resized
+// (volume expansion). A refusal ends the revision with a message saying
+// the database keeps its size, and is recorded on the claim
+// (AnnotationStorageRefused) so that later revisions with the same
+// db_storage_gi are not refused again.
+func (d *Deployer) resizeDatabase(ctx context.Context, x *run, o *objects) (string, error) {
+	if o.dbClaim == nil {
+		return "", nil // a new StatefulSet: its claim template has the size
+	}
+	claims := d.cli.CoreV1().PersistentVolumeClaims(o.ns)
+	name := dbClaimName(o.w.Deployment.ID)
+	pvc, err := getOrNil(claims.Get(ctx, name, metav1.GetOptions{}))
+	if err != nil || pvc == nil {
+		return "", err // none yet: the StatefulSet makes it from its template
+	}
+	cur, want := pvc.Spec.Resources.Requests[corev1.ResourceStorage], o.dbStorage()
+	if want.Cmp(cur) == 0 {
+		return "", nil
+	}
+	if pvc.Annotations[AnnotationStorageRefused] == want.String() {
+		x.logf(ctx, controlplane.LevelWarning, "db_storage_gi asks for %s; the database's volume keeps %s, which the cluster refused to change to %s before",
+			want.String(), cur.String(), want.String())
+		return "", nil
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"resources": map[string]any{"requests": map[string]any{
+		"storage": want.String()}}}})
+	if err != nil {
 		return "", err
 	}
-	b := make([]byte, 18)
-	rand.Read(b)
-	return hex.EncodeToString(b), nil
+	_, err = claims.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: d.o.FieldManager})
+	if err == nil {
+		x.logf(ctx, controlplane.LevelInfo, "the database's volume grows from %s to %s", cur.String(), want.String())
+		return "", nil
+	}
+	msg := refusal(err)
+	if msg == "" {
+		return "", fmt.Errorf("deployk8s: resizing PersistentVolumeClaim %s: %w", name, err)
+	}
+	mark, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		AnnotationStorageRefused: want.String()}}})
+	if err != nil {
+		return "", err
+	}
+	if _, err := claims.Patch(ctx, name, types.MergePatchType, mark, metav1.PatchOptions{FieldManager: d.o.FieldManager}); err != nil {
+		return "", fmt.Errorf("deployk8s: annotating PersistentVolumeClaim %s: %w", name, err)
+	}
+	return fmt.Sprintf("The cluster refused to change the database's volume from %s to %s (db_storage_gi): %s. The database keeps %s; "+
+		"later revisions with this db_storage_gi deploy without changing it.", cur.String(), want.String(), msg, cur.String()), nil
 }
 
 // wait watches the rollout until it completes ("") or fails (a message).
@@ -307,7 +359,12 @@ func (x *run) wait(ctx context.Context) (string, error) {
 	t := time.NewTicker(x.d.o.PollInterval)
 	defer t.Stop()
 	for {
-		msg, done, err := x.look(ctx)
+		var msg string
+		var done bool
+		err := x.retry(ctx, "watching the rollout", func(ctx context.Context) (err error) {
+			msg, done, err = x.look(ctx)
+			return err
+		})
 		if err != nil || msg != "" || done {
 			return msg, err
 		}
@@ -346,7 +403,8 @@ func (x *run) look(ctx context.Context) (msg string, done bool, err error) {
 				return fmt.Sprintf("Deployment %s made no progress for %s: %s", name, x.d.o.ProgressDeadline, cond.Message), false, nil
 			}
 		}
-		ok, progress := rolledOut(dp)
+		lo, _ := x.o.scale(c)
+		ok, progress := rolledOut(dp, lo)
 		x.progress(ctx, fmt.Sprintf("%s: %s", name, progress))
 		done = done && ok
 	}
@@ -373,15 +431,16 @@ func (x *run) progress(ctx context.Context, line string) {
 }
 
 // rolledOut: the Deployment's rollout of its current template completed:
-// observed, every replica updated, ready and available, none old.
-func rolledOut(dp *appsv1.Deployment) (bool, string) {
+// observed, every replica updated, ready and available, none old, and at
+// least least of them.
+func rolledOut(dp *appsv1.Deployment, least int32) (bool, string) {
 	want := int32(1)
 	if dp.Spec.Replicas != nil {
 		want = *dp.Spec.Replicas
 	}
 	s := dp.Status
 	ok := s.ObservedGeneration >= dp.Generation && s.UpdatedReplicas == want && s.Replicas == want &&
-		s.ReadyReplicas == want && s.AvailableReplicas == want
+		s.ReadyReplicas == want && s.AvailableReplicas == want && want >= least
 	return ok, fmt.Sprintf("%d/%d updated, %d ready, %d available, %d in all", s.UpdatedReplicas, want, s.ReadyReplicas, s.AvailableReplicas, s.Replicas)
 }
 
@@ -396,7 +455,7 @@ func (d *Deployer) servicesReady(ctx context.Context, ns, dep string) (bool, str
 		return false, "", err
 	}
 	dbOK := st.Status.ObservedGeneration >= st.Generation && st.Status.ReadyReplicas >= 1
-	redisOK, _ := rolledOut(rd)
+	redisOK, _ := rolledOut(rd, 1)
 	return dbOK && redisOK, fmt.Sprintf("database ready: %t, redis ready: %t", dbOK, redisOK), nil
 }
 
@@ -481,68 +540,4 @@ func (d *Deployer) deleteOlderSecrets(ctx context.Context, ns, tenant, dep strin
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// restoreActive puts the deployment's active revision back in its API
-// server and queue Deployments after revision failed (or was left behind
-// by a crash): the template of the active revision's newest ReplicaSet,
-// as `kubectl rollout undo` does. Without an active revision it does
-// nothing.
-func (d *Deployer) restoreActive(ctx context.Context, ns, tenant, dep, failed string) error {
-	if d.o.State == nil {
-		return nil
-	}
-	cur, err := d.o.State.GetDeployment(ctx, tenant, dep)
-	if err != nil || cur.ActiveRevisionID == nil || *cur.ActiveRevisionID == failed {
-		return nil
-	}
-	active := *cur.ActiveRevisionID
-	mu := d.lock(tenant, dep)
-	mu.Lock()
-	defer mu.Unlock()
-	var errs []error
-	for _, c := range []string{componentAPI, componentQueue} {
-		errs = append(errs, d.restore(ctx, ns, dep, active, c))
-	}
-	return errors.Join(errs...)
-}
-
-func (d *Deployer) restore(ctx context.Context, ns, dep, active, component string) error {
-	name := apiName(dep)
-	if component == componentQueue {
-		name = queueName(dep)
-	}
-	cur, err := d.cli.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil || cur.Spec.Template.Labels[LabelRevision] == active {
-		return nil
-	}
-	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelDeployment: dep, LabelRevision: active, LabelComponent: component})
-	rss, err := d.cli.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil || len(rss.Items) == 0 {
-		return err
-	}
-	rs := slices.MaxFunc(rss.Items, func(a, b appsv1.ReplicaSet) int {
-		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
-	})
-	tmpl := rs.Spec.Template.DeepCopy()
-	delete(tmpl.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	b, err := json.Marshal(tmpl)
-	if err != nil {
-		return err
-	}
-	t := &corev1ac.PodTemplateSpecApplyConfiguration{}
-	if err := json.Unmarshal(b, t); err != nil {
-		return err
-	}
-	ac, err := appsv1ac.ExtractDeployment(cur, d.o.FieldManager)
-	if err != nil {
-		return err
-	}
-	if ac.Spec == nil {
-		ac.WithSpec(appsv1ac.DeploymentSpec())
-	}
-	ac.Spec.Template = t
-	ac.WithLabels(map[string]string{LabelRevision: active})
-	_, err = d.cli.AppsV1().Deployments(ns).Apply(ctx, ac, d.applyOptions())
-	return err
 }

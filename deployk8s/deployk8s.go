@@ -105,8 +105,9 @@ type Deployer struct {
 	log *slog.Logger
 	ev  *events
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // per tenant/deployment
+	mu     sync.Mutex
+	locks  map[string]*sync.Mutex // per tenant/deployment
+	health int                    // healthUnknown, healthUp or healthDown (noteHealth)
 }
 
 // New builds a Deployer. It does not contact the cluster; Ready does.
@@ -156,14 +157,42 @@ func New(o *Options) (*Deployer, error) {
 }
 
 // Ready asks the cluster's API server whether it is ready: the Deployer
-// is a controlplane.ReadinessChecker.
+// is a controlplane.ReadinessChecker. The log says when the answer
+// changes: at Warn with the cause when the cluster stops answering, at
+// Info when it answers again.
 func (d *Deployer) Ready(ctx context.Context) error {
 	_, err := d.cli.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 	if err != nil {
-		return fmt.Errorf("deployk8s: cluster %s: %w", d.o.Cluster, err)
+		err = fmt.Errorf("deployk8s: cluster %s: %w", d.o.Cluster, err)
 	}
-	return nil
+	if ctx.Err() == nil { // not the caller giving up
+		d.noteHealth(err)
+	}
+	return err
 }
+
+// noteHealth logs a change of the cluster's state.
+func (d *Deployer) noteHealth(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case err != nil && (d.health == healthUnknown || d.health == healthUp):
+		d.health = healthDown
+		d.log.Warn("deployk8s: the cluster does not answer", "cluster", d.o.Cluster, "err", err)
+	case err == nil && d.health == healthDown:
+		d.health = healthUp
+		d.log.Info("deployk8s: the cluster answers again", "cluster", d.o.Cluster)
+	case err == nil:
+		d.health = healthUp
+	}
+}
+
+// The states noteHealth follows.
+const (
+	healthUnknown = iota
+	healthUp
+	healthDown
+)
 
 // Close stops the Deployer's watches of cluster Events.
 func (d *Deployer) Close() error {

@@ -31,7 +31,9 @@
 //     by the containers as environment variables (envFrom): the values
 //     appear in no pod spec, annotation or log;
 //   - the API server's Deployment "dp-<id>-api": image_uri, min_scale
-//     replicas (at least 1), requests and limits from cpu, cpu_limit,
+//     replicas (at least 1; with an autoscaler, the replicas it set when
+//     within its range, so that a revision does not undo its scaling),
+//     requests and limits from cpu, cpu_limit,
 //     memory_mb and memory_limit_mb after controlplane.ResourceSpec.WithDefaults
 //     (the one function that applies the seed's defaults, shared with
 //     deploydocker), service_account_name, image_pull_secrets, volumes,
@@ -45,8 +47,7 @@
 //     fields and their defaults;
 //   - HorizontalPodAutoscalers (autoscaling/v2, on CPU) from min_scale to
 //     max_scale, and from queue_min_scale to queue_max_scale, when the
-//     maximum is above the minimum (the Deployment's replicas are then the
-//     autoscaler's);
+//     maximum is above the minimum;
 //   - with Options.PullSecrets, when the image is in the server's own
 //     registry (built-in, or external and trusting the server's realm): a
 //     kubernetes.io/dockerconfigjson Secret "dp-<id>-pull" holding a
@@ -59,18 +60,22 @@
 //     is set;
 //   - the deployment's database and Redis (unless Options.NoServices): a
 //     PostgreSQL StatefulSet with one claim of db_storage_gi (deleted with
-//     it), db_cpu and db_memory_mb and their limits, db_max_connections; a
+//     it; the claim template keeps the size it was created with, and a
+//     later db_storage_gi resizes the claim itself: see below), db_cpu and db_memory_mb and their limits, db_max_connections; a
 //     Redis Deployment limited to redis_memory_mb; their Services, and a
 //     Secret "dp-<id>-services" with the database's password and the
-//     DATABASE_URI and REDIS_URI the API server and queue get.
+//     DATABASE_URI and REDIS_URI the API server and queue get;
+//   - a Secret "dp-<id>-active", written before a revision is reported
+//     DEPLOYED: the record of the active revision (its image, resource
+//     spec and secrets), from which its objects are put back.
 //
 // # Status from the cluster
 //
 // After applying, Deploy watches the cluster (every Options.PollInterval):
 // the revision is DEPLOYED once the API server's and queue's rollouts of
 // this revision complete (observed generation; updated, ready and
-// available replicas all the desired count, no old replica left) and the
-// database and Redis are ready; until then the deployment stays
+// available replicas all the desired count, at least min_scale, no old
+// replica left) and the database and Redis are ready; until then the deployment stays
 // AWAITING_DATABASE (the first revision) or keeps its active revision. It
 // ends DEPLOY_FAILED, with a status_message taken from the cluster, when
 // the API server refuses an object (an invalid volume, a missing
@@ -79,9 +84,38 @@
 // pods' container states, not only the Deployment's conditions: an exit
 // code, ImagePullBackOff, CrashLoopBackOff ...), or when the Deployment's
 // progressDeadlineSeconds (Options.ProgressDeadline) passes. A failed
-// revision after an active one puts the active one's pod template back
-// (the newest ReplicaSet of that revision, as kubectl rollout undo does);
-// its pods never stopped serving, maxUnavailable being 0.
+// revision after an active one puts back every object of the active one,
+// applied again from its record (Deployments, autoscalers, the database,
+// Redis, Services, Secrets; an autoscaler the active revision lacks is
+// deleted); its pods never stopped serving, maxUnavailable being 0. (A
+// deployment without a record gets the active revision's pod templates
+// back, from its newest ReplicaSets, as kubectl rollout undo does.)
+//
+// A db_storage_gi other than the database claim's size resizes the claim
+// (volume expansion). When the cluster refuses (a shrink, a StorageClass
+// without allowVolumeExpansion) the revision fails saying so and the
+// database keeps its size; the refused size is recorded on the claim
+// (AnnotationStorageRefused), and a later revision asking for that same
+// size deploys with the claim as it is, its deploy log saying so: the
+// deployment's stored resource_spec keeps the value, and it must not fail
+// every revision after.
+//
+// # Guarantees
+//
+//   - DEPLOYED means min_scale replicas of the revision are available.
+//   - An API server that does not answer (connection refused or reset,
+//     timeouts, 429, 500, 502, 503, 504) never fails a revision: every
+//     step is retried with backoff (250 ms doubling to 10 s), the deploy
+//     log saying when the cluster stops and starts answering (the cause
+//     goes to the Logger). After Options.ProgressDeadline without an
+//     answer Deploy returns with the revision where it is, and the control
+//     plane calls it again later.
+//   - A failed revision leaves the cluster as the active revision had it.
+//   - Reconcile repairs drift: an object of the active revision changed
+//     or deleted by hand is applied again (see Reconcile).
+//   - Ready (for /readyz and the cluster_up metric) logs once each time
+//     the cluster stops or starts answering; a Router does not make the
+//     server unready for a cluster (controlplane.ClusterHealthReporter).
 //
 // Each step, the rollout's progress and the cluster's Events about the
 // deployment's objects (one Event informer per namespace in use) go to the
@@ -94,8 +128,13 @@
 // duplicated. Reconcile (at start, and every Options.ReconcileEvery with
 // Start) lists this instance's owner ConfigMaps in every namespace and
 // deletes those of deployments the store no longer has, deletes the
-// Secrets of revisions neither active nor in flight, and puts the active
-// revision back where a crash left a failed one applied.
+// Secrets of revisions neither active nor in flight, puts the active
+// revision back where a crash left a failed one applied, and, when no
+// revision is in flight, applies again the active revision's objects
+// whose fields this package manages were changed or that were deleted (one
+// list per kind for the whole cluster finds them). An owner ConfigMap
+// deleted by hand takes its objects with it, and the record deleted by
+// hand leaves nothing to repair from: the next revision applies them.
 //
 // Teardown deletes the owner in the foreground and returns only once no
 // object labelled for the deployment is left in any namespace (claims
@@ -125,7 +164,7 @@
 //
 // The client needs, in the namespaces it deploys to, create, get, list,
 // watch, patch and delete on ConfigMaps, Secrets, Services, Pods,
-// PersistentVolumeClaims, Events, Deployments, ReplicaSets, StatefulSets
+// PersistentVolumeClaims (patch: the database's resize), Events, Deployments, ReplicaSets, StatefulSets
 // and HorizontalPodAutoscalers; Reconcile and Teardown also list those
 // cluster-wide (by label), so the simplest grant is a ClusterRole with
 // those verbs on those resources.

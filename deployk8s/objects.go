@@ -83,6 +83,44 @@ type objects struct {
 	// pullSecret is the image pull secret of the server's registry
 	// (pullsecret.go); "": none.
 	pullSecret string
+	// What the objects keep of the cluster's (observe): the replicas an
+	// autoscaler gave the API server and queue, the database claim
+	// template's size (a StatefulSet's claim templates cannot change; nil
+	// for a new one) and the database's password.
+	replicas map[string]int32
+	dbClaim  *resource.Quantity
+	password string
+}
+
+// observe takes from the cluster's current objects (nil where they do not
+// exist) what the revision's objects keep: see objects.
+func (o *objects) observe(api, queue *appsv1.Deployment, db *appsv1.StatefulSet, services *corev1.Secret) {
+	o.replicas = map[string]int32{}
+	for c, dp := range map[string]*appsv1.Deployment{componentAPI: api, componentQueue: queue} {
+		if dp != nil && dp.Spec.Replicas != nil {
+			o.replicas[c] = *dp.Spec.Replicas
+		}
+	}
+	o.dbClaim = nil
+	if db != nil {
+		for _, t := range db.Spec.VolumeClaimTemplates {
+			if q, ok := t.Spec.Resources.Requests[corev1.ResourceStorage]; t.Name == "data" && ok {
+				o.dbClaim = &q
+			}
+		}
+	}
+	if services != nil && len(services.Data["POSTGRES_PASSWORD"]) > 0 {
+		o.password = string(services.Data["POSTGRES_PASSWORD"])
+	}
+}
+
+// dbStorage is the size db_storage_gi asks for (10 Gi by default).
+func (o *objects) dbStorage() resource.Quantity {
+	gi := int64(10)
+	if o.spec.DBStorageGi != nil {
+		gi = *o.spec.DBStorageGi
+	}
+	return *resource.NewQuantity(gi<<30, resource.BinarySI)
 }
 
 // labels are the labels of one of the deployment's objects: the spec's
@@ -147,8 +185,8 @@ func (o *objects) secret() *corev1ac.SecretApplyConfiguration {
 
 // servicesSecret holds the database's password and the DATABASE_URI and
 // REDIS_URI the containers get.
-func (o *objects) servicesSecret(password string) *corev1ac.SecretApplyConfiguration {
-	dep := o.w.Deployment.ID
+func (o *objects) servicesSecret() *corev1ac.SecretApplyConfiguration {
+	dep, password := o.w.Deployment.ID, o.password
 	return withMeta(o, corev1ac.Secret(servicesName(dep), o.ns), componentServices, false).
 		WithType(corev1.SecretTypeOpaque).WithData(map[string][]byte{
 		"POSTGRES_PASSWORD": []byte(password),
@@ -294,13 +332,38 @@ func atLeast1(v *int64) int32 {
 	return int32(min(*v, 1<<30))
 }
 
+// scale is a component's minimum and maximum replicas (the maximum is
+// the minimum without an autoscaler).
+func (o *objects) scale(component string) (lo, hi int32) {
+	mn, mx := o.spec.MinScale, o.spec.MaxScale
+	if component == componentQueue {
+		mn, mx = o.spec.QueueMinScale, o.spec.QueueMaxScale
+	}
+	lo, hi = atLeast1(mn), atLeast1(mn)
+	if mx != nil && int64(lo) < *mx {
+		hi = int32(min(*mx, 1<<30))
+	}
+	return lo, hi
+}
+
+// replicasOf is what a component's Deployment is applied with: its
+// minimum, or, with an autoscaler, the replicas it set when within the
+// autoscaler's range (so that a revision does not undo its scaling).
+func (o *objects) replicasOf(component string) int32 {
+	lo, hi := o.scale(component)
+	if cur, ok := o.replicas[component]; ok && o.autoscaled(component) && cur >= lo && cur <= hi {
+		return cur
+	}
+	return lo
+}
+
 // deployment is the API server's (api) or the queue worker's Deployment.
 func (o *objects) deployment(component string) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	s := &o.spec
-	name, replicas := apiName(o.w.Deployment.ID), atLeast1(s.MinScale)
+	name := apiName(o.w.Deployment.ID)
 	res := requirements(s.CPU, s.CPULimit, s.MemoryMB, s.MemoryLimitMB)
 	if component == componentQueue {
-		name, replicas = queueName(o.w.Deployment.ID), atLeast1(s.QueueMinScale)
+		name = queueName(o.w.Deployment.ID)
 		res = requirements(s.QueueCPU, s.QueueCPULimit, s.QueueMemoryMB, s.QueueMemoryLimitMB)
 	}
 	pod, err := o.podSpec(component, res)
@@ -318,35 +381,28 @@ func (o *objects) deployment(component string) (*appsv1ac.DeploymentApplyConfigu
 		WithMinReadySeconds(int32(o.d.o.MinReady.Seconds())).
 		WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RollingUpdateDeploymentStrategyType).
 			WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
-				WithMaxUnavailable(intstr.FromInt32(0)).WithMaxSurge(intstr.FromString("25%"))))
-	if !o.autoscaled(component) {
-		// With an autoscaler the replicas are its (it raises them to its
-		// minimum at once): applying them would undo its scaling at every
-		// revision.
-		spec.WithReplicas(replicas)
-	}
+				WithMaxUnavailable(intstr.FromInt32(0)).WithMaxSurge(intstr.FromString("25%")))).
+		WithReplicas(o.replicasOf(component))
 	return d.WithSpec(spec), nil
 }
 
 // autoscaled: the component has a maximum above its minimum.
 func (o *objects) autoscaled(component string) bool {
-	lo, hi := o.spec.MinScale, o.spec.MaxScale
-	if component == componentQueue {
-		lo, hi = o.spec.QueueMinScale, o.spec.QueueMaxScale
-	}
-	return hi != nil && int64(atLeast1(lo)) < *hi
+	lo, hi := o.scale(component)
+	return hi > lo
 }
 
 // hpa scales a component from its minimum to its maximum on CPU.
 func (o *objects) hpa(component string) *asv2ac.HorizontalPodAutoscalerApplyConfiguration {
-	name, lo, hi := apiName(o.w.Deployment.ID), o.spec.MinScale, o.spec.MaxScale
+	name := apiName(o.w.Deployment.ID)
 	if component == componentQueue {
-		name, lo, hi = queueName(o.w.Deployment.ID), o.spec.QueueMinScale, o.spec.QueueMaxScale
+		name = queueName(o.w.Deployment.ID)
 	}
+	lo, hi := o.scale(component)
 	h := withMeta(o, asv2ac.HorizontalPodAutoscaler(name, o.ns), component, false)
 	return h.WithSpec(asv2ac.HorizontalPodAutoscalerSpec().
 		WithScaleTargetRef(asv2ac.CrossVersionObjectReference().WithAPIVersion("apps/v1").WithKind("Deployment").WithName(name)).
-		WithMinReplicas(atLeast1(lo)).WithMaxReplicas(int32(min(*hi, 1<<30))).
+		WithMinReplicas(lo).WithMaxReplicas(hi).
 		WithMetrics(asv2ac.MetricSpec().WithType(autoscalingv2.ResourceMetricSourceType).
 			WithResource(asv2ac.ResourceMetricSource().WithName(corev1.ResourceCPU).
 				WithTarget(asv2ac.MetricTarget().WithType(autoscalingv2.UtilizationMetricType).WithAverageUtilization(80)))))
@@ -364,9 +420,9 @@ func (o *objects) service() *corev1ac.ServiceApplyConfiguration {
 // and its (headless) Service.
 func (o *objects) database() (*appsv1ac.StatefulSetApplyConfiguration, *corev1ac.ServiceApplyConfiguration) {
 	s, dep := &o.spec, o.w.Deployment.ID
-	storage := int64(10)
-	if s.DBStorageGi != nil {
-		storage = *s.DBStorageGi
+	storage := o.dbStorage()
+	if o.dbClaim != nil {
+		storage = *o.dbClaim // the claim template as created (resizeDatabase grows the claim itself)
 	}
 	c := corev1ac.Container().WithName("postgres").WithImage(o.d.o.PostgresImage).
 		WithResources(requirements(s.DBCPU, s.DBCPULimit, s.DBMemoryMB, s.DBMemoryLimitMB)).
@@ -386,11 +442,13 @@ func (o *objects) database() (*appsv1ac.StatefulSetApplyConfiguration, *corev1ac
 	// that changes those still applies.
 	claimLabels := o.selector(componentDB)
 	claimLabels[LabelTenant] = tenantLabel(o.w.Tenant)
-	claim := corev1ac.PersistentVolumeClaim("data", "").
+	// Without kind, apiVersion and namespace, which the API server does
+	// not keep in a claim template (so that Reconcile finds it as applied).
+	claim := (&corev1ac.PersistentVolumeClaimApplyConfiguration{}).WithName("data").
 		WithLabels(claimLabels).
 		WithSpec(corev1ac.PersistentVolumeClaimSpec().WithAccessModes(corev1.ReadWriteOnce).
 			WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{
-				corev1.ResourceStorage: *resource.NewQuantity(storage<<30, resource.BinarySI)})))
+				corev1.ResourceStorage: storage})))
 	st := withMeta(o, appsv1ac.StatefulSet(dbName(dep), o.ns), componentDB, false).
 		WithSpec(appsv1ac.StatefulSetSpec().WithReplicas(1).WithServiceName(dbName(dep)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(o.selector(componentDB))).

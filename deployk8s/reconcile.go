@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	k8serrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,9 +26,15 @@ import (
 //     it, by garbage collection, every object it owns;
 //   - a deployment being deleted: left to Teardown;
 //   - otherwise the revision Secrets of revisions that are neither active
-//     nor in flight are deleted, and when the API server's Deployment runs
-//     a revision that is neither (a failed one left by a crash), the
-//     active revision's pod template is applied again.
+//     nor in flight are deleted; when the API server's Deployment runs a
+//     revision that is neither (a failed one left by a crash), the active
+//     revision's objects are applied again (restoreActive);
+//   - and when no revision is in flight, the objects of the active
+//     revision (from its record, active.go) that were changed or deleted
+//     by hand are applied again: those whose fields this package manages
+//     differ from the record's, or that are missing. The autoscaler's
+//     replicas are not a change. One list per kind, of the whole
+//     cluster, finds them: an unchanged deployment costs no request.
 //
 // Pull Secrets whose token nears its expiry get a new one
 // (RefreshPullSecrets).
@@ -45,15 +52,22 @@ func (d *Deployer) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("deployk8s: cluster %s: listing deployments: %w", d.o.Cluster, err)
 	}
+	live, err := d.listLive(ctx)
+	if err != nil {
+		return fmt.Errorf("deployk8s: cluster %s: listing objects: %w", d.o.Cluster, err)
+	}
+	for i := range owners.Items {
+		live.add("ConfigMap", &owners.Items[i], &owners.Items[i])
+	}
 	var errs []error
 	for i := range owners.Items {
-		errs = append(errs, d.reconcileDeployment(ctx, &owners.Items[i]))
+		errs = append(errs, d.reconcileDeployment(ctx, &owners.Items[i], live))
 	}
 	errs = append(errs, d.RefreshPullSecrets(ctx)) // pullsecret.go
 	return errors.Join(errs...)
 }
 
-func (d *Deployer) reconcileDeployment(ctx context.Context, owner *corev1.ConfigMap) error {
+func (d *Deployer) reconcileDeployment(ctx context.Context, owner *corev1.ConfigMap, live liveObjects) error {
 	tenant, dep, ns := owner.Annotations[AnnotationTenant], owner.Labels[LabelDeployment], owner.Namespace
 	if tenant == "" || dep == "" {
 		return nil
@@ -99,13 +113,57 @@ func (d *Deployer) reconcileDeployment(ctx context.Context, owner *corev1.Config
 			}
 		}
 	}
-	if api, err := d.cli.AppsV1().Deployments(ns).Get(ctx, apiName(dep), metav1.GetOptions{}); err == nil {
+	if api := get[appsv1.Deployment](live, "Deployment", ns, apiName(dep)); api != nil {
 		rev := api.Spec.Template.Labels[LabelRevision]
-		if ok, err := keep(rev); err == nil && !ok {
-			errs = append(errs, d.restoreActive(ctx, ns, tenant, dep, rev))
+		if ok, err := keep(rev); err != nil || !ok {
+			if err == nil {
+				errs = append(errs, d.restoreActive(ctx, ns, tenant, dep, rev))
+			}
+			return errors.Join(append(errs, err)...)
 		}
 	}
+	errs = append(errs, d.repairDeployment(ctx, ns, tenant, dep, live))
 	return errors.Join(errs...)
+}
+
+// repairDeployment repairs the objects of the deployment's active
+// revision when no revision of it is in flight.
+func (d *Deployer) repairDeployment(ctx context.Context, ns, tenant, dep string, live liveObjects) error {
+	rec := activeOf(get[corev1.Secret](live, "Secret", ns, activeName(dep)))
+	if rec == nil {
+		return nil
+	}
+	mu := d.lock(tenant, dep)
+	mu.Lock()
+	defer mu.Unlock()
+	cur, err := d.o.State.GetDeployment(ctx, tenant, dep)
+	if err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if cur.Status == controlplane.StatusAwaitingDelete || cur.ActiveRevisionID == nil || *cur.ActiveRevisionID != rec.Revision {
+		return nil
+	}
+	if cur.LatestRevisionID != nil && *cur.LatestRevisionID != rec.Revision {
+		latest, err := d.o.State.GetRevision(ctx, tenant, dep, *cur.LatestRevisionID)
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		if err == nil && !controlplane.IsTerminal(latest.Status) {
+			return nil // in flight: its Deploy applies its objects
+		}
+	}
+	repaired, err := d.repair(ctx, ns, rec, live)
+	if len(repaired) > 0 {
+		d.log.Info("deployk8s: repaired objects of the active revision", "cluster", d.o.Cluster, "deployment", dep,
+			"revision", rec.Revision, "objects", repaired)
+	}
+	if err != nil {
+		return fmt.Errorf("deployk8s: cluster %s: repairing deployment %s: %w", d.o.Cluster, dep, err)
+	}
+	return nil
 }
 
 // Start reconciles at once and then every Options.ReconcileEvery until ctx

@@ -88,7 +88,7 @@ func TestScale(t *testing.T) {
 				w := &controlplane.Work{Tenant: "bench", ResourceSpec: spec,
 					Deployment: controlplane.Deployment{ID: fmt.Sprintf("00000000-0000-7000-8000-%012d", i)},
 					Revision:   controlplane.Revision{ID: fmt.Sprintf("00000000-0000-7000-9000-%012d", i)}}
-				if msg, err := d.apply(ctx, baseNS, w, "example.com/agent:v1"); err != nil || msg != "" {
+				if msg, err := d.apply(ctx, &run{d: d, w: w, ns: baseNS}, "example.com/agent:v1"); err != nil || msg != "" {
 					t.Errorf("apply: %v %s", err, msg)
 				}
 			}

@@ -52,7 +52,7 @@ func TestPodFailure(t *testing.T) {
 }
 
 // rolledOut: every replica updated, ready and available, none old, the
-// generation observed.
+// generation observed, and at least the minimum.
 func TestRolledOut(t *testing.T) {
 	dep := func(gen, observed int64, replicas, updated, ready, available, all int32) *appsv1.Deployment {
 		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Spec: appsv1.DeploymentSpec{Replicas: &replicas},
@@ -60,16 +60,18 @@ func TestRolledOut(t *testing.T) {
 				AvailableReplicas: available, Replicas: all}}
 	}
 	for _, c := range []struct {
-		d    *appsv1.Deployment
-		want bool
+		d     *appsv1.Deployment
+		least int32
+		want  bool
 	}{
-		{dep(2, 2, 2, 2, 2, 2, 2), true},
-		{dep(2, 1, 2, 2, 2, 2, 2), false}, // the new template not observed yet
-		{dep(2, 2, 2, 2, 2, 2, 3), false}, // an old pod is still there
-		{dep(2, 2, 2, 2, 2, 1, 2), false}, // not available yet (minReadySeconds)
-		{dep(2, 2, 2, 1, 2, 2, 2), false}, // one pod of the old template
+		{dep(2, 2, 2, 2, 2, 2, 2), 2, true},
+		{dep(2, 1, 2, 2, 2, 2, 2), 1, false}, // the new template not observed yet
+		{dep(2, 2, 2, 2, 2, 2, 3), 1, false}, // an old pod is still there
+		{dep(2, 2, 2, 2, 2, 1, 2), 1, false}, // not available yet (minReadySeconds)
+		{dep(2, 2, 2, 1, 2, 2, 2), 1, false}, // one pod of the old template
+		{dep(2, 2, 1, 1, 1, 1, 1), 3, false}, // fewer than min_scale
 	} {
-		if got, _ := rolledOut(c.d); got != c.want {
+		if got, _ := rolledOut(c.d, c.least); got != c.want {
 			t.Errorf("%+v: %t, want %t", c.d.Status, got, c.want)
 		}
 	}

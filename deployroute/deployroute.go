@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/deployplane/deployplane/controlplane"
 )
@@ -174,8 +175,10 @@ func (r *Router) listener(ctx context.Context, tenant, id string) (*controlplane
 	return r.o.Listeners.GetListener(ctx, tenant, id)
 }
 
-// Ready is ready when every Deployer that can tell is: the Router is a
-// controlplane.ReadinessChecker.
+// Ready is ready when the default Deployer and the Docker engines that
+// can tell are: the Router is a controlplane.ReadinessChecker. The
+// clusters are not part of it: one that does not answer leaves the others
+// (and the process) serving; ClusterHealth reports them.
 func (r *Router) Ready(ctx context.Context) error {
 	var errs []error
 	check := func(d controlplane.Deployer) {
@@ -186,11 +189,31 @@ func (r *Router) Ready(ctx context.Context) error {
 	if r.o.Default != nil {
 		check(r.o.Default)
 	}
-	for _, d := range r.o.Clusters {
-		check(d)
-	}
 	for _, d := range r.o.Docker {
 		check(d)
 	}
 	return errors.Join(errs...)
+}
+
+// ClusterHealth asks every cluster whose Deployer can tell
+// (controlplane.ReadinessChecker), all at once, whether it answers: the
+// Router is a controlplane.ClusterHealthReporter.
+func (r *Router) ClusterHealth(ctx context.Context) map[string]error {
+	out := map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, d := range r.o.Clusters {
+		rc, ok := d.(controlplane.ReadinessChecker)
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			err := rc.Ready(ctx)
+			mu.Lock()
+			out[name] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
 }

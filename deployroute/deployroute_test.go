@@ -175,3 +175,34 @@ func deref(p *string) string {
 	}
 	return *p
 }
+
+// engine is a deployer whose engine answers or not: a
+// controlplane.ReadinessChecker.
+type engine struct {
+	controlplane.Deployer
+	err error
+}
+
+func (e engine) Ready(context.Context) error { return e.err }
+
+// A cluster that does not answer leaves the Router ready and shows in
+// ClusterHealth; the default deployer and the Docker engines make Ready.
+func TestReadyAndClusterHealth(t *testing.T) {
+	down := errors.New("connection refused")
+	sim := deploysim.New(nil)
+	r := deployroute.New(&deployroute.Options{Default: engine{sim, nil},
+		Clusters: map[string]controlplane.Deployer{"east": engine{sim, nil}, "west": engine{sim, down}, "plain": sim},
+		Docker:   map[string]controlplane.Deployer{"host": engine{sim, nil}}})
+	ctx := context.Background()
+	if err := r.Ready(ctx); err != nil {
+		t.Errorf("Ready with one cluster down: %v", err)
+	}
+	got := r.ClusterHealth(ctx)
+	if len(got) != 2 || got["east"] != nil || !errors.Is(got["west"], down) {
+		t.Errorf("ClusterHealth %v, want east answering and west not (plain cannot tell)", got)
+	}
+	r = deployroute.New(&deployroute.Options{Default: engine{sim, nil}, Docker: map[string]controlplane.Deployer{"host": engine{sim, down}}})
+	if err := r.Ready(ctx); !errors.Is(err, down) {
+		t.Errorf("Ready with the Docker engine down: %v", err)
+	}
+}

@@ -438,7 +438,10 @@
 // controlplane.ReadinessChecker, reaches its engine) within 5 s: 200
 // {"status": "ok"}, or 503 {"status": "unavailable", "detail": "Not ready:
 // ...", "not_ready": [...]} naming the components ("store", "reconcile",
-// "deployer") in fixed words. Both are public and answer no tenant's data:
+// "deployer") in fixed words; both carry "clusters": {"<name>": "ok" or
+// "unreachable"} when the Deployer drives Kubernetes clusters
+// (ControlPlane.ClusterHealth), which do not make the server unready.
+// Both are public and answer no tenant's data:
 // the causes (which may hold addresses or paths) go to Options.Logger at
 // Warn, once each time the set of components not ready changes, and the
 // return to ready at Info. Probes that arrive while a check runs wait for

@@ -24,6 +24,11 @@ const readyTimeout = 5 * time.Second
 type healthBody struct {
 	// Status is "ok", or "unavailable" when not ready.
 	Status string `json:"status"`
+	// Clusters is, in /readyz's answer, the state of each Kubernetes
+	// cluster the deployer drives (controlplane.ClusterHealthReporter):
+	// "ok" or "unreachable" (the cause goes to the log). A cluster that
+	// does not answer does not make the server unready.
+	Clusters map[string]string `json:"clusters,omitempty"`
 }
 
 // notReadyBody is the 503 of /readyz: what is not ready, in words that
@@ -35,6 +40,8 @@ type notReadyBody struct {
 	// NotReady lists the components not ready: "store", "reconcile",
 	// "deployer".
 	NotReady []string `json:"not_ready"`
+	// Clusters is as in healthBody.
+	Clusters map[string]string `json:"clusters,omitempty"`
 }
 
 // readyWords says, for each component of controlplane.Ready, what is wrong.
@@ -51,13 +58,14 @@ func (h *handler) healthz(*call) (int, any, error) {
 
 // readyz answers 200 {"status": "ok"} when the control plane is ready
 // (controlplane.ControlPlane.Ready: the store answers, the reconcile loop
-// runs, the deployer reaches its engine), 503 saying what is not otherwise.
+// runs, the deployer reaches its engine), 503 saying what is not otherwise;
+// both with the clusters' states.
 func (h *handler) readyz(c *call) (int, any, error) {
-	err := h.ready.check(c.r.Context(), h)
+	clusters, err := h.ready.check(c.r.Context(), h)
 	if err == nil {
-		return http.StatusOK, healthBody{Status: "ok"}, nil
+		return http.StatusOK, healthBody{Status: "ok", Clusters: clusters}, nil
 	}
-	body := notReadyBody{Status: "unavailable"}
+	body := notReadyBody{Status: "unavailable", Clusters: clusters}
 	var nr *controlplane.NotReadyError
 	if errors.As(err, &nr) {
 		for _, p := range nr.Problems {
@@ -87,21 +95,23 @@ type readiness struct {
 
 // readyCheck is one run of the checks.
 type readyCheck struct {
-	done chan struct{}
-	err  error
+	done     chan struct{}
+	err      error
+	clusters map[string]string
 }
 
-// check returns controlplane.Ready's verdict: that of the check under
-// way, if any, else of a new one; or ctx's error if ctx ends first.
-func (rd *readiness) check(ctx context.Context, h *handler) error {
+// check returns the clusters' states (controlplane.ControlPlane.ClusterHealth,
+// in words) and controlplane.Ready's verdict: those of the check
+// under way, if any, else of a new one; or ctx's error if ctx ends first.
+func (rd *readiness) check(ctx context.Context, h *handler) (map[string]string, error) {
 	rd.mu.Lock()
 	if c := rd.running; c != nil {
 		rd.mu.Unlock()
 		select {
 		case <-c.done:
-			return c.err
+			return c.clusters, c.err
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 	c := &readyCheck{done: make(chan struct{})}
@@ -111,7 +121,20 @@ func (rd *readiness) check(ctx context.Context, h *handler) error {
 	// The check runs to its end even if this probe's client leaves, as
 	// others may be waiting for it.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for name, err := range h.cp.ClusterHealth(cctx) {
+			if c.clusters == nil {
+				c.clusters = map[string]string{}
+			}
+			c.clusters[name] = "ok"
+			if err != nil {
+				c.clusters[name] = "unreachable"
+			}
+		}
+	})
 	c.err = h.cp.Ready(cctx)
+	wg.Wait()
 	cancel()
 
 	rd.mu.Lock()
@@ -119,7 +142,7 @@ func (rd *readiness) check(ctx context.Context, h *handler) error {
 	rd.logState(h, c.err)
 	rd.mu.Unlock()
 	close(c.done)
-	return c.err
+	return c.clusters, c.err
 }
 
 // logState logs the readiness when it changes: the causes of what is not

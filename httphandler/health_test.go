@@ -203,3 +203,47 @@ func TestReadyzProbesShareACheck(t *testing.T) {
 		}
 	})
 }
+
+// clusterDeployer is an engineDeployer that also drives clusters: a
+// controlplane.ClusterHealthReporter.
+type clusterDeployer struct {
+	*engineDeployer
+	clusters map[string]error
+}
+
+func (d *clusterDeployer) ClusterHealth(context.Context) map[string]error { return d.clusters }
+
+// TestReadyzClusters: a cluster that does not answer leaves /readyz 200;
+// both answers carry each cluster's state in words, without the cause.
+func TestReadyzClusters(t *testing.T) {
+	cp := controlplane.New(storemem.New(), nil)
+	s := newServerCP(t, cp, nil)
+	cause := "dial tcp 127.0.0.1:6443: connect: connection refused"
+	d := &clusterDeployer{engineDeployer: &engineDeployer{Deployer: deploysim.New(nil)},
+		clusters: map[string]error{"east": nil, "west": errors.New(cause)}}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cp.Run(ctx, d) }()
+	t.Cleanup(func() { stop(); <-done })
+	type body struct {
+		Status   string            `json:"status"`
+		NotReady []string          `json:"not_ready"`
+		Clusters map[string]string `json:"clusters"`
+	}
+	decode := func(r reply) body {
+		var b body
+		if err := json.Unmarshal(r.body, &b); err != nil {
+			t.Fatalf("%v: %s", err, r.body)
+		}
+		return b
+	}
+	clusters := map[string]string{"east": "ok", "west": "unreachable"}
+	r := waitReady(t, s, http.StatusOK)
+	diff(t, "one cluster unreachable", body{Status: "ok", Clusters: clusters}, decode(r))
+	if strings.Contains(string(r.body), "6443") {
+		t.Errorf("the public answer shows the cause: %s", r.body)
+	}
+	d.setDown(errors.New("engine down"))
+	r = s.do("GET", "/readyz", "")
+	diff(t, "engine down too", body{Status: "unavailable", NotReady: []string{"deployer"}, Clusters: clusters}, decode(r))
+}

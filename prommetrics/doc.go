@@ -25,6 +25,7 @@
 //	deployplane_deletions_waiting, deployplane_deletions_in_progress gauge
 //	deployplane_store_commit_duration_seconds{result}               histogram
 //	deployplane_store_commit_batch_size                             histogram
+//	deployplane_cluster_up{cluster}                                 gauge
 //
 // and the Go runtime's and the process's (go_*, process_*) unless
 // Options.NoRuntimeMetrics.
@@ -49,6 +50,10 @@
 // storebolt's group commits (the batch size is how many Updates shared one
 // fsync) or storepg's COMMITs (how many Updates it combined in the
 // transaction while the pool's connections were busy).
+//
+// cluster_up (WatchClusters) is 1 for each Kubernetes cluster of the
+// deployer that answers and 0 for one that does not, asked at each scrape;
+// a cluster that does not answer does not make GET /readyz fail.
 //
 // # Cost
 //

@@ -22,6 +22,11 @@ func Example() {
 	if err := m.WatchPendingWork(cp); err != nil {
 		panic(err)
 	}
+	// cluster_up{cluster}: one series per cluster of the deployer Run
+	// drives (deployroute.Router's), none here.
+	if err := m.WatchClusters(cp); err != nil {
+		panic(err)
+	}
 	api := httphandler.New(cp, &httphandler.Options{Metrics: m, MetricsKey: "s3cret"})
 	srv := httptest.NewServer(api)
 	defer srv.Close()

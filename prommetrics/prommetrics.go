@@ -238,6 +238,41 @@ func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// WatchClusters registers the gauge cluster_up{cluster}: 1 for each
+// Kubernetes cluster of cp's deployer that answers, 0 for one that does
+// not, asked at each scrape (controlplane.ControlPlane.ClusterHealth,
+// bounded by a 5 s timeout). No cluster, no series. Call it once; a second
+// call for the same Metrics returns an error.
+func (m *Metrics) WatchClusters(cp *controlplane.ControlPlane) error {
+	c := &clusterCollector{cp: cp, desc: prometheus.NewDesc(prometheus.BuildFQName(m.ns, "", "cluster_up"),
+		"Whether a Kubernetes cluster the deployer drives answers (1) or not (0), by cluster (kubeconfig context).",
+		[]string{"cluster"}, nil)}
+	if err := m.reg.Register(c); err != nil {
+		return fmt.Errorf("prommetrics: WatchClusters: %w", err)
+	}
+	return nil
+}
+
+// clusterCollector asks a ControlPlane's clusters at each scrape.
+type clusterCollector struct {
+	cp   *controlplane.ControlPlane
+	desc *prometheus.Desc
+}
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), pendingWorkTimeout)
+	defer cancel()
+	for name, err := range c.cp.ClusterHealth(ctx) {
+		up := 1.0
+		if err != nil {
+			up = 0
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, up, name)
+	}
+}
+
 // slogPrinter is promhttp's error log over slog.
 type slogPrinter struct{ log *slog.Logger }
 

@@ -139,6 +139,12 @@ func newStack(t *testing.T, log *slog.Logger) *stack {
 	if err := s.m.WatchPendingWork(s.cp); err == nil {
 		t.Error("a second WatchPendingWork succeeded")
 	}
+	if err := s.m.WatchClusters(s.cp); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.m.WatchClusters(s.cp); err == nil {
+		t.Error("a second WatchClusters succeeded")
+	}
 	keys, err := httphandler.NewKeyTable([]httphandler.Key{{SHA256: httphandler.HashKey(apiKey), Tenants: []string{tenant}}})
 	if err != nil {
 		t.Fatal(err)
@@ -385,4 +391,39 @@ func BenchmarkObserveRequest(b *testing.B) {
 			m.ObserveRequest("/v2/deployments/{deployment_id}", "GET", 200, 1234*time.Microsecond)
 		}
 	})
+}
+
+// clusterSim is the simulated deployer driving two clusters, one of which
+// does not answer: a controlplane.ClusterHealthReporter.
+type clusterSim struct{ *deploysim.Deployer }
+
+func (clusterSim) ClusterHealth(context.Context) map[string]error {
+	return map[string]error{"east": nil, "west": errors.New("connection refused")}
+}
+
+// TestClusterUp: cluster_up is 1 for a cluster that answers and 0 for one
+// that does not, asked at the scrape.
+func TestClusterUp(t *testing.T) {
+	s := newStack(t, nil)
+	if m := scrape(t, s.url+"/metrics", metricsKey); m["deployplane_cluster_up"] != nil {
+		t.Errorf("cluster_up before the loop runs a deployer: %v", m["deployplane_cluster_up"])
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.cp.Run(runCtx, clusterSim{deploysim.New(nil)}) }()
+	defer func() { stop(); <-done }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		m := scrape(t, s.url+"/metrics", metricsKey)
+		if m["deployplane_cluster_up"] != nil {
+			if east, west := m.get(t, "deployplane_cluster_up", "cluster", "east"), m.get(t, "deployplane_cluster_up", "cluster", "west"); east != 1 || west != 0 {
+				t.Errorf("cluster_up east %v west %v, want 1 and 0", east, west)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no cluster_up while the loop runs")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

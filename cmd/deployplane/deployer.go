@@ -39,7 +39,8 @@ type deployerFlags struct {
 	healthPath     string
 	healthTimeout  time.Duration
 	buildBaseImage string
-	kubeconfig     string // Kubernetes clusters for k8s listeners
+	kubeconfig     string // Kubernetes clusters for k8s listeners ('' = home's ~/.kube/config)
+	home           string // $HOME
 	// dockerEndpoints are the Docker engines docker listeners name
 	// (-docker-endpoint NAME=ADDRESS, repeated).
 	dockerEndpoints dockerEndpoints
@@ -101,7 +102,8 @@ func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.sharedRedis, "shared-redis-url", getenv("DEPLOYPLANE_SHARED_REDIS_URL"), "a shared Redis (redis://:password@host:6379) where each deployment gets an ACL user limited to its key prefix; needs -shared-postgres-dsn (default $DEPLOYPLANE_SHARED_REDIS_URL)")
 	fs.StringVar(&f.healthPath, "docker-health-path", deploydocker.DefaultHealthPath, "path of the containers' health check")
 	fs.DurationVar(&f.healthTimeout, "docker-health-timeout", deploydocker.DefaultHealthTimeout, "how long a new container has to pass its health check")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig whose contexts are the clusters k8s listeners name (default $KUBECONFIG; in a pod, its own cluster as in-cluster)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig files (several separated by ':' merge as kubectl merges them) whose contexts are the clusters k8s listeners name (default $KUBECONFIG, else ~/.kube/config; in a pod without either, its own cluster as in-cluster)")
+	f.home = getenv("HOME")
 	fs.Var(&f.dockerEndpoints, "docker-endpoint", "NAME=ADDRESS: a Docker engine that deployments with a docker listener whose compute_id is NAME run on (repeatable; the other -docker-* flags apply to it)")
 	fs.StringVar(&f.buildBaseImage, "build-base-image", "", "base image of the Dockerfiles generated for github revisions (default: the project's base_image, else langchain/langgraph-api, as the langgraph CLI)")
 }

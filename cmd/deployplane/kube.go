@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -25,36 +28,71 @@ import (
 const inClusterName = "in-cluster"
 
 // kubeClusters makes a deployk8s.Deployer for every context of the
-// kubeconfig at path (-kubeconfig, default $KUBECONFIG), or for the
-// cluster the server runs in (in a pod, without a kubeconfig), and starts
-// their reconciliation. No kubeconfig and no pod: no clusters.
-func kubeClusters(ctx context.Context, path string, cp *controlplane.ControlPlane, pulls pullTokenFunc, log *slog.Logger) (map[string]*deployk8s.Deployer, error) {
+// kubeconfig (files: -kubeconfig, default $KUBECONFIG: one file, or several
+// separated by ':' and merged by kubectl's rules; none: home's
+// ~/.kube/config when it exists), or for the cluster the server runs in
+// (in a pod, without a kubeconfig), and starts their reconciliation. A
+// file that cannot be read or parsed, and a context that cannot be used (a
+// certificate that cannot be read, a cluster or user it names that no file
+// has), are logged and leave the others working: such a context's
+// deployments fail saying so and /readyz reports it. No kubeconfig and no
+// pod: no clusters.
+func kubeClusters(ctx context.Context, files, home string, cp *controlplane.ControlPlane, pulls pullTokenFunc, log *slog.Logger) (clusters map[string]controlplane.Deployer, stop func(), err error) {
 	configs := map[string]*rest.Config{}
-	if path != "" {
-		raw, err := clientcmd.LoadFromFile(path)
+	clusters = map[string]controlplane.Deployer{}
+	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(files)}
+	if files == "" && home != "" {
+		rules.Precedence = []string{filepath.Join(home, ".kube", "config")}
+	}
+	var found []string
+	for _, f := range rules.Precedence {
+		if _, err := os.Stat(f); err == nil {
+			found = append(found, f)
+		} else if files != "" {
+			log.Warn("a kubeconfig file cannot be read", "file", f, "err", err)
+		}
+	}
+	if files != "" && len(found) == 0 {
+		return nil, nil, fmt.Errorf("-kubeconfig: none of %q can be read", files)
+	}
+	if len(found) > 0 {
+		raw, err := rules.Load()
+		if raw == nil {
+			return nil, nil, fmt.Errorf("-kubeconfig: %w", err)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("-kubeconfig: %w", err)
+			// Files that do not parse are left out; the others are merged.
+			log.Warn("a kubeconfig file cannot be used; the others are", "err", err)
 		}
 		for _, name := range slices.Sorted(maps.Keys(raw.Contexts)) {
 			cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
 			if err != nil {
-				return nil, fmt.Errorf("-kubeconfig: context %s: %w", name, err)
+				log.Warn("a Kubernetes context cannot be used: its deployments fail until it is fixed", "cluster", name, "err", err)
+				clusters[name] = &brokenCluster{name: name, err: err}
+				continue
 			}
 			configs[name] = cfg
 		}
 	}
-	if len(configs) == 0 && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+	if len(clusters) == 0 && len(configs) == 0 && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
-			return nil, fmt.Errorf("in-cluster configuration: %w", err)
+			return nil, nil, fmt.Errorf("in-cluster configuration: %w", err)
 		}
 		configs[inClusterName] = cfg
 	}
-	out := map[string]*deployk8s.Deployer{}
-	for name, cfg := range configs {
-		cli, err := kubernetes.NewForConfig(cfg)
+	var started []*deployk8s.Deployer
+	stop = func() {
+		for _, d := range started {
+			d.Close()
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(configs)) {
+		cli, err := kubernetes.NewForConfig(configs[name])
 		if err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", name, err)
+			log.Warn("a Kubernetes context cannot be used: its deployments fail until it is fixed", "cluster", name, "err", err)
+			clusters[name] = &brokenCluster{name: name, err: err}
+			continue
 		}
 		o := &deployk8s.Options{Client: cli, Cluster: name, State: cp, Logger: log}
 		if pulls != nil {
@@ -63,16 +101,71 @@ func kubeClusters(ctx context.Context, path string, cp *controlplane.ControlPlan
 		}
 		d, err := deployk8s.New(o)
 		if err != nil {
-			return nil, err
+			stop()
+			return nil, nil, err
 		}
-		if err := d.Start(ctx); err != nil {
-			// The cluster may come back: its Deployer reconciles again
-			// later and /readyz says it is not reachable meanwhile.
-			log.Warn("reconciling a Kubernetes cluster", "cluster", name, "err", err)
-		}
-		out[name] = d
+		started = append(started, d)
+		clusters[name] = d
 	}
-	return out, nil
+	// The first reconciliations, all at once: a cluster that does not
+	// answer delays the start by kubeStartWait at most, and its Deployer
+	// reconciles again later (/readyz says meanwhile that it does not
+	// answer).
+	var wg sync.WaitGroup
+	for name, c := range clusters {
+		if d, ok := c.(*deployk8s.Deployer); ok {
+			wg.Go(func() {
+				if err := d.Start(ctx); err != nil {
+					log.Warn("reconciling a Kubernetes cluster", "cluster", name, "err", err)
+				}
+			})
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(kubeStartWait):
+	}
+	return clusters, stop, nil
+}
+
+// kubeStartWait bounds the wait for the clusters' first reconciliation at
+// start-up.
+const kubeStartWait = 30 * time.Second
+
+// brokenCluster stands for a kubeconfig context that cannot be used: its
+// deployments' revisions fail saying so (the cause, which may name files,
+// goes to the log), their deletion waits until it is fixed, and /readyz
+// reports it.
+type brokenCluster struct {
+	name string
+	err  error
+}
+
+func (b *brokenCluster) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+	msg := fmt.Sprintf("The Kubernetes cluster %q (a context of this server's kubeconfig) cannot be used: the server's log says why. "+
+		"No revision can run on it until that is fixed.", b.name)
+	if controlplane.HappyPath(w.Revision.Source) == nil {
+		return errors.New(msg)
+	}
+	reached, err := controlplane.Advance(ctx, r, w.Revision.Source, w.Revision.Status, controlplane.RevisionDeploying, controlplane.Step{})
+	if err != nil {
+		return err
+	}
+	if err := r.Log(ctx, controlplane.LogLine{Type: controlplane.LogDeploy, Level: controlplane.LevelError, Message: msg, Time: time.Now()}); err != nil {
+		return err
+	}
+	return r.Report(ctx, controlplane.Step{Status: controlplane.FailureOf(reached), Message: msg})
+}
+
+func (b *brokenCluster) Teardown(context.Context, string, *controlplane.Deployment) error {
+	return b.Ready(context.Background())
+}
+
+// Ready is never: the context cannot be used.
+func (b *brokenCluster) Ready(context.Context) error {
+	return fmt.Errorf("cluster %s cannot be used: %w", b.name, b.err)
 }
 
 // routed puts the default deployer, the clusters and the Docker endpoints
@@ -81,7 +174,7 @@ func kubeClusters(ctx context.Context, path string, cp *controlplane.ControlPlan
 // -docker-endpoint of that name, the others on def. A listener naming
 // neither ends its revisions DEPLOY_FAILED saying so (wire contract
 // section 10: a deployment with a listener runs where it points, or not).
-func routed(def controlplane.Deployer, clusters map[string]*deployk8s.Deployer, docker map[string]*deploydocker.Deployer,
+func routed(def controlplane.Deployer, clusters map[string]controlplane.Deployer, docker map[string]*deploydocker.Deployer,
 	cp *controlplane.ControlPlane) *deployroute.Router {
 	o := &deployroute.Options{Default: def, Clusters: map[string]controlplane.Deployer{}, Docker: map[string]controlplane.Deployer{},
 		Listeners: cp}
@@ -112,16 +205,14 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		desc = []any{"deployer", "simulated", "sim_step", simStep}
 	}
 	desc = append(desc, dockers.desc...)
-	clusters, err := kubeClusters(ctx, f.kubeconfig, env.cp, env.pulls, env.log)
+	clusters, stopClusters, err := kubeClusters(ctx, f.kubeconfig, f.home, env.cp, env.pulls, env.log)
 	if err != nil {
 		dockers.stop()
 		return nil, nil, nil, err
 	}
 	names := slices.Sorted(maps.Keys(clusters))
 	return routed(def, clusters, dockers.endpoints, env.cp), append(desc, "k8s_clusters", names), func() {
-		for _, c := range clusters {
-			c.Close()
-		}
+		stopClusters()
 		dockers.stop()
 	}, nil
 }

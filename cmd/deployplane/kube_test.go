@@ -1,10 +1,20 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
+	"maps"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // TestKubeconfigWired: with -kubeconfig, each context is a cluster that k8s
@@ -66,5 +76,159 @@ func TestKubeconfigWired(t *testing.T) {
 			t.Fatalf("the deployment on kube-b is still there after DELETE: %d", status)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestKubeconfigMergedAndBroken: $KUBECONFIG names two files, merged as
+// kubectl merges them: the test clusters' file and one with a context
+// whose client certificate does not exist (its cluster is in the first
+// file) and one whose API server's port is closed. The server starts with
+// all four contexts; kube-a deploys; the broken context's deployment
+// fails saying so; /readyz answers 200 with each cluster's state in its
+// body, the log tells the unreachable cluster once, and GET /metrics has
+// deployplane_cluster_up for each.
+func TestKubeconfigMergedAndBroken(t *testing.T) {
+	path := os.Getenv("DEPLOYPLANE_TEST_KUBECONFIG")
+	if path == "" {
+		t.Skip("DEPLOYPLANE_TEST_KUBECONFIG is not set: no Kubernetes control plane to test against (.ci/run starts two)")
+	}
+	raw, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := raw.Contexts["kube-a"]
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	extra := clientcmdapi.NewConfig()
+	extra.Clusters["down"] = &clientcmdapi.Cluster{Server: "https://" + closed, CertificateAuthority: raw.Clusters[a.Cluster].CertificateAuthority}
+	extra.AuthInfos["no-cert"] = &clientcmdapi.AuthInfo{ClientCertificate: filepath.Join(dir, "missing.crt"), ClientKey: filepath.Join(dir, "missing.key")}
+	extra.Contexts["kube-broken"] = &clientcmdapi.Context{Cluster: a.Cluster, AuthInfo: "no-cert"}
+	extra.Contexts["kube-down"] = &clientcmdapi.Context{Cluster: "down", AuthInfo: a.AuthInfo}
+	second := filepath.Join(dir, "second")
+	if err := clientcmd.WriteToFile(*extra, second); err != nil {
+		t.Fatal(err)
+	}
+
+	url, _, stderr := server(t, []string{"-db", ":memory:"},
+		map[string]string{"DEPLOYPLANE_API_KEY": "k", "KUBECONFIG": path + string(filepath.ListSeparator) + second})
+	if !strings.Contains(stderr.String(), `k8s_clusters="[kube-a kube-b kube-broken kube-down]"`) {
+		t.Errorf("the start log does not name the four clusters:\n%s", stderr)
+	}
+	if !regexp.MustCompile(`cannot be used.*cluster=kube-broken.*missing\.crt`).MatchString(stderr.String()) {
+		t.Errorf("the log does not say why kube-broken cannot be used:\n%s", stderr)
+	}
+
+	var body struct {
+		Status   string            `json:"status"`
+		Clusters map[string]string `json:"clusters"`
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			if err := json.Unmarshal(b, &body); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz: %d %s", resp.StatusCode, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	want := map[string]string{"kube-a": "ok", "kube-b": "ok", "kube-broken": "unreachable", "kube-down": "unreachable"}
+	if !maps.Equal(body.Clusters, want) {
+		t.Errorf("/readyz clusters %v, want %v", body.Clusters, want)
+	}
+	if _, err := http.Get(url + "/readyz"); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(stderr.String(), `msg="deployk8s: the cluster does not answer" cluster=kube-down`); n != 1 {
+		t.Errorf("the log tells kube-down's outage %d times, want once:\n%s", n, stderr)
+	}
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{`deployplane_cluster_up{cluster="kube-a"} 1`, `deployplane_cluster_up{cluster="kube-down"} 0`,
+		`deployplane_cluster_up{cluster="kube-broken"} 0`} {
+		if !strings.Contains(string(metrics), m) {
+			t.Errorf("GET /metrics has no %s", m)
+		}
+	}
+
+	listener := func(computeID string) string {
+		t.Helper()
+		status, l := call(t, "POST", url+"/v2/listeners", "k", `{"compute_type": "k8s", "compute_id": "`+computeID+`"}`)
+		if status != 201 {
+			t.Fatalf("create listener %s: %d %v", computeID, status, l)
+		}
+		return l["id"].(string)
+	}
+	create := func(listenerID string) (dep, rev string) {
+		t.Helper()
+		status, d := call(t, "POST", url+"/v2/deployments", "k", `{"name": "k8s21-`+randSuffix()+`", "source": "external_docker",
+			"source_config": {"listener_id": "`+listenerID+`", "resource_spec": {"db_storage_gi": 1}},
+			"source_revision_config": {"image_uri": "example.com/agent:v1"}}`)
+		if status != 201 {
+			t.Fatalf("create: %d %v", status, d)
+		}
+		return d["id"].(string), d["latest_revision_id"].(string)
+	}
+	da, ra := create(listener("kube-a"))
+	dbroken, rbroken := create(listener("kube-broken"))
+	waitStatus(t, url, "k", da, ra, "DEPLOYED")
+	waitStatus(t, url, "k", dbroken, rbroken, "DEPLOY_FAILED")
+	_, r := call(t, "GET", url+"/v2/deployments/"+dbroken+"/revisions/"+rbroken, "k", "")
+	if msg, _ := r["status_message"].(string); !strings.Contains(msg, `"kube-broken"`) || !strings.Contains(msg, "cannot be used") ||
+		strings.Contains(msg, dir) {
+		t.Errorf("status_message %q, want it to say kube-broken cannot be used, without the file", msg)
+	}
+	if status, body := call(t, "DELETE", url+"/v2/deployments/"+da, "k", ""); status != 204 && status != 202 {
+		t.Fatalf("DELETE: %d %v", status, body)
+	}
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		if status, _ := call(t, "GET", url+"/v2/deployments/"+da, "k", ""); status == 404 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the deployment on kube-a is still there after DELETE")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestKubeconfigHome: without -kubeconfig and $KUBECONFIG the clusters are
+// the contexts of ~/.kube/config.
+func TestKubeconfigHome(t *testing.T) {
+	path := os.Getenv("DEPLOYPLANE_TEST_KUBECONFIG")
+	if path == "" {
+		t.Skip("DEPLOYPLANE_TEST_KUBECONFIG is not set: no Kubernetes control plane to test against (.ci/run starts two)")
+	}
+	home := t.TempDir()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".kube"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".kube", "config"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, stderr := server(t, []string{"-db", ":memory:"}, map[string]string{"DEPLOYPLANE_API_KEY": "k", "HOME": home})
+	if !strings.Contains(stderr.String(), `k8s_clusters="[kube-a kube-b]"`) {
+		t.Errorf("the start log does not name the clusters of ~/.kube/config:\n%s", stderr)
 	}
 }

@@ -221,11 +221,15 @@ Flags:
                       own; one proxy (-docker-proxy-addr) serves the urls of
                       all. A listener naming an engine not given here ends
                       its deployments' revisions DEPLOY_FAILED saying so
-    -kubeconfig FILE  the Kubernetes clusters deployments with a k8s listener
-                      run on: each context of FILE is a cluster, named by
-                      the listener's compute_id (default $KUBECONFIG, else
-                      ~/.kube/config; in a pod without one, its own cluster
-                      as "in-cluster"); see "Run on Kubernetes" in README.md
+    -kubeconfig FILE[:FILE...]
+                      the Kubernetes clusters deployments with a k8s listener
+                      run on: each context is a cluster, named by the
+                      listener's compute_id; several files merge as kubectl
+                      merges them (default $KUBECONFIG, else ~/.kube/config;
+                      in a pod without either, its own cluster as
+                      "in-cluster"). A context that cannot be used is logged
+                      and its deployments fail; the others work. See "Run on
+                      Kubernetes" in README.md
     -build-base-image IMAGE
                       the base image of the Dockerfiles generated for github
                       revisions without their own (as langgraph build
@@ -495,7 +499,10 @@ Operations:
     reconcile loop runs and the deployer reaches its engine, and otherwise
     503 {"status": "unavailable", "detail": ..., "not_ready": [...]} naming
     "store", "reconcile" or "deployer" (the causes go to the log, at Warn,
-    when the state changes). Both are public, carry no data, and answer
+    when the state changes). Kubernetes clusters are not part of it: both
+    answers carry "clusters": {"<context>": "ok" or "unreachable"}, the log
+    says when a cluster stops or starts answering, and GET /metrics has
+    deployplane_cluster_up{cluster}. Both are public, carry no data, and answer
     even when the in-flight cap or the rate limit refuses other requests:
     point a load balancer's or Kubernetes' liveness probe at /healthz and
     its readiness probe at /readyz.
@@ -918,7 +925,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		}
 		return fmt.Errorf("checking the store: %w", err)
 	}
-	if err := metrics.WatchPendingWork(cp); err != nil {
+	if err := errors.Join(metrics.WatchPendingWork(cp), metrics.WatchClusters(cp)); err != nil {
 		if proxyLn != nil {
 			proxyLn.Close()
 		}
