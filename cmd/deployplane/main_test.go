@@ -374,6 +374,7 @@ func startServer(t *testing.T, args []string, env map[string]string) (url string
 	select {
 	case url = <-stderr.addr:
 	case err := <-done:
+		once.Do(func() { cancel() }) // run has returned: stop has nothing to wait for
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
 	return url, stdout, stderr, stop
