@@ -401,3 +401,52 @@ func inFlightShares(t *testing.T, load *httphandler.LoadLimits, share int) {
 		}
 	}
 }
+
+// blockingRealm is a registry realm whose requests wait until release is
+// closed, announcing each on entered.
+type blockingRealm struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingRealm) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	b.entered <- struct{}{}
+	<-b.release
+	w.WriteHeader(http.StatusOK)
+}
+
+// TestAddressShares: requests to public routes count in the share of
+// their client address (RateLimit.ClientAddr): an address that holds its
+// share of the in-flight cap is refused more, another is served.
+func TestAddressShares(t *testing.T) {
+	realm := &blockingRealm{entered: make(chan struct{}), release: make(chan struct{})}
+	s := newServer(t, &httphandler.Options{RegistryRealm: realm, Load: &httphandler.LoadLimits{
+		MaxInFlight: 16, MaxInFlightPerTenant: 3,
+		RateLimit: &httphandler.RateLimit{ClientAddr: func(r *http.Request) string { return r.Header.Get("X-Test-Client") }},
+	}})
+	var once sync.Once
+	let := func() { once.Do(func() { close(realm.release) }) }
+	t.Cleanup(let)
+	done := make(chan reply, 3)
+	for range 3 {
+		go func() { done <- s.do("GET", httphandler.RealmJWKSPath, "", "X-Test-Client", "x") }()
+		<-realm.entered
+	}
+	r := s.do("GET", "/openapi.json", "", "X-Test-Client", "x")
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(detail(t, r), "this client address already has 3 requests in progress") {
+		t.Errorf("address x beyond its share: %d %s", r.status, r.body)
+	}
+	if r := s.do("GET", "/openapi.json", "", "X-Test-Client", "y"); r.status != http.StatusOK {
+		t.Errorf("address y: %d %s", r.status, r.body)
+	}
+	// The key of a tenant is its own client, whatever its address.
+	if r := s.do("GET", "/v2/deployments", "", "X-Test-Client", "x", "X-Api-Key", keyA); r.status != http.StatusOK {
+		t.Errorf("tenant A from address x: %d %s", r.status, r.body)
+	}
+	let()
+	for range 3 {
+		if r := <-done; r.status != http.StatusOK {
+			t.Errorf("a held realm request: %d %s", r.status, r.body)
+		}
+	}
+}
