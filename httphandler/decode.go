@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -18,24 +16,6 @@ import (
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 )
-
-// readBody reads r's body, at most limit bytes (413 beyond).
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	tooLarge := &statusError{status: http.StatusRequestEntityTooLarge,
-		detail: fmt.Sprintf("Request body is larger than the limit of %d bytes.", limit)}
-	if r.ContentLength > limit {
-		return nil, tooLarge
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return nil, tooLarge
-	case err != nil:
-		return nil, &statusError{status: http.StatusBadRequest, detail: "The request body could not be read."}
-	}
-	return b, nil
-}
 
 // decodeBody decodes a JSON request body into v, a pointer to a request
 // struct of package controlplane or oauthflow.

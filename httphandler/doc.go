@@ -338,9 +338,9 @@
 //
 //   - In-flight cap (LoadLimits.MaxInFlight, default DefaultMaxInFlight():
 //     32 per GOMAXPROCS, at least 64): requests in service at once, every
-//     route and unknown path alike. One more is answered 503 with
-//     Retry-After: 1 and {"detail": "The server is busy: ..."} before its
-//     credentials are even checked. A refusal costs the handler about
+//     route and unknown path alike, long polls and uploads aside. One more
+//     is answered 503 with Retry-After: 1 and {"detail": "The server is
+//     busy: ..."} before its credentials are even checked. A refusal costs the handler about
 //     3 µs (BenchmarkRefused); the default keeps a 2-core server's
 //     CPU-bound requests (a page of 100 deployments takes milliseconds)
 //     from queueing for seconds, while leaving storebolt's group commit
@@ -354,6 +354,29 @@
 //     these theirs. The event streams (GET /v2/events and
 //     /v2/deployments/{deployment_id}/events) and GET of a revision with
 //     ?wait= take the same cap (shed.go).
+//   - Upload cap (LoadLimits.MaxUploads, default DefaultMaxUploads, 64):
+//     the PUTs of upload URLs stream for as long as their client sends,
+//     so they have their own cap too (503 "... too many uploads ...").
+//   - Shares: one client holds at most part of each cap, so that a client
+//     at its limit never starves the others. A client is the tenant of an
+//     authenticated request or of an upload URL, else the client address
+//     (RateLimit.ClientAddr). LoadLimits.MaxInFlightPerTenant defaults to
+//     half of the in-flight cap, MaxLongPollsPerTenant to a quarter and
+//     MaxUploadsPerTenant to an eighth of theirs, each at least 8. Beyond
+//     it: 503 "... this workspace already has N ..., its share of the
+//     server", Retry-After: 1. The share is taken once the credentials
+//     are checked.
+//   - Bodies (body.go) are read without a place: an admitted request gives
+//     its place back, its body is read whole (Options.MaxBodyBytes; on
+//     public routes LoadLimits.PublicMaxBodyBytes, 64 KiB, or the
+//     webhook's WebhookMaxBodyBytes), then it takes a place again (503 if
+//     none is left). A slow body holds a connection, never a place. A
+//     Content-Length beyond the limit is refused unread (413). A public
+//     route's body must arrive within LoadLimits.PublicReadTimeout (10 s;
+//     408 beyond). Both close the connection. An upload streams instead,
+//     at LoadLimits.MinUploadRate at least (16 KiB/s over each
+//     UploadRateWindow, 30 s, of waiting for the client): a slower one is
+//     cut (400) with a Warn record "upload cut: below the minimum rate".
 //   - GET /healthz and GET /readyz are under neither cap nor the rate
 //     limit: a load balancer that found a saturated server unhealthy would
 //     pull it and move its load onto the others. GET /metrics is not

@@ -27,11 +27,7 @@ func (h *handler) decodeRequest(c *call, v any, optional bool, pathErr error) er
 // wrong), as are its other errors (404, 400): the answer is the 422.
 // Beyond maxProblems type problems the rules do not run.
 func (h *handler) decodeChecked(c *call, v any, optional bool, pathErr error, validate func() error) error {
-	body, err := readBody(c.w, c.r, h.maxBody)
-	if err != nil {
-		return err
-	}
-	err = decodeBody(body, v, optional)
+	err := decodeBody(c.body, v, optional) // read first, within MaxBodyBytes (body.go)
 	var tp *typeProblems
 	if validate != nil && errors.As(err, &tp) && tp.more == 0 {
 		var ve *apierr.ValidationError

@@ -52,7 +52,8 @@ type Options struct {
 	// answers 401. NewKeyTable builds the built-in one.
 	Authenticator Authenticator
 	// MaxBodyBytes limits request bodies; a larger one is a 413. Default
-	// DefaultMaxBodyBytes. The GitHub webhook has its own limit,
+	// DefaultMaxBodyBytes. The public routes have their own limit,
+	// LoadLimits.PublicMaxBodyBytes, and the GitHub webhook its own,
 	// WebhookMaxBodyBytes.
 	MaxBodyBytes int64
 	// MaxURLBytes limits the request target (path and query, as sent); a
@@ -112,9 +113,11 @@ type Options struct {
 	// GET /openapi.json; installations are claimed through the verified
 	// GitHub App flow (GET /v1/integrations/github/install).
 	AllowUnverifiedIntegrations bool
-	// Load bounds the requests served at once, the long polls held open
-	// and each client's request rate (503 and 429 beyond; see shed.go and
-	// ratelimit.go). Default nil: the caps of LoadLimits, no rate limit.
+	// Load bounds the requests served at once, the long polls held open,
+	// the uploads received, each client's share of those, how long the
+	// public routes' bodies may take, and each client's request rate (503,
+	// 408 and 429 beyond; see shed.go, body.go and ratelimit.go). Default
+	// nil: the caps and shares of LoadLimits, no rate limit.
 	Load *LoadLimits
 	// Metrics is told of every request (route pattern, method, status,
 	// duration) and serves GET /metrics; package prommetrics implements
@@ -392,6 +395,7 @@ type call struct {
 	w      http.ResponseWriter
 	r      *http.Request
 	tenant string
+	body   []byte // the request body, read before the endpoint runs (receive)
 }
 
 // rawJSON is a response body already encoded.
@@ -456,9 +460,12 @@ func (h *handler) serve(rt route) http.Handler {
 		var code int
 		var body any
 		var err error
-		var held *gate
-		c.tenant, held, err = h.admit(w, r, rt) // caps, credentials, rate limit
+		var held *ticket
+		c.tenant, held, err = h.admit(w, r, rt) // caps, credentials, rate limit, shares
 		defer held.leave()
+		if err == nil {
+			err = h.receive(c, rt, held, id) // the body, read without a place (body.go)
+		}
 		if err == nil {
 			code, body, err = rt.serve(h, c)
 		}
@@ -498,8 +505,8 @@ func (h *handler) serve(rt route) http.Handler {
 			h.metrics.ServeHTTP(sw, r)
 			status = cmp.Or(sw.status, http.StatusOK)
 		case servedBy:
-			sw := &statusWriter{ResponseWriter: w}
-			b.ServeHTTP(sw, r)
+			sw := &statusWriter{ResponseWriter: c.w}
+			b.ServeHTTP(sw, c.r)
 			status = cmp.Or(sw.status, http.StatusOK)
 		case streamed: // the endpoint wrote its answer (events.go)
 		default:

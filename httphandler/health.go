@@ -14,7 +14,7 @@ import (
 
 // Health: GET /healthz and GET /readyz (wire contract section 9), public,
 // answering no data of any tenant. Both are outside the load caps and the
-// rate limit (shed.go's gateOf), so that a saturated server is not taken
+// rate limit (shed.go's poolOf), so that a saturated server is not taken
 // for a dead one.
 
 // readyTimeout bounds the checks of one GET /readyz.

@@ -95,7 +95,9 @@ func serveBurst(t *testing.T) {
 	if _, err := fmt.Sscanf(os.Getenv(burstServeEnv), "%d,%d", &inFlight, &maxConns); err != nil {
 		t.Fatal(err)
 	}
-	s := newBurstServer(t, &httphandler.LoadLimits{MaxInFlight: inFlight}, maxConns)
+	// Every request is of one tenant: no share, so that the cap itself is
+	// what is measured.
+	s := newBurstServer(t, &httphandler.LoadLimits{MaxInFlight: inFlight, MaxInFlightPerTenant: -1}, maxConns)
 	fmt.Printf("url %s\n", s.url)
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	fmt.Printf("conns %d\n", s.mostOpen.Load())

@@ -32,6 +32,7 @@ const (
 	loadKeyA     = "load-key-a"
 	loadKeyB     = "load-key-b"
 	loadHoldKey  = "load-key-held"
+	loadHoldKeyB = "load-key-held-b" // of loadTenant2
 	loadWrongKey = "load-key-unknown"
 	// loadAuthID is an auth_id no flow has: its long poll with timeout=0
 	// answers {"status": "not_found"} at once.
@@ -50,7 +51,7 @@ type holdingAuth struct {
 
 func (a *holdingAuth) Authenticate(ctx context.Context, c httphandler.Credentials) (*httphandler.Principal, error) {
 	a.calls.Add(1)
-	if c.APIKey == loadHoldKey {
+	if c.APIKey == loadHoldKey || c.APIKey == loadHoldKeyB {
 		a.entered <- struct{}{}
 		<-a.release
 	}
@@ -71,6 +72,7 @@ func newLoadServer(t *testing.T, load *httphandler.LoadLimits) *loadServer {
 		{SHA256: httphandler.HashKey(loadKeyA), Tenants: []string{loadTenant}},
 		{SHA256: httphandler.HashKey(loadKeyB), Tenants: []string{loadTenant2}},
 		{SHA256: httphandler.HashKey(loadHoldKey), Tenants: []string{loadTenant}},
+		{SHA256: httphandler.HashKey(loadHoldKeyB), Tenants: []string{loadTenant2}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -145,9 +147,15 @@ func (s *loadServer) do(key, path string) (loadReply, error) {
 // the handler; its reply arrives on the channel after release.
 func (s *loadServer) hold(path string) <-chan loadReply {
 	s.t.Helper()
+	return s.holdAs(loadHoldKey, path)
+}
+
+// holdAs is hold with key, loadHoldKey or loadHoldKeyB.
+func (s *loadServer) holdAs(key, path string) <-chan loadReply {
+	s.t.Helper()
 	out := make(chan loadReply, 1)
 	go func() {
-		r, err := s.do(loadHoldKey, path)
+		r, err := s.do(key, path)
 		if err != nil {
 			r = loadReply{body: []byte(err.Error())}
 		}
@@ -247,7 +255,9 @@ func TestLoadLongPollsDoNotStarveRequests(t *testing.T) {
 }
 
 // The default cap: DefaultMaxInFlight() requests in service at once, and
-// not one more.
+// not one more. (Held while their credentials are checked, the requests
+// hold no place of their tenant's share yet; half are of each tenant, so
+// that each share, half the cap, takes them all once they go on.)
 func TestLoadDefaults(t *testing.T) {
 	s := newLoadServer(t, nil)
 	n := httphandler.DefaultMaxInFlight()
@@ -255,8 +265,8 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatalf("DefaultMaxInFlight() = %d, want at least 64", n)
 	}
 	var held []<-chan loadReply
-	for range n {
-		held = append(held, s.hold("/v2/deployments"))
+	for i := range n {
+		held = append(held, s.holdAs([]string{loadHoldKey, loadHoldKeyB}[i%2], "/v2/deployments"))
 	}
 	wantDetail(t, "one request beyond the default cap", s.get(loadKeyA, "/v2/deployments"), http.StatusServiceUnavailable, "Retry-After", "1")
 	s.letGo()

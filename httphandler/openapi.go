@@ -236,9 +236,9 @@ func (g *schemaGen) operation(rt route) obj {
 }
 
 // loadLimited reports whether rt may be refused for load (503) or the rate
-// limit (429): every route but those the load gates let through (gateOf).
+// limit (429): every route but those the load pools let through (poolOf).
 func loadLimited(rt route) bool {
-	return (&load{}).gateOf(rt, &http.Request{Method: rt.method, URL: &url.URL{}}) != nil
+	return (&load{}).poolOf(rt, &http.Request{Method: rt.method, URL: &url.URL{}}) != nil
 }
 
 // schemaGen derives JSON Schemas from Go types, registering named structs

@@ -40,8 +40,9 @@ type RateLimit struct {
 	// clients active at once than this are others dropped, at random.
 	// Default (0): DefaultMaxRateClients.
 	MaxClients int
-	// ClientAddr names the client of a request when it has no principal.
-	// Default nil: the IP address of Request.RemoteAddr, IPv6 addresses
+	// ClientAddr names the client of a request when it has no principal,
+	// for the rate limit and for the shares of LoadLimits (which use it
+	// even when PerSecond sets no rate limit). Default nil: the IP address of Request.RemoteAddr, IPv6 addresses
 	// by their /64 prefix (what one subscriber usually holds). Behind a
 	// reverse proxy every request has the proxy's address; give a
 	// function that reads the header the proxy sets (and that clients

@@ -37,6 +37,7 @@ type route struct {
 	errors       []int   // error statuses beyond those the document derives
 	errBody      any     // the body of the errors statuses, when not {"detail"}
 	hidden       bool    // served but not in the document (the docs page and its assets)
+	upload       bool    // the body streams to the endpoint (an upload PUT), instead of being read first
 }
 
 // param documents a query parameter or a request header: its schema
@@ -208,15 +209,15 @@ func (h *handler) routes() []route {
 				qStr("code", "The OAuth code of the user who installed the App."), qStr("state", "The state of the install URL.")},
 			errors: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusConflict, http.StatusBadGateway,
 				http.StatusServiceUnavailable}},
-		{method: http.MethodPost, path: "/v1/integrations/github/webhook", public: true, serve: (*handler).githubWebhook, op: "github_webhook",
+		{method: http.MethodPost, path: webhookPath, public: true, serve: (*handler).githubWebhook, op: "github_webhook",
 			summary: "GitHub App webhook (no API key; X-Hub-Signature-256 is the proof): a push to a branch creates a revision " +
 				"of every build_on_push deployment tracking it; ping and other events are acknowledged and change nothing",
 			body: pushPayload{}, status: http.StatusAccepted, resp: webhookResponse{},
 			headers: []param{
 				qStr(headerSignature, `"sha256=" and the hex HMAC-SHA256 of the raw body with the webhook secret.`),
 				qStr(headerEvent, "The event: push creates revisions; ping and the others change nothing.")},
-			errors: []int{http.StatusUnauthorized, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity,
-				http.StatusServiceUnavailable}},
+			errors: []int{http.StatusUnauthorized, http.StatusRequestTimeout, http.StatusRequestEntityTooLarge,
+				http.StatusUnprocessableEntity, http.StatusServiceUnavailable}},
 
 		// The API description.
 		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI, op: "openapi",

@@ -2,9 +2,13 @@ package httphandler
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Load shedding: how much work the handler takes on at once (wire contract
@@ -25,22 +29,95 @@ func DefaultMaxInFlight() int { return max(64, DefaultMaxInFlightPerCPU*runtime.
 // DefaultMaxLongPolls is the default cap of long polls open at once.
 const DefaultMaxLongPolls = 256
 
+// DefaultMaxUploads is the default cap of upload PUTs streaming at once.
+const DefaultMaxUploads = 64
+
+// DefaultMinUploadRate is the default minimum rate of an upload PUT, in
+// bytes a second (16 KiB/s), measured over DefaultUploadRateWindow.
+const DefaultMinUploadRate = 16 << 10
+
+// DefaultUploadRateWindow is the default span over which an upload's
+// rate is measured.
+const DefaultUploadRateWindow = 30 * time.Second
+
+// DefaultPublicMaxBodyBytes is the default limit of a request body on the
+// public routes (64 KiB): the dashboard's forms and sign-in, the
+// registry realm, the OAuth callback. The GitHub webhook has its own
+// (Options.WebhookMaxBodyBytes), and uploads theirs (package uploads).
+const DefaultPublicMaxBodyBytes = 64 << 10
+
+// DefaultPublicReadTimeout is the default time a public route's request
+// body has to arrive.
+const DefaultPublicReadTimeout = 10 * time.Second
+
+// minShare is the smallest default share of a cap: a tenant may hold at
+// least this many places (or the whole cap, when it is smaller).
+const minShare = 8
+
 // LoadLimits bound the work the handler takes on: how many requests it
-// serves at once, how many long polls it holds open, and how fast each
-// client may send requests. A nil *LoadLimits, and every zero field, means
-// the default; see the package documentation's "Load" section.
+// serves at once, how many long polls it holds open and how many uploads
+// it receives, how much of each one client may take, how long it waits
+// for request bodies, and how fast each client may send requests. A nil
+// *LoadLimits, and every zero field, means the default; see the package
+// documentation's "Load" section.
+//
+// A client is the tenant of an authenticated request (the one it acts
+// for), the tenant an upload URL names, and the client address
+// (RateLimit.ClientAddr) of a request to any other public route.
 type LoadLimits struct {
-	// MaxInFlight caps the requests in service at once, long polls aside.
-	// One more is answered at once with 503, Retry-After: 1 and a JSON
-	// detail. Default (0): DefaultMaxInFlight().
+	// MaxInFlight caps the requests in service at once, long polls and
+	// uploads aside. One more is answered at once with 503, Retry-After: 1
+	// and a JSON detail. Default (0): DefaultMaxInFlight().
 	// Negative: no cap.
 	MaxInFlight int
+	// MaxInFlightPerTenant caps the places of MaxInFlight one client
+	// holds at once; one more of its requests is a 503 naming its share,
+	// while other clients are served. Default (0): half of MaxInFlight,
+	// at least 8 (and at most MaxInFlight); none when MaxInFlight has no
+	// cap. Negative: no share.
+	MaxInFlightPerTenant int
 	// MaxLongPolls caps the long polls open at once (GET
-	// /v2/auth/wait/{auth_id}), which wait for minutes and so have their
-	// own cap: they never take a place of MaxInFlight, and ordinary
-	// requests never take theirs. Default (0): DefaultMaxLongPolls.
-	// Negative: no cap.
+	// /v2/auth/wait/{auth_id}, the event streams, GET of a revision with
+	// ?wait=), which wait for minutes and so have their own cap: they
+	// never take a place of MaxInFlight, and ordinary requests never take
+	// theirs. Default (0): DefaultMaxLongPolls. Negative: no cap.
 	MaxLongPolls int
+	// MaxLongPollsPerTenant caps the long polls one client holds open.
+	// Default (0): a quarter of MaxLongPolls, at least 8 (and at most
+	// MaxLongPolls); none when MaxLongPolls has no cap. Negative: no
+	// share.
+	MaxLongPollsPerTenant int
+	// MaxUploads caps the upload PUTs (Options.Uploads) streaming at once;
+	// they take no place of MaxInFlight, since they last as long as their
+	// client takes to send. Default (0): DefaultMaxUploads. Negative: no
+	// cap.
+	MaxUploads int
+	// MaxUploadsPerTenant caps the upload PUTs of one tenant (the one
+	// the URL names) at once. Default (0): an eighth of MaxUploads, at
+	// least 8 (and at most MaxUploads); none when MaxUploads has no cap.
+	// Negative: no share.
+	MaxUploadsPerTenant int
+	// MinUploadRate is the rate, in bytes a second, below which an upload
+	// PUT is cut: each UploadRateWindow of waiting for the client must
+	// bring MinUploadRate times its seconds in bytes, or the read ends,
+	// the upload fails (400) and a Warn record "upload cut: below the
+	// minimum rate" says so. Time the server itself takes (storing what
+	// it read) does not count. Default (0): DefaultMinUploadRate.
+	// Negative: no minimum (an upload may take until its URL expires).
+	MinUploadRate int64
+	// UploadRateWindow is the span over which MinUploadRate is measured.
+	// Default (0): DefaultUploadRateWindow.
+	UploadRateWindow time.Duration
+	// PublicMaxBodyBytes limits the request body of the public routes
+	// (413 beyond) but the GitHub webhook, whose limit is
+	// Options.WebhookMaxBodyBytes, and uploads, which stream. Default
+	// (0): DefaultPublicMaxBodyBytes.
+	PublicMaxBodyBytes int64
+	// PublicReadTimeout is how long the server waits for the request body
+	// of a public route (the GitHub webhook's included, uploads aside),
+	// from when it starts reading it; beyond it the answer is 408 and
+	// the connection is closed. Default (0): DefaultPublicReadTimeout.
+	PublicReadTimeout time.Duration
 	// RateLimit limits each client's request rate. Default nil: no rate
 	// limit (cmd/deployplane sets one).
 	RateLimit *RateLimit
@@ -55,6 +132,7 @@ const retryAfterBusy = "1"
 const (
 	detailBusy         = "The server is busy: too many requests are in progress. Retry after the delay in Retry-After."
 	detailBusyLongPoll = "The server is busy: too many long polls are open. Retry after the delay in Retry-After."
+	detailBusyUploads  = "The server is busy: too many uploads are in progress. Retry after the delay in Retry-After."
 )
 
 // gate is a non-blocking counting semaphore: enter succeeds while fewer
@@ -80,19 +158,137 @@ func (g *gate) enter() bool {
 	}
 }
 
-// leave gives back a place taken by enter; a nil gate has none.
+// leave gives back a place taken by enter.
 func (g *gate) leave() {
-	if g != nil && g.max > 0 {
+	if g.max > 0 {
 		g.n.Add(-1)
 	}
 }
 
-// load is a handler's admission control: the two gates and the rate
-// limiter (nil: none).
+// pool is a cap of places (gate) and each client's share of it: at most
+// share places held by one client key (0: no share).
+type pool struct {
+	total gate
+	share int
+	busy  string // the detail of a 503 when the cap is full
+	what  string // what a place is, for the detail of a 503 when a share is: "requests in progress"
+
+	mu   sync.Mutex
+	held map[string]int // by client key; only keys holding places
+}
+
+// newPool returns a pool of max places (0 or less: no cap) and shares of
+// share (0 or less: none).
+func newPool(max, share int, busy, what string) pool {
+	return pool{total: gate{max: int64(max)}, share: share, busy: busy, what: what, held: map[string]int{}}
+}
+
+// enterShare takes a place of key's share; false when key holds its share
+// already.
+func (p *pool) enterShare(key string) bool {
+	if p.share <= 0 {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held[key] >= p.share {
+		return false
+	}
+	p.held[key]++
+	return true
+}
+
+// leaveShare gives back a place of key's share.
+func (p *pool) leaveShare(key string) {
+	if p.share <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := p.held[key] - 1; n > 0 {
+		p.held[key] = n
+	} else {
+		delete(p.held, key)
+	}
+}
+
+// busyErr is the 503 of a full cap; Retry-After is set on w.
+func (p *pool) busyErr(w http.ResponseWriter) error {
+	w.Header().Set("Retry-After", retryAfterBusy)
+	return &statusError{status: http.StatusServiceUnavailable, detail: p.busy}
+}
+
+// shareErr is the 503 of a full share of key; Retry-After is set on w.
+func (p *pool) shareErr(w http.ResponseWriter, key string) error {
+	who := "workspace"
+	if strings.HasPrefix(key, addrClient) {
+		who = "client address"
+	}
+	w.Header().Set("Retry-After", retryAfterBusy)
+	return &statusError{status: http.StatusServiceUnavailable, detail: fmt.Sprintf(
+		"The server is busy: this %s already has %d %s, its share of the server. Retry after the delay in Retry-After.",
+		who, p.share, p.what)}
+}
+
+// The client keys of shares: a tenant, or the address of a request to a
+// public route.
+const (
+	tenantClient = "tenant "
+	addrClient   = "addr "
+)
+
+// ticket is what one request holds of a pool: a place of its cap and,
+// once its client is known, one of the client's share. A nil ticket holds
+// nothing.
+type ticket struct {
+	p      *pool
+	client string // the share's key; "" while the client is unknown
+	held   bool   // whether the places are held
+}
+
+// take takes the ticket's places again after leave: 503 when the cap or
+// the client's share is full (Retry-After set on w). A nil ticket takes
+// nothing.
+func (t *ticket) take(w http.ResponseWriter) error {
+	if t == nil {
+		return nil
+	}
+	if !t.p.total.enter() {
+		return t.p.busyErr(w)
+	}
+	if t.client != "" && !t.p.enterShare(t.client) {
+		t.p.total.leave()
+		return t.p.shareErr(w, t.client)
+	}
+	t.held = true
+	return nil
+}
+
+// leave gives back the places the ticket holds, if any.
+func (t *ticket) leave() {
+	if t == nil || !t.held {
+		return
+	}
+	t.held = false
+	if t.client != "" {
+		t.p.leaveShare(t.client)
+	}
+	t.p.total.leave()
+}
+
+// load is a handler's admission control: the three pools, the rate
+// limiter (nil: none), and the limits on reading request bodies.
 type load struct {
-	inFlight  gate
-	longPolls gate
+	inFlight  pool
+	longPolls pool
+	uploads   pool
 	rate      *rateLimiter
+	addr      func(*http.Request) string // the client address of a public request
+
+	minUploadRate int64         // 0: none
+	uploadWindow  time.Duration // over which minUploadRate is measured
+	publicMaxBody int64
+	publicTimeout time.Duration
 }
 
 // newLoad builds the admission control of opts (nil: defaults).
@@ -101,32 +297,80 @@ func newLoad(opts *LoadLimits) *load {
 	if opts != nil {
 		o = *opts
 	}
-	l := &load{}
-	switch {
-	case o.MaxInFlight == 0:
-		l.inFlight.max = int64(DefaultMaxInFlight())
-	case o.MaxInFlight > 0:
-		l.inFlight.max = int64(o.MaxInFlight)
+	inFlight := capOf(o.MaxInFlight, DefaultMaxInFlight())
+	longPolls := capOf(o.MaxLongPolls, DefaultMaxLongPolls)
+	uploads := capOf(o.MaxUploads, DefaultMaxUploads)
+	l := &load{
+		inFlight:      newPool(inFlight, shareOf(o.MaxInFlightPerTenant, inFlight, 2), detailBusy, "requests in progress"),
+		longPolls:     newPool(longPolls, shareOf(o.MaxLongPollsPerTenant, longPolls, 4), detailBusyLongPoll, "long polls open"),
+		uploads:       newPool(uploads, shareOf(o.MaxUploadsPerTenant, uploads, 8), detailBusyUploads, "uploads in progress"),
+		rate:          newRateLimiter(o.RateLimit),
+		addr:          remoteAddr,
+		minUploadRate: o.MinUploadRate,
+		uploadWindow:  o.UploadRateWindow,
+		publicMaxBody: o.PublicMaxBodyBytes,
+		publicTimeout: o.PublicReadTimeout,
+	}
+	if o.RateLimit != nil && o.RateLimit.ClientAddr != nil {
+		l.addr = o.RateLimit.ClientAddr
 	}
 	switch {
-	case o.MaxLongPolls == 0:
-		l.longPolls.max = DefaultMaxLongPolls
-	case o.MaxLongPolls > 0:
-		l.longPolls.max = int64(o.MaxLongPolls)
+	case l.minUploadRate == 0:
+		l.minUploadRate = DefaultMinUploadRate
+	case l.minUploadRate < 0:
+		l.minUploadRate = 0
 	}
-	l.rate = newRateLimiter(o.RateLimit)
+	if l.uploadWindow <= 0 {
+		l.uploadWindow = DefaultUploadRateWindow
+	}
+	if l.publicMaxBody <= 0 {
+		l.publicMaxBody = DefaultPublicMaxBodyBytes
+	}
+	if l.publicTimeout <= 0 {
+		l.publicTimeout = DefaultPublicReadTimeout
+	}
 	return l
 }
 
-// gateOf is the gate r goes through: none (nil) for the health routes,
+// capOf is the cap a LoadLimits field sets: def for 0, none (0) for a
+// negative value.
+func capOf(set, def int) int {
+	switch {
+	case set == 0:
+		return def
+	case set < 0:
+		return 0
+	}
+	return set
+}
+
+// shareOf is the share a LoadLimits field sets of a cap of total places
+// (0: none): by default total/div, at least minShare and at most total;
+// none (0) for a negative value or a pool without a cap.
+func shareOf(set, total, div int) int {
+	switch {
+	case set < 0:
+		return 0
+	case set > 0:
+		return set
+	case total <= 0:
+		return 0
+	}
+	return min(total, max(minShare, total/div))
+}
+
+// poolOf is the pool r draws from: none (nil) for the health routes,
 // which must answer while the server is saturated (a load balancer or
 // Kubernetes would otherwise take a busy server for a dead one and pull
-// it, moving its load onto the others), the long-poll gate for requests
-// that wait, the in-flight gate for every other request, unrouted ones
-// included. Routes that wait are named here, so that new ones (event
-// streams, ?wait= on a revision) take the long-poll gate where they are
-// added.
-func (l *load) gateOf(rt route, r *http.Request) *gate {
+// it, moving its load onto the others), the uploads' for the PUTs of
+// upload URLs, the long polls' for requests that wait, the in-flight
+// pool for every other request, unrouted ones included. Routes that wait
+// are named here, so that new ones (event streams, ?wait= on a revision)
+// take the long-poll pool where they are added.
+func (l *load) poolOf(rt route, r *http.Request) *pool {
+	if rt.upload {
+		return &l.uploads
+	}
 	if rt.method != http.MethodGet {
 		return &l.inFlight
 	}
@@ -144,62 +388,87 @@ func (l *load) gateOf(rt route, r *http.Request) *gate {
 }
 
 // admit decides whether the handler serves r, before the endpoint runs:
-// the concurrency caps (503), then the credentials (for routes that need
-// them) and the rate limit (429). It returns the tenant of an
-// authenticated request and the gate whose place the request holds, which
-// the caller must leave (defer release.leave()) when the request is done;
-// nil, which leaves nothing, when it holds none. Headers of the answer
-// (Retry-After, RateLimit-*) are set on w.
-func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt route) (tenant string, release *gate, err error) {
-	g := h.load.gateOf(rt, r)
-	if g == nil {
+// the pool's cap (503), then the credentials (for routes that need them)
+// and the rate limit (429), then the client's share of the pool (503). It
+// returns the tenant of an authenticated request and the ticket of the
+// places the request holds, which the caller must leave (defer
+// t.leave()) when the request is done; nil, which leaves nothing, when it
+// holds none. Headers of the answer (Retry-After, RateLimit-*) are set on
+// w.
+func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt route) (tenant string, t *ticket, err error) {
+	p := h.load.poolOf(rt, r)
+	if p == nil {
 		// The health routes: no cap, no rate limit.
 		if !rt.public {
 			_, tenant, err = h.authenticate(r)
 		}
 		return tenant, nil, err
 	}
-	if !g.enter() {
-		w.Header().Set("Retry-After", retryAfterBusy)
-		detail := detailBusy
-		if g == &h.load.longPolls {
-			detail = detailBusyLongPoll
-		}
-		return "", nil, &statusError{status: http.StatusServiceUnavailable, detail: detail}
+	if !p.total.enter() {
+		return "", nil, p.busyErr(w)
 	}
-	release = g
+	t = &ticket{p: p, held: true}
+	tenant, err = h.check(w, r, rt)
+	if err != nil {
+		return tenant, t, err
+	}
+	client := h.load.clientOf(r, rt, tenant)
+	if !p.enterShare(client) {
+		return "", t, p.shareErr(w, client)
+	}
+	t.client = client
+	return tenant, t, nil
+}
+
+// clientOf is the key of r's share: its tenant when it has one, the
+// tenant an upload URL names, the client address otherwise.
+func (l *load) clientOf(r *http.Request, rt route, tenant string) string {
+	if tenant != "" {
+		return tenantClient + tenant
+	}
+	if rt.upload {
+		if c, ok := CanonicalTenant(r.PathValue("tenant")); ok {
+			return tenantClient + c
+		}
+	}
+	return addrClient + l.addr(r)
+}
+
+// check checks r's credentials (for routes that need them) and the rate
+// limit, and returns the tenant of an authenticated request.
+func (h *handler) check(w http.ResponseWriter, r *http.Request, rt route) (tenant string, err error) {
 	rl := h.load.rate
 	if rl == nil {
 		if !rt.public {
 			_, tenant, err = h.authenticate(r)
 		}
-		return tenant, release, err
+		return tenant, err
 	}
 	now := rl.now()
 	addr := rl.clientAddr(r)
 	if rt.public {
-		return "", release, rl.take(w, publicKey(addr), now)
+		return "", rl.take(w, publicKey(addr), now)
 	}
 	// An address that has spent its allowance on failed attempts is not
 	// heard again until it refills, valid keys or not: guessing keys costs
 	// an attacker the address's rate, and the server little more.
 	if err := rl.check(w, failedKey(addr), now); err != nil {
-		return "", release, err
+		return "", err
 	}
 	p, tenant, err := h.authenticate(r)
 	if p == nil {
 		if isUnauthorized(err) {
 			_ = rl.take(w, failedKey(addr), now) // the 401 stands; the attempt is charged
 		}
-		return "", release, err
+		return "", err
 	}
 	// Every request of an authenticated principal is charged to it, the
 	// 403s included; its address is not charged, so that clients sharing
 	// one (behind NAT) do not share a bucket.
 	if lerr := rl.take(w, principalKey(p, addr), now); lerr != nil {
-		return "", release, lerr
+		return "", lerr
 	}
-	return tenant, release, err
+	return tenant, err
 }
 
 // isUnauthorized reports whether err is the handler's 401.

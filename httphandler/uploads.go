@@ -40,7 +40,7 @@ func (h *handler) uploadRoutes() []route {
 			summary: "A signed URL to PUT the source tarball of an internal_source deployment to (single use, valid 15 minutes, " +
 				"at most 200 MiB); name its object_path as source_revision_config.source_tarball_path in a PATCH",
 			status: http.StatusOK, resp: uploadURLResponse{}, errors: []int{http.StatusBadRequest}},
-		{method: http.MethodPut, path: UploadPath + "/{tenant}/{deployment_id}/{upload_id}", public: true, serve: (*handler).receiveUpload,
+		{method: http.MethodPut, path: UploadPath + "/{tenant}/{deployment_id}/{upload_id}", public: true, upload: true, serve: (*handler).receiveUpload,
 			op: "upload_source_tarball",
 			summary: "Receive a source tarball (the upload_url of POST .../upload-url; no API key: its signature is the proof). " +
 				"403: bad or expired signature; 409: used already; 413: larger than 200 MiB or X-Goog-Content-Length-Range",

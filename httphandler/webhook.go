@@ -20,6 +20,9 @@ import (
 // creates nothing); every other delivery is acknowledged and changes
 // nothing.
 
+// webhookPath is the webhook's route.
+const webhookPath = "/v1/integrations/github/webhook"
+
 // The headers of a GitHub webhook delivery.
 const (
 	headerSignature = "X-Hub-Signature-256"
@@ -85,10 +88,7 @@ func (h *handler) githubWebhook(c *call) (int, any, error) {
 	if sig == "" {
 		return 0, nil, &statusError{status: http.StatusUnauthorized, detail: "Missing " + headerSignature + " header."}
 	}
-	body, err := readBody(c.w, c.r, h.webhookMaxBody)
-	if err != nil {
-		return 0, nil, err
-	}
+	body := c.body // read first, within WebhookMaxBodyBytes (body.go)
 	if !validSignature(h.webhookSecret, body, sig) {
 		return 0, nil, &statusError{status: http.StatusUnauthorized, detail: "Invalid " + headerSignature + " signature."}
 	}

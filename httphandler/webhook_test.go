@@ -300,7 +300,7 @@ func TestWebhookOpenAPI(t *testing.T) {
 		params = append(params, p.In+" "+p.Name)
 	}
 	diff(t, "parameters", []string{"header X-Hub-Signature-256", "header X-GitHub-Event"}, params)
-	diff(t, "responses", []string{"202", "401", "413", "422", "429", "503"}, keysOf(op.Responses))
+	diff(t, "responses", []string{"202", "401", "408", "413", "422", "429", "503"}, keysOf(op.Responses))
 }
 
 // TestWebhookLargePush: a signed push far over the API's body limit (GitHub

@@ -131,6 +131,8 @@ func TestLoadFlags(t *testing.T) {
 		t.Fatalf("run -h: %v", err)
 	}
 	for _, want := range []string{"-max-conns", "-max-in-flight", "-max-long-polls", "-rate-limit", "-rate-burst",
+		"-max-in-flight-per-tenant", "-max-long-polls-per-tenant", "-max-uploads", "-max-uploads-per-tenant",
+		"-min-upload-rate", "-public-max-body-bytes", "-public-read-timeout",
 		"Retry-After", "RateLimit-Remaining", "429"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("-h does not mention %q", want)
@@ -145,9 +147,72 @@ func TestLoadFlags(t *testing.T) {
 		{"-rate-limit", "-1"},
 		{"-rate-limit", "NaN"},
 		{"-rate-limit", "5", "-rate-burst", "0"},
+		{"-max-in-flight-per-tenant", "-2"},
+		{"-max-long-polls-per-tenant", "-2"},
+		{"-max-uploads", "0"},
+		{"-max-uploads-per-tenant", "-2"},
+		{"-min-upload-rate", "0"},
+		{"-public-max-body-bytes", "0"},
+		{"-public-read-timeout", "0s"},
 	} {
 		if err := run(context.Background(), args, func(string) string { return "" }, io.Discard, io.Discard); !errors.Is(err, errUsage) {
 			t.Errorf("%v: %v, want a usage error", args, err)
 		}
+	}
+}
+
+// TestLoadShareFlags: the flags of each tenant's share and of public
+// bodies reach the handler: a tenant's second event stream is refused
+// with -max-long-polls-per-tenant 1, a sign-in form beyond
+// -public-max-body-bytes is a 413, and one whose body stalls is a 408
+// after -public-read-timeout.
+func TestLoadShareFlags(t *testing.T) {
+	url, _, _ := server(t, []string{"-db", ":memory:", "-max-long-polls-per-tenant", "1",
+		"-public-max-body-bytes", "100", "-public-read-timeout", "50ms"}, map[string]string{"DEPLOYPLANE_API_KEY": "k"})
+	events := func() *http.Response {
+		req, _ := http.NewRequest("GET", url+"/v2/events", nil)
+		req.Header.Set("X-Api-Key", "k")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	if resp := events(); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the first stream: %d", resp.StatusCode)
+	}
+	if resp := events(); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("the second stream: %d, want 503", resp.StatusCode)
+	} else if b, _ := io.ReadAll(resp.Body); !strings.Contains(string(b), "this workspace already has 1 long polls open") {
+		t.Errorf("the second stream: %s", b)
+	}
+
+	resp, err := http.Post(url+"/ui/signin", "application/x-www-form-urlencoded", strings.NewReader("api_key="+strings.Repeat("k", 200)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a sign-in form of 208 bytes: %d, want 413", resp.StatusCode)
+	}
+
+	host := strings.TrimPrefix(url, "http://")
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /ui/signin HTTP/1.1\r\nHost: "+host+
+		"\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 50\r\n\r\na"); err != nil {
+		t.Fatal(err)
+	}
+	stalled, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled.Body.Close()
+	if stalled.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("a sign-in form whose body stalls: %d, want 408", stalled.StatusCode)
 	}
 }

@@ -77,6 +77,9 @@ Usage:
                 [-allow-unverified-integrations]
                 [-max-conns 1024] [-max-in-flight N] [-max-long-polls 256]
                 [-rate-limit 50] [-rate-burst 100]
+                [-max-in-flight-per-tenant N] [-max-long-polls-per-tenant N]
+                [-max-uploads 64] [-max-uploads-per-tenant N] [-min-upload-rate 16384]
+                [-public-max-body-bytes 65536] [-public-read-timeout 10s]
                 [-log-format text|json] [-metrics-key KEY] [-ui=false]
 
 Flags:
@@ -316,9 +319,10 @@ Flags:
                       beyond it new connections wait in the kernel's accept
                       queue until one closes (the registry's port has its
                       own cap, -registry-max-conns)
-    -max-in-flight N  requests in service at once, long polls aside (default
-                      0: 32 per processor, at least 64); one more is answered
-                      at once 503 with Retry-After: 1; -1: no cap
+    -max-in-flight N  requests in service at once, long polls and uploads
+                      aside (default 0: 32 per processor, at least 64); one
+                      more is answered at once 503 with Retry-After: 1; -1:
+                      no cap
     -max-long-polls N long polls (GET /v2/auth/wait/...) open at once, apart
                       from -max-in-flight (default 256; -1: no cap); must be
                       below -max-conns, or long polls could hold every
@@ -330,6 +334,33 @@ Flags:
                       routes, are limited by client address alike
     -rate-burst N     requests each API key may send at once before the rate
                       applies (default 100)
+    -max-in-flight-per-tenant N
+                      places of -max-in-flight one tenant holds at once
+                      (default 0: half, at least 8); beyond it 503 naming
+                      the tenant's share, while other tenants are served.
+                      Requests to public routes (the dashboard, the
+                      webhook) count per client address; -1: no share
+    -max-long-polls-per-tenant N
+                      long polls one tenant holds open (default 0: a
+                      quarter of -max-long-polls, at least 8); -1: no share
+    -max-uploads N    upload PUTs (langgraph deploy --remote) streaming at
+                      once, apart from -max-in-flight (default 64; -1: no
+                      cap)
+    -max-uploads-per-tenant N
+                      upload PUTs of one tenant at once (default 0: an
+                      eighth of -max-uploads, at least 8); -1: no share
+    -min-upload-rate B
+                      bytes per second an upload must keep, measured over
+                      30 s of waiting for it (default 16384); a slower one
+                      is cut (400) and logged; -1: none
+    -public-max-body-bytes N
+                      request body limit of the public routes: the
+                      dashboard's forms and sign-in, the registry realm
+                      (default 65536; the GitHub webhook takes up to 25 MiB)
+    -public-read-timeout D
+                      time the body of a public route's request (the GitHub
+                      webhook's included) has to arrive (default 10s);
+                      beyond it 408
     -log-format F     text (default: log/slog's key=value lines) or json (one
                       JSON object per line), on standard error
     -metrics-key KEY  require "Authorization: Bearer KEY" on GET /metrics
@@ -587,6 +618,14 @@ type config struct {
 	maxLongPolls int
 	rateLimit    float64
 	rateBurst    int
+	// Each tenant's share of the caps, uploads, and request bodies.
+	maxInFlightPerTenant  int
+	maxLongPollsPerTenant int
+	maxUploads            int
+	maxUploadsPerTenant   int
+	minUploadRate         int64
+	publicMaxBody         int64
+	publicReadTimeout     time.Duration
 	// Operations: logs and metrics.
 	logFormat  string
 	metricsKey string
@@ -632,6 +671,13 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.IntVar(&c.maxLongPolls, "max-long-polls", httphandler.DefaultMaxLongPolls, "long polls open at once (-1: no cap)")
 	fs.Float64Var(&c.rateLimit, "rate-limit", 50, "requests per second per API key (0: no limit)")
 	fs.IntVar(&c.rateBurst, "rate-burst", 100, "requests per API key at once")
+	fs.IntVar(&c.maxInFlightPerTenant, "max-in-flight-per-tenant", 0, "requests of one tenant in service at once (0: default, -1: no share)")
+	fs.IntVar(&c.maxLongPollsPerTenant, "max-long-polls-per-tenant", 0, "long polls of one tenant open at once (0: default, -1: no share)")
+	fs.IntVar(&c.maxUploads, "max-uploads", httphandler.DefaultMaxUploads, "upload PUTs streaming at once (-1: no cap)")
+	fs.IntVar(&c.maxUploadsPerTenant, "max-uploads-per-tenant", 0, "upload PUTs of one tenant at once (0: default, -1: no share)")
+	fs.Int64Var(&c.minUploadRate, "min-upload-rate", httphandler.DefaultMinUploadRate, "bytes per second below which an upload is cut (-1: none)")
+	fs.Int64Var(&c.publicMaxBody, "public-max-body-bytes", httphandler.DefaultPublicMaxBodyBytes, "request body limit of the public routes")
+	fs.DurationVar(&c.publicReadTimeout, "public-read-timeout", httphandler.DefaultPublicReadTimeout, "time a public route's request body has to arrive")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.metricsKey, "metrics-key", "", "key GET /metrics requires (default: public)")
 	fs.BoolVar(&c.ui, "ui", true, "serve the web dashboard under /ui/")
@@ -1058,13 +1104,30 @@ func (c *config) checkLoadFlags() string {
 		return "-rate-limit must be 0 (no limit) or a positive number of requests per second"
 	case c.rateLimit > 0 && c.rateBurst < 1:
 		return "-rate-burst must be at least 1"
+	case c.maxInFlightPerTenant < -1:
+		return "-max-in-flight-per-tenant must be -1 (no share), 0 (the default) or positive"
+	case c.maxLongPollsPerTenant < -1:
+		return "-max-long-polls-per-tenant must be -1 (no share), 0 (the default) or positive"
+	case c.maxUploads < -1 || c.maxUploads == 0:
+		return "-max-uploads must be -1 (no cap) or positive"
+	case c.maxUploadsPerTenant < -1:
+		return "-max-uploads-per-tenant must be -1 (no share), 0 (the default) or positive"
+	case c.minUploadRate < -1 || c.minUploadRate == 0:
+		return "-min-upload-rate must be -1 (none) or a positive number of bytes per second"
+	case c.publicMaxBody <= 0:
+		return "-public-max-body-bytes must be positive"
+	case c.publicReadTimeout <= 0:
+		return "-public-read-timeout must be positive"
 	}
 	return ""
 }
 
 // loadLimits are the handler's LoadLimits of the flags.
 func (c *config) loadLimits() *httphandler.LoadLimits {
-	l := &httphandler.LoadLimits{MaxInFlight: c.maxInFlight, MaxLongPolls: c.maxLongPolls}
+	l := &httphandler.LoadLimits{MaxInFlight: c.maxInFlight, MaxLongPolls: c.maxLongPolls,
+		MaxInFlightPerTenant: c.maxInFlightPerTenant, MaxLongPollsPerTenant: c.maxLongPollsPerTenant,
+		MaxUploads: c.maxUploads, MaxUploadsPerTenant: c.maxUploadsPerTenant, MinUploadRate: c.minUploadRate,
+		PublicMaxBodyBytes: c.publicMaxBody, PublicReadTimeout: c.publicReadTimeout}
 	if c.rateLimit > 0 {
 		l.RateLimit = &httphandler.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst}
 	}
