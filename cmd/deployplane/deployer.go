@@ -34,6 +34,7 @@ type deployerFlags struct {
 	postgresData   string // where the database image keeps its data
 	dataDir        string // host directory of the deployments' data ('' = Docker volumes)
 	dbTimeout      time.Duration
+	pullTimeout    time.Duration
 	sharedPostgres string // admin DSN of a shared PostgreSQL: deploydb instead of containers
 	sharedRedis    string // URL of a shared Redis
 	healthPath     string
@@ -98,6 +99,7 @@ func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.postgresData, "docker-postgres-data-path", deploydocker.DefaultPostgresDataPath, "where the database image keeps its data (its PGDATA)")
 	fs.StringVar(&f.dataDir, "docker-data-dir", "", "host directory of the deployments' database and Redis data (default: a Docker volume each)")
 	fs.DurationVar(&f.dbTimeout, "docker-database-timeout", deploydocker.DefaultDatabaseTimeout, "how long a revision waits for its deployment's database and Redis")
+	fs.DurationVar(&f.pullTimeout, "docker-pull-retry-timeout", deploydocker.DefaultPullRetryTimeout, "how long a pull that fails with a transient error (registry or daemon unreachable or busy) is retried")
 	fs.StringVar(&f.sharedPostgres, "shared-postgres-dsn", getenv("DEPLOYPLANE_SHARED_POSTGRES_DSN"), "a shared PostgreSQL (postgres://admin:password@host:5432/db) where each deployment gets a database and role, instead of its own container (default $DEPLOYPLANE_SHARED_POSTGRES_DSN)")
 	fs.StringVar(&f.sharedRedis, "shared-redis-url", getenv("DEPLOYPLANE_SHARED_REDIS_URL"), "a shared Redis (redis://:password@host:6379) where each deployment gets an ACL user limited to its key prefix; needs -shared-postgres-dsn (default $DEPLOYPLANE_SHARED_REDIS_URL)")
 	fs.StringVar(&f.healthPath, "docker-health-path", deploydocker.DefaultHealthPath, "path of the containers' health check")
@@ -120,6 +122,9 @@ func (f *deployerFlags) check() string {
 	}
 	if f.healthTimeout <= 0 {
 		return "-docker-health-timeout must be positive"
+	}
+	if f.pullTimeout <= 0 {
+		return "-docker-pull-retry-timeout must be positive"
 	}
 	if f.dbTimeout <= 0 {
 		return "-docker-database-timeout must be positive"
@@ -300,7 +305,7 @@ func startDockerDeployer(ctx context.Context, f *deployerFlags, host, instance s
 	}
 	do := &deploydocker.Options{Client: cli, Network: f.dockerNetwork, ProxyURL: env.proxyURL,
 		Instance: instance, State: env.cp, Logger: env.log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
-		DatabaseTimeout: f.dbTimeout, Builder: builder, Credentials: env.credentials}
+		DatabaseTimeout: f.dbTimeout, PullRetryTimeout: f.pullTimeout, Builder: builder, Credentials: env.credentials}
 	if shared != nil {
 		do.Databases = shared
 	} else {

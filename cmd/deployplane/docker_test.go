@@ -35,7 +35,8 @@ func TestDeployerFlags(t *testing.T) {
 
 // With -deployer docker the server's revisions run on the daemon: an image
 // that cannot be pulled ends DEPLOY_FAILED saying so (the simulated
-// deployer would have DEPLOYED it). deploydocker's own tests deploy real
+// deployer would have DEPLOYED it), once -docker-pull-retry-timeout has
+// passed for a registry that does not answer. deploydocker's own tests deploy real
 // images.
 func TestDockerDeployerWired(t *testing.T) {
 	host := os.Getenv("DEPLOYPLANE_TEST_DOCKER")
@@ -45,7 +46,8 @@ func TestDockerDeployerWired(t *testing.T) {
 	b := make([]byte, 6)
 	rand.Read(b)
 	url, _, stderr := server(t, []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host,
-		"-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0", "-docker-instance", "cmdtest-" + hex.EncodeToString(b)},
+		"-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0", "-docker-instance", "cmdtest-" + hex.EncodeToString(b),
+		"-docker-pull-retry-timeout", "2s"},
 		map[string]string{"DEPLOYPLANE_API_KEY": "k"})
 	if !strings.Contains(stderr.String(), "deployer=docker") {
 		t.Errorf("the start log does not say deployer=docker:\n%s", stderr)

@@ -62,7 +62,7 @@ Usage:
                 [-docker-proxy-url URL] [-docker-instance NAME]
                 [-docker-postgres-image IMAGE] [-docker-redis-image IMAGE]
                 [-docker-postgres-data-path PATH] [-docker-data-dir DIR]
-                [-docker-database-timeout 3m]
+                [-docker-database-timeout 3m] [-docker-pull-retry-timeout 3m]
                 [-shared-postgres-dsn DSN [-shared-redis-url URL]]
                 [-docker-health-path /ok] [-docker-health-timeout 3m]
                 [-build-base-image IMAGE] [-tenant-workers N]
@@ -199,6 +199,12 @@ Flags:
                       how long a revision waits for its deployment's
                       database and Redis to answer (SELECT 1, PING; default
                       3m) before it is DEPLOY_FAILED
+    -docker-pull-retry-timeout D
+                      how long a pull that fails with a transient error (the
+                      registry or the daemon unreachable, busy or
+                      rate-limiting) is retried with backoff (default 3m);
+                      a final error (no such image, refused credentials)
+                      fails the revision at once
     -shared-postgres-dsn DSN, -shared-redis-url URL
                       instead of containers, give each deployment a database
                       and login role on this PostgreSQL
