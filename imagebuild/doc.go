@@ -87,8 +87,12 @@
 // The build context (the directory, without what its .dockerignore
 // excludes, plus the generated Dockerfile) is streamed as a tar to
 // POST /build of the daemon, with the classic builder (API 1.41 daemons
-// such as Debian's docker.io 20.10 answer), network mode host (a daemon
-// may have no bridge network; Options.NetworkMode), and the labels
+// such as Debian's docker.io 20.10 answer), on the network
+// Options.NetworkMode names (default Docker's "bridge", which keeps RUN
+// steps away from what listens on the daemon host's loopback; "none" for
+// no network; "host" only where the operator says so, since RUN steps
+// then reach the host's loopback services; the build log says which),
+// and the labels
 // LabelTenant, LabelDeployment and LabelRevision, so that a deployer can
 // find what it built (Builder.RemoveImages removes a deployment's images
 // when it is deleted). The image is tagged
