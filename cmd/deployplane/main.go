@@ -59,14 +59,15 @@ Usage:
                 [-blob-url URL]
                 [-deployer sim|docker] [-sim-step 500ms] [-sim-fail-at STATUS]
                 [-docker-host URL] [-docker-endpoint NAME=ADDRESS ...]
-                [-docker-network bridge] [-docker-proxy-addr 127.0.0.1:8125]
+                [-docker-network bridge] [-build-network bridge]
+                [-docker-proxy-addr 127.0.0.1:8125]
                 [-docker-proxy-url URL] [-docker-instance NAME]
                 [-docker-postgres-image IMAGE] [-docker-redis-image IMAGE]
                 [-docker-postgres-data-path PATH] [-docker-data-dir DIR]
                 [-docker-database-timeout 3m]
                 [-shared-postgres-dsn DSN [-shared-redis-url URL]]
                 [-docker-health-path /ok] [-docker-health-timeout 3m]
-                [-build-base-image IMAGE] [-build-network bridge]
+                [-build-base-image IMAGE]
                 [-registry-addr auto|off|HOST:PORT] [-registry-host HOST:PORT]
                 [-registry-storage DIR|s3://BUCKET]
                 [-registry-external-url URL [-registry-token-key FILE]
@@ -168,6 +169,13 @@ Flags:
                       server's API, /metrics, registry) included, for
                       daemons without a bridge; each container gets its own
                       port in $PORT. none is refused
+    -build-network NAME
+                      the Docker network builds' RUN steps run on: bridge
+                      (the default; reaches package indexes, not the host's
+                      loopback), none (no network), host (the host's own
+                      network: a tenant's Dockerfile then reaches this
+                      server's API, /metrics and registry on loopback; only
+                      for daemons without a bridge) or a network's name
     -docker-proxy-addr HOST:PORT
                       where deployments' urls are served (default
                       127.0.0.1:8125): a deployment answers at
@@ -238,13 +246,6 @@ Flags:
                       revisions without their own (as langgraph build
                       --base-image; default: the project's base_image, else
                       langchain/langgraph-api)
-    -build-network NAME
-                      the Docker network builds' RUN steps run on: bridge
-                      (the default; reaches package indexes, not the host's
-                      loopback), none (no network), host (the host's own
-                      network: a tenant's Dockerfile then reaches this
-                      server's API, /metrics and registry on loopback; only
-                      for daemons without a bridge) or a network's name
     -registry-addr auto|off|HOST:PORT
                       where the built-in OCI registry listens, which
                       langgraph deploy --image pushes to (POST
