@@ -157,7 +157,7 @@ func TestGitHubRevisionBuildsAndDeploys(t *testing.T) {
 	base := baseImage(t, cli)
 	repo, mainSHA := gitRepo(t, base)
 	b, err := imagebuild.New(cli, &imagebuild.Options{AllowLocalRepositories: true,
-		Repository: uniq("deploydocker-test"), TempDir: t.TempDir()})
+		Repository: uniq("deploydocker-test"), TempDir: t.TempDir(), NetworkMode: "host"})
 	if err != nil {
 		t.Fatal(err)
 	}

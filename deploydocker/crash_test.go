@@ -49,7 +49,7 @@ func runChild() {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cp := controlplane.New(st, cpOptions(log))
 	d, err := deploydocker.New(&deploydocker.Options{
-		Host: os.Getenv("DEPLOYPLANE_TEST_DOCKER"), Instance: os.Getenv(childInstance), ProxyURL: os.Getenv(childProxy),
+		Host: os.Getenv("DEPLOYPLANE_TEST_DOCKER"), Network: "host", Instance: os.Getenv(childInstance), ProxyURL: os.Getenv(childProxy),
 		State: cp, HealthInterval: 50 * time.Millisecond, HealthTimeout: time.Hour, Logger: log,
 	})
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultNetwork         = "host"
+	DefaultNetwork         = "bridge"
 	DefaultServerPort      = 8000
 	DefaultHealthPath      = "/ok"
 	DefaultPortEnv         = "PORT"
@@ -104,9 +104,16 @@ type Options struct {
 	// unix:///path/docker.sock or tcp://host:port. "" means DOCKER_HOST,
 	// else the standard socket (unix:///var/run/docker.sock).
 	Host string
-	// Network is the network containers join: "host" (DefaultNetwork), or
-	// the name of a Docker network the control plane can reach container
-	// addresses on. See the package documentation.
+	// Network is the Docker network containers join: DefaultNetwork,
+	// Docker's default "bridge" (containers reach neither what listens
+	// on the daemon host's loopback nor each other's loopback; no DNS by
+	// container name, so not with Services), the name of a network of
+	// the daemon's, or "host" (the daemon host's own network, its
+	// loopback services included: this control plane's API, metrics and
+	// registry; for daemons without a bridge network). On any network but
+	// host the control plane reaches containers at their address on it.
+	// "none" and "container:..." are refused: the proxy could not reach
+	// the containers. See the package documentation.
 	Network string
 	// ProxyURL is the base URL where the handler of Proxy is served, as
 	// clients reach it (e.g. http://127.0.0.1:8001). A deployment's url
@@ -214,8 +221,11 @@ func New(o *Options) (*Deployer, error) {
 	if o != nil {
 		opt = *o
 	}
-	if opt.Network == "" {
+	switch {
+	case opt.Network == "" || opt.Network == "default": // "default" is Docker's name for its bridge
 		opt.Network = DefaultNetwork
+	case opt.Network == "none" || strings.HasPrefix(opt.Network, "container:"):
+		return nil, fmt.Errorf("deploydocker: Options.Network %q: the proxy could not reach the containers; use \"bridge\", a network of the daemon's or \"host\"", opt.Network)
 	}
 	if opt.ServerPort == 0 {
 		opt.ServerPort = DefaultServerPort
@@ -258,6 +268,11 @@ func New(o *Options) (*Deployer, error) {
 	}
 	if opt.Services != nil && opt.Databases != nil {
 		return nil, errors.New("deploydocker: Options.Services and Options.Databases are alternatives: set one")
+	}
+	if s := opt.Services; s != nil && (s.PostgresImage != "" || s.RedisImage != "") && opt.Network == "bridge" {
+		return nil, errors.New("deploydocker: Options.Services on Docker's default bridge network: containers there cannot find " +
+			"their database and Redis by name; set Options.Network to a network of your own (docker network create NAME) " +
+			"or to \"host\", or give Options.Databases instead")
 	}
 	if opt.Services != nil && opt.Services.DataDir != "" && !filepath.IsAbs(opt.Services.DataDir) {
 		return nil, fmt.Errorf("deploydocker: Services.DataDir %q is not an absolute path", opt.Services.DataDir)

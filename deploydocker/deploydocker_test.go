@@ -2,6 +2,7 @@ package deploydocker_test
 
 import (
 	"context"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -365,4 +366,42 @@ func TestCustomURL(t *testing.T) {
 		t.Errorf("url %q, want the custom_url %q", deref(got.URL), custom)
 	}
 	eventually(t, "the proxy serves it", func() bool { v, _ := get(f.proxyURL + "/" + d.ID + "/version"); return v == "v1" })
+}
+
+// The network containers join: Docker's default bridge unless the
+// operator names another, never one the proxy could not reach, and not
+// the default bridge for per-deployment database containers, which find
+// nothing by name there. New does not contact the daemon.
+func TestNetworkOptions(t *testing.T) {
+	services := &deploydocker.Services{PostgresImage: "postgres:16-alpine", RedisImage: "redis:7-alpine"}
+	for _, tc := range []struct {
+		name string
+		o    deploydocker.Options
+		want string // "" when accepted
+	}{
+		{"default", deploydocker.Options{}, ""},
+		{"host with services", deploydocker.Options{Network: "host", Services: services}, ""},
+		{"own network with services", deploydocker.Options{Network: "deployplane", Services: services}, ""},
+		{"bridge with services without images", deploydocker.Options{Network: "bridge", Services: &deploydocker.Services{}}, ""},
+		{"none", deploydocker.Options{Network: "none"}, `Options.Network "none": the proxy could not reach the containers`},
+		{"another container's", deploydocker.Options{Network: "container:db"}, "the proxy could not reach the containers"},
+		{"services on the default network", deploydocker.Options{Services: services}, "default bridge network: containers there cannot find their database"},
+		{"services on bridge", deploydocker.Options{Network: "bridge", Services: &deploydocker.Services{RedisImage: "redis"}}, "docker network create NAME"},
+		{"services on default", deploydocker.Options{Network: "default", Services: services}, "default bridge network"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o
+			o.Host = "unix://" + filepath.Join(t.TempDir(), "no-daemon.sock")
+			d, err := deploydocker.New(&o)
+			if err == nil {
+				d.Close()
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("New: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("New: %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
 }

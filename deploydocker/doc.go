@@ -88,9 +88,11 @@
 // only once its database answered and a revision serves.
 //
 // The per-deployment containers (Services) are named and labelled like
-// the revision's (LabelRole postgres or redis, no revision), get their
-// own port on the host network (from the same range as the revisions'
-// containers) and listen on 127.0.0.1 only, with a random password each,
+// the revision's (LabelRole postgres or redis, no revision); on the host
+// network they get their own port (from the same range as the revisions'
+// containers) and listen on 127.0.0.1 only, on a network of the
+// operator's they listen on 5432 and 6379 at their own address and the
+// revision's containers find them by name; each has a random password,
 // which a restarted control plane reads back from the container. They are
 // sized from the resource_spec, after ResourceSpec.WithDefaults: db_cpu
 // and db_cpu_limit, db_memory_mb and db_memory_limit_mb as for the server's
@@ -133,19 +135,31 @@
 //
 // # Networks and ports
 //
-// Options.Network is "host" by default: containers share the host's
-// network stack, which works on daemons without a bridge or iptables (as
-// in this project's CI), and the proxy reaches them on 127.0.0.1. On the
-// host network several containers cannot all listen on 8000, so each gets
-// its own port from Options.FirstPort..LastPort (20000..29999 by default,
+// Options.Network is Docker's default "bridge" unless the operator says
+// otherwise: a container there has its own network stack, so it reaches
+// neither what listens on the daemon host's loopback (the control plane's
+// API, /metrics, its registry) nor another container's loopback services.
+// Containers listen on Options.ServerPort (8000) at their own address on
+// the network, which the proxy and the health check read from the
+// container (ContainerInspect) and reach directly: the control plane must
+// be able to route to that network (on the daemon's machine it can).
+// The default bridge has no DNS by container name, so per-deployment
+// database containers (Options.Services) need a network of the
+// operator's (docker network create NAME; containers find their database
+// and Redis by name there) or host; New refuses Services on the default
+// bridge, saying so. "none" and "container:..." are refused: the proxy
+// could not reach the containers.
+//
+// "host" is for daemons without a bridge network (as in this project's
+// CI): containers share the host's network stack, the proxy reaches them
+// on 127.0.0.1, and so can they reach everything on the host's loopback.
+// Several containers cannot all listen on 8000 there, so each gets its
+// own port from Options.FirstPort..LastPort (20000..29999 by default,
 // below Linux's ephemeral range): one no container of this daemon is
 // labelled with, nothing listens on, and not handed out in the last
 // minute. The port is passed in $PORT (the LangGraph API server reads it)
 // and kept in the container's LabelPort label, so a restarted control
-// plane knows where to find it. On any other network (a user-defined
-// bridge) containers listen on Options.ServerPort (8000) at their own
-// address, which the proxy reaches directly; the control plane must then
-// be able to route to that network.
+// plane knows where to find it.
 //
 // # Failing fast
 //

@@ -85,8 +85,11 @@ func ExampleDatabases() {
 	ctx := context.Background()
 	cp := controlplane.New(storemem.New(), nil)
 
-	// Containers of the deployment's own, their data under /srv/deployplane.
+	// Containers of the deployment's own, their data under /srv/deployplane,
+	// on a network of the operator's (docker network create deployplane),
+	// where the revision's containers find them by name.
 	own, err := deploydocker.New(&deploydocker.Options{
+		Network:  "deployplane",
 		ProxyURL: "http://127.0.0.1:8125",
 		State:    cp,
 		Services: &deploydocker.Services{PostgresImage: "postgres:16-alpine", RedisImage: "redis:7-alpine", DataDir: "/srv/deployplane"},

@@ -279,6 +279,7 @@ func newDeployer(t testing.TB, st deploydocker.State, instance string, l net.Lis
 	t.Cleanup(srv.Close)
 	o := &deploydocker.Options{
 		Host:           dockerHost,
+		Network:        "host", // the test daemon has no bridge network
 		Instance:       instance,
 		ProxyURL:       srv.URL,
 		State:          st,

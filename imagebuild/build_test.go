@@ -8,12 +8,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,7 +163,8 @@ func hasFile(t *testing.T, c *client.Client, image, file string) bool {
 func dockerBuilder(t *testing.T, c *client.Client, base string) *imagebuild.Builder {
 	t.Helper()
 	b, err := imagebuild.New(c, &imagebuild.Options{AllowLocalRepositories: true, BaseImage: base,
-		Repository: randomName(t, "imagebuild-test-"), TempDir: t.TempDir()})
+		Repository: randomName(t, "imagebuild-test-"), TempDir: t.TempDir(),
+		NetworkMode: "host"}) // the test daemon has no bridge network
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +378,7 @@ func TestBuildLogLinesBounded(t *testing.T) {
 	long := strings.Repeat("é", 300)
 	repo := newTestRepo(t, t.TempDir(), "app", map[string]string{"Dockerfile": "FROM " + base + ":3.11\nRUN echo " + long + "\n"})
 	b, err := imagebuild.New(c, &imagebuild.Options{AllowLocalRepositories: true, MaxLogLine: 100,
-		Repository: randomName(t, "imagebuild-test-"), TempDir: t.TempDir()})
+		Repository: randomName(t, "imagebuild-test-"), TempDir: t.TempDir(), NetworkMode: "host"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,5 +447,88 @@ func TestBuildJavaScriptWithCommands(t *testing.T) {
 	}
 	if got := readFile(t, c, image, "/deps/mono/packages/shared/index.ts"); got != "export {};\n" {
 		t.Errorf("the repository root is not the context: packages/shared/index.ts = %q", got)
+	}
+}
+
+// A build's RUN steps reach what the network of Options.NetworkMode
+// reaches. A step connects to a port listening on the daemon host's
+// loopback, as the control plane's API, metrics and registry do: on
+// "none" it fails, and the build log says why and which network the
+// steps ran on; by default ("bridge") it does not reach the port either;
+// only on "host", which the operator must ask for, does it connect.
+func TestBuildNetwork(t *testing.T) {
+	c := dockerClient(t)
+	t.Parallel() // each test has its own base image and repository prefix
+	base := baseImage(t, c)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int64
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			conn.Close()
+		}
+	}()
+	addr := ln.Addr().String()
+	repo := newTestRepo(t, t.TempDir(), "app", map[string]string{"Dockerfile": "FROM " + base + ":3.11\nRUN connect " + addr + "\n"})
+	// host last: a step that succeeded is cached.
+	for _, tc := range []struct {
+		name, mode string
+		connects   bool
+		log        []string
+	}{
+		{"none", "none", false, []string{`Build steps run on Docker network "none": no network at all`, "connect: connection refused",
+			"The command '/bin/sh -c connect " + addr + "' returned a non-zero code: 1"}},
+		{"default", "", false, []string{`Build steps run on Docker network "bridge"`}},
+		{"host", "host", true, []string{`Build steps run on Docker network "host": the daemon host's own network`,
+			"fakesh: connected to " + addr}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := imagebuild.New(c, &imagebuild.Options{AllowLocalRepositories: true, NetworkMode: tc.mode,
+				Repository: randomName(t, "imagebuild-test-"), TempDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := accepted.Load()
+			var l lines
+			image, _, err := b.Build(context.Background(), work(repo.dir, nil, nil), l.log)
+			if image != "" {
+				removeImage(t, c, image)
+			}
+			log := strings.Join(l.all(), "\n")
+			if tc.connects {
+				if err != nil {
+					t.Fatalf("Build: %v\nlog:\n%s", err, log)
+				}
+				// The listener may count the connection a moment after the
+				// step ended.
+				deadline := time.Now().Add(10 * time.Second)
+				for accepted.Load() == before && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if accepted.Load() == before {
+					t.Error("the step said it connected, the listener saw no connection")
+				}
+			} else {
+				if !errors.Is(err, imagebuild.ErrBuild) {
+					t.Fatalf("err = %v, want ErrBuild\nlog:\n%s", err, log)
+				}
+				if n := accepted.Load() - before; n != 0 {
+					t.Errorf("the step reached the host's loopback (%d connections)", n)
+				}
+			}
+			for _, want := range tc.log {
+				if !l.contains(want) {
+					t.Errorf("log lacks %q:\n%s", want, log)
+				}
+			}
+		})
 	}
 }

@@ -46,7 +46,7 @@ const (
 	DefaultMaxCheckoutBytes = 1 << 30
 	DefaultMaxFiles         = 100_000
 	DefaultMaxLogLine       = 4096
-	DefaultNetworkMode      = "host"
+	DefaultNetworkMode      = "bridge"
 )
 
 // generatedDockerfile is the name the generated Dockerfile has in the
@@ -112,12 +112,17 @@ type Options struct {
 	// (package uploads' Service). Nil: such a revision fails its build
 	// saying that this server keeps no tarballs.
 	Tarballs Tarballs
-	// NetworkMode is the network of build steps; default "host" (the
-	// daemon may have no bridge network). With "host" a repository's RUN
-	// steps share the daemon host's network, its loopback services
-	// included, and the egress policy does not apply to them: where the
-	// daemon has a bridge network, "default" keeps tenants' builds off
-	// the host's services.
+	// NetworkMode is the Docker network a build's RUN steps run on;
+	// default DefaultNetworkMode, "bridge": Docker's default bridge, which
+	// reaches outside networks (package indexes) but not what listens on
+	// the daemon host's loopback (this control plane's API, its metrics,
+	// its registry). "none": no network at all, for projects whose build
+	// needs none. "host": the daemon host's own network, its loopback
+	// services included, for daemons without a bridge network (the
+	// tenant's Dockerfile then reaches everything the host does); the
+	// egress policy applies to clones, never to RUN steps. Any other
+	// value is the name of a network of the daemon's. The build log says
+	// which network the steps ran on.
 	NetworkMode string
 }
 
@@ -271,6 +276,7 @@ func (b *Builder) Build(ctx context.Context, w *controlplane.Work, log func(line
 		}
 	}
 	image = b.ImageRef(w.Deployment.ID, w.Revision.ID)
+	logf("%s", networkLine(b.o.NetworkMode))
 	bctx, cancel := context.WithTimeoutCause(ctx, b.o.BuildTimeout, fmt.Errorf("%w: timed out after %s", ErrBuild, b.o.BuildTimeout))
 	defer cancel()
 	if err := b.build(bctx, root, ctxDir, dockerfile, generated, image, w, emit); err != nil {
@@ -288,6 +294,17 @@ func (b *Builder) Build(ctx context.Context, w *controlplane.Work, log func(line
 	}
 	logf("Built %s from %s", image, c.commit)
 	return image, c.commit, nil
+}
+
+// networkLine is the build log's line saying what the build steps reach.
+func networkLine(mode string) string {
+	switch mode {
+	case "host":
+		return `Build steps run on Docker network "host": the daemon host's own network, its loopback services included`
+	case "none":
+		return `Build steps run on Docker network "none": no network at all`
+	}
+	return fmt.Sprintf("Build steps run on Docker network %q", mode)
 }
 
 // sourceOf is what w builds.

@@ -46,11 +46,20 @@
 // directory through an os.Root and refuses, with an ErrTarball error that
 // names the entry (the revision's status_message: "source tarball
 // refused: entry "../x" has a ".." in its path"), absolute paths, "..",
-// symbolic and hard links whose target leaves the root (and entries below
-// a symbolic link), devices, FIFOs, more than MaxFiles entries and more
-// than MaxCheckoutBytes of files (wire contract section 10: 100,000 and
-// 1 GiB; those two match ErrTooLarge too, and the size is checked against
-// each header before its data is decompressed). The project's root
+// entries below a symbolic link, hard links to anything but a file of the
+// archive, symbolic links whose target leaves the root, devices and FIFOs.
+// Link targets are resolved on the tree as written, through the links
+// they pass (x/y -> . makes x/y/../.. the root's parent, not the root),
+// once the whole archive is written, so that a later link cannot redirect
+// an earlier one. The limits (UnpackLimits; each also matches ErrTooLarge)
+// count what the archive implies, not only its headers: at most MaxFiles
+// entries and directories their paths imply ("a/b/f" alone writes 3), at
+// most MaxCheckoutBytes of files (wire contract section 10: 100,000 and
+// 1 GiB; the size is checked against each header before its data is
+// decompressed), paths at most 64 levels deep and 4096 bytes long, link
+// targets at most 4096 bytes; depth and length are checked on the
+// header, before anything is made for it. A refused archive leaves
+// nothing behind: Unpack removes what it wrote. The project's root
 // directory is named after the deployment (the CLI names paths in the
 // image after directories, and langgraph deploy's default deployment name
 // is the project directory's). The rest is as for a clone.
@@ -78,8 +87,12 @@
 // The build context (the directory, without what its .dockerignore
 // excludes, plus the generated Dockerfile) is streamed as a tar to
 // POST /build of the daemon, with the classic builder (API 1.41 daemons
-// such as Debian's docker.io 20.10 answer), network mode host (a daemon
-// may have no bridge network; Options.NetworkMode), and the labels
+// such as Debian's docker.io 20.10 answer), on the network
+// Options.NetworkMode names (default Docker's "bridge", which keeps RUN
+// steps away from what listens on the daemon host's loopback; "none" for
+// no network; "host" only where the operator says so, since RUN steps
+// then reach the host's loopback services; the build log says which),
+// and the labels
 // LabelTenant, LabelDeployment and LabelRevision, so that a deployer can
 // find what it built (Builder.RemoveImages removes a deployment's images
 // when it is deleted). The image is tagged

@@ -35,6 +35,16 @@ type ent struct {
 // tarball writes entries as a tar archive, gzip-compressed when gz.
 func tarball(t testing.TB, gz bool, entries ...ent) []byte {
 	t.Helper()
+	b, err := writeTarball(gz, entries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// writeTarball is tarball's archive, or the error of an entry tar cannot
+// write.
+func writeTarball(gz bool, entries ...ent) ([]byte, error) {
 	var buf bytes.Buffer
 	var w io.Writer = &buf
 	var zw *gzip.Writer
@@ -57,21 +67,21 @@ func tarball(t testing.TB, gz bool, entries ...ent) []byte {
 			h.Size = 0
 		}
 		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		if _, err := io.WriteString(tw, e.body); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if zw != nil {
 		if err := zw.Close(); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	return buf.Bytes()
+	return buf.Bytes(), nil
 }
 
 // unpackDir is a directory to unpack into, inside a parent that holds
@@ -87,7 +97,8 @@ func unpackDir(t testing.TB) (parent, dir string) {
 }
 
 // onlyRoot fails unless parent holds nothing but root (and what is below
-// it), and no symbolic link below root points outside it.
+// it), and no symbolic link below root resolves outside it (resolved on
+// disk, through the links it passes, as the kernel would).
 func onlyRoot(t testing.TB, parent string) {
 	t.Helper()
 	ents, err := os.ReadDir(parent)
@@ -109,12 +120,12 @@ func onlyRoot(t testing.TB, parent string) {
 		if d.Type()&fs.ModeSymlink == 0 {
 			return nil
 		}
-		target, err := os.Readlink(p)
+		rel, err := filepath.Rel(root, p)
 		if err != nil {
 			return err
 		}
-		abs := filepath.Join(filepath.Dir(p), target)
-		if filepath.IsAbs(target) || (abs != root && !strings.HasPrefix(abs, root+string(filepath.Separator))) {
+		if escapesOnDisk(root, rel) {
+			target, _ := os.Readlink(p)
 			t.Errorf("the symbolic link %s points outside the root: %s", p, target)
 		}
 		return nil
@@ -122,6 +133,67 @@ func onlyRoot(t testing.TB, parent string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// escapesOnDisk reports whether the symbolic link at rel (a path below
+// root) resolves, step by step on disk, to a place outside root at any
+// step. Names that do not exist count as directories (a later write could
+// make them); a chain of more than 255 links counts as not resolving.
+func escapesOnDisk(root, rel string) bool {
+	var stack []string // the directory resolved so far, below root
+	hops := 0
+	var walk func(dir []string, target string) ([]string, bool)
+	walk = func(dir []string, target string) ([]string, bool) {
+		if filepath.IsAbs(target) {
+			return nil, true
+		}
+		stack := slices.Clone(dir)
+		for _, name := range strings.Split(target, "/") {
+			switch name {
+			case "", ".":
+				continue
+			case "..":
+				if len(stack) == 0 {
+					return nil, true
+				}
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			stack = append(stack, name)
+			full := filepath.Join(append([]string{root}, stack...)...)
+			st, err := os.Lstat(full)
+			if err != nil || st.Mode()&fs.ModeSymlink == 0 {
+				continue
+			}
+			if hops++; hops > 255 {
+				return nil, false
+			}
+			next, err := os.Readlink(full)
+			if err != nil {
+				return nil, false
+			}
+			resolved, out := walk(stack[:len(stack)-1], next)
+			if out {
+				return nil, true
+			}
+			if resolved == nil {
+				return nil, false
+			}
+			stack = resolved
+		}
+		if stack == nil {
+			stack = []string{}
+		}
+		return stack, false
+	}
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	stack = parts[:len(parts)-1]
+	target, err := os.Readlink(filepath.Join(root, rel))
+	if err != nil {
+		return false
+	}
+	_, out := walk(stack, target)
+	return out
 }
 
 func TestUnpack(t *testing.T) {
@@ -137,16 +209,23 @@ func TestUnpack(t *testing.T) {
 				ent{name: "current", typ: tar.TypeSymlink, link: "src/agent/app.py"},
 				ent{name: "src/agent/same.py", typ: tar.TypeLink, link: "src/agent/app.py"},
 				ent{name: "src/up", typ: tar.TypeSymlink, link: "../langgraph.json"},
+				// Links through links that stay inside.
+				ent{name: "self", typ: tar.TypeSymlink, link: "."},
+				ent{name: "via", typ: tar.TypeSymlink, link: "self/src/agent/app.py"},
+				ent{name: "src/agent/up2", typ: tar.TypeSymlink, link: "../../self/src/../langgraph.json"},
+				ent{name: "bin/current", typ: tar.TypeSymlink, link: "../current"},
 			)
 			got, err := imagebuild.Unpack(bytes.NewReader(data), dir, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Entries != 8 || got.Bytes != int64(len(`{"graphs": {}}`)+len("graph = 1\n")+len("#!/bin/sh\n")) {
+			// src and src/agent are directories no entry names.
+			if got.Entries != 12 || got.Directories != 2 || got.Bytes != int64(len(`{"graphs": {}}`)+len("graph = 1\n")+len("#!/bin/sh\n")) {
 				t.Errorf("Unpacked = %+v", got)
 			}
 			for name, want := range map[string]string{"langgraph.json": `{"graphs": {}}`, "src/agent/app.py": "graph = 1\n",
-				"current": "graph = 1\n", "src/agent/same.py": "graph = 1\n", "src/up": `{"graphs": {}}`} {
+				"current": "graph = 1\n", "src/agent/same.py": "graph = 1\n", "src/up": `{"graphs": {}}`,
+				"via": "graph = 1\n", "src/agent/up2": `{"graphs": {}}`, "bin/current": "graph = 1\n"} {
 				b, err := os.ReadFile(filepath.Join(dir, name))
 				if err != nil || string(b) != want {
 					t.Errorf("%s = %q, %v; want %q", name, b, err, want)
@@ -176,6 +255,24 @@ var badTarballs = []struct {
 	{"character device", []ent{{name: "null", typ: tar.TypeChar}}, "is a device"},
 	{"block device", []ent{{name: "sda", typ: tar.TypeBlock}}, "is a device"},
 	{"fifo", []ent{{name: "pipe", typ: tar.TypeFifo}}, "is a FIFO"},
+	// Links resolved through the links written before them: x/y is x, so
+	// x/y/../.. is the root's parent (as text it is the root).
+	{"through a link to its directory", []ent{{name: "x/", typ: tar.TypeDir}, {name: "x/y", typ: tar.TypeSymlink, link: "."},
+		{name: "l", typ: tar.TypeSymlink, link: "x/y/../../etc/passwd"}}, `"l" points outside`},
+	{"through a link to the root", []ent{{name: "r", typ: tar.TypeSymlink, link: "."},
+		{name: "l", typ: tar.TypeSymlink, link: "r/../etc/passwd"}}, `"l" points outside`},
+	{"through a chain of links", []ent{{name: "x/y", typ: tar.TypeSymlink, link: "."}, {name: "p", typ: tar.TypeSymlink, link: "x/y/.."},
+		{name: "q", typ: tar.TypeSymlink, link: "p/../etc/passwd"}}, `"q" points outside`},
+	{"made to escape by a later link", []ent{{name: "l", typ: tar.TypeSymlink, link: "b/c/../../etc/passwd"},
+		{name: "b/c", typ: tar.TypeSymlink, link: "."}}, `"l" points outside`},
+	{"hard link through a link", []ent{{name: "x/y", typ: tar.TypeSymlink, link: "."}, {name: "x/f", body: "x"},
+		{name: "h", typ: tar.TypeLink, link: "x/y/f"}}, "does not name a file"},
+	{"directory over a link", []ent{{name: "l", typ: tar.TypeSymlink, link: "."}, {name: "l/", typ: tar.TypeDir}}, "symbolic link"},
+	// One 40 kB name, 196 bytes compressed: refused before a directory
+	// is made.
+	{"20000 levels deep", []ent{{name: strings.Repeat("d/", 20_000) + "f", body: "x"}}, "is 20001 levels deep, more than 64"},
+	{"path too long", []ent{{name: strings.Repeat(strings.Repeat("n", 120)+"/", 40) + "f", body: "x"}}, "a path of 4841 bytes, more than 4096"},
+	{"link target too long", []ent{{name: "l", typ: tar.TypeSymlink, link: strings.Repeat("./", 2049)}}, "a target of 4098 bytes, more than 4096"},
 }
 
 func TestUnpackRefuses(t *testing.T) {
@@ -186,7 +283,14 @@ func TestUnpackRefuses(t *testing.T) {
 			if !errors.Is(err, imagebuild.ErrTarball) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrTarball saying %q", err, tc.want)
 			}
+			if len(err.Error()) > 512 {
+				t.Errorf("a message of %d bytes: %.600s", len(err.Error()), err)
+			}
 			onlyRoot(t, parent)
+			// What was written before the refusal is gone.
+			if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+				t.Errorf("left in the directory: %v %v", ents, err)
+			}
 		})
 	}
 }
@@ -277,6 +381,65 @@ func TestUnpackLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	t.Run("directories a path implies", func(t *testing.T) {
+		// 51 files, each in a directory of its own that no entry names:
+		// 102 entries written.
+		var entries []ent
+		for i := range 51 {
+			entries = append(entries, ent{name: fmt.Sprintf("d%d/f", i), body: "x"})
+		}
+		parent, dir := unpackDir(t)
+		_, err := imagebuild.Unpack(bytes.NewReader(tarball(t, true, entries...)), dir, &imagebuild.UnpackLimits{MaxEntries: 100})
+		if !errors.Is(err, imagebuild.ErrTarball) || !errors.Is(err, imagebuild.ErrTooLarge) ||
+			!strings.Contains(err.Error(), "more than 100 entries") {
+			t.Fatalf("err = %v, want ErrTarball and ErrTooLarge over 100 entries", err)
+		}
+		onlyRoot(t, parent)
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("%d entries left", len(ents))
+		}
+	})
+	t.Run("directories of one entry", func(t *testing.T) {
+		deep := ent{name: "a/b/c/d/e/f/g/h/i/j/file", body: "x"} // 10 directories and a file
+		_, dir := unpackDir(t)
+		_, err := imagebuild.Unpack(bytes.NewReader(tarball(t, false, deep)), dir, &imagebuild.UnpackLimits{MaxEntries: 10})
+		if !errors.Is(err, imagebuild.ErrTooLarge) || !strings.Contains(err.Error(), "more than 10 entries") {
+			t.Fatalf("err = %v, want ErrTooLarge over 10 entries", err)
+		}
+		_, dir = unpackDir(t)
+		got, err := imagebuild.Unpack(bytes.NewReader(tarball(t, false, deep)), dir, &imagebuild.UnpackLimits{MaxEntries: 11})
+		if err != nil || got.Entries != 1 || got.Directories != 10 {
+			t.Fatalf("Unpack = %+v, %v; want 1 entry and 10 directories", got, err)
+		}
+	})
+	t.Run("depth", func(t *testing.T) {
+		parent, dir := unpackDir(t)
+		lim := &imagebuild.UnpackLimits{MaxDepth: 3}
+		_, err := imagebuild.Unpack(bytes.NewReader(tarball(t, false, ent{name: "a/b/c/d", body: "x"})), dir, lim)
+		if !errors.Is(err, imagebuild.ErrTarball) || !errors.Is(err, imagebuild.ErrTooLarge) ||
+			!strings.Contains(err.Error(), `entry "a/b/c/d" is 4 levels deep, more than 3`) {
+			t.Fatalf("err = %v", err)
+		}
+		onlyRoot(t, parent)
+		if _, err := imagebuild.Unpack(bytes.NewReader(tarball(t, false, ent{name: "./a//b/c", body: "x"})), dir, lim); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("path bytes", func(t *testing.T) {
+		_, dir := unpackDir(t)
+		lim := &imagebuild.UnpackLimits{MaxPathBytes: 10}
+		_, err := imagebuild.Unpack(bytes.NewReader(tarball(t, false, ent{name: "abcde/ghijk", body: "x"})), dir, lim)
+		if !errors.Is(err, imagebuild.ErrTooLarge) || !strings.Contains(err.Error(), "path of 11 bytes, more than 10") {
+			t.Fatalf("err = %v", err)
+		}
+		_, err = imagebuild.Unpack(bytes.NewReader(tarball(t, false, ent{name: "l", typ: tar.TypeSymlink, link: "abcde/ghijk"})), dir, lim)
+		if !errors.Is(err, imagebuild.ErrTooLarge) || !strings.Contains(err.Error(), "target of 11 bytes, more than 10") {
+			t.Fatalf("err = %v", err)
+		}
+		if _, err := imagebuild.Unpack(bytes.NewReader(tarball(t, false, ent{name: "abcde/ghij", body: "x"})), dir, lim); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("not a tarball", func(t *testing.T) {
 		_, dir := unpackDir(t)
 		_, err := imagebuild.Unpack(strings.NewReader("this is not a tar archive, not at all, not even close to one..."), dir, nil)
@@ -301,6 +464,65 @@ func FuzzUnpack(f *testing.F) {
 			t.Fatalf("error not ErrTarball: %v", err)
 		}
 		onlyRoot(t, parent)
+	})
+}
+
+// FuzzUnpackLinks: archives of files, directories, symbolic and hard
+// links over a few short names, described as "TYPE NAME [TARGET]" lines
+// (TYPE f, d, l or h): whatever Unpack accepts has no link that resolves
+// outside the root on disk, and what it refuses leaves nothing behind.
+func FuzzUnpackLinks(f *testing.F) {
+	for _, seed := range []string{
+		"d x\nl x/y .\nl l x/y/../../etc/passwd",
+		"l r .\nl l r/../etc/passwd",
+		"l x/y .\nl p x/y/..\nl q p/../etc/passwd",
+		"l l b/c/../../etc/passwd\nl b/c .",
+		"l a b\nl b a\nf a/x",
+		"f a/b\nl c a/b\nh d a/b\nl e c\nf c",
+		"l s .\nl t s/s/s/s/..\nl u t/../x",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		var entries []ent
+		for line := range strings.SplitSeq(spec, "\n") {
+			fields := strings.Fields(line)
+			if len(fields) < 2 || len(entries) == 20 {
+				continue
+			}
+			e := ent{name: fields[1]}
+			if len(fields) > 2 {
+				e.link = fields[2]
+			}
+			switch fields[0] {
+			case "f":
+				e.body = "x"
+			case "d":
+				e.typ = tar.TypeDir
+			case "l":
+				e.typ = tar.TypeSymlink
+			case "h":
+				e.typ = tar.TypeLink
+			default:
+				continue
+			}
+			entries = append(entries, e)
+		}
+		data, err := writeTarball(false, entries...)
+		if err != nil {
+			t.Skip(err) // a name tar cannot write
+		}
+		parent, dir := unpackDir(t)
+		_, err = imagebuild.Unpack(bytes.NewReader(data), dir, nil)
+		if err != nil && !errors.Is(err, imagebuild.ErrTarball) {
+			t.Fatalf("error not ErrTarball: %v", err)
+		}
+		onlyRoot(t, parent)
+		if err != nil {
+			if ents, rerr := os.ReadDir(dir); rerr != nil || len(ents) != 0 {
+				t.Fatalf("refused (%v) and left %v %v", err, ents, rerr)
+			}
+		}
 	})
 }
 
@@ -337,7 +559,8 @@ func TestBuildRefusesTarballs(t *testing.T) {
 	}
 	defer cli.Close()
 	store := tarballStore{}
-	b, err := imagebuild.New(cli, &imagebuild.Options{Tarballs: store, TempDir: t.TempDir()})
+	tmp := t.TempDir()
+	b, err := imagebuild.New(cli, &imagebuild.Options{Tarballs: store, TempDir: tmp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,6 +582,9 @@ func TestBuildRefusesTarballs(t *testing.T) {
 			if !errors.Is(err, imagebuild.ErrTarball) || !strings.HasPrefix(err.Error(), "source tarball refused: ") ||
 				!strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrTarball saying %q", err, tc.want)
+			}
+			if ents, err := os.ReadDir(tmp); err != nil || len(ents) != 0 {
+				t.Errorf("left in Options.TempDir: %v %v", ents, err)
 			}
 		})
 	}

@@ -69,20 +69,30 @@ func gitRepo(t *testing.T, root string, files map[string]string) {
 // server (built here, nothing pulled) at /server, removed at the end.
 func testBaseImage(t *testing.T, host string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "server")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "../../deploydocker/testdata/server")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the test server: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return importBaseImage(t, host, map[string]string{"server": "../../deploydocker/testdata/server"})
+}
+
+// importBaseImage imports a FROM scratch image of the Go commands bins
+// names (path in the image: package directory), built here statically,
+// and removes it at the end.
+func importBaseImage(t *testing.T, host string, bins map[string]string) string {
+	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	tw.WriteHeader(&tar.Header{Name: "server", Mode: 0o755, Size: int64(len(b)), Typeflag: tar.TypeReg})
-	tw.Write(b)
+	for name, pkg := range bins {
+		bin := filepath.Join(t.TempDir(), "bin")
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(b)), Typeflag: tar.TypeReg})
+		tw.Write(b)
+	}
 	tw.Close()
 	cli, err := client.New(client.WithHost(host))
 	if err != nil {
@@ -135,7 +145,7 @@ func TestDockerBuildsGitHubRevisions(t *testing.T) {
 		{"allowed", gitHost, "DEPLOYED"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host,
+			args := []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host, "-docker-network", "host", "-build-network", "host",
 				"-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0", "-docker-instance", "cmdtest-" + randHex(),
 				"-docker-postgres-image", "", "-docker-redis-image", "", "-allow-unverified-integrations"}
 			if tc.allow != "" {
@@ -214,4 +224,58 @@ func getBody(u string) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
+}
+
+// A github revision's RUN step that connects to this server's own API
+// port fails with -build-network none, and its build log says on which
+// network the steps ran and why the connection failed: a tenant's
+// Dockerfile does not reach the control plane.
+func TestBuildNetworkKeepsStepsOffTheServer(t *testing.T) {
+	host := os.Getenv("DEPLOYPLANE_TEST_DOCKER")
+	if host == "" {
+		t.Skip("DEPLOYPLANE_TEST_DOCKER is not set: this test needs a Docker daemon (.ci/run starts one)")
+	}
+	root := t.TempDir()
+	gitURL := gitHTTP(t, root)
+	// imagebuild's test shell: "sh -c 'connect HOST:PORT'" dials there.
+	base := importBaseImage(t, host, map[string]string{"bin/sh": "../../imagebuild/testdata/fakesh"})
+	url, _, _ := server(t, []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host, "-docker-network", "host",
+		"-build-network", "none", "-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0",
+		"-docker-instance", "cmdtest-" + randHex(), "-docker-postgres-image", "", "-docker-redis-image", "",
+		"-allow-unverified-integrations", "-egress-allow-hosts", strings.TrimPrefix(gitURL, "http://")},
+		map[string]string{"DEPLOYPLANE_API_KEY": "k"})
+	api := strings.TrimPrefix(url, "http://")
+	gitRepo(t, root, map[string]string{
+		"langgraph.json": `{"dependencies": ["."], "graphs": {"agent": "./agent.py:graph"}}`,
+		"Dockerfile":     "FROM " + base + "\nRUN connect " + api + "\n",
+	})
+	status, in := call(t, "POST", url+"/v1/integrations/github", "k", `{"installation_id": 42, "name": "acme"}`)
+	if status != 201 {
+		t.Fatalf("create integration: %d %v", status, in)
+	}
+	status, d := call(t, "POST", url+"/v2/deployments", "k", `{"name": "net-`+randHex()+`", "source": "github",
+		"source_config": {"integration_id": "`+in["id"].(string)+`", "repo_url": "`+gitURL+`/agent.git"},
+		"source_revision_config": {"repo_ref": "main", "graph_config_path": "langgraph.json"}}`)
+	if status != 201 {
+		t.Fatalf("create deployment: %d %v", status, d)
+	}
+	id, rev := d["id"].(string), d["latest_revision_id"].(string)
+	t.Cleanup(func() { deleteDeployment(t, url, id) })
+	waitStatus(t, url, "k", id, rev, "BUILD_FAILED")
+	_, r := call(t, "GET", url+"/v2/deployments/"+id+"/revisions/"+rev, "k", "")
+	_, page := call(t, "GET", url+"/v2/deployments/"+id+"/revisions/"+rev+"/logs?type=build&limit=1000", "k", "")
+	logs, _ := page["logs"].([]any)
+	var text strings.Builder
+	for _, l := range logs {
+		text.WriteString(l.(map[string]any)["message"].(string) + "\n")
+	}
+	msg, _ := r["status_message"].(string)
+	if want := "build failed: The command '/bin/sh -c connect " + api + "' returned a non-zero code: 1"; msg != want {
+		t.Errorf("status_message %q, want %q", msg, want)
+	}
+	for _, want := range []string{`Build steps run on Docker network "none": no network at all`, "connect: connection refused"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the build log lacks %q:\n%s", want, text.String())
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ type deployerFlags struct {
 	kind           string // sim or docker
 	dockerHost     string
 	dockerNetwork  string
+	buildNetwork   string // Docker network of build steps
 	dockerProxy    string // listen address of the url proxy
 	dockerProxyURL string // base URL clients reach it at
 	dockerInstance string
@@ -90,7 +92,8 @@ func (ep dockerEndpoint) instance(base string) string { return base + "-" + ep.n
 func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.kind, "deployer", "sim", "sim (simulated) or docker")
 	fs.StringVar(&f.dockerHost, "docker-host", getenv("DOCKER_HOST"), "Docker daemon address (default $DOCKER_HOST, else unix:///var/run/docker.sock)")
-	fs.StringVar(&f.dockerNetwork, "docker-network", deploydocker.DefaultNetwork, "Docker network of the containers")
+	fs.StringVar(&f.dockerNetwork, "docker-network", deploydocker.DefaultNetwork, "Docker network of the containers: bridge, host or a network's name")
+	fs.StringVar(&f.buildNetwork, "build-network", imagebuild.DefaultNetworkMode, "Docker network of build steps: bridge, none, host or a network's name")
 	fs.StringVar(&f.dockerProxy, "docker-proxy-addr", "127.0.0.1:8125", "where deployments' urls are served")
 	fs.StringVar(&f.dockerProxyURL, "docker-proxy-url", "", "base URL clients reach -docker-proxy-addr at")
 	fs.StringVar(&f.dockerInstance, "docker-instance", deploydocker.DefaultInstance, "label value that marks this server's containers")
@@ -117,8 +120,10 @@ func (f *deployerFlags) check() string {
 	default:
 		return fmt.Sprintf("-deployer must be sim or docker, not %q", f.kind)
 	}
-	if (f.kind == "docker" || len(f.dockerEndpoints) > 0) && f.dockerNetwork == "" {
-		return "-docker-network must not be empty"
+	if f.usesDocker() {
+		if msg := f.checkNetworks(); msg != "" {
+			return msg
+		}
 	}
 	if f.healthTimeout <= 0 {
 		return "-docker-health-timeout must be positive"
@@ -134,6 +139,49 @@ func (f *deployerFlags) check() string {
 	}
 	if f.dataDir != "" && !filepath.IsAbs(f.dataDir) {
 		return "-docker-data-dir must be an absolute path"
+	}
+	return ""
+}
+
+// checkNetworks says what is wrong with -docker-network and
+// -build-network, or "": a network the proxy could not reach, or one on
+// which the deployments' containers could not reach their databases.
+func (f *deployerFlags) checkNetworks() string {
+	n := f.dockerNetwork
+	switch {
+	case n == "":
+		return "-docker-network must not be empty"
+	case f.buildNetwork == "":
+		return "-build-network must not be empty"
+	case n == "none" || strings.HasPrefix(n, "container:"):
+		return fmt.Sprintf("-docker-network %s: the deployments' proxy could not reach the containers; use bridge, host or a network's name", n)
+	case (n == "bridge" || n == "default") && f.sharedPostgres == "" && (f.postgresImage != "" || f.redisImage != ""):
+		return fmt.Sprintf("-docker-network %s: on Docker's default bridge containers cannot find their database and Redis "+
+			"(-docker-postgres-image, -docker-redis-image) by name; create a network (docker network create deployplane) and pass "+
+			"-docker-network deployplane, or pass -docker-network host (containers then reach the host's loopback), "+
+			"-shared-postgres-dsn, or -docker-postgres-image '' -docker-redis-image ''", n)
+	}
+	if n != "host" {
+		for _, s := range []struct{ flag, url string }{{"-shared-postgres-dsn", f.sharedPostgres}, {"-shared-redis-url", f.sharedRedis}} {
+			if h := loopbackHost(s.url); h != "" {
+				return fmt.Sprintf("%s names %s, a loopback address, which containers on -docker-network %s cannot reach "+
+					"(their loopback is their own): name an address they can reach, or pass -docker-network host", s.flag, h, n)
+			}
+		}
+	}
+	return ""
+}
+
+// loopbackHost is the host of URL raw when it is a loopback address or
+// localhost, else "".
+func loopbackHost(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	h := u.Hostname()
+	if ip := net.ParseIP(h); (ip != nil && ip.IsLoopback()) || strings.EqualFold(h, "localhost") {
+		return h
 	}
 	return ""
 }
@@ -274,7 +322,7 @@ func startDockerDeployers(ctx context.Context, f *deployerFlags, env *deployerEn
 		<-served
 		closeAll()
 	}
-	out.desc = append(out.desc, "docker_endpoints", names, "docker_network", f.dockerNetwork, "proxy_url", env.proxyURL,
+	out.desc = append(out.desc, "docker_endpoints", names, "docker_network", f.dockerNetwork, "build_network", f.buildNetwork, "proxy_url", env.proxyURL,
 		"build_base_image", f.buildBaseImage, "shared_databases", shared != nil)
 	return out, nil
 }
@@ -293,7 +341,7 @@ func startDockerDeployer(ctx context.Context, f *deployerFlags, host, instance s
 	if err != nil {
 		return nil, nil, err
 	}
-	bo := &imagebuild.Options{BaseImage: f.buildBaseImage, Egress: env.egress, Tarballs: env.tarballs}
+	bo := &imagebuild.Options{BaseImage: f.buildBaseImage, Egress: env.egress, Tarballs: env.tarballs, NetworkMode: f.buildNetwork}
 	if app, ok := env.githubApp.(installationTokens); ok {
 		bo.InstallationToken = app.InstallationToken
 		bo.InstallationID = imagebuild.InstallationIDs(env.cp)

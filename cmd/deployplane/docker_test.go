@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -27,9 +28,56 @@ func TestDeployerFlags(t *testing.T) {
 	}
 	sock := "unix://" + filepath.Join(t.TempDir(), "none.sock")
 	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-db", ":memory:", "-deployer", "docker",
-		"-docker-host", sock, "-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0"}, func(string) string { return "" }, io.Discard, io.Discard)
+		"-docker-network", "host", "-docker-host", sock, "-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0"}, func(string) string { return "" }, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "-docker-host") {
 		t.Errorf("-deployer docker with no daemon: %v, want an error naming -docker-host", err)
+	}
+}
+
+// -docker-network and -build-network: Docker's default bridge unless the
+// operator says otherwise, never a network the proxy could not reach, and
+// not one on which the deployments' containers could not reach their
+// databases. Each refusal names the flag and says what to do instead.
+func TestNetworkFlags(t *testing.T) {
+	// Where a refusal would not come, the server starts on no daemon and
+	// fails at once.
+	safe := func(args ...string) []string {
+		sock := "unix://" + filepath.Join(t.TempDir(), "none.sock")
+		return append([]string{"-addr", "127.0.0.1:0", "-db", ":memory:", "-docker-host", sock,
+			"-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "off"}, args...)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-deployer", "docker"}, "-docker-network bridge: on Docker's default bridge containers cannot find their database"},
+		{[]string{"-deployer", "docker", "-docker-network", "default"}, "docker network create deployplane"},
+		{[]string{"-docker-endpoint", "east=unix:///a.sock", "-docker-network", "none"}, "-docker-network none: the deployments' proxy could not reach"},
+		{[]string{"-deployer", "docker", "-docker-network", "container:x"}, "could not reach the containers"},
+		{[]string{"-deployer", "docker", "-docker-network", "host", "-build-network", ""}, "-build-network must not be empty"},
+		{[]string{"-deployer", "docker", "-shared-postgres-dsn", "postgres://admin:pw@127.0.0.1:1/postgres"},
+			"-shared-postgres-dsn names 127.0.0.1, a loopback address, which containers on -docker-network bridge cannot reach"},
+		{[]string{"-deployer", "docker", "-docker-network", "deployplane", "-shared-postgres-dsn", "postgres://admin:pw@db.invalid:5432/postgres",
+			"-shared-redis-url", "redis://:pw@localhost:1"}, "-shared-redis-url names localhost"},
+	} {
+		var stderr bytes.Buffer
+		err := run(context.Background(), safe(tc.args...), func(string) string { return "" }, io.Discard, &stderr)
+		if !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: %v, %q; want a usage error saying %q", tc.args, err, stderr.String(), tc.want)
+		}
+	}
+	// Accepted (the flags pass; the missing daemon fails the start).
+	for _, args := range [][]string{
+		{"-docker-network", "deployplane"},
+		{"-docker-network", "bridge", "-docker-postgres-image", "", "-docker-redis-image", "", "-build-network", "none"},
+		{"-docker-network", "host", "-shared-postgres-dsn", "postgres://admin:pw@127.0.0.1:1/postgres"},
+	} {
+		args = append([]string{"-deployer", "docker"}, args...)
+		var stderr bytes.Buffer
+		err := run(context.Background(), safe(args...), func(string) string { return "" }, io.Discard, &stderr)
+		if err == nil || errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want the flags accepted\n%s", args, err, stderr.String())
+		}
 	}
 }
 
@@ -45,7 +93,7 @@ func TestDockerDeployerWired(t *testing.T) {
 	}
 	b := make([]byte, 6)
 	rand.Read(b)
-	url, _, stderr := server(t, []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host,
+	url, _, stderr := server(t, []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host, "-docker-network", "host", "-build-network", "host",
 		"-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0", "-docker-instance", "cmdtest-" + hex.EncodeToString(b),
 		"-docker-pull-retry-timeout", "2s"},
 		map[string]string{"DEPLOYPLANE_API_KEY": "k"})

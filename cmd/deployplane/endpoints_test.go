@@ -139,6 +139,7 @@ func TestDockerEndpoints(t *testing.T) {
 	})
 
 	args := []string{"-db", filepath.Join(t.TempDir(), "db"), "-docker-endpoint", "east=" + host, "-docker-endpoint", "west=" + host,
+		"-docker-network", "host", "-build-network", "host",
 		"-docker-instance", instance, "-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "off",
 		"-docker-postgres-image", "", "-docker-redis-image", ""}
 	env := map[string]string{"DEPLOYPLANE_API_KEY": "k"}

@@ -48,6 +48,7 @@ func TestLanggraphDeployExternalRegistry(t *testing.T) {
 	realm := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target.Load()) }})
 	t.Cleanup(realm.Close)
 	srvURL, _, stderr := server(t, []string{"-db", filepath.Join(data, "dp.db"), "-deployer", "docker", "-docker-host", host,
+		"-docker-network", "host", "-build-network", "host",
 		"-docker-proxy-addr", "127.0.0.1:0", "-registry-external-url", "http://" + regHost,
 		"-docker-instance", "reg20-" + suffix, "-docker-postgres-image", "", "-docker-redis-image", ""},
 		map[string]string{"DEPLOYPLANE_API_KEY": "k"})

@@ -43,7 +43,7 @@ func TestLanggraphDeployImage(t *testing.T) {
 		}
 	})
 
-	url, _, stderr := server(t, []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host,
+	url, _, stderr := server(t, []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host, "-docker-network", "host", "-build-network", "host",
 		"-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0", "-registry-storage", t.TempDir(),
 		"-docker-instance", "rules20-" + suffix, "-docker-postgres-image", "", "-docker-redis-image", ""},
 		map[string]string{"DEPLOYPLANE_API_KEY": "k"})

@@ -58,7 +58,8 @@ Usage:
                 [-blob-url URL]
                 [-deployer sim|docker] [-sim-step 500ms] [-sim-fail-at STATUS]
                 [-docker-host URL] [-docker-endpoint NAME=ADDRESS ...]
-                [-docker-network host] [-docker-proxy-addr 127.0.0.1:8125]
+                [-docker-network bridge] [-build-network bridge]
+                [-docker-proxy-addr 127.0.0.1:8125]
                 [-docker-proxy-url URL] [-docker-instance NAME]
                 [-docker-postgres-image IMAGE] [-docker-redis-image IMAGE]
                 [-docker-postgres-data-path PATH] [-docker-data-dir DIR]
@@ -158,10 +159,26 @@ Flags:
                       tcp://host:port (default $DOCKER_HOST, else
                       unix:///var/run/docker.sock)
     -docker-network NAME
-                      the network containers join (default host: each
-                      container gets its own port, passed in $PORT; another
-                      name is a Docker network whose container addresses
-                      this server can reach, containers listen on 8000)
+                      the Docker network containers join; see "Running
+                      revisions on Docker" in README.md for what each
+                      exposes. bridge (the default): Docker's default
+                      bridge, away from the host's loopback; it has no DNS
+                      by container name, so the per-deployment database
+                      containers need a network of your own (docker network
+                      create deployplane, then -docker-network deployplane)
+                      or -shared-postgres-dsn. Containers listen on 8000 at
+                      their address there, which this server must reach.
+                      host: the host's own network, its loopback (this
+                      server's API, /metrics, registry) included, for
+                      daemons without a bridge; each container gets its own
+                      port in $PORT. none is refused
+    -build-network NAME
+                      the Docker network builds' RUN steps run on: bridge
+                      (the default; reaches package indexes, not the host's
+                      loopback), none (no network), host (the host's own
+                      network: a tenant's Dockerfile then reaches this
+                      server's API, /metrics and registry on loopback; only
+                      for daemons without a bridge) or a network's name
     -docker-proxy-addr HOST:PORT
                       where deployments' urls are served (default
                       127.0.0.1:8125): a deployment answers at

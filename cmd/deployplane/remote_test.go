@@ -39,6 +39,7 @@ func langgraphCLI(t *testing.T) string {
 func remoteServer(t *testing.T, host string) string {
 	t.Helper()
 	url, _, _ := server(t, []string{"-db", filepath.Join(t.TempDir(), "db"), "-deployer", "docker", "-docker-host", host,
+		"-docker-network", "host", "-build-network", "host",
 		"-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0", "-docker-instance", "upload20-" + randHex(),
 		"-docker-postgres-image", "", "-docker-redis-image", ""}, map[string]string{"DEPLOYPLANE_API_KEY": "k"})
 	return url
@@ -218,6 +219,15 @@ func TestRemoteBuildRefusesHostileTarballs(t *testing.T) {
 		{"absolute path", file("/tmp/upload20-escape"), "has an absolute path"},
 		{"dot dot", file("../upload20-escape"), `has a ".." in its path`},
 		{"symlink out of the root", header(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "../../.."}), "points outside"},
+		// Inside as text, outside on the tree as written: x/y is x.
+		{"symlink out through a symlink", func(tw *tar.Writer) error {
+			if err := tw.WriteHeader(&tar.Header{Name: "x/y", Typeflag: tar.TypeSymlink, Linkname: "."}); err != nil {
+				return err
+			}
+			return tw.WriteHeader(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "x/y/../../etc/passwd"})
+		}, `the symbolic link "l" points outside`},
+		// One entry 20,000 levels deep: a few hundred bytes uploaded.
+		{"deep path", file(strings.Repeat("d/", 20_000) + "f"), "is 20001 levels deep, more than 64"},
 		{"device", header(&tar.Header{Name: "null", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}), "is a device"},
 		// 2 GiB of zeros announced; refused at the header, so the upload
 		// carries only the header.

@@ -35,7 +35,7 @@ func TestSharedDatabasesWired(t *testing.T) {
 	})
 	b := make([]byte, 6)
 	rand.Read(b)
-	args := []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host,
+	args := []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host, "-docker-network", "host", "-build-network", "host",
 		"-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "127.0.0.1:0", "-docker-instance", "cmdtest-" + hex.EncodeToString(b)}
 	_, _, stderr := server(t, args, map[string]string{"DEPLOYPLANE_API_KEY": "k",
 		"DEPLOYPLANE_SHARED_POSTGRES_DSN": dsn, "DEPLOYPLANE_SHARED_REDIS_URL": rs.URL()})
