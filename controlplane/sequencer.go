@@ -18,8 +18,8 @@ import (
 )
 
 // The sequencer numbers the events of the outbox (events.go) and folds
-// the pending order count changes into the counts (ordercounts.go): the
-// work that used to make every create of a tenant read and write the
+// the pending order count changes into the counts (ordercounts.go): work
+// that would otherwise make every create of a tenant read and write the
 // same records, done later in batches, by whichever replica gets to it.
 
 // seqBatch caps the outbox events one sequencer Update numbers, and the

@@ -138,7 +138,7 @@ func dump(logs []controlplane.LogEntry) string {
 	return b.String()
 }
 
-// Issue 15's proof: a github deployment on a local repository is cloned
+// A github deployment on a local repository is cloned
 // and built for real (imagebuild, on the test daemon, from a base image
 // made here) and reaches DEPLOYED; its url answers from the built image,
 // repo_commit_sha is the commit built, the build log holds the build's

@@ -27,7 +27,7 @@ import (
 	"github.com/deployplane/deployplane/storemem"
 )
 
-// TestScale (point 8 of issue 21): DEPLOYK8S_SCALE deployments created at
+// TestScale: DEPLOYK8S_SCALE deployments created at
 // once against cluster kube-a all reach DEPLOYED; it reports the wall
 // time per deployment beside the bare client-go apply calls the Deployer
 // makes for the same objects (the baseline, run first in the same

@@ -22,7 +22,7 @@ func TestTypeProblemsWithRuleProblems(t *testing.T) {
 		name, method, path, body string
 		want                     []apierr.Problem
 	}{
-		{"issue 12 example", "POST", "/v2/deployments", `{"name":5,"source":7,"secrets":"x"}`, []apierr.Problem{
+		{"every member of the wrong type", "POST", "/v2/deployments", `{"name":5,"source":7,"secrets":"x"}`, []apierr.Problem{
 			{Loc: []any{"body", "name"}, Type: "string_type"},
 			{Loc: []any{"body", "source"}, Type: "string_type"},
 			{Loc: []any{"body", "secrets"}, Type: "list_type"}}},

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestAuthenticateLargeScopeLists: the two bodies of issue 11 (60,000
-// scopes; 200,000 blank ones, about 1 MB) are each answered with one
+// TestAuthenticateLargeScopeLists: two large bodies (60,000 scopes;
+// 200,000 blank ones, about 1 MB) are each answered with one
 // too_long problem at ["body", "scopes"], in a small body: the items of a
 // list over its cap are not looked at.
 func TestAuthenticateLargeScopeLists(t *testing.T) {

@@ -35,8 +35,8 @@ func TestAuthenticateRequiresScopes(t *testing.T) {
 }
 
 // A list over its cap is one problem, whatever its items: the items are
-// not looked at (issue 11: 60,000 scopes took 10-33 s of quadratic
-// de-duplication, 200,000 blank scopes made 200,001 problems).
+// not looked at (de-duplicating 60,000 scopes is quadratic, and 200,000
+// blank scopes would otherwise make 200,001 problems).
 func TestAuthenticateScopeCap(t *testing.T) {
 	e := newEnv(t, nil)
 	e.addProvider(t, tenantA, "fake", true)

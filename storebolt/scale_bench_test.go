@@ -21,8 +21,8 @@ import (
 // filter, each against the first page of the same fleet in the same run
 // (x-first-page: the first page's time over the operation's), and, with
 // -scale1m, each 1M figure against the same operation at 100k
-// (x-100k: the 100k time over the 1M time; issue 18 asks that the cost
-// grow at most 1.5x, x-100k >= 0.67). Each also reports cpu-ns/op, the
+// (x-100k: the 100k time over the 1M time; the target is a cost that
+// grows at most 1.5x, x-100k >= 0.67). Each also reports cpu-ns/op, the
 // process's CPU time per operation, steadier than wall time on a loaded
 // machine. Loading 1M deployments takes
 // minutes; -fleetdir keeps the files between runs:

@@ -27,7 +27,7 @@
 //
 // # Space
 //
-// Issue 18 asks for 1M deployments in at most 2 GB resident; each is
+// The target is 1M deployments in at most 2 GB resident; each is
 // about 20 records (the deployment, its revision, their order, summary,
 // index and name records, and 13 records of the name's trigram index),
 // some 660 bytes of keys and 890 of values. A leaf packs its records

@@ -30,8 +30,8 @@ const residentTenant = "3f1c9a52-6b7d-4e8f-9a0b-1c2d3e4f5a6b"
 // freed pages to the OS: what the store holds), peak-resident-MiB (VmHWM,
 // the most the process held while loading, garbage not yet collected
 // included), and the live heap per deployment against the live heap
-// before (baseline: an empty store). Issue 18 asks for 1M deployments in
-// at most 2 GB resident. Run it with -benchtime 1x:
+// before (baseline: an empty store). The target is 1M deployments in at
+// most 2 GB resident. Run it with -benchtime 1x:
 //
 //	go test -run '^$' -bench Resident -benchtime 1x ./storemem/ -args -resident1m
 func BenchmarkResident(b *testing.B) {

@@ -20,7 +20,7 @@ import (
 )
 
 // replicaGoroutines is how many clients create at once in the replica
-// benchmarks (issue 18: 64 clients across two replicaPair).
+// benchmarks: 64 clients across two replicaPair.
 const replicaGoroutines = 64
 
 // replicaPair is two ControlPlanes, each over its own Store with

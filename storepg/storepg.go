@@ -63,7 +63,7 @@ type Options struct {
 	// ignores it. More is not faster once the database's cores are busy:
 	// on a 2-core machine, creates into one tenant from two replicas ran
 	// fastest with 4 to 8 connections a replica, and a third slower with
-	// 32 (BENCHMARKS.md, issue 18 point 3).
+	// 32 (BENCHMARKS.md, "PostgreSQL").
 	MaxConns int32
 	// OnCommit, when set, is called after each COMMIT of an Update's
 	// transaction, successful or not, with how many Updates it commits

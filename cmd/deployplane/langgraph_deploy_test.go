@@ -15,9 +15,9 @@ import (
 )
 
 // TestLanggraphDeployImage drives the real `langgraph deploy --image`
-// against a server with the Docker deployer and the built-in registry
-// (issue 20 points 6 and 7): the CLI creates an internal_docker
-// deployment, asks for a push token, logs in to the registry, pushes,
+// against a server with the Docker deployer and the built-in registry:
+// the CLI creates an internal_docker deployment, asks for a push token,
+// logs in to the registry, pushes,
 // PATCHes the digest and polls the revision to DEPLOYED; the deployment's
 // url answers. Then deploy revisions list, deploy list, deploy logs and
 // deploy delete, each exiting 0 with the expected ids and statuses. It

@@ -254,8 +254,8 @@ Flags:
                       merges them (default $KUBECONFIG, else ~/.kube/config;
                       in a pod without either, its own cluster as
                       "in-cluster"). A context that cannot be used is logged
-                      and its deployments fail; the others work. See "Run on
-                      Kubernetes" in README.md
+                      and its deployments fail; the others work. See
+                      docs/kubernetes.md
     -build-base-image IMAGE
                       the base image of the Dockerfiles generated for github
                       revisions without their own (as langgraph build

@@ -855,8 +855,7 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 // redeploy names a revision: one of the deployment's, another's, or an
 // unknown id. The new revision copies the named one's snapshot
 // (source_revision_config, secrets, resource_spec); the deployment's
-// in-place fields keep their current values (wire contract section 7,
-// issue 12 point 5).
+// in-place fields keep their current values (wire contract section 7).
 func (m *machine) redeploy(rt *rapid.T) {
 	tenant, id, d := m.target(rt)
 	var revID string
