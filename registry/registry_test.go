@@ -94,6 +94,22 @@ func (e *env) push(img v1.Image, repo, token string) error {
 	return remote.Write(ref, img, opts...)
 }
 
+// pushRandom pushes a random image as deployments/<dep>/<ref> with a push
+// token of the deployment and answers its digest.
+func (e *env) pushRandom(t *testing.T, tenant, dep, ref string) v1.Hash {
+	t.Helper()
+	tok, err := e.cp.IssuePushToken(e.ctx, tenant, dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _ := random.Image(256, 1)
+	if err := e.push(img, "deployments/"+dep+"/"+ref, tok.Token); err != nil {
+		t.Fatal(err)
+	}
+	dg, _ := img.Digest()
+	return dg
+}
+
 func (e *env) pull(repo, token string) (v1.Image, error) {
 	ref, err := name.ParseReference(e.host+"/"+repo, name.Insecure)
 	if err != nil {
@@ -182,15 +198,7 @@ func TestResolveImage(t *testing.T) {
 	e := newEnv(t)
 	a := e.deployment(t, tenantA, "a", "internal_docker")
 	b := e.deployment(t, tenantA, "b", "internal_docker")
-	tok, err := e.cp.IssuePushToken(e.ctx, tenantA, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, _ := random.Image(256, 1)
-	if err := e.push(img, "deployments/"+a+"/agent:v1", tok.Token); err != nil {
-		t.Fatal(err)
-	}
-	dg, _ := img.Digest()
+	dg := e.pushRandom(t, tenantA, a, "agent:v1")
 	repo := e.host + "/deployments/" + a + "/agent"
 	for _, tt := range []struct{ image, want string }{
 		{repo + ":v1", repo + "@" + dg.String()},
@@ -299,15 +307,7 @@ func TestResolveImageOtherNames(t *testing.T) {
 	e := newEnv(t)
 	a := e.deployment(t, tenantA, "a", "internal_docker")
 	b := e.deployment(t, tenantB, "b", "internal_docker")
-	tok, err := e.cp.IssuePushToken(e.ctx, tenantA, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, _ := random.Image(256, 1)
-	if err := e.push(img, "deployments/"+a+"/agent:v1", tok.Token); err != nil {
-		t.Fatal(err)
-	}
-	dg, _ := img.Digest()
+	dg := e.pushRandom(t, tenantA, a, "agent:v1")
 	_, port, _ := strings.Cut(e.host, ":")
 	for _, host := range []string{"localhost:" + port, "LocalHost:" + port, "[::1]:" + port, "127.0.0.2:" + port,
 		"0.0.0.0:" + port, "[0:0::1]:" + port} {

@@ -32,24 +32,8 @@ func TestKubeconfigWired(t *testing.T) {
 	if !strings.Contains(stderr.String(), "k8s_clusters=\"[kube-a kube-b]\"") && !strings.Contains(stderr.String(), "k8s_clusters=[kube-a kube-b]") {
 		t.Errorf("the start log does not name the clusters:\n%s", stderr)
 	}
-	listener := func(computeID string) string {
-		t.Helper()
-		status, l := call(t, "POST", url+"/v2/listeners", "k", `{"compute_type": "k8s", "compute_id": "`+computeID+`"}`)
-		if status != 201 {
-			t.Fatalf("create listener %s: %d %v", computeID, status, l)
-		}
-		return l["id"].(string)
-	}
-	create := func(listenerID string) (dep, rev string) {
-		t.Helper()
-		status, d := call(t, "POST", url+"/v2/deployments", "k", `{"name": "k8s21-`+randSuffix()+`", "source": "external_docker",
-			"source_config": {"listener_id": "`+listenerID+`", "resource_spec": {"db_storage_gi": 1}},
-			"source_revision_config": {"image_uri": "example.com/agent:v1"}}`)
-		if status != 201 {
-			t.Fatalf("create: %d %v", status, d)
-		}
-		return d["id"].(string), d["latest_revision_id"].(string)
-	}
+	listener := func(computeID string) string { return k8sListener(t, url, computeID) }
+	create := func(listenerID string) (dep, rev string) { return k8sDeployment(t, url, listenerID) }
 	db, rb := create(listener("kube-b"))
 	dz, rz := create(listener("kube-z"))
 	waitStatus(t, url, "k", db, rb, "DEPLOYED")
@@ -168,24 +152,8 @@ func TestKubeconfigMergedAndBroken(t *testing.T) {
 		}
 	}
 
-	listener := func(computeID string) string {
-		t.Helper()
-		status, l := call(t, "POST", url+"/v2/listeners", "k", `{"compute_type": "k8s", "compute_id": "`+computeID+`"}`)
-		if status != 201 {
-			t.Fatalf("create listener %s: %d %v", computeID, status, l)
-		}
-		return l["id"].(string)
-	}
-	create := func(listenerID string) (dep, rev string) {
-		t.Helper()
-		status, d := call(t, "POST", url+"/v2/deployments", "k", `{"name": "k8s21-`+randSuffix()+`", "source": "external_docker",
-			"source_config": {"listener_id": "`+listenerID+`", "resource_spec": {"db_storage_gi": 1}},
-			"source_revision_config": {"image_uri": "example.com/agent:v1"}}`)
-		if status != 201 {
-			t.Fatalf("create: %d %v", status, d)
-		}
-		return d["id"].(string), d["latest_revision_id"].(string)
-	}
+	listener := func(computeID string) string { return k8sListener(t, url, computeID) }
+	create := func(listenerID string) (dep, rev string) { return k8sDeployment(t, url, listenerID) }
 	da, ra := create(listener("kube-a"))
 	dbroken, rbroken := create(listener("kube-broken"))
 	waitStatus(t, url, "k", da, ra, "DEPLOYED")
@@ -231,4 +199,28 @@ func TestKubeconfigHome(t *testing.T) {
 	if !strings.Contains(stderr.String(), `k8s_clusters="[kube-a kube-b]"`) {
 		t.Errorf("the start log does not name the clusters of ~/.kube/config:\n%s", stderr)
 	}
+}
+
+// k8sListener registers a k8s listener for the kubeconfig context
+// computeID on the server at url (key "k") and answers its id.
+func k8sListener(t *testing.T, url, computeID string) string {
+	t.Helper()
+	status, l := call(t, "POST", url+"/v2/listeners", "k", `{"compute_type": "k8s", "compute_id": "`+computeID+`"}`)
+	if status != 201 {
+		t.Fatalf("create listener %s: %d %v", computeID, status, l)
+	}
+	return l["id"].(string)
+}
+
+// k8sDeployment creates an external_docker deployment on the listener and
+// answers its id and its first revision's.
+func k8sDeployment(t *testing.T, url, listenerID string) (dep, rev string) {
+	t.Helper()
+	status, d := call(t, "POST", url+"/v2/deployments", "k", `{"name": "k8s21-`+randSuffix()+`", "source": "external_docker",
+		"source_config": {"listener_id": "`+listenerID+`", "resource_spec": {"db_storage_gi": 1}},
+		"source_revision_config": {"image_uri": "example.com/agent:v1"}}`)
+	if status != 201 {
+		t.Fatalf("create: %d %v", status, d)
+	}
+	return d["id"].(string), d["latest_revision_id"].(string)
 }
