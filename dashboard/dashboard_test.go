@@ -534,6 +534,13 @@ func TestDeploymentsListFiltersAndPages(t *testing.T) {
 	if p := b.get("/ui/deployments?listener=" + l.ID); strings.Count(p.body, `data-label="Name"`) != 3 {
 		t.Errorf("listener filter: %d rows", strings.Count(p.body, `data-label="Name"`))
 	}
+	// The listener filter combines with the others and pages like them.
+	if p := b.get("/ui/deployments?name=agent-k&listener=" + l.ID); strings.Count(p.body, `data-label="Name"`) != 1 || !strings.Contains(p.body, ">agent-k<") {
+		t.Errorf("listener and name filters: %d rows", strings.Count(p.body, `data-label="Name"`))
+	}
+	if p := b.get("/ui/deployments?offset=1&listener=" + l.ID); strings.Count(p.body, `data-label="Name"`) != 2 || !strings.Contains(p.body, `rel="prev"`) {
+		t.Errorf("listener filter, second row on: %d rows", strings.Count(p.body, `data-label="Name"`))
+	}
 	if p := b.get("/ui/deployments?status=AWAITING_DELETE"); strings.Count(p.body, `data-label="Name"`) != 0 {
 		t.Errorf("status filter")
 	}

@@ -33,10 +33,9 @@
 // session's tenant, so the rules are the API's: a 422 is shown as the
 // form again, each problem beside the field its loc names (the others
 // above the form); the dashboard holds no rule of its own beyond reading
-// forms. The deployments page's listener filter is the one exception to
-// "an index for every filter": the control plane has no listener index,
-// so the page walks the list (with the other filters applied by the
-// control plane) newest first, at most 2,000 deployments per page.
+// forms. Every filter of the deployments page, the listener's included
+// (ListDeploymentsQuery.ListenerID), is answered by the control plane
+// through its indexes.
 //
 // # Sessions
 //
