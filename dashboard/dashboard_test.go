@@ -10,10 +10,29 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/dashboard"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/internal/testclock"
 	"github.com/deployplane/deployplane/storemem"
 )
+
+// TestNewNeedsSessions: the program names the store that keeps sessions.
+func TestNewNeedsSessions(t *testing.T) {
+	cp := controlplane.New(storemem.New(), nil)
+	for _, o := range []*dashboard.Options{nil, {}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("New(cp, %+v) did not panic", o)
+				}
+			}()
+			dashboard.New(cp, o)
+		}()
+	}
+	if dashboard.New(cp, &dashboard.Options{Sessions: storemem.New()}) == nil {
+		t.Errorf("New with a store returned nil")
+	}
+}
 
 func TestPagesNeedASession(t *testing.T) {
 	e := newEnv(t, nil)
