@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
-	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/oauthflow"
 )
 
@@ -242,7 +241,7 @@ func (h *handler) oauthCallback(c *call) (int, any, error) {
 		return http.StatusBadRequest, htmlPage{titleFailed, msg + startAgain}, nil
 	case errors.Is(err, apierr.ErrNotFound):
 		return http.StatusNotFound, htmlPage{titleFailed, "This OAuth provider is no longer configured." + startAgain}, nil
-	case errors.Is(err, egress.ErrRefused):
+	case errors.Is(err, oauthflow.ErrTokenEndpointRefused):
 		return http.StatusBadGateway, htmlPage{titleFailed,
 			"This server may not contact the provider's token endpoint (its address is not allowed); tell the server's operator." + startAgain}, nil
 	case errors.Is(err, oauthflow.ErrExchangeFailed):

@@ -558,7 +558,7 @@ func (s *Service) Callback(ctx context.Context, req CallbackRequest) error {
 		}
 		var re *egress.RefusedError
 		if errors.As(err, &re) {
-			return fmt.Errorf("%w: %w", ErrExchangeFailed, re)
+			return &refusedExchange{re}
 		}
 		return fmt.Errorf("%w: %s", ErrExchangeFailed, safeErrorText(err))
 	}
