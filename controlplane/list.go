@@ -79,7 +79,7 @@ func (q *ListDeploymentsQuery) ValidateWith(lim Limits) error {
 	}
 	c.queryIDs("deployment_ids", q.DeploymentIDs)
 	if q.ListenerID != "" && !validUUID(q.ListenerID) {
-		c.add([]any{"query", "listener_id"}, apierr.TypeUUIDParsing, "Input should be a valid UUID")
+		c.add([]any{"query", "listener_id"}, apierr.TypeUUIDParsing, apierr.MsgInvalidUUID)
 	}
 	return apierr.Validation(c.ps...)
 }

@@ -195,7 +195,7 @@ func (q *LogQuery) filter() (*logFilter, error) {
 	switch q.Type {
 	case LogBuild, LogDeploy:
 	case "":
-		c.add([]any{in, "type"}, apierr.TypeMissing, "Field required")
+		c.add([]any{in, "type"}, apierr.TypeMissing, apierr.MsgFieldRequired)
 	default:
 		c.add([]any{in, "type"}, apierr.TypeLiteralError, "Input should be 'build' or 'deploy'")
 	}
