@@ -62,20 +62,15 @@ func (q *ListDeploymentsQuery) ValidateWith(lim Limits) error {
 	if len(q.NameContains) > 63 {
 		c.add([]any{"query", "name_contains"}, apierr.TypeStringTooLong, "String should have at most 63 characters")
 	}
-	switch q.Status {
-	case "", StatusAwaitingDatabase, StatusReady, StatusUnused, StatusAwaitingDelete, StatusUnknown:
-	default:
-		c.add([]any{"query", "status"}, apierr.TypeLiteralError,
-			"Input should be 'AWAITING_DATABASE', 'READY', 'UNUSED', 'AWAITING_DELETE' or 'UNKNOWN'")
+	if q.Status != "" && !slices.Contains(DeploymentStatuses(), q.Status) {
+		c.add([]any{"query", "status"}, apierr.TypeLiteralError, literalMsg(DeploymentStatuses()))
 	}
 	c.queryIDs("tag_value_ids", q.TagValueIDs)
 	if len(q.ImageVersion) > lim.MaxStringBytes {
 		c.add([]any{"query", "image_version"}, apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", lim.MaxStringBytes))
 	}
-	switch q.DeploymentType {
-	case "", DeploymentTypeDevFree, DeploymentTypeDev, DeploymentTypeProd:
-	default:
-		c.add([]any{"query", "deployment_type"}, apierr.TypeLiteralError, "Input should be 'dev_free', 'dev' or 'prod'")
+	if q.DeploymentType != "" && !slices.Contains(DeploymentTypes(), q.DeploymentType) {
+		c.add([]any{"query", "deployment_type"}, apierr.TypeLiteralError, literalMsg(DeploymentTypes()))
 	}
 	c.queryIDs("deployment_ids", q.DeploymentIDs)
 	if q.ListenerID != "" && !validUUID(q.ListenerID) {
@@ -115,14 +110,23 @@ func (q *ListListenersQuery) ValidateWith(lim Limits) error {
 	return apierr.Validation(c.ps...)
 }
 
-func validRevisionStatus(s RevisionStatus) bool {
-	switch s {
-	case RevisionCreating, RevisionQueued, RevisionAwaitingBuild, RevisionBuilding, RevisionAwaitingDeploy,
-		RevisionDeploying, RevisionCreateFailed, RevisionBuildFailed, RevisionDeployFailed, RevisionDeployed,
-		RevisionSkipped, RevisionInterrupted, RevisionUnknown:
-		return true
+func validRevisionStatus(s RevisionStatus) bool { return slices.Contains(RevisionStatuses(), s) }
+
+// literalMsg is the message of a literal_error over values: "Input should
+// be 'a', 'b' or 'c'".
+func literalMsg[T ~string](values []T) string {
+	var b strings.Builder
+	b.WriteString("Input should be ")
+	for i, v := range values {
+		switch {
+		case i == len(values)-1 && i > 0:
+			b.WriteString(" or ")
+		case i > 0:
+			b.WriteString(", ")
+		}
+		b.WriteString("'" + string(v) + "'")
 	}
-	return false
+	return b.String()
 }
 
 // summaryFilter is the part of a list query that a deployment's summary

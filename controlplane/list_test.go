@@ -345,3 +345,29 @@ func TestQueryLimitsOfTheControlPlane(t *testing.T) {
 		}
 	}
 }
+
+// TestListQueryEnums: the list filters accept every value of the enum
+// lists and name them all in the message of a value they refuse.
+func TestListQueryEnums(t *testing.T) {
+	for _, s := range controlplane.DeploymentStatuses() {
+		if err := (&controlplane.ListDeploymentsQuery{Status: s}).Validate(); err != nil {
+			t.Errorf("status %s: %v", s, err)
+		}
+	}
+	for _, ty := range controlplane.DeploymentTypes() {
+		if err := (&controlplane.ListDeploymentsQuery{DeploymentType: ty}).Validate(); err != nil {
+			t.Errorf("type %s: %v", ty, err)
+		}
+	}
+	for _, s := range controlplane.RevisionStatuses() {
+		if err := (&controlplane.ListRevisionsQuery{Status: []controlplane.RevisionStatus{s}}).Validate(); err != nil {
+			t.Errorf("revision status %s: %v", s, err)
+		}
+	}
+	ps := problems(t, (&controlplane.ListDeploymentsQuery{Status: "x", DeploymentType: "y"}).Validate())
+	want := []string{"Input should be 'AWAITING_DATABASE', 'READY', 'UNUSED', 'AWAITING_DELETE' or 'UNKNOWN'",
+		"Input should be 'dev_free', 'dev' or 'prod'"}
+	if len(ps) != 2 || ps[0].Msg != want[0] || ps[1].Msg != want[1] {
+		t.Errorf("messages %+v, want %q", ps, want)
+	}
+}

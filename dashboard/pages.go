@@ -83,9 +83,7 @@ func (h *Handler) deploymentsPage(q *request) error {
 		}
 		lq.ListenerID = listener
 	}
-	d := deploymentsData{Offset: lq.Offset,
-		Statuses: []cp.DeploymentStatus{cp.StatusAwaitingDatabase, cp.StatusReady, cp.StatusUnused, cp.StatusAwaitingDelete, cp.StatusUnknown},
-		Types:    []cp.DeploymentType{cp.DeploymentTypeDevFree, cp.DeploymentTypeDev, cp.DeploymentTypeProd}}
+	d := deploymentsData{Offset: lq.Offset, Statuses: cp.DeploymentStatuses(), Types: cp.DeploymentTypes()}
 	ls, err := h.cp.ListListeners(q.r.Context(), q.tenant(), &cp.ListListenersQuery{Limit: new(cp.MaxPageLimit)})
 	if err != nil {
 		return err
