@@ -43,3 +43,11 @@ const (
 	TypeBoolParsing   = "bool_parsing"    // a query value that is not a boolean
 	TypeTooManyErrors = "too_many_errors" // the last problem of a capped list, counting those left out
 )
+
+// The messages of the problems that many rules report alike, so that each
+// is spelled once.
+const (
+	MsgFieldRequired = "Field required"                         // TypeMissing
+	MsgInvalidUUID   = "Input should be a valid UUID"           // TypeUUIDParsing, one id
+	MsgImmutable     = "Field cannot be changed after creation" // TypeImmutableField
+)

@@ -473,7 +473,7 @@ func (cp *ControlPlane) checkReferences(r store.Reader, tenant string, src Sourc
 		if id := sc.IntegrationID; id != nil && validUUID(*id) {
 			if _, err := r.Get(colIntegrations, key(tenant, *id)); err != nil {
 				ps = append(ps, apierr.Problem{Loc: []any{"body", "source_config", "integration_id"}, Type: apierr.TypeUnknownReference,
-					Msg: "Integration ID " + *id + " not found."})
+					Msg: (&apierr.NotFoundError{Kind: apierr.KindIntegration, ID: *id}).Error()})
 			}
 		}
 	case SourceExternalDocker:
@@ -482,7 +482,7 @@ func (cp *ControlPlane) checkReferences(r store.Reader, tenant string, src Sourc
 			var err error
 			if l, err = getListener(r, tenant, *id); err != nil {
 				ps = append(ps, apierr.Problem{Loc: []any{"body", "source_config", "listener_id"}, Type: apierr.TypeUnknownReference,
-					Msg: "Listener ID " + *id + " not found."})
+					Msg: (&apierr.NotFoundError{Kind: apierr.KindListener, ID: *id}).Error()})
 			}
 		}
 		if lc := sc.ListenerConfig; lc != nil && lc.K8sNamespace != nil {

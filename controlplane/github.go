@@ -201,7 +201,7 @@ func (cp *ControlPlane) CompleteGitHubInstall(ctx context.Context, s *GitHubSetu
 	}
 	c := &checker{lim: cp.lim}
 	if s.State == "" {
-		c.add([]any{"query", "state"}, apierr.TypeMissing, "Field required")
+		c.add([]any{"query", "state"}, apierr.TypeMissing, apierr.MsgFieldRequired)
 	}
 	if s.SetupAction == "request" {
 		c.add([]any{"query", "setup_action"}, apierr.TypeLiteralError,

@@ -62,22 +62,20 @@ func (q *ListDeploymentsQuery) ValidateWith(lim Limits) error {
 	if len(q.NameContains) > 63 {
 		c.add([]any{"query", "name_contains"}, apierr.TypeStringTooLong, "String should have at most 63 characters")
 	}
-	switch q.Status {
-	case "", StatusAwaitingDatabase, StatusReady, StatusUnused, StatusAwaitingDelete, StatusUnknown:
-	default:
-		c.add([]any{"query", "status"}, apierr.TypeLiteralError,
-			"Input should be 'AWAITING_DATABASE', 'READY', 'UNUSED', 'AWAITING_DELETE' or 'UNKNOWN'")
+	if q.Status != "" && !slices.Contains(DeploymentStatuses(), q.Status) {
+		c.add([]any{"query", "status"}, apierr.TypeLiteralError, literalMsg(DeploymentStatuses()))
 	}
 	c.queryIDs("tag_value_ids", q.TagValueIDs)
 	if len(q.ImageVersion) > lim.MaxStringBytes {
 		c.add([]any{"query", "image_version"}, apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", lim.MaxStringBytes))
 	}
-	switch q.DeploymentType {
-	case "", DeploymentTypeDevFree, DeploymentTypeDev, DeploymentTypeProd:
-	default:
-		c.add([]any{"query", "deployment_type"}, apierr.TypeLiteralError, "Input should be 'dev_free', 'dev' or 'prod'")
+	if q.DeploymentType != "" && !slices.Contains(DeploymentTypes(), q.DeploymentType) {
+		c.add([]any{"query", "deployment_type"}, apierr.TypeLiteralError, literalMsg(DeploymentTypes()))
 	}
 	c.queryIDs("deployment_ids", q.DeploymentIDs)
+	if q.ListenerID != "" && !validUUID(q.ListenerID) {
+		c.add([]any{"query", "listener_id"}, apierr.TypeUUIDParsing, apierr.MsgInvalidUUID)
+	}
 	return apierr.Validation(c.ps...)
 }
 
@@ -112,14 +110,23 @@ func (q *ListListenersQuery) ValidateWith(lim Limits) error {
 	return apierr.Validation(c.ps...)
 }
 
-func validRevisionStatus(s RevisionStatus) bool {
-	switch s {
-	case RevisionCreating, RevisionQueued, RevisionAwaitingBuild, RevisionBuilding, RevisionAwaitingDeploy,
-		RevisionDeploying, RevisionCreateFailed, RevisionBuildFailed, RevisionDeployFailed, RevisionDeployed,
-		RevisionSkipped, RevisionInterrupted, RevisionUnknown:
-		return true
+func validRevisionStatus(s RevisionStatus) bool { return slices.Contains(RevisionStatuses(), s) }
+
+// literalMsg is the message of a literal_error over values: "Input should
+// be 'a', 'b' or 'c'".
+func literalMsg[T ~string](values []T) string {
+	var b strings.Builder
+	b.WriteString("Input should be ")
+	for i, v := range values {
+		switch {
+		case i == len(values)-1 && i > 0:
+			b.WriteString(" or ")
+		case i > 0:
+			b.WriteString(", ")
+		}
+		b.WriteString("'" + string(v) + "'")
 	}
-	return false
+	return b.String()
 }
 
 // summaryFilter is the part of a list query that a deployment's summary
@@ -133,7 +140,10 @@ type summaryFilter struct {
 	// source but external_docker).
 	notSource string
 	image     string // "=" + version, or "" for no filter
-	enabled   bool
+	// listener is the canonical listener id, or "": the summary does not
+	// hold it, so check looks the deployment up in the listener index.
+	listener string
+	enabled  bool
 }
 
 func newSummaryFilter(q *ListDeploymentsQuery) summaryFilter {
@@ -148,16 +158,21 @@ func newSummaryFilter(q *ListDeploymentsQuery) summaryFilter {
 	if q.ImageVersion != "" {
 		f.image = "=" + q.ImageVersion
 	}
+	if q.ListenerID != "" {
+		f.listener, _ = pathID(q.ListenerID)
+	}
 	f.enabled = f.active()
 	return f
 }
 
 // active reports whether the filter has a condition.
 func (f *summaryFilter) active() bool {
-	return f.needle != "" || f.status != "" || f.dtype != "" || f.source != "" || f.notSource != "" || f.image != ""
+	return f.needle != "" || f.status != "" || f.dtype != "" || f.source != "" || f.notSource != "" || f.image != "" || f.listener != ""
 }
 
-// match reports whether an order-record summary passes the filter.
+// match reports whether an order-record summary passes the filter, but
+// for the listener, which the summary does not hold (check and listByIDs
+// look at it).
 func (f *summaryFilter) match(s string) bool {
 	name, rest, _ := strings.Cut(s, "\x00")
 	if f.needle != "" && !strings.Contains(name, f.needle) {
@@ -177,11 +192,12 @@ func (f *summaryFilter) match(s string) bool {
 //
 // Cost: the page is found through the index records, never by decoding the
 // tenant's deployments. With deployment_ids, each id is one Get. Otherwise
-// one source is walked newest first: the tag indexes (tag_value_ids, merged),
-// else the image version index, the gram index (name_contains), the
-// deployment type, status or source index (remote_reconciled=false: the
-// other sources' indexes, merged), else the order records; the other
-// filters are checked on each candidate's summary record. Offset skips
+// one source is walked newest first: the tag indexes (tag_value_ids,
+// merged), else the listener index (ListenerID), the image version index,
+// the gram index (name_contains), the deployment type, status or source
+// index (remote_reconciled=false: the other sources' indexes, merged), else
+// the order records; the other filters are checked on each candidate's
+// summary record (and the listener on its listener index record). Offset skips
 // index entries; only the returned page is decoded.
 func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *ListDeploymentsQuery) (*DeploymentPage, error) {
 	if err := apierr.CheckTenant(tenant); err != nil {
@@ -252,6 +268,9 @@ func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryF
 	// kept): an image version names few deployments, a name substring is
 	// usually rare, types and statuses are shared by many.
 	switch {
+	case f.listener != "":
+		col, prefix = colDeploymentIndex, indexPrefix(tp, idxListener, f.listener)
+		rest.listener = ""
 	case q.ImageVersion != "":
 		col, prefix = colDeploymentIndex, indexPrefix(tp, idxImage, q.ImageVersion)
 		rest.image = ""
@@ -379,13 +398,27 @@ func newestSummaries(r store.Reader, tp string, f *summaryFilter, offset, limit 
 	return done, err
 }
 
-// check reads the summary of the deployment at tail and matches it.
+// check reads the summary of the deployment at tail and matches it, and
+// with a listener filter looks for the deployment's listener index record.
 func (f *summaryFilter) check(r store.Reader, tp, tail string) (bool, error) {
 	b, err := r.Get(colDeploymentSums, tp+tail)
 	if err != nil {
 		return false, fmt.Errorf("controlplane: deployment %s has no summary record: %w", tailID(tail), err)
 	}
-	return f.match(string(b)), nil
+	if !f.match(string(b)) {
+		return false, nil
+	}
+	if f.listener == "" {
+		return true, nil
+	}
+	_, err = r.Get(colDeploymentIndex, indexPrefix(tp, idxListener, f.listener)+tail)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // tagCursor walks one list of keys (a tag index, a gram's records) newest
@@ -497,6 +530,9 @@ func (cp *ControlPlane) listByIDs(r store.Reader, tenant string, q *ListDeployme
 			return err
 		}
 		if !f.match(rec.summary()) {
+			continue
+		}
+		if l := rec.SourceConfig.ListenerID; f.listener != "" && (l == nil || *l != f.listener) {
 			continue
 		}
 		if len(q.TagValueIDs) > 0 && !slices.ContainsFunc(q.TagValueIDs, func(t string) bool {

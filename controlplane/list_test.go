@@ -45,6 +45,9 @@ func matches(d *controlplane.Deployment, q *controlplane.ListDeploymentsQuery) b
 	if len(q.DeploymentIDs) > 0 && !slices.Contains(q.DeploymentIDs, d.ID) {
 		return false
 	}
+	if q.ListenerID != "" && (d.SourceConfig.ListenerID == nil || !strings.EqualFold(*d.SourceConfig.ListenerID, q.ListenerID)) {
+		return false
+	}
 	return true
 }
 
@@ -71,6 +74,16 @@ func TestListDeploymentsModel(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
+		var listeners []string
+		for i := range 2 {
+			l, err := cp.CreateListener(ctx, tenantA, &controlplane.CreateListenerRequest{
+				ComputeType: new("k8s"), ComputeID: new(fmt.Sprint("cluster-", i)),
+				ComputeConfig: &controlplane.ComputeConfig{K8sNamespaces: []string{"agents"}}})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			listeners = append(listeners, l.ID)
+		}
 		var all []*controlplane.Deployment // newest first
 		n := rapid.IntRange(0, 25).Draw(rt, "n")
 		for i := range n {
@@ -82,6 +95,10 @@ func TestListDeploymentsModel(t *testing.T) {
 				req.SourceConfig.DeploymentType = new(rapid.SampledFrom([]controlplane.DeploymentType{"dev_free", "dev", "prod"}).Draw(rt, "type"))
 			} else {
 				req = decode[controlplane.CreateDeploymentRequest](rt, dockerBody(name))
+				if l := rapid.IntRange(-1, len(listeners)-1).Draw(rt, "listener"); l >= 0 {
+					req.SourceConfig = &controlplane.SourceConfig{ListenerID: &listeners[l],
+						ListenerConfig: &controlplane.ListenerConfig{K8sNamespace: new("agents")}}
+				}
 			}
 			req.TagValueIDs = tags
 			d, err := cp.CreateDeployment(ctx, tenantA, req)
@@ -118,6 +135,12 @@ func TestListDeploymentsModel(t *testing.T) {
 				DeploymentType: rapid.SampledFrom([]controlplane.DeploymentType{"", "", "prod", "dev"}).Draw(rt, "type"),
 				ImageVersion:   rapid.SampledFrom([]string{"", "", "", "1.0"}).Draw(rt, "image_version"),
 				TagValueIDs:    rapid.SliceOfNDistinct(rapid.SampledFrom(tagIDs), 0, 2, rapid.ID).Draw(rt, "tag_value_ids"),
+			}
+			if l := rapid.IntRange(-3, len(listeners)-1).Draw(rt, "listener_id"); l >= 0 {
+				q.ListenerID = listeners[l]
+				if rapid.Bool().Draw(rt, "upper") {
+					q.ListenerID = strings.ToUpper(q.ListenerID)
+				}
 			}
 			if rapid.Bool().Draw(rt, "remote") {
 				q.RemoteReconciled = new(rapid.Bool().Draw(rt, "remote_reconciled"))
@@ -172,6 +195,7 @@ func TestListDeploymentsQueryValidation(t *testing.T) {
 		{"tag ids", controlplane.ListDeploymentsQuery{TagValueIDs: []string{tagIDs[0], "x"}}, []string{"query.tag_value_ids: uuid_parsing"}},
 		{"deployment ids", controlplane.ListDeploymentsQuery{DeploymentIDs: []string{"x"}}, []string{"query.deployment_ids: uuid_parsing"}},
 		{"too many ids", controlplane.ListDeploymentsQuery{DeploymentIDs: slices.Repeat([]string{tagIDs[0]}, 101)}, []string{"query.deployment_ids: too_long"}},
+		{"listener id", controlplane.ListDeploymentsQuery{ListenerID: "x"}, []string{"query.listener_id: uuid_parsing"}},
 		{"name_contains too long", controlplane.ListDeploymentsQuery{NameContains: strings.Repeat("a", 64)}, []string{"query.name_contains: string_too_long"}},
 		{"all at once", controlplane.ListDeploymentsQuery{Limit: new(0), Offset: -1, Status: "x", DeploymentType: "y"},
 			[]string{"query.limit: greater_than_equal", "query.offset: greater_than_equal", "query.status: literal_error", "query.deployment_type: literal_error"}},
@@ -319,5 +343,31 @@ func TestQueryLimitsOfTheControlPlane(t *testing.T) {
 		if len(problems(t, err)) != 1 {
 			t.Errorf("ValidateWith: %v", err)
 		}
+	}
+}
+
+// TestListQueryEnums: the list filters accept every value of the enum
+// lists and name them all in the message of a value they refuse.
+func TestListQueryEnums(t *testing.T) {
+	for _, s := range controlplane.DeploymentStatuses() {
+		if err := (&controlplane.ListDeploymentsQuery{Status: s}).Validate(); err != nil {
+			t.Errorf("status %s: %v", s, err)
+		}
+	}
+	for _, ty := range controlplane.DeploymentTypes() {
+		if err := (&controlplane.ListDeploymentsQuery{DeploymentType: ty}).Validate(); err != nil {
+			t.Errorf("type %s: %v", ty, err)
+		}
+	}
+	for _, s := range controlplane.RevisionStatuses() {
+		if err := (&controlplane.ListRevisionsQuery{Status: []controlplane.RevisionStatus{s}}).Validate(); err != nil {
+			t.Errorf("revision status %s: %v", s, err)
+		}
+	}
+	ps := problems(t, (&controlplane.ListDeploymentsQuery{Status: "x", DeploymentType: "y"}).Validate())
+	want := []string{"Input should be 'AWAITING_DATABASE', 'READY', 'UNUSED', 'AWAITING_DELETE' or 'UNKNOWN'",
+		"Input should be 'dev_free', 'dev' or 'prod'"}
+	if len(ps) != 2 || ps[0].Msg != want[0] || ps[1].Msg != want[1] {
+		t.Errorf("messages %+v, want %q", ps, want)
 	}
 }

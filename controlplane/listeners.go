@@ -44,12 +44,12 @@ func (cp *ControlPlane) checkCreateListener(req *CreateListenerRequest) []apierr
 	c := &checker{lim: cp.lim}
 	switch {
 	case req.ComputeType == nil:
-		c.add([]any{"body", "compute_type"}, apierr.TypeMissing, "Field required")
+		c.add([]any{"body", "compute_type"}, apierr.TypeMissing, apierr.MsgFieldRequired)
 	case *req.ComputeType != ComputeTypeK8s && *req.ComputeType != ComputeTypeDocker:
 		c.add([]any{"body", "compute_type"}, apierr.TypeLiteralError, "Input should be 'k8s' or 'docker'")
 	}
 	if req.ComputeID == nil {
-		c.add([]any{"body", "compute_id"}, apierr.TypeMissing, "Field required")
+		c.add([]any{"body", "compute_id"}, apierr.TypeMissing, apierr.MsgFieldRequired)
 	} else {
 		c.str([]any{"body", "compute_id"}, *req.ComputeID, 253)
 	}
@@ -75,10 +75,10 @@ func (cp *ControlPlane) checkUpdateListener(req *UpdateListenerRequest) []apierr
 // change listener l's immutable fields.
 func listenerImmutables(req *UpdateListenerRequest, l *Listener, ps []apierr.Problem) []apierr.Problem {
 	if req.ComputeType != nil && *req.ComputeType != l.ComputeType {
-		ps = append(ps, apierr.Problem{Loc: []any{"body", "compute_type"}, Type: apierr.TypeImmutableField, Msg: "Field cannot be changed after creation"})
+		ps = append(ps, apierr.Problem{Loc: []any{"body", "compute_type"}, Type: apierr.TypeImmutableField, Msg: apierr.MsgImmutable})
 	}
 	if req.ComputeID != nil && *req.ComputeID != l.ComputeID {
-		ps = append(ps, apierr.Problem{Loc: []any{"body", "compute_id"}, Type: apierr.TypeImmutableField, Msg: "Field cannot be changed after creation"})
+		ps = append(ps, apierr.Problem{Loc: []any{"body", "compute_id"}, Type: apierr.TypeImmutableField, Msg: apierr.MsgImmutable})
 	}
 	return ps
 }
@@ -303,12 +303,12 @@ func (cp *ControlPlane) CreateIntegration(ctx context.Context, tenant string, re
 	}
 	c := &checker{lim: cp.lim}
 	if req.InstallationID == nil {
-		c.add([]any{"body", "installation_id"}, apierr.TypeMissing, "Field required")
+		c.add([]any{"body", "installation_id"}, apierr.TypeMissing, apierr.MsgFieldRequired)
 	} else if *req.InstallationID <= 0 {
 		c.add([]any{"body", "installation_id"}, apierr.TypeGreaterThan, "Input should be greater than 0")
 	}
 	if req.Name == nil {
-		c.add([]any{"body", "name"}, apierr.TypeMissing, "Field required")
+		c.add([]any{"body", "name"}, apierr.TypeMissing, apierr.MsgFieldRequired)
 	} else {
 		c.str([]any{"body", "name"}, *req.Name, cp.lim.MaxStringBytes)
 	}

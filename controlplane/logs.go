@@ -46,6 +46,9 @@ const (
 // levels lists the levels in the order of their code in a stored line.
 var levels = [...]LogLevel{LevelDebug, LevelInfo, LevelWarning, LevelError, LevelCritical}
 
+// LogLevels lists the five log levels, lowest first.
+func LogLevels() []LogLevel { l := levels; return l[:] }
+
 // parseLevel returns the level named by s (case-insensitive; WARN is
 // WARNING) and its code.
 func parseLevel(s string) (LogLevel, byte, bool) {
@@ -195,7 +198,7 @@ func (q *LogQuery) filter() (*logFilter, error) {
 	switch q.Type {
 	case LogBuild, LogDeploy:
 	case "":
-		c.add([]any{in, "type"}, apierr.TypeMissing, "Field required")
+		c.add([]any{in, "type"}, apierr.TypeMissing, apierr.MsgFieldRequired)
 	default:
 		c.add([]any{in, "type"}, apierr.TypeLiteralError, "Input should be 'build' or 'deploy'")
 	}

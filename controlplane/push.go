@@ -82,12 +82,12 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 		c.add([]any{"body", "installation", "id"}, apierr.TypeGreaterThan, "Input should be greater than 0")
 	}
 	if ev.RepoURL == "" {
-		c.add([]any{"body", "repository", "clone_url"}, apierr.TypeMissing, "Field required")
+		c.add([]any{"body", "repository", "clone_url"}, apierr.TypeMissing, apierr.MsgFieldRequired)
 	} else {
 		c.str([]any{"body", "repository", "clone_url"}, ev.RepoURL, cp.lim.MaxStringBytes)
 	}
 	if ev.After == "" {
-		c.add([]any{"body", "after"}, apierr.TypeMissing, "Field required")
+		c.add([]any{"body", "after"}, apierr.TypeMissing, apierr.MsgFieldRequired)
 	} else {
 		c.str([]any{"body", "after"}, ev.After, cp.lim.MaxStringBytes)
 	}

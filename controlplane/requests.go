@@ -110,6 +110,10 @@ type ListDeploymentsQuery struct {
 	DeploymentType DeploymentType
 	// DeploymentIDs matches deployments with one of these ids.
 	DeploymentIDs []string
+	// ListenerID, when set, matches deployments placed on that listener
+	// (source_config.listener_id), through the listener index. It is a Go
+	// filter only: the HTTP list of deployments has no such parameter.
+	ListenerID string
 }
 
 // ListRevisionsQuery is the query of GET /v2/deployments/{id}/revisions.

@@ -378,7 +378,7 @@ func applyCreateTable(d *Deployment, src Source, ps []apierr.Problem, mut mutati
 			}
 		case CreateRequired:
 			if v == nil {
-				ps = append(ps, apierr.Problem{Loc: bodyLoc(r.loc), Type: apierr.TypeMissing, Msg: "Field required"})
+				ps = append(ps, apierr.Problem{Loc: bodyLoc(r.loc), Type: apierr.TypeMissing, Msg: apierr.MsgFieldRequired})
 			}
 		case CreateReadOnly:
 			if v != nil {
@@ -414,7 +414,7 @@ func applyPatchTable(stored, patch, merged *Deployment, ps []apierr.Problem, mut
 		case PatchImmutable:
 			if !reflect.DeepEqual(v, r.get(stored)) {
 				ps = append(ps, apierr.Problem{Loc: bodyLoc(r.loc), Type: apierr.TypeImmutableField,
-					Msg: "Field cannot be changed after creation"})
+					Msg: apierr.MsgImmutable})
 			}
 		case PatchInPlace:
 			r.set(merged, patch)

@@ -173,7 +173,7 @@ func shapeLoc(base []any, ns string) []any {
 func shapeMessage(fe validator.FieldError, lim Limits) (typ, msg string) {
 	switch fe.Tag() {
 	case "required":
-		return apierr.TypeMissing, "Field required"
+		return apierr.TypeMissing, apierr.MsgFieldRequired
 	case "depname":
 		return apierr.TypeStringPatternMismatch, "String should match pattern '" + namePattern + "'"
 	case "dnslabel":
@@ -183,7 +183,7 @@ func shapeMessage(fe validator.FieldError, lim Limits) (typ, msg string) {
 	case "cident":
 		return apierr.TypeStringPatternMismatch, "String should match pattern '" + cIdentPattern + " (at most 256 characters)'"
 	case "uuid36":
-		return apierr.TypeUUIDParsing, "Input should be a valid UUID"
+		return apierr.TypeUUIDParsing, apierr.MsgInvalidUUID
 	case "str", "maxstr":
 		if s, _ := fe.Value().(string); s == "" {
 			return apierr.TypeStringTooShort, "String should have at least 1 character"

@@ -40,6 +40,12 @@ const (
 	StatusUnknown          DeploymentStatus = "UNKNOWN"
 )
 
+// DeploymentStatuses lists every deployment status of the wire contract,
+// in its order.
+func DeploymentStatuses() []DeploymentStatus {
+	return []DeploymentStatus{StatusAwaitingDatabase, StatusReady, StatusUnused, StatusAwaitingDelete, StatusUnknown}
+}
+
 // DeploymentType is the size class of a github deployment.
 type DeploymentType string
 
@@ -49,6 +55,12 @@ const (
 	DeploymentTypeDev     DeploymentType = "dev"
 	DeploymentTypeProd    DeploymentType = "prod"
 )
+
+// DeploymentTypes lists every deployment type of the wire contract, in its
+// order.
+func DeploymentTypes() []DeploymentType {
+	return []DeploymentType{DeploymentTypeDevFree, DeploymentTypeDev, DeploymentTypeProd}
+}
 
 // RevisionStatus is the status of a revision (wire contract section 7).
 type RevisionStatus string
@@ -70,6 +82,14 @@ const (
 	RevisionInterrupted    RevisionStatus = "INTERRUPTED"
 	RevisionUnknown        RevisionStatus = "UNKNOWN"
 )
+
+// RevisionStatuses lists every revision status of the wire contract, in
+// its order.
+func RevisionStatuses() []RevisionStatus {
+	return []RevisionStatus{RevisionCreating, RevisionQueued, RevisionAwaitingBuild, RevisionBuilding, RevisionAwaitingDeploy,
+		RevisionDeploying, RevisionCreateFailed, RevisionBuildFailed, RevisionDeployFailed, RevisionDeployed,
+		RevisionSkipped, RevisionInterrupted, RevisionUnknown}
+}
 
 // Deployment is a deployment as it appears on the wire; json.Marshal of it
 // is its wire JSON. Timestamps are wiretime.Time: UTC with microsecond

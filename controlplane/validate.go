@@ -59,7 +59,7 @@ func (c *checker) items(loc []any, n, max int) bool {
 
 func (c *checker) uuid(loc []any, s string) bool {
 	if _, err := uuid.Parse(s); err != nil || len(s) != 36 {
-		c.add(loc, apierr.TypeUUIDParsing, "Input should be a valid UUID")
+		c.add(loc, apierr.TypeUUIDParsing, apierr.MsgInvalidUUID)
 		return false
 	}
 	return true

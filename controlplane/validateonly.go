@@ -125,7 +125,7 @@ func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, 
 	known := knownSource(d.Source)
 	switch {
 	case d.Source == "":
-		c.add([]any{"body", "source"}, apierr.TypeMissing, "Field required")
+		c.add([]any{"body", "source"}, apierr.TypeMissing, apierr.MsgFieldRequired)
 	case !known:
 		c.add([]any{"body", "source"}, apierr.TypeLiteralError, "Input should be 'github', 'external_docker', 'internal_source' or 'internal_docker'")
 	case !cp.offered(d.Source):
@@ -134,7 +134,7 @@ func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, 
 	if known {
 		c.ps = applyCreateTable(d, d.Source, c.ps, cp.mutation)
 	} else if d.Name == "" {
-		c.add([]any{"body", "name"}, apierr.TypeMissing, "Field required")
+		c.add([]any{"body", "name"}, apierr.TypeMissing, apierr.MsgFieldRequired)
 	}
 	c.checkDeploymentValues(d)
 	d.Secrets = c.secrets([]any{"body", "secrets"}, req.Secrets)

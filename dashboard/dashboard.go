@@ -18,7 +18,6 @@ import (
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/store"
-	"github.com/deployplane/deployplane/storemem"
 )
 
 // DefaultSessionTTL is how long a session lasts by default.
@@ -71,21 +70,21 @@ type KeyChecker interface {
 	CheckKey(ctx context.Context, digest [sha256.Size]byte) (tenants []string, err error)
 }
 
-// Options configure New. A nil *Options, and every zero field, means the
-// default.
+// Options configure New. Sessions is required; every other zero field
+// means the default.
 type Options struct {
 	// Authenticator checks the keys people sign in with. Default nil:
 	// no key is accepted (httphandler sets its own when it mounts the
 	// dashboard).
 	Authenticator Authenticator
-	// Sessions is where sessions are kept: give the store the control
-	// plane uses (storebolt, storepg), so that a session opened on one
-	// replica is known to every replica sharing the store and survives a
-	// restart; records go to the collection "dashboard_sessions". Default
-	// nil: an in-memory store of this process, so that with several
-	// replicas behind a load balancer without sticky sessions a request
-	// reaching another replica is sent back to the sign-in page, and a
-	// restart signs everyone out.
+	// Sessions is where sessions are kept (required: New panics without
+	// it); records go to the collection "dashboard_sessions". Give the
+	// store the control plane uses (storebolt, storepg), so that a session
+	// opened on one replica is known to every replica sharing the store
+	// and survives a restart. With a store of one process (storemem), a
+	// request reaching another replica behind a load balancer without
+	// sticky sessions is sent back to the sign-in page, and a restart
+	// signs everyone out.
 	Sessions store.Store
 	// SessionTTL is how long a session lasts after sign-in (it is not
 	// extended by use). Default DefaultSessionTTL.
@@ -139,16 +138,15 @@ type Handler struct {
 	close   context.CancelFunc
 }
 
-// New returns the dashboard over cp. A nil opts means defaults. The
-// handler is safe for concurrent use.
+// New returns the dashboard over cp, keeping its sessions in
+// opts.Sessions. It panics when opts or opts.Sessions is nil: which store
+// holds the sessions is the program's choice (cmd/deployplane gives the
+// control plane's). The handler is safe for concurrent use.
 func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
-	var o Options
-	if opts != nil {
-		o = *opts
+	if opts == nil || opts.Sessions == nil {
+		panic("dashboard: New needs Options.Sessions, the store that keeps sessions")
 	}
-	if o.Sessions == nil {
-		o.Sessions = storemem.New()
-	}
+	o := *opts
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = DefaultSessionTTL
 	}

@@ -10,10 +10,29 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/dashboard"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/internal/testclock"
 	"github.com/deployplane/deployplane/storemem"
 )
+
+// TestNewNeedsSessions: the program names the store that keeps sessions.
+func TestNewNeedsSessions(t *testing.T) {
+	cp := controlplane.New(storemem.New(), nil)
+	for _, o := range []*dashboard.Options{nil, {}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("New(cp, %+v) did not panic", o)
+				}
+			}()
+			dashboard.New(cp, o)
+		}()
+	}
+	if dashboard.New(cp, &dashboard.Options{Sessions: storemem.New()}) == nil {
+		t.Errorf("New with a store returned nil")
+	}
+}
 
 func TestPagesNeedASession(t *testing.T) {
 	e := newEnv(t, nil)
@@ -533,6 +552,13 @@ func TestDeploymentsListFiltersAndPages(t *testing.T) {
 	}
 	if p := b.get("/ui/deployments?listener=" + l.ID); strings.Count(p.body, `data-label="Name"`) != 3 {
 		t.Errorf("listener filter: %d rows", strings.Count(p.body, `data-label="Name"`))
+	}
+	// The listener filter combines with the others and pages like them.
+	if p := b.get("/ui/deployments?name=agent-k&listener=" + l.ID); strings.Count(p.body, `data-label="Name"`) != 1 || !strings.Contains(p.body, ">agent-k<") {
+		t.Errorf("listener and name filters: %d rows", strings.Count(p.body, `data-label="Name"`))
+	}
+	if p := b.get("/ui/deployments?offset=1&listener=" + l.ID); strings.Count(p.body, `data-label="Name"`) != 2 || !strings.Contains(p.body, `rel="prev"`) {
+		t.Errorf("listener filter, second row on: %d rows", strings.Count(p.body, `data-label="Name"`))
 	}
 	if p := b.get("/ui/deployments?status=AWAITING_DELETE"); strings.Count(p.body, `data-label="Name"`) != 0 {
 		t.Errorf("status filter")

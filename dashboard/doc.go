@@ -33,10 +33,9 @@
 // session's tenant, so the rules are the API's: a 422 is shown as the
 // form again, each problem beside the field its loc names (the others
 // above the form); the dashboard holds no rule of its own beyond reading
-// forms. The deployments page's listener filter is the one exception to
-// "an index for every filter": the control plane has no listener index,
-// so the page walks the list (with the other filters applied by the
-// control plane) newest first, at most 2,000 deployments per page.
+// forms. Every filter of the deployments page, the listener's included
+// (ListDeploymentsQuery.ListenerID), is answered by the control plane
+// through its indexes.
 //
 // # Sessions
 //
@@ -64,10 +63,9 @@
 // database knows every session and a restart signs nobody out. The record
 // is keyed by the session's expiry and the SHA-256 of its token, so that a
 // reader of the database cannot use a session it sees, and expired
-// sessions are swept (a batch at each sign-in). Without a store the
-// sessions are kept in memory by the process: with several replicas a
-// request that reaches another replica is sent to the sign-in page, and a
-// restart signs everyone out.
+// sessions are swept (a batch at each sign-in). The store is required:
+// the dashboard imports no store implementation, and which store holds the
+// sessions is the program's choice.
 //
 // A missing or expired session sends a page to the sign-in page (which
 // comes back to it) and refuses a form with 403. Every form carries the

@@ -19,11 +19,6 @@ import (
 // listPageSize is the number of deployments a page of the list shows.
 const listPageSize = 25
 
-// listenerScanCap is how many deployments one page of the list filtered by
-// listener examines at most: the control plane has no listener index, so
-// that filter walks the (otherwise filtered) list newest first.
-const listenerScanCap = 2000
-
 // deploymentRow is one deployment of the list, its values formatted
 // beforehand (the template only places them).
 type deploymentRow struct {
@@ -61,7 +56,6 @@ type deploymentsData struct {
 	Types       []cp.DeploymentType
 	Prev, Next  string // links to the neighbouring pages ("" for none)
 	Offset      int
-	Scanned     int // deployments examined for the listener filter (0 without it)
 }
 
 // deploymentsPage serves GET /ui/deployments: newest first, filtered by
@@ -87,10 +81,9 @@ func (h *Handler) deploymentsPage(q *request) error {
 		if _, err := uuid.Parse(listener); err != nil || len(listener) != 36 {
 			f.add("listener", "Choose a listener from the list.")
 		}
+		lq.ListenerID = listener
 	}
-	d := deploymentsData{Offset: lq.Offset,
-		Statuses: []cp.DeploymentStatus{cp.StatusAwaitingDatabase, cp.StatusReady, cp.StatusUnused, cp.StatusAwaitingDelete, cp.StatusUnknown},
-		Types:    []cp.DeploymentType{cp.DeploymentTypeDevFree, cp.DeploymentTypeDev, cp.DeploymentTypeProd}}
+	d := deploymentsData{Offset: lq.Offset, Statuses: cp.DeploymentStatuses(), Types: cp.DeploymentTypes()}
 	ls, err := h.cp.ListListeners(q.r.Context(), q.tenant(), &cp.ListListenersQuery{Limit: new(cp.MaxPageLimit)})
 	if err != nil {
 		return err
@@ -99,23 +92,18 @@ func (h *Handler) deploymentsPage(q *request) error {
 	status := http.StatusOK
 	if !f.failed() {
 		next := -1
-		if listener == "" {
-			lq.Limit = new(listPageSize)
-			var page *cp.DeploymentPage
-			page, err = h.cp.ListDeployments(q.r.Context(), q.tenant(), lq)
-			if err == nil {
-				d.Deployments = page.Resources
-				if len(page.Resources) == listPageSize {
-					next = page.Offset
-				}
+		lq.Limit = new(listPageSize)
+		page, err := h.cp.ListDeployments(q.r.Context(), q.tenant(), lq)
+		if err == nil {
+			d.Deployments = page.Resources
+			if len(page.Resources) == listPageSize {
+				next = page.Offset
 			}
-		} else {
-			d.Deployments, next, d.Scanned, err = h.listByListener(q, lq, listener)
 		}
 		var ve *apierr.ValidationError
 		switch {
 		case errors.As(err, &ve):
-			f.fromValidation(ve, map[string]string{"name_contains": "name", "status": "status", "deployment_type": "type", "offset": ""})
+			f.fromValidation(ve, map[string]string{"name_contains": "name", "status": "status", "deployment_type": "type", "listener_id": "listener", "offset": ""})
 			status = http.StatusUnprocessableEntity
 		case err != nil:
 			return err
@@ -123,7 +111,7 @@ func (h *Handler) deploymentsPage(q *request) error {
 		if next >= 0 {
 			d.Next = h.listLink(in, next)
 		}
-		if lq.Offset > 0 && listener == "" {
+		if lq.Offset > 0 {
 			d.Prev = h.listLink(in, max(0, lq.Offset-listPageSize))
 		}
 	} else {
@@ -137,39 +125,6 @@ func (h *Handler) deploymentsPage(q *request) error {
 	h.render(q.w, status, "deployments", &view{Title: "Deployments", Sess: q.sess, Nav: "deployments",
 		Live: h.base + "/stream/events?ids=" + strings.Join(ids, ","), Data: d, Form: f})
 	return nil
-}
-
-// listByListener walks the list from lq.Offset, keeping the deployments
-// placed on listener, until a page is full or listenerScanCap deployments
-// were examined. It returns the offset after the last one examined (-1 at
-// the end of the list).
-func (h *Handler) listByListener(q *request, lq *cp.ListDeploymentsQuery, listener string) ([]cp.Deployment, int, int, error) {
-	var out []cp.Deployment
-	scanned := 0
-	off := lq.Offset
-	for scanned < listenerScanCap {
-		pq := *lq
-		pq.Offset = off
-		pq.Limit = new(cp.MaxPageLimit)
-		page, err := h.cp.ListDeployments(q.r.Context(), q.tenant(), &pq)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		for _, dep := range page.Resources {
-			off++
-			scanned++
-			if id := dep.SourceConfig.ListenerID; id != nil && strings.EqualFold(*id, listener) {
-				out = append(out, dep)
-				if len(out) == listPageSize {
-					return out, off, scanned, nil
-				}
-			}
-		}
-		if len(page.Resources) < cp.MaxPageLimit {
-			return out, -1, scanned, nil
-		}
-	}
-	return out, off, scanned, nil
 }
 
 // listLink is the deployments page with in's filters at offset.

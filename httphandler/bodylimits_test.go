@@ -18,7 +18,7 @@ import (
 // within LoadLimits.PublicReadTimeout is answered 408, and its connection
 // closed; a body that does arrive is served.
 func TestSlowPublicBodyTimesOut(t *testing.T) {
-	s := newServer(t, &httphandler.Options{Dashboard: &dashboard.Options{},
+	s := newServer(t, &httphandler.Options{Dashboard: &dashboard.Options{Sessions: storemem.New()},
 		Load: &httphandler.LoadLimits{PublicReadTimeout: 50 * time.Millisecond}})
 	for _, c := range []struct {
 		path    string
@@ -48,7 +48,7 @@ func TestSlowPublicBodyTimesOut(t *testing.T) {
 // LoadLimits.PublicMaxBodyBytes is a 413, whether its Content-Length says
 // so or it is chunked; the GitHub webhook has its own, larger limit.
 func TestPublicBodyLimit(t *testing.T) {
-	s := newServer(t, &httphandler.Options{Dashboard: &dashboard.Options{},
+	s := newServer(t, &httphandler.Options{Dashboard: &dashboard.Options{Sessions: storemem.New()},
 		Load: &httphandler.LoadLimits{PublicMaxBodyBytes: 100}})
 	big := "api_key=" + strings.Repeat("k", 200)
 	r := s.do("POST", "/ui/signin", big, "Content-Type", "application/x-www-form-urlencoded")

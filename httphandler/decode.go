@@ -42,7 +42,7 @@ func decodeBody(body []byte, v any, optional bool) error {
 		if optional {
 			return nil
 		}
-		return apierr.Validation(apierr.Problem{Loc: []any{"body"}, Msg: "Field required", Type: apierr.TypeMissing})
+		return apierr.Validation(apierr.Problem{Loc: []any{"body"}, Msg: apierr.MsgFieldRequired, Type: apierr.TypeMissing})
 	}
 	d := &bodyDecoder{root: reflect.TypeOf(v)}
 	err := json.Unmarshal(trimmed, v, json.WithUnmarshalers(json.UnmarshalFromFunc(d.unmarshal)))
@@ -290,7 +290,7 @@ func pathIDs(r *http.Request, names ...string) ([]string, error) {
 		c, ok := CanonicalTenant(v) // a tenant is a UUID too
 		if !ok {
 			ps = append(ps, apierr.Problem{Loc: []any{"path", name}, Type: apierr.TypeUUIDParsing,
-				Msg: "Input should be a valid UUID"})
+				Msg: apierr.MsgInvalidUUID})
 			continue
 		}
 		ids[i] = c

@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/oauthflow"
 )
 
 // statusError is an answer decided by the handler itself: a 401, 403, 404,
@@ -57,35 +59,85 @@ type problemsBody struct {
 // The detail of a 500; the cause goes to the log only.
 const detailInternal = "Internal Server Error"
 
-// errorReply maps an error to its status and body: the one place where
-// errors become HTTP, one case per error of the shared vocabulary (package
-// apierr), whichever domain returned it. internal reports whether the
-// cause must be logged.
-func errorReply(err error) (status int, body any, internal bool) {
+// errorClass is the one table from errors to statuses, for the JSON
+// answers (errorReply) and the HTML pages (htmlStatus) alike: one case per
+// error of the shared vocabulary (package apierr), whichever domain
+// returned it, and per sentinel of the browser flows (the GitHub App
+// installation, the OAuth callback). detail is the sentence of the JSON
+// body (err.Error() but where noted; unused for a 422); internal reports
+// whether the cause must be logged.
+func errorClass(err error) (status int, detail string, internal bool) {
 	var se *statusError
 	var ve *apierr.ValidationError
+	var ae *oauthflow.AuthorizationError
 	switch {
 	case errors.As(err, &se):
-		return se.status, errorBody{se.detail}, false
+		return se.status, se.detail, false
 	case errors.As(err, &ve):
+		return http.StatusUnprocessableEntity, "", false
+	case errors.Is(err, apierr.ErrNotFound):
+		return http.StatusNotFound, err.Error(), false
+	case errors.Is(err, apierr.ErrConflict):
+		return http.StatusConflict, err.Error(), false
+	case errors.Is(err, apierr.ErrInvalidState), errors.Is(err, controlplane.ErrUnknownInstallState),
+		errors.Is(err, oauthflow.ErrUnknownState), errors.As(err, &ae):
+		return http.StatusBadRequest, err.Error(), false
+	case errors.Is(err, controlplane.ErrInstallationForbidden):
+		return http.StatusForbidden, err.Error(), false
+	case errors.Is(err, controlplane.ErrGitHubUnavailable), errors.Is(err, oauthflow.ErrExchangeFailed):
+		return http.StatusBadGateway, err.Error(), false
+	case errors.Is(err, controlplane.ErrGitHubAppNotConfigured):
+		return http.StatusServiceUnavailable, err.Error(), false
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		// The client went away or the server is shutting down; nobody
+		// reads this answer, but it is not the service's fault either.
+		return http.StatusServiceUnavailable, "Service Unavailable", false
+	}
+	return http.StatusInternalServerError, detailInternal, true
+}
+
+// errorReply maps an error to its status and JSON body (errorClass).
+// internal reports whether the cause must be logged.
+func errorReply(err error) (status int, body any, internal bool) {
+	status, detail, internal := errorClass(err)
+	if ve := validationOf(err); ve != nil {
 		var tp *typeProblems
 		more := 0
 		if errors.As(err, &tp) {
 			more = tp.more
 		}
-		return http.StatusUnprocessableEntity, problemsBody{capProblems(ve.Problems, more)}, false
-	case errors.Is(err, apierr.ErrNotFound):
-		return http.StatusNotFound, errorBody{err.Error()}, false
-	case errors.Is(err, apierr.ErrConflict):
-		return http.StatusConflict, errorBody{err.Error()}, false
-	case errors.Is(err, apierr.ErrInvalidState):
-		return http.StatusBadRequest, errorBody{err.Error()}, false
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		// The client went away or the server is shutting down; nobody
-		// reads this answer, but it is not the service's fault either.
-		return http.StatusServiceUnavailable, errorBody{"Service Unavailable"}, false
+		return status, problemsBody{capProblems(ve.Problems, more)}, false
 	}
-	return http.StatusInternalServerError, errorBody{detailInternal}, true
+	return status, errorBody{detail}, internal
+}
+
+// htmlStatus is the status of an HTML page's error (errorClass), but for
+// a *apierr.ValidationError, a 400: the query of a page a browser lands on
+// comes from a provider's redirect, not from a client that can fix it.
+func htmlStatus(err error) (status int, internal bool) {
+	status, _, internal = errorClass(err)
+	if validationOf(err) != nil {
+		status = http.StatusBadRequest
+	}
+	return status, internal
+}
+
+// validationOf is the *apierr.ValidationError errorClass answers err with
+// (a 422), or nil.
+func validationOf(err error) *apierr.ValidationError {
+	var se *statusError
+	var ve *apierr.ValidationError
+	if errors.As(err, &se) || !errors.As(err, &ve) {
+		return nil
+	}
+	return ve
+}
+
+// logInternal logs the cause of an HTML page's 500, as serve logs a JSON
+// answer's.
+func (h *handler) logInternal(c *call, err error) {
+	h.log.Error("httphandler: internal error", "request_id", c.w.Header().Get("X-Request-Id"), "method", c.r.Method,
+		"path", logPath(c.r), "err", err)
 }
 
 // writeJSON writes v as the JSON body of a status answer, encoding it into

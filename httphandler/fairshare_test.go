@@ -191,7 +191,7 @@ func TestSlowBodiesHoldNoPlace(t *testing.T) {
 	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
 	opts := langgraphDeployOptions(t, cp, &httphandler.Options{
 		Load:      &httphandler.LoadLimits{MaxInFlight: 64},
-		Dashboard: &dashboard.Options{},
+		Dashboard: &dashboard.Options{Sessions: storemem.New()},
 	})
 	var bw bodyWatch
 	s := newServerWith(t, serverSetup{cp: cp, opts: opts, http: bw.install})

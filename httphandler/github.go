@@ -53,9 +53,6 @@ func (h *handler) listIntegrations(c *call) (int, any, error) {
 
 func (h *handler) startGitHubInstall(c *call) (int, any, error) {
 	u, err := h.cp.StartGitHubInstall(c.r.Context(), c.tenant)
-	if errors.Is(err, controlplane.ErrGitHubAppNotConfigured) {
-		return 0, nil, &statusError{status: http.StatusServiceUnavailable, detail: err.Error()}
-	}
 	if err != nil {
 		return 0, nil, err
 	}
@@ -76,12 +73,24 @@ func (h *handler) githubSetup(c *call) (int, any, error) {
 		s.InstallationID = id
 	}
 	in, err := h.cp.CompleteGitHubInstall(c.r.Context(), s)
-	var ve *apierr.ValidationError
-	switch {
-	case err == nil:
+	if err == nil {
 		return http.StatusOK, htmlPage{titleInstalled, "The GitHub installation of " + in.Name + " (installation " +
 			strconv.FormatInt(in.InstallationID, 10) + ") is integration " + in.ID +
 			" of your workspace. You can close this window and return to the application."}, nil
+	}
+	status, internal := htmlStatus(err)
+	if internal {
+		h.logInternal(c, err)
+		return status, htmlPage{titleInstallFailed, "Something went wrong on the server." + installAgain}, nil
+	}
+	return status, htmlPage{titleInstallFailed, installFailure(err)}, nil
+}
+
+// installFailure is the sentence of the setup page for an error that is
+// not internal.
+func installFailure(err error) string {
+	var ve *apierr.ValidationError
+	switch {
 	case errors.As(err, &ve):
 		msg := "GitHub's redirect is incomplete."
 		if len(ve.Problems) > 0 {
@@ -91,20 +100,14 @@ func (h *handler) githubSetup(c *call) (int, any, error) {
 				msg = fmt.Sprint(p.Loc[1], ": ", msg)
 			}
 		}
-		return http.StatusBadRequest, htmlPage{titleInstallFailed, msg + installAgain}, nil
-	case errors.Is(err, controlplane.ErrUnknownInstallState):
-		return http.StatusBadRequest, htmlPage{titleInstallFailed, err.Error() + installAgain}, nil
-	case errors.Is(err, controlplane.ErrInstallationForbidden):
-		return http.StatusForbidden, htmlPage{titleInstallFailed, err.Error() + installAgain}, nil
+		return msg + installAgain
 	case errors.Is(err, apierr.ErrConflict):
-		return http.StatusConflict, htmlPage{titleInstallFailed,
-			"This GitHub installation is already registered by another workspace; an installation belongs to one workspace."}, nil
-	case errors.Is(err, controlplane.ErrGitHubUnavailable):
-		return http.StatusBadGateway, htmlPage{titleInstallFailed, err.Error() + installAgain}, nil
+		return "This GitHub installation is already registered by another workspace; an installation belongs to one workspace."
 	case errors.Is(err, controlplane.ErrGitHubAppNotConfigured):
-		return http.StatusServiceUnavailable, htmlPage{titleInstallFailed, err.Error()}, nil
+		return err.Error()
+	case errors.Is(err, controlplane.ErrUnknownInstallState), errors.Is(err, controlplane.ErrInstallationForbidden),
+		errors.Is(err, controlplane.ErrGitHubUnavailable):
+		return err.Error() + installAgain
 	}
-	h.log.Error("httphandler: internal error", "request_id", c.w.Header().Get("X-Request-Id"), "method", c.r.Method,
-		"path", logPath(c.r), "err", err)
-	return http.StatusInternalServerError, htmlPage{titleInstallFailed, "Something went wrong on the server." + installAgain}, nil
+	return "Something went wrong on the server." + installAgain
 }

@@ -156,8 +156,9 @@ type Options struct {
 	RegistryRealm http.Handler
 	// Dashboard serves the web dashboard (package dashboard) under /ui/,
 	// with these options; its sign-in checks keys with Authenticator
-	// unless they name another, and its links are under BasePath.
-	// Default nil: /ui/ is not served.
+	// unless they name another, and its links are under BasePath; its
+	// Sessions store is required (New panics without it). Default nil:
+	// /ui/ is not served.
 	Dashboard *dashboard.Options
 }
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
-	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/oauthflow"
 )
 
@@ -227,29 +226,35 @@ func (h *handler) oauthCallback(c *call) (int, any, error) {
 		Error:            q.Get("error"),
 		ErrorDescription: q.Get("error_description"),
 	})
+	if err == nil {
+		return http.StatusOK, htmlPage{titleDone, "You can close this window and return to the application."}, nil
+	}
+	status, internal := htmlStatus(err)
+	if internal {
+		h.logInternal(c, err)
+		return status, htmlPage{titleFailed, "Something went wrong on the server." + startAgain}, nil
+	}
+	return status, htmlPage{titleFailed, callbackFailure(err) + startAgain}, nil
+}
+
+// callbackFailure is the sentence of the callback page for an error that
+// is not internal.
+func callbackFailure(err error) string {
 	var ae *oauthflow.AuthorizationError
 	switch {
-	case err == nil:
-		return http.StatusOK, htmlPage{titleDone, "You can close this window and return to the application."}, nil
 	case errors.Is(err, oauthflow.ErrUnknownState):
-		return http.StatusBadRequest, htmlPage{titleFailed,
-			"This authorization link is invalid, has expired, or was already used." + startAgain}, nil
+		return "This authorization link is invalid, has expired, or was already used."
 	case errors.As(err, &ae):
-		msg := "The provider refused the authorization (" + ae.Code + ")."
 		if ae.Description != "" {
-			msg = "The provider refused the authorization (" + ae.Code + "): " + ae.Description
+			return "The provider refused the authorization (" + ae.Code + "): " + ae.Description
 		}
-		return http.StatusBadRequest, htmlPage{titleFailed, msg + startAgain}, nil
+		return "The provider refused the authorization (" + ae.Code + ")."
 	case errors.Is(err, apierr.ErrNotFound):
-		return http.StatusNotFound, htmlPage{titleFailed, "This OAuth provider is no longer configured." + startAgain}, nil
-	case errors.Is(err, egress.ErrRefused):
-		return http.StatusBadGateway, htmlPage{titleFailed,
-			"This server may not contact the provider's token endpoint (its address is not allowed); tell the server's operator." + startAgain}, nil
+		return "This OAuth provider is no longer configured."
+	case errors.Is(err, oauthflow.ErrTokenEndpointRefused):
+		return "This server may not contact the provider's token endpoint (its address is not allowed); tell the server's operator."
 	case errors.Is(err, oauthflow.ErrExchangeFailed):
-		return http.StatusBadGateway, htmlPage{titleFailed,
-			"The provider did not accept the authorization code." + startAgain}, nil
+		return "The provider did not accept the authorization code."
 	}
-	h.log.Error("httphandler: internal error", "request_id", c.w.Header().Get("X-Request-Id"), "method", c.r.Method,
-		"path", logPath(c.r), "err", err)
-	return http.StatusInternalServerError, htmlPage{titleFailed, "Something went wrong on the server." + startAgain}, nil
+	return "Something went wrong on the server."
 }

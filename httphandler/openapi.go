@@ -333,20 +333,19 @@ var timeTypes = map[reflect.Type]bool{reflect.TypeFor[time.Time](): true, reflec
 var enums = map[reflect.Type][]string{
 	reflect.TypeFor[authStatus]():                    {oauthflow.StatusCompleted, oauthflow.StatusPending},
 	reflect.TypeFor[waitStatus]():                    {oauthflow.StatusCompleted, oauthflow.StatusPending, oauthflow.StatusTimeout, oauthflow.StatusNotFound},
-	reflect.TypeFor[controlplane.Source]():           sourceNames(),
-	reflect.TypeFor[controlplane.DeploymentType]():   {"dev_free", "dev", "prod"},
-	reflect.TypeFor[controlplane.DeploymentStatus](): {"AWAITING_DATABASE", "READY", "UNUSED", "AWAITING_DELETE", "UNKNOWN"},
-	reflect.TypeFor[controlplane.RevisionStatus](): {"CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY",
-		"DEPLOYING", "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "DEPLOYED", "SKIPPED", "INTERRUPTED", "UNKNOWN"},
-	reflect.TypeFor[controlplane.LogLevel](): {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"},
+	reflect.TypeFor[controlplane.Source]():           enumNames(controlplane.Sources()),
+	reflect.TypeFor[controlplane.DeploymentType]():   enumNames(controlplane.DeploymentTypes()),
+	reflect.TypeFor[controlplane.DeploymentStatus](): enumNames(controlplane.DeploymentStatuses()),
+	reflect.TypeFor[controlplane.RevisionStatus]():   enumNames(controlplane.RevisionStatuses()),
+	reflect.TypeFor[controlplane.LogLevel]():         enumNames(controlplane.LogLevels()),
 }
 
-// sourceNames are the sources of the wire contract, as the enum of
-// Source.
-func sourceNames() []string {
-	var out []string
-	for _, s := range controlplane.Sources() {
-		out = append(out, string(s))
+// enumNames are the values of an enum of package controlplane, as the
+// strings of its schema.
+func enumNames[T ~string](values []T) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
 	}
 	return out
 }

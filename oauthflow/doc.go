@@ -65,8 +65,9 @@
 // loopback, private, CGNAT, link-local, multicast, unspecified and other
 // non-public addresses are refused even behind a name or a DNS rebinding,
 // unless the operator allows the host. A refused exchange sends nothing to
-// the provider; Callback fails the flow and returns ErrExchangeFailed
-// wrapping the *egress.RefusedError (errors.Is(err, egress.ErrRefused)). A
+// the provider; Callback fails the flow and returns an error matching
+// ErrExchangeFailed and ErrTokenEndpointRefused, wrapping the
+// *egress.RefusedError (errors.Is(err, egress.ErrRefused)). A
 // refused refresh is treated like a failed one: Authenticate starts a new
 // flow. The same policy decides at registration which URLs are accepted
 // (see Providers), but the dial-time check applies whatever was stored: a
@@ -116,8 +117,8 @@
 //	                              Description come from the provider: escape them)
 //	errors.Is(err, apierr.ErrNotFound)  404 error page (the provider was deleted)
 //	errors.Is(err, ErrExchangeFailed)  502 error page (the flow failed;
-//	                              errors.Is(err, egress.ErrRefused) when the
-//	                              egress policy refused the token endpoint)
+//	                              errors.Is(err, ErrTokenEndpointRefused) when
+//	                              the egress policy refused the token endpoint)
 //
 // A missing provider is an *apierr.NotFoundError of Kind
 // apierr.KindOAuthProvider. controlplane returns the same types; the two

@@ -61,8 +61,9 @@ func TestExchangeRefusedWithoutAllowance(t *testing.T) {
 			}
 			err = strict.Callback(ctx, visit(t, res.URL))
 			var re *egress.RefusedError
-			if !errors.Is(err, oauthflow.ErrExchangeFailed) || !errors.Is(err, egress.ErrRefused) || !errors.As(err, &re) {
-				t.Fatalf("Callback = %v, want ErrExchangeFailed and an egress refusal", err)
+			if !errors.Is(err, oauthflow.ErrExchangeFailed) || !errors.Is(err, egress.ErrRefused) || !errors.As(err, &re) ||
+				!errors.Is(err, oauthflow.ErrTokenEndpointRefused) {
+				t.Fatalf("Callback = %v, want ErrExchangeFailed, ErrTokenEndpointRefused and an egress refusal", err)
 			}
 			if re.Scheme == "" && !re.Addr.IsLoopback() {
 				t.Errorf("refusal %v names neither the scheme nor a loopback address", re)

@@ -22,7 +22,25 @@ var (
 	// only non-secret details (HTTP status, RFC 6749 error code, the
 	// refused host and address). HTTP 502 (an error page).
 	ErrExchangeFailed = errors.New("oauthflow: token exchange failed")
+	// ErrTokenEndpointRefused is matched, beside ErrExchangeFailed and
+	// egress.ErrRefused, by the error of a Callback whose exchange the
+	// egress policy refused: this server may not contact the provider's
+	// token endpoint, which only its operator can change. Callers tell it
+	// apart without knowing package egress. HTTP 502 (an error page).
+	ErrTokenEndpointRefused = errors.New("oauthflow: the egress policy refused the token endpoint")
 )
+
+// refusedExchange is the error of an exchange the egress policy refused:
+// ErrExchangeFailed and ErrTokenEndpointRefused, wrapping the refusal.
+type refusedExchange struct{ refused error }
+
+func (e *refusedExchange) Error() string { return ErrExchangeFailed.Error() + ": " + e.refused.Error() }
+
+func (e *refusedExchange) Is(target error) bool {
+	return target == ErrExchangeFailed || target == ErrTokenEndpointRefused
+}
+
+func (e *refusedExchange) Unwrap() error { return e.refused }
 
 // providerNotFound is the *apierr.NotFoundError of a provider_id: "OAuth
 // provider {provider_id} not found.".

@@ -86,7 +86,7 @@ const (
 func validateAuthRequest(req AuthRequest) ([]string, error) {
 	var ps problems
 	if req.UserID == "" {
-		ps.add(apierr.TypeMissing, "Field required", "body", "user_id")
+		ps.add(apierr.TypeMissing, apierr.MsgFieldRequired, "body", "user_id")
 	} else if len(req.UserID) > maxUserIDLen {
 		ps.add(apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d characters", maxUserIDLen), "body", "user_id")
 	}
@@ -94,12 +94,12 @@ func validateAuthRequest(req AuthRequest) ([]string, error) {
 		ps.add(apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d characters", maxAgentIDLen), "body", "agent_id")
 	}
 	if req.Provider == "" {
-		ps.add(apierr.TypeMissing, "Field required", "body", "provider")
+		ps.add(apierr.TypeMissing, apierr.MsgFieldRequired, "body", "provider")
 	}
 	var scopes []string
 	switch {
 	case req.Scopes == nil:
-		ps.add(apierr.TypeMissing, "Field required", "body", "scopes")
+		ps.add(apierr.TypeMissing, apierr.MsgFieldRequired, "body", "scopes")
 	case len(req.Scopes) > maxScopes:
 		ps.add(apierr.TypeTooLong, fmt.Sprintf("List should have at most %d items, not %d", maxScopes, len(req.Scopes)), "body", "scopes")
 	default:
@@ -558,7 +558,7 @@ func (s *Service) Callback(ctx context.Context, req CallbackRequest) error {
 		}
 		var re *egress.RefusedError
 		if errors.As(err, &re) {
-			return fmt.Errorf("%w: %w", ErrExchangeFailed, re)
+			return &refusedExchange{re}
 		}
 		return fmt.Errorf("%w: %s", ErrExchangeFailed, safeErrorText(err))
 	}

@@ -128,7 +128,7 @@ func validateProvider(in NewProvider, create bool, pol *egress.Policy) error {
 	required := func(field, v string, max int) bool {
 		switch {
 		case v == "" && create:
-			ps.add(apierr.TypeMissing, "Field required", "body", field)
+			ps.add(apierr.TypeMissing, apierr.MsgFieldRequired, "body", field)
 		case v == "":
 			ps.add(apierr.TypeStringTooShort, "String should have at least 1 character", "body", field)
 		case utf8.RuneCountInString(v) > max:
