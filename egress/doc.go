@@ -1,7 +1,7 @@
 // Package egress makes the *http.Client for requests a server makes on a
 // tenant's behalf: the OAuth code exchange and token refresh at a token
-// endpoint the tenant registered (package oauthflow), and later image
-// pulls and git clones from hosts a tenant names.
+// endpoint the tenant registered (package oauthflow), and the git clones
+// of repositories a tenant names (package imagebuild).
 //
 // A tenant chooses where those requests go, so without a policy a tenant
 // could make the server reach what only the server can reach: its own

@@ -37,28 +37,19 @@
 // the series are bounded whatever clients send: about 40 routes, a few
 // methods and statuses.
 //
-// A transition is a revision status change the reconcile loop recorded (a
-// Deployer's report, or the failure of its error); from and to are
-// revision statuses. The step duration is how long the Deployer worked in
-// the status it left (labelled with that status) before reporting the next
-// one. Deployer calls are each Deploy and Teardown call, with result ok or
-// error. A takeover is work claimed after another worker's lease expired:
-// a replica that died or lost the store. The four gauges count the pending
-// work at each scrape, from the store (controlplane.ControlPlane.PendingWork:
-// its cost follows the work not yet done, and every replica over one
-// PostgreSQL database reports the same numbers). Store commits are
-// storebolt's group commits (the batch size is how many Updates shared one
-// fsync) or storepg's COMMITs (how many Updates it combined in the
-// transaction while the pool's connections were busy).
+// A transition is a revision status change the reconcile loop recorded;
+// the step duration is how long the Deployer worked in the status it left.
+// Deployer calls are each Deploy and Teardown, with result ok or error. A
+// takeover is work claimed after another worker's lease expired. The four
+// gauges count pending work at each scrape, from the store
+// (controlplane.ControlPlane.PendingWork), so every replica over one
+// database reports the same numbers. Store commits are storebolt's group
+// commits or storepg's COMMITs; the batch size is how many Updates one
+// commit holds.
 //
 // cluster_up (WatchClusters) is 1 for each Kubernetes cluster of the
 // deployer that answers and 0 for one that does not, asked at each scrape;
 // a cluster that does not answer does not make GET /readyz fail.
 //
-// # Cost
-//
-// A request costs two label lookups and an atomic add each in client_golang
-// (a counter and a histogram); the status labels are prepared once, so
-// nothing is allocated. BENCHMARKS.md has the GET over HTTP with metrics
-// against without.
+// Design notes: docs/design-notes.md, "prommetrics".
 package prommetrics

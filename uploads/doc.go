@@ -45,20 +45,18 @@
 // # Blob store
 //
 // Tarballs are stored under "<tenant>/<deployment id>/<upload id>.tar.gz"
-// in Options.Bucket, any gocloud.dev/blob bucket: cmd/deployplane opens
-// -blob-url, file:// under its data directory by default (fileblob), or
-// s3://, gs:// or azblob:// when several replicas share the work.
+// in Options.Bucket, any gocloud.dev/blob bucket (cmd/deployplane's
+// -blob-url: file:// under its data directory by default; s3://, gs:// or
+// azblob:// when several replicas share the work).
 //
 // # Removal
 //
 // Sweep (and Run, every minute) removes the tarballs that
 // controlplane.CollectUploads says may go: every tarball of a deployment
-// that is gone (deleted and torn down), and, of a deployment that exists,
-// those that none of its newest controlplane.UploadsKept (10) revisions
-// names, once controlplane.UploadGrace (an hour) has passed since their
-// URL expired: redeploying one of the newest 10 revisions builds again,
-// and redeploying an older one whose tarball went is a 400 saying so (its
-// upload record goes with the tarball; a build that still finds neither
-// fails with OpenTarball's ErrTarballGone). A tarball is removed before its record,
-// so a sweep interrupted midway is finished by the next.
+// that is gone, and those that none of a deployment's newest
+// controlplane.UploadsKept (10) revisions names, once
+// controlplane.UploadGrace (an hour) has passed since their URL expired.
+// Redeploying an older revision whose tarball went is a 400 saying so; a
+// build that finds no tarball fails with OpenTarball's ErrTarballGone.
+// Design notes: docs/design-notes.md, "uploads".
 package uploads
