@@ -66,8 +66,9 @@ type ControlPlane struct {
 // when none is given) is refused with an error wrapping ErrSecretKey,
 // before anything is served. The first key used with a store is recorded
 // (as a sealed check value, never the key) and every later Open is held
-// to it. A key of the wrong length is refused too. A store of an earlier
-// storage layout is refused with ErrOldLayout (CheckLayout).
+// to it. A key of the wrong length is refused too. A store in another
+// storage layout than the current one is refused with ErrOldLayout
+// (CheckLayout).
 func Open(ctx context.Context, st store.Store, opts *Options) (*ControlPlane, error) {
 	var key []byte
 	if opts != nil {

@@ -11,9 +11,8 @@ import (
 )
 
 // CheckLayout runs once after opening a store, before serving from it: a
-// store of the current layout passes, and one written in an earlier
-// layout (here, a deployment under the text key of earlier builds) is
-// refused, to be recreated.
+// store of the current layout passes, and one written in another layout
+// (here, a deployment under a text key) is refused, to be recreated.
 func ExampleControlPlane_CheckLayout() {
 	ctx := context.Background()
 	st := storemem.New() // in production: the storebolt or storepg store

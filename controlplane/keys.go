@@ -21,10 +21,9 @@ import (
 //
 //   - a tenant is its tenant prefix: the number cp_tenants assigned it,
 //     in one byte 0x01..0x17 (numbers 1-23) or a byte 0x18..0x1f saying how
-//     many big-endian bytes (1-8) of number follow. Keys of the text
-//     layout of earlier builds start with the tenant's name, whose first
-//     byte is printable (>= '-'): CheckLayout refuses a store that holds
-//     them. Tenant prefix "\x00" is never assigned and names an empty
+//     many big-endian bytes (1-8) of number follow. A key that starts
+//     with a printable byte (>= '-') is of the text layout (the tenant's
+//     name first): CheckLayout refuses a store that holds one. Tenant prefix "\x00" is never assigned and names an empty
 //     tenant.
 //   - an id is 0x01 and its 16 bytes when it is a canonical lowercase UUID
 //     (what Options.NewID returns), else 0x02, its length as a uvarint and

@@ -10,14 +10,14 @@ import (
 
 // ErrOldLayout is wrapped by the error of CheckLayout, and of any read
 // that meets a deployment, revision or tracing project record without a
-// format version, when the store was written in a storage layout of an
-// earlier build. This build neither reads nor converts those layouts:
+// format version, when the store was written in another storage layout
+// than the current one. Such layouts are neither read nor converted:
 // recreate the store.
 var ErrOldLayout = errors.New("controlplane: the store was written in an earlier storage layout, which this build does not read; recreate it")
 
-// Traces of the earlier layouts that CheckLayout looks for: the
-// collections of two earlier name_contains indexes (name blocks, and
-// trigrams without their places), and where keys of the text layout begin
+// Traces of other layouts that CheckLayout looks for: the collections of
+// two other name_contains indexes (name blocks, and trigrams without
+// their places), and where keys of the text layout begin
 // (a tenant's name, whose first byte is printable, where a tenant prefix
 // is 0x01-0x1f).
 const (
@@ -27,14 +27,13 @@ const (
 )
 
 // CheckLayout returns an error wrapping ErrOldLayout when the store was
-// written in a storage layout that this build does not read: deployments
-// under the text keys of earlier builds, or the records of their earlier
-// name_contains indexes. Call it after opening a store and before serving
+// written in a storage layout that is not read: deployments under text
+// keys, or the records of another name_contains index. Call it after
+// opening a store and before serving
 // from it (cmd/deployplane does so at every start, and stops on its
 // error). It reads at most one key of each of three collections and
-// writes nothing, so it does not find a record of the unversioned form of
-// earlier builds among current ones: reading such a record fails with an
-// error wrapping ErrOldLayout.
+// writes nothing, so it does not find an unversioned record among current
+// ones: reading such a record fails with an error wrapping ErrOldLayout.
 func (cp *ControlPlane) CheckLayout(ctx context.Context) error {
 	var found error
 	err := cp.st.View(ctx, func(r store.Reader) error {

@@ -13,12 +13,11 @@ import (
 	"github.com/deployplane/deployplane/storemem"
 )
 
-// TestCheckLayout: a new store and one written by this build (deployments
+// TestCheckLayout: a new store and one in the current layout (deployments
 // of two tenants, revisions, a listener, work done and pending, a
-// deployment removed) pass; a store holding deployments under the text
-// keys of earlier builds, or the records of their earlier name_contains
-// indexes, is refused with an error wrapping ErrOldLayout that names what
-// it found.
+// deployment removed) pass; a store holding deployments under text keys,
+// or the records of name_contains indexes of another layout, is refused
+// with an error wrapping ErrOldLayout that names what it found.
 func TestCheckLayout(t *testing.T) {
 	ctx := context.Background()
 	current := func(t *testing.T) (*controlplane.ControlPlane, store.Store) {

@@ -64,12 +64,12 @@ import (
 // names nothing. Every store accepts any bytes in keys (storepg keeps them
 // as bytea).
 //
-// Stores written in the layouts of earlier builds are not read, nor
-// converted: CheckLayout (layout.go) refuses one whose deployments have
-// text keys (the tenant's name first, a printable byte, where a tenant
-// prefix is 0x01-0x1f) or that holds the name blocks or unpositioned
-// trigrams of earlier name_contains indexes, and a record without a
-// format version is refused when read (storageform.go).
+// Only this layout is read, and no other is converted: CheckLayout
+// (layout.go) refuses a store whose deployments have text keys (the
+// tenant's name first, a printable byte, where a tenant prefix is
+// 0x01-0x1f) or that holds name blocks or unpositioned trigrams of another
+// name_contains index, and a record without a format version is refused
+// when read (storageform.go).
 //
 // This is the storage layout, for maintainers (the package doc tells users
 // only what they can rely on). It lives here, beside the code that writes

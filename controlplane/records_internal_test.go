@@ -85,13 +85,13 @@ func TestNewerRecordVersion(t *testing.T) {
 }
 
 // TestUnversionedRecordsRefused: a deployment, revision or tracing
-// project record without a format version (the wire-JSON form of an
-// earlier build) is refused, by every read that meets it, with an error
+// project record without a format version (stored as wire JSON) is
+// refused, by every read that meets it, with an error
 // that names the record and wraps ErrOldLayout, not decoded.
 func TestUnversionedRecordsRefused(t *testing.T) {
 	ctx := context.Background()
 	cp, st, d := oneDeployment(t)
-	// An earlier build's record: the deployment's wire JSON, then its tags.
+	// An unversioned record: the deployment's wire JSON, then its tags.
 	wire, err := json.Marshal(d)
 	if err != nil {
 		t.Fatal(err)

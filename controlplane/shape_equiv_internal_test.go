@@ -13,8 +13,8 @@ import (
 
 // TestShapeTagsAsPlainChecks: on random create requests, good and bad,
 // the checks with shape tags give the very problems (locs, types,
-// messages, order) and the same draft as the plain checks they replaced
-// (checkCreateBefore, kept in shape_bench_internal_test.go).
+// messages, order) and the same draft as the plain checks of
+// checkCreateBefore (shape_bench_internal_test.go), their reference.
 func TestShapeTagsAsPlainChecks(t *testing.T) {
 	cp := New(storemem.New(), &Options{Limits: Limits{MaxItems: 3, MaxStringBytes: 12, MaxSecretValueBytes: 6}})
 	pick := func(t *rapid.T, label string, vs ...string) string { return rapid.SampledFrom(vs).Draw(t, label) }

@@ -16,8 +16,7 @@ import (
 
 // recordVersion is the storage format version this build writes in every
 // deployment and revision record (the "v" member, always first). A record
-// without one is of an earlier build's layout and is refused
-// (ErrOldLayout). See the layout comment in records.go.
+// without one is of another layout and is refused (ErrOldLayout). See the layout comment in records.go.
 const recordVersion = 1
 
 // ErrNewerRecord is wrapped by the error of any read that meets a record

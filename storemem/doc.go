@@ -53,7 +53,7 @@
 //   - Small headers: 2-byte record ends in the leaf's string (4 bytes
 //     past 64 KiB) where a separate slice of 4-byte ends took 4 and a
 //     slice header; separators of inner nodes are strings of their own,
-//     so they no longer keep the first version of each leaf alive.
+//     so they do not keep the first version of each leaf alive.
 //
 // Not done: leaves in slabs of bytes of their own allocator (a slab freed
 // only when no snapshot holds any of its leaves would need reference

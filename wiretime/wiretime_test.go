@@ -96,8 +96,8 @@ func TestYearRange(t *testing.T) {
 }
 
 // TestDecode: any RFC 3339 time decodes, with or without a fraction, with
-// any number of digits and any offset (records written by earlier builds
-// trimmed trailing zeros); null leaves the value as it was; anything else
+// any number of digits and any offset (a stored value may have its
+// trailing zeros trimmed); null leaves the value as it was; anything else
 // fails.
 func TestDecode(t *testing.T) {
 	want := time.Date(2026, 11, 21, 6, 45, 29, 677_250_000, time.UTC)

@@ -986,7 +986,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		pulls = pullTokens(ext.Names(), cp)
 		registryURLs, registryCreds, registryDesc = ext, dockerCredentials(pulls), ext.Host()+" (external)"
 	}
-	// A store written in an earlier build's layout is refused before
+	// A store written in another storage layout is refused before
 	// anything is served or deployed: it is to be recreated.
 	if err := cp.CheckLayout(ctx); err != nil {
 		if proxyLn != nil {

@@ -505,8 +505,8 @@ func TestStoreFailsToOpen(t *testing.T) {
 	}
 }
 
-// TestOldLayoutStoreRefused: a database that holds deployments under the
-// text keys of an earlier build stops the start with an error that wraps
+// TestOldLayoutStoreRefused: a database that holds deployments under
+// text keys (another storage layout) stops the start with an error that wraps
 // controlplane.ErrOldLayout; the server never listens.
 func TestOldLayoutStoreRefused(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "db")

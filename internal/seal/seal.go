@@ -6,7 +6,7 @@
 // A sealed value is a version byte (Version), a fresh random 96-bit nonce,
 // then the ciphertext and tag. The additional data binds a sealed value to
 // the record it belongs to (its tenant and identity), so a value copied
-// under another record fails to open. The version byte lets a later build
+// under another record fails to open. The version byte leaves room to
 // tell a value sealed under a second key (key rotation) from one sealed
 // under the first.
 package seal
