@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/revlog"
 	"github.com/deployplane/deployplane/internal/seal"
 	"github.com/deployplane/deployplane/internal/uuidtext"
 	"github.com/deployplane/deployplane/store"
@@ -37,7 +38,7 @@ type ControlPlane struct {
 	images  ImageResolver // nil: image_uri kept as sent (sources.go)
 	shapes  *shapes       // the shape tags' validator, built once (shape.go)
 	secrets secretCodec   // seals secret values at rest (storageform.go)
-	logs    LogRetention  // with defaults (logs.go)
+	logs    *revlog.Logs  // the revision logs, bounded by Options.LogRetention (logs.go)
 	tenants tenantCache   // tenant key prefixes (keys.go)
 	ev      *eventLog     // the event log's followers and options (events.go)
 	answers *answerCache  // GetDeploymentJSON's recent answers (answercache.go)
@@ -121,7 +122,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		github:  o.GitHubApp,
 		uploads: o.Uploads,
 		images:  o.Images,
-		logs:    o.LogRetention.withDefaults(),
+		logs:    o.LogRetention.logs(),
 
 		poll:     o.PollInterval,
 		leaseFor: o.LeaseDuration,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/revlog"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -41,7 +42,7 @@ import (
 // (tenants are [A-Za-z0-9._-]{1,64}, so no tenant's prefix is another's),
 // ts16 being createdKey: 16 hex digits.
 //
-//	cp_revision_logs        tenant/deployment/revision/b|d[/seq] -> a log's meta record, its lines (logs.go)
+//	cp_revision_logs        tenant/deployment/revision/b|d[/seq] -> a log's meta record, its lines (internal/revlog)
 //	cp_listeners            tenant/id              -> Listener JSON
 //	cp_listener_order       tenant/ts16/id         -> ""
 //	cp_listener_compute_ids tenant/escaped compute id -> id
@@ -387,7 +388,7 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 			return err
 		}
 	}
-	if err := removeLogs(tx, tenant, r.ID); err != nil {
+	if err := revlog.DeleteDeployment(tx, tenant, r.ID); err != nil {
 		return err
 	}
 	return removePending(tx, tp, r.ID)
@@ -559,6 +560,6 @@ func sortedKeys[V any](m map[string]V) []string {
 func Collections() []string {
 	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentGrams, colDeploymentCounts, colDeploymentCountChanges, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
-		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, colRevisionLogs, colEvents, colEventOutbox, colEventClocks,
+		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, revlog.Collection, colEvents, colEventOutbox, colEventClocks,
 		colRegistryTokens, colUploads, colSequencer}
 }
