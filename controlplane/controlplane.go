@@ -57,9 +57,7 @@ type ControlPlane struct {
 	deployer  atomic.Pointer[Deployer] // the Deployer Run drives, for Ready
 	seq       *sequencer               // numbers events, folds order counts (sequencer.go)
 
-	// mutation is a deliberate defect for the mutation tests (mutation.go);
-	// always mutNone outside them.
-	mutation mutation
+	hooks ruleHooks // none outside the mutation tests (rules.go)
 }
 
 // Open is New, after checking Options.SecretKey against the store:
@@ -129,7 +127,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		workers:  o.Workers,
 		wake:     make(chan struct{}, 1),
 		obs:      o.Observer,
-		mutation: o.mutation,
+		hooks:    o.hooks,
 	}
 	cp.ev = newEventLog(&o)
 	cp.answers = newAnswerCache(answerCacheBytes(o.AnswerCacheBytes))
@@ -360,13 +358,13 @@ func draftOf(name, displayName *string, source *Source, sc *SourceConfig, src *S
 func isTagRef(ref *string) bool { return ref != nil && strings.HasPrefix(*ref, "refs/tags/") }
 
 // checkTagRef is the cross-field rule on a merged deployment: build_on_push
-// cannot be true with a tag ref. mut is mutNone except in the mutation
-// tests.
-func checkTagRef(d *Deployment, ps []apierr.Problem, mut mutation) []apierr.Problem {
-	if mut == mutBuildOnPushTag {
-		return ps // test-only: see mutation.go
+// cannot be true with a tag ref.
+func checkTagRef(d *Deployment, ps []apierr.Problem, h ruleHooks) []apierr.Problem {
+	isTag := isTagRef
+	if h.isTagRef != nil {
+		isTag = h.isTagRef
 	}
-	if b := d.SourceConfig.BuildOnPush; b != nil && *b && mut.isTagRef(d.SourceRevisionConfig.RepoRef) {
+	if b := d.SourceConfig.BuildOnPush; b != nil && *b && isTag(d.SourceRevisionConfig.RepoRef) {
 		ps = append(ps, apierr.Problem{Loc: []any{"body", "source_config", "build_on_push"}, Type: apierr.TypeBuildOnPushWithTagRef,
 			Msg: "build_on_push cannot be enabled when source_revision_config.repo_ref is a tag (starts with 'refs/tags/')"})
 	}
@@ -402,7 +400,11 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 	rec.Status = StatusAwaitingDatabase
 	// internal_source and internal_docker: no revision until what it
 	// comes from arrives (wire contract section 10).
-	withRevision := hasRevisionSource(&rec.Deployment) || cp.mutation == mutSourcelessRevision // test-only: see mutation.go
+	hasSource := hasRevisionSource
+	if cp.hooks.hasRevisionSource != nil {
+		hasSource = cp.hooks.hasRevisionSource
+	}
+	withRevision := hasSource(&rec.Deployment)
 	if withRevision {
 		rec.LatestRevisionID = &revID
 	}
@@ -631,7 +633,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 		if stored.Status == StatusAwaitingDelete {
 			return apierr.InvalidStatef("Deployment ID %s is being deleted.", cid)
 		}
-		merged, ps, trigger := mergePatch(stored, p, req.RevisionSource, pure, aliased, cp.mutation)
+		merged, ps, trigger := mergePatch(stored, p, req.RevisionSource, pure, aliased, cp.hooks)
 		ps, err = cp.checkUpload(tx, tenant, cid, stored.Source, p.SourceRevisionConfig.SourceTarballPath, ps)
 		if err != nil {
 			return err

@@ -206,3 +206,45 @@ func ExampleControlPlane_ReportDeploymentStatus() {
 	// true
 	// UNUSED
 }
+
+// careful is a Deployer that stops driving a revision once the control
+// plane refuses its reports: here a client deletes the deployment while
+// it deploys.
+type careful struct{ cp *controlplane.ControlPlane }
+
+func (c careful) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+	if err := r.Report(ctx, controlplane.Step{Status: controlplane.RevisionQueued}); err != nil {
+		return err
+	}
+	if err := c.cp.DeleteDeployment(ctx, w.Tenant, w.Deployment.ID); err != nil {
+		return err
+	}
+	err := r.Report(ctx, controlplane.Step{Status: controlplane.RevisionAwaitingDeploy})
+	if controlplane.IsRefusal(err) {
+		// Not this deployer's revision any more: report nothing more,
+		// remove what was started for it alone, and return.
+		fmt.Println("refused:", errors.Is(err, apierr.ErrInvalidState))
+		return nil
+	}
+	return err
+}
+
+func (careful) Teardown(ctx context.Context, tenant string, d *controlplane.Deployment) error {
+	return nil
+}
+
+func ExampleIsRefusal() {
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), nil)
+	d := exampleDeployment(ctx, cp)
+	if _, err := cp.Process(ctx, careful{cp}); err != nil {
+		panic(err)
+	}
+	rev, _ := cp.GetRevision(ctx, exampleTenant, d.ID, *d.LatestRevisionID)
+	fmt.Println(rev.Status)
+	fmt.Println(controlplane.IsRefusal(context.Canceled))
+	// Output:
+	// refused: true
+	// INTERRUPTED
+	// false
+}

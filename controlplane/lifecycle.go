@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+
+	"github.com/deployplane/deployplane/apierr"
 )
 
 // Deployer makes revisions real: it builds and runs them somewhere
@@ -34,7 +36,8 @@ type Deployer interface {
 	// (by this or another replica), so Deploy must be safe to call again
 	// for the same revision.
 	// A report that fails with apierr.ErrInvalidState (the revision was superseded
-	// and SKIPPED, or the deployment is being deleted) means: stop.
+	// and SKIPPED, or the deployment is being deleted) means: stop
+	// (IsRefusal).
 	Deploy(ctx context.Context, w *Work, r Reporter) error
 	// Teardown removes everything Deploy made for a deployment being
 	// deleted (status AWAITING_DELETE). Once it returns nil the control
@@ -127,6 +130,19 @@ type Step struct {
 // replica, or this one after the lease expired and was taken) now drives
 // the revision. The Deployer should stop.
 var ErrLeaseLost = errors.New("controlplane: lease lost")
+
+// IsRefusal reports whether err, from a Reporter, is the control plane
+// refusing a deployer's report: it matches apierr.ErrInvalidState (the
+// revision was superseded and SKIPPED, the deployment is being deleted, or
+// the step may not follow the revision's current status) or ErrLeaseLost
+// (another worker drives the revision now). Nothing was written. A Deployer
+// that gets a refusal stops driving that revision: it reports nothing more
+// for it, may remove what it made for that revision alone, and returns.
+// Other errors (a store or context error, a rejected value) are not
+// refusals.
+func IsRefusal(err error) bool {
+	return errors.Is(err, apierr.ErrInvalidState) || errors.Is(err, ErrLeaseLost)
+}
 
 // Advance reports, through r, the statuses of src's happy path after from
 // up to and including to, in order, with last's other fields on the final

@@ -147,9 +147,8 @@ type Options struct {
 	// testing/synctest fakes: the package's own tests of Run, renewals and
 	// shutdown run in synctest bubbles over storemem and storebolt.
 
-	// mutation is a deliberate defect, set only by this package's mutation
-	// tests (export_test.go); see mutation.go.
-	mutation mutation
+	// hooks is set only by this package's mutation tests (export_test.go).
+	hooks ruleHooks
 }
 
 // Defaults of the lifecycle Options.

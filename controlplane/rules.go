@@ -358,18 +358,36 @@ func notApplicable(r *fieldRule, src Source) apierr.Problem {
 		Msg: "Field applies only to " + which + " and must be null for source '" + string(src) + "'"}
 }
 
+// ruleHooks replace parts of one ControlPlane's deployment rules. Only
+// this package's mutation tests set them (through export_test.go), each to
+// put a deliberate defect into the rules and check that the state-machine
+// test catches it; production code never does, and a nil hook leaves its
+// rule as written. Each hook sits where its rule is applied, so that a
+// defect goes through the code it breaks.
+type ruleHooks struct {
+	// createPolicy and patchPolicy alter the policy p of the table's
+	// field at loc, in applyCreateTable and applyPatchTable.
+	createPolicy func(loc []string, p CreatePolicy) CreatePolicy
+	patchPolicy  func(loc []string, p PatchPolicy) PatchPolicy
+	// isTagRef, revisionSourceProblem and hasRevisionSource replace
+	// their namesakes in checkTagRef, mergePatch and CreateDeployment.
+	isTagRef              func(ref *string) bool
+	revisionSourceProblem func(own Source, rs *Source, ps []apierr.Problem) []apierr.Problem
+	hasRevisionSource     func(d *Deployment) bool
+}
+
 // applyCreateTable checks d (a create request seen as a Deployment) against
 // the create column of source src, appending problems, and clears ignored
-// fields. mut is mutNone except in the mutation tests.
-func applyCreateTable(d *Deployment, src Source, ps []apierr.Problem, mut mutation) []apierr.Problem {
+// fields.
+func applyCreateTable(d *Deployment, src Source, ps []apierr.Problem, h ruleHooks) []apierr.Problem {
 	si := sourceIndex(src)
 	var zero Deployment
 	for i := range rules {
 		r := &rules[i]
 		v := r.get(d)
 		pol := r.create[si]
-		if mut != mutNone {
-			pol = mut.createPolicy(r.loc, pol) // test-only: see mutation.go
+		if h.createPolicy != nil {
+			pol = h.createPolicy(r.loc, pol)
 		}
 		switch pol {
 		case CreateNotApplicable:
@@ -394,9 +412,8 @@ func applyCreateTable(d *Deployment, src Source, ps []apierr.Problem, mut mutati
 
 // applyPatchTable merges the non-null fields of patch into merged (a copy of
 // stored) following the patch column of stored's source. It reports whether
-// a revision-triggering field was given. mut is mutNone except in the
-// mutation tests.
-func applyPatchTable(stored, patch, merged *Deployment, ps []apierr.Problem, mut mutation) (_ []apierr.Problem, trigger bool) {
+// a revision-triggering field was given.
+func applyPatchTable(stored, patch, merged *Deployment, ps []apierr.Problem, h ruleHooks) (_ []apierr.Problem, trigger bool) {
 	si := sourceIndex(stored.Source)
 	for i := range rules {
 		r := &rules[i]
@@ -405,8 +422,8 @@ func applyPatchTable(stored, patch, merged *Deployment, ps []apierr.Problem, mut
 			continue
 		}
 		pol := r.patch[si]
-		if mut != mutNone {
-			pol = mut.patchPolicy(r.loc, pol) // test-only: see mutation.go
+		if h.patchPolicy != nil {
+			pol = h.patchPolicy(r.loc, pol)
 		}
 		switch pol {
 		case PatchNotApplicable:

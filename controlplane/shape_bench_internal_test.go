@@ -70,7 +70,7 @@ func (cp *ControlPlane) checkCreateBefore(req *CreateDeploymentRequest) (*Deploy
 		c.add([]any{"body", "source"}, apierr.TypeSourceNotOffered, "Source '"+string(d.Source)+"' is not offered by this control plane")
 	}
 	if known {
-		c.ps = applyCreateTable(d, d.Source, c.ps, cp.mutation)
+		c.ps = applyCreateTable(d, d.Source, c.ps, cp.hooks)
 	} else if d.Name == "" {
 		c.add([]any{"body", "name"}, apierr.TypeMissing, "Field required")
 	}
@@ -78,7 +78,7 @@ func (cp *ControlPlane) checkCreateBefore(req *CreateDeploymentRequest) (*Deploy
 	d.Secrets = c.secretsBefore([]any{"body", "secrets"}, req.Secrets)
 	tags := c.tagValueIDs([]any{"body", "tag_value_ids"}, req.TagValueIDs)
 	if d.Source == SourceGitHub {
-		c.ps = checkTagRef(&Deployment{SourceConfig: d.SourceConfig, SourceRevisionConfig: d.SourceRevisionConfig}, c.ps, cp.mutation)
+		c.ps = checkTagRef(&Deployment{SourceConfig: d.SourceConfig, SourceRevisionConfig: d.SourceRevisionConfig}, c.ps, cp.hooks)
 	}
 	return d, tags, aliasLocs(c.ps, aliased)
 }

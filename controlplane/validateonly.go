@@ -63,7 +63,7 @@ func (cp *ControlPlane) ValidateUpdateDeployment(ctx context.Context, tenant, id
 		if stored.Status == StatusAwaitingDelete {
 			return apierr.InvalidStatef("Deployment ID %s is being deleted.", cid)
 		}
-		_, ps, _ = mergePatch(stored, p, req.RevisionSource, pure, aliased, cp.mutation)
+		_, ps, _ = mergePatch(stored, p, req.RevisionSource, pure, aliased, cp.hooks)
 		ps, err = cp.checkUpload(r, tenant, cid, stored.Source, p.SourceRevisionConfig.SourceTarballPath, ps)
 		return err
 	})
@@ -132,7 +132,7 @@ func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, 
 		c.add([]any{"body", "source"}, apierr.TypeSourceNotOffered, "Source '"+string(d.Source)+"' is not offered by this control plane")
 	}
 	if known {
-		c.ps = applyCreateTable(d, d.Source, c.ps, cp.mutation)
+		c.ps = applyCreateTable(d, d.Source, c.ps, cp.hooks)
 	} else if d.Name == "" {
 		c.add([]any{"body", "name"}, apierr.TypeMissing, apierr.MsgFieldRequired)
 	}
@@ -140,7 +140,7 @@ func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, 
 	d.Secrets = c.secrets([]any{"body", "secrets"}, req.Secrets)
 	tags := c.tagValueIDs([]any{"body", "tag_value_ids"}, req.TagValueIDs)
 	if d.Source == SourceGitHub {
-		c.ps = checkTagRef(&Deployment{SourceConfig: d.SourceConfig, SourceRevisionConfig: d.SourceRevisionConfig}, c.ps, cp.mutation)
+		c.ps = checkTagRef(&Deployment{SourceConfig: d.SourceConfig, SourceRevisionConfig: d.SourceRevisionConfig}, c.ps, cp.hooks)
 	}
 	return d, tags, aliasLocs(c.ps, aliased)
 }
@@ -162,13 +162,15 @@ func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, [
 // table's, then pure, then the cross-field ones of the merged deployment)
 // and whether a new revision is due. aliased (from checkPatch) moves the
 // problems about graph_config_path to the key the client sent.
-func mergePatch(stored *deploymentRecord, p *Deployment, revisionSource *Source, pure []apierr.Problem, aliased bool, mut mutation) (deploymentRecord, []apierr.Problem, bool) {
+func mergePatch(stored *deploymentRecord, p *Deployment, revisionSource *Source, pure []apierr.Problem, aliased bool, h ruleHooks) (deploymentRecord, []apierr.Problem, bool) {
 	merged := *stored
-	ps, trigger := applyPatchTable(&stored.Deployment, p, &merged.Deployment, nil, mut)
-	if mut != mutRevisionSourceAny { // test-only: see mutation.go
-		ps = revisionSourceProblem(stored.Source, revisionSource, ps)
+	ps, trigger := applyPatchTable(&stored.Deployment, p, &merged.Deployment, nil, h)
+	rsProblem := revisionSourceProblem
+	if h.revisionSourceProblem != nil {
+		rsProblem = h.revisionSourceProblem
 	}
+	ps = rsProblem(stored.Source, revisionSource, ps)
 	ps = append(ps, pure...)
-	ps = checkTagRef(&merged.Deployment, ps, mut)
+	ps = checkTagRef(&merged.Deployment, ps, h)
 	return merged, aliasLocs(ps, aliased), trigger
 }

@@ -608,7 +608,7 @@ func (cp *ControlPlane) deploy(ctx context.Context, d Deployer, j *job) error {
 	if derr != nil {
 		// Record the failure of the phase the revision is in.
 		err := cp.apply(ctx, j, Step{Message: derr.Error()}, true)
-		if errors.Is(err, ErrLeaseLost) || errors.Is(err, apierr.ErrInvalidState) {
+		if IsRefusal(err) {
 			return nil // someone else's now, or already terminal
 		}
 		return err

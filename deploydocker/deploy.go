@@ -226,7 +226,7 @@ func (d *Deployer) supersededBy(ctx context.Context, w *controlplane.Work) (stri
 	}
 	dep, err := d.o.State.GetDeployment(ctx, w.Tenant, w.Deployment.ID)
 	if err != nil {
-		if isRefusal(err) || isNotFound(err) {
+		if controlplane.IsRefusal(err) || isNotFound(err) {
 			return "", fmt.Errorf("%w: %w", errStop, err)
 		}
 		return "", err

@@ -14,7 +14,6 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 )
 
@@ -365,11 +364,6 @@ func (d *Deployer) lock(tenant, dep string) *sync.Mutex {
 	return m
 }
 
-// isRefusal: the control plane said stop.
-func isRefusal(err error) bool {
-	return errors.Is(err, apierr.ErrInvalidState) || errors.Is(err, controlplane.ErrLeaseLost)
-}
-
 // errStop: a report was refused (the revision was superseded or the
 // deployment is being deleted) or the lease was lost: stop quietly.
 var errStop = errors.New("deploydocker: stop")
@@ -382,7 +376,7 @@ func report(ctx context.Context, r controlplane.Reporter, s controlplane.Step) e
 // stopOnRefusal wraps a refusal of a report in errStop; other errors and
 // nil pass unchanged.
 func stopOnRefusal(err error) error {
-	if err != nil && isRefusal(err) {
+	if err != nil && controlplane.IsRefusal(err) {
 		return fmt.Errorf("%w: %w", errStop, err)
 	}
 	return err

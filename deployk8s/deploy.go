@@ -64,7 +64,7 @@ func (x *run) logf(ctx context.Context, level controlplane.LogLevel, format stri
 	msg := fmt.Sprintf(format, args...)
 	x.d.log.Info("deployk8s: "+msg, "cluster", x.d.o.Cluster, "deployment", x.w.Deployment.ID, "revision", x.w.Revision.ID)
 	if err := x.r.Log(ctx, controlplane.LogLine{Type: controlplane.LogDeploy, Level: level, Message: msg, Time: time.Now()}); err != nil &&
-		ctx.Err() == nil && !isRefusal(err) {
+		ctx.Err() == nil && !controlplane.IsRefusal(err) {
 		x.d.log.Warn("deployk8s: writing the deploy log", "revision", x.w.Revision.ID, "err", err)
 	}
 }
@@ -189,7 +189,7 @@ func (d *Deployer) supersededBy(ctx context.Context, tenant, dep string, rev *co
 	}
 	cur, err := d.o.State.GetDeployment(ctx, tenant, dep)
 	if err != nil {
-		if isRefusal(err) || isNotFound(err) {
+		if controlplane.IsRefusal(err) || isNotFound(err) {
 			return "", fmt.Errorf("%w: %w", errStop, err)
 		}
 		return "", err

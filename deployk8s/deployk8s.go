@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 )
 
@@ -228,11 +227,6 @@ func (d *Deployer) lock(tenant, dep string) *sync.Mutex {
 	return m
 }
 
-// isRefusal: the control plane said stop.
-func isRefusal(err error) bool {
-	return errors.Is(err, apierr.ErrInvalidState) || errors.Is(err, controlplane.ErrLeaseLost)
-}
-
 // errStop: a report was refused (superseded, deleted) or the lease lost.
 var errStop = errors.New("deployk8s: stop")
 
@@ -244,7 +238,7 @@ func report(ctx context.Context, r controlplane.Reporter, s controlplane.Step) e
 // stopOnRefusal wraps a refusal of a report in errStop; other errors and
 // nil pass unchanged.
 func stopOnRefusal(err error) error {
-	if err != nil && isRefusal(err) {
+	if err != nil && controlplane.IsRefusal(err) {
 		return fmt.Errorf("%w: %w", errStop, err)
 	}
 	return err

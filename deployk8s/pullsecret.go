@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/deployplane/deployplane/controlplane"
+
 	corev1 "k8s.io/api/core/v1"
 	k8serrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -162,7 +164,7 @@ func (d *Deployer) refreshPullSecret(ctx context.Context, p *PullSecrets, s *cor
 	defer mu.Unlock()
 	c, err := p.Credentials(ctx, tenant, dep, image)
 	if err != nil {
-		if isNotFound(err) || isRefusal(err) {
+		if isNotFound(err) || controlplane.IsRefusal(err) {
 			return nil // deleted or being deleted: Reconcile or Teardown removes it
 		}
 		return fmt.Errorf("deployk8s: refreshing the pull secret of deployment %s: %w", dep, err)
