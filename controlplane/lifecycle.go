@@ -76,12 +76,12 @@ type Work struct {
 // transaction; it also renews the lease. It is safe for concurrent use but
 // reports of one revision are meant to come in order.
 type Reporter interface {
-	// Report records a step. Errors: apierr.ErrInvalidState (the step's status may
-	// not follow the revision's current one, the revision is already
-	// terminal, or the deployment status is not one a deployer may set;
-	// nothing is written), ErrLeaseLost (another worker owns the revision
-	// now; nothing is written), a *apierr.ValidationError for unknown status
-	// values, or a store or context error.
+	// Report records a step. Errors: apierr.ErrInvalidState (the step's
+	// status is unknown or may not follow the revision's current one, the
+	// revision is already terminal, or the deployment status is not one a
+	// deployer may set; nothing is written), ErrLeaseLost (another worker
+	// owns the revision now; nothing is written), or a store or context
+	// error. IsRefusal tells the first two from the others.
 	Report(ctx context.Context, s Step) error
 	// Log writes lines to the revision's build and deploy logs (each
 	// line's Type says which), all in one store transaction: a deployer
