@@ -34,6 +34,7 @@ type ControlPlane struct {
 	tracing TracingProjects
 	lim     Limits
 	github  GitHubApp     // nil: no verified GitHub installations
+	states  InstallStates // nil: no verified GitHub installations
 	uploads UploadChecker // nil: source_tarball_path taken as given (sources.go)
 	images  ImageResolver // nil: image_uri kept as sent (sources.go)
 	shapes  *shapes       // the shape tags' validator, built once (shape.go)
@@ -118,6 +119,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		tracing: o.TracingProjects,
 		lim:     o.Limits,
 		github:  o.GitHubApp,
+		states:  o.GitHubInstallStates,
 		uploads: o.Uploads,
 		images:  o.Images,
 		logs:    o.LogRetention.logs(),

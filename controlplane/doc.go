@@ -9,7 +9,8 @@
 // New(st, opts) builds a ControlPlane; nil options mean defaults (Options
 // injects the clock, the id generator, the sources offered, the custom URL
 // template of github deployments, the logger, the tracing-project hook, the
-// GitHub App that verifies installations, the caps of Limits, and the lifecycle's poll interval, lease duration and
+// GitHub App that verifies installations and the store of its installation
+// states, the caps of Limits, and the lifecycle's poll interval, lease duration and
 // worker count). Its methods mirror the API and take ctx, then the
 // tenant (the workspace id), then values:
 //

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/storemem"
 )
 
@@ -33,7 +34,8 @@ func (exampleApp) VerifyInstallation(_ context.Context, code string, id int64) (
 // single use, and an installation belongs to one tenant.
 func ExampleControlPlane_StartGitHubInstall() {
 	ctx := context.Background()
-	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: exampleApp{}})
+	st := storemem.New()
+	cp := controlplane.New(st, &controlplane.Options{GitHubApp: exampleApp{}, GitHubInstallStates: githubapp.NewStates(st, nil)})
 
 	install, err := cp.StartGitHubInstall(ctx, exampleTenant)
 	if err != nil {

@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,27 +18,30 @@ import (
 // GitHub installations: who owns an installation, and the verified way to
 // claim one (StartGitHubInstall, then CompleteGitHubInstall).
 //
+// The pending states of the verified flow are a side feature kept by an
+// InstallStates (package githubapp's States, in its own collection); the
+// control plane keeps what deployments depend on: the integrations, and
+// which tenant owns an installation, which decides where a push goes.
+//
 // Collections (besides cp_integrations and cp_integration_installs, see
 // records.go):
 //
 //	cp_installation_owners  installation id              -> tenant/integration id (one owner per installation)
-//	cp_github_install_states s/sha256(state)             -> installStateRecord JSON
-//	cp_github_install_states e/expiry ts/s/sha256(state) -> "" (oldest first, for removal)
 //	cp_webhook_deliveries    d/sha256(delivery id)       -> ts (push.go)
 //	cp_webhook_deliveries    b/sha256(body digest)       -> ts
 //	cp_webhook_deliveries    e/ts/d|b/hash               -> "" (oldest first, for removal)
 const (
 	colInstallationOwners = "cp_installation_owners"
-	colInstallStates      = "cp_github_install_states"
 	colDeliveries         = "cp_webhook_deliveries"
 )
 
-// GitHubInstallStateTTL is how long the state of StartGitHubInstall stays
-// valid: the time a user has to install the App and come back.
+// GitHubInstallStateTTL is how long a state of StartGitHubInstall stays
+// valid: the time a user has to install the App and come back. An
+// InstallStates keeps states this long.
 const GitHubInstallStateTTL = 15 * time.Minute
 
-// sweepBatch is how many expired records (install states, webhook
-// deliveries) an Update that adds one removes at most: more than it adds,
+// sweepBatch is how many expired records (webhook deliveries, registry
+// tokens) an Update that adds one removes at most: more than it adds,
 // so that expired records never pile up, and few, so that no Update grows
 // large.
 const sweepBatch = 8
@@ -69,6 +71,8 @@ var (
 var (
 	errNoGitHubApp = &apierr.DetailError{Kind: ErrGitHubAppNotConfigured,
 		Detail: "No GitHub App is configured on this server, so GitHub installations cannot be verified."}
+	errNoInstallStates = &apierr.DetailError{Kind: ErrGitHubAppNotConfigured,
+		Detail: "This server keeps no GitHub installation states, so GitHub installations cannot be verified."}
 	errInstallState = &apierr.DetailError{Kind: ErrUnknownInstallState,
 		Detail: "This installation link is invalid, has expired, or was already used."}
 	errInstallForbidden = &apierr.DetailError{Kind: ErrInstallationForbidden,
@@ -93,6 +97,20 @@ type GitHubApp interface {
 	VerifyInstallation(ctx context.Context, code string, installationID int64) (account string, err error)
 }
 
+// InstallStates keeps the states of the verified installation flow: each
+// single use, bound to a tenant, and valid GitHubInstallStateTTL. The
+// control plane calls it outside store transactions. Package githubapp's
+// States implements it over a store.
+type InstallStates interface {
+	// Issue stores a fresh, unguessable state bound to tenant and
+	// returns it.
+	Issue(ctx context.Context, tenant string) (state string, err error)
+	// Consume spends state and returns the tenant it is bound to. A state
+	// that is unknown, already spent or expired is an error matching
+	// ErrUnknownInstallState.
+	Consume(ctx context.Context, state string) (tenant string, err error)
+}
+
 // GitHubSetup is GitHub's setup redirect after a user installed (or
 // changed) the App: the query of GET /v1/integrations/github/setup.
 type GitHubSetup struct {
@@ -108,12 +126,6 @@ type GitHubSetup struct {
 	State string
 }
 
-// installStateRecord is what a pending installation state holds.
-type installStateRecord struct {
-	Tenant    string    `json:"tenant"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
 // digestKey is the hex SHA-256 of s: fixed-length keys for values that
 // come from outside (states, delivery ids), which are never stored as such.
 func digestKey(s string) string {
@@ -122,9 +134,10 @@ func digestKey(s string) string {
 }
 
 // StartGitHubInstall begins the verified installation of the GitHub App
-// for tenant: it stores a fresh state bound to tenant (single use, valid
-// GitHubInstallStateTTL) and returns the App's installation URL carrying
-// it. Errors: ErrGitHubAppNotConfigured.
+// for tenant: it has the InstallStates issue a fresh state bound to tenant
+// (single use, valid GitHubInstallStateTTL) and returns the App's
+// installation URL carrying it. Errors: ErrGitHubAppNotConfigured (no
+// GitHubApp or no InstallStates).
 func (cp *ControlPlane) StartGitHubInstall(ctx context.Context, tenant string) (string, error) {
 	if err := apierr.CheckTenant(tenant); err != nil {
 		return "", err
@@ -132,23 +145,10 @@ func (cp *ControlPlane) StartGitHubInstall(ctx context.Context, tenant string) (
 	if cp.github == nil {
 		return "", errNoGitHubApp
 	}
-	state := rand.Text() + rand.Text()
-	now := cp.now()
-	rec := installStateRecord{Tenant: tenant, ExpiresAt: now.Add(GitHubInstallStateTTL)}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return "", err
+	if cp.states == nil {
+		return "", errNoInstallStates
 	}
-	h := digestKey(state)
-	err = cp.st.Update(ctx, func(tx store.Tx) error {
-		if err := sweep(tx, colInstallStates, createdKey(now)); err != nil {
-			return err
-		}
-		if err := tx.Put(colInstallStates, "e/"+createdKey(rec.ExpiresAt)+"/s/"+h, nil); err != nil {
-			return err
-		}
-		return tx.Create(colInstallStates, "s/"+h, b)
-	})
+	state, err := cp.states.Issue(ctx, tenant)
 	if err != nil {
 		return "", cp.storeErr("start github install", err)
 	}
@@ -196,6 +196,9 @@ func (cp *ControlPlane) CompleteGitHubInstall(ctx context.Context, s *GitHubSetu
 	if cp.github == nil {
 		return nil, errNoGitHubApp
 	}
+	if cp.states == nil {
+		return nil, errNoInstallStates
+	}
 	if s == nil {
 		s = &GitHubSetup{}
 	}
@@ -220,38 +223,12 @@ func (cp *ControlPlane) CompleteGitHubInstall(ctx context.Context, s *GitHubSetu
 	}
 	// The state is spent before GitHub is asked, so that it is single use
 	// even when two redirects race; a failure below means starting again.
-	now := cp.now()
-	h := digestKey(s.State)
-	var tenant string
-	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		b, err := tx.Get(colInstallStates, "s/"+h)
-		if errors.Is(err, store.ErrNotFound) {
-			return errInstallState
-		}
-		if err != nil {
-			return err
-		}
-		var rec installStateRecord
-		if err := json.Unmarshal(b, &rec); err != nil {
-			return fmt.Errorf("controlplane: decoding install state: %w", err)
-		}
-		if err := tx.Delete(colInstallStates, "s/"+h); err != nil {
-			return err
-		}
-		if err := tx.Delete(colInstallStates, "e/"+createdKey(rec.ExpiresAt)+"/s/"+h); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		tenant = rec.Tenant
-		if !now.Before(rec.ExpiresAt) {
-			tenant = "" // spent all the same
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, cp.storeErr("complete github install", err)
-	}
-	if tenant == "" {
+	tenant, err := cp.states.Consume(ctx, s.State)
+	switch {
+	case errors.Is(err, ErrUnknownInstallState):
 		return nil, errInstallState
+	case err != nil:
+		return nil, cp.storeErr("complete github install", err)
 	}
 	account, err := cp.github.VerifyInstallation(ctx, s.Code, s.InstallationID)
 	switch {

@@ -17,6 +17,7 @@ import (
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/storebolt"
+	"github.com/deployplane/deployplane/storemem"
 	"pgregory.net/rapid"
 )
 
@@ -216,26 +217,6 @@ func TestGitHubInstallFlow(t *testing.T) {
 	}
 }
 
-func TestGitHubInstallStatesExpire(t *testing.T) {
-	f := newFixture(t, &controlplane.Options{GitHubApp: &fakeApp{}})
-	for range 20 {
-		if _, err := f.cp.StartGitHubInstall(f.ctx, tenantA); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.now = f.now.Add(controlplane.GitHubInstallStateTTL + time.Minute)
-	// Each new state removes a few expired ones: three more starts remove
-	// the 20 old states, leaving the new ones (and their expiry entries).
-	for range 3 {
-		if _, err := f.cp.StartGitHubInstall(f.ctx, tenantA); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := len(dump(t, f.st)["cp_github_install_states"]); n != 2*3 {
-		t.Errorf("install state records = %d, want %d (the expired ones removed)", n, 2*3)
-	}
-}
-
 func TestGitHubInstallNotConfigured(t *testing.T) {
 	f := newFixture(t, nil)
 	if _, err := f.cp.StartGitHubInstall(f.ctx, tenantA); !errors.Is(err, controlplane.ErrGitHubAppNotConfigured) {
@@ -243,6 +224,14 @@ func TestGitHubInstallNotConfigured(t *testing.T) {
 	}
 	if _, err := f.cp.CompleteGitHubInstall(f.ctx, &controlplane.GitHubSetup{InstallationID: 1, Code: "c", State: "s"}); !errors.Is(err, controlplane.ErrGitHubAppNotConfigured) {
 		t.Errorf("CompleteGitHubInstall without an App: %v, want ErrGitHubAppNotConfigured", err)
+	}
+	// An App but nowhere to keep installation states.
+	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: &fakeApp{}})
+	if _, err := cp.StartGitHubInstall(f.ctx, tenantA); !errors.Is(err, controlplane.ErrGitHubAppNotConfigured) {
+		t.Errorf("StartGitHubInstall without InstallStates: %v, want ErrGitHubAppNotConfigured", err)
+	}
+	if _, err := cp.CompleteGitHubInstall(f.ctx, &controlplane.GitHubSetup{InstallationID: 1, Code: "c", State: "s"}); !errors.Is(err, controlplane.ErrGitHubAppNotConfigured) {
+		t.Errorf("CompleteGitHubInstall without InstallStates: %v, want ErrGitHubAppNotConfigured", err)
 	}
 }
 

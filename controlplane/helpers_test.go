@@ -13,6 +13,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/store/storetest"
 	"github.com/deployplane/deployplane/storemem"
@@ -45,6 +46,9 @@ func newFixture(t *testing.T, opts *controlplane.Options) *fixture {
 	}
 	o.Clock = func() time.Time { f.now = f.now.Add(time.Second); return f.now }
 	o.NewID = func() string { f.ids++; return fmt.Sprintf("00000000-0000-7000-8000-%012x", f.ids) }
+	if o.GitHubApp != nil && o.GitHubInstallStates == nil {
+		o.GitHubInstallStates = githubapp.NewStates(f.st, &githubapp.StatesOptions{Clock: o.Clock})
+	}
 	f.cp = controlplane.New(f.st, &o)
 	t.Cleanup(func() { f.st.Close() })
 	return f

@@ -76,6 +76,11 @@ type Options struct {
 	// nil: those methods answer ErrGitHubAppNotConfigured, and
 	// installations can only be registered unverified (CreateIntegration).
 	GitHubApp GitHubApp
+	// GitHubInstallStates keeps the states of the verified installation
+	// flow; package githubapp's States implements it. Default nil:
+	// StartGitHubInstall and CompleteGitHubInstall answer
+	// ErrGitHubAppNotConfigured.
+	GitHubInstallStates InstallStates
 	// LogRetention bounds the build and deploy logs of each revision
 	// (zero fields: 10,000 lines and 5 MiB per log); older lines are
 	// dropped and counted.

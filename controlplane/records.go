@@ -49,7 +49,6 @@ import (
 //	cp_integrations         tenant/id              -> integrationRecord JSON
 //	cp_integration_installs tenant/installation id -> id
 //	cp_installation_owners  installation id        -> tenant/integration id (github.go)
-//	cp_github_install_states s/sha256(state)       -> tenant and expiry; e/expiry/s/sha256(state) -> ""
 //	cp_webhook_deliveries   d/sha256(delivery id), b/sha256(body digest) -> time seen; e/time/key -> ""
 //
 // Why binary keys: at 100k deployments the keys were two thirds of the
@@ -115,9 +114,8 @@ import (
 // The lifecycle's records follow the work, not the data: cp_pending holds
 // one lease per revision not terminal and per deployment AWAITING_DELETE
 // (claims scan only these, first in a View, so an idle poll writes
-// nothing). cp_webhook_deliveries and cp_github_install_states expire
-// entries by their e/ index: each write removes up to 8 entries past
-// DeliveryRetention or GitHubInstallStateTTL.
+// nothing). cp_webhook_deliveries expires entries by its e/ index: each
+// write removes up to 8 entries past DeliveryRetention.
 const (
 	colDeployments      = "cp_deployments"
 	colDeploymentOrder  = "cp_deployment_order"
@@ -560,6 +558,6 @@ func sortedKeys[V any](m map[string]V) []string {
 func Collections() []string {
 	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentGrams, colDeploymentCounts, colDeploymentCountChanges, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
-		colTracingProjects, colPending, colInstallationOwners, colInstallStates, colDeliveries, revlog.Collection, colEvents, colEventOutbox, colEventClocks,
+		colTracingProjects, colPending, colInstallationOwners, colDeliveries, revlog.Collection, colEvents, colEventOutbox, colEventClocks,
 		colRegistryTokens, colUploads, colSequencer}
 }

@@ -32,7 +32,8 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: app})
+	st := storemem.New()
+	cp := controlplane.New(st, &controlplane.Options{GitHubApp: app, GitHubInstallStates: githubapp.NewStates(st, nil)})
 	_ = cp // cp.StartGitHubInstall, cp.CompleteGitHubInstall
 	fmt.Println(app.InstallURL("the-state"))
 	// Output: https://github.example.com/apps/deployplane/installations/new?state=the-state

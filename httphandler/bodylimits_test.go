@@ -10,6 +10,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/dashboard"
+	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -79,7 +80,7 @@ func TestPublicBodyLimit(t *testing.T) {
 // LoadLimits.MinUploadRate is cut, and the log says so; one that keeps
 // the rate is stored.
 func TestStalledUploadIsCut(t *testing.T) {
-	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
+	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil)})
 	opts := langgraphDeployOptions(t, cp, &httphandler.Options{
 		Load: &httphandler.LoadLimits{MinUploadRate: 1000, UploadRateWindow: 50 * time.Millisecond},
 	})

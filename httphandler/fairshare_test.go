@@ -15,6 +15,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/dashboard"
+	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -188,7 +189,7 @@ func uploadURLs(t *testing.T, s *server, key string, n int) []string {
 // their bodies: another tenant's requests, and the dashboard's pages, are
 // answered meanwhile.
 func TestSlowBodiesHoldNoPlace(t *testing.T) {
-	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
+	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil)})
 	opts := langgraphDeployOptions(t, cp, &httphandler.Options{
 		Load:      &httphandler.LoadLimits{MaxInFlight: 64},
 		Dashboard: &dashboard.Options{Sessions: storemem.New()},

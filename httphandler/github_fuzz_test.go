@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -24,7 +25,7 @@ func FuzzGitHubSetupQuery(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
+	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil)})
 	h := httphandler.New(cp, &httphandler.Options{Authenticator: keyTable(f)})
 	f.Fuzz(func(t *testing.T, query string) {
 		req := httptest.NewRequest("GET", "/v1/integrations/github/setup", nil)

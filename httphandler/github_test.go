@@ -46,7 +46,8 @@ func newGitHubServer(t *testing.T) githubServer {
 		t.Fatal(err)
 	}
 	clock := testclock.New(time.Date(2026, 11, 21, 10, 4, 5, 0, time.UTC), time.Microsecond)
-	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: app, Clock: clock.Now})
+	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: app, Clock: clock.Now,
+		GitHubInstallStates: githubapp.NewStates(storemem.New(), &githubapp.StatesOptions{Clock: clock.Now})})
 	s := newServerWith(t, serverSetup{cp: cp, verified: true})
 	gh.SetSetupURL(s.url + "/v1/integrations/github/setup")
 	return githubServer{server: s, gh: gh, clock: clock}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/internal/memnet"
 	"github.com/deployplane/deployplane/internal/oauthtest"
@@ -89,7 +90,7 @@ func (s *syncBuffer) String() string {
 
 func newServer(t testing.TB, opts *httphandler.Options) *server {
 	t.Helper()
-	return newServerCP(t, controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}}), opts)
+	return newServerCP(t, controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil)}), opts)
 }
 
 func newServerCP(t testing.TB, cp *controlplane.ControlPlane, opts *httphandler.Options) *server {
@@ -126,7 +127,7 @@ func newServerWith(t testing.TB, c serverSetup) *server {
 		s.prov = oauthtest.New(t)
 	}
 	if c.cp == nil {
-		c.cp = controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
+		c.cp = controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil)})
 	}
 	var o httphandler.Options
 	if c.opts != nil {

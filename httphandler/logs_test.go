@@ -11,6 +11,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploysim"
+	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/storemem"
 )
 
@@ -18,7 +19,7 @@ import (
 // with the fixture's github deployment.
 func logServer(t *testing.T) (*server, *controlplane.ControlPlane, fixture) {
 	t.Helper()
-	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
+	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil)})
 	s := newServerCP(t, cp, nil)
 	return s, cp, newFixture(t, s)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploysim"
+	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/prommetrics"
 	"github.com/deployplane/deployplane/storemem"
@@ -124,7 +125,7 @@ func mapKeys(m map[string]any) func(func(string) bool) {
 func TestOpenAPIDescribesAnswers(t *testing.T) {
 	// A running reconcile loop (deploysim) makes /readyz answer 200 and
 	// moves the revisions along while the answers are read.
-	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
+	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil)})
 	s := newServerCP(t, cp, langgraphDeployOptions(t, cp, &httphandler.Options{Metrics: prommetrics.New(nil), Registry: registryAt("127.0.0.1:5000")}))
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -291,7 +292,7 @@ const openAPIOutEnv = "DEPLOYPLANE_OPENAPI_OUT"
 // bounds and defaults, and the server is the prefix the handler is mounted
 // under.
 func TestOpenAPIConventions(t *testing.T) {
-	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}})
+	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil)})
 	s := newServerCP(t, cp, langgraphDeployOptions(t, cp, &httphandler.Options{Metrics: prommetrics.New(nil), BasePath: "/api-host/",
 		Registry: registryAt("127.0.0.1:5000")}))
 	body := s.do("GET", "/openapi.json", "").body

@@ -941,6 +941,9 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	// Uploads keeps its default, UploadRecords: a source_tarball_path names
 	// a completed upload of the deployment (uploads.go).
 	cpOpts := &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics}
+	if githubApp != nil {
+		cpOpts.GitHubInstallStates = githubapp.NewStates(st, nil) // in the control plane's store
+	}
 	cpOpts.TenantWorkers = c.tenantWorkers
 	// The built-in registry (registry.go) resolves internal_docker image
 	// tags to digests; it serves once cp checks its tokens.
