@@ -35,7 +35,7 @@ type ControlPlane struct {
 	lim     Limits
 	github  GitHubApp     // nil: no verified GitHub installations
 	states  InstallStates // nil: no verified GitHub installations
-	uploads UploadChecker // nil: source_tarball_path taken as given (sources.go)
+	uploads UploadChecker // nil: uploads not offered, every source_tarball_path refused (sources.go)
 	images  ImageResolver // nil: image_uri kept as sent (sources.go)
 	shapes  *shapes       // the shape tags' validator, built once (shape.go)
 	secrets secretCodec   // seals secret values at rest (storageform.go)
@@ -105,9 +105,6 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	var o Options
 	if opts != nil {
 		o = *opts
-	}
-	if o.Uploads == nil {
-		o.Uploads = UploadRecords{}
 	}
 	cp := &ControlPlane{
 		st:      viewStore{st},
@@ -779,7 +776,8 @@ func (cp *ControlPlane) GetRevision(ctx context.Context, tenant, deploymentID, r
 // *apierr.NotFoundError (deployment, or a revision that is not this deployment's),
 // apierr.ErrInvalidState while the deployment is AWAITING_DELETE, or for an
 // internal_source revision whose tarball Options.Uploads no longer finds
-// (CollectUploads keeps those of the newest UploadsKept revisions).
+// (only the newest UploadsKept revisions keep theirs) or when uploads are
+// not offered (Options.Uploads nil).
 func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deploymentID, revisionID string) (*Deployment, error) {
 	if err := apierr.CheckTenant(tenant); err != nil {
 		return nil, err
@@ -814,6 +812,8 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 		// once, rather than fail the build, once it is no longer kept.
 		if ps, err := cp.checkUpload(tx, tenant, did, next.Source, next.SourceRevisionConfig.SourceTarballPath, nil); err != nil {
 			return err
+		} else if len(ps) > 0 && cp.uploads == nil {
+			return apierr.InvalidStatef("Revision %s cannot be redeployed: %s", rid, noUploads)
 		} else if len(ps) > 0 {
 			return apierr.InvalidStatef("Revision %s cannot be redeployed: its source tarball is no longer kept (the newest %d revisions keep theirs). Upload the project again.", rid, UploadsKept)
 		}

@@ -35,12 +35,14 @@ type Options struct {
 	Sources []Source
 	// Uploads checks the source_tarball_path of a create or PATCH of an
 	// internal_source deployment, inside the store transaction that
-	// writes it (see UploadChecker). nil means UploadRecords{}, which
-	// refuses paths never issued to the deployment by IssueUpload or whose
-	// upload did not complete, as wire contract section 10 says, so that
-	// no deployment can name another's tarball. An embedder whose
-	// tarballs arrive some other way gives its own checker, or AnyUpload{}
-	// to take every path as given.
+	// writes it (see UploadChecker). nil means uploads are not offered:
+	// every source_tarball_path is refused (422 unknown_reference), so no
+	// internal_source revision can be made. A server that issues upload
+	// URLs gives uploads.Records{}, which refuses paths never issued to
+	// the deployment or whose upload did not complete, as wire contract
+	// section 10 says, so that no deployment can name another's tarball.
+	// An embedder whose tarballs arrive some other way gives its own
+	// checker, or AnyUpload{} to take every path as given.
 	Uploads UploadChecker
 	// Images, when set, resolves the image_uri of an internal_docker
 	// revision (a tag in the built-in registry becomes its digest) before

@@ -62,11 +62,19 @@ func noRevisionSource(d *Deployment) apierr.Problem {
 
 var locTarball = []any{"body", "source_revision_config", "source_tarball_path"}
 
+// noUploads is the message of a source_tarball_path named where
+// Options.Uploads is nil.
+const noUploads = "this server does not accept uploads: no source_tarball_path can be named"
+
 // checkUpload asks Options.Uploads about the source_tarball_path a request
-// names for an internal_source deployment (path nil: nothing to check).
+// names for an internal_source deployment (path nil: nothing to check);
+// without Options.Uploads every path is refused.
 func (cp *ControlPlane) checkUpload(r store.Reader, tenant, deploymentID string, src Source, path *string, ps []apierr.Problem) ([]apierr.Problem, error) {
-	if cp.uploads == nil || path == nil || src != SourceInternalSource {
+	if path == nil || src != SourceInternalSource {
 		return ps, nil
+	}
+	if cp.uploads == nil {
+		return append(ps, apierr.Problem{Loc: locTarball, Type: apierr.TypeUnknownReference, Msg: noUploads}), nil
 	}
 	err := cp.uploads.CheckUpload(r, tenant, deploymentID, *path)
 	switch {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/store"
 )
@@ -219,28 +220,37 @@ func TestUploadCheckerHook(t *testing.T) {
 	diff(t, "calls for another source", calls, u.calls)
 }
 
-// TestUploadsCheckedByDefault: without Options.Uploads, a
-// source_tarball_path must name a completed upload of the deployment
-// (UploadRecords): a path never issued, or one issued to another
-// deployment, is refused; AnyUpload takes it as given.
-func TestUploadsCheckedByDefault(t *testing.T) {
+// TestNoUploadsWithoutChecker: without Options.Uploads, uploads are not
+// offered: every source_tarball_path is refused, at create, PATCH and
+// POST .../revisions, saying so; AnyUpload takes it as given.
+func TestNoUploadsWithoutChecker(t *testing.T) {
 	f := newFixture(t, nil)
+	const path = `"uploads/0190f0a0-0000-7000-8000-000000000001/0190f0a0-0000-7000-8000-000000000002.tar.gz"`
+	_, err := f.cp.CreateDeployment(f.ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t,
+		`{"name": "c", "source": "internal_source", "source_revision_config": {"source_tarball_path": `+path+`}}`))
+	diff(t, "create: problems", []string{"body.source_revision_config.source_tarball_path: unknown_reference"}, locTypes(problems(t, err)))
 	d := f.create(tenantA, `{"name": "src", "source": "internal_source"}`)
-	other := f.create(tenantA, `{"name": "other", "source": "internal_source"}`)
-	up, err := f.cp.IssueUpload(f.ctx, tenantA, other.ID)
-	if err != nil {
-		t.Fatal(err)
+	body := `{"source_revision_config": {"source_tarball_path": ` + path + `}}`
+	_, err = f.cp.UpdateDeployment(f.ctx, tenantA, d.ID, decode[controlplane.UpdateDeploymentRequest](t, body))
+	ps := problems(t, err)
+	diff(t, "PATCH: problems", []string{"body.source_revision_config.source_tarball_path: unknown_reference"}, locTypes(ps))
+	if !strings.Contains(ps[0].Msg, "does not accept uploads") {
+		t.Errorf("PATCH: message %q, want it to say uploads are not accepted", ps[0].Msg)
 	}
-	for _, path := range []string{"uploads/a.tar.gz", up.ObjectPath()} {
-		body := `{"source_revision_config": {"source_tarball_path": "` + path + `"}}`
-		_, err := f.cp.UpdateDeployment(f.ctx, tenantA, d.ID, decode[controlplane.UpdateDeploymentRequest](t, body))
-		diff(t, path+": problems", []string{"body.source_revision_config.source_tarball_path: unknown_reference"}, locTypes(problems(t, err)))
-	}
+	_, err = f.cp.CreateRevision(f.ctx, tenantA, d.ID, decode[controlplane.UpdateDeploymentRequest](t, body))
+	diff(t, "revisions: problems", []string{"body.source_revision_config.source_tarball_path: unknown_reference"}, locTypes(problems(t, err)))
 	fa := newFixture(t, &controlplane.Options{Uploads: controlplane.AnyUpload{}})
 	d = fa.create(tenantA, `{"name": "src", "source": "internal_source"}`)
 	d2, err := fa.cp.UpdateDeployment(fa.ctx, tenantA, d.ID, decode[controlplane.UpdateDeploymentRequest](t, `{"source_revision_config": {"source_tarball_path": "uploads/a.tar.gz"}}`))
 	if err != nil || d2.LatestRevisionID == nil {
 		t.Fatalf("AnyUpload: PATCH: %v, %v", d2, err)
+	}
+	// A revision named under another checker is not redeployed by a
+	// control plane without uploads.
+	none := controlplane.New(fa.st, nil)
+	_, err = none.RedeployRevision(fa.ctx, tenantA, d.ID, *d2.LatestRevisionID)
+	if !errors.Is(err, apierr.ErrInvalidState) || !strings.Contains(err.Error(), "does not accept uploads") {
+		t.Errorf("redeploy without uploads: %v, want ErrInvalidState saying uploads are not accepted", err)
 	}
 }
 

@@ -3,10 +3,12 @@
 // section 10): it signs upload URLs, serves their PUTs into a blob store
 // (gocloud.dev/blob), hands the tarballs to image builds, and removes
 // those no revision needs. The rules (single use, 15 minutes, 200 MiB,
-// which tarballs a deployment keeps) and the records that enforce them
-// across replicas are package controlplane's (IssueUpload, StartUpload,
-// FinishUpload, CollectUploads); this package does the I/O.
+// which tarballs a deployment keeps) are enforced across replicas by
+// records this package keeps in the control plane's store
+// (controlplane.ControlPlane.Store); Records checks them, inside the
+// control plane's transaction, when a revision names a tarball.
 //
+//	cp := controlplane.New(st, &controlplane.Options{Uploads: uploads.Records{}, ...})
 //	svc, _ := uploads.New(cp, &uploads.Options{Bucket: bucket, Key: uploads.SigningKey(secretKey), PublicURL: "https://deploy.example.com"})
 //	api := httphandler.New(cp, &httphandler.Options{Uploads: svc, ...})   // POST .../upload-url and the PUTs
 //	builder, _ := imagebuild.New(docker, &imagebuild.Options{Tarballs: svc}) // builds read the tarballs
@@ -51,11 +53,11 @@
 //
 // # Removal
 //
-// Sweep (and Run, every minute) removes the tarballs that
-// controlplane.CollectUploads says may go: every tarball of a deployment
-// that is gone, and those that none of a deployment's newest
-// controlplane.UploadsKept (10) revisions names, once
-// controlplane.UploadGrace (an hour) has passed since their URL expired.
+// Sweep (and Run, every minute) removes the tarballs that may go, then
+// their records: every tarball of a deployment that is gone, and those
+// that none of a deployment's newest controlplane.UploadsKept (10)
+// revisions names (controlplane.ControlPlane.KeptTarballs), once Grace (an
+// hour) has passed since their URL expired.
 // Redeploying an older revision whose tarball went is a 400 saying so; a
 // build that finds no tarball fails with OpenTarball's ErrTarballGone.
 // Design notes: docs/design-notes.md, "uploads".

@@ -25,7 +25,7 @@ func ExampleService() {
 	bucket, _ := fileblob.OpenBucket(dir, nil)
 	defer bucket.Close()
 
-	cp := controlplane.New(storemem.New(), nil) // checks source_tarball_path against its uploads
+	cp := controlplane.New(storemem.New(), &controlplane.Options{Uploads: uploads.Records{}}) // checks source_tarball_path against its uploads
 	srv := httptest.NewUnstartedServer(nil)
 	svc, err := uploads.New(cp, &uploads.Options{Bucket: bucket, Key: uploads.SigningKey(make([]byte, 32)), PublicURL: "http://" + srv.Listener.Addr().String()})
 	if err != nil {

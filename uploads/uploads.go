@@ -21,6 +21,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/store"
 )
 
 // PathPrefix is the path below which Service serves the PUTs of its upload
@@ -63,10 +64,10 @@ type Options struct {
 	// https://deploy.example.com, or http://127.0.0.1:8124): upload URLs
 	// are PublicURL + PathPrefix + ...
 	PublicURL string
-	// MaxBytes bounds a tarball; default controlplane.MaxUploadBytes.
+	// MaxBytes bounds a tarball; default MaxBytes (200 MiB).
 	MaxBytes int64
-	// Clock tells the time of signatures' expiry; default time.Now. The
-	// control plane's records follow its own clock (controlplane.Options.Clock).
+	// Clock tells the time of signatures' expiry and of the upload
+	// records; default time.Now.
 	Clock func() time.Time
 	// Logger receives the failures of the blob store and of sweeps.
 	// Default: discard.
@@ -78,6 +79,7 @@ type Options struct {
 // needs. It is safe for concurrent use.
 type Service struct {
 	cp        *controlplane.ControlPlane
+	st        store.Store // cp's, where the records are
 	bucket    *blob.Bucket
 	key       []byte
 	publicURL string
@@ -86,7 +88,9 @@ type Service struct {
 	log       *slog.Logger
 }
 
-// New returns a Service over cp's upload records.
+// New returns a Service that keeps its upload records in cp's store
+// (cp.Store). Revisions may name its uploads when cp was given Records{}
+// as controlplane.Options.Uploads.
 func New(cp *controlplane.ControlPlane, o *Options) (*Service, error) {
 	if o == nil || o.Bucket == nil {
 		return nil, errors.New("uploads: Options.Bucket is required")
@@ -98,10 +102,10 @@ func New(cp *controlplane.ControlPlane, o *Options) (*Service, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("uploads: Options.PublicURL %q is not an http(s) URL", o.PublicURL)
 	}
-	s := &Service{cp: cp, bucket: o.Bucket, key: append([]byte(nil), o.Key...), publicURL: strings.TrimRight(o.PublicURL, "/"),
+	s := &Service{cp: cp, st: cp.Store(), bucket: o.Bucket, key: append([]byte(nil), o.Key...), publicURL: strings.TrimRight(o.PublicURL, "/"),
 		max: o.MaxBytes, clock: o.Clock, log: o.Logger}
 	if s.max <= 0 {
-		s.max = controlplane.MaxUploadBytes
+		s.max = MaxBytes
 	}
 	if s.clock == nil {
 		s.clock = time.Now
@@ -122,11 +126,13 @@ func SigningKey(secretKey []byte) []byte {
 }
 
 // UploadURL issues an upload for an internal_source deployment and
-// returns its signed URL (single use, valid controlplane.UploadURLTTL)
-// and its object_path, the answer of POST
-// /v2/deployments/{id}/upload-url. Errors are controlplane.IssueUpload's.
+// returns its signed URL (single use, valid URLTTL) and its object_path,
+// the answer of POST /v2/deployments/{id}/upload-url. Errors:
+// *apierr.NotFoundError; apierr.ErrInvalidState for a deployment of
+// another source ("upload URL is only available for 'internal_source'
+// source deployments") or one being deleted.
 func (s *Service) UploadURL(ctx context.Context, tenant, deploymentID string) (uploadURL, objectPath string, err error) {
-	u, err := s.cp.IssueUpload(ctx, tenant, deploymentID)
+	u, err := s.issue(ctx, tenant, deploymentID)
 	if err != nil {
 		return "", "", err
 	}
@@ -195,7 +201,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetWriteDeadline(u.ExpiresAt.Add(2 * time.Minute))
 
 	ctx := r.Context()
-	lease, err := s.cp.StartUpload(ctx, u)
+	lease, err := s.start(ctx, u)
 	if err != nil {
 		s.replyErr(w, r, err)
 		return
@@ -206,13 +212,13 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status, detail = http.StatusBadRequest, s.tooSmall(least)
 	}
 	if status != 0 {
-		if err := s.cp.AbandonUpload(context.WithoutCancel(ctx), u, lease); err != nil {
+		if err := s.abandon(context.WithoutCancel(ctx), u, lease); err != nil {
 			s.log.Error("uploads: giving back a failed upload", "deployment", u.DeploymentID, "upload", u.ID, "err", err)
 		}
 		reply(w, status, detail)
 		return
 	}
-	if err := s.cp.FinishUpload(context.WithoutCancel(ctx), u, lease, size); err != nil {
+	if err := s.finish(context.WithoutCancel(ctx), u, lease, size); err != nil {
 		s.remove(ctx, u)
 		s.replyErr(w, r, err)
 		return
@@ -222,7 +228,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // remove deletes the tarball of a PUT that did not complete.
-func (s *Service) remove(ctx context.Context, u *controlplane.Upload) {
+func (s *Service) remove(ctx context.Context, u *Upload) {
 	err := s.bucket.Delete(context.WithoutCancel(ctx), blobKey(u.Tenant, u.DeploymentID, u.ID))
 	if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		s.log.Error("uploads: removing the tarball of a failed upload", "deployment", u.DeploymentID, "upload", u.ID, "err", err)
@@ -231,7 +237,7 @@ func (s *Service) remove(ctx context.Context, u *controlplane.Upload) {
 
 // verify checks the URL's signature and expiry, and returns the upload it
 // names, or the status and detail of a refusal.
-func (s *Service) verify(r *http.Request) (*controlplane.Upload, int, string) {
+func (s *Service) verify(r *http.Request) (*Upload, int, string) {
 	const bad = "The upload URL's signature is not valid."
 	rest, ok := strings.CutPrefix(r.URL.Path, PathPrefix+"/")
 	parts := strings.Split(rest, "/")
@@ -252,7 +258,7 @@ func (s *Service) verify(r *http.Request) (*controlplane.Upload, int, string) {
 	if !s.clock().Before(expires) {
 		return nil, http.StatusForbidden, "The upload URL has expired."
 	}
-	return &controlplane.Upload{Tenant: parts[0], DeploymentID: parts[1], ID: parts[2], ExpiresAt: expires}, 0, ""
+	return &Upload{Tenant: parts[0], DeploymentID: parts[1], ID: parts[2], ExpiresAt: expires}, 0, ""
 }
 
 // limit is the most bytes the PUT may send: Options.MaxBytes, lowered by
@@ -288,7 +294,7 @@ func (s *Service) tooLarge(limit int64) string {
 
 // store streams body into the bucket, at most limit bytes; on failure
 // nothing is stored.
-func (s *Service) store(ctx context.Context, u *controlplane.Upload, body io.Reader, limit int64) (int64, int, string) {
+func (s *Service) store(ctx context.Context, u *Upload, body io.Reader, limit int64) (int64, int, string) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	bw, err := s.bucket.NewWriter(wctx, blobKey(u.Tenant, u.DeploymentID, u.ID), &blob.WriterOptions{ContentType: "application/gzip"})
@@ -321,12 +327,12 @@ func (s *Service) store(ctx context.Context, u *controlplane.Upload, body io.Rea
 	return n, 0, ""
 }
 
-// replyErr answers an error of the control plane's upload records.
+// replyErr answers an error of the upload records.
 func (s *Service) replyErr(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, controlplane.ErrUploadUsed):
+	case errors.Is(err, ErrUsed):
 		reply(w, http.StatusConflict, err.Error())
-	case errors.Is(err, controlplane.ErrUploadExpired):
+	case errors.Is(err, ErrExpired):
 		reply(w, http.StatusForbidden, err.Error())
 	case errors.Is(err, apierr.ErrNotFound):
 		reply(w, http.StatusNotFound, err.Error())
@@ -342,7 +348,7 @@ func (s *Service) replyErr(w http.ResponseWriter, r *http.Request, err error) {
 // deployment (a revision's source_tarball_path), for a build. Errors:
 // ErrTarballGone (not stored, or no longer kept), or the blob store's.
 func (s *Service) OpenTarball(ctx context.Context, tenant, deploymentID, objectPath string) (io.ReadCloser, error) {
-	did, id, ok := controlplane.ParseObjectPath(objectPath)
+	did, id, ok := ParseObjectPath(objectPath)
 	if !ok || did != deploymentID {
 		return nil, fmt.Errorf("%w: %q is not an upload of deployment %s", ErrTarballGone, objectPath, deploymentID)
 	}
@@ -360,14 +366,14 @@ func (s *Service) OpenTarball(ctx context.Context, tenant, deploymentID, objectP
 // sweepBatch is how many uploads one round of Sweep collects.
 const sweepBatch = 100
 
-// Sweep removes the tarballs that the control plane says may go
-// (controlplane.CollectUploads: those of deployments that are gone, and
-// those no recent revision names), then their records, and returns how
-// many it removed.
+// Sweep removes the tarballs that may go (those of deployments that are
+// gone, and those no recent revision names, once Grace has passed since
+// their URL expired), then their records, and returns how many it
+// removed.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
 	removed := 0
 	for {
-		ups, err := s.cp.CollectUploads(ctx, sweepBatch)
+		ups, err := s.collect(ctx, sweepBatch)
 		if err != nil || len(ups) == 0 {
 			return removed, err
 		}
@@ -381,7 +387,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 			}
 			gone = append(gone, u)
 		}
-		if err := s.cp.ForgetUploads(ctx, gone); err != nil {
+		if err := s.forget(ctx, gone); err != nil {
 			return removed, err
 		}
 		removed += len(gone)

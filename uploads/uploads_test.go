@@ -73,7 +73,7 @@ func newEnv(t *testing.T, o *envOptions) *env {
 		t.Cleanup(func() { b.Close() })
 		e.bucket = b
 	}
-	e.cp = controlplane.New(e.st, &controlplane.Options{Clock: e.clock.Now})
+	e.cp = controlplane.New(e.st, &controlplane.Options{Clock: e.clock.Now, Uploads: uploads.Records{}})
 	srv := httptest.NewUnstartedServer(nil)
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -232,6 +232,29 @@ func TestUploadRoundTrip(t *testing.T) {
 	}
 }
 
+// TestRecordsRefuseOtherPaths: with Records as the control plane's
+// UploadChecker, a PATCH may name only a completed upload of its own
+// deployment: a path never issued, or one uploaded to another deployment,
+// is 422 at the field.
+func TestRecordsRefuseOtherPaths(t *testing.T) {
+	e := newEnv(t, nil)
+	id := e.create("agent", "internal_source")
+	other := e.create("other", "internal_source")
+	u, p := e.uploadURL(other)
+	if a := put(t, u, strings.NewReader("tarball"), 7); a.status != 200 {
+		t.Fatalf("PUT: %d %s", a.status, a.body)
+	}
+	for _, path := range []string{"uploads/a.tar.gz", p} {
+		a := e.patch(id, path)
+		if a.status != 422 || !strings.Contains(string(a.body), `"source_tarball_path"`) || !strings.Contains(string(a.body), "unknown_reference") {
+			t.Errorf("PATCH naming %s: %d %s", path, a.status, a.body)
+		}
+	}
+	if a := e.patch(other, p); a.status != 200 {
+		t.Errorf("PATCH of its own deployment: %d %s", a.status, a.body)
+	}
+}
+
 func TestUploadURLRefusals(t *testing.T) {
 	e := newEnv(t, nil)
 	docker := e.create("img", "external_docker")
@@ -308,7 +331,7 @@ func TestUploadExpires(t *testing.T) {
 	e := newEnv(t, nil)
 	id := e.create("agent", "internal_source")
 	u, _ := e.uploadURL(id)
-	e.clock.Advance(controlplane.UploadURLTTL)
+	e.clock.Advance(uploads.URLTTL)
 	a := put(t, u, strings.NewReader("x"), 1)
 	if a.status != 403 || a.detail(t) != "The upload URL has expired." {
 		t.Fatalf("PUT after 15 minutes: %d %s", a.status, a.body)
@@ -513,7 +536,7 @@ func TestSweepKeepsNewestRevisions(t *testing.T) {
 	if n := e.sweep(); n != 0 {
 		t.Fatalf("swept %d within the grace", n)
 	}
-	e.clock.Advance(controlplane.UploadURLTTL + controlplane.UploadGrace + time.Second)
+	e.clock.Advance(uploads.URLTTL + uploads.Grace + time.Second)
 	uLate, pLate := e.uploadURL(id) // uploaded, not named yet: within its grace
 	if a := put(t, uLate, strings.NewReader("late"), 4); a.status != 200 {
 		t.Fatal(a.status)

@@ -46,6 +46,7 @@ import (
 	"github.com/deployplane/deployplane/storebolt"
 	"github.com/deployplane/deployplane/storemem"
 	"github.com/deployplane/deployplane/storepg"
+	"github.com/deployplane/deployplane/uploads"
 )
 
 const usage = `deployplane: a deployment control plane for agent servers (the HTTP API of
@@ -938,9 +939,9 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if err != nil {
 		return err
 	}
-	// Uploads keeps its default, UploadRecords: a source_tarball_path names
-	// a completed upload of the deployment (uploads.go).
-	cpOpts := &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics}
+	// Uploads are the records of the upload URLs (uploads.go): a
+	// source_tarball_path names a completed upload of the deployment.
+	cpOpts := &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics, Uploads: uploads.Records{}}
 	if githubApp != nil {
 		cpOpts.GitHubInstallStates = githubapp.NewStates(st, nil) // in the control plane's store
 	}

@@ -235,7 +235,7 @@ func newMachine(rt *rapid.T, opts *controlplane.Options, opens []Opener) *machin
 		o.Sources, o.Limits = nil, controlplane.Limits{}
 		if o.Uploads == nil {
 			// The model draws tarball paths without uploading them: the
-			// upload rules are tested beside IssueUpload, not here.
+			// upload rules are tested in package uploads, not here.
 			o.Uploads = controlplane.AnyUpload{}
 		}
 		s.cp = controlplane.New(st, &o)
