@@ -40,12 +40,6 @@ const (
 // InstallStates keeps states this long.
 const GitHubInstallStateTTL = 15 * time.Minute
 
-// sweepBatch is how many expired records (webhook deliveries, registry
-// tokens) an Update that adds one removes at most: more than it adds,
-// so that expired records never pile up, and few, so that no Update grows
-// large.
-const sweepBatch = 8
-
 // More sentinel errors, of the GitHub App installation flow. Match them with
 // errors.Is; the errors returned that match them carry a sentence fit for
 // a response's detail.
@@ -153,32 +147,6 @@ func (cp *ControlPlane) StartGitHubInstall(ctx context.Context, tenant string) (
 		return "", cp.storeErr("start github install", err)
 	}
 	return cp.github.InstallURL(state), nil
-}
-
-// sweep removes up to sweepBatch index entries "e/<ts>/<key>" of col whose
-// ts is before cutoff (a createdKey), each with the record <key> it names.
-func sweep(tx store.Tx, col, cutoff string) error {
-	var expired []string
-	err := tx.Scan(col, "e/", nil, func(k string, _ []byte) (bool, error) {
-		if k[2:] >= cutoff {
-			return false, nil
-		}
-		expired = append(expired, k)
-		return len(expired) < sweepBatch, nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, k := range expired {
-		_, rest, _ := strings.Cut(k[2:], "/")
-		if err := tx.Delete(col, k); err != nil {
-			return err
-		}
-		if err := tx.Delete(col, rest); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-	}
-	return nil
 }
 
 // CompleteGitHubInstall finishes a verified installation: it consumes the

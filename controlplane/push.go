@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/internal/expiry"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -117,14 +118,14 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 			}
 		}
 		if len(seen) > 0 {
-			if err := sweep(tx, colDeliveries, createdKey(now.Add(-DeliveryRetention))); err != nil {
+			if err := expiry.Sweep(tx, colDeliveries, expiry.Key(now.Add(-DeliveryRetention))); err != nil {
 				return err
 			}
 			for _, k := range seen {
 				if err := tx.Put(colDeliveries, k, []byte(createdKey(now))); err != nil {
 					return err
 				}
-				if err := tx.Put(colDeliveries, "e/"+createdKey(now)+"/"+k, nil); err != nil {
+				if err := tx.Put(colDeliveries, expiry.Entry(now, k), nil); err != nil {
 					return err
 				}
 			}

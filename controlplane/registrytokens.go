@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/internal/expiry"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -27,7 +28,7 @@ const RegistryTokenTTL = time.Hour
 
 // colRegistryTokens holds "t/<sha256 hex of the token>" -> the token's
 // record (JSON registryTokenRecord) and the expiry index
-// "e/<createdKey(expiry)>/t/<hash>" that sweeps expired ones as new ones
+// "e/<expiry.Key(expiry)>/t/<hash>" (package internal/expiry) that sweeps expired ones as new ones
 // are issued.
 const colRegistryTokens = "cp_registry_tokens"
 
@@ -128,11 +129,11 @@ func (cp *ControlPlane) issueRegistryToken(ctx context.Context, tenant, deployme
 		if d.Status == StatusAwaitingDelete {
 			return apierr.InvalidStatef("Deployment ID %s is being deleted.", id)
 		}
-		if err := sweep(tx, colRegistryTokens, createdKey(now)); err != nil {
+		if err := expiry.Sweep(tx, colRegistryTokens, expiry.Key(now)); err != nil {
 			return err
 		}
 		exp := time.UnixMicro(rec.Expires)
-		if err := tx.Put(colRegistryTokens, "e/"+createdKey(exp)+"/t/"+h, nil); err != nil {
+		if err := tx.Put(colRegistryTokens, expiry.Entry(exp, "t/"+h), nil); err != nil {
 			return err
 		}
 		return tx.Create(colRegistryTokens, "t/"+h, b)

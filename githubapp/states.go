@@ -8,10 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/internal/expiry"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -22,11 +22,6 @@ import (
 //
 // States are never stored as such, only their SHA-256.
 const StatesCollection = "cp_github_install_states"
-
-// sweepBatch is how many expired states one Issue removes at most: more
-// than it adds, so that expired states never pile up, and few, so that no
-// transaction grows large.
-const sweepBatch = 8
 
 // StatesOptions configure States. A nil *StatesOptions means defaults.
 type StatesOptions struct {
@@ -76,10 +71,10 @@ func (s *States) Issue(ctx context.Context, tenant string) (string, error) {
 	}
 	h := digest(state)
 	err = s.st.Update(ctx, func(tx store.Tx) error {
-		if err := sweep(tx, timeKey(now)); err != nil {
+		if err := expiry.Sweep(tx, StatesCollection, expiry.Key(now)); err != nil {
 			return err
 		}
-		if err := tx.Put(StatesCollection, "e/"+timeKey(rec.ExpiresAt)+"/s/"+h, nil); err != nil {
+		if err := tx.Put(StatesCollection, expiry.Entry(rec.ExpiresAt, "s/"+h), nil); err != nil {
 			return err
 		}
 		return tx.Create(StatesCollection, "s/"+h, b)
@@ -114,7 +109,7 @@ func (s *States) Consume(ctx context.Context, state string) (string, error) {
 		if err := tx.Delete(StatesCollection, "s/"+h); err != nil {
 			return err
 		}
-		if err := tx.Delete(StatesCollection, "e/"+timeKey(rec.ExpiresAt)+"/s/"+h); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := tx.Delete(StatesCollection, expiry.Entry(rec.ExpiresAt, "s/"+h)); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		if now.Before(rec.ExpiresAt) {
@@ -140,36 +135,4 @@ var errUnknownState = fmt.Errorf("githubapp: %w", controlplane.ErrUnknownInstall
 func digest(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
-}
-
-// timeKey is t as a key that sorts by time (the control plane's record
-// timestamps' form).
-func timeKey(t time.Time) string {
-	return fmt.Sprintf("%016x", uint64(t.UnixMicro())^(1<<63))
-}
-
-// sweep removes up to sweepBatch expiry entries "e/<ts>/<key>" whose ts is
-// before cutoff (a timeKey), each with the state record <key> it names.
-func sweep(tx store.Tx, cutoff string) error {
-	var expired []string
-	err := tx.Scan(StatesCollection, "e/", nil, func(k string, _ []byte) (bool, error) {
-		if k[2:] >= cutoff {
-			return false, nil
-		}
-		expired = append(expired, k)
-		return len(expired) < sweepBatch, nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, k := range expired {
-		_, rest, _ := strings.Cut(k[2:], "/")
-		if err := tx.Delete(StatesCollection, k); err != nil {
-			return err
-		}
-		if err := tx.Delete(StatesCollection, rest); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-	}
-	return nil
 }
