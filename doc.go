@@ -32,8 +32,8 @@
 //     the Docker Engine API); deploydocker calls it through its Builder.
 //   - githubapp: the GitHub App through which tenants connect installations.
 //   - registry: the built-in OCI registry (CNCF Distribution) langgraph
-//     deploy --image pushes to, whose credentials are the control plane's
-//     registry tokens.
+//     deploy --image pushes to, and its credentials: the registry tokens,
+//     kept in the control plane's store.
 //   - oauthflow: the OAuth helper domain (providers, flows, tokens).
 //   - wiretime: the timestamp type of both domains' wire types (RFC 3339
 //     UTC, always six fractional digits).

@@ -559,5 +559,5 @@ func Collections() []string {
 	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentGrams, colDeploymentCounts, colDeploymentCountChanges, colDeploymentIndex, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
 		colTracingProjects, colPending, colInstallationOwners, colDeliveries, revlog.Collection, colEvents, colEventOutbox, colEventClocks,
-		colRegistryTokens, colSequencer}
+		colSequencer}
 }

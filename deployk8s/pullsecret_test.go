@@ -25,17 +25,18 @@ import (
 	"github.com/deployplane/deployplane/storemem"
 )
 
-// lateCP lets the registry check tokens of a control plane made after it.
-type lateCP struct {
-	mu sync.Mutex
-	cp *controlplane.ControlPlane
+// lateTokens lets the registry check tokens of a control plane made after
+// it.
+type lateTokens struct {
+	mu     sync.Mutex
+	tokens *registry.TokenStore
 }
 
-func (l *lateCP) CheckRegistryToken(ctx context.Context, token string) (*controlplane.RegistryGrant, error) {
+func (l *lateTokens) CheckRegistryToken(ctx context.Context, token string) (*registry.Grant, error) {
 	l.mu.Lock()
-	cp := l.cp
+	tokens := l.tokens
 	l.mu.Unlock()
-	return cp.CheckRegistryToken(ctx, token)
+	return tokens.CheckRegistryToken(ctx, token)
 }
 
 // TestPullSecret: a revision whose image is in the server's registry gets
@@ -47,7 +48,7 @@ func (l *lateCP) CheckRegistryToken(ctx context.Context, token string) (*control
 // (the deployer's clock); an image of another registry gets none.
 func TestPullSecret(t *testing.T) {
 	ctx := context.Background()
-	tokens := &lateCP{}
+	tokens := &lateTokens{}
 	srv := httptest.NewUnstartedServer(nil)
 	host := srv.Listener.Addr().String()
 	reg, err := registry.New(ctx, tokens, &registry.Options{Host: host, Dir: t.TempDir()})
@@ -69,8 +70,9 @@ func TestPullSecret(t *testing.T) {
 	f := &fixture{t: t, tenant: uniq("tenant"), instance: uniq("inst"), clusters: map[string]*deployk8s.Deployer{},
 		clis: map[string]kubernetes.Interface{contextA: cli}}
 	f.cp = controlplane.New(storemem.New(), cpOptions(quiet()))
+	tokenStore := registry.NewTokenStore(f.cp, nil)
 	tokens.mu.Lock()
-	tokens.cp = f.cp
+	tokens.tokens = tokenStore
 	tokens.mu.Unlock()
 	// As cmd/deployplane wires it: a pull token of the deployment for an
 	// image of the registry's host, nothing for others.
@@ -79,7 +81,7 @@ func TestPullSecret(t *testing.T) {
 		if err != nil || reference.Domain(named) != host {
 			return nil, nil
 		}
-		tok, err := f.cp.IssuePullToken(ctx, tenant, dep)
+		tok, err := tokenStore.IssuePullToken(ctx, tenant, dep)
 		if err != nil {
 			return nil, err
 		}
@@ -101,7 +103,7 @@ func TestPullSecret(t *testing.T) {
 
 	d := f.create(fmt.Sprintf(`{"name": %q, "source": "internal_docker",
 		"source_config": {"resource_spec": {"image_pull_secrets": [{"name": "regcred"}]}}}`, uniq("pull")))
-	push, err := f.cp.IssuePushToken(ctx, f.tenant, d.ID)
+	push, err := tokenStore.IssuePushToken(ctx, f.tenant, d.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +158,7 @@ func TestPullSecret(t *testing.T) {
 		if gd != wd {
 			t.Errorf("pulled %s, pushed %s", gd, wd)
 		}
-		ts, err := registry.NewTokenServer(f.cp, &registry.TokenOptions{Key: registry.SigningKey([]byte("k")), Service: "ext"})
+		ts, err := registry.NewTokenServer(tokenStore, &registry.TokenOptions{Key: registry.SigningKey([]byte("k")), Service: "ext"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +190,7 @@ func TestPullSecret(t *testing.T) {
 		t.Fatalf("refreshed an hour before its expiry: %v", err)
 	}
 	mu.Lock()
-	clock = clock.Add(controlplane.RegistryTokenTTL - deployk8s.DefaultPullRefreshBefore/2)
+	clock = clock.Add(registry.TokenTTL - deployk8s.DefaultPullRefreshBefore/2)
 	mu.Unlock()
 	if err := f.clusters[contextA].Reconcile(ctx); err != nil {
 		t.Fatal(err)

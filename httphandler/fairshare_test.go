@@ -325,10 +325,11 @@ func tryStream(t *testing.T, s *server, key, path string) (*sseStream, reply) {
 	return st, reply{}
 }
 
-// blockingRegistry is a RegistryURLs whose URL waits until release is
+// blockingRegistry is a testRegistry whose URL waits until release is
 // closed, announcing each call on entered: a push-token request holds its
 // place until the test lets it go.
 type blockingRegistry struct {
+	*testRegistry
 	entered chan struct{}
 	release chan struct{}
 }
@@ -336,7 +337,7 @@ type blockingRegistry struct {
 func (b *blockingRegistry) URL(deploymentID string) string {
 	b.entered <- struct{}{}
 	<-b.release
-	return "127.0.0.1:5000/" + controlplane.RegistryRepository(deploymentID)
+	return b.testRegistry.URL(deploymentID)
 }
 
 // TestInFlightShares: a tenant whose requests fill its share of the
@@ -356,8 +357,9 @@ func TestInFlightShares(t *testing.T) {
 }
 
 func inFlightShares(t *testing.T, load *httphandler.LoadLimits, share int) {
-	reg := &blockingRegistry{entered: make(chan struct{}), release: make(chan struct{})}
-	s := newServer(t, &httphandler.Options{Registry: reg, Load: load})
+	cp := controlplane.New(storemem.New(), nil)
+	reg := &blockingRegistry{testRegistry: registryAt(cp, "127.0.0.1:5000"), entered: make(chan struct{}), release: make(chan struct{})}
+	s := newServerCP(t, cp, &httphandler.Options{Registry: reg, Load: load})
 	img := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments",
 		`{"name": "lg-docker", "source": "internal_docker", "source_config": {"deployment_type": "dev"}, "source_revision_config": {}}`, 201)
 	var once sync.Once

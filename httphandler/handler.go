@@ -145,10 +145,10 @@ type Options struct {
 	// paths under the prefix, and GET /docs loads the document from
 	// there. Default "": the handler serves at the root.
 	BasePath string
-	// Registry names the built-in registry's registry_url of a deployment
-	// for POST /v2/deployments/{id}/push-token (package registry). Default
-	// nil: that route answers 400, this server runs no registry.
-	Registry RegistryURLs
+	// Registry names the registry_url of a deployment and issues its push
+	// tokens for POST /v2/deployments/{id}/push-token (package registry).
+	// Default nil: that route answers 400, this server runs no registry.
+	Registry Registry
 	// RegistryRealm is the token endpoint of an external registry
 	// (package registry's *TokenServer): served, without an API key, at
 	// RealmPath (GET and POST) and RealmJWKSPath. Default nil: neither is
@@ -191,7 +191,7 @@ type handler struct {
 	load            *load  // admission control: concurrency caps, rate limit
 
 	metrics    Metrics      // nil: no metrics
-	registry   RegistryURLs // nil: push-token answers 400
+	registry   Registry     // nil: push-token answers 400
 	realm      http.Handler // nil: no registry realm (pushtoken.go)
 	metricsKey *[32]byte    // SHA-256 of Options.MetricsKey; nil: /metrics is public
 	ready      readiness    // GET /readyz's checks (health.go)

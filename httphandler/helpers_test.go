@@ -2,6 +2,7 @@ package httphandler_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"github.com/deployplane/deployplane/internal/oauthtest"
 	"github.com/deployplane/deployplane/internal/testclock"
 	"github.com/deployplane/deployplane/oauthflow"
+	"github.com/deployplane/deployplane/registry"
 	"github.com/deployplane/deployplane/storemem"
 )
 
@@ -342,10 +344,28 @@ func newFixture(t testing.TB, s *server) fixture {
 	return f
 }
 
-// registryAt names registry_url as package registry does: the registry's
-// host and the deployment's repository prefix.
-type registryAt string
+// testRegistry is the httphandler.Registry of a registry at host: it
+// names registry_url as package registry does (the registry's host and
+// the deployment's repository prefix) and issues the push tokens of a
+// registry.TokenStore over the control plane's store.
+type testRegistry struct {
+	host   string
+	tokens *registry.TokenStore
+}
 
-func (r registryAt) URL(deploymentID string) string {
-	return string(r) + "/" + controlplane.RegistryRepository(deploymentID)
+// registryAt is the testRegistry at host of cp's deployments.
+func registryAt(cp *controlplane.ControlPlane, host string) *testRegistry {
+	return &testRegistry{host: host, tokens: registry.NewTokenStore(cp, nil)}
+}
+
+func (r *testRegistry) URL(deploymentID string) string {
+	return r.host + "/" + registry.Repository(deploymentID)
+}
+
+func (r *testRegistry) PushToken(ctx context.Context, tenant, deploymentID string) (string, error) {
+	tok, err := r.tokens.IssuePushToken(ctx, tenant, deploymentID)
+	if err != nil {
+		return "", err
+	}
+	return tok.Token, nil
 }

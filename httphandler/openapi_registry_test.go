@@ -28,7 +28,7 @@ func langgraphDeployOptions(t *testing.T, cp *controlplane.ControlPlane, opts *h
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := registry.NewTokenServer(cp, &registry.TokenOptions{Key: registry.SigningKey([]byte("s")), Service: "ext-registry"})
+	ts, err := registry.NewTokenServer(registry.NewTokenStore(cp, nil), &registry.TokenOptions{Key: registry.SigningKey([]byte("s")), Service: "ext-registry"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -126,7 +126,7 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	// A running reconcile loop (deploysim) makes /readyz answer 200 and
 	// moves the revisions along while the answers are read.
 	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil)})
-	s := newServerCP(t, cp, langgraphDeployOptions(t, cp, &httphandler.Options{Metrics: prommetrics.New(nil), Registry: registryAt("127.0.0.1:5000")}))
+	s := newServerCP(t, cp, langgraphDeployOptions(t, cp, &httphandler.Options{Metrics: prommetrics.New(nil), Registry: registryAt(cp, "127.0.0.1:5000")}))
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cp.Run(ctx, deploysim.New(nil)) }()
@@ -294,7 +294,7 @@ const openAPIOutEnv = "DEPLOYPLANE_OPENAPI_OUT"
 func TestOpenAPIConventions(t *testing.T) {
 	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil)})
 	s := newServerCP(t, cp, langgraphDeployOptions(t, cp, &httphandler.Options{Metrics: prommetrics.New(nil), BasePath: "/api-host/",
-		Registry: registryAt("127.0.0.1:5000")}))
+		Registry: registryAt(cp, "127.0.0.1:5000")}))
 	body := s.do("GET", "/openapi.json", "").body
 	if out := os.Getenv(openAPIOutEnv); out != "" {
 		if err := os.WriteFile(out, body, 0o644); err != nil {

@@ -1,16 +1,25 @@
 package httphandler
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/deployplane/deployplane/apierr"
 )
 
-// RegistryURLs names the registry_url of a deployment (host:port/<repository
-// prefix>, wire contract section 10): of the built-in registry (package
-// registry's *Registry) or of an external one (*registry.External).
-type RegistryURLs interface {
+// Registry is the registry POST .../push-token answers for (wire contract
+// section 10): the built-in one (package registry's *Registry) or an
+// external one (*registry.External), with the registry tokens kept in the
+// control plane's store (*registry.TokenStore).
+type Registry interface {
+	// URL names the registry_url of a deployment: host:port/<the
+	// deployment's repository prefix>.
 	URL(deploymentID string) string
+	// PushToken issues a push-and-pull token for the tenant's deployment,
+	// valid an hour. Errors: *apierr.NotFoundError; apierr.ErrInvalidState
+	// (with the contract's sentence) for a deployment of another source
+	// than internal_docker, or one being deleted.
+	PushToken(ctx context.Context, tenant, deploymentID string) (string, error)
 }
 
 // pushTokenResponse is the answer of POST .../push-token.
@@ -45,11 +54,11 @@ func (h *handler) pushToken(c *call) (int, any, error) {
 		}
 		return 0, nil, errNoRegistry
 	}
-	tok, err := h.cp.IssuePushToken(c.r.Context(), c.tenant, ids[0])
+	tok, err := h.registry.PushToken(c.r.Context(), c.tenant, ids[0])
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, pushTokenResponse{Token: tok.Token, RegistryURL: h.registry.URL(ids[0])}, nil
+	return http.StatusOK, pushTokenResponse{Token: tok, RegistryURL: h.registry.URL(ids[0])}, nil
 }
 
 // The paths of Options.RegistryRealm (package registry's TokenPath and

@@ -6,14 +6,14 @@
 // (the OCI API owns the /v2/ path, so it cannot share the control plane's
 // port). cmd/deployplane serves it at -registry-addr.
 //
-// Its only credentials are the control plane's registry tokens
-// (controlplane.IssuePushToken, IssuePullToken), sent as the password of
-// HTTP basic auth with any user name. A token allows what its
-// controlplane.RegistryGrant allows: pull, and push for a push token, on
-// the deployment's repository prefix (controlplane.RegistryRepository:
-// deployments/<id>) and below; nothing else (no catalog, no delete, no
-// other deployment's or tenant's repository). Tokens are checked in the
-// control plane's store, so replicas share them.
+// Its only credentials are the registry tokens of a TokenStore
+// (IssuePushToken, IssuePullToken), sent as the password of HTTP basic
+// auth with any user name. A token allows what its Grant allows: pull,
+// and push for a push token, on the deployment's repository prefix
+// (Repository: deployments/<id>) and below; nothing else (no catalog, no
+// delete, no other deployment's or tenant's repository). The TokenStore
+// keeps them in the control plane's store (TokenCollection, beside the
+// deployments it reads in the same transaction), so replicas share them.
 //
 // Registry also implements controlplane.ImageResolver: an internal_docker
 // image_uri naming this registry by tag is recorded by digest when its

@@ -32,7 +32,7 @@ func Example() {
 	}
 	defer reg.Close()
 	cp := controlplane.New(st, &controlplane.Options{Images: reg})
-	tokens.cp = cp
+	tokens.TokenStore = registry.NewTokenStore(cp, nil)
 	srv.Config.Handler = reg
 	srv.Start()
 	defer srv.Close()
@@ -40,19 +40,15 @@ func Example() {
 	var req controlplane.CreateDeploymentRequest
 	_ = json.Unmarshal([]byte(`{"name": "agent", "source": "internal_docker"}`), &req)
 	d, _ := cp.CreateDeployment(ctx, "tenant-1", &req)
-	tok, _ := cp.IssuePushToken(ctx, "tenant-1", d.ID)
+	tok, _ := tokens.IssuePushToken(ctx, "tenant-1", d.ID)
 	// docker login -u any --password-stdin <host>; docker push <registry_url>/agent:v1 ...
 	fmt.Println(strings.HasPrefix(tok.Token, "dpr_"), reg.URL(d.ID) == host+"/deployments/"+d.ID)
 	// Output: true true
 }
 
-// lazy lets the registry be built before the ControlPlane that checks its
-// tokens (which takes the registry as its ImageResolver).
-type lazy struct{ cp *controlplane.ControlPlane }
-
-func (l *lazy) CheckRegistryToken(ctx context.Context, token string) (*controlplane.RegistryGrant, error) {
-	return l.cp.CheckRegistryToken(ctx, token)
-}
+// lazy lets the registry be built before the ControlPlane whose store
+// keeps its tokens (which takes the registry as its ImageResolver).
+type lazy struct{ *registry.TokenStore }
 
 // The realm of an external registry: a push token of the control plane,
 // sent as the basic-auth password, becomes a bearer token for the
@@ -62,7 +58,8 @@ func ExampleTokenServer() {
 	st := storemem.New()
 	defer st.Close()
 	cp := controlplane.New(st, nil)
-	ts, err := registry.NewTokenServer(cp, &registry.TokenOptions{
+	tokens := registry.NewTokenStore(cp, nil)
+	ts, err := registry.NewTokenServer(tokens, &registry.TokenOptions{
 		Key:     registry.SigningKey([]byte("the server's secret key")),
 		Service: "registry.example.com", // the registry's auth.token.service
 	})
@@ -75,7 +72,7 @@ func ExampleTokenServer() {
 	var req controlplane.CreateDeploymentRequest
 	_ = json.Unmarshal([]byte(`{"name": "agent", "source": "internal_docker"}`), &req)
 	d, _ := cp.CreateDeployment(ctx, "tenant-1", &req)
-	tok, _ := cp.IssuePushToken(ctx, "tenant-1", d.ID)
+	tok, _ := tokens.IssuePushToken(ctx, "tenant-1", d.ID)
 	b, err := ts.Issue(ctx, tok.Token, "registry.example.com", []string{
 		"repository:deployments/" + d.ID + "/agent:push,pull",
 		"repository:deployments/someone-else/agent:pull", // never granted

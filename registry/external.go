@@ -38,7 +38,7 @@ type ExternalOptions struct {
 
 // External is a registry the operator runs, configured to trust
 // TokenServer's tokens (Docker Registry v2 token authentication): it
-// names registry_url for push-token (httphandler.RegistryURLs) and
+// names registry_url for push-token (httphandler.Registry) and
 // resolves image tags to digests (controlplane.ImageResolver), with a
 // pull token of the deployment minted for the purpose.
 type External struct {
@@ -71,9 +71,9 @@ func (e *External) Host() string { return e.host }
 func (e *External) Names() *Names { return e.names }
 
 // URL is the registry_url of a deployment: Host and its repository prefix
-// (controlplane.RegistryRepository).
+// (Repository).
 func (e *External) URL(deploymentID string) string {
-	return e.host + "/" + controlplane.RegistryRepository(deploymentID)
+	return e.host + "/" + Repository(deploymentID)
 }
 
 // ResolveImage implements controlplane.ImageResolver as Registry's does:
@@ -86,8 +86,8 @@ func (e *External) ResolveImage(ctx context.Context, tenant, deploymentID string
 		return image, nil
 	}
 	path := reference.Path(named)
-	g := &controlplane.RegistryGrant{Tenant: tenant, DeploymentID: deploymentID,
-		Repository: controlplane.RegistryRepository(deploymentID)}
+	g := &Grant{Tenant: tenant, DeploymentID: deploymentID,
+		Repository: Repository(deploymentID)}
 	if !g.Allows(path, "pull") {
 		return "", fmt.Errorf("%w: %s is not in this deployment's repository %s/%s", controlplane.ErrImageNotFound, image, e.host, g.Repository)
 	}

@@ -18,8 +18,6 @@ import (
 	storagedriver "github.com/distribution/distribution/v3/registry/storage/driver"
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
-
-	"github.com/deployplane/deployplane/controlplane"
 )
 
 // quota holds the blob bytes of each deployment's repositories under
@@ -82,7 +80,7 @@ func (q *quota) release(deploymentID string) {
 // bytes of the distinct blobs they link, and those of their unfinished
 // uploads.
 func (q *quota) usage(ctx context.Context, deploymentID string) (blobs, unfinished int64, err error) {
-	root := path.Join(repositoriesRoot, controlplane.RegistryRepository(deploymentID))
+	root := path.Join(repositoriesRoot, Repository(deploymentID))
 	linked := map[digest.Digest]bool{}
 	err = q.driver.Walk(ctx, root, func(fi storagedriver.FileInfo) error {
 		rel := strings.TrimPrefix(fi.Path(), root+"/")
@@ -182,7 +180,7 @@ var errOverQuota = errors.New("registry: over the deployment's quota")
 
 // authorize is called by the access controller once it granted push on
 // the upload's repository to g.
-func (u *upload) authorize(g *controlplane.RegistryGrant) {
+func (u *upload) authorize(g *Grant) {
 	if g.Allows(u.repo, "push") {
 		u.deployment, u.authorized = g.DeploymentID, true
 	}

@@ -34,7 +34,7 @@ func image(t *testing.T, size int64) v1.Image {
 func (e *env) pushToken(t *testing.T, name string) (id, token string) {
 	t.Helper()
 	id = e.deployment(t, tenantA, name, "internal_docker")
-	tok, err := e.cp.IssuePushToken(e.ctx, tenantA, id)
+	tok, err := e.tokens.IssuePushToken(e.ctx, tenantA, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,10 +26,9 @@ import (
 	"github.com/deployplane/deployplane/controlplane"
 )
 
-// Tokens checks the password of a request: the control plane's
-// CheckRegistryToken (*controlplane.ControlPlane implements it).
+// Tokens checks the password of a request (*TokenStore implements it).
 type Tokens interface {
-	CheckRegistryToken(ctx context.Context, token string) (*controlplane.RegistryGrant, error)
+	CheckRegistryToken(ctx context.Context, token string) (*Grant, error)
 }
 
 // Options configure a Registry. Dir or S3 says where images are kept.
@@ -228,9 +227,9 @@ func (r *Registry) Host() string { return r.host }
 func (r *Registry) Names() *Names { return r.names }
 
 // URL is the registry_url of a deployment: Host and its repository prefix
-// (controlplane.RegistryRepository).
+// (Repository).
 func (r *Registry) URL(deploymentID string) string {
-	return r.host + "/" + controlplane.RegistryRepository(deploymentID)
+	return r.host + "/" + Repository(deploymentID)
 }
 
 // Close stops the registry's background work.
@@ -247,7 +246,7 @@ func (r *Registry) ResolveImage(ctx context.Context, tenant, deploymentID, image
 		return image, nil // not a reference to this registry: the deployer's business
 	}
 	path := reference.Path(named)
-	prefix := controlplane.RegistryRepository(deploymentID)
+	prefix := Repository(deploymentID)
 	if path != prefix && !strings.HasPrefix(path, prefix+"/") {
 		return "", fmt.Errorf("%w: %s is not in this deployment's repository %s/%s", controlplane.ErrImageNotFound, image, r.host, prefix)
 	}
@@ -303,7 +302,7 @@ func (ac *accessController) Authorized(req *http.Request, access ...auth.Access)
 		return nil, challenge{err: auth.ErrInvalidCredential}
 	}
 	g, err := ac.tokens.CheckRegistryToken(req.Context(), password)
-	if errors.Is(err, controlplane.ErrRegistryTokenInvalid) {
+	if errors.Is(err, ErrTokenInvalid) {
 		ac.log.Info("registry: refused credential", "user", user, "remote", req.RemoteAddr)
 		return nil, challenge{err: auth.ErrAuthenticationFailure}
 	}

@@ -31,11 +31,13 @@ const (
 // env is a control plane (with a clock the test moves) and a registry
 // served on a loopback httptest.Server, filesystem storage in a temp dir.
 type env struct {
-	ctx  context.Context
-	cp   *controlplane.ControlPlane
-	reg  *registry.Registry
-	host string
-	now  time.Time
+	ctx context.Context
+	cp  *controlplane.ControlPlane
+	// tokens are the registry tokens of cp's deployments, on the same clock.
+	tokens *registry.TokenStore
+	reg    *registry.Registry
+	host   string
+	now    time.Time
 }
 
 func newEnv(t *testing.T) *env {
@@ -50,10 +52,11 @@ func newEnvWith(t *testing.T, opts *registry.Options) *env {
 	st := storemem.New()
 	t.Cleanup(func() { st.Close() })
 	e.cp = controlplane.New(st, &controlplane.Options{Clock: func() time.Time { return e.now }})
+	e.tokens = registry.NewTokenStore(e.cp, &registry.TokenStoreOptions{Clock: func() time.Time { return e.now }})
 	srv := httptest.NewUnstartedServer(nil)
 	e.host = srv.Listener.Addr().String()
 	opts.Host, opts.Dir = e.host, t.TempDir()
-	reg, err := registry.New(e.ctx, e.cp, opts)
+	reg, err := registry.New(e.ctx, e.tokens, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +101,7 @@ func (e *env) push(img v1.Image, repo, token string) error {
 // token of the deployment and answers its digest.
 func (e *env) pushRandom(t *testing.T, tenant, dep, ref string) v1.Hash {
 	t.Helper()
-	tok, err := e.cp.IssuePushToken(e.ctx, tenant, dep)
+	tok, err := e.tokens.IssuePushToken(e.ctx, tenant, dep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +140,7 @@ func TestPushScope(t *testing.T) {
 	a := e.deployment(t, tenantA, "a", "internal_docker")
 	a2 := e.deployment(t, tenantA, "a2", "internal_docker")
 	b := e.deployment(t, tenantB, "b", "internal_docker")
-	tokA, err := e.cp.IssuePushToken(e.ctx, tenantA, a)
+	tokA, err := e.tokens.IssuePushToken(e.ctx, tenantA, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +157,7 @@ func TestPushScope(t *testing.T) {
 	e.refusesForeignPushes(t, img, a, a2, b, tokA.Token)
 	e.pullTokenPulls(t, img, tenantA, a, a2)
 	// An hour later the token is refused.
-	e.now = e.now.Add(controlplane.RegistryTokenTTL)
+	e.now = e.now.Add(registry.TokenTTL)
 	if err := e.push(img, "deployments/"+a+"/agent:v5", tokA.Token); !unauthorized(err) {
 		t.Errorf("push with an expired token: %v, want 401", err)
 	}
@@ -166,26 +169,26 @@ func TestPushScope(t *testing.T) {
 func TestPushTokenRules(t *testing.T) {
 	e := newEnv(t)
 	ext := e.deployment(t, tenantA, "ext", "external_docker")
-	_, err := e.cp.IssuePushToken(e.ctx, tenantA, ext)
+	_, err := e.tokens.IssuePushToken(e.ctx, tenantA, ext)
 	if !errors.Is(err, apierr.ErrInvalidState) || err.Error() != "push token is only available for 'internal_docker' source deployments" {
 		t.Errorf("push token of external_docker: %v", err)
 	}
 	var nf *apierr.NotFoundError
-	if _, err := e.cp.IssuePushToken(e.ctx, tenantB, ext); !errors.As(err, &nf) {
+	if _, err := e.tokens.IssuePushToken(e.ctx, tenantB, ext); !errors.As(err, &nf) {
 		t.Errorf("push token of another tenant's deployment: %v, want not found", err)
 	}
 	a := e.deployment(t, tenantA, "a", "internal_docker")
-	tok, err := e.cp.IssuePushToken(e.ctx, tenantA, a)
+	tok, err := e.tokens.IssuePushToken(e.ctx, tenantA, a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.cp.DeleteDeployment(e.ctx, tenantA, a); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.cp.CheckRegistryToken(e.ctx, tok.Token); !errors.Is(err, controlplane.ErrRegistryTokenInvalid) {
-		t.Errorf("token of a deployment being deleted: %v, want ErrRegistryTokenInvalid", err)
+	if _, err := e.tokens.CheckRegistryToken(e.ctx, tok.Token); !errors.Is(err, registry.ErrTokenInvalid) {
+		t.Errorf("token of a deployment being deleted: %v, want ErrTokenInvalid", err)
 	}
-	if _, err := e.cp.IssuePushToken(e.ctx, tenantA, a); err == nil {
+	if _, err := e.tokens.IssuePushToken(e.ctx, tenantA, a); err == nil {
 		t.Error("a push token was issued for a deployment being deleted")
 	}
 }
@@ -228,7 +231,7 @@ func TestNewNeedsStorageAndHost(t *testing.T) {
 	defer st.Close()
 	cp := controlplane.New(st, nil)
 	for _, o := range []*registry.Options{nil, {Dir: t.TempDir()}, {Host: "127.0.0.1:1"}} {
-		if r, err := registry.New(context.Background(), cp, o); err == nil {
+		if r, err := registry.New(context.Background(), registry.NewTokenStore(cp, nil), o); err == nil {
 			_ = r.Close()
 			t.Errorf("New(%+v) succeeded", o)
 		}
@@ -255,7 +258,7 @@ func TestParseS3URL(t *testing.T) {
 // nowhere: each is a 401 or a 403.
 func (e *env) refusesForeignPushes(t *testing.T, img v1.Image, a, a2, b, tokA string) {
 	t.Helper()
-	tokB, err := e.cp.IssuePushToken(e.ctx, tenantB, b)
+	tokB, err := e.tokens.IssuePushToken(e.ctx, tenantB, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +281,7 @@ func (e *env) refusesForeignPushes(t *testing.T, img v1.Image, a, a2, b, tokA st
 // was pushed as a's agent:v1, but pushes nothing and pulls nothing of a2.
 func (e *env) pullTokenPulls(t *testing.T, img v1.Image, tenant, a, a2 string) {
 	t.Helper()
-	pull, err := e.cp.IssuePullToken(e.ctx, tenant, a)
+	pull, err := e.tokens.IssuePullToken(e.ctx, tenant, a)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,18 +27,16 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
-
-	"github.com/deployplane/deployplane/controlplane"
 )
 
 // The token server: an external registry (CNCF Distribution configured
 // with auth: token, or any registry that speaks the Docker Registry v2
 // token authentication specification) refuses a request without a
 // bearer token and names this server's token endpoint (the realm); the
-// client asks the realm with the control plane's registry token as the
+// client asks the realm with a registry token (TokenStore) as the
 // password of HTTP basic auth, and gets a short-lived JWT, signed with the
 // key the registry trusts, whose access claim is the deployment's
-// repository prefix only (controlplane.RegistryGrant.Allows decides), for
+// repository prefix only (Grant.Allows decides), for
 // the actions the token allows, whatever the client asked for.
 
 // Defaults of TokenOptions.
@@ -270,7 +268,7 @@ var (
 // limited to what the token's grant allows: repositories outside the
 // deployment's prefix, other resource types and other actions are left
 // out, whatever was asked. An empty service means TokenOptions.Service.
-// Errors: controlplane.ErrRegistryTokenInvalid, ErrUnknownService.
+// Errors: ErrTokenInvalid, ErrUnknownService.
 func (s *TokenServer) Issue(ctx context.Context, password, service string, scopes []string) (*Bearer, error) {
 	if service != "" && service != s.service {
 		return nil, fmt.Errorf("%w: this realm issues tokens for %q, not %q", ErrUnknownService, s.service, service)
@@ -285,11 +283,11 @@ func (s *TokenServer) Issue(ctx context.Context, password, service string, scope
 // Mint answers a bearer token of the grant for the scopes asked, without
 // a registry token: for the server's own requests (resolving an image's
 // tag) on a deployment's behalf.
-func (s *TokenServer) Mint(g *controlplane.RegistryGrant, scopes []string) (*Bearer, error) {
+func (s *TokenServer) Mint(g *Grant, scopes []string) (*Bearer, error) {
 	return s.sign(g, scopes)
 }
 
-func (s *TokenServer) sign(g *controlplane.RegistryGrant, scopes []string) (*Bearer, error) {
+func (s *TokenServer) sign(g *Grant, scopes []string) (*Bearer, error) {
 	now := s.now().UTC().Truncate(time.Second)
 	exp := now.Add(s.ttl)
 	if !g.ExpiresAt.IsZero() && g.ExpiresAt.Before(exp) {
@@ -313,7 +311,7 @@ func (s *TokenServer) sign(g *controlplane.RegistryGrant, scopes []string) (*Bea
 
 // grantedAccess is the access claim: for each repository scope asked,
 // the actions of it the grant allows; nothing else.
-func grantedAccess(g *controlplane.RegistryGrant, scopes []string) []Access {
+func grantedAccess(g *Grant, scopes []string) []Access {
 	access := []Access{}
 	for _, scope := range scopes {
 		for sc := range strings.FieldsSeq(scope) {
@@ -428,7 +426,7 @@ func (s *TokenServer) serveGet(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := s.Issue(r.Context(), password, q.Get("service"), q["scope"])
 	switch {
-	case errors.Is(err, controlplane.ErrRegistryTokenInvalid):
+	case errors.Is(err, ErrTokenInvalid):
 		s.log.Info("registry realm: refused credential", "user", user, "remote", r.RemoteAddr)
 		s.unauthorized(w, "incorrect token: unknown, expired, or its deployment is gone")
 	case errors.Is(err, ErrUnknownService):
@@ -468,7 +466,7 @@ func (s *TokenServer) servePost(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := s.Issue(r.Context(), f.Get("password"), f.Get("service"), f["scope"])
 	switch {
-	case errors.Is(err, controlplane.ErrRegistryTokenInvalid):
+	case errors.Is(err, ErrTokenInvalid):
 		s.log.Info("registry realm: refused credential", "user", f.Get("username"), "remote", r.RemoteAddr)
 		writeJSON(w, http.StatusBadRequest, OAuthErrorResponse{Error: "invalid_grant", ErrorDescription: "incorrect token: unknown, expired, or its deployment is gone"})
 	case errors.Is(err, ErrUnknownService):

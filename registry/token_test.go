@@ -53,7 +53,7 @@ func newExtEnv(t *testing.T, trust string) *extEnv {
 	// The registry checks the tokens' times against its own clock: the
 	// test's clock starts at the real time and moves only forward.
 	e.now = time.Now().UTC().Truncate(time.Second)
-	ts, err := registry.NewTokenServer(e.cp, &registry.TokenOptions{Key: registry.SigningKey([]byte("test secret")),
+	ts, err := registry.NewTokenServer(e.tokens, &registry.TokenOptions{Key: registry.SigningKey([]byte("test secret")),
 		Service: extService, Clock: func() time.Time { return e.now }})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestExternalRegistryScope(t *testing.T) {
 			a := e.deployment(t, tenantA, "a", "internal_docker")
 			a2 := e.deployment(t, tenantA, "a2", "internal_docker")
 			b := e.deployment(t, tenantB, "b", "internal_docker")
-			tokA, err := e.cp.IssuePushToken(e.ctx, tenantA, a)
+			tokA, err := e.tokens.IssuePushToken(e.ctx, tenantA, a)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,7 +167,7 @@ func TestExternalRegistryScope(t *testing.T) {
 			}
 
 			// A deleted deployment's token is refused at once.
-			tokA2, err := e.cp.IssuePushToken(e.ctx, tenantA, a2)
+			tokA2, err := e.tokens.IssuePushToken(e.ctx, tenantA, a2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +178,7 @@ func TestExternalRegistryScope(t *testing.T) {
 				t.Errorf("push with a deleted deployment's token: %v, want 401", err)
 			}
 			// An hour later (the test's clock) the token is refused.
-			e.now = e.now.Add(controlplane.RegistryTokenTTL)
+			e.now = e.now.Add(registry.TokenTTL)
 			if err := e.push(img, "deployments/"+a+"/agent:v5", tokA.Token); !unauthorized(err) {
 				t.Errorf("push with an expired token: %v, want 401", err)
 			}
@@ -256,11 +256,11 @@ func TestRealmWire(t *testing.T) {
 	e := newExtEnv(t, "rootcertbundle")
 	a := e.deployment(t, tenantA, "a", "internal_docker")
 	b := e.deployment(t, tenantB, "b", "internal_docker")
-	push, err := e.cp.IssuePushToken(e.ctx, tenantA, a)
+	push, err := e.tokens.IssuePushToken(e.ctx, tenantA, a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pull, err := e.cp.IssuePullToken(e.ctx, tenantA, a)
+	pull, err := e.tokens.IssuePullToken(e.ctx, tenantA, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,11 +366,11 @@ func diffAccess(t *testing.T, want, got []registry.Access) {
 func TestBearerEndsWithItsToken(t *testing.T) {
 	e := newExtEnv(t, "jwks")
 	a := e.deployment(t, tenantA, "a", "internal_docker")
-	tok, err := e.cp.IssuePushToken(e.ctx, tenantA, a)
+	tok, err := e.tokens.IssuePushToken(e.ctx, tenantA, a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.now = e.now.Add(controlplane.RegistryTokenTTL - 2*time.Minute)
+	e.now = e.now.Add(registry.TokenTTL - 2*time.Minute)
 	bt, err := e.ts.Issue(e.ctx, tok.Token, "", []string{"repository:deployments/" + a + ":pull"})
 	if err != nil {
 		t.Fatal(err)
@@ -428,7 +428,7 @@ func FuzzScopes(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, scope string, push bool) {
-		g := &controlplane.RegistryGrant{DeploymentID: "d", Repository: "deployments/d", Push: push}
+		g := &registry.Grant{DeploymentID: "d", Repository: "deployments/d", Push: push}
 		b, err := ts.Mint(g, strings.Split(scope, "\n"))
 		if err != nil {
 			t.Fatal(err)

@@ -976,19 +976,19 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		cpOpts.CustomURLTemplate = proxyURL + "/{id}"
 	}
 	cp := controlplane.New(st, cpOpts)
-	var registryURLs httphandler.RegistryURLs
+	var pushRegistry httphandler.Registry
 	var registryCreds registryCredentials
 	registryDesc := "none"
 	var pulls pullTokenFunc // the deployers' pull credentials of the registry's images
 	switch {
 	case reg != nil:
 		reg.serve(cp, log)
-		pulls = pullTokens(reg.Names(), cp)
-		registryURLs, registryCreds, registryDesc = reg, dockerCredentials(pulls), reg.Host()
+		pulls = pullTokens(reg.Names(), reg.tokens.TokenStore)
+		pushRegistry, registryCreds, registryDesc = reg, dockerCredentials(pulls), reg.Host()
 	case ext != nil:
-		ext.tokens.cp = cp
-		pulls = pullTokens(ext.Names(), cp)
-		registryURLs, registryCreds, registryDesc = ext, dockerCredentials(pulls), ext.Host()+" (external)"
+		ext.tokens.setTokens(cp)
+		pulls = pullTokens(ext.Names(), ext.tokens.TokenStore)
+		pushRegistry, registryCreds, registryDesc = ext, dockerCredentials(pulls), ext.Host()+" (external)"
 	}
 	// A store written in another storage layout is refused before
 	// anything is served or deployed: it is to be recreated.
@@ -1039,7 +1039,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		Uploads:             upl,
 
 		AllowUnverifiedIntegrations: c.allowUnverifiedIntegs,
-		Registry:                    registryURLs,
+		Registry:                    pushRegistry,
 		RegistryRealm:               realm,
 		Dashboard:                   c.dashboard(st),
 	})

@@ -130,7 +130,7 @@ func parseExternalURL(s string) (host string, insecure bool, err error) {
 }
 
 // builtinRegistry is the running registry: the controlplane.ImageResolver,
-// the httphandler.RegistryURLs and the Docker deployer's pull credentials.
+// the httphandler.Registry and the Docker deployer's pull credentials.
 type builtinRegistry struct {
 	*registry.Registry
 	tokens *lateTokens
@@ -149,13 +149,24 @@ func registryLimits(maxConns int) httpLimits {
 	return l
 }
 
-// lateTokens lets the registry be built before the ControlPlane that
-// checks its tokens (the ControlPlane takes the registry as its
-// ImageResolver); cp is set before the registry serves.
-type lateTokens struct{ cp *controlplane.ControlPlane }
+// lateTokens lets the registry be built before the ControlPlane whose
+// store keeps its tokens (the ControlPlane takes the registry as its
+// ImageResolver); the TokenStore is set (setTokens) before the registry
+// serves.
+type lateTokens struct{ *registry.TokenStore }
 
-func (l *lateTokens) CheckRegistryToken(ctx context.Context, token string) (*controlplane.RegistryGrant, error) {
-	return l.cp.CheckRegistryToken(ctx, token)
+// setTokens makes the registry tokens those of cp's store.
+func (l *lateTokens) setTokens(cp *controlplane.ControlPlane) {
+	l.TokenStore = registry.NewTokenStore(cp, nil)
+}
+
+// PushToken implements httphandler.Registry's push tokens.
+func (l *lateTokens) PushToken(ctx context.Context, tenant, deploymentID string) (string, error) {
+	tok, err := l.IssuePushToken(ctx, tenant, deploymentID)
+	if err != nil {
+		return "", err
+	}
+	return tok.Token, nil
 }
 
 // defaultRegistryAddr is where -registry-addr auto listens with -deployer
@@ -220,9 +231,9 @@ func openRegistry(ctx context.Context, f *registryFlags, deployer, db string, se
 	return r, nil
 }
 
-// serve starts serving the registry with cp checking its tokens.
+// serve starts serving the registry with the tokens of cp's store.
 func (r *builtinRegistry) serve(cp *controlplane.ControlPlane, log *slog.Logger) {
-	r.tokens.cp = cp
+	r.tokens.setTokens(cp)
 	r.srv = r.limits.server(r.Registry, log)
 	go func() {
 		if err := r.srv.Serve(r.limits.listener(r.ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -248,10 +259,10 @@ func (r *builtinRegistry) close() {
 	}
 }
 
-// credentials gives the Docker deployer a pull token of the deployment
-// for an image of the built-in registry; other images pull anonymously.
-func (r *builtinRegistry) credentials(cp *controlplane.ControlPlane) registryCredentials {
-	return dockerCredentials(pullTokens(r.Names(), cp))
+// PushToken implements httphandler.Registry: a push token of the
+// deployment, for the built-in registry.
+func (r *builtinRegistry) PushToken(ctx context.Context, tenant, deploymentID string) (string, error) {
+	return r.tokens.PushToken(ctx, tenant, deploymentID)
 }
 
 // pullTokenFunc answers a pull credential of the deployment for an image
@@ -262,14 +273,14 @@ type pullTokenFunc func(ctx context.Context, tenant, deploymentID, image string)
 // registry at host (built-in or external): a pull-only token of the
 // deployment, the password of basic auth (an external registry's clients
 // exchange it at the realm).
-func pullTokens(names *registry.Names, cp *controlplane.ControlPlane) pullTokenFunc {
+func pullTokens(names *registry.Names, tokens *registry.TokenStore) pullTokenFunc {
 	return func(ctx context.Context, tenant, deploymentID, image string) (*deployk8s.PullCredential, error) {
 		named, err := reference.ParseNormalizedNamed(image)
 		if err != nil || !names.Match(reference.Domain(named)) {
 			return nil, nil
 		}
 		host := reference.Domain(named) // the name the engine pulls by
-		tok, err := cp.IssuePullToken(ctx, tenant, deploymentID)
+		tok, err := tokens.IssuePullToken(ctx, tenant, deploymentID)
 		if err != nil {
 			return nil, err
 		}
@@ -305,6 +316,12 @@ type externalRegistry struct {
 	*registry.External
 	realm  *registry.TokenServer
 	tokens *lateTokens
+}
+
+// PushToken implements httphandler.Registry: a push token of the
+// deployment, which the realm exchanges for the external registry's.
+func (x *externalRegistry) PushToken(ctx context.Context, tenant, deploymentID string) (string, error) {
+	return x.tokens.PushToken(ctx, tenant, deploymentID)
 }
 
 // openExternalRegistry builds the realm and the External of
