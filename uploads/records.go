@@ -280,44 +280,41 @@ func (s *Service) start(ctx context.Context, u *Upload) (lease string, err error
 // when lease is not the upload's (a lost claim).
 func (s *Service) finish(ctx context.Context, u *Upload, lease string, size int64) error {
 	now := s.now()
-	err := s.st.Update(ctx, func(tx store.Tx) error {
-		k := recordKey(u.Tenant, u.DeploymentID, u.ID)
-		rec, err := getRecord(tx, k)
-		if errors.Is(err, store.ErrNotFound) {
-			return errExpired
-		}
-		if err != nil {
-			return err
-		}
-		if rec.State != stateUploading || rec.Lease != lease {
-			return errUsed
-		}
+	return s.withLease(ctx, "finish upload", u, lease, errExpired, errUsed, func(rec *record) {
 		rec.State, rec.Lease, rec.Size, rec.Done = stateUploaded, "", size, now.UnixMicro()
-		return putRecord(tx, k, rec)
 	})
-	return storeErr("finish upload", err)
 }
 
 // abandon gives back the claim of a PUT that failed (too large, cut off):
 // the URL may be used again until it expires. A lease that is not the
 // upload's changes nothing.
 func (s *Service) abandon(ctx context.Context, u *Upload, lease string) error {
+	return s.withLease(ctx, "abandon upload", u, lease, nil, nil, func(rec *record) {
+		rec.State, rec.Lease = stateIssued, ""
+	})
+}
+
+// withLease applies change to u's record in one Update when the PUT
+// holding lease still holds it. An upload whose record is gone answers
+// gone, one held by no PUT or by another answers notHeld (nil: nothing
+// changes, no error).
+func (s *Service) withLease(ctx context.Context, op string, u *Upload, lease string, gone, notHeld error, change func(*record)) error {
 	err := s.st.Update(ctx, func(tx store.Tx) error {
 		k := recordKey(u.Tenant, u.DeploymentID, u.ID)
 		rec, err := getRecord(tx, k)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil
+			return gone
 		}
 		if err != nil {
 			return err
 		}
 		if rec.State != stateUploading || rec.Lease != lease {
-			return nil
+			return notHeld
 		}
-		rec.State, rec.Lease = stateIssued, ""
+		change(rec)
 		return putRecord(tx, k, rec)
 	})
-	return storeErr("abandon upload", err)
+	return storeErr(op, err)
 }
 
 // collect returns up to limit uploads whose tarballs may be removed, and
