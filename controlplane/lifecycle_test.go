@@ -272,20 +272,7 @@ func runReplicas(t *testing.T, st store.Store) {
 // which is durable blocking) and closed before it ends.
 
 func TestTwoReplicasOverOneStore(t *testing.T) {
-	t.Run("storemem", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			st := storemem.New()
-			defer st.Close()
-			runReplicas(t, st)
-		})
-	})
-	t.Run("storebolt", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			st := openBolt(t, t.TempDir()+"/db")
-			defer st.Close()
-			runReplicas(t, st)
-		})
-	})
+	inBubbleOverStores(t, runReplicas)
 }
 
 // TestRestartResumes stops Run mid-flight, reopens the database with a new
@@ -713,6 +700,27 @@ func testRunNotifiedAtOnce(t *testing.T) {
 	cancel()
 	if err := <-results; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// inBubbleOverStores runs f in a testing/synctest bubble over a new
+// storemem store and a new storebolt store, each opened inside the bubble
+// and closed before it ends.
+func inBubbleOverStores(t *testing.T, f func(*testing.T, store.Store)) {
+	for _, s := range []struct {
+		name string
+		open func(*testing.T) store.Store
+	}{
+		{"storemem", func(*testing.T) store.Store { return storemem.New() }},
+		{"storebolt", func(t *testing.T) store.Store { return openBolt(t, t.TempDir()+"/db") }},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := s.open(t)
+				defer st.Close()
+				f(t, st)
+			})
+		})
 	}
 }
 

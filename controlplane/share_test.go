@@ -128,20 +128,7 @@ func statusCounts(t testing.TB, cp *controlplane.ControlPlane, tenant string, ds
 // free worker and reaches DEPLOYED while the first tenant's units are all
 // still held; once they are released, every revision is DEPLOYED.
 func TestTenantShareOfWorkers(t *testing.T) {
-	t.Run("storemem", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			st := storemem.New()
-			defer st.Close()
-			testTenantShare(t, st)
-		})
-	})
-	t.Run("storebolt", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			st := openBolt(t, t.TempDir()+"/db")
-			defer st.Close()
-			testTenantShare(t, st)
-		})
-	})
+	inBubbleOverStores(t, testTenantShare)
 }
 
 func testTenantShare(t *testing.T, st store.Store) {
