@@ -152,16 +152,7 @@ func TestDockerBuildsGitHubRevisions(t *testing.T) {
 				args = append(args, "-egress-allow-hosts", tc.allow)
 			}
 			url, _, _ := server(t, args, map[string]string{"DEPLOYPLANE_API_KEY": "k"})
-			status, in := call(t, "POST", url+"/v1/integrations/github", "k", `{"installation_id": 42, "name": "acme"}`)
-			if status != 201 {
-				t.Fatalf("create integration: %d %v", status, in)
-			}
-			status, d := call(t, "POST", url+"/v2/deployments", "k", `{"name": "built-`+randHex()+`", "source": "github",
-				"source_config": {"integration_id": "`+in["id"].(string)+`", "repo_url": "`+gitURL+`/agent.git"},
-				"source_revision_config": {"repo_ref": "main", "graph_config_path": "langgraph.json"}}`)
-			if status != 201 {
-				t.Fatalf("create deployment: %d %v", status, d)
-			}
+			d := githubDeploymentOf(t, url, "k", "built-"+randHex(), gitURL+"/agent.git", false)
 			id, rev := d["id"].(string), d["latest_revision_id"].(string)
 			t.Cleanup(func() { // before the server stops: its containers and images go
 				call(t, "DELETE", url+"/v2/deployments/"+id, "k", "")
@@ -249,16 +240,7 @@ func TestBuildNetworkKeepsStepsOffTheServer(t *testing.T) {
 		"langgraph.json": `{"dependencies": ["."], "graphs": {"agent": "./agent.py:graph"}}`,
 		"Dockerfile":     "FROM " + base + "\nRUN connect " + api + "\n",
 	})
-	status, in := call(t, "POST", url+"/v1/integrations/github", "k", `{"installation_id": 42, "name": "acme"}`)
-	if status != 201 {
-		t.Fatalf("create integration: %d %v", status, in)
-	}
-	status, d := call(t, "POST", url+"/v2/deployments", "k", `{"name": "net-`+randHex()+`", "source": "github",
-		"source_config": {"integration_id": "`+in["id"].(string)+`", "repo_url": "`+gitURL+`/agent.git"},
-		"source_revision_config": {"repo_ref": "main", "graph_config_path": "langgraph.json"}}`)
-	if status != 201 {
-		t.Fatalf("create deployment: %d %v", status, d)
-	}
+	d := githubDeploymentOf(t, url, "k", "net-"+randHex(), gitURL+"/agent.git", false)
 	id, rev := d["id"].(string), d["latest_revision_id"].(string)
 	t.Cleanup(func() { deleteDeployment(t, url, id) })
 	waitStatus(t, url, "k", id, rev, "BUILD_FAILED")
@@ -279,3 +261,4 @@ func TestBuildNetworkKeepsStepsOffTheServer(t *testing.T) {
 		}
 	}
 }
+

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -20,13 +21,21 @@ import (
 // the deployment.
 func githubDeployment(t *testing.T, url, key string) map[string]any {
 	t.Helper()
+	return githubDeploymentOf(t, url, key, "gh-agent", "https://github.com/acme/agent", true)
+}
+
+// githubDeploymentOf creates an integration of installation 42 (the server
+// runs with -allow-unverified-integrations) and a github deployment named
+// name of repoURL's main branch, and returns the deployment.
+func githubDeploymentOf(t *testing.T, url, key, name, repoURL string, buildOnPush bool) map[string]any {
+	t.Helper()
 	status, in := call(t, "POST", url+"/v1/integrations/github", key, `{"installation_id": 42, "name": "acme"}`)
 	if status != 201 {
 		t.Fatalf("create integration: %d %v", status, in)
 	}
-	status, d := call(t, "POST", url+"/v2/deployments", key, `{"name": "gh-agent", "source": "github",
-		"source_config": {"integration_id": "`+in["id"].(string)+`", "repo_url": "https://github.com/acme/agent", "build_on_push": true},
-		"source_revision_config": {"repo_ref": "main", "graph_config_path": "langgraph.json"}}`)
+	status, d := call(t, "POST", url+"/v2/deployments", key, fmt.Sprintf(`{"name": %q, "source": "github",
+		"source_config": {"integration_id": %q, "repo_url": %q, "build_on_push": %t},
+		"source_revision_config": {"repo_ref": "main", "graph_config_path": "langgraph.json"}}`, name, in["id"], repoURL, buildOnPush))
 	if status != 201 {
 		t.Fatalf("create deployment: %d %v", status, d)
 	}
