@@ -261,4 +261,3 @@ func TestBuildNetworkKeepsStepsOffTheServer(t *testing.T) {
 		}
 	}
 }
-
