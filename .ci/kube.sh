@@ -32,6 +32,24 @@ _kube_free_base() {
 # kubeconfig $1 that up.sh wrote.
 _kube_entry() { sed -n "s/^$2: \[\(.*\)\]\$/\1/p" "$1"; }
 
+# _kube_up starts cluster $3 in directory $4 on the first free port base above $5 with $6
+# nodes, and prints the base it used. A start that fails (a port taken between the check and
+# the bind, a process that died) is stopped and tried again on other ports, three times in all.
+_kube_up() {
+	local here=$1 bin=$2 ctx=$3 d=$4 base=$5 nodes=$6 try
+	for try in 1 2 3; do
+		base=$(_kube_free_base "$base") || return 1
+		if CONTEXT=$ctx bash "$here/kube/up.sh" "$bin" "$d" "$base" "$nodes" >/dev/null; then
+			echo "$base"
+			return 0
+		fi
+		bash "$here/kube/down.sh" "$d"
+		_kube_log "$ctx did not start on ports $base-$((base + 2)) (try $try of 3)"
+		base=$((base + 3 + RANDOM % 1000))
+	done
+	return 1
+}
+
 kube_start() {
 	if [ -n "${_KUBE_DIR:-}" ]; then return 0; fi
 	local missing=
@@ -53,11 +71,10 @@ kube_start() {
 	bin=$(bash "$here/kube/build.sh") || return 1
 	dir=$(mktemp -d) || return 1
 	_KUBE_DIR=$dir
-	base=$(_kube_free_base $((20000 + RANDOM % 20000))) || return 1
+	base=$((20000 + RANDOM % 20000))
 	# kube-a has room for the scale test (DEPLOYK8S_SCALE=1000: 2,000 pods).
-	CONTEXT=kube-a bash "$here/kube/up.sh" "$bin" "$dir/a" "$base" 20 >/dev/null || return 1
-	base=$(_kube_free_base $((base + 3))) || return 1
-	CONTEXT=kube-b bash "$here/kube/up.sh" "$bin" "$dir/b" "$base" 2 >/dev/null || return 1
+	base=$(_kube_up "$here" "$bin" kube-a "$dir/a" "$base" 20) || return 1
+	_kube_up "$here" "$bin" kube-b "$dir/b" "$((base + 3))" 2 >/dev/null || return 1
 	a=$dir/a/kubeconfig b=$dir/b/kubeconfig
 	cat >"$dir/kubeconfig" <<KC
 apiVersion: v1

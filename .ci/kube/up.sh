@@ -40,10 +40,18 @@ users: [{name: $C-admin, user: {client-certificate: "$D/pki/admin.crt", client-k
 contexts: [{name: $C, context: {cluster: $C, user: $C-admin}}]
 current-context: $C
 KC
-ready=""; for i in $(seq 240); do
+# Up to 3 minutes: a loaded 2-core machine (a parallel module download, a cold page cache)
+# has taken over one. A process that exited is not waited for.
+ready=""; why="not ready after 180 s"; for i in $(seq 720); do
   if curl -sf --cacert pki/ca.crt --cert pki/admin.crt --key pki/admin.key https://127.0.0.1:$((P+2))/readyz >/dev/null; then ready=1; break; fi
+  kill -0 "$(cat etcd.pid)" 2>/dev/null || { why="etcd exited"; break; }
+  kill -0 "$(cat apiserver.pid)" 2>/dev/null || { why="kube-apiserver exited"; break; }
   sleep 0.25; done
-[ -n "$ready" ] || { tail -20 apiserver.log; echo "kube-apiserver not ready" >&2; exit 1; }
+if [ -z "$ready" ]; then
+  { echo "up.sh: kube-apiserver on 127.0.0.1:$((P+2)): $why; the last lines of its log and etcd's:"
+    tail -20 apiserver.log; tail -10 etcd.log; } >&2
+  exit 1
+fi
 # --enable-hostpath-provisioner: the controller manager's own (test-only) provisioner gives every
 # claim of the default StorageClass below a fresh hostPath volume, and deletes it with the claim
 # (its deleter removes only paths under /tmp/, which it never created: nothing mounts them).
