@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
 	"github.com/deployplane/deployplane/controlplane/internal/revlog"
 	"github.com/deployplane/deployplane/internal/seal"
 	"github.com/deployplane/deployplane/internal/uuidtext"
@@ -41,7 +42,8 @@ type ControlPlane struct {
 	secrets secretCodec   // seals secret values at rest (storageform.go)
 	logs    *revlog.Logs  // the revision logs, bounded by Options.LogRetention (logs.go)
 	tenants tenantCache   // tenant key prefixes (keys.go)
-	ev      *eventLog     // the event log's followers and options (events.go)
+	events  *eventlog.Log // the event log: outbox, sequencer, followers (events.go)
+	renders *renderCache  // the rendered data of recent events (events.go)
 	answers *answerCache  // GetDeploymentJSON's recent answers (answercache.go)
 
 	// lifecycle (worker.go)
@@ -56,7 +58,7 @@ type ControlPlane struct {
 	claims    atomic.Uint64
 	obs       Observer                 // observe.go; never nil
 	deployer  atomic.Pointer[Deployer] // the Deployer Run drives, for Ready
-	seq       *sequencer               // numbers events, folds order counts (sequencer.go)
+	folding   sync.Mutex               // one fold of the order counts at a time (sequencer.go)
 
 	hooks ruleHooks // none outside the mutation tests (rules.go)
 }
@@ -128,10 +130,10 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		obs:      o.Observer,
 		hooks:    o.hooks,
 	}
-	cp.ev = newEventLog(&o)
+	cp.events = newEventLog(st, &o)
+	cp.renders = newRenderCache()
 	cp.answers = newAnswerCache(answerCacheBytes(o.AnswerCacheBytes))
-	cp.seq = newSequencer(cp)
-	cp.st = eventStore{Store: cp.st, log: cp.ev, seq: cp.seq, tenants: &cp.tenants} // wakes event followers after commits, runs the sequencer (events.go)
+	cp.st = eventStore{Store: cp.st, cp: cp} // wakes event followers after commits, runs the sequencer (events.go)
 	if len(o.SecretKey) > 0 {
 		s, err := seal.New(o.SecretKey)
 		if err != nil {

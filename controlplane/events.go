@@ -1,20 +1,17 @@
 package controlplane
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -23,64 +20,16 @@ import (
 // a revision writes its events in the same Update as the change
 // (putDeployment, removeDeployment and putRevision call deploymentEvent
 // and revisionEvent), so an event exists if and only if its change
-// committed. The change does not number them: it writes them to an outbox,
-// and a sequencer (sequencer.go) numbers them later, in batches. Layout:
-//
-//	cp_event_outbox  tenant/D/<16 hex clock>/<4 hex i> -> an event not yet numbered (eventRecord.encode)
-//	cp_event_clocks  tenant/D                       -> the deployment's last clock, decimal (absent: 0)
-//	cp_events        tenant/n                       -> the tenant's last event number, decimal
-//	cp_events        tenant/e/<16 hex>              -> one numbered event (eventRecord.encode)
-//
-// Why an outbox: when every change read and wrote the tenant's counter,
-// every two changes of a tenant conflicted, and PostgreSQL (storepg)
-// committed them one at a time. A change now reads nothing that other
-// deployments' changes write: the events of deployment D carry D's clock,
-// which every Update with events of D reads and advances (changes of one
-// deployment conflict anyway), except the Update that creates D, which
-// knows it is 0 and neither reads nor writes the clock record (an absent
-// record stands for 0, so a create writes one record fewer); i numbers
-// the events of one Update. So
-// the outbox keeps each deployment's events in the order of its changes.
-// The sequencer deletes a deployment's clock when it numbers the
-// deployment's deleted event, the last it has.
-//
-// The sequencer (sequenceTenant) takes the outbox of a tenant, up to
-// seqBatch events, in one Update: it orders them (each deployment's by
-// clock and i; between deployments by the events' times), gives them the
-// numbers after the tenant's counter, moves them to cp_events and
-// advances the counter. Numbers are thus 1, 2, 3, ... per tenant, dense,
-// and a batch's numbers follow every earlier batch's: an event committed
-// after a batch was taken gets a larger number than all of that batch's.
-// Followers read only numbered events, so a follower never misses an
-// event that is given a smaller number later. Sequencer runs of two
-// replicas conflict on the counter, and the stores' serializable
-// transactions let one of them commit first: numbers stay dense across
-// replicas. Their decimal form is the SSE id.
-//
-// Who runs the sequencer: a follower before it reads (FollowEvents, and
-// Next each time it looks), so what it reads includes every event
-// committed before it looked; Run at each of its wake-ups and polls; and
-// the process that has written eventSeqEvery events since its last run,
-// so that the outbox stays short when nobody follows and nothing runs.
-// Within a process, runs for a tenant are coalesced (seqFlight): a caller
-// waits for a run that began after its call, and shares it with the
-// callers that came meanwhile.
-//
-// Retention: a sequencer batch whose numbers reach a multiple of
-// eventPruneBatch deletes, oldest first, up to 2*eventPruneBatch events
-// that are beyond the tenant's newest EventRetention or older than
-// EventMaxAge. A follower whose next event was pruned gets an EventGap
-// event first.
+// committed. How events are kept, numbered, followed and pruned is
+// controlplane/internal/eventlog's (the outbox, the sequencer and its
+// lease); this file says which events a change produces, turns them into
+// their wire form, and checks what a follower may ask for.
 //
 // A deployment event stores the deployment in its storage form (secrets
 // sealed as in cp_deployments) and is turned into its wire JSON when read;
 // a revision event stores the revision's wire JSON (which has no secrets);
-// a log event stores the log line's wire JSON.
-const (
-	colEvents      = "cp_events"
-	colEventOutbox = "cp_event_outbox"
-	colEventClocks = "cp_event_clocks"
-)
+// a log event stores the log line's wire JSON, and its change is the log
+// type.
 
 // Event names (the SSE event field).
 const (
@@ -112,16 +61,10 @@ const (
 
 // Defaults of the event Options.
 const (
-	DefaultEventRetention    = 10000
-	DefaultEventMaxAge       = 24 * time.Hour
-	DefaultEventPollInterval = time.Second
+	DefaultEventRetention    = eventlog.DefaultRetention
+	DefaultEventMaxAge       = eventlog.DefaultMaxAge
+	DefaultEventPollInterval = eventlog.DefaultPollInterval
 )
-
-// eventPruneBatch: every eventPruneBatch-th append of a tenant prunes.
-const eventPruneBatch = 64
-
-// eventReadBatch caps the events one Next returns.
-const eventReadBatch = 256
 
 // Event is one event of a tenant's log, ready for an SSE stream.
 type Event struct {
@@ -136,64 +79,14 @@ type Event struct {
 	Data []byte
 }
 
-// eventRecord is an event as cp_events stores it.
-type eventRecord struct {
-	kind       string // EventDeployment, EventRevision, EventLog
-	change     string // a Change* for deployments and revisions, the log type for logs
-	deployment string
-	revision   string // "" for deployment events
-	at         int64  // Unix microseconds of the ControlPlane's clock
-	payload    []byte
-}
-
-// encode is "1\n" kind, change, deployment, revision and at, each followed
-// by "\n", then the payload.
-func (e *eventRecord) encode() []byte {
-	head := "1\n" + e.kind + "\n" + e.change + "\n" + e.deployment + "\n" + e.revision + "\n" + strconv.FormatInt(e.at, 10) + "\n"
-	return append([]byte(head), e.payload...)
-}
-
-func decodeEventRecord(b []byte) (eventRecord, error) {
-	var e eventRecord
-	var f [6]string
-	rest := b
-	for i := range f {
-		j := bytes.IndexByte(rest, '\n')
-		if j < 0 {
-			return e, errors.New("controlplane: a malformed event record")
-		}
-		f[i], rest = string(rest[:j]), rest[j+1:]
-	}
-	if f[0] != "1" {
-		return e, fmt.Errorf("controlplane: an event record of format %q, newer than this build: %w", f[0], ErrNewerRecord)
-	}
-	at, err := strconv.ParseInt(f[5], 10, 64)
-	if err != nil {
-		return e, errors.New("controlplane: a malformed event record")
-	}
-	return eventRecord{kind: f[1], change: f[2], deployment: f[3], revision: f[4], at: at, payload: rest}, nil
-}
-
-func eventCounterKey(tenant string) string    { return tenant + "/n" }
-func eventPrefix(tenant string) string        { return tenant + "/e/" }
-func eventKey(tenant string, n uint64) string { return fmt.Sprintf("%s/e/%016x", tenant, n) }
-
-// eventNumber is the number of an event key of the tenant's prefix.
-func eventNumber(prefix, k string) (uint64, bool) {
-	n, err := strconv.ParseUint(strings.TrimPrefix(k, prefix), 16, 64)
-	return n, err == nil
-}
-
-// lastEvent is the number of the tenant's last event (0: none yet).
-func lastEvent(r store.Reader, tenant string) (uint64, error) {
-	b, err := r.Get(colEvents, eventCounterKey(tenant))
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseUint(string(b), 10, 64)
+// newEventLog is the event log of a ControlPlane over st with options o:
+// a deployment's created event begins its events, its deleted event ends
+// them.
+func newEventLog(st store.Store, o *Options) *eventlog.Log {
+	return eventlog.New(st, &eventlog.Options{Retention: o.EventRetention, MaxAge: o.EventMaxAge,
+		PollInterval: o.EventPollInterval, Clock: o.Clock,
+		Created: eventlog.Match{Kind: EventDeployment, Change: ChangeCreated},
+		Deleted: eventlog.Match{Kind: EventDeployment, Change: ChangeDeleted}})
 }
 
 // deploymentEvent appends the event of putDeployment(tx, tenant, old, r):
@@ -208,14 +101,14 @@ func (cp *ControlPlane) deploymentEvent(tx store.Tx, tenant string, old, r *depl
 	case old.Status != r.Status:
 		change = ChangeStatus
 	}
-	return cp.appendEvent(tx, tenant, &eventRecord{kind: EventDeployment, change: change, deployment: r.ID,
-		at: micros(r.UpdatedAt), payload: stored})
+	return cp.appendEvent(tx, tenant, &eventlog.Event{Kind: EventDeployment, Change: change, Deployment: r.ID,
+		At: r.UpdatedAt.Time(), Payload: stored})
 }
 
 // deploymentDeletedEvent appends the event of removeDeployment.
 func (cp *ControlPlane) deploymentDeletedEvent(tx store.Tx, tenant string, r *deploymentRecord) error {
-	return cp.appendEvent(tx, tenant, &eventRecord{kind: EventDeployment, change: ChangeDeleted, deployment: r.ID,
-		at: micros(r.UpdatedAt)})
+	return cp.appendEvent(tx, tenant, &eventlog.Event{Kind: EventDeployment, Change: ChangeDeleted, Deployment: r.ID,
+		At: r.UpdatedAt.Time()})
 }
 
 // revisionEvent appends the event of putRevision(tx, tenant, rev, isNew),
@@ -237,8 +130,8 @@ func (cp *ControlPlane) revisionEvent(tx store.Tx, tenant string, rev *revisionR
 	if err != nil {
 		return err
 	}
-	return cp.appendEvent(tx, tenant, &eventRecord{kind: EventRevision, change: change, deployment: rev.DeploymentID,
-		revision: rev.ID, at: micros(rev.UpdatedAt), payload: b})
+	return cp.appendEvent(tx, tenant, &eventlog.Event{Kind: EventRevision, Change: change, Deployment: rev.DeploymentID,
+		Revision: rev.ID, At: rev.UpdatedAt.Time(), Payload: b})
 }
 
 // logEvent appends a log line of a revision (logType LogBuild or
@@ -246,348 +139,30 @@ func (cp *ControlPlane) revisionEvent(tx store.Tx, tenant string, rev *revisionR
 // event log, in the caller's Update. Followers that asked for logType
 // receive it.
 func (cp *ControlPlane) logEvent(tx store.Tx, tenant, deploymentID, revisionID string, logType LogType, at time.Time, line []byte) error {
-	return cp.appendEvent(tx, tenant, &eventRecord{kind: EventLog, change: string(logType), deployment: deploymentID,
-		revision: revisionID, at: at.UnixMicro(), payload: line})
+	return cp.appendEvent(tx, tenant, &eventlog.Event{Kind: EventLog, Change: string(logType), Deployment: deploymentID,
+		Revision: revisionID, At: at, Payload: line})
 }
 
-// appendEvent writes e as the tenant's next event of e.deployment to the
-// outbox, in tx: it commits with the change it records, or not at all, and
-// the sequencer numbers it later. e.at is the change's time (the
-// resource's updated_at): the clock is not read. The Update that creates
-// a deployment (its created event) reads and writes no clock: its clock
-// is 0.
-// The tenant's followers in this process are woken once the Update has
+// appendEvent appends e to the tenant's event log in tx (eventlog.Append):
+// it commits with the change it records, or not at all. e.At is the
+// change's time (the resource's updated_at): the clock is not read. The
+// tenant's followers in this process are woken once the Update has
 // committed.
-func (cp *ControlPlane) appendEvent(tx store.Tx, tenant string, e *eventRecord) error {
-	et, _ := tx.(*eventTx)
-	var c *eventChain
-	if et != nil {
-		c = et.chains[eventChainKey{tenant, e.deployment}]
+func (cp *ControlPlane) appendEvent(tx store.Tx, tenant string, e *eventlog.Event) error {
+	var b *eventlog.Batch
+	if et, ok := tx.(*eventTx); ok {
+		b = &et.batch
 	}
-	if c == nil {
-		c = &eventChain{}
-		// The Update that creates the deployment gives its events clock
-		// 0, which an absent clock record stands for: it neither reads
-		// nor writes one.
-		if created := e.kind == EventDeployment && e.change == ChangeCreated; !created {
-			n, err := getDecimal(tx, colEventClocks, eventClockKey(tenant, e.deployment))
-			if err != nil {
-				return err
-			}
-			c.clock = n + 1
-			if err := tx.Put(colEventClocks, eventClockKey(tenant, e.deployment), []byte(strconv.FormatUint(c.clock, 10))); err != nil {
-				return err
-			}
-		}
-		if et != nil {
-			if et.chains == nil {
-				et.chains = map[eventChainKey]*eventChain{}
-			}
-			et.chains[eventChainKey{tenant, e.deployment}] = c
-		}
-	}
-	// The events of the Update that creates a deployment (clock 0) have
-	// keys that hold its new id, which no record has (store.Insert); two
-	// Updates that change one deployment at once may give their events
-	// one key before one of them is refused for conflicting with the
-	// other, so theirs are Puts.
-	if err := writer(tx, c.clock == 0)(colEventOutbox, outboxKey(tenant, e.deployment, c.clock, c.next), e.encode()); err != nil {
-		return err
-	}
-	c.next++
-	if et != nil {
-		et.touch(tenant)
-		et.events++
-	}
-	return nil
+	return cp.events.Append(tx, b, tenant, e)
 }
 
-// eventChainKey names a deployment's chain of events in an Update.
-type eventChainKey struct{ tenant, deployment string }
-
-// eventChain is the clock an Update gave a deployment's events, and the
-// index of its next event.
-type eventChain struct {
-	clock uint64
-	next  uint32
-}
-
-func eventClockKey(tenant, deployment string) string { return tenant + "/" + deployment }
-
-// outboxKey is the key of the i-th event of a deployment's change whose
-// clock is clock.
-func outboxKey(tenant, deployment string, clock uint64, i uint32) string {
-	return fmt.Sprintf("%s/%s/%016x/%04x", tenant, deployment, clock, i)
-}
-
-// getDecimal reads a decimal counter (0 when absent).
-func getDecimal(r store.Reader, col, k string) (uint64, error) {
-	b, err := r.Get(col, k)
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	n, err := strconv.ParseUint(string(b), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("controlplane: malformed counter %s %q", col, b)
-	}
-	return n, nil
-}
-
-// pruneEvents deletes, oldest first, up to 2*eventPruneBatch events of the
-// tenant that are beyond the newest EventRetention (last is the newest's
-// number) or more than EventMaxAge older than now (Unix microseconds, the
-// newest's time).
-func (cp *ControlPlane) pruneEvents(tx store.Tx, tenant string, last uint64, now int64) error {
-	var keep uint64 // events numbered keep or less go
-	if last > uint64(cp.ev.retention) {
-		keep = last - uint64(cp.ev.retention)
-	}
-	cutoff := now - cp.ev.maxAge.Microseconds()
-	prefix := eventPrefix(tenant)
-	var old []string
-	err := tx.Scan(colEvents, prefix, nil, func(k string, v []byte) (bool, error) {
-		n, ok := eventNumber(prefix, k)
-		if ok && n > keep {
-			e, err := decodeEventRecord(v)
-			if err == nil && e.at >= cutoff {
-				return false, nil
-			}
-		}
-		old = append(old, k)
-		return len(old) < 2*eventPruneBatch, nil
-	})
-	if err != nil {
-		return err
-	}
-	// Discards, not Deletes: the keys were just read, and a store may
-	// send a run of Discards at once where each Delete waits for its
-	// answer (storepg: 128 round trips a prune).
-	for _, k := range old {
-		if err := store.Discard(tx, colEvents, k); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// eventLog is a ControlPlane's side of the event log: its options, the
-// followers' wake-ups, and the rendered data of recent events.
-type eventLog struct {
-	retention int
-	maxAge    time.Duration
-	poll      time.Duration
-
-	mu    sync.Mutex
-	waits map[string]chan struct{} // tenant -> closed at its next commit here
-	gens  map[string]uint64        // tenant -> commits notified since its tail was made
-	tails map[string]*eventTail    // tenant -> its followers' shared tail
-	cache map[eventCacheKey][]byte // rendered Data of recent events
-	ring  []eventCacheKey          // cache keys, oldest replaced first
-	next  int
-}
-
-type eventCacheKey struct {
-	tenant string
-	n      uint64
-}
-
-// eventCacheSize bounds the rendered events kept for followers that read
-// the same events (every follower of a tenant decodes each deployment
-// event once per process, not once per follower).
-const eventCacheSize = 1024
-
-func newEventLog(o *Options) *eventLog {
-	l := &eventLog{retention: o.EventRetention, maxAge: o.EventMaxAge, poll: o.EventPollInterval,
-		waits: map[string]chan struct{}{}, gens: map[string]uint64{}, tails: map[string]*eventTail{}, cache: map[eventCacheKey][]byte{}, ring: make([]eventCacheKey, eventCacheSize)}
-	if l.retention <= 0 {
-		l.retention = DefaultEventRetention
-	}
-	if l.maxAge <= 0 {
-		l.maxAge = DefaultEventMaxAge
-	}
-	if l.poll <= 0 {
-		l.poll = DefaultEventPollInterval
-	}
-	return l
-}
-
-// wait returns a channel closed at the tenant's next commit through this
-// ControlPlane, and the tenant's generation: the number of such commits
-// notified so far. Take them before reading the store, so that no commit
-// falls between the read and the wait.
-func (l *eventLog) wait(tenant string) (<-chan struct{}, uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ch := l.waits[tenant]
-	if ch == nil {
-		ch = make(chan struct{})
-		l.waits[tenant] = ch
-	}
-	return ch, l.gens[tenant]
-}
-
-// generation is the tenant's generation (wait).
-func (l *eventLog) generation(tenant string) uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.gens[tenant]
-}
-
-// notify wakes the tenant's followers. The generation is counted only for
-// tenants someone follows (it needs no more: a tail starts at 0 too).
-func (l *eventLog) notify(tenant string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if ch := l.waits[tenant]; ch != nil {
-		close(ch)
-		delete(l.waits, tenant)
-	}
-	if _, ok := l.tails[tenant]; ok {
-		l.gens[tenant]++
-	}
-}
-
-// tailOf is the tenant's shared tail, made on first use.
-func (l *eventLog) tailOf(tenant string) *eventTail {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	t := l.tails[tenant]
-	if t == nil {
-		t = &eventTail{}
-		l.tails[tenant] = t
-		l.gens[tenant]++ // a read before this notify counted nothing
-	}
-	return t
-}
-
-// eventTailSize bounds the events a tail keeps (a follower further behind
-// reads the store alone).
-const eventTailSize = eventReadBatch
-
-// eventTail is the newest events of a tenant read from the store, shared
-// by the tenant's followers in this process: when a commit wakes them all,
-// one reads the store and the others take what it read, instead of a store
-// read each.
-type eventTail struct {
-	mu   sync.Mutex
-	gen  uint64       // the tenant's generation when the last complete read began
-	read bool         // recs holds the result of a complete read
-	recs []tailRecord // consecutive numbers, oldest first
-}
-
-// tailRecord is an event read from the store, decoded.
-type tailRecord struct {
-	n uint64
-	e eventRecord
-}
-
-// after returns the tenant's events after number after (up to
-// eventReadBatch): from the tail when it is as recent as generation gen and
-// covers them, else from the store, updating the tail.
-func (t *eventTail) after(ctx context.Context, cp *ControlPlane, tenant string, after, gen uint64, forced bool) ([]tailRecord, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	covers := t.read && (len(t.recs) == 0 || t.recs[0].n <= after+1)
-	if covers && !forced && t.gen >= gen {
-		return t.since(after), nil
-	}
-	if len(t.recs) > 0 && t.recs[0].n > after+1 {
-		// Behind the tail: read for this follower alone.
-		return readEvents(ctx, cp, tenant, after, eventReadBatch)
-	}
-	from := after
-	if t.read && len(t.recs) > 0 {
-		from = max(after, t.recs[len(t.recs)-1].n)
-	}
-	begun := cp.ev.generation(tenant)
-	rs, err := readEvents(ctx, cp, tenant, from, eventReadBatch)
-	if err != nil {
-		return nil, err
-	}
-	if len(rs) > 0 && (len(t.recs) == 0 || rs[0].n != t.recs[len(t.recs)-1].n+1) {
-		t.recs = t.recs[:0] // not contiguous with what the tail holds: start again
-	}
-	t.recs = append(t.recs, rs...)
-	out := rs
-	if len(t.recs) > 0 && t.recs[0].n <= after+1 {
-		out = t.since(after) // before the trim, which may drop some of them
-	}
-	if extra := len(t.recs) - eventTailSize; extra > 0 {
-		t.recs = append(t.recs[:0], t.recs[extra:]...)
-	}
-	if len(rs) < eventReadBatch { // the read reached the end of the log
-		t.read, t.gen = true, begun
-	} else {
-		t.read = false
-	}
-	return out, nil
-}
-
-// since is the tail's records after number after, up to eventReadBatch.
-func (t *eventTail) since(after uint64) []tailRecord {
-	i, _ := slices.BinarySearchFunc(t.recs, after+1, func(r tailRecord, n uint64) int { return cmp.Compare(r.n, n) })
-	out := t.recs[i:min(len(t.recs), i+eventReadBatch)]
-	return slices.Clone(out)
-}
-
-// readEvents reads up to limit of the tenant's events after number after,
-// from the store.
-func readEvents(ctx context.Context, cp *ControlPlane, tenant string, after uint64, limit int) ([]tailRecord, error) {
-	prefix := eventPrefix(tenant)
-	var rs []tailRecord
-	err := cp.st.View(ctx, func(r store.Reader) error {
-		rs = rs[:0]
-		return r.Scan(colEvents, prefix, &store.ScanOptions{Start: eventKey(tenant, after+1)},
-			func(k string, v []byte) (bool, error) {
-				n, ok := eventNumber(prefix, k)
-				if !ok {
-					return true, nil
-				}
-				e, err := decodeEventRecord(v)
-				if err != nil {
-					return false, err
-				}
-				rs = append(rs, tailRecord{n, e})
-				return len(rs) < limit, nil
-			})
-	})
-	if err != nil {
-		return nil, cp.storeErr("read events", err)
-	}
-	return rs, nil
-}
-
-func (l *eventLog) cached(k eventCacheKey) ([]byte, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.cache[k]
-	return b, ok
-}
-
-func (l *eventLog) remember(k eventCacheKey, b []byte) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.cache[k]; ok {
-		return
-	}
-	delete(l.cache, l.ring[l.next])
-	l.ring[l.next] = k
-	l.next = (l.next + 1) % len(l.ring)
-	l.cache[k] = b
-}
-
-// eventStore is the ControlPlane's store: st, with the tenants whose
-// events an Update wrote woken once it has committed, and the sequencer
-// run once this process has written eventSeqEvery events since its last
-// run.
+// eventStore is the ControlPlane's store: st, with the tenant prefixes an
+// Update read or assigned cached, and its events' followers woken, once it
+// has committed (the event log runs its sequencer every few hundred events
+// committed, and the order counts are folded with it).
 type eventStore struct {
 	store.Store
-	log     *eventLog
-	seq     *sequencer
-	tenants *tenantCache
+	cp *ControlPlane
 }
 
 func (s eventStore) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -598,25 +173,25 @@ func (s eventStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	})
 	if err == nil {
 		for t, p := range tx.prefixes {
-			s.tenants.put(t, p) // committed now
+			s.cp.tenants.put(t, p) // committed now
 		}
-		for _, t := range tx.tenants {
-			s.log.notify(t)
+		ran, serr := s.cp.events.Committed(ctx, &tx.batch)
+		if serr == nil && ran {
+			serr = s.cp.fold(ctx)
 		}
-		if tx.events > 0 && s.seq != nil {
-			s.seq.wrote(ctx, tx.events)
+		// The events are in the outbox, and a later run numbers them.
+		if serr != nil && ctx.Err() == nil {
+			s.cp.log.Error("controlplane: sequencing events failed", "err", serr)
 		}
 	}
 	return err
 }
 
-// eventTx is the Tx of an eventStore Update: it notes the tenants whose
-// events it wrote, how many, and the clocks it gave deployments.
+// eventTx is the Tx of an eventStore Update: it holds the Update's event
+// Batch and the tenant prefixes it read or assigned.
 type eventTx struct {
 	store.Tx
-	tenants []string
-	events  int
-	chains  map[eventChainKey]*eventChain
+	batch eventlog.Batch
 	// prefixes are the tenant prefixes the Update read or assigned.
 	prefixes map[string]string
 }
@@ -654,15 +229,6 @@ func (t *eventTx) notePrefix(tenant, p string) {
 	t.prefixes[tenant] = p
 }
 
-func (t *eventTx) touch(tenant string) {
-	for _, x := range t.tenants {
-		if x == tenant {
-			return
-		}
-	}
-	t.tenants = append(t.tenants, tenant)
-}
-
 // FollowOptions say which events FollowEvents follows, and from where.
 type FollowOptions struct {
 	// DeploymentID follows one deployment's events (its own and its
@@ -683,13 +249,10 @@ type FollowOptions struct {
 // EventStream is a follower of a tenant's event log, made by
 // FollowEvents. It is not safe for concurrent use.
 type EventStream struct {
-	cp         *ControlPlane
-	tenant     string
-	deployment string
-	logs       map[string]bool
-	after      uint64  // the last event number seen
-	pending    []Event // to return before reading (a gap found when following)
-	ended      bool    // the followed deployment's deleted event was returned
+	cp      *ControlPlane
+	tenant  string
+	s       *eventlog.Stream
+	pending []Event // to return before reading (a gap found when following)
 }
 
 // FollowEvents starts following the tenant's event log (or one
@@ -706,42 +269,42 @@ func (cp *ControlPlane) FollowEvents(ctx context.Context, tenant string, o *Foll
 	if o == nil {
 		o = &FollowOptions{}
 	}
-	s := &EventStream{cp: cp, tenant: tenant, logs: map[string]bool{}}
+	f := eventlog.FollowOptions{Kinds: map[string][]string{EventLog: nil}}
 	for _, t := range o.Logs {
 		if t != LogBuild && t != LogDeploy {
 			return nil, apierr.Validation(apierr.Problem{Loc: []any{"query", "logs"}, Type: apierr.TypeLiteralError,
 				Msg: "Input should be a comma-separated list of 'build' and 'deploy'"})
 		}
-		s.logs[string(t)] = true
+		f.Kinds[EventLog] = append(f.Kinds[EventLog], string(t))
 	}
 	if o.DeploymentID != "" {
 		id, ok := pathID(o.DeploymentID)
 		if !ok {
 			return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: o.DeploymentID}
 		}
-		s.deployment = id
+		f.Deployment = id
 	}
 	// Number what committed before this call, so that the head read
 	// below follows it.
-	if err := cp.seq.tenant(ctx, tenant); err != nil {
-		return nil, cp.storeErr("follow events", err)
+	if err := cp.events.Sequence(ctx, tenant); err != nil {
+		return nil, cp.eventErr("follow events", err)
 	}
 	resume, resumeErr := strconv.ParseUint(o.LastEventID, 10, 64)
 	var head uint64
 	var exists, deleted bool
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		var err error
-		if head, err = lastEvent(r, tenant); err != nil {
+		if head, err = eventlog.Head(r, tenant); err != nil {
 			return err
 		}
-		if s.deployment == "" {
+		if f.Deployment == "" {
 			return nil
 		}
 		tp, err := cp.readTenant(r, tenant)
 		if err != nil {
 			return err
 		}
-		_, err = r.Get(colDeployments, deploymentKey(tp, s.deployment))
+		_, err = r.Get(colDeployments, deploymentKey(tp, f.Deployment))
 		exists = err == nil
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -750,29 +313,27 @@ func (cp *ControlPlane) FollowEvents(ctx context.Context, tenant string, o *Foll
 			return nil
 		}
 		// Removed: is its deleted event among those after the client's?
-		prefix := eventPrefix(tenant)
-		return r.Scan(colEvents, prefix, &store.ScanOptions{Start: eventKey(tenant, resume+1)}, func(k string, v []byte) (bool, error) {
-			e, err := decodeEventRecord(v)
-			deleted = err == nil && e.kind == EventDeployment && e.change == ChangeDeleted && e.deployment == s.deployment
-			return !deleted, nil
-		})
+		deleted, err = cp.events.Deleted(r, tenant, f.Deployment, resume)
+		return err
 	})
 	if err != nil {
-		return nil, cp.storeErr("follow events", err)
+		return nil, cp.eventErr("follow events", err)
 	}
 	known := o.LastEventID != "" && resumeErr == nil && resume <= head
-	if s.deployment != "" && !exists && !deleted {
-		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: s.deployment}
+	if f.Deployment != "" && !exists && !deleted {
+		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: f.Deployment}
 	}
+	s := &EventStream{cp: cp, tenant: tenant}
 	switch {
 	case o.LastEventID == "":
-		s.after = head
+		f.After = head
 	case known:
-		s.after = resume
+		f.After = resume
 	default:
-		s.after = head
+		f.After = head
 		s.pending = []Event{gapEvent(head, "The Last-Event-ID is not one of this event log's ids; events may have been missed.")}
 	}
+	s.s = cp.events.Follow(tenant, &f)
 	return s, nil
 }
 
@@ -796,84 +357,54 @@ func (s *EventStream) Next(ctx context.Context) ([]Event, error) {
 		s.pending = nil
 		return out, nil
 	}
-	forced := false
-	for {
-		if s.ended {
-			return nil, io.EOF
-		}
-		// Number the events committed so far (here or in other
-		// replicas), then read.
-		if err := s.cp.seq.tenant(ctx, s.tenant); err != nil {
-			return nil, s.cp.storeErr("read events", err)
-		}
-		wake, gen := s.cp.ev.wait(s.tenant)
-		evs, err := s.read(ctx, gen, forced)
-		if err != nil || len(evs) > 0 {
-			return evs, err
-		}
-		t := time.NewTimer(s.cp.ev.poll)
-		select {
-		case <-wake:
-			forced = false
-		case <-t.C:
-			forced = true // other replicas' commits wake nobody here: look
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		}
-		t.Stop()
-	}
-}
-
-// read returns the events after s.after that s follows (up to
-// eventReadBatch read), moving s.after past every event read. gen is the
-// tenant's commit generation when s last took a wake-up channel; forced
-// says to look in the store even if the shared tail is that recent.
-func (s *EventStream) read(ctx context.Context, gen uint64, forced bool) ([]Event, error) {
-	rs, err := s.cp.ev.tailOf(s.tenant).after(ctx, s.cp, s.tenant, s.after, gen, forced)
-	if err != nil {
+	es, err := s.s.Next(ctx)
+	switch {
+	case err == io.EOF || err != nil && err == ctx.Err():
 		return nil, err
+	case err != nil:
+		return nil, s.cp.eventErr("read events", err)
 	}
-	var out []Event
-	for _, x := range rs {
-		if x.n > s.after+1 {
-			out = append(out, gapEvent(x.n-1, fmt.Sprintf(
-				"Events %d to %d are no longer retained; read the resources again.", s.after+1, x.n-1)))
-		}
-		s.after = x.n
-		e := &x.e
-		if s.deployment != "" && e.deployment != s.deployment || e.kind == EventLog && !s.logs[e.change] {
+	out := make([]Event, 0, len(es))
+	for _, x := range es {
+		if x.LostFrom != 0 {
+			out = append(out, gapEvent(x.N, fmt.Sprintf(
+				"Events %d to %d are no longer retained; read the resources again.", x.LostFrom, x.N)))
 			continue
 		}
-		data, err := s.cp.renderEvent(s.tenant, x.n, e)
+		data, err := s.cp.renderEvent(s.tenant, x.N, &x.Event)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Event{ID: strconv.FormatUint(x.n, 10), Name: e.kind, Data: data})
-		if s.deployment != "" && e.kind == EventDeployment && e.change == ChangeDeleted {
-			s.ended = true
-			break
-		}
+		out = append(out, Event{ID: strconv.FormatUint(x.N, 10), Name: x.Event.Kind, Data: data})
 	}
 	return out, nil
 }
 
+// eventErr is storeErr for the event log's errors; one for an event
+// stored in a newer format wraps ErrNewerRecord.
+func (cp *ControlPlane) eventErr(op string, err error) error {
+	if errors.Is(err, eventlog.ErrNewerFormat) {
+		err = fmt.Errorf("%w: %w", ErrNewerRecord, err)
+	}
+	return cp.storeErr(op, err)
+}
+
 // renderEvent is the Data of the tenant's event n.
-func (cp *ControlPlane) renderEvent(tenant string, n uint64, e *eventRecord) ([]byte, error) {
-	ck := eventCacheKey{tenant, n}
-	if b, ok := cp.ev.cached(ck); ok {
+func (cp *ControlPlane) renderEvent(tenant string, n uint64, e *eventlog.Event) ([]byte, error) {
+	ck := renderKey{tenant, n}
+	if b, ok := cp.renders.get(ck); ok {
 		return b, nil
 	}
 	var v any
-	switch e.kind {
+	switch e.Kind {
 	case EventDeployment:
 		d := struct {
 			Change       string      `json:"change"`
 			DeploymentID string      `json:"deployment_id"`
 			Deployment   *Deployment `json:"deployment,omitempty"`
-		}{Change: e.change, DeploymentID: e.deployment}
-		if e.change != ChangeDeleted {
-			rec, err := cp.secrets.decodeDeployment(e.payload, tenant, e.deployment)
+		}{Change: e.Change, DeploymentID: e.Deployment}
+		if e.Change != ChangeDeleted {
+			rec, err := cp.secrets.decodeDeployment(e.Payload, tenant, e.Deployment)
 			if err != nil {
 				return nil, err
 			}
@@ -886,23 +417,65 @@ func (cp *ControlPlane) renderEvent(tenant string, n uint64, e *eventRecord) ([]
 			DeploymentID string          `json:"deployment_id"`
 			RevisionID   string          `json:"revision_id"`
 			Revision     json.RawMessage `json:"revision"`
-		}{e.change, e.deployment, e.revision, e.payload}
+		}{e.Change, e.Deployment, e.Revision, e.Payload}
 	case EventLog:
 		v = struct {
 			Type         string          `json:"type"`
 			DeploymentID string          `json:"deployment_id"`
 			RevisionID   string          `json:"revision_id"`
 			Log          json.RawMessage `json:"log"`
-		}{e.change, e.deployment, e.revision, e.payload}
+		}{e.Change, e.Deployment, e.Revision, e.Payload}
 	default:
-		return nil, fmt.Errorf("controlplane: an event of unknown kind %q", e.kind)
+		return nil, fmt.Errorf("controlplane: an event of unknown kind %q", e.Kind)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	cp.ev.remember(ck, b)
+	cp.renders.put(ck, b)
 	return b, nil
+}
+
+// renderCacheSize bounds the rendered events kept for followers that read
+// the same events (every follower of a tenant decodes each deployment
+// event once per process, not once per follower).
+const renderCacheSize = 1024
+
+type renderKey struct {
+	tenant string
+	n      uint64
+}
+
+// renderCache is the rendered Data of recent events, the oldest replaced
+// first.
+type renderCache struct {
+	mu    sync.Mutex
+	cache map[renderKey][]byte
+	ring  []renderKey
+	next  int
+}
+
+func newRenderCache() *renderCache {
+	return &renderCache{cache: map[renderKey][]byte{}, ring: make([]renderKey, renderCacheSize)}
+}
+
+func (c *renderCache) get(k renderKey) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.cache[k]
+	return b, ok
+}
+
+func (c *renderCache) put(k renderKey, b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.cache[k]; ok {
+		return
+	}
+	delete(c.cache, c.ring[c.next])
+	c.ring[c.next] = k
+	c.next = (c.next + 1) % len(c.ring)
+	c.cache[k] = b
 }
 
 // MaxWaitTimeout is the longest a WaitRevision waits (wire contract
@@ -963,12 +536,12 @@ func (cp *ControlPlane) WaitRevision(ctx context.Context, tenant, deploymentID, 
 	deadline := time.NewTimer(time.Duration(timeout) * time.Second)
 	defer deadline.Stop()
 	for {
-		wake, _ := cp.ev.wait(tenant)
+		wake := cp.events.Wake(tenant)
 		rev, err := cp.GetRevision(ctx, tenant, deploymentID, revisionID)
 		if err != nil || IsTerminal(rev.Status) {
 			return rev, err
 		}
-		t := time.NewTimer(cp.ev.poll)
+		t := time.NewTimer(cp.events.Options().PollInterval)
 		select {
 		case <-wake:
 		case <-t.C:

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/store/storetest"
 	"github.com/deployplane/deployplane/storemem"
@@ -99,29 +99,6 @@ func TestLogEvents(t *testing.T) {
 	}
 }
 
-// TestEventsRollBack: an Update that fails after appending an event leaves
-// no event and no number used.
-func TestEventsRollBack(t *testing.T) {
-	ctx := context.Background()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	cp, _ := newEventsCP(t, nil, &now)
-	s, _ := cp.FollowEvents(ctx, eventsTenant, nil)
-	boom := errors.New("boom")
-	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		if err := cp.logEvent(tx, eventsTenant, "d", "r", LogBuild, now, []byte(`{}`)); err != nil {
-			return err
-		}
-		return boom
-	})
-	if !errors.Is(err, boom) {
-		t.Fatal(err)
-	}
-	createEventsDeployment(t, cp, "agent")
-	if evs := next(t, s); evs[0].ID != "1" || evs[0].Name != EventDeployment {
-		t.Errorf("first event after a rolled-back one: %s %s", evs[0].ID, evs[0].Name)
-	}
-}
-
 // TestEventsSealed: with a SecretKey, the event log holds no secret value
 // in plain text (deployment events are stored in the sealed storage form),
 // while the event a follower reads carries the deployment as GET answers
@@ -133,14 +110,14 @@ func TestEventsSealed(t *testing.T) {
 	s, _ := cp.FollowEvents(ctx, eventsTenant, nil)
 	createEventsDeployment(t, cp, "agent")
 	maintain(t, cp)
-	recs, err := storetest.Dump(ctx, st, colEvents)
+	recs, err := storetest.Dump(ctx, st, eventlog.Events)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs[colEvents]) != 3 { // the counter and two events
-		t.Fatalf("cp_events holds %d records", len(recs[colEvents]))
+	if len(recs[eventlog.Events]) != 3 { // the counter and two events
+		t.Fatalf("cp_events holds %d records", len(recs[eventlog.Events]))
 	}
-	for k, v := range recs[colEvents] {
+	for k, v := range recs[eventlog.Events] {
 		if strings.Contains(v, "the-secret-value") {
 			t.Errorf("%s holds the secret in plain text", k)
 		}
@@ -152,7 +129,8 @@ func TestEventsSealed(t *testing.T) {
 
 // TestEventsPruned: the log keeps a tenant's newest EventRetention events
 // and none older than EventMaxAge (by the newest's time), pruning every
-// 64th append.
+// 64th append: the event Options reach the log (eventlog tests the
+// pruning itself).
 func TestEventsPruned(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -177,15 +155,19 @@ func TestEventsPruned(t *testing.T) {
 				}
 			}
 			maintain(t, cp)
-			recs, err := storetest.Dump(ctx, st, colEvents)
+			recs, err := storetest.Dump(ctx, st, eventlog.Events)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var first, last uint64
-			for k := range recs[colEvents] {
-				n, ok := eventNumber(eventPrefix(eventsTenant), k)
+			for k := range recs[eventlog.Events] {
+				hex, ok := strings.CutPrefix(k, eventsTenant+"/e/")
 				if !ok {
 					continue
+				}
+				n, err := strconv.ParseUint(hex, 16, 64)
+				if err != nil {
+					t.Fatal(err)
 				}
 				if first == 0 || n < first {
 					first = n
@@ -197,92 +179,6 @@ func TestEventsPruned(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestFollowersShareTail: many followers of one tenant, some starting
-// late and some reading slowly, each receive every event exactly once and
-// in order while a producer commits more than a tail holds (the followers
-// share reads through the tenant's tail, and those behind it read alone).
-func TestFollowersShareTail(t *testing.T) {
-	ctx := context.Background()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	cp, _ := newEventsCP(t, nil, &now)
-	d := createEventsDeployment(t, cp, "agent") // events 1, 2
-	const total = 2 + 3*eventTailSize
-	errs := make(chan error, 20)
-	follow := func(lastID string, slow bool) {
-		s, err := cp.FollowEvents(ctx, eventsTenant, &FollowOptions{LastEventID: lastID})
-		if err != nil {
-			errs <- err
-			return
-		}
-		want := uint64(2) // from now: after the deployment's creation
-		if lastID != "" {
-			want, _ = strconv.ParseUint(lastID, 10, 64)
-		}
-		go func() {
-			cctx, cancel := context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-			for want < total {
-				evs, err := s.Next(cctx)
-				if err != nil {
-					errs <- fmt.Errorf("after %d: %w", want, err)
-					return
-				}
-				for _, e := range evs {
-					if want++; e.ID != fmt.Sprint(want) || e.Name == EventGap {
-						errs <- fmt.Errorf("event %s %s, want %d", e.ID, e.Name, want)
-						return
-					}
-				}
-				if slow {
-					time.Sleep(time.Millisecond)
-				}
-			}
-			errs <- nil
-		}()
-	}
-	for i := range 10 {
-		follow("", i%3 == 0)
-	}
-	for i := range 3 * eventTailSize {
-		if _, err := cp.UpdateDeployment(ctx, eventsTenant, d.ID, &UpdateDeploymentRequest{
-			SourceConfig: &SourceConfig{CustomURL: new(fmt.Sprintf("https://%d.example", i))}}); err != nil {
-			t.Fatal(err)
-		}
-		if i%eventTailSize == 7 {
-			follow("1", false) // from the start, behind the tail
-		}
-	}
-	for range 13 {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
-	}
-}
-
-// FuzzEventRecord: decodeEventRecord never panics, and what encode writes
-// decodes to the same record.
-func FuzzEventRecord(f *testing.F) {
-	f.Add([]byte("1\ndeployment\ncreated\nd\n\n5\n{\"v\":1}"), "revision", "status", "d", "r", int64(-3), []byte("{}\n\nx"))
-	f.Add([]byte("2\n\n\n\n\n\n"), "", "", "", "", int64(0), []byte(nil))
-	f.Fuzz(func(t *testing.T, raw []byte, kind, change, dep, rev string, at int64, payload []byte) {
-		_, _ = decodeEventRecord(raw)
-		for _, s := range []string{kind, change, dep, rev} {
-			if strings.Contains(s, "\n") {
-				return // fields never hold a line end (kinds, changes, ids)
-			}
-		}
-		e := eventRecord{kind: kind, change: change, deployment: dep, revision: rev, at: at, payload: payload}
-		got, err := decodeEventRecord(e.encode())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.kind != kind || got.change != change || got.deployment != dep || got.revision != rev || got.at != at ||
-			!bytes.Equal(got.payload, payload) {
-			t.Fatalf("round trip: %+v, want %+v", got, e)
-		}
-	})
 }
 
 // TestStoredLogLinesAreEvents: every line the log store keeps (AppendLogs,
@@ -326,7 +222,7 @@ func TestStoredLogLinesAreEvents(t *testing.T) {
 // pending count changes, as Run does at each poll.
 func maintain(t testing.TB, cp *ControlPlane) {
 	t.Helper()
-	if err := cp.seq.maintain(context.Background()); err != nil {
+	if err := cp.maintain(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/store/storetest"
 	"github.com/deployplane/deployplane/storemem"
@@ -59,8 +60,8 @@ func TestRemoveDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	for col, recs := range records {
-		if col == colTracingProjects || col == colEvents {
-			continue // the hook's record; the event log's history (events.go)
+		if col == colTracingProjects || col == eventlog.Events {
+			continue // the hook's record; the event log's history (eventlog)
 		}
 		for k, v := range recs {
 			if strings.Contains(k, victim.ID) || strings.Contains(v, victim.ID) || strings.Contains(k, encID(victim.ID)) || strings.Contains(v, encID(victim.ID)) || strings.Contains(v, "\x00d300\n") {

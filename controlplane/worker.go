@@ -838,7 +838,7 @@ func (cp *ControlPlane) Run(ctx context.Context, d Deployer) error {
 	for {
 		// Number the outbox's events and fold the order counts
 		// (sequencer.go), for this replica's writes and the others'.
-		if err := cp.seq.maintain(ctx); err != nil {
+		if err := cp.maintain(ctx); err != nil {
 			if errors.Is(err, store.ErrClosed) {
 				return errors.New("controlplane: Run: the store is closed")
 			}

@@ -19,7 +19,7 @@ import (
 
 // The event log across replicas: events are written to an outbox by the
 // change that makes them and numbered later by a sequencer that any
-// replica runs (controlplane/events.go, sequencer.go). These checks run
+// replica runs (controlplane/internal/eventlog). These checks run
 // two ControlPlanes, each over its own Store, over one database, as two
 // replicas do.
 
