@@ -281,9 +281,10 @@ func (cp *ControlPlane) UpdateListener(ctx context.Context, tenant, id string, r
 	return out, nil
 }
 
-// DeleteListener removes a listener. A listener that deployments (of any
-// status, until they are removed) still name cannot be deleted:
-// apierr.ErrInvalidState. Errors: *apierr.NotFoundError, apierr.ErrInvalidState.
+// DeleteListener removes a listener and its tokens (CreateListenerToken).
+// A listener that deployments (of any status, until they are removed)
+// still name cannot be deleted: apierr.ErrInvalidState. Errors:
+// *apierr.NotFoundError, apierr.ErrInvalidState.
 func (cp *ControlPlane) DeleteListener(ctx context.Context, tenant, id string) error {
 	if err := apierr.CheckTenant(tenant); err != nil {
 		return err
@@ -321,7 +322,7 @@ func (cp *ControlPlane) DeleteListener(ctx context.Context, tenant, id string) e
 				return err
 			}
 		}
-		return nil
+		return deleteListenerTokens(tx, tenant, cid) // listenertokens.go
 	})
 	if err == nil {
 		cp.agents.seen.Delete(agentKey(tenant, cid))

@@ -45,9 +45,11 @@ import (
 // ts16 being createdKey: 16 hex digits.
 //
 //	cp_revision_logs        tenant/deployment/revision/b|d[/seq] -> a log's meta record, its lines (internal/revlog)
-//	cp_listeners            tenant/id              -> Listener JSON
+//	cp_listeners            tenant/id              -> storedListener JSON (the wire JSON less status; listeners.go)
 //	cp_listener_order       tenant/ts16/id         -> ""
 //	cp_listener_compute_ids tenant/escaped compute id -> id
+//	cp_listener_tokens      "k" id                 -> listenerTokenRecord JSON (listenertokens.go)
+//	cp_listener_tokens      "o" tenant/listener/ts16/id -> ""
 //	cp_integrations         tenant/id              -> integrationRecord JSON
 //	cp_integration_installs tenant/installation id -> id
 //	cp_installation_owners  installation id        -> tenant/integration id (github.go)
@@ -564,7 +566,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
 	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentGrams, colDeploymentCounts, colDeploymentCountChanges, colDeploymentIndex, colDeploymentNames, colRevisions,
-		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
+		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colListenerTokens, colIntegrations, colIntegrationInsts,
 		colTracingProjects, colPending, colInstallationOwners, colDeliveries, revlog.Collection, colEvents, colEventOutbox, colEventClocks,
 		colSequencer}
 }
