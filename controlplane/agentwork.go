@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -583,8 +584,11 @@ func (cp *ControlPlane) ListAgentDeployments(ctx context.Context, tenant, listen
 		q = &AgentDeploymentsQuery{}
 	}
 	c := &checker{lim: cp.lim}
-	if q.Limit < 0 || q.Limit > MaxAgentPageLimit {
-		c.add([]any{"query", "limit"}, apierr.TypeLessThanEqual, "Input should be between 0 and 1000")
+	switch {
+	case q.Limit < 0:
+		c.add([]any{"query", "limit"}, apierr.TypeGreaterThanEqual, "Input should be greater than or equal to 0")
+	case q.Limit > MaxAgentPageLimit:
+		c.add([]any{"query", "limit"}, apierr.TypeLessThanEqual, fmt.Sprintf("Input should be less than or equal to %d", MaxAgentPageLimit))
 	}
 	after, herr := hex.DecodeString(q.After)
 	if herr != nil {

@@ -431,8 +431,8 @@ func TestAgentTeardown(t *testing.T) {
 			t.Fatal(err)
 		}
 		diff(t, "pages", []any{[]string{a.ID}, []string{b.ID}, true}, []any{page.DeploymentIDs, next.DeploymentIDs, next.Next == nil})
-		_, err = f.cp.ListAgentDeployments(f.ctx, tenantA, edge, &controlplane.AgentDeploymentsQuery{After: "zz"})
-		diff(t, "bad after", []string{"query.after: value_error"}, locTypes(problems(t, err)))
+		_, err = f.cp.ListAgentDeployments(f.ctx, tenantA, edge, &controlplane.AgentDeploymentsQuery{After: "zz", Limit: 1001})
+		diff(t, "bad query", []string{"query.limit: less_than_equal", "query.after: value_error"}, locTypes(problems(t, err)))
 
 		if err := f.cp.DeleteDeployment(f.ctx, tenantA, a.ID); err != nil {
 			t.Fatal(err)
