@@ -32,6 +32,7 @@ const (
 	KindDeployment     = "Deployment"      // controlplane
 	KindRevision       = "Revision"        // controlplane
 	KindListener       = "Listener"        // controlplane
+	KindListenerToken  = "Listener token"  // controlplane
 	KindIntegration    = "Integration"     // controlplane (an unknown integration_id)
 	KindTracingProject = "Tracing project" // controlplane (TracingProjects hook)
 	KindOAuthProvider  = "OAuth provider"  // oauthflow; the ID is the provider_id

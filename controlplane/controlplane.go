@@ -34,17 +34,19 @@ type ControlPlane struct {
 	log     *slog.Logger
 	tracing TracingProjects
 	lim     Limits
-	github  GitHubApp     // nil: no verified GitHub installations
-	states  InstallStates // nil: no verified GitHub installations
-	uploads UploadChecker // nil: uploads not offered, every source_tarball_path refused (sources.go)
-	images  ImageResolver // nil: image_uri kept as sent (sources.go)
-	shapes  *shapes       // the shape tags' validator, built once (shape.go)
-	secrets secretCodec   // seals secret values at rest (storageform.go)
-	logs    *revlog.Logs  // the revision logs, bounded by Options.LogRetention (logs.go)
-	tenants tenantCache   // tenant key prefixes (keys.go)
-	events  *eventlog.Log // the event log: outbox, sequencer, followers (events.go)
-	renders *renderCache  // the rendered data of recent events (events.go)
-	answers *answerCache  // GetDeploymentJSON's recent answers (answercache.go)
+	github  GitHubApp            // nil: no verified GitHub installations
+	states  InstallStates        // nil: no verified GitHub installations
+	uploads UploadChecker        // nil: uploads not offered, every source_tarball_path refused (sources.go)
+	images  ImageResolver        // nil: image_uri kept as sent (sources.go)
+	shapes  *shapes              // the shape tags' validator, built once (shape.go)
+	secrets secretCodec          // seals secret values at rest (storageform.go)
+	logs    *revlog.Logs         // the revision logs, bounded by Options.LogRetention (logs.go)
+	tenants tenantCache          // tenant key prefixes (keys.go)
+	events  *eventlog.Log        // the event log: outbox, sequencer, followers (events.go)
+	renders *renderCache         // the rendered data of recent events (events.go)
+	answers *answerCache         // GetDeploymentJSON's recent answers (answercache.go)
+	drives  func(*Listener) bool // Options.Drives; nil: every listener (agentwork.go)
+	agents  agentHub             // agents waiting for work, and last seen (agentwork.go)
 
 	// lifecycle (worker.go)
 	poll      time.Duration
@@ -122,6 +124,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		uploads: o.Uploads,
 		images:  o.Images,
 		logs:    o.LogRetention.logs(),
+		drives:  o.Drives,
 
 		poll:     o.PollInterval,
 		leaseFor: o.LeaseDuration,
@@ -440,11 +443,15 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 			}
 			return err
 		}
+		q, agent, err := cp.queueFor(tx, tenant, tp, rec) // sets rec.RemoteReconciled
+		if err != nil {
+			return err
+		}
 		if err := cp.putDeployment(tx, tenant, nil, rec); err != nil {
 			return err
 		}
 		if withRevision {
-			if err := cp.addFirstRevision(tx, tenant, tp, newRevision(rec, revID, rec.CreatedAt)); err != nil {
+			if err := cp.addFirstRevision(tx, tenant, q, agent, newRevision(rec, revID, rec.CreatedAt)); err != nil {
 				return err
 			}
 		}
@@ -462,6 +469,7 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 		return nil, cp.storeErr("create deployment", err)
 	}
 	cp.notify()
+	cp.notifyAgent(tenant, &rec.Deployment)
 	return rec.wire(), nil
 }
 
@@ -668,7 +676,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 		rev.TrackedPackages = slices.Clone(req.TrackedPackages)
 		merged.LatestRevisionID = &revID
 		merged.UpdatedAt = at
-		if err := cp.addRevision(tx, tenant, rev); err != nil {
+		if err := cp.addRevision(tx, tenant, &merged, rev); err != nil {
 			return err
 		}
 		out, outRev = &merged, rev
@@ -679,6 +687,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 	}
 	if outRev != nil {
 		cp.notify()
+		cp.notifyAgent(tenant, &out.Deployment)
 		r := outRev.wire()
 		return out.wire(), &r, nil
 	}
@@ -706,7 +715,9 @@ func (cp *ControlPlane) DeleteDeployment(ctx context.Context, tenant, id string)
 		return &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
 	}
 	now := cp.now()
+	var deleted *deploymentRecord // as written, when this call deleted it
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		deleted = nil
 		stored, err := cp.getDeployment(tx, tenant, cid)
 		if err != nil {
 			return err
@@ -717,13 +728,17 @@ func (cp *ControlPlane) DeleteDeployment(ctx context.Context, tenant, id string)
 		next := *stored
 		next.Status = StatusAwaitingDelete
 		next.UpdatedAt = later(now, stored.UpdatedAt)
-		if err := cp.interruptRevisions(tx, tenant, cid, next.UpdatedAt); err != nil {
+		if err := cp.interruptRevisions(tx, tenant, &next, next.UpdatedAt); err != nil {
 			return err
 		}
+		deleted = &next
 		return cp.putDeployment(tx, tenant, stored, &next)
 	})
 	if err == nil {
 		cp.notify()
+		if deleted != nil {
+			cp.notifyAgent(tenant, &deleted.Deployment)
+		}
 	}
 	return cp.storeErr("delete deployment", err)
 }
@@ -823,7 +838,7 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 		next.UpdatedAt = later(now, stored.UpdatedAt)
 		rev := newRevision(&next, newID, next.UpdatedAt)
 		rev.TrackedPackages = slices.Clone(old.TrackedPackages)
-		if err := cp.addRevision(tx, tenant, rev); err != nil {
+		if err := cp.addRevision(tx, tenant, &next, rev); err != nil {
 			return err
 		}
 		out = &next
@@ -833,6 +848,7 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 		return nil, cp.storeErr("redeploy revision", err)
 	}
 	cp.notify()
+	cp.notifyAgent(tenant, &out.Deployment)
 	return out.wire(), nil
 }
 

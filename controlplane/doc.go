@@ -10,9 +10,10 @@
 // injects the clock, the id generator, the sources offered, the custom URL
 // template of github deployments, the logger, the tracing-project hook, the
 // GitHub App that verifies installations and the store of its installation
-// states, the caps of Limits, and the lifecycle's poll interval, lease duration and
-// worker count). Its methods mirror the API and take ctx, then the
-// tenant (the workspace id), then values:
+// states, the caps of Limits, the lifecycle's poll interval, lease duration and
+// worker count, and which listeners this server drives itself). Its methods
+// mirror the API and take ctx, then the tenant (the workspace id), then
+// values:
 //
 //	deployments  CreateDeployment, GetDeployment, ListDeployments,
 //	             UpdateDeployment (PATCH), DeleteDeployment
@@ -22,6 +23,12 @@
 //	integrations StartGitHubInstall, CompleteGitHubInstall (verified),
 //	             CreateIntegration (unverified), ListIntegrations
 //	lifecycle    Run, Process, HandleGitHubPush, ReportDeploymentStatus
+//	agents       ClaimAgentWork, WaitAgentWork (long poll), RenewAgentLease,
+//	             ReportAgent, LogAgent, FailAgentWork, ReleaseAgentWork,
+//	             FinishAgentTeardown; AgentDeployment, AgentRevision,
+//	             ListAgentDeployments; AgentHeartbeat
+//	tokens       CreateListenerToken, ListListenerTokens, DeleteListenerToken,
+//	             AuthenticateListenerToken
 //	logs         ListLogs, AppendLogs (and Reporter.Log during the work)
 //	events       FollowEvents (EventStream.Next), WaitRevision
 //	for HTTP     GetDeploymentJSON, AppendDeploymentJSON (the wire JSON in
@@ -54,6 +61,15 @@
 // them in-place fields, which create no revision when changed, so
 // restoring them on a redeploy would undo a PATCH the client made without
 // creating any revision.
+//
+// The deployments of a listener this server does not drive
+// (Options.Drives) are served by agents: programs beside the listener's
+// cluster or engine that dial out with a listener token, claim the work
+// of that listener with the same leases as Run (the agents methods, each
+// scoped to the tenant and listener the token names), drive a Deployer
+// there, and report back. Such a deployment answers remote_reconciled
+// true, its revisions wait QUEUED for the agent, and its listener answers
+// CONNECTED while the agent is heard from.
 //
 // The design notes of this package (why its mechanisms are built as they
 // are) are in docs/design-notes.md of the repository.

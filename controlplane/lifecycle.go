@@ -51,24 +51,25 @@ type Deployer interface {
 // stored when the work was claimed. ResourceSpec is as the client sent it;
 // ResourceSpec.WithDefaults fills the documented defaults. InstallCommand
 // and BuildCommand are the deployment's when the revision was created
-// (in-place fields: a redeploy takes the deployment's current ones).
+// (in-place fields: a redeploy takes the deployment's current ones). Its
+// JSON (an agent's, in AgentWork) carries the secrets.
 type Work struct {
-	Tenant         string
-	Deployment     Deployment
-	Revision       Revision
-	Secrets        []Secret
-	ResourceSpec   *ResourceSpec
-	InstallCommand *string
-	BuildCommand   *string
+	Tenant         string        `json:"tenant"`
+	Deployment     Deployment    `json:"deployment"`
+	Revision       Revision      `json:"revision"`
+	Secrets        []Secret      `json:"secrets"`
+	ResourceSpec   *ResourceSpec `json:"resource_spec"`
+	InstallCommand *string       `json:"install_command"`
+	BuildCommand   *string       `json:"build_command"`
 	// Listener is the deployment's listener (source_config.listener_id)
 	// as stored when the work was claimed, nil for a deployment without
 	// one: where the revision runs (wire contract section 10; a listener
 	// in use cannot be deleted).
-	Listener *Listener
+	Listener *Listener `json:"listener"`
 	// ImageVersion is the image last reported for the revision
 	// (Step.ImageVersion), nil until one is: a deployer that built the
 	// image and is resumed after a restart finds its build's output here.
-	ImageVersion *string
+	ImageVersion *string `json:"image_version"`
 }
 
 // Reporter records a Deployer's progress on one revision. Each Report is
@@ -95,20 +96,21 @@ type Reporter interface {
 	Log(ctx context.Context, lines ...LogLine) error
 }
 
-// Step is one report of a Deployer. Zero fields change nothing.
+// Step is one report of a Deployer (or of an agent: ReportAgent; its JSON
+// is the one of its tags). Zero fields change nothing.
 type Step struct {
 	// Status is the revision's new status; "" leaves it as it is (a report
 	// of build outputs or of the deployment status only).
-	Status RevisionStatus
+	Status RevisionStatus `json:"status,omitempty"`
 	// Message becomes the revision's status_message (meant for failures).
-	Message string
+	Message string `json:"message,omitempty"`
 	// RepoCommitSHA sets the revision's repo_commit_sha (the commit built)
 	// and, when the revision is the deployment's latest, the deployment's
 	// source_revision_config.repo_commit_sha, which mirrors it.
-	RepoCommitSHA *string
+	RepoCommitSHA *string `json:"repo_commit_sha,omitempty"`
 	// ImageVersion is the image the revision runs; it becomes the
 	// deployment's image_version when the revision becomes active.
-	ImageVersion *string
+	ImageVersion *string `json:"image_version,omitempty"`
 	// URL is where the revision answers once active (a base URL, e.g. the
 	// Docker deployer's proxy address); it becomes the deployment's
 	// read-only url (its custom_url instead, when it has one) in the Update
@@ -116,14 +118,14 @@ type Step struct {
 	// DEPLOYED. A step that does not make its revision
 	// active (an older revision reaching DEPLOYED after a newer one) leaves
 	// the url alone.
-	URL *string
+	URL *string `json:"url,omitempty"`
 	// DeploymentStatus, when set, is the deployment's new status: READY
 	// (only once a revision is active), UNUSED (scaled to zero while idle)
 	// or UNKNOWN (the deployer cannot tell). A deployment being deleted
 	// refuses it. Once the revision is terminal its Reporter refuses
 	// everything; ControlPlane.ReportDeploymentStatus sets the status at
 	// any time.
-	DeploymentStatus DeploymentStatus
+	DeploymentStatus DeploymentStatus `json:"deployment_status,omitempty"`
 }
 
 // ErrLeaseLost is returned by Reporter.Report when another worker (a

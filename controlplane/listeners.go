@@ -35,6 +35,42 @@ func (c *checker) checkComputeConfig(loc []any, cc *ComputeConfig) {
 	}
 }
 
+// storedListener is what cp_listeners holds of a listener: its wire JSON
+// without the status, which answers compute when they are made, and with
+// last_heartbeat_at only once an agent was seen (so that a listener no
+// agent serves is stored as it was before agents).
+type storedListener struct {
+	ID              string         `json:"id"`
+	ComputeType     string         `json:"compute_type"`
+	ComputeID       string         `json:"compute_id"`
+	ComputeConfig   ComputeConfig  `json:"compute_config"`
+	Version         string         `json:"version"`
+	CreatedAt       wiretime.Time  `json:"created_at"`
+	UpdatedAt       wiretime.Time  `json:"updated_at"`
+	LastHeartbeatAt *wiretime.Time `json:"last_heartbeat_at,omitzero"`
+}
+
+func (s *storedListener) listener() *Listener {
+	return &Listener{ID: s.ID, ComputeType: s.ComputeType, ComputeID: s.ComputeID, ComputeConfig: s.ComputeConfig,
+		Version: s.Version, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, LastHeartbeatAt: s.LastHeartbeatAt}
+}
+
+// encodeListener is the record of l in cp_listeners.
+func encodeListener(l *Listener) ([]byte, error) {
+	return json.Marshal(&storedListener{ID: l.ID, ComputeType: l.ComputeType, ComputeID: l.ComputeID,
+		ComputeConfig: l.ComputeConfig, Version: l.Version, CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt,
+		LastHeartbeatAt: l.LastHeartbeatAt})
+}
+
+// putListener writes l's record.
+func putListener(tx store.Tx, tenant string, l *Listener) error {
+	b, err := encodeListener(l)
+	if err != nil {
+		return err
+	}
+	return tx.Put(colListeners, key(tenant, l.ID), b)
+}
+
 func listenerComputeKey(tenant, computeID string) string {
 	return key(tenant, url.QueryEscape(computeID))
 }
@@ -105,7 +141,7 @@ func (cp *ControlPlane) CreateListener(ctx context.Context, tenant string, req *
 	if req.Version != nil {
 		l.Version = *req.Version
 	}
-	b, err := json.Marshal(l)
+	b, err := encodeListener(l)
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +160,7 @@ func (cp *ControlPlane) CreateListener(ctx context.Context, tenant string, req *
 	if err != nil {
 		return nil, cp.storeErr("create listener", err)
 	}
+	cp.answerListener(l, now)
 	return l, nil
 }
 
@@ -145,6 +182,7 @@ func (cp *ControlPlane) GetListener(ctx context.Context, tenant, id string) (*Li
 	if err != nil {
 		return nil, cp.storeErr("get listener", err)
 	}
+	cp.answerListener(l, cp.now())
 	return l, nil
 }
 
@@ -182,6 +220,10 @@ func (cp *ControlPlane) ListListeners(ctx context.Context, tenant string, q *Lis
 	}
 	if page == nil {
 		page = []Listener{}
+	}
+	now := cp.now()
+	for i := range page {
+		cp.answerListener(&page[i], now)
 	}
 	return &ListenerPage{Resources: page, Offset: q.Offset + len(page)}, nil
 }
@@ -229,22 +271,20 @@ func (cp *ControlPlane) UpdateListener(ctx context.Context, tenant, id string, r
 			return nil
 		}
 		next.UpdatedAt = later(now, l.UpdatedAt)
-		b, err := json.Marshal(&next)
-		if err != nil {
-			return err
-		}
 		out = &next
-		return tx.Put(colListeners, key(tenant, cid), b)
+		return putListener(tx, tenant, &next)
 	})
 	if err != nil {
 		return nil, cp.storeErr("update listener", err)
 	}
+	cp.answerListener(out, now)
 	return out, nil
 }
 
-// DeleteListener removes a listener. A listener that deployments (of any
-// status, until they are removed) still name cannot be deleted:
-// apierr.ErrInvalidState. Errors: *apierr.NotFoundError, apierr.ErrInvalidState.
+// DeleteListener removes a listener and its tokens (CreateListenerToken).
+// A listener that deployments (of any status, until they are removed)
+// still name cannot be deleted: apierr.ErrInvalidState. Errors:
+// *apierr.NotFoundError, apierr.ErrInvalidState.
 func (cp *ControlPlane) DeleteListener(ctx context.Context, tenant, id string) error {
 	if err := apierr.CheckTenant(tenant); err != nil {
 		return err
@@ -282,8 +322,11 @@ func (cp *ControlPlane) DeleteListener(ctx context.Context, tenant, id string) e
 				return err
 			}
 		}
-		return nil
+		return deleteListenerTokens(tx, tenant, cid) // listenertokens.go
 	})
+	if err == nil {
+		cp.agents.seen.Delete(agentKey(tenant, cid))
+	}
 	return cp.storeErr("delete listener", err)
 }
 

@@ -19,7 +19,8 @@ func TestListeners(t *testing.T) {
 	}
 	diff(t, "listener", &controlplane.Listener{ID: "00000000-0000-7000-8000-000000000001", ComputeType: "k8s", ComputeID: "cluster-1",
 		ComputeConfig: controlplane.ComputeConfig{K8sNamespaces: []string{"prod", "staging"}}, Version: "0.3.1",
-		CreatedAt: wiretime.New(t0.Add(time.Second)), UpdatedAt: wiretime.New(t0.Add(time.Second))}, l)
+		CreatedAt: wiretime.New(t0.Add(time.Second)), UpdatedAt: wiretime.New(t0.Add(time.Second)),
+		Status: controlplane.ListenerDisconnected}, l)
 
 	bare, err := f.cp.CreateListener(f.ctx, tenantA, decode[controlplane.CreateListenerRequest](t, `{"compute_type": "k8s", "compute_id": "cluster-2"}`))
 	if err != nil {

@@ -63,17 +63,17 @@ func parseLevel(s string) (LogLevel, bool) {
 // LogLine is a line a Deployer writes to one of a revision's logs.
 type LogLine struct {
 	// Type is the log the line belongs to: LogBuild or LogDeploy.
-	Type LogType
+	Type LogType `json:"type"`
 	// Time is when the line was written; the zero time means now. It is
 	// stored in UTC at the microsecond.
-	Time time.Time
+	Time time.Time `json:"time,omitzero"`
 	// Level is one of the LogLevel values (case-insensitive, WARN for
 	// WARNING); "" means INFO.
-	Level LogLevel
+	Level LogLevel `json:"level,omitempty"`
 	// Message is the line's text. Trailing line breaks are removed,
 	// invalid UTF-8 is replaced, and a message longer than
 	// LogRetention.MaxLineBytes is cut there (and ends with " [truncated]").
-	Message string
+	Message string `json:"message"`
 }
 
 // LogEntry is a log line as the API answers it. ID is unique among the

@@ -206,8 +206,9 @@ type PendingWork struct {
 
 // PendingWork counts the pending work of every tenant, in one read of the
 // pending records: its cost follows the work not yet done, never the
-// revisions stored. Over a store shared by replicas, every replica sees the
-// same counts.
+// revisions stored. The work of agents (ClaimAgentWork) counts too, held
+// while an agent's lease holds it. Over a store shared by replicas, every
+// replica sees the same counts.
 func (cp *ControlPlane) PendingWork(ctx context.Context) (PendingWork, error) {
 	now := cp.now()
 	var pw PendingWork
@@ -216,10 +217,12 @@ func (cp *ControlPlane) PendingWork(ctx context.Context) (PendingWork, error) {
 		return r.Scan(colPending, "", nil, func(k string, v []byte) (bool, error) {
 			tok, exp := parseLease(v)
 			held := tok != "" && exp.After(now)
+			j, _ := parsePendingKey(k)
+			revision := j != nil && j.revision != ""
 			switch {
-			case strings.HasPrefix(k, pendingRevision) && held:
+			case revision && held:
 				pw.RevisionsInProgress++
-			case strings.HasPrefix(k, pendingRevision):
+			case revision:
 				pw.RevisionsWaiting++
 			case held:
 				pw.DeletionsInProgress++

@@ -99,6 +99,19 @@ type Options struct {
 	// DefaultAnswerCacheBytes. Negative: nothing is kept.
 	AnswerCacheBytes int
 
+	// Drives says whether this server's own Deployer (the one Run drives)
+	// drives the compute of listener l, a listener's record as stored
+	// (its compute_type and compute_id name a cluster or engine of the
+	// server's configuration). The deployments of a listener it does not
+	// drive are served by agents (ClaimAgentWork; wire contract section
+	// 11): their work is queued for the listener's agents, never for Run,
+	// and they answer remote_reconciled true. It is asked when work is
+	// queued (a create, each new revision, a delete), inside the store
+	// transaction, so it must be quick, do no I/O and be safe for
+	// concurrent use. Default nil: this server drives every listener
+	// (no agent serves anything).
+	Drives func(l *Listener) bool
+
 	// PollInterval is how often Run looks in the store for work that other
 	// replicas created (work created through this ControlPlane wakes Run at
 	// once), and how long a Deployer that returned before the revision was

@@ -174,7 +174,7 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 			rev := newRevision(&next, ids[len(out)], at)
 			next.LatestRevisionID = new(rev.ID)
 			next.UpdatedAt = at
-			if err := cp.addRevision(tx, tenant, rev); err != nil {
+			if err := cp.addRevision(tx, tenant, &next, rev); err != nil {
 				return err
 			}
 			if err := cp.putDeployment(tx, tenant, d, &next); err != nil {

@@ -38,15 +38,19 @@ import (
 //	cp_tracing_projects     T D                    -> storedTracingProject JSON (StoreTracingProjects)
 //	cp_pending              "r" T D ts R           -> lease (a revision not terminal; worker.go)
 //	cp_pending              "d" T D                -> lease (a deployment AWAITING_DELETE)
+//	cp_pending              "a" T L "r" D ts R     -> lease (the same, for a deployment an agent serves;
+//	cp_pending              "a" T L "d" D          -> lease  L its listener: agentwork.go)
 //
 // The other collections keep text keys, the tenant's name and "/" first
 // (tenants are [A-Za-z0-9._-]{1,64}, so no tenant's prefix is another's),
 // ts16 being createdKey: 16 hex digits.
 //
 //	cp_revision_logs        tenant/deployment/revision/b|d[/seq] -> a log's meta record, its lines (internal/revlog)
-//	cp_listeners            tenant/id              -> Listener JSON
+//	cp_listeners            tenant/id              -> storedListener JSON (the wire JSON less status; listeners.go)
 //	cp_listener_order       tenant/ts16/id         -> ""
 //	cp_listener_compute_ids tenant/escaped compute id -> id
+//	cp_listener_tokens      "k" id                 -> listenerTokenRecord JSON (listenertokens.go)
+//	cp_listener_tokens      "o" tenant/listener/ts16/id -> ""
 //	cp_integrations         tenant/id              -> integrationRecord JSON
 //	cp_integration_installs tenant/installation id -> id
 //	cp_installation_owners  installation id        -> tenant/integration id (github.go)
@@ -390,19 +394,19 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 	if err := revlog.DeleteDeployment(tx, tenant, r.ID); err != nil {
 		return err
 	}
-	return removePending(tx, tp, r.ID)
+	return removePending(tx, tp, r)
 }
 
-// removePending deletes the pending work of a deployment: its unfinished
-// revisions and its teardown. tp is the tenant prefix.
-func removePending(tx store.Tx, tp, id string) error {
-	ks := []string{deletePendingKey(tp, id)}
-	err := tx.Scan(colPending, pendingRevision+deploymentKey(tp, id), nil, func(k string, _ []byte) (bool, error) {
-		ks = append(ks, k)
-		return true, nil
-	})
+// removePending deletes the pending work of a deployment, in every queue
+// that may hold it (queuesOf): its unfinished revisions and its teardown.
+// tp is the tenant prefix.
+func removePending(tx store.Tx, tp string, r *deploymentRecord) error {
+	ks, _, err := pendingRevisionKeys(tx, tp, r)
 	if err != nil {
 		return err
+	}
+	for _, q := range queuesOf(tp, r.SourceConfig.ListenerID) {
+		ks = append(ks, q.deleteKey(r.ID))
 	}
 	for _, k := range ks {
 		if err := tx.Delete(colPending, k); err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -540,8 +544,13 @@ func (cp *ControlPlane) getRevision(r store.Reader, tenant, deploymentID, id str
 }
 
 // getListener reads a listener of the tenant, or a *apierr.NotFoundError.
+// Its Status is not set (answerListener sets it).
 func getListener(r store.Reader, tenant, id string) (*Listener, error) {
-	return getRecord[Listener](r, colListeners, key(tenant, id), apierr.KindListener, id)
+	s, err := getRecord[storedListener](r, colListeners, key(tenant, id), apierr.KindListener, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.listener(), nil
 }
 
 // integrationRecord is what cp_integrations holds.
@@ -558,7 +567,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
 	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentGrams, colDeploymentCounts, colDeploymentCountChanges, colDeploymentIndex, colDeploymentNames, colRevisions,
-		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colIntegrations, colIntegrationInsts,
+		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colListenerTokens, colIntegrations, colIntegrationInsts,
 		colTracingProjects, colPending, colInstallationOwners, colDeliveries, revlog.Collection, eventlog.Events, eventlog.Outbox, eventlog.Clocks,
 		eventlog.Lease}
 }

@@ -87,6 +87,9 @@ type storedDeployment struct {
 	Image   *string              `json:"iv,omitzero"`
 	URL     *string              `json:"url,omitzero"`
 	Tags    []string             `json:"t,omitzero"`
+	// Remote is remote_reconciled (added to version 1 without a bump:
+	// older builds ignore it and answer false).
+	Remote bool `json:"rr,omitzero"`
 }
 
 // storedSourceConfig is SourceConfig without its nulls (a conversion of
@@ -282,6 +285,7 @@ func (c secretCodec) encodeDeployment(tenant string, r *deploymentRecord) ([]byt
 		Rev: storedRevisionConfig(d.SourceRevisionConfig), Secrets: plain, Sealed: sealed,
 		Created: micros(d.CreatedAt), Updated: micros(d.UpdatedAt), Status: d.Status,
 		Latest: d.LatestRevisionID, Active: d.ActiveRevisionID, Image: d.ImageVersion, URL: d.URL, Tags: r.Tags,
+		Remote: d.RemoteReconciled,
 	})
 }
 
@@ -300,6 +304,7 @@ func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentR
 		SourceConfig: SourceConfig(s.Config), SourceRevisionConfig: SourceRevisionConfig(s.Rev), Secrets: s.Secrets,
 		CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
 		LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image, URL: s.URL,
+		RemoteReconciled: s.Remote,
 	}, Tags: s.Tags}
 	r.SourceConfig.ResourceSpec = (*ResourceSpec)(s.Spec)
 	var err error

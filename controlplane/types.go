@@ -123,6 +123,15 @@ type Deployment struct {
 	// (a PATCH of it changes the url at once), else the address the
 	// Deployer reported (Step.URL). A value in a request is ignored.
 	URL *string `json:"url"`
+	// RemoteReconciled (read-only) says that an agent serves the
+	// deployment (wire contract section 11): its listener is one this
+	// server's Deployer does not drive (Options.Drives), so an agent
+	// dialing out from the listener's cluster claims its work
+	// (ClaimAgentWork). It is decided when the deployment's work is
+	// queued (its create, each new revision, its delete). The list
+	// filter remote_reconciled matches every external_docker deployment,
+	// the deployments placed on a listener, these among them.
+	RemoteReconciled bool `json:"remote_reconciled"`
 	// TagValueIDs are the tag values the deployment carries, matched by the
 	// tag_value_ids list filter. They are set on create and not part of the
 	// wire shape of a deployment.
@@ -362,9 +371,35 @@ type Listener struct {
 	ComputeType   string        `json:"compute_type"`
 	ComputeID     string        `json:"compute_id"`
 	ComputeConfig ComputeConfig `json:"compute_config"`
-	Version       string        `json:"version"`
-	CreatedAt     wiretime.Time `json:"created_at"`
-	UpdatedAt     wiretime.Time `json:"updated_at"`
+	// Version is the listener's version: as a create or PATCH set it, and
+	// then the version its agent reports (AgentHeartbeat).
+	Version   string        `json:"version"`
+	CreatedAt wiretime.Time `json:"created_at"`
+	UpdatedAt wiretime.Time `json:"updated_at"`
+	// Status (read-only, wire contract section 11) is ListenerConnected
+	// while an agent of the listener was seen (a heartbeat or a claim of
+	// work) within AgentConnectedWindow, by the ControlPlane's clock when
+	// the answer is made, else ListenerDisconnected (as a listener no
+	// agent serves always is).
+	Status ListenerStatus `json:"status"`
+	// LastHeartbeatAt (read-only) is when an agent of the listener was
+	// last seen, recorded at most every AgentHeartbeatInterval/2; nil
+	// until one is.
+	LastHeartbeatAt *wiretime.Time `json:"last_heartbeat_at"`
+}
+
+// ListenerStatus says whether a listener's agent is connected.
+type ListenerStatus string
+
+// The listener statuses (wire contract section 11).
+const (
+	ListenerConnected    ListenerStatus = "CONNECTED"
+	ListenerDisconnected ListenerStatus = "DISCONNECTED"
+)
+
+// ListenerStatuses lists every listener status.
+func ListenerStatuses() []ListenerStatus {
+	return []ListenerStatus{ListenerConnected, ListenerDisconnected}
 }
 
 // Integration is a GitHub App installation of the tenant; github deployments

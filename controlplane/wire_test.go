@@ -43,7 +43,7 @@ func TestWireShapes(t *testing.T) {
 			"source_revision_config":{"repo_ref":"main","graph_config_path":"langgraph.json","langgraph_config_path":"langgraph.json",
 				"image_uri":null,"source_tarball_path":null,"repo_commit_sha":null},
 			"secrets":[],"created_at":"2026-11-21T10:00:02.000000Z","updated_at":"2026-11-21T10:00:02.000000Z","status":"AWAITING_DATABASE",
-			"latest_revision_id":"00000000-0000-7000-8000-000000000003","active_revision_id":null,"image_version":null,"url":null}`},
+			"latest_revision_id":"00000000-0000-7000-8000-000000000003","active_revision_id":null,"image_version":null,"url":null,"remote_reconciled":false}`},
 		{"revision", rev, `{"id":"00000000-0000-7000-8000-000000000003","created_at":"2026-11-21T10:00:02.000000Z","updated_at":"2026-11-21T10:00:02.000000Z",
 			"status":"CREATING","source":"github",
 			"source_revision_config":{"repo_ref":"main","graph_config_path":"langgraph.json","langgraph_config_path":"langgraph.json",
@@ -51,7 +51,8 @@ func TestWireShapes(t *testing.T) {
 			"status_message":null,"tracked_packages":null,"status_history":[{"status":"CREATING","at":"2026-11-21T10:00:02.000000Z"}]}`},
 		{"empty page", empty, `{"resources":[],"offset":0}`},
 		{"listener", lis, `{"id":"00000000-0000-7000-8000-000000000004","compute_type":"k8s","compute_id":"cluster-3",
-			"compute_config":{"k8s_namespaces":[]},"version":"","created_at":"2026-11-21T10:00:03.000000Z","updated_at":"2026-11-21T10:00:03.000000Z"}`},
+			"compute_config":{"k8s_namespaces":[]},"version":"","created_at":"2026-11-21T10:00:03.000000Z","updated_at":"2026-11-21T10:00:03.000000Z",
+			"status":"DISCONNECTED","last_heartbeat_at":null}`},
 		{"validation problems", problems(t, verr), `[{"loc":["body","source"],"msg":"Field required","type":"missing"},
 			{"loc":["body","name"],"msg":"Field required","type":"missing"}]`},
 	}

@@ -24,6 +24,8 @@ import (
 //	cp_pending  "d" tenant deployment              -> lease   (a deployment AWAITING_DELETE)
 //
 // in the compact key encoding (keys.go): tenant prefix, encID ids, timeKey.
+// The work of deployments served by agents lies apart, under "a", where Run
+// never looks (agentwork.go).
 //
 // A lease is "" (free) or "token expiry": the token of the claim (the
 // ControlPlane's owner id and a sequence number) and the expiry in Unix
@@ -32,6 +34,7 @@ import (
 const (
 	pendingRevision = "r"
 	pendingDelete   = "d"
+	pendingAgent    = "a" // agentwork.go
 )
 
 // retryToken is the token of a lease that gives work back until a later
@@ -39,14 +42,67 @@ const (
 // expired takes nothing over.
 const retryToken = "retry"
 
-// revisionPendingKey is the pending key of rev; tp is the tenant prefix.
-func revisionPendingKey(tp string, rev *revisionRecord) string {
-	return pendingRevision + deploymentKey(tp, rev.DeploymentID) + timeKey(rev.CreatedAt.Time()) + encID(rev.ID)
+// workQueue is where a deployment's pending work lies: Run's range
+// (agent "") or the range of the agents of listener agent (agentwork.go).
+// tp is the tenant prefix.
+type workQueue struct{ tp, agent string }
+
+// start is what the queue's keys start with before their kind.
+func (q workQueue) start() string {
+	if q.agent == "" {
+		return ""
+	}
+	return pendingAgent + q.tp + encID(q.agent)
 }
 
-// deletePendingKey is the pending key of a deployment's teardown.
-func deletePendingKey(tp, deploymentID string) string {
-	return pendingDelete + deploymentKey(tp, deploymentID)
+// revisionPrefix is the prefix of the pending keys of a deployment's
+// revisions in the queue.
+func (q workQueue) revisionPrefix(deploymentID string) string {
+	if q.agent == "" {
+		return pendingRevision + deploymentKey(q.tp, deploymentID)
+	}
+	return q.start() + pendingRevision + encID(deploymentID)
+}
+
+// revisionKey is the pending key of rev in the queue.
+func (q workQueue) revisionKey(rev *revisionRecord) string {
+	return q.revisionPrefix(rev.DeploymentID) + timeKey(rev.CreatedAt.Time()) + encID(rev.ID)
+}
+
+// deleteKey is the pending key of a deployment's teardown in the queue.
+func (q workQueue) deleteKey(deploymentID string) string {
+	if q.agent == "" {
+		return pendingDelete + deploymentKey(q.tp, deploymentID)
+	}
+	return q.start() + pendingDelete + encID(deploymentID)
+}
+
+// queuesOf lists the queues that may hold the work of a deployment placed
+// on listener (nil for none): Run's, and its listener's agents', since
+// whether an agent serves a deployment is decided anew for each unit of
+// work (queueFor).
+func queuesOf(tp string, listener *string) []workQueue {
+	if listener == nil {
+		return []workQueue{{tp: tp}}
+	}
+	return []workQueue{{tp: tp}, {tp: tp, agent: *listener}}
+}
+
+// pendingRevisionKeys lists the pending keys of a deployment's revisions
+// in every queue that may hold them, each with the prefix it was found
+// under (for pendingRevisionID).
+func pendingRevisionKeys(r store.Reader, tp string, d *deploymentRecord) (keys, prefixes []string, err error) {
+	for _, q := range queuesOf(tp, d.SourceConfig.ListenerID) {
+		prefix := q.revisionPrefix(d.ID)
+		err := r.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
+			keys, prefixes = append(keys, k), append(prefixes, prefix)
+			return true, nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return keys, prefixes, nil
 }
 
 // pendingRevisionID returns the revision id at the end of a revision's
@@ -70,45 +126,52 @@ func parseLease(v []byte) (token string, expiry time.Time) {
 	return tok, time.UnixMicro(us)
 }
 
-// addRevision stores rev, a new revision, as pending work, and supersedes
-// the deployment's revisions still before DEPLOYING: they become SKIPPED in
-// this same Update.
-func (cp *ControlPlane) addRevision(tx store.Tx, tenant string, rev *revisionRecord) error {
+// addRevision stores rev, a new revision of d (the deployment as it will
+// be written), as pending work, and supersedes the deployment's revisions
+// still before DEPLOYING: they become SKIPPED in this same Update. It
+// decides whether an agent serves d (queueFor), which sets
+// d.RemoteReconciled: the caller writes d after it.
+func (cp *ControlPlane) addRevision(tx store.Tx, tenant string, d *deploymentRecord, rev *revisionRecord) error {
 	tp, err := cp.writeTenant(tx, tenant)
 	if err != nil {
 		return err
 	}
-	if err := cp.skipPending(tx, tenant, tp, rev); err != nil {
+	if err := cp.skipPending(tx, tenant, tp, d, rev); err != nil {
 		return err
 	}
-	return cp.addFirstRevision(tx, tenant, tp, rev)
-}
-
-// addFirstRevision adds the first revision of a deployment created in tx:
-// there is no earlier revision to skip, and it reads nothing (a scan of
-// the new deployment's pending work would lock, in PostgreSQL, the index
-// page where concurrent creates add theirs).
-func (cp *ControlPlane) addFirstRevision(tx store.Tx, tenant, tp string, rev *revisionRecord) error {
-	if err := cp.putRevision(tx, tenant, rev, true); err != nil {
-		return err
-	}
-	return store.Insert(tx, colPending, revisionPendingKey(tp, rev), nil)
-}
-
-// skipPending moves the deployment's revisions that have not started to
-// SKIPPED, superseded by rev.
-func (cp *ControlPlane) skipPending(tx store.Tx, tenant, tp string, rev *revisionRecord) error {
-	prefix := pendingRevision + deploymentKey(tp, rev.DeploymentID)
-	var olds []string
-	err := tx.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
-		olds = append(olds, k)
-		return true, nil
-	})
+	q, l, err := cp.queueFor(tx, tenant, tp, d)
 	if err != nil {
 		return err
 	}
-	for _, k := range olds {
-		old, err := cp.getRevision(tx, tenant, rev.DeploymentID, pendingRevisionID(prefix, k))
+	return cp.addFirstRevision(tx, tenant, q, l, rev)
+}
+
+// addFirstRevision adds rev to queue q, the first revision of a deployment
+// created in tx when called directly: there is no earlier revision to
+// skip, and it reads nothing (a scan of the new deployment's pending work
+// would lock, in PostgreSQL, the index page where concurrent creates add
+// theirs). agent is the listener whose agent serves the deployment, nil
+// when Run does: its revision waits for that agent in QUEUED.
+func (cp *ControlPlane) addFirstRevision(tx store.Tx, tenant string, q workQueue, agent *Listener, rev *revisionRecord) error {
+	if agent != nil {
+		rev.enter(RevisionQueued, rev.CreatedAt)
+		rev.StatusMessage = new(waitingMessage(agent))
+	}
+	if err := cp.putRevision(tx, tenant, rev, true); err != nil {
+		return err
+	}
+	return store.Insert(tx, colPending, q.revisionKey(rev), nil)
+}
+
+// skipPending moves the revisions of d that have not started to SKIPPED,
+// superseded by rev.
+func (cp *ControlPlane) skipPending(tx store.Tx, tenant, tp string, d *deploymentRecord, rev *revisionRecord) error {
+	olds, prefixes, err := pendingRevisionKeys(tx, tp, d)
+	if err != nil {
+		return err
+	}
+	for i, k := range olds {
+		old, err := cp.getRevision(tx, tenant, rev.DeploymentID, pendingRevisionID(prefixes[i], k))
 		if err != nil {
 			return err
 		}
@@ -134,24 +197,20 @@ func (r *revisionRecord) enter(s RevisionStatus, at wiretime.Time) {
 	r.StatusHistory = append(slices.Clip(r.StatusHistory), StatusChange{Status: s, At: at})
 }
 
-// interruptRevisions ends every unfinished revision of a deployment being
-// deleted with INTERRUPTED, and queues the deployment's teardown.
-func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant, deploymentID string, at wiretime.Time) error {
+// interruptRevisions ends every unfinished revision of d, a deployment
+// being deleted (as it will be written), with INTERRUPTED, and queues its
+// teardown where queueFor says (which sets d.RemoteReconciled).
+func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant string, d *deploymentRecord, at wiretime.Time) error {
 	tp, err := cp.writeTenant(tx, tenant)
 	if err != nil {
 		return err
 	}
-	prefix := pendingRevision + deploymentKey(tp, deploymentID)
-	var ks []string
-	err = tx.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
-		ks = append(ks, k)
-		return true, nil
-	})
+	ks, prefixes, err := pendingRevisionKeys(tx, tp, d)
 	if err != nil {
 		return err
 	}
-	for _, k := range ks {
-		rev, err := cp.getRevision(tx, tenant, deploymentID, pendingRevisionID(prefix, k))
+	for i, k := range ks {
+		rev, err := cp.getRevision(tx, tenant, d.ID, pendingRevisionID(prefixes[i], k))
 		if err != nil {
 			return err
 		}
@@ -164,7 +223,11 @@ func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant, deploymentID str
 			return err
 		}
 	}
-	return tx.Put(colPending, deletePendingKey(tp, deploymentID), nil)
+	q, _, err := cp.queueFor(tx, tenant, tp, d)
+	if err != nil {
+		return err
+	}
+	return tx.Put(colPending, q.deleteKey(d.ID), nil)
 }
 
 // job is one claimed unit of work.
@@ -175,6 +238,9 @@ type job struct {
 	tenant     string
 	deployment string
 	revision   string // "" for a teardown
+	// listener is the listener whose agents claim the work (agentwork.go),
+	// "" for Run's work.
+	listener string
 	// takeover: the claim took a lease another claim still held when it
 	// expired (Observer.LeaseTakenOver).
 	takeover bool
@@ -183,42 +249,57 @@ type job struct {
 	stepStart atomic.Int64
 }
 
-// parseJob decodes a pending key; the tenant is looked up by its prefix.
+// parseJob decodes a pending key of either queue; the tenant is looked up
+// by its prefix.
 func (cp *ControlPlane) parseJob(r store.Reader, k string) (*job, error) {
-	j := &job{pkey: k}
-	bad := func() (*job, error) {
+	j, ok := parsePendingKey(k)
+	if !ok {
 		return nil, fmt.Errorf("controlplane: malformed pending work key %q", k)
 	}
-	if k == "" || (k[:1] != pendingRevision && k[:1] != pendingDelete) {
-		return bad()
-	}
-	n := tenantPrefixLen(k[1:])
-	if n == 0 {
-		return bad()
-	}
-	id, rest, ok := decID(k[1+n:])
-	if !ok {
-		return bad()
-	}
-	j.deployment, j.tp = id, k[1:1+n]
-	if k[:1] == pendingRevision {
-		if len(rest) < 8 {
-			return bad()
-		}
-		if j.revision, rest, ok = decID(rest[8:]); !ok {
-			return bad()
-		}
-	}
-	if rest != "" {
-		return bad()
-	}
 	_, committed := r.(viewReader)
-	t, err := cp.tenants.tenantOf(r, k[1:1+n], committed)
+	t, err := cp.tenants.tenantOf(r, j.tp, committed)
 	if err != nil {
 		return nil, err
 	}
 	j.tenant = t
 	return j, nil
+}
+
+// parsePendingKey decodes a pending key of either queue into a job
+// without its tenant (only its tenant prefix).
+func parsePendingKey(k string) (*job, bool) {
+	if k == "" {
+		return nil, false
+	}
+	j := &job{pkey: k}
+	n := tenantPrefixLen(k[1:])
+	if n == 0 {
+		return nil, false
+	}
+	j.tp = k[1 : 1+n]
+	kind, rest := k[:1], k[1+n:]
+	var ok bool
+	if kind == pendingAgent {
+		if j.listener, rest, ok = decID(rest); !ok || rest == "" {
+			return nil, false
+		}
+		kind, rest = rest[:1], rest[1:]
+	}
+	if kind != pendingRevision && kind != pendingDelete {
+		return nil, false
+	}
+	if j.deployment, rest, ok = decID(rest); !ok {
+		return nil, false
+	}
+	if kind == pendingRevision {
+		if len(rest) < 8 {
+			return nil, false
+		}
+		if j.revision, rest, ok = decID(rest[8:]); !ok {
+			return nil, false
+		}
+	}
+	return j, rest == ""
 }
 
 // owner is this ControlPlane's lease owner id, made on first use from NewID
@@ -258,39 +339,48 @@ func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 		if !cp.shares.take(found.tp) {
 			continue
 		}
-		token := cp.owner() + ":" + strconv.FormatUint(cp.claims.Add(1), 10)
-		var j *job
-		err = cp.st.Update(ctx, func(tx store.Tx) error {
-			j = nil
-			v, err := tx.Get(colPending, found.pkey)
-			if errors.Is(err, store.ErrNotFound) {
-				return nil // done meanwhile
-			}
-			if err != nil {
-				return err
-			}
-			t, exp := parseLease(v)
-			if t != "" && exp.After(now) {
-				return nil // claimed meanwhile
-			}
-			found.token, found.takeover = token, t != "" && t != retryToken
-			j = found
-			return tx.Put(colPending, j.pkey, lease(token, now.Add(cp.leaseFor)))
-		})
+		j, err := cp.takeLease(ctx, found, now)
 		if err != nil || j == nil {
 			cp.shares.leave(found.tp)
 		}
-		if err != nil {
-			return nil, err
-		}
-		if j != nil {
-			if j.takeover {
-				cp.obs.LeaseTakenOver()
-			}
-			return j, nil
+		if err != nil || j != nil {
+			return j, err
 		}
 	}
 	return nil, nil
+}
+
+// takeLease claims found, a unit of work a View saw claimable at now, in
+// an Update that reads and writes only its pending record and checks its
+// lease again. It returns nil when the work was done or claimed
+// meanwhile. Its error is the store's, unwrapped.
+func (cp *ControlPlane) takeLease(ctx context.Context, found *job, now time.Time) (*job, error) {
+	token := cp.owner() + ":" + strconv.FormatUint(cp.claims.Add(1), 10)
+	var j *job
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		j = nil
+		v, err := tx.Get(colPending, found.pkey)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // done meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		t, exp := parseLease(v)
+		if t != "" && exp.After(now) {
+			return nil // claimed meanwhile
+		}
+		found.token, found.takeover = token, t != "" && t != retryToken
+		j = found
+		return tx.Put(colPending, j.pkey, lease(token, now.Add(cp.leaseFor)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if j != nil && j.takeover {
+		cp.obs.LeaseTakenOver()
+	}
+	return j, nil
 }
 
 // claimTries bounds the searches of one claim whose candidates others
@@ -314,12 +404,22 @@ const claimTries = 4
 // seek per full tenant and kind: at most 2*len(full) more, and len(full)
 // is at most Workers/TenantWorkers under Run, since each full tenant has
 // TenantWorkers units in flight.
+//
+// The agents' work (pendingAgent, which sorts first) is never Run's: the
+// walk starts past it, with one seek.
 func (cp *ControlPlane) claimable(r store.Reader, now time.Time, full map[string]bool) (*job, error) {
+	return cp.firstClaimable(r, "", keyAfterPrefix(pendingAgent), now, full)
+}
+
+// firstClaimable is claimable over the pending records under prefix, from
+// start ("" for the first): the walk of claimable, and of an agent's claim
+// over its listener's records (with full nil).
+func (cp *ControlPlane) firstClaimable(r store.Reader, prefix, start string, now time.Time, full map[string]bool) (*job, error) {
 	var k, tok string
-	opts := &store.ScanOptions{}
+	opts := &store.ScanOptions{Start: start}
 	for {
 		var past string // where the walk goes on, past a full tenant's records
-		err := r.Scan(colPending, "", opts, func(key string, v []byte) (bool, error) {
+		err := r.Scan(colPending, prefix, opts, func(key string, v []byte) (bool, error) {
 			if len(full) > 0 && len(key) > 1 {
 				if n := tenantPrefixLen(key[1:]); n > 0 && full[key[1:1+n]] {
 					past = keyAfterPrefix(key[:1+n])
@@ -571,29 +671,37 @@ func (cp *ControlPlane) do(ctx context.Context, d Deployer, j *job) error {
 	return nil
 }
 
+// loadWork reads the Work of the job's revision.
+func (cp *ControlPlane) loadWork(r store.Reader, j *job) (*Work, error) {
+	dep, err := cp.getDeployment(r, j.tenant, j.deployment)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := cp.getRevision(r, j.tenant, j.deployment, j.revision)
+	if err != nil {
+		return nil, err
+	}
+	w := &Work{Tenant: j.tenant, Deployment: *dep.wire(), Revision: rev.wire(), Secrets: rev.Secrets,
+		ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand,
+		ImageVersion: rev.ImageVersion}
+	if w.Secrets == nil {
+		w.Secrets = []Secret{}
+	}
+	if id := dep.SourceConfig.ListenerID; id != nil {
+		if w.Listener, err = getListener(r, j.tenant, *id); err != nil {
+			return nil, err
+		}
+		cp.answerListener(w.Listener, cp.now())
+	}
+	return w, nil
+}
+
 func (cp *ControlPlane) deploy(ctx context.Context, d Deployer, j *job) error {
 	var w *Work
 	err := cp.st.View(ctx, func(r store.Reader) error {
-		dep, err := cp.getDeployment(r, j.tenant, j.deployment)
-		if err != nil {
-			return err
-		}
-		rev, err := cp.getRevision(r, j.tenant, j.deployment, j.revision)
-		if err != nil {
-			return err
-		}
-		w = &Work{Tenant: j.tenant, Deployment: *dep.wire(), Revision: rev.wire(), Secrets: rev.Secrets,
-			ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand,
-			ImageVersion: rev.ImageVersion}
-		if w.Secrets == nil {
-			w.Secrets = []Secret{}
-		}
-		if id := dep.SourceConfig.ListenerID; id != nil {
-			if w.Listener, err = getListener(r, j.tenant, *id); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		w, err = cp.loadWork(r, j)
+		return err
 	})
 	if err != nil {
 		return cp.storeErr("load work", err)
@@ -639,23 +747,31 @@ func (cp *ControlPlane) teardown(ctx context.Context, d Deployer, j *job) error 
 			return fmt.Errorf("controlplane: teardown of deployment %s: %w", j.deployment, err)
 		}
 	}
-	err = cp.st.Update(ctx, func(tx store.Tx) error {
+	err = cp.finishTeardown(ctx, j)
+	if errors.Is(err, ErrLeaseLost) {
+		return nil
+	}
+	return err
+}
+
+// finishTeardown removes every record of the job's deployment, once its
+// Deployer tore it down, if the lease is still the job's (ErrLeaseLost
+// otherwise; nothing when the work is gone already).
+func (cp *ControlPlane) finishTeardown(ctx context.Context, j *job) error {
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		found, err := ownLease(tx, j)
 		if err != nil || !found {
 			return err
 		}
 		rec, err := cp.getDeployment(tx, j.tenant, j.deployment)
 		if errors.Is(err, apierr.ErrNotFound) {
-			return removePending(tx, j.tenant, j.deployment)
+			return tx.Delete(colPending, j.pkey)
 		}
 		if err != nil {
 			return err
 		}
 		return cp.removeDeployment(tx, j.tenant, rec)
 	})
-	if errors.Is(err, ErrLeaseLost) {
-		return nil
-	}
 	return cp.storeErr("remove deployment", err)
 }
 
@@ -685,6 +801,7 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 	}
 	now := cp.now()
 	var from, to RevisionStatus // the status change committed, if any
+	var entered time.Time       // when the revision entered from
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		from, to = "", ""
 		found, err := ownLease(tx, j)
@@ -695,12 +812,21 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		if err != nil {
 			return err
 		}
-		if !found {
-			return apierr.InvalidStatef("Revision %s is %s.", rev.ID, rev.Status)
-		}
 		step := s
 		if fail {
 			step.Status = FailureOf(rev.Status)
+		}
+		if j.listener != "" && repeatedReport(rev.Status, step.Status, fail) {
+			// An agent's report repeated after its answer was lost (the
+			// revision may have ended with it): it changes nothing but
+			// the lease, while the work is the lease's.
+			if !found {
+				return nil
+			}
+			return tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.leaseFor)))
+		}
+		if !found {
+			return apierr.InvalidStatef("Revision %s is %s.", rev.ID, rev.Status)
 		}
 		if step.Status != "" && !CanTransition(rev.Source, rev.Status, step.Status) {
 			return apierr.InvalidStatef("Revision %s cannot move from %s to %s.", rev.ID, rev.Status, step.Status)
@@ -715,6 +841,8 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		}
 		if step.Message != "" {
 			next.StatusMessage = new(step.Message)
+		} else if j.listener != "" && rev.Status == RevisionQueued && next.Status != RevisionQueued {
+			next.StatusMessage = nil // its agent took it: no longer waiting
 		}
 		if step.RepoCommitSHA != nil {
 			next.SourceRevisionConfig.RepoCommitSHA = new(*step.RepoCommitSHA)
@@ -727,6 +855,9 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		}
 		if next.Status != rev.Status {
 			from, to = rev.Status, next.Status
+			if h := rev.StatusHistory; len(h) > 0 {
+				entered = h[len(h)-1].At.Time()
+			}
 		}
 		if IsTerminal(next.Status) {
 			err = tx.Delete(colPending, j.pkey)
@@ -745,6 +876,11 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		return cp.storeErr("report", err)
 	}
 	if to != "" {
+		if j.listener != "" && !entered.IsZero() {
+			// An agent's job is made anew for each call: its step began
+			// when the revision entered its status.
+			j.stepStart.Store(entered.UnixNano())
+		}
 		cp.observeTransition(ctx, j, from, to, now)
 	}
 	return nil

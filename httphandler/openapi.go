@@ -338,6 +338,7 @@ var enums = map[reflect.Type][]string{
 	reflect.TypeFor[controlplane.DeploymentStatus](): enumNames(controlplane.DeploymentStatuses()),
 	reflect.TypeFor[controlplane.RevisionStatus]():   enumNames(controlplane.RevisionStatuses()),
 	reflect.TypeFor[controlplane.LogLevel]():         enumNames(controlplane.LogLevels()),
+	reflect.TypeFor[controlplane.ListenerStatus]():   enumNames(controlplane.ListenerStatuses()),
 }
 
 // enumNames are the values of an enum of package controlplane, as the
