@@ -198,7 +198,7 @@ var errNoListener = errors.New("agent: the control plane has no such listener")
 
 // noListener wraps a 404 of a listener's route.
 func (a *Agent) noListener(err error) error {
-	return fmt.Errorf("%w %s (deleted, or the wrong listener id): %w", errNoListener, a.c.listenerID(), err)
+	return fmt.Errorf("%w %s (it was deleted, the listener id is wrong, or the control plane has no agent routes): %w", errNoListener, a.c.listenerID(), err)
 }
 
 // heartbeats tells the control plane every AgentHeartbeatInterval that the
