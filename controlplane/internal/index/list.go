@@ -67,10 +67,6 @@ func New(o *Options) *Index {
 	return &x
 }
 
-// Options returns the options in force, defaults filled in (a field that
-// means none is 0).
-func (x *Index) Options() Options { return x.o }
-
 // Query asks for one page of a tenant's entries, newest first (tails in
 // descending order). One source is walked: the records of Terms, else
 // the gram index of Name, else the order records; every other condition
