@@ -15,6 +15,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/store/storetest"
 	"github.com/deployplane/deployplane/storemem"
 )
 
@@ -291,5 +292,37 @@ func TestMissingSummary(t *testing.T) {
 	})
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("List = %v, want an error wrapping store.ErrNotFound", err)
+	}
+}
+
+// TestRemoveLeavesNothing: once every entry put (and changed) is removed
+// and the counts folded, no collection of the index holds a record.
+func TestRemoveLeavesNothing(t *testing.T) {
+	st := open(t)
+	var es []*entry
+	for i := range 20 {
+		e := &entry{id: i, at: t0.Add(time.Duration(i) * time.Hour), name: fmt.Sprintf("agent-%d", i), color: "red", tags: "ab"[:i%3]}
+		put(t, st, tenantC, nil, e)
+		if i%2 == 0 {
+			changed := *e
+			changed.color, changed.tags = "blue", "cd"
+			put(t, st, tenantC, e, &changed)
+			e = &changed
+		}
+		es = append(es, e)
+	}
+	fold(t, st, 7)
+	for _, e := range es {
+		remove(t, st, tenantC, e)
+	}
+	fold(t, st, 7)
+	left, err := storetest.Dump(context.Background(), st, index.Collections()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for col, recs := range left {
+		for k := range recs {
+			t.Errorf("%s: %q left after every entry is removed", col, k)
+		}
 	}
 }
