@@ -16,6 +16,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
+	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/controlplane/internal/revlog"
 	"github.com/deployplane/deployplane/internal/seal"
 	"github.com/deployplane/deployplane/internal/uuidtext"
@@ -41,6 +42,7 @@ type ControlPlane struct {
 	shapes  *shapes              // the shape tags' validator, built once (shape.go)
 	secrets secretCodec          // seals secret values at rest (storageform.go)
 	logs    *revlog.Logs         // the revision logs, bounded by Options.LogRetention (logs.go)
+	idx     *index.Index         // the name and order index of the deployments (list.go, records.go)
 	tenants tenantCache          // tenant key prefixes (keys.go)
 	events  *eventlog.Log        // the event log: outbox, sequencer, followers (events.go)
 	renders *renderCache         // the rendered data of recent events (events.go)
@@ -125,6 +127,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		images:  o.Images,
 		logs:    o.LogRetention.logs(),
 		drives:  o.Drives,
+		idx:     index.New(nil),
 
 		poll:     o.PollInterval,
 		leaseFor: o.LeaseDuration,

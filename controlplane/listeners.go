@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/wiretime"
 )
@@ -303,7 +304,7 @@ func (cp *ControlPlane) DeleteListener(ctx context.Context, tenant, id string) e
 		if err != nil {
 			return err
 		}
-		err = tx.Scan(colDeploymentIndex, indexPrefix(tp, idxListener, cid), nil, func(string, []byte) (bool, error) {
+		err = index.ScanTerm(tx, tp, indexTerm(idxListener, cid), "", func(string) (bool, error) {
 			inUse = true
 			return false, nil
 		})

@@ -78,7 +78,7 @@ type fieldRule struct {
 	// snap says whether the field belongs to a revision's snapshot.
 	snap snapshotPolicy
 	// index lists the cp_deployment_index fields whose keys depend on the
-	// field's value (records.go, indexKeys); summary says that the list
+	// field's value (records.go, indexTerms); summary says that the list
 	// summary does (records.go, summary). The tests check both against
 	// records.go.
 	index   []string

@@ -100,13 +100,13 @@ func TestRulesIndexes(t *testing.T) {
 	for i := range rules {
 		r := &rules[i]
 		a, b := rowFixtures()
-		before, sum := a.indexKeys("t"), a.summary()
+		before, sum := a.indexTerms(), a.summary()
 		r.set(&a.Deployment, &b.Deployment)
-		after := a.indexKeys("t")
+		after := a.indexTerms()
 		var changed []string
 		for _, k := range append(slices.Clone(before), after...) {
 			if slices.Contains(before, k) != slices.Contains(after, k) {
-				changed = append(changed, k[len("t"):len("t")+1]) // the field byte after the tenant prefix
+				changed = append(changed, k[:1]) // the field byte
 			}
 		}
 		slices.Sort(changed)
