@@ -499,6 +499,10 @@ func (cp *ControlPlane) checkReferences(r store.Reader, tenant string, src Sourc
 			if l, err = getListener(r, tenant, *id); err != nil {
 				ps = append(ps, apierr.Problem{Loc: []any{"body", "source_config", "listener_id"}, Type: apierr.TypeUnknownReference,
 					Msg: (&apierr.NotFoundError{Kind: apierr.KindListener, ID: *id}).Error()})
+			} else if deleting, _ := listenerDeleting(r, tenant, *id); deleting { // a forced delete waits (listeners.go)
+				ps = append(ps, apierr.Problem{Loc: []any{"body", "source_config", "listener_id"}, Type: apierr.TypeUnknownReference,
+					Msg: fmt.Sprintf("Listener ID %s is being deleted.", *id)})
+				l = nil
 			}
 		}
 		if lc := sc.ListenerConfig; lc != nil && lc.K8sNamespace != nil {
@@ -701,49 +705,6 @@ func (r *deploymentRecord) equal(o *deploymentRecord) bool {
 	a, _ := json.Marshal(r)
 	b, _ := json.Marshal(o)
 	return string(a) == string(b)
-}
-
-// DeleteDeployment marks a deployment AWAITING_DELETE, ends its unfinished
-// revisions with INTERRUPTED and queues its teardown, in one Update. Run
-// (or Process) then calls the Deployer's Teardown and removes every record
-// of the deployment; its name stays taken until then. Deleting a deployment
-// that is already AWAITING_DELETE succeeds and changes nothing. Errors:
-// *apierr.NotFoundError.
-func (cp *ControlPlane) DeleteDeployment(ctx context.Context, tenant, id string) error {
-	if err := apierr.CheckTenant(tenant); err != nil {
-		return err
-	}
-	cid, ok := pathID(id)
-	if !ok {
-		return &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
-	}
-	now := cp.now()
-	var deleted *deploymentRecord // as written, when this call deleted it
-	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		deleted = nil
-		stored, err := cp.getDeployment(tx, tenant, cid)
-		if err != nil {
-			return err
-		}
-		if stored.Status == StatusAwaitingDelete {
-			return nil
-		}
-		next := *stored
-		next.Status = StatusAwaitingDelete
-		next.UpdatedAt = later(now, stored.UpdatedAt)
-		if err := cp.interruptRevisions(tx, tenant, &next, next.UpdatedAt); err != nil {
-			return err
-		}
-		deleted = &next
-		return cp.putDeployment(tx, tenant, stored, &next)
-	})
-	if err == nil {
-		cp.notify()
-		if deleted != nil {
-			cp.notifyAgent(tenant, &deleted.Deployment)
-		}
-	}
-	return cp.storeErr("delete deployment", err)
 }
 
 // GetRevision returns a revision of the tenant's deployment. Errors:

@@ -84,6 +84,7 @@ func TestListDeploymentsModel(t *testing.T) {
 			listeners = append(listeners, l.ID)
 		}
 		var all []*controlplane.Deployment // newest first
+		var deleted []string
 		n := rapid.IntRange(0, 25).Draw(rt, "n")
 		for i := range n {
 			name := rapid.SampledFrom([]string{"Alpha", "beta", "alphabet", "gamma", "Delta-Alpha"}).Draw(rt, "name") + fmt.Sprint(i)
@@ -105,14 +106,20 @@ func TestListDeploymentsModel(t *testing.T) {
 				rt.Fatal(err)
 			}
 			if rapid.IntRange(0, 3).Draw(rt, "delete") == 0 {
+				deleted = append(deleted, d.ID)
+			}
+			all = append([]*controlplane.Deployment{d}, all...)
+		}
+		reachEngine(rt, ctx, cp) // else a delete removes the deployment at once
+		for i, d := range all {
+			if slices.Contains(deleted, d.ID) {
 				if err := cp.DeleteDeployment(ctx, tenantA, d.ID); err != nil {
 					rt.Fatal(err)
 				}
-				if d, err = cp.GetDeployment(ctx, tenantA, d.ID); err != nil {
+				if all[i], err = cp.GetDeployment(ctx, tenantA, d.ID); err != nil {
 					rt.Fatal(err)
 				}
 			}
-			all = append([]*controlplane.Deployment{d}, all...)
 		}
 		// Noise in another tenant.
 		if _, err := cp.CreateDeployment(ctx, tenantB, decode[controlplane.CreateDeploymentRequest](rt, dockerBody("alpha"))); err != nil {

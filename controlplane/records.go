@@ -36,7 +36,7 @@ import (
 //	cp_deployment_names     T name                 -> "" (names not yet removed)
 //	cp_revisions            T D R                  -> storedRevision JSON (storageform.go)
 //	cp_revision_order       T D ts R               -> status
-//	cp_tracing_projects     T D                    -> storedTracingProject JSON (StoreTracingProjects)
+//	cp_tracing_projects     T D                    -> storedTracingProject JSON (StoreTracingProjects; kept after the deployment when its delete asked)
 //	cp_pending              "r" T D ts R           -> lease (a revision not terminal; worker.go)
 //	cp_pending              "d" T D                -> lease (a deployment AWAITING_DELETE)
 //	cp_pending              "a" T L "r" D ts R     -> lease (the same, for a deployment an agent serves;
@@ -47,7 +47,7 @@ import (
 // ts16 being createdKey: 16 hex digits.
 //
 //	cp_revision_logs        tenant/deployment/revision/b|d[/seq] -> a log's meta record, its lines (internal/revlog)
-//	cp_listeners            tenant/id              -> storedListener JSON (the wire JSON less status; listeners.go)
+//	cp_listeners            tenant/id              -> storedListener JSON (the wire JSON less status, and "deleting"; listeners.go)
 //	cp_listener_order       tenant/ts16/id         -> ""
 //	cp_listener_compute_ids tenant/escaped compute id -> id
 //	cp_listener_tokens      "k" id                 -> listenerTokenRecord JSON (listenertokens.go)
@@ -210,6 +210,9 @@ func tailID(tail string) string {
 type deploymentRecord struct {
 	Deployment
 	Tags []string `json:"tag_value_ids"`
+	// KeepTracingProject: the DELETE that made the deployment
+	// AWAITING_DELETE said delete_tracing_project=false (deletes.go).
+	KeepTracingProject bool `json:"keep_tracing_project,omitempty"`
 }
 
 // tail is the deployment's place in the newest-first order: timeKey +

@@ -90,6 +90,11 @@ type storedDeployment struct {
 	// Remote is remote_reconciled (added to version 1 without a bump:
 	// older builds ignore it and answer false).
 	Remote bool `json:"rr,omitzero"`
+	// Message is status_message; KeepTP says that the DELETE asked to keep
+	// the tracing project (deletes.go). Added to version 1 without a bump,
+	// as storedRevision's History: older builds ignore them.
+	Message *string `json:"msg,omitzero"`
+	KeepTP  bool    `json:"ktp,omitzero"`
 }
 
 // storedSourceConfig is SourceConfig without its nulls (a conversion of
@@ -285,7 +290,8 @@ func (c secretCodec) encodeDeployment(tenant string, r *deploymentRecord) ([]byt
 		Rev: storedRevisionConfig(d.SourceRevisionConfig), Secrets: plain, Sealed: sealed,
 		Created: micros(d.CreatedAt), Updated: micros(d.UpdatedAt), Status: d.Status,
 		Latest: d.LatestRevisionID, Active: d.ActiveRevisionID, Image: d.ImageVersion, URL: d.URL, Tags: r.Tags,
-		Remote: d.RemoteReconciled,
+		Remote:  d.RemoteReconciled,
+		Message: d.StatusMessage, KeepTP: r.KeepTracingProject,
 	})
 }
 
@@ -305,7 +311,8 @@ func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentR
 		CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
 		LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image, URL: s.URL,
 		RemoteReconciled: s.Remote,
-	}, Tags: s.Tags}
+		StatusMessage:    s.Message,
+	}, Tags: s.Tags, KeepTracingProject: s.KeepTP}
 	r.SourceConfig.ResourceSpec = (*ResourceSpec)(s.Spec)
 	var err error
 	if r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("deployment", tenant, id), "deployment", id); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -23,7 +24,8 @@ import (
 // TestDeploymentFlow walks every deployment and revision route through its
 // success status, in the order a CI/CD client uses them.
 func TestDeploymentFlow(t *testing.T) {
-	s := newServer(t, nil)
+	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil)})
+	s := newServerCP(t, cp, nil)
 	f := newFixture(t, s)
 	g := f.github
 
@@ -73,6 +75,7 @@ func TestDeploymentFlow(t *testing.T) {
 		t.Error("redeploy made no revision")
 	}
 
+	reachEngine(t, cp) // else the DELETE removes it at once
 	r := s.as(keyA, "DELETE", "/v2/deployments/"+g.ID, "")
 	diff(t, "DELETE status", 204, r.status)
 	diff(t, "DELETE body", "", string(r.body))

@@ -369,3 +369,38 @@ func (r *testRegistry) PushToken(ctx context.Context, tenant, deploymentID strin
 	}
 	return tok.Token, nil
 }
+
+// failDeploying is a Deployer that takes every revision to DEPLOYING,
+// where an engine starts to make things, and fails it there; its
+// Teardown fails with teardownErr while that is set.
+type failDeploying struct{ teardownErr error }
+
+func (failDeploying) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+	reached, err := controlplane.Advance(ctx, r, w.Revision.Source, w.Revision.Status, controlplane.RevisionDeploying, controlplane.Step{})
+	if err != nil {
+		return err
+	}
+	return r.Report(ctx, controlplane.Step{Status: controlplane.FailureOf(reached), Message: "failed while deploying"})
+}
+
+func (d failDeploying) Teardown(context.Context, string, *controlplane.Deployment) error {
+	return d.teardownErr
+}
+
+// reachEngine works every pending revision of cp with failDeploying, so
+// that their deployments have reached an engine: deleting one makes it
+// AWAITING_DELETE until its teardown, where one that never ran is removed
+// at once. The deployments themselves do not change. Call it before any
+// deployment is AWAITING_DELETE: it would tear that down too.
+func reachEngine(t testing.TB, cp *controlplane.ControlPlane) {
+	t.Helper()
+	for {
+		ok, err := cp.Process(context.Background(), failDeploying{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return
+		}
+	}
+}

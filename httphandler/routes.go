@@ -139,7 +139,16 @@ func (h *handler) routes() []route {
 			summary: "Update a deployment; revision fields create a new revision", body: cp.UpdateDeploymentRequest{},
 			status: http.StatusOK, resp: cp.Deployment{}},
 		{method: http.MethodDelete, path: "/v2/deployments/{deployment_id}", serve: (*handler).deleteDeployment,
-			summary: "Delete a deployment (asynchronous: it is AWAITING_DELETE until torn down)", status: http.StatusNoContent},
+			summary: "Delete a deployment (asynchronous: it is AWAITING_DELETE until torn down)",
+			description: "A deployment none of whose revisions ever reached an engine (none was ever BUILDING, DEPLOYING, DEPLOYED " +
+				"or UNKNOWN) is removed at once: GET answers 404 and its name is free. Any other is AWAITING_DELETE until " +
+				"its teardown has removed what its engine runs; a teardown that fails is retried with backoff, and the " +
+				"deployment's status_message says why it waits. force=true, for a deployment AWAITING_DELETE only (400 " +
+				"otherwise), removes its records at once without its engine: what the engine made for it may remain.",
+			status: http.StatusNoContent, errors: []int{http.StatusBadRequest},
+			query: []param{
+				qBool("force", "true: remove the records of a deployment AWAITING_DELETE now, without its teardown.").with(false),
+				qBool("delete_tracing_project", "false: keep the deployment's tracing project when its records are removed.").with(true)}},
 
 		// Revisions.
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions", serve: (*handler).listRevisions,
@@ -191,7 +200,14 @@ func (h *handler) routes() []route {
 		{method: http.MethodPatch, path: "/v2/listeners/{listener_id}", serve: (*handler).updateListener, op: "patch_listener",
 			summary: "Update a listener", body: cp.UpdateListenerRequest{}, status: http.StatusOK, resp: cp.Listener{}},
 		{method: http.MethodDelete, path: "/v2/listeners/{listener_id}", serve: (*handler).deleteListener,
-			summary: "Delete a listener no deployment names", status: http.StatusNoContent},
+			summary: "Delete a listener no deployment names; with force=true, with its deployments",
+			description: "Without force, a listener that deployments (of any status, until removed) name is refused (400). " +
+				"With force=true each of its deployments is deleted as DELETE /v2/deployments/{deployment_id} does: those that " +
+				"never ran are removed at once, the others are torn down where the listener points. The listener goes with " +
+				"the last of them (at once when none needs a teardown); meanwhile it answers as before and no new deployment " +
+				"may name it.",
+			status: http.StatusNoContent,
+			query:  []param{qBool("force", "true: delete the listener's deployments with it.").with(false)}},
 
 		// GitHub integrations (github.go).
 		{method: http.MethodGet, path: "/v1/integrations/github", serve: (*handler).listIntegrations,
