@@ -74,7 +74,8 @@ type FieldRule struct {
 // UpdateDeploymentRequest named by loc's first element (the field itself,
 // or source_config and source_revision_config, the objects that hold
 // rows) is copied into the draft the checks read (requestCopies), unless
-// it comes in another form (secrets, as SecretInput). Revision snapshots: snap (snapshotOf,
+// it comes in another form (secrets, as SecretInput). The storage form:
+// stored (storageform.go). Revision snapshots: snap (snapshotOf,
 // redeployed). The dry-run validators (validateonly.go) run the checks the
 // writes run, on the same draft. The tests walk the wire types for members
 // no row declares, and round-trip every row's value through create, PATCH,
@@ -94,6 +95,13 @@ type fieldRule struct {
 	// records.go.
 	index   []string
 	summary bool
+	// stored, when set, is the key of the field's own member in a stored
+	// deployment record: the field's JSON, left out when null, among the
+	// members that follow the name (storageform.go, rowMembers). Only
+	// top-level fields have one; the others are laid out by
+	// storedDeployment's members (name, source, url, secrets and the
+	// objects source_config, resource_spec and source_revision_config).
+	stored string
 	// get returns the field's value (dereferenced) or nil when it is
 	// null/absent. Values compare with reflect.DeepEqual.
 	get func(d *Deployment) any
@@ -182,7 +190,7 @@ var rules = []fieldRule{
 		set: func(dst, src *Deployment) { dst.Name = src.Name }},
 	// display_name: optional, changes in place; null is "no change" on
 	// PATCH and "" is too short, so once set it cannot be cleared.
-	{loc: []string{"display_name"}, create: cCols{opt, opt, opt, opt}, patch: pCols{pIn, pIn, pIn, pIn},
+	{loc: []string{"display_name"}, create: cCols{opt, opt, opt, opt}, patch: pCols{pIn, pIn, pIn, pIn}, stored: "dn",
 		get: func(d *Deployment) any { return deref(d.DisplayName) },
 		set: func(dst, src *Deployment) { dst.DisplayName = src.DisplayName }},
 	{loc: []string{"source"}, create: cCols{req, req, req, req}, patch: pCols{pImm, pImm, pImm, pImm}, index: []string{idxSource, idxPush}, summary: true,
