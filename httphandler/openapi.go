@@ -314,6 +314,24 @@ var uuidMembers = map[string]bool{
 	"CreateDeploymentRequest.tag_value_ids": true, "Provider.id": true, "Provider.organization_id": true,
 }
 
+// checkedAs are the request types the ControlPlane checks as a Deployment:
+// a member without a validate tag of its own is checked by the tag of the
+// Deployment member of its name (deploymentTag).
+var checkedAs = map[reflect.Type]bool{
+	reflect.TypeFor[controlplane.CreateDeploymentRequest](): true, reflect.TypeFor[controlplane.UpdateDeploymentRequest](): true,
+}
+
+// deploymentTag is the validate tag of the Deployment member named name.
+func deploymentTag(name string) string {
+	t := reflect.TypeFor[controlplane.Deployment]()
+	for i := range t.NumField() {
+		if n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); n == name {
+			return t.Field(i).Tag.Get("validate")
+		}
+	}
+	return ""
+}
+
 // requiredIn are the request members a request must give that no validate
 // tag says so of, as "Type.member" (the ControlPlane answers 422 missing
 // without them).
@@ -443,13 +461,16 @@ func (g *schemaGen) structSchema(t reflect.Type, in bool) obj {
 		}
 		key := t.Name() + "." + name
 		tag := f.Tag.Get("validate")
+		if checkedAs[t] && tag == "" {
+			tag = deploymentTag(name)
+		}
 		req := in && (strings.HasPrefix(tag, "required") || requiredIn[key])
 		ft := f.Type
 		if req && ft.Kind() == reflect.Pointer {
 			ft = ft.Elem() // required: null is refused like absence
 		}
 		s := g.schema(ft, in)
-		if strings.Contains(tag, "dispname") || name == "display_name" { // requests are checked as a Deployment
+		if strings.Contains(tag, "dispname") {
 			s["minLength"], s["maxLength"] = 1, controlplane.MaxDisplayNameChars
 		}
 		if strings.Contains(tag, "httpurl") { // an absolute http(s) URL (custom_url)
