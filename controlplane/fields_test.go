@@ -30,6 +30,7 @@ var responseOnly = map[string]string{
 	"active_revision_id": "the revision a deployer reported DEPLOYED",
 	"image_version":      "the image of the active revision, as its deployer reported it",
 	"remote_reconciled":  "whether an agent serves the deployment, decided when its work is queued",
+	"status_message":     "why a deployment being deleted waits, written by the teardown's backoff",
 	// Answers carry graph_config_path under the hosted service's name
 	// too, always equal (wire contract section 9).
 	"source_revision_config.langgraph_config_path": "graph_config_path under its other name",
