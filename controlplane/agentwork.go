@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/wiretime"
 )
@@ -448,10 +449,14 @@ func repeatedReport(cur, to RevisionStatus, fail bool) bool {
 
 // LogAgent writes lines to the logs of the lease's revision, as a
 // Deployer's Reporter.Log does (one transaction, the lease renewed, lines
-// still accepted once the revision ended). Errors: ErrLeaseLost, an error
-// for a line of unknown type or level (nothing is written), the errors of
-// a lease (see ReportAgent).
+// still accepted once the revision ended). Errors: ErrLeaseLost, a
+// *apierr.ValidationError for a line of unknown type or level, at
+// ["body", "lines", i, "type" or "level"] (nothing is written), the errors
+// of a lease (see ReportAgent).
 func (cp *ControlPlane) LogAgent(ctx context.Context, tenant, listenerID, lease string, lines ...LogLine) error {
+	if err := checkAgentLines(lines); err != nil {
+		return err
+	}
 	j, err := cp.agentDeployJob(ctx, tenant, listenerID, lease)
 	if err != nil {
 		return err
@@ -611,19 +616,14 @@ func (cp *ControlPlane) ListAgentDeployments(ctx context.Context, tenant, listen
 		if err != nil {
 			return err
 		}
-		prefix := indexPrefix(tp, idxListener, lid)
-		opts := &store.ScanOptions{}
-		if len(after) > 0 {
-			opts.Start = prefix + string(after) + "\x00"
-		}
 		var last string // the tail of the last id of the page
-		return r.Scan(colDeploymentIndex, prefix, opts, func(k string, _ []byte) (bool, error) {
+		return index.ScanTerm(r, tp, indexTerm(idxListener, lid), string(after), func(tail string) (bool, error) {
 			if len(page.DeploymentIDs) == limit {
 				// There is more: the next page starts after the last id.
 				page.Next = new(hex.EncodeToString([]byte(last)))
 				return false, nil
 			}
-			last = k[len(prefix):]
+			last = tail
 			page.DeploymentIDs = append(page.DeploymentIDs, tailID(last))
 			return true, nil
 		})

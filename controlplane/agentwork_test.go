@@ -434,6 +434,7 @@ func TestAgentTeardown(t *testing.T) {
 		_, err = f.cp.ListAgentDeployments(f.ctx, tenantA, edge, &controlplane.AgentDeploymentsQuery{After: "zz", Limit: 1001})
 		diff(t, "bad query", []string{"query.limit: less_than_equal", "query.after: value_error"}, locTypes(problems(t, err)))
 
+		f.reachEngine(tenantA, edge) // else a delete removes them at once
 		if err := f.cp.DeleteDeployment(f.ctx, tenantA, a.ID); err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
+	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/controlplane/internal/revlog"
 	"github.com/deployplane/deployplane/internal/seal"
 	"github.com/deployplane/deployplane/internal/uuidtext"
@@ -41,6 +42,7 @@ type ControlPlane struct {
 	shapes  *shapes              // the shape tags' validator, built once (shape.go)
 	secrets secretCodec          // seals secret values at rest (storageform.go)
 	logs    *revlog.Logs         // the revision logs, bounded by Options.LogRetention (logs.go)
+	idx     *index.Index         // the name and order index of the deployments (list.go, records.go)
 	tenants tenantCache          // tenant key prefixes (keys.go)
 	events  *eventlog.Log        // the event log: outbox, sequencer, followers (events.go)
 	renders *renderCache         // the rendered data of recent events (events.go)
@@ -125,6 +127,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		images:  o.Images,
 		logs:    o.LogRetention.logs(),
 		drives:  o.Drives,
+		idx:     index.New(nil),
 
 		poll:     o.PollInterval,
 		leaseFor: o.LeaseDuration,
@@ -334,22 +337,13 @@ func aliasLocs(ps []apierr.Problem, aliased bool) []apierr.Problem {
 	return ps
 }
 
-// draftOf sees a request as a Deployment so that the rules table applies.
-// Its secrets are left nil: the caller sets them from checker.secrets.
-func draftOf(name, displayName *string, source *Source, sc *SourceConfig, src *SourceRevisionConfig) (_ *Deployment, _ []apierr.Problem, aliased bool) {
-	d := &Deployment{DisplayName: displayName}
-	if name != nil {
-		d.Name = *name
-	}
-	if source != nil {
-		d.Source = *source
-	}
-	if sc != nil {
-		d.SourceConfig = *sc
-	}
-	if src != nil {
-		d.SourceRevisionConfig = *src
-	}
+// draftOf sees a request as a Deployment so that the rules table applies:
+// the draft holds the request's members that are rows' fields, as the
+// table derives them (requestCopies), normalized. Its secrets are left
+// nil: the caller sets them from checker.secrets.
+func draftOf[R CreateDeploymentRequest | UpdateDeploymentRequest](req *R) (_ *Deployment, _ []apierr.Problem, aliased bool) {
+	d := &Deployment{}
+	copyRequest(d, req)
 	ps, aliased := normalizeRevisionConfig(&d.SourceRevisionConfig, nil)
 	d.SourceConfig.IntegrationID = canonicalUUID(d.SourceConfig.IntegrationID)
 	d.SourceConfig.ListenerID = canonicalUUID(d.SourceConfig.ListenerID)
@@ -496,6 +490,10 @@ func (cp *ControlPlane) checkReferences(r store.Reader, tenant string, src Sourc
 			if l, err = getListener(r, tenant, *id); err != nil {
 				ps = append(ps, apierr.Problem{Loc: []any{"body", "source_config", "listener_id"}, Type: apierr.TypeUnknownReference,
 					Msg: (&apierr.NotFoundError{Kind: apierr.KindListener, ID: *id}).Error()})
+			} else if deleting, _ := listenerDeleting(r, tenant, *id); deleting { // a forced delete waits (listeners.go)
+				ps = append(ps, apierr.Problem{Loc: []any{"body", "source_config", "listener_id"}, Type: apierr.TypeUnknownReference,
+					Msg: fmt.Sprintf("Listener ID %s is being deleted.", *id)})
+				l = nil
 			}
 		}
 		if lc := sc.ListenerConfig; lc != nil && lc.K8sNamespace != nil {
@@ -698,49 +696,6 @@ func (r *deploymentRecord) equal(o *deploymentRecord) bool {
 	a, _ := json.Marshal(r)
 	b, _ := json.Marshal(o)
 	return string(a) == string(b)
-}
-
-// DeleteDeployment marks a deployment AWAITING_DELETE, ends its unfinished
-// revisions with INTERRUPTED and queues its teardown, in one Update. Run
-// (or Process) then calls the Deployer's Teardown and removes every record
-// of the deployment; its name stays taken until then. Deleting a deployment
-// that is already AWAITING_DELETE succeeds and changes nothing. Errors:
-// *apierr.NotFoundError.
-func (cp *ControlPlane) DeleteDeployment(ctx context.Context, tenant, id string) error {
-	if err := apierr.CheckTenant(tenant); err != nil {
-		return err
-	}
-	cid, ok := pathID(id)
-	if !ok {
-		return &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
-	}
-	now := cp.now()
-	var deleted *deploymentRecord // as written, when this call deleted it
-	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		deleted = nil
-		stored, err := cp.getDeployment(tx, tenant, cid)
-		if err != nil {
-			return err
-		}
-		if stored.Status == StatusAwaitingDelete {
-			return nil
-		}
-		next := *stored
-		next.Status = StatusAwaitingDelete
-		next.UpdatedAt = later(now, stored.UpdatedAt)
-		if err := cp.interruptRevisions(tx, tenant, &next, next.UpdatedAt); err != nil {
-			return err
-		}
-		deleted = &next
-		return cp.putDeployment(tx, tenant, stored, &next)
-	})
-	if err == nil {
-		cp.notify()
-		if deleted != nil {
-			cp.notifyAgent(tenant, &deleted.Deployment)
-		}
-	}
-	return cp.storeErr("delete deployment", err)
 }
 
 // GetRevision returns a revision of the tenant's deployment. Errors:

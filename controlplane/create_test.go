@@ -232,6 +232,7 @@ func TestCreateNameUniqueness(t *testing.T) {
 	}
 	f.create(tenantB, dockerBody("agent")) // another tenant may use the name
 	f.create(tenantA, dockerBody("Agent")) // names are case-sensitive
+	f.reachEngine()                        // else the delete removes it, and frees its name, at once
 	if err := f.cp.DeleteDeployment(f.ctx, tenantA, d.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -16,17 +16,18 @@
 // values:
 //
 //	deployments  CreateDeployment, GetDeployment, ListDeployments,
-//	             UpdateDeployment (PATCH), DeleteDeployment
+//	             UpdateDeployment (PATCH), DeleteDeployment,
+//	             DeleteDeploymentWith (force, delete_tracing_project)
 //	revisions    GetRevision, ListRevisions, CreateRevision, RedeployRevision
 //	listeners    CreateListener, GetListener, ListListeners, UpdateListener,
-//	             DeleteListener
+//	             DeleteListener, DeleteListenerWith (force)
 //	integrations StartGitHubInstall, CompleteGitHubInstall (verified),
 //	             CreateIntegration (unverified), ListIntegrations
 //	lifecycle    Run, Process, HandleGitHubPush, ReportDeploymentStatus
 //	agents       ClaimAgentWork, WaitAgentWork (long poll), RenewAgentLease,
 //	             ReportAgent, LogAgent, FailAgentWork, ReleaseAgentWork,
-//	             FinishAgentTeardown; AgentDeployment, AgentRevision,
-//	             ListAgentDeployments; AgentHeartbeat
+//	             FinishAgentTeardown, FailAgentTeardown; AgentDeployment,
+//	             AgentRevision, ListAgentDeployments; AgentHeartbeat
 //	tokens       CreateListenerToken, ListListenerTokens, DeleteListenerToken,
 //	             AuthenticateListenerToken
 //	logs         ListLogs, AppendLogs (and Reporter.Log during the work)
@@ -44,9 +45,13 @@
 // revision created by a create or a PATCH (it builds its ref's head) until
 // the Deployer reports the commit it built, the pushed commit for a push,
 // and the named revision's commit for a redeploy (so a redeploy rebuilds
-// that commit, not the branch's head). DeleteDeployment marks it
-// AWAITING_DELETE, after which changes answer apierr.ErrInvalidState and its name
-// stays taken until the lifecycle removes it.
+// that commit, not the branch's head). DeleteDeployment removes at once a
+// deployment none of whose revisions ever reached an engine, and marks
+// any other AWAITING_DELETE, after which changes answer
+// apierr.ErrInvalidState and its name stays taken until the lifecycle
+// removes it, once the Deployer's Teardown works (retried with backoff,
+// the deployment's status_message saying why it waits) or a forced delete
+// removes it without the engine.
 //
 // A redeploy changes only what a revision is: the new revision copies the
 // named one's source_revision_config (repo_commit_sha included), secrets

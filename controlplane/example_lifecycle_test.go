@@ -213,13 +213,14 @@ func ExampleControlPlane_ReportDeploymentStatus() {
 type careful struct{ cp *controlplane.ControlPlane }
 
 func (c careful) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
-	if err := r.Report(ctx, controlplane.Step{Status: controlplane.RevisionQueued}); err != nil {
+	_, err := controlplane.Advance(ctx, r, w.Revision.Source, w.Revision.Status, controlplane.RevisionDeploying, controlplane.Step{})
+	if err != nil {
 		return err
 	}
 	if err := c.cp.DeleteDeployment(ctx, w.Tenant, w.Deployment.ID); err != nil {
 		return err
 	}
-	err := r.Report(ctx, controlplane.Step{Status: controlplane.RevisionAwaitingDeploy})
+	err = r.Report(ctx, controlplane.Step{Status: controlplane.RevisionDeployed})
 	if controlplane.IsRefusal(err) {
 		// Not this deployer's revision any more: report nothing more,
 		// remove what was started for it alone, and return.

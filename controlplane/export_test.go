@@ -90,20 +90,3 @@ func WithMutation(o *Options, m Mutation) *Options {
 
 // ColPending is the collection of pending work, one record per unit.
 const ColPending = colPending
-
-// SetShortNeedle makes lists of a needle of 1 or 2 bytes walk the newest
-// summaries first when its gram lists are more than many, at most budget
-// of them (list.go), until the test ends.
-func SetShortNeedle(t interface{ Cleanup(func()) }, many, budget int) {
-	oldMany, oldBudget := shortNeedleMany, shortNeedleBudget
-	shortNeedleMany, shortNeedleBudget = many, budget
-	t.Cleanup(func() { shortNeedleMany, shortNeedleBudget = oldMany, oldBudget })
-}
-
-// SetPlaceProbes makes a needle of 6 bytes or more check up to n
-// candidate places one by one (grams.go), until the test ends.
-func SetPlaceProbes(t interface{ Cleanup(func()) }, n int) {
-	old := placeProbes
-	placeProbes = n
-	t.Cleanup(func() { placeProbes = old })
-}

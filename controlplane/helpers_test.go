@@ -156,3 +156,40 @@ func dump(t testing.TB, st store.Store) map[string]map[string]string {
 	}
 	return out
 }
+
+// failDeploying is a Deployer that takes every revision to DEPLOYING,
+// where an engine starts to make things, and fails it there
+// (DEPLOY_FAILED); its Teardown works.
+type failDeploying struct{}
+
+func (failDeploying) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+	reached, err := controlplane.Advance(ctx, r, w.Revision.Source, w.Revision.Status, controlplane.RevisionDeploying, controlplane.Step{})
+	if err != nil {
+		return err
+	}
+	return r.Report(ctx, controlplane.Step{Status: controlplane.FailureOf(reached), Message: "failed while deploying"})
+}
+
+func (failDeploying) Teardown(context.Context, string, *controlplane.Deployment) error { return nil }
+
+// reachEngine works every pending revision with failDeploying, so that
+// each deployment whose revision it was has reached an engine: deleting
+// one needs a teardown (it is AWAITING_DELETE until then), where one that
+// never ran is removed at once. The deployments themselves do not change.
+// Call it before any deployment is AWAITING_DELETE: it would tear that
+// down too.
+func reachEngine(t tb, ctx context.Context, cp *controlplane.ControlPlane) {
+	t.Helper()
+	for {
+		ok, err := cp.Process(ctx, failDeploying{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+// reachEngine is reachEngine over f's ControlPlane.
+func (f *fixture) reachEngine() { f.t.Helper(); reachEngine(f.t, f.ctx, f.cp) }

@@ -36,13 +36,23 @@ type Deployer interface {
 	// (by this or another replica), so Deploy must be safe to call again
 	// for the same revision.
 	// A report that fails with apierr.ErrInvalidState (the revision was superseded
-	// and SKIPPED, or the deployment is being deleted) means: stop
+	// and SKIPPED, or the deployment is being deleted or removed) means: stop
 	// (IsRefusal).
+	//
+	// Deploy reports BUILDING before it builds anything of the
+	// deployment's (an image) and DEPLOYING before it creates anything
+	// that runs (containers, objects, databases), and fails a revision it
+	// cannot start from the status before (AWAITING_BUILD,
+	// AWAITING_DEPLOY): a deployment none of whose revisions ever entered
+	// BUILDING, DEPLOYING, DEPLOYED or UNKNOWN is removed at once when
+	// deleted, without Teardown (DeleteDeploymentWith).
 	Deploy(ctx context.Context, w *Work, r Reporter) error
 	// Teardown removes everything Deploy made for a deployment being
 	// deleted (status AWAITING_DELETE). Once it returns nil the control
-	// plane removes every record of the deployment; an error is logged and
-	// Teardown is called again later. It must be idempotent.
+	// plane removes every record of the deployment; an error becomes the
+	// deployment's status_message (logged once per distinct error) and
+	// Teardown is called again after a backoff (2 s, doubling up to
+	// 5 min). It must be idempotent.
 	Teardown(ctx context.Context, tenant string, d *Deployment) error
 }
 

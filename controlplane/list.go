@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -130,7 +131,7 @@ func literalMsg[T ~string](values []T) string {
 }
 
 // summaryFilter is the part of a list query that a deployment's summary
-// (its order record) can answer.
+// (its summary record) can answer.
 type summaryFilter struct {
 	needle string // lowercased name_contains
 	status string
@@ -141,9 +142,8 @@ type summaryFilter struct {
 	notSource string
 	image     string // "=" + version, or "" for no filter
 	// listener is the canonical listener id, or "": the summary does not
-	// hold it, so check looks the deployment up in the listener index.
+	// hold it, so the index looks at the deployment's listener term.
 	listener string
-	enabled  bool
 }
 
 func newSummaryFilter(q *ListDeploymentsQuery) summaryFilter {
@@ -161,18 +161,12 @@ func newSummaryFilter(q *ListDeploymentsQuery) summaryFilter {
 	if q.ListenerID != "" {
 		f.listener, _ = pathID(q.ListenerID)
 	}
-	f.enabled = f.active()
 	return f
 }
 
-// active reports whether the filter has a condition.
-func (f *summaryFilter) active() bool {
-	return f.needle != "" || f.status != "" || f.dtype != "" || f.source != "" || f.notSource != "" || f.image != "" || f.listener != ""
-}
-
-// match reports whether an order-record summary passes the filter, but
-// for the listener, which the summary does not hold (check and listByIDs
-// look at it).
+// match reports whether a summary passes the filter, but for the
+// listener, which the summary does not hold (the index and listByIDs look
+// at it).
 func (f *summaryFilter) match(s string) bool {
 	name, rest, _ := strings.Cut(s, "\x00")
 	if f.needle != "" && !strings.Contains(name, f.needle) {
@@ -190,14 +184,15 @@ func (f *summaryFilter) match(s string) bool {
 // lists everything with the default limit. Errors: *apierr.ValidationError at
 // ["query", name].
 //
-// Cost: the page is found through the index records, never by decoding the
-// tenant's deployments. With deployment_ids, each id is one Get. Otherwise
-// one source is walked newest first: the tag indexes (tag_value_ids,
-// merged), else the listener index (ListenerID), the image version index,
-// the gram index (name_contains), the deployment type, status or source
-// index (remote_reconciled=false: the other sources' indexes, merged), else
-// the order records; the other filters are checked on each candidate's
-// summary record (and the listener on its listener index record). Offset skips
+// Cost: the page is found through the name and order index
+// (internal/index), never by decoding the tenant's deployments. With
+// deployment_ids, each id is one Get. Otherwise one source is walked
+// newest first (indexQuery): the tag terms (tag_value_ids, merged), else
+// the listener term (ListenerID), the image version term, the gram index
+// (name_contains), the deployment type, status or source term
+// (remote_reconciled=false: the other sources' terms, merged), else the
+// order records; the other filters are checked on each candidate's
+// summary record (and the listener on its listener term). Offset skips
 // index entries; only the returned page is decoded.
 func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *ListDeploymentsQuery) (*DeploymentPage, error) {
 	if err := apierr.CheckTenant(tenant); err != nil {
@@ -214,19 +209,14 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 	var page []Deployment
 	err := cp.st.View(ctx, func(r store.Reader) error {
 		page = page[:0]
-		var tails []string // timeKey+encID(id) of the page, newest first
 		tp, err := cp.readTenant(r, tenant)
 		if err != nil {
 			return err
 		}
-		switch {
-		case len(q.DeploymentIDs) > 0:
+		if len(q.DeploymentIDs) > 0 {
 			return cp.listByIDs(r, tenant, q, &f, limit, &page)
-		case len(q.TagValueIDs) > 0:
-			tails, err = listByTags(r, tp, q, &f, limit)
-		default:
-			tails, err = listByIndex(r, tp, q, &f, limit)
 		}
+		tails, err := cp.idx.List(r, tp, indexQuery(q, f, limit))
 		if err != nil {
 			return err
 		}
@@ -252,264 +242,60 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 	return &DeploymentPage{Resources: page, Offset: q.Offset + len(page)}, nil
 }
 
-// listByIndex walks one index newest first and returns the tails
-// (timeKey+encID(id)) of the page: the index that answers one filter
-// exactly, the gram index for name_contains (grams.go), or the order
-// records when there is no filter, whose offset is skipped over the order
-// counts (ordercounts.go). The other filters are checked on the
-// candidates' summaries. tp is the tenant prefix.
-func listByIndex(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
-	col, prefix := colDeploymentOrder, tp
-	// rest is the filter less what the walked index answers: the index
-	// records of a field are written from the same record as its summary,
-	// in the same Update, so the summary need not be read for it.
-	rest := *f
-	// Priority: most selective first, as a rule of thumb (no counts are
-	// kept): an image version names few deployments, a name substring is
-	// usually rare, types and statuses are shared by many.
+// indexQuery is the index's query for q (without deployment_ids), f being
+// q's filter: which terms to walk, and what to check on the candidates.
+// With tag_value_ids, the tags' terms are walked; otherwise the term that
+// answers one filter exactly, picked most selective first as a rule of
+// thumb (no counts are kept): a listener or an image version names few
+// deployments, a name substring (walked through its grams when no term
+// is) is usually rare, types, statuses and sources are shared by many.
+// The filter the walk answers is left out of Keep: the index records of a
+// field are written from the same record as its summary, in the same
+// Update, so the summary need not be read for it.
+func indexQuery(q *ListDeploymentsQuery, f summaryFilter, limit int) *index.Query {
+	iq := &index.Query{Name: q.NameContains, Offset: q.Offset, Limit: limit}
+	f.needle = "" // the index's, by Name
 	switch {
+	case len(q.TagValueIDs) > 0:
+		for _, tag := range q.TagValueIDs {
+			cid, _ := pathID(tag)
+			iq.Terms = append(iq.Terms, indexTerm(idxTag, cid))
+		}
+		if f.listener != "" {
+			iq.With = indexTerm(idxListener, f.listener)
+		}
 	case f.listener != "":
-		col, prefix = colDeploymentIndex, indexPrefix(tp, idxListener, f.listener)
-		rest.listener = ""
+		iq.Terms = []string{indexTerm(idxListener, f.listener)}
 	case q.ImageVersion != "":
-		col, prefix = colDeploymentIndex, indexPrefix(tp, idxImage, q.ImageVersion)
-		rest.image = ""
-	case f.needle != "":
-		col = ""
+		iq.Terms, f.image = []string{indexTerm(idxImage, q.ImageVersion)}, ""
+	case q.NameContains != "":
 	case q.DeploymentType != "":
-		col, prefix = colDeploymentIndex, indexPrefix(tp, idxType, string(q.DeploymentType))
-		rest.dtype = ""
+		iq.Terms, f.dtype = []string{indexTerm(idxType, string(q.DeploymentType))}, ""
 	case q.Status != "":
-		col, prefix = colDeploymentIndex, indexPrefix(tp, idxStatus, string(q.Status))
-		rest.status = ""
+		iq.Terms, f.status = []string{indexTerm(idxStatus, string(q.Status))}, ""
 	case f.source != "":
-		col, prefix = colDeploymentIndex, indexPrefix(tp, idxSource, f.source)
-		rest.source = ""
-	}
-	rest.enabled = rest.active()
-	f = &rest
-	skip := q.Offset
-	var tails []string
-	visit := func(tail string) (bool, error) {
-		if f.enabled {
-			ok, err := f.check(r, tp, tail)
-			if err != nil || !ok {
-				return err == nil, err
-			}
-		}
-		if skip > 0 {
-			skip--
-			return true, nil
-		}
-		tails = append(tails, tail)
-		return len(tails) < limit, nil
-	}
-	if col == "" {
-		// The gram index yields exactly the matches; summaries are read
-		// only when another filter needs them.
-		needle := f.needle
-		if len(needle) < gramLen {
-			lists, err := shortNeedleLists(r, tp, needle, shortNeedleMany)
-			if err != nil {
-				return nil, err
-			}
-			if len(lists) > shortNeedleMany {
-				done, err := newestSummaries(r, tp, f, q.Offset, limit, &tails)
-				if err != nil || done {
-					return tails, err
-				}
-				tails = nil
-			}
-		}
-		names := *f
-		names.needle = ""
-		names.enabled = names.active()
-		f = &names
-		err := scanGrams(r, tp, needle, visit)
-		return tails, err
-	}
-	if col == colDeploymentOrder && f.notSource != "" {
-		// remote_reconciled=false: the source indexes of every other
-		// source, merged newest first, rather than every deployment's
-		// summary (all but a few may be external_docker).
-		var its []tailIter
+		iq.Terms, f.source = []string{indexTerm(idxSource, f.source)}, ""
+	case f.notSource != "":
+		// remote_reconciled=false: the terms of every other source,
+		// merged, rather than every deployment's summary (all but a few
+		// may be external_docker).
 		for _, s := range Sources() {
 			if string(s) != f.notSource {
-				its = append(its, &tagCursor{prefix: indexPrefix(tp, idxSource, string(s))})
+				iq.Terms = append(iq.Terms, indexTerm(idxSource, string(s)))
 			}
 		}
-		others := *f
-		others.notSource = ""
-		others.enabled = others.active()
-		f = &others
-		err := mergeNewest(r, its, visit)
-		return tails, err
+		f.notSource = ""
 	}
-	opts := &store.ScanOptions{Reverse: true}
-	if col == colDeploymentOrder && !f.enabled && skip > 0 {
-		start, rest, err := skipOrder(r, tp, skip)
-		if err != nil || start == "" {
-			return nil, err
-		}
-		opts.Start, skip = start, rest
+	if f.status != "" || f.dtype != "" || f.source != "" || f.notSource != "" || f.image != "" {
+		iq.Keep = func(summary []byte) bool { return f.match(string(summary)) }
 	}
-	err := r.Scan(col, prefix, opts, func(k string, _ []byte) (bool, error) {
-		return visit(k[len(prefix):])
-	})
-	return tails, err
+	return iq
 }
 
-// A needle of 1 or 2 bytes is often in many names (a digit, a letter),
-// and the lists of its grams are then many (one per gram it starts and
-// place, grams.go), so that merging them costs a seek per list before the
-// first answer: when it has more than shortNeedleMany lists,
-// newestSummaries first walks the tenant's newest summaries, up to
-// shortNeedleBudget of them, and is done when the page fills (or the
-// tenant has no more); otherwise the gram lists answer.
-// (Variables only so that the tests may draw them small.)
-var (
-	shortNeedleMany   = 32
-	shortNeedleBudget = 1024
-)
-
-// newestSummaries walks the summaries of the tenant newest first, at most
-// min(4*(offset+limit), shortNeedleBudget) of them, and appends to *tails
-// the page of those f matches. done reports whether that page is the
-// answer: it is full, or every summary was walked.
-func newestSummaries(r store.Reader, tp string, f *summaryFilter, offset, limit int, tails *[]string) (done bool, err error) {
-	budget := min(4*(offset+limit), shortNeedleBudget)
-	n, skip := 0, offset
-	done = true
-	err = r.Scan(colDeploymentSums, tp, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
-		if n++; n > budget {
-			done = false
-			return false, nil
-		}
-		if !f.match(string(v)) {
-			return true, nil
-		}
-		if skip > 0 {
-			skip--
-			return true, nil
-		}
-		*tails = append(*tails, k[len(tp):])
-		return len(*tails) < limit, nil
-	})
-	return done, err
-}
-
-// check reads the summary of the deployment at tail and matches it, and
-// with a listener filter looks for the deployment's listener index record.
-func (f *summaryFilter) check(r store.Reader, tp, tail string) (bool, error) {
-	b, err := r.Get(colDeploymentSums, tp+tail)
-	if err != nil {
-		return false, fmt.Errorf("controlplane: deployment %s has no summary record: %w", tailID(tail), err)
-	}
-	if !f.match(string(b)) {
-		return false, nil
-	}
-	if f.listener == "" {
-		return true, nil
-	}
-	_, err = r.Get(colDeploymentIndex, indexPrefix(tp, idxListener, f.listener)+tail)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return true, nil
-}
-
-// tagCursor walks one list of keys (a tag index, a gram's records) newest
-// first, a chunk at a time.
-type tagCursor struct {
-	col    string // colDeploymentIndex when ""
-	prefix string
-	buf    []string // tails read and not yet merged, newest first
-	last   string   // the last key read: where the next chunk starts
-	chunk  int      // the size of the last chunk read
-	done   bool
-}
-
-const tagChunk = 128
-
-func (c *tagCursor) fill(r store.Reader) error {
-	if len(c.buf) > 0 || c.done {
-		return nil
-	}
-	opts := &store.ScanOptions{Reverse: true, Start: c.last}
-	// The first chunk is small (many cursors may be merged, most of which
-	// give few records to a page), the later ones double up to tagChunk.
-	chunk := max(min(2*c.chunk, tagChunk), 8)
-	c.chunk = chunk
-	n := 0
-	col := c.col
-	if col == "" {
-		col = colDeploymentIndex
-	}
-	err := r.Scan(col, c.prefix, opts, func(k string, _ []byte) (bool, error) {
-		if k == c.last {
-			return true, nil // Start is inclusive: already merged
-		}
-		c.buf = append(c.buf, k[len(c.prefix):])
-		c.last = k
-		n++
-		return n < chunk, nil
-	})
-	c.done = n < chunk
-	return err
-}
-
-// listByTags merges the tag indexes of the wanted tags (a deployment matches
-// if it carries any of them) newest first, reading each a chunk at a time,
-// and checks the other filters on the summaries: the cost follows offset +
-// limit, not the number of tagged deployments.
-func listByTags(r store.Reader, tp string, q *ListDeploymentsQuery, f *summaryFilter, limit int) ([]string, error) {
-	var cursors []*tagCursor
-	for _, tag := range q.TagValueIDs {
-		cid, _ := pathID(tag)
-		prefix := indexPrefix(tp, idxTag, cid)
-		if !slices.ContainsFunc(cursors, func(c *tagCursor) bool { return c.prefix == prefix }) {
-			cursors = append(cursors, &tagCursor{prefix: prefix})
-		}
-	}
-	skip := q.Offset
-	var tails []string
-	for len(tails) < limit {
-		var tail string
-		for _, c := range cursors {
-			if err := c.fill(r); err != nil {
-				return nil, err
-			}
-			if len(c.buf) > 0 && c.buf[0] > tail {
-				tail = c.buf[0]
-			}
-		}
-		if tail == "" {
-			break
-		}
-		for _, c := range cursors { // the newest, once, whichever tags carry it
-			if len(c.buf) > 0 && c.buf[0] == tail {
-				c.buf = c.buf[1:]
-			}
-		}
-		if f.enabled {
-			ok, err := f.check(r, tp, tail)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				continue
-			}
-		}
-		if skip > 0 {
-			skip--
-			continue
-		}
-		tails = append(tails, tail)
-	}
-	return tails, nil
+// foldCounts folds the pending changes of the index's order counts in,
+// seqBatch of them per Update (the sequencer runs it).
+func (cp *ControlPlane) foldCounts(ctx context.Context) error {
+	return index.FoldCounts(ctx, cp.st, seqBatch)
 }
 
 // listByIDs gets each named deployment and checks every filter on it.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/wiretime"
 )
@@ -48,6 +49,10 @@ type storedListener struct {
 	CreatedAt       wiretime.Time  `json:"created_at"`
 	UpdatedAt       wiretime.Time  `json:"updated_at"`
 	LastHeartbeatAt *wiretime.Time `json:"last_heartbeat_at,omitzero"`
+	// Deleting: a forced delete of the listener waits for its
+	// deployments to be removed (DeleteListenerWith). Not on the wire;
+	// putListener keeps it.
+	Deleting bool `json:"deleting,omitzero"`
 }
 
 func (s *storedListener) listener() *Listener {
@@ -57,18 +62,48 @@ func (s *storedListener) listener() *Listener {
 
 // encodeListener is the record of l in cp_listeners.
 func encodeListener(l *Listener) ([]byte, error) {
-	return json.Marshal(&storedListener{ID: l.ID, ComputeType: l.ComputeType, ComputeID: l.ComputeID,
-		ComputeConfig: l.ComputeConfig, Version: l.Version, CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt,
-		LastHeartbeatAt: l.LastHeartbeatAt})
+	return json.Marshal(storedOf(l))
 }
 
-// putListener writes l's record.
+// storedOf is l's storedListener, without a mark.
+func storedOf(l *Listener) *storedListener {
+	return &storedListener{ID: l.ID, ComputeType: l.ComputeType, ComputeID: l.ComputeID,
+		ComputeConfig: l.ComputeConfig, Version: l.Version, CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt,
+		LastHeartbeatAt: l.LastHeartbeatAt}
+}
+
+// putListener writes l's record, keeping the mark of a forced delete that
+// waits (storedListener.Deleting).
 func putListener(tx store.Tx, tenant string, l *Listener) error {
-	b, err := encodeListener(l)
+	deleting, err := listenerDeleting(tx, tenant, l.ID)
+	if err != nil {
+		return err
+	}
+	return writeListener(tx, tenant, l, deleting)
+}
+
+// writeListener writes l's record with the mark deleting.
+func writeListener(tx store.Tx, tenant string, l *Listener, deleting bool) error {
+	s := storedOf(l)
+	s.Deleting = deleting
+	b, err := json.Marshal(s)
 	if err != nil {
 		return err
 	}
 	return tx.Put(colListeners, key(tenant, l.ID), b)
+}
+
+// listenerDeleting reports whether a forced delete of the tenant's
+// listener waits for its deployments (false for a listener not stored).
+func listenerDeleting(r store.Reader, tenant, id string) (bool, error) {
+	s, err := getRecord[storedListener](r, colListeners, key(tenant, id), apierr.KindListener, id)
+	if errors.Is(err, apierr.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return s.Deleting, nil
 }
 
 func listenerComputeKey(tenant, computeID string) string {
@@ -281,53 +316,168 @@ func (cp *ControlPlane) UpdateListener(ctx context.Context, tenant, id string, r
 	return out, nil
 }
 
-// DeleteListener removes a listener and its tokens (CreateListenerToken).
-// A listener that deployments (of any status, until they are removed)
-// still name cannot be deleted: apierr.ErrInvalidState. Errors:
-// *apierr.NotFoundError, apierr.ErrInvalidState.
+// DeleteListener is DeleteListenerWith with the default options.
 func (cp *ControlPlane) DeleteListener(ctx context.Context, tenant, id string) error {
+	return cp.DeleteListenerWith(ctx, tenant, id, nil)
+}
+
+// DeleteListenerOptions are the options of a delete of a listener. A nil
+// *DeleteListenerOptions means the defaults.
+type DeleteListenerOptions struct {
+	// Force deletes the listener's deployments with it (force=true).
+	Force bool
+}
+
+// DeleteListenerWith removes a listener and its tokens
+// (CreateListenerToken), in one Update. A listener that deployments (of
+// any status, until they are removed) still name cannot be deleted
+// (apierr.ErrInvalidState), but with opts.Force, which deletes each of
+// them as DeleteDeployment does: those that never ran anywhere are
+// removed at once, the others become AWAITING_DELETE and are torn down
+// where the listener points (by its agents, for a listener they serve).
+// The listener goes when its last deployment does: at once when none
+// needed a teardown, else once the last teardown is done (or the last
+// deployment is removed by a forced delete), since their teardowns need
+// it. Meanwhile it answers as before, but no new deployment may name it
+// (422), and a delete without Force is refused. Errors:
+// *apierr.NotFoundError, apierr.ErrInvalidState.
+func (cp *ControlPlane) DeleteListenerWith(ctx context.Context, tenant, id string, opts *DeleteListenerOptions) error {
 	if err := apierr.CheckTenant(tenant); err != nil {
 		return err
+	}
+	var o DeleteListenerOptions
+	if opts != nil {
+		o = *opts
 	}
 	cid, ok := pathID(id)
 	if !ok {
 		return &apierr.NotFoundError{Kind: apierr.KindListener, ID: id}
 	}
+	now := cp.now()
+	var removed []*deploymentRecord // deployments removed at once, for the log
+	var queued []*deploymentRecord  // deployments whose teardown is queued
+	gone := false                   // the listener was removed
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
+		removed, queued, gone = nil, nil, false
 		l, err := getListener(tx, tenant, cid)
 		if err != nil {
 			return err
 		}
-		inUse := false
-		tp, err := cp.readTenant(tx, tenant)
+		deleting, err := listenerDeleting(tx, tenant, cid)
 		if err != nil {
 			return err
 		}
-		err = tx.Scan(colDeploymentIndex, indexPrefix(tp, idxListener, cid), nil, func(string, []byte) (bool, error) {
-			inUse = true
-			return false, nil
-		})
+		ids, err := cp.listenerDeployments(tx, tenant, cid, 0)
 		if err != nil {
 			return err
 		}
-		if inUse {
-			return apierr.InvalidStatef("Listener ID %s is used by deployments.", cid)
+		switch {
+		case len(ids) == 0:
+			gone = true
+			return removeListener(tx, tenant, l)
+		case !o.Force && deleting:
+			return apierr.InvalidStatef("Listener ID %s is being deleted: it goes once its deployments are removed.", cid)
+		case !o.Force:
+			return apierr.InvalidStatef("Listener ID %s is used by deployments; delete them first, or delete the listener with force=true.", cid)
 		}
-		for _, k := range []struct{ col, key string }{
-			{colListeners, key(tenant, cid)},
-			{colListenerOrder, key(tenant, createdKey(l.CreatedAt.Time()), cid)},
-			{colListenerCompute, listenerComputeKey(tenant, l.ComputeID)},
-		} {
-			if err := tx.Delete(k.col, k.key); err != nil {
+		if !deleting {
+			if err := writeListener(tx, tenant, l, true); err != nil {
 				return err
 			}
 		}
-		return deleteListenerTokens(tx, tenant, cid) // listenertokens.go
+		if ids, err = cp.listenerDeployments(tx, tenant, cid, -1); err != nil {
+			return err
+		}
+		for _, did := range ids {
+			stored, err := cp.getDeployment(tx, tenant, did)
+			if err != nil {
+				return err
+			}
+			if stored.Status == StatusAwaitingDelete {
+				continue
+			}
+			r, err := cp.deleteInTx(ctx, tx, tenant, stored, false, now) // deletes.go
+			if err != nil {
+				return err
+			}
+			if r.Status != StatusAwaitingDelete {
+				removed = append(removed, r)
+			} else {
+				queued = append(queued, r)
+			}
+		}
+		// The last deployment removed removed the listener (dropDeletedListener).
+		_, err = getListener(tx, tenant, cid)
+		gone = errors.Is(err, apierr.ErrNotFound)
+		if gone {
+			return nil
+		}
+		return err
 	})
-	if err == nil {
+	if err != nil {
+		return cp.storeErr("delete listener", err)
+	}
+	if gone {
 		cp.agents.seen.Delete(agentKey(tenant, cid))
 	}
-	return cp.storeErr("delete listener", err)
+	for _, r := range removed {
+		cp.log.Info("controlplane: deployment removed at once with its listener: none of its revisions reached an engine",
+			deletedAttrs(tenant, r)...)
+	}
+	if len(queued) > 0 {
+		cp.notify()
+		cp.notifyAgent(tenant, &queued[0].Deployment) // they share the listener
+	}
+	return nil
+}
+
+// listenerDeployments returns the ids of the tenant's deployments that
+// name the listener, at most limit of them (-1: all; 0: one, to tell
+// whether there are any).
+func (cp *ControlPlane) listenerDeployments(r store.Reader, tenant, listenerID string, limit int) ([]string, error) {
+	tp, err := cp.readTenant(r, tenant)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	err = index.ScanTerm(r, tp, indexTerm(idxListener, listenerID), "", func(tail string) (bool, error) {
+		ids = append(ids, tailID(tail))
+		return limit < 0 || len(ids) < max(limit, 1), nil
+	})
+	return ids, err
+}
+
+// dropDeletedListener removes a listener that a forced delete marked, once
+// no deployment names it: dropDeployment calls it in the Update that
+// removes one of its deployments.
+func (cp *ControlPlane) dropDeletedListener(tx store.Tx, tenant, id string) error {
+	deleting, err := listenerDeleting(tx, tenant, id)
+	if err != nil || !deleting {
+		return err
+	}
+	ids, err := cp.listenerDeployments(tx, tenant, id, 0)
+	if err != nil || len(ids) > 0 {
+		return err
+	}
+	l, err := getListener(tx, tenant, id)
+	if err != nil {
+		return err
+	}
+	return removeListener(tx, tenant, l)
+}
+
+// removeListener deletes a listener's records and its tokens.
+func removeListener(tx store.Tx, tenant string, l *Listener) error {
+	for _, k := range []struct{ col, key string }{
+		{colListeners, key(tenant, l.ID)},
+		{colListenerOrder, key(tenant, createdKey(l.CreatedAt.Time()), l.ID)},
+		{colListenerCompute, listenerComputeKey(tenant, l.ComputeID)},
+	} {
+		if err := tx.Delete(k.col, k.key); err != nil {
+			return err
+		}
+	}
+	return deleteListenerTokens(tx, tenant, l.ID) // listenertokens.go
 }
 
 // CreateIntegration registers a GitHub App installation for the tenant

@@ -95,6 +95,7 @@ func TestListeners(t *testing.T) {
 	if err := f.cp.DeleteListener(f.ctx, tenantA, l.ID); !errors.Is(err, apierr.ErrInvalidState) {
 		t.Errorf("delete a listener in use: %v, want ErrInvalidState", err)
 	}
+	f.reachEngine() // else the delete removes it at once
 	if err := f.cp.DeleteDeployment(f.ctx, tenantA, d.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -200,7 +200,8 @@ type PendingWork struct {
 	// PollInterval).
 	RevisionsInProgress int
 	// DeletionsWaiting and DeletionsInProgress are the same for
-	// deployments AWAITING_DELETE.
+	// deployments AWAITING_DELETE (in progress too: a teardown that
+	// failed, until its backoff ends).
 	DeletionsWaiting, DeletionsInProgress int
 }
 

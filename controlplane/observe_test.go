@@ -161,6 +161,9 @@ func TestObserverSeesFailureAndTeardown(t *testing.T) {
 	}
 	boom := errors.New("image pull failed")
 	if _, err := cp.Process(ctx, &script{deploy: func(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+		if err := r.Report(ctx, controlplane.Step{Status: controlplane.RevisionUnknown}); err != nil {
+			return err // (UNKNOWN: it may have run, so the delete needs a teardown)
+		}
 		clock.Advance(3 * time.Second)
 		return boom
 	}}); err != nil {
@@ -177,7 +180,9 @@ func TestObserverSeesFailureAndTeardown(t *testing.T) {
 		t.Fatalf("Process (teardown) = %v, want the teardown's error", err)
 	}
 	want := []controlplane.Transition{{Tenant: tenantA, DeploymentID: d.ID, RevisionID: *d.LatestRevisionID,
-		From: controlplane.RevisionCreating, To: controlplane.RevisionCreateFailed, Step: 3 * time.Second}}
+		From: controlplane.RevisionCreating, To: controlplane.RevisionUnknown},
+		{Tenant: tenantA, DeploymentID: d.ID, RevisionID: *d.LatestRevisionID,
+			From: controlplane.RevisionUnknown, To: controlplane.RevisionDeployFailed, Step: 3 * time.Second}}
 	if diff := cmp.Diff(want, rec.transitions); diff != "" {
 		t.Errorf("transitions (-want +got):\n%s", diff)
 	}
@@ -331,9 +336,9 @@ func TestPendingWork(t *testing.T) {
 		t.Errorf("three new revisions (-want +got):\n%s", diff)
 	}
 	var during controlplane.PendingWork
-	if _, err := cp.Process(ctx, &script{deploy: func(context.Context, *controlplane.Work, controlplane.Reporter) error {
+	if _, err := cp.Process(ctx, &script{deploy: func(ctx context.Context, _ *controlplane.Work, r controlplane.Reporter) error {
 		during = count()
-		return nil
+		return r.Report(ctx, controlplane.Step{Status: controlplane.RevisionUnknown}) // it may have run
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -343,9 +348,19 @@ func TestPendingWork(t *testing.T) {
 	if err := cp.DeleteDeployment(ctx, tenantA, ds[2].ID); err != nil {
 		t.Fatal(err)
 	}
-	// The deleted deployment's revision is INTERRUPTED; the one given back
-	// for a retry is in progress until PollInterval has passed.
-	if diff := cmp.Diff(controlplane.PendingWork{RevisionsWaiting: 1, RevisionsInProgress: 1, DeletionsWaiting: 1}, count(),
+	// The deleted deployment never ran: it is gone with its revision; the
+	// one given back for a retry is in progress until PollInterval has
+	// passed.
+	if diff := cmp.Diff(controlplane.PendingWork{RevisionsWaiting: 1, RevisionsInProgress: 1}, count(),
+		cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("after a delete of one that never ran (-want +got):\n%s", diff)
+	}
+	if err := cp.DeleteDeployment(ctx, tenantA, ds[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	// The one that may have run waits for its teardown; its revision is
+	// INTERRUPTED.
+	if diff := cmp.Diff(controlplane.PendingWork{RevisionsWaiting: 1, DeletionsWaiting: 1}, count(),
 		cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("after a delete (-want +got):\n%s", diff)
 	}

@@ -58,8 +58,10 @@ type Options struct {
 	// gets the error too, without the store's sentinel). Default: a logger
 	// that discards everything.
 	Logger *slog.Logger
-	// TracingProjects creates the tracing project of every new deployment.
-	// Default: StoreTracingProjects, which keeps a record in the store.
+	// TracingProjects creates the tracing project of every new deployment
+	// and, when it is a TracingProjectRemover, removes or keeps it when
+	// the deployment goes. Default: StoreTracingProjects, which keeps a
+	// record in the store.
 	TracingProjects TracingProjects
 	// Limits caps list sizes and string lengths; zero fields take the
 	// defaults of DefaultLimits.
@@ -240,6 +242,21 @@ type TracingProject struct {
 // idempotent (keyed by p.DeploymentID) and must not call the Store.
 type TracingProjects interface {
 	CreateTracingProject(ctx context.Context, tx store.Tx, p TracingProject) error
+}
+
+// TracingProjectRemover is a TracingProjects told when a deployment's
+// records are removed (after its teardown, at once for a deployment that
+// never ran, or by a forced delete), so that its tracing project goes
+// with it or stays: deleteProject is the delete's delete_tracing_project
+// (true unless DeleteDeploymentOptions.KeepTracingProject). p is the
+// project as CreateTracingProject was given it. RemoveTracingProject is
+// called inside the store Update that removes the records, with its Tx,
+// under the same rules as CreateTracingProject: idempotent, no call of
+// the Store, and an error fails the removal (a delete answers it; a
+// removal after a teardown is retried). A TracingProjects that is not one
+// is told nothing. StoreTracingProjects is one.
+type TracingProjectRemover interface {
+	RemoveTracingProject(ctx context.Context, tx store.Tx, p TracingProject, deleteProject bool) error
 }
 
 // UploadChecker is the hook behind the rule "a PATCH naming a

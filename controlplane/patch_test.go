@@ -204,6 +204,7 @@ func TestPatchErrors(t *testing.T) {
 		}
 	}
 
+	f.reachEngine() // else the delete removes it at once
 	if err := f.cp.DeleteDeployment(f.ctx, tenantA, d.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -245,6 +246,7 @@ func TestClockGoingBackwards(t *testing.T) {
 		t.Fatal(err)
 	}
 	diff(t, "newest revision", *got.LatestRevisionID, page.Resources[0].ID)
+	f.reachEngine() // else the delete removes it at once
 	if err := f.cp.DeleteDeployment(f.ctx, tenantA, d.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/internal/expiry"
 	"github.com/deployplane/deployplane/store"
 )
@@ -145,9 +146,8 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 		if err != nil {
 			return err
 		}
-		ip := indexPrefix(tp, idxPush, integID)
-		err = tx.Scan(colDeploymentIndex, ip, nil, func(k string, _ []byte) (bool, error) {
-			tails = append(tails, k[len(ip):])
+		err = index.ScanTerm(tx, tp, indexTerm(idxPush, integID), "", func(tail string) (bool, error) {
+			tails = append(tails, tail)
 			return true, nil
 		})
 		if err != nil {

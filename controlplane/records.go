@@ -11,6 +11,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
+	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/controlplane/internal/revlog"
 	"github.com/deployplane/deployplane/store"
 )
@@ -26,16 +27,16 @@ import (
 //
 //	cp_tenants              "t" tenant -> T;  "p" T -> tenant;  "#" -> last number assigned
 //	cp_deployments          T D                    -> storedDeployment JSON (storageform.go)
-//	cp_deployment_order     T ts D                 -> "" (unfiltered pages skip these small keys)
-//	cp_deployment_summaries T ts D                 -> summary (lowercased name, status, type, source, image version)
-//	cp_deployment_pgrams    T gram place ts D      -> "" (the trigram at each place of the lowercased name + "\x00"; grams.go)
-//	cp_deployment_counts    T n ts[:n]             -> uvarint count of order records in the window (n = 3, 4, 5, 6; ordercounts.go)
-//	cp_deployment_count_changes T ts D +|-         -> "" (a change of the counts not yet folded in; ordercounts.go)
-//	cp_deployment_index     T field value ts D     -> "" (indexPrefix: field one byte; value a code, an id or a length-prefixed string)
+//	cp_deployment_order     T ts D                 -> "" (unfiltered pages skip these small keys; internal/index)
+//	cp_deployment_summaries T ts D                 -> summary (lowercased name, status, type, source, image version; internal/index)
+//	cp_deployment_pgrams    T gram place ts D      -> "" (the trigram at each place of the lowercased name + "\x00"; internal/index)
+//	cp_deployment_counts    T n ts[:n]             -> uvarint count of order records in the window (n = 3, 4, 5, 6; internal/index)
+//	cp_deployment_count_changes T ts D +|-         -> "" (a change of the counts not yet folded in; internal/index)
+//	cp_deployment_index     T field value ts D     -> "" (internal/index; indexTerm: field one byte; value a code, an id or a length-prefixed string)
 //	cp_deployment_names     T name                 -> "" (names not yet removed)
 //	cp_revisions            T D R                  -> storedRevision JSON (storageform.go)
 //	cp_revision_order       T D ts R               -> status
-//	cp_tracing_projects     T D                    -> storedTracingProject JSON (StoreTracingProjects)
+//	cp_tracing_projects     T D                    -> storedTracingProject JSON (StoreTracingProjects; kept after the deployment when its delete asked)
 //	cp_pending              "r" T D ts R           -> lease (a revision not terminal; worker.go)
 //	cp_pending              "d" T D                -> lease (a deployment AWAITING_DELETE)
 //	cp_pending              "a" T L "r" D ts R     -> lease (the same, for a deployment an agent serves;
@@ -46,7 +47,7 @@ import (
 // ts16 being createdKey: 16 hex digits.
 //
 //	cp_revision_logs        tenant/deployment/revision/b|d[/seq] -> a log's meta record, its lines (internal/revlog)
-//	cp_listeners            tenant/id              -> storedListener JSON (the wire JSON less status; listeners.go)
+//	cp_listeners            tenant/id              -> storedListener JSON (the wire JSON less status, and "deleting"; listeners.go)
 //	cp_listener_order       tenant/ts16/id         -> ""
 //	cp_listener_compute_ids tenant/escaped compute id -> id
 //	cp_listener_tokens      "k" id                 -> listenerTokenRecord JSON (listenertokens.go)
@@ -81,16 +82,18 @@ import (
 // it, so that a change to one shows in the same diff as the other.
 //
 // A deployment is one record; next to it, in the same Update, putDeployment
-// keeps its order record (a reverse scan lists newest first, an offset
-// skips small keys), its summary under the same key (filters are checked
-// against it without decoding the deployment), its index records (status,
-// deployment type, source, image version, tag value id, listener, and push
-// for github deployments with build_on_push: a push reads one owner record
-// and one index prefix), its name record (uniqueness), its gram records
-// (name_contains intersects the lists of the needle's trigrams, grams.go)
-// and its place in the order counts (an unfiltered page skips its offset
-// over counts of time windows, ordercounts.go). removeDeployment deletes
-// all of them with the revisions and the pending work.
+// keeps its name record (uniqueness) and its entry in the name and order
+// index (internal/index, which owns those records and walks them): its
+// order record (a reverse scan lists newest first, an offset skips small
+// keys), its summary under the same key (filters are checked against it
+// without decoding the deployment), its index records (status, deployment
+// type, source, image version, tag value id, listener, and push for
+// github deployments with build_on_push: a push reads one owner record
+// and one index prefix), its gram records (name_contains intersects the
+// lists of the needle's trigrams) and its place in the order counts (an
+// unfiltered page skips its offset over counts of time windows, folded in
+// by the sequencer). removeDeployment deletes all of them with the
+// revisions and the pending work.
 //
 // Deployment and revision records are in a storage form, separate from
 // the wire form (storageform.go): a JSON object whose first member is the
@@ -123,9 +126,6 @@ import (
 // write removes up to 8 entries past DeliveryRetention.
 const (
 	colDeployments      = "cp_deployments"
-	colDeploymentOrder  = "cp_deployment_order"
-	colDeploymentSums   = "cp_deployment_summaries"
-	colDeploymentIndex  = "cp_deployment_index"
 	colDeploymentNames  = "cp_deployment_names"
 	colRevisions        = "cp_revisions"
 	colRevisionOrder    = "cp_revision_order"
@@ -138,7 +138,8 @@ const (
 	colPending          = "cp_pending"
 )
 
-// Index fields of cp_deployment_index: the byte after the tenant prefix.
+// The fields a deployment is indexed by: the first byte of an index term
+// (indexTerm), after the tenant prefix in cp_deployment_index.
 const (
 	idxStatus   = "s"
 	idxType     = "y"
@@ -172,20 +173,21 @@ var indexCodes = map[string]byte{
 	string(SourceInternalSource): 11, string(SourceInternalDocker): 12,
 }
 
-// indexPrefix is the prefix of the index records of one field value; tp
-// is the tenant prefix. Id-valued fields encode the value with encID,
-// enum-valued ones with indexCodes, image versions with encStr.
-func indexPrefix(tp, field, value string) string {
+// indexTerm is the index term (internal/index) of one field value: the
+// field, then the value. Id-valued fields encode the value with encID,
+// enum-valued ones with indexCodes, image versions with encStr; each
+// delimits itself, so no term is a prefix of another.
+func indexTerm(field, value string) string {
 	switch field {
 	case idxTag, idxListener, idxPush:
-		return tp + field + encID(value)
+		return field + encID(value)
 	case idxStatus, idxType, idxSource:
 		if c, ok := indexCodes[value]; ok {
-			return tp + field + string([]byte{c})
+			return field + string([]byte{c})
 		}
-		return tp + field + "\x00" + encStr(value)
+		return field + "\x00" + encStr(value)
 	}
-	return tp + field + encStr(value)
+	return field + encStr(value)
 }
 
 // deploymentKey is the key of a deployment record, and of its name
@@ -208,15 +210,14 @@ func tailID(tail string) string {
 type deploymentRecord struct {
 	Deployment
 	Tags []string `json:"tag_value_ids"`
+	// KeepTracingProject: the DELETE that made the deployment
+	// AWAITING_DELETE said delete_tracing_project=false (deletes.go).
+	KeepTracingProject bool `json:"keep_tracing_project,omitempty"`
 }
 
 // tail is the deployment's place in the newest-first order: timeKey +
 // encID(id).
 func (r *deploymentRecord) tail() string { return timeKey(r.CreatedAt.Time()) + encID(r.ID) }
-
-// orderKey is the key of the deployment's order and summary records; tp is
-// the tenant prefix.
-func (r *deploymentRecord) orderKey(tp string) string { return tp + r.tail() }
 
 // servedURL is the deployment's url once a deployer serves it at addr:
 // its custom_url when it has one (an address the operator put in front of
@@ -230,7 +231,8 @@ func (r *deploymentRecord) servedURL(addr string) string {
 
 // summary is the value of the deployment's summary record: what the list
 // filters other than tags and ids look at, in a form that decodes without
-// allocation. The image version comes last so that it may hold any byte.
+// allocation. It begins with the lowercased name (as the index requires);
+// the image version comes last so that it may hold any byte.
 func (r *deploymentRecord) summary() string {
 	var t, img string
 	if r.SourceConfig.DeploymentType != nil {
@@ -242,29 +244,33 @@ func (r *deploymentRecord) summary() string {
 	return strings.ToLower(r.Name) + "\x00" + string(r.Status) + "\x00" + t + "\x00" + string(r.Source) + "\x00" + img
 }
 
-// indexKeys lists r's cp_deployment_index keys; tp is the tenant prefix.
-func (r *deploymentRecord) indexKeys(tp string) []string {
-	tail := r.tail()
-	ks := []string{
-		indexPrefix(tp, idxStatus, string(r.Status)) + tail,
-		indexPrefix(tp, idxSource, string(r.Source)) + tail,
+// indexTerms lists the index terms r is found by.
+func (r *deploymentRecord) indexTerms() []string {
+	ts := []string{
+		indexTerm(idxStatus, string(r.Status)),
+		indexTerm(idxSource, string(r.Source)),
 	}
 	if t := r.SourceConfig.DeploymentType; t != nil {
-		ks = append(ks, indexPrefix(tp, idxType, string(*t))+tail)
+		ts = append(ts, indexTerm(idxType, string(*t)))
 	}
 	if r.ImageVersion != nil {
-		ks = append(ks, indexPrefix(tp, idxImage, *r.ImageVersion)+tail)
+		ts = append(ts, indexTerm(idxImage, *r.ImageVersion))
 	}
 	for _, tag := range r.Tags {
-		ks = append(ks, indexPrefix(tp, idxTag, tag)+tail)
+		ts = append(ts, indexTerm(idxTag, tag))
 	}
 	if l := r.SourceConfig.ListenerID; l != nil {
-		ks = append(ks, indexPrefix(tp, idxListener, *l)+tail)
+		ts = append(ts, indexTerm(idxListener, *l))
 	}
 	if id, bop := r.SourceConfig.IntegrationID, r.SourceConfig.BuildOnPush; r.Source == SourceGitHub && id != nil && bop != nil && *bop {
-		ks = append(ks, indexPrefix(tp, idxPush, *id)+tail)
+		ts = append(ts, indexTerm(idxPush, *id))
 	}
-	return ks
+	return ts
+}
+
+// entry is what the name and order index holds of r.
+func (r *deploymentRecord) entry() *index.Entry {
+	return &index.Entry{Tail: r.tail(), Name: r.Name, Summary: r.summary(), Terms: r.indexTerms()}
 }
 
 // writeFunc writes a record: a Tx's Put, or a store.Insert (writer).
@@ -280,9 +286,9 @@ func writer(tx store.Tx, fresh bool) writeFunc {
 	return func(collection, key string, value []byte) error { return store.Insert(tx, collection, key, value) }
 }
 
-// putDeployment writes r in its storage form and brings its order and index
-// records in line with it; old is the record as stored before (nil when r
-// is new).
+// putDeployment writes r in its storage form and brings its index entry
+// (internal/index) in line with it; old is the record as stored before
+// (nil when r is new).
 func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploymentRecord) error {
 	b, err := cp.secrets.encodeDeployment(tenant, r)
 	if err != nil {
@@ -298,53 +304,21 @@ func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploy
 	// A new deployment's records have keys that hold its new id, which no
 	// record has: they are Inserts (store.Insert), which cost PostgreSQL
 	// less than Puts, and its changes' records are Puts.
-	write := writer(tx, old == nil)
-	if err := write(colDeployments, deploymentKey(tp, r.ID), b); err != nil {
+	if err := writer(tx, old == nil)(colDeployments, deploymentKey(tp, r.ID), b); err != nil {
 		return err
 	}
-	if old == nil {
-		if err := write(colDeploymentOrder, r.orderKey(tp), nil); err != nil {
-			return err
-		}
-		if err := putGrams(write, tp, r.tail(), r.Name); err != nil { // grams.go
-			return err
-		}
-		if err := countChange(write, tp, r.tail(), true); err != nil { // ordercounts.go
-			return err
-		}
-	}
-	if old == nil || old.summary() != r.summary() {
-		if err := write(colDeploymentSums, r.orderKey(tp), []byte(r.summary())); err != nil {
-			return err
-		}
-	}
-	var oldKeys []string
+	var was *index.Entry
 	if old != nil {
-		oldKeys = old.indexKeys(tp)
+		was = old.entry()
 	}
-	newKeys := r.indexKeys(tp)
-	for _, k := range oldKeys {
-		if !slices.Contains(newKeys, k) {
-			if err := tx.Delete(colDeploymentIndex, k); err != nil {
-				return err
-			}
-		}
-	}
-	for _, k := range newKeys {
-		if !slices.Contains(oldKeys, k) {
-			if err := write(colDeploymentIndex, k, nil); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return index.Put(tx, tp, was, r.entry())
 }
 
 // removeDeployment deletes a deployment and every record that names it:
-// its order, summary, index, name and gram records, its place in the
-// order counts, its revisions and its pending work (the tracing project
-// belongs to the TracingProjects hook). The lifecycle calls it once a
-// deployment is torn down.
+// its index entry (order, summary, index and gram records, its place in
+// the order counts), its name record, its revisions and its pending work
+// (the tracing project belongs to the TracingProjects hook). The
+// lifecycle calls it once a deployment is torn down.
 func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deploymentRecord) error {
 	if err := cp.deploymentDeletedEvent(tx, tenant, r); err != nil { // events.go
 		return err
@@ -353,24 +327,14 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 	if err != nil {
 		return err
 	}
-	if err := deleteGrams(tx, tp, r.tail(), r.Name); err != nil { // grams.go
-		return err
-	}
-	if err := countChange(tx.Put, tp, r.tail(), false); err != nil { // ordercounts.go
+	if err := index.Remove(tx, tp, r.entry()); err != nil {
 		return err
 	}
 	for _, k := range []struct{ col, key string }{
 		{colDeployments, deploymentKey(tp, r.ID)},
-		{colDeploymentOrder, r.orderKey(tp)},
-		{colDeploymentSums, r.orderKey(tp)},
 		{colDeploymentNames, tp + r.Name},
 	} {
 		if err := tx.Delete(k.col, k.key); err != nil {
-			return err
-		}
-	}
-	for _, k := range r.indexKeys(tp) {
-		if err := tx.Delete(colDeploymentIndex, k); err != nil {
 			return err
 		}
 	}
@@ -566,7 +530,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // Collections returns the names of the store collections the package
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
-	return []string{colTenants, colDeployments, colDeploymentOrder, colDeploymentSums, colDeploymentGrams, colDeploymentCounts, colDeploymentCountChanges, colDeploymentIndex, colDeploymentNames, colRevisions,
+	return []string{colTenants, colDeployments, index.ColOrder, index.ColSummaries, index.ColGrams, index.ColCounts, index.ColCountChanges, index.ColTerms, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colListenerTokens, colIntegrations, colIntegrationInsts,
 		colTracingProjects, colPending, colInstallationOwners, colDeliveries, revlog.Collection, eventlog.Events, eventlog.Outbox, eventlog.Clocks,
 		eventlog.Lease}

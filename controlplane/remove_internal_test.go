@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
+	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/store/storetest"
 	"github.com/deployplane/deployplane/storemem"
@@ -183,7 +184,7 @@ func TestRemoveManyKeepsIndexes(t *testing.T) {
 		}
 	}
 	maintain(t, cp)
-	left2, err := storetest.Dump(ctx, st, colDeploymentGrams, colDeploymentCounts)
+	left2, err := storetest.Dump(ctx, st, index.ColGrams, index.ColCounts)
 	if err != nil {
 		t.Fatal(err)
 	}

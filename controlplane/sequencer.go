@@ -5,9 +5,9 @@ import "context"
 // The sequencer finishes work that changes leave for later, so that they
 // do not all read and write the same records: it numbers the events of
 // the outbox (controlplane/internal/eventlog) and folds the pending order
-// count changes into the counts (ordercounts.go). The event log runs it
-// itself every few hundred events a process commits, under its lease, and
-// eventStore folds the counts after each such run.
+// count changes into the counts (controlplane/internal/index). The event
+// log runs it itself every few hundred events a process commits, under
+// its lease, and eventStore folds the counts after each such run.
 
 // seqBatch caps the count changes one fold takes.
 const seqBatch = 1024

@@ -132,6 +132,10 @@ type Deployment struct {
 	// filter remote_reconciled matches every external_docker deployment,
 	// the deployments placed on a listener, these among them.
 	RemoteReconciled bool `json:"remote_reconciled"`
+	// StatusMessage says why the deployment waits (read-only): null but
+	// while it is AWAITING_DELETE and its last teardown failed, when it
+	// gives the failure and that the teardown is retried (deletes.go).
+	StatusMessage *string `json:"status_message"`
 	// TagValueIDs are the tag values the deployment carries, matched by the
 	// tag_value_ids list filter. They are set on create and not part of the
 	// wire shape of a deployment.

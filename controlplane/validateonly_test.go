@@ -102,6 +102,7 @@ func TestValidateOnlyErrors(t *testing.T) {
 		t.Errorf("ValidateUpdateListener of a malformed id: %v", err)
 	}
 	d := fx.create(tenantA, dockerBody("d"))
+	fx.reachEngine() // else the delete removes it at once
 	if err := fx.cp.DeleteDeployment(fx.ctx, tenantA, d.ID); err != nil {
 		t.Fatal(err)
 	}

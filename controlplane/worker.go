@@ -30,7 +30,9 @@ import (
 // A lease is "" (free) or "token expiry": the token of the claim (the
 // ControlPlane's owner id and a sequence number) and the expiry in Unix
 // microseconds of the ControlPlane's clock. A record whose lease has expired
-// may be claimed by anyone.
+// may be claimed by anyone. A teardown that failed adds " failures", how
+// many times in a row (deletes.go: its backoff), kept by the claims,
+// renewals and releases of the work until it is done.
 const (
 	pendingRevision = "r"
 	pendingDelete   = "d"
@@ -113,7 +115,16 @@ func pendingRevisionID(prefix, k string) string {
 }
 
 func lease(token string, expiry time.Time) []byte {
-	return []byte(token + " " + strconv.FormatInt(expiry.UnixMicro(), 10))
+	return leaseOf(token, expiry, 0)
+}
+
+// leaseOf is a lease that keeps a count of failures (none when 0).
+func leaseOf(token string, expiry time.Time, failures int) []byte {
+	v := token + " " + strconv.FormatInt(expiry.UnixMicro(), 10)
+	if failures > 0 {
+		v += " " + strconv.Itoa(failures)
+	}
+	return []byte(v)
 }
 
 // parseLease returns the lease's token and expiry; a free lease has token "".
@@ -122,8 +133,17 @@ func parseLease(v []byte) (token string, expiry time.Time) {
 	if !ok {
 		return "", time.Time{}
 	}
+	exp, _, _ = strings.Cut(exp, " ")
 	us, _ := strconv.ParseInt(exp, 10, 64)
 	return tok, time.UnixMicro(us)
+}
+
+// leaseFailures returns the count of failures a lease keeps (0: none).
+func leaseFailures(v []byte) int {
+	_, rest, _ := strings.Cut(string(v), " ")
+	_, n, _ := strings.Cut(rest, " ")
+	f, _ := strconv.Atoi(n)
+	return f
 }
 
 // addRevision stores rev, a new revision of d (the deployment as it will
@@ -238,6 +258,7 @@ type job struct {
 	tenant     string
 	deployment string
 	revision   string // "" for a teardown
+	failures   int    // a teardown's failures in a row when claimed (its lease keeps them)
 	// listener is the listener whose agents claim the work (agentwork.go),
 	// "" for Run's work.
 	listener string
@@ -371,8 +392,9 @@ func (cp *ControlPlane) takeLease(ctx context.Context, found *job, now time.Time
 			return nil // claimed meanwhile
 		}
 		found.token, found.takeover = token, t != "" && t != retryToken
+		found.failures = leaseFailures(v)
 		j = found
-		return tx.Put(colPending, j.pkey, lease(token, now.Add(cp.leaseFor)))
+		return tx.Put(colPending, j.pkey, leaseOf(token, now.Add(cp.leaseFor), j.failures))
 	})
 	if err != nil {
 		return nil, err
@@ -541,31 +563,38 @@ func (s *shares) leave(tp string) {
 // newer revision or a delete): ErrLeaseLost too, as far as the job is
 // concerned, except that reports explain it better (see apply).
 func ownLease(tx store.Tx, j *job) (found bool, err error) {
+	found, _, err = ownLeaseOf(tx, j)
+	return found, err
+}
+
+// ownLeaseOf is ownLease, also returning the count of failures the lease
+// keeps (a teardown's), which a write of the lease keeps.
+func ownLeaseOf(tx store.Tx, j *job) (found bool, failures int, err error) {
 	v, err := tx.Get(colPending, j.pkey)
 	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if tok, _ := parseLease(v); tok != j.token {
-		return true, ErrLeaseLost
+		return true, 0, ErrLeaseLost
 	}
-	return true, nil
+	return true, leaseFailures(v), nil
 }
 
 // renewLease pushes the job's lease expiry forward.
 func (cp *ControlPlane) renewLease(ctx context.Context, j *job) error {
 	now := cp.now()
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		found, err := ownLease(tx, j)
+		found, failures, err := ownLeaseOf(tx, j)
 		if err != nil {
 			return err
 		}
 		if !found {
 			return ErrLeaseLost
 		}
-		return tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.leaseFor)))
+		return tx.Put(colPending, j.pkey, leaseOf(j.token, now.Add(cp.leaseFor), failures))
 	})
 	return cp.storeErr("renew lease", err)
 }
@@ -577,14 +606,18 @@ func (cp *ControlPlane) renewLease(ctx context.Context, j *job) error {
 func (cp *ControlPlane) release(ctx context.Context, j *job, retry bool) error {
 	now := cp.now()
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		found, err := ownLease(tx, j)
+		found, failures, err := ownLeaseOf(tx, j)
 		if err != nil || !found {
 			return err
 		}
 		if !retry {
-			return tx.Put(colPending, j.pkey, nil)
+			var free []byte // free; a count of failures stays, with an expiry long past
+			if failures > 0 {
+				free = leaseOf("", time.UnixMicro(0), failures)
+			}
+			return tx.Put(colPending, j.pkey, free)
 		}
-		return tx.Put(colPending, j.pkey, lease(retryToken, now.Add(cp.poll)))
+		return tx.Put(colPending, j.pkey, leaseOf(retryToken, now.Add(cp.poll), failures))
 	})
 	if errors.Is(err, ErrLeaseLost) {
 		return nil
@@ -622,7 +655,9 @@ func (cp *ControlPlane) keepLease(ctx context.Context, j *job, cancel context.Ca
 // Process claims one unit of pending work, if any, and does it in the
 // calling goroutine: it calls d.Deploy for a revision not yet terminal, or
 // d.Teardown and then removes the deployment for one AWAITING_DELETE. It
-// reports whether there was work. Run does the same concurrently, forever;
+// reports whether there was work, and returns Teardown's error once it is
+// recorded (the deployment's status_message, and the backoff after which
+// the teardown is tried again). Run does the same concurrently, forever;
 // Process is for tests and for callers that schedule work themselves.
 // Work is claimed in key order (tenant, deployment, revision age), so a
 // sequence of Process calls over the same state is deterministic.
@@ -638,9 +673,9 @@ func (cp *ControlPlane) Process(ctx context.Context, d Deployer) (bool, error) {
 }
 
 // do runs one claimed job, and then gives back its place in its tenant's
-// share. Errors are store errors and Teardown's error
-// (the work is then retried after PollInterval); a Deploy error is
-// recorded on the revision instead.
+// share. Errors are store errors (the work is then retried after
+// PollInterval) and Teardown's error, as a *teardownError (retried after
+// its backoff); a Deploy error is recorded on the revision instead.
 func (cp *ControlPlane) do(ctx context.Context, d Deployer, j *job) error {
 	defer cp.shares.leave(j.tp)
 	jctx, cancel := context.WithCancelCause(ctx)
@@ -663,9 +698,11 @@ func (cp *ControlPlane) do(ctx context.Context, d Deployer, j *job) error {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer rcancel()
 		return errors.Join(ctx.Err(), cp.release(rctx, j, false))
+	case errors.As(err, new(*teardownError)):
+		return err // recorded, and given back until its backoff ends
 	case err != nil:
-		// A failed Teardown or a store failure: try again after
-		// PollInterval rather than when the lease expires.
+		// A store failure: try again after PollInterval rather than when
+		// the lease expires.
 		return errors.Join(err, cp.release(ctx, j, true))
 	}
 	return nil
@@ -744,12 +781,20 @@ func (cp *ControlPlane) teardown(ctx context.Context, d Deployer, j *job) error 
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("controlplane: teardown of deployment %s: %w", j.deployment, err)
+			err = cp.teardownFailed(ctx, j, err) // deletes.go
+			if errors.Is(err, ErrLeaseLost) {
+				return nil
+			}
+			return err
 		}
 	}
 	err = cp.finishTeardown(ctx, j)
 	if errors.Is(err, ErrLeaseLost) {
 		return nil
+	}
+	if err == nil && j.failures > 0 {
+		cp.log.Info("controlplane: teardown succeeded after failing; the deployment is removed",
+			"tenant", j.tenant, "deployment", j.deployment, "failures", j.failures)
 	}
 	return err
 }
@@ -770,7 +815,7 @@ func (cp *ControlPlane) finishTeardown(ctx context.Context, j *job) error {
 		if err != nil {
 			return err
 		}
-		return cp.removeDeployment(tx, j.tenant, rec)
+		return cp.dropDeployment(ctx, tx, j.tenant, rec) // deletes.go
 	})
 	return cp.storeErr("remove deployment", err)
 }
@@ -809,6 +854,12 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 			return err
 		}
 		rev, err := cp.getRevision(tx, j.tenant, j.deployment, j.revision)
+		if !found && errors.Is(err, apierr.ErrNotFound) {
+			// Removed with its deployment (a delete of one that never
+			// ran, or a forced one): a refusal, as for any revision ended
+			// without the deployer.
+			return apierr.InvalidStatef("Revision %s was removed with its deployment.", j.revision)
+		}
 		if err != nil {
 			return err
 		}
@@ -999,7 +1050,8 @@ func (cp *ControlPlane) Run(ctx context.Context, d Deployer) error {
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem; cp.notify() }()
-				if err := cp.do(ctx, d, j); err != nil && ctx.Err() == nil {
+				// A failed teardown logged itself, once per distinct failure.
+				if err := cp.do(ctx, d, j); err != nil && ctx.Err() == nil && !errors.As(err, new(*teardownError)) {
 					cp.log.Error("controlplane: work failed", "work", j.pkey, "err", err)
 				}
 			})

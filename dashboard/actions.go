@@ -285,7 +285,8 @@ func (h *Handler) changeSecrets(q *request) error {
 }
 
 // deleteDeployment serves POST /ui/deployments/{id}/delete, once the name
-// is typed to confirm.
+// is typed to confirm: back to the deployment page while it is torn down,
+// or to the list when it went at once (it never ran anywhere).
 func (h *Handler) deleteDeployment(q *request) error {
 	id := q.r.PathValue("id")
 	dep, err := h.cp.GetDeployment(q.r.Context(), q.tenant(), id)
@@ -299,6 +300,10 @@ func (h *Handler) deleteDeployment(q *request) error {
 	}
 	if err := h.cp.DeleteDeployment(q.r.Context(), q.tenant(), id); err != nil {
 		return err
+	}
+	if _, err := h.cp.GetDeployment(q.r.Context(), q.tenant(), id); errors.Is(err, apierr.ErrNotFound) {
+		http.Redirect(q.w, q.r, h.base+"/deployments", http.StatusSeeOther)
+		return nil
 	}
 	h.toDeployment(q, id)
 	return nil

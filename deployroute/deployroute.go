@@ -22,9 +22,14 @@
 // listener naming a cluster or engine the Router does not have (its work
 // was queued while the server was configured otherwise), ends its
 // revision DEPLOY_FAILED (BUILD_FAILED for a source that builds) with a
-// status_message that says so, also in its deploy (build) log; its
-// Teardown fails (and is retried) until the server is configured with it
-// again.
+// status_message that says so, also in its deploy (build) log, from
+// AWAITING_DEPLOY (AWAITING_BUILD): never DEPLOYING or BUILDING, which
+// would say that an engine may have made something for it. So a delete of
+// a deployment that never ran anywhere removes it at once, without a
+// Teardown. The Teardown of one that did run (on a target since removed
+// from the server's configuration) fails, and is retried with backoff,
+// until the server is configured with it again or a forced delete
+// removes the deployment's records.
 package deployroute
 
 import (
@@ -131,10 +136,12 @@ func (r *Router) Deploy(ctx context.Context, w *controlplane.Work, rep controlpl
 
 // fail ends a revision that cannot run, its listener (or, without one,
 // the default) naming no Deployer of this server: the revision's first
-// phase that needs one, BUILDING for a source that builds and DEPLOYING
-// for the others, fails (BUILD_FAILED, DEPLOY_FAILED) with a status_message
-// that names the listener and what it points at, written to that phase's
-// log too.
+// phase that needs one, the build for a source that builds and the deploy
+// for the others, fails (BUILD_FAILED, DEPLOY_FAILED) with a
+// status_message that names the listener and what it points at, written
+// to that phase's log too. It fails from the status that waits for the
+// phase (AWAITING_BUILD, AWAITING_DEPLOY), not from BUILDING or
+// DEPLOYING: no engine made anything for it (controlplane's delete rule).
 func fail(ctx context.Context, w *controlplane.Work, rep controlplane.Reporter, l *controlplane.Listener) error {
 	msg := "This server has no default deployer for deployments without a listener."
 	if l != nil {
@@ -145,13 +152,17 @@ func fail(ctx context.Context, w *controlplane.Work, rep controlplane.Reporter, 
 	if path == nil {
 		return errors.New(msg) // the control plane records its phase's failure with this text
 	}
-	to, log := controlplane.RevisionDeploying, controlplane.LogDeploy
+	to := controlplane.RevisionAwaitingDeploy
 	if slices.Contains(path, controlplane.RevisionBuilding) {
-		to, log = controlplane.RevisionBuilding, controlplane.LogBuild
+		to = controlplane.RevisionAwaitingBuild
 	}
 	reached, err := controlplane.Advance(ctx, rep, w.Revision.Source, w.Revision.Status, to, controlplane.Step{})
 	if err != nil {
 		return err
+	}
+	log := controlplane.LogDeploy
+	if controlplane.FailureOf(reached) == controlplane.RevisionBuildFailed {
+		log = controlplane.LogBuild
 	}
 	if err := rep.Log(ctx, controlplane.LogLine{Type: log, Level: controlplane.LevelError, Message: msg}); err != nil {
 		return err

@@ -429,6 +429,41 @@ func parseListRevisions(raw string, lim controlplane.Limits) (*controlplane.List
 	return q, p.done(q.ValidateWith, lim)
 }
 
+// parseDeleteDeployment reads the query of DELETE
+// /v2/deployments/{deployment_id} (wire contract section 11): force
+// (default false) and delete_tracing_project (default true).
+func parseDeleteDeployment(raw string) (*controlplane.DeleteDeploymentOptions, error) {
+	p := newQueryParser(raw)
+	o := &controlplane.DeleteDeploymentOptions{}
+	if f := p.boolp("force"); f != nil {
+		o.Force = *f
+	}
+	if d := p.boolp("delete_tracing_project"); d != nil {
+		o.KeepTracingProject = !*d
+	}
+	return o, p.problems()
+}
+
+// parseDeleteListener reads the query of DELETE /v2/listeners/{listener_id}:
+// force (default false).
+func parseDeleteListener(raw string) (*controlplane.DeleteListenerOptions, error) {
+	p := newQueryParser(raw)
+	o := &controlplane.DeleteListenerOptions{}
+	if f := p.boolp("force"); f != nil {
+		o.Force = *f
+	}
+	return o, p.problems()
+}
+
+// problems reports the parse problems, if any, of a query with nothing
+// more to validate.
+func (q *queryParser) problems() error {
+	if len(q.ps) == 0 {
+		return nil
+	}
+	return apierr.Validation(q.ps...)
+}
+
 // parseListListeners reads the query of GET /v2/listeners.
 func parseListListeners(raw string, lim controlplane.Limits) (*controlplane.ListListenersQuery, error) {
 	p := newQueryParser(raw)

@@ -139,11 +139,12 @@ func (h *handler) validateUpdate(c *call, ids []string, req *controlplane.Update
 }
 
 func (h *handler) deleteDeployment(c *call) (int, any, error) {
-	ids, err := pathIDs(c.r, "deployment_id")
-	if err != nil {
+	ids, pathErr := pathIDs(c.r, "deployment_id")
+	opts, qErr := parseDeleteDeployment(c.r.URL.RawQuery)
+	if err := joinProblems(pathErr, qErr); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, h.cp.DeleteDeployment(c.r.Context(), c.tenant, ids[0])
+	return http.StatusNoContent, nil, h.cp.DeleteDeploymentWith(c.r.Context(), c.tenant, ids[0], opts)
 }
 
 func (h *handler) listRevisions(c *call) (int, any, error) {
@@ -235,11 +236,12 @@ func (h *handler) updateListener(c *call) (int, any, error) {
 }
 
 func (h *handler) deleteListener(c *call) (int, any, error) {
-	ids, err := pathIDs(c.r, "listener_id")
-	if err != nil {
+	ids, pathErr := pathIDs(c.r, "listener_id")
+	opts, qErr := parseDeleteListener(c.r.URL.RawQuery)
+	if err := joinProblems(pathErr, qErr); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, h.cp.DeleteListener(c.r.Context(), c.tenant, ids[0])
+	return http.StatusNoContent, nil, h.cp.DeleteListenerWith(c.r.Context(), c.tenant, ids[0], opts)
 }
 
 func (h *handler) openAPI(*call) (int, any, error) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/githubapp"
 	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -23,7 +24,8 @@ import (
 // TestDeploymentFlow walks every deployment and revision route through its
 // success status, in the order a CI/CD client uses them.
 func TestDeploymentFlow(t *testing.T) {
-	s := newServer(t, nil)
+	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil)})
+	s := newServerCP(t, cp, nil)
 	f := newFixture(t, s)
 	g := f.github
 
@@ -73,6 +75,7 @@ func TestDeploymentFlow(t *testing.T) {
 		t.Error("redeploy made no revision")
 	}
 
+	reachEngine(t, cp) // else the DELETE removes it at once
 	r := s.as(keyA, "DELETE", "/v2/deployments/"+g.ID, "")
 	diff(t, "DELETE status", 204, r.status)
 	diff(t, "DELETE body", "", string(r.body))
@@ -351,7 +354,7 @@ func TestLogs(t *testing.T) {
 	diff(t, "status", 200, r.status)
 
 	logs := s.logs()
-	for _, secret := range []string{keyA, keyB, "wrong-key-value", "sk-secret-value", "another-secret", "query-secret"} {
+	for _, secret := range []string{keyA, keyB, "wrong-key-value", "sk-secret-value", "another-secret", "query-secret", f.token.Token} {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the log holds %q:\n%s", secret, logs)
 		}
@@ -366,7 +369,7 @@ func TestLogs(t *testing.T) {
 			n++
 		}
 	}
-	diff(t, "request records", 10, n) // 7 of the fixture (4 + 3 of its OAuth flow), 3 here
+	diff(t, "request records", 11, n) // 8 of the fixture (5 + 3 of its OAuth flow), 3 here
 	want := map[string]any{"method": "PATCH", "path": "/v2/deployments/" + f.github.ID, "status": float64(200),
 		"request_id": r.header.Get("X-Request-Id"), "tenant": tenantA}
 	for k, v := range want {

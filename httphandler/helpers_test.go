@@ -307,8 +307,9 @@ type fixture struct {
 	github        controlplane.Deployment // a github deployment
 	docker        controlplane.Deployment // an external_docker deployment on the listener
 	listener      controlplane.Listener
-	provider      oauthflow.Provider // an OAuth provider (the fake one)
-	authID        string             // a completed flow of user-a through it
+	token         controlplane.NewListenerToken // a token of the listener
+	provider      oauthflow.Provider            // an OAuth provider (the fake one)
+	authID        string                        // a completed flow of user-a through it
 }
 
 func githubBody(name, integrationID string) string {
@@ -331,6 +332,7 @@ func newFixture(t testing.TB, s *server) fixture {
 	f.github = must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", githubBody("agent", in.ID), 201)
 	f.listener = must[controlplane.Listener](t, s, keyA, "POST", "/v2/listeners",
 		`{"compute_type": "k8s", "compute_id": "cluster-1", "compute_config": {"k8s_namespaces": ["prod"]}, "version": "1"}`, 201)
+	f.token = must[controlplane.NewListenerToken](t, s, keyA, "POST", "/v2/listeners/"+f.listener.ID+"/tokens", "", 201)
 	f.docker = must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments",
 		`{"name": "docker-agent", "source": "external_docker",
 		  "source_config": {"listener_id": "`+f.listener.ID+`", "listener_config": {"k8s_namespace": "prod"}},
@@ -368,4 +370,39 @@ func (r *testRegistry) PushToken(ctx context.Context, tenant, deploymentID strin
 		return "", err
 	}
 	return tok.Token, nil
+}
+
+// failDeploying is a Deployer that takes every revision to DEPLOYING,
+// where an engine starts to make things, and fails it there; its
+// Teardown fails with teardownErr while that is set.
+type failDeploying struct{ teardownErr error }
+
+func (failDeploying) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+	reached, err := controlplane.Advance(ctx, r, w.Revision.Source, w.Revision.Status, controlplane.RevisionDeploying, controlplane.Step{})
+	if err != nil {
+		return err
+	}
+	return r.Report(ctx, controlplane.Step{Status: controlplane.FailureOf(reached), Message: "failed while deploying"})
+}
+
+func (d failDeploying) Teardown(context.Context, string, *controlplane.Deployment) error {
+	return d.teardownErr
+}
+
+// reachEngine works every pending revision of cp with failDeploying, so
+// that their deployments have reached an engine: deleting one makes it
+// AWAITING_DELETE until its teardown, where one that never ran is removed
+// at once. The deployments themselves do not change. Call it before any
+// deployment is AWAITING_DELETE: it would tear that down too.
+func reachEngine(t testing.TB, cp *controlplane.ControlPlane) {
+	t.Helper()
+	for {
+		ok, err := cp.Process(context.Background(), failDeploying{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return
+		}
+	}
 }

@@ -38,6 +38,8 @@ type route struct {
 	errBody      any     // the body of the errors statuses, when not {"detail"}
 	hidden       bool    // served but not in the document (the docs page and its assets)
 	upload       bool    // the body streams to the endpoint (an upload PUT), instead of being read first
+	agent        bool    // an agent route: a listener token of the path's listener is accepted (agent.go)
+	noContent    bool    // the route may also answer 204 without a body (a long poll that found nothing)
 }
 
 // param documents a query parameter or a request header: its schema
@@ -93,6 +95,8 @@ func (rt route) tag() string {
 	switch parts := strings.Split(rt.path, "/"); {
 	case parts[1] == "registry":
 		return "registry"
+	case rt.agent:
+		return "agents"
 	case len(parts) > 2 && (parts[1] == "v1" || parts[1] == "v2"):
 		if parts[2] == "projects" || strings.HasSuffix(rt.path, "/logs") {
 			return "logs"
@@ -139,7 +143,16 @@ func (h *handler) routes() []route {
 			summary: "Update a deployment; revision fields create a new revision", body: cp.UpdateDeploymentRequest{},
 			status: http.StatusOK, resp: cp.Deployment{}},
 		{method: http.MethodDelete, path: "/v2/deployments/{deployment_id}", serve: (*handler).deleteDeployment,
-			summary: "Delete a deployment (asynchronous: it is AWAITING_DELETE until torn down)", status: http.StatusNoContent},
+			summary: "Delete a deployment (asynchronous: it is AWAITING_DELETE until torn down)",
+			description: "A deployment none of whose revisions ever reached an engine (none was ever BUILDING, DEPLOYING, DEPLOYED " +
+				"or UNKNOWN) is removed at once: GET answers 404 and its name is free. Any other is AWAITING_DELETE until " +
+				"its teardown has removed what its engine runs; a teardown that fails is retried with backoff, and the " +
+				"deployment's status_message says why it waits. force=true, for a deployment AWAITING_DELETE only (400 " +
+				"otherwise), removes its records at once without its engine: what the engine made for it may remain.",
+			status: http.StatusNoContent, errors: []int{http.StatusBadRequest},
+			query: []param{
+				qBool("force", "true: remove the records of a deployment AWAITING_DELETE now, without its teardown.").with(false),
+				qBool("delete_tracing_project", "false: keep the deployment's tracing project when its records are removed.").with(true)}},
 
 		// Revisions.
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions", serve: (*handler).listRevisions,
@@ -191,8 +204,19 @@ func (h *handler) routes() []route {
 		{method: http.MethodPatch, path: "/v2/listeners/{listener_id}", serve: (*handler).updateListener, op: "patch_listener",
 			summary: "Update a listener", body: cp.UpdateListenerRequest{}, status: http.StatusOK, resp: cp.Listener{}},
 		{method: http.MethodDelete, path: "/v2/listeners/{listener_id}", serve: (*handler).deleteListener,
-			summary: "Delete a listener no deployment names", status: http.StatusNoContent},
-
+			summary: "Delete a listener no deployment names; with force=true, with its deployments",
+			description: "Without force, a listener that deployments (of any status, until removed) name is refused (400). " +
+				"With force=true each of its deployments is deleted as DELETE /v2/deployments/{deployment_id} does: those that " +
+				"never ran are removed at once, the others are torn down where the listener points. The listener goes with " +
+				"the last of them (at once when none needs a teardown); meanwhile it answers as before and no new deployment " +
+				"may name it.",
+			status: http.StatusNoContent,
+			query:  []param{qBool("force", "true: delete the listener's deployments with it.").with(false)}},
+	}
+	// Listener tokens and the agent routes (agent.go).
+	routes = append(routes, listenerTokenRoutes(page)...)
+	routes = append(routes, agentRoutes()...)
+	routes = append(routes, []route{
 		// GitHub integrations (github.go).
 		{method: http.MethodGet, path: "/v1/integrations/github", serve: (*handler).listIntegrations,
 			summary: "List the tenant's GitHub App installations, oldest first", status: http.StatusOK, resp: []cp.Integration{}},
@@ -222,7 +246,7 @@ func (h *handler) routes() []route {
 		// The API description.
 		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI, op: "openapi",
 			summary: "This OpenAPI 3.1 document", status: http.StatusOK, resp: map[string]any{}},
-	}
+	}...)
 	// The interactive page over the document (docs.go), public; not in the
 	// document itself, as in the hosted service's.
 	routes = append(routes,

@@ -21,9 +21,10 @@ import (
 // listeners name: a deployment on kube-b's listener is DEPLOYED by the
 // cluster (its rollout read from the API server) with the Service's
 // address as url, one naming a context the kubeconfig lacks is served by
-// its listener's agent (the server's simulated one), and DELETE goes
-// through the cluster (the agent). Needs the
-// test clusters (DEPLOYPLANE_TEST_KUBECONFIG, .ci/kube.sh).
+// its listener's agent (the server's simulated one: DEPLOYED, and removed
+// through the agent on DELETE, after which its listener can be deleted),
+// and DELETE goes through the cluster. Needs the test clusters
+// (DEPLOYPLANE_TEST_KUBECONFIG, .ci/kube.sh).
 func TestKubeconfigWired(t *testing.T) {
 	kubeconfig := os.Getenv("DEPLOYPLANE_TEST_KUBECONFIG")
 	if kubeconfig == "" {
@@ -35,8 +36,9 @@ func TestKubeconfigWired(t *testing.T) {
 	}
 	listener := func(computeID string) string { return k8sListener(t, url, computeID) }
 	create := func(listenerID string) (dep, rev string) { return k8sDeployment(t, url, listenerID) }
+	lz := listener("kube-z")
 	db, rb := create(listener("kube-b"))
-	dz, rz := create(listener("kube-z"))
+	dz, rz := create(lz)
 	waitStatus(t, url, "k", db, rb, "DEPLOYED")
 	waitStatus(t, url, "k", dz, rz, "DEPLOYED")
 	_, d := call(t, "GET", url+"/v2/deployments/"+db, "k", "")
@@ -50,6 +52,10 @@ func TestKubeconfigWired(t *testing.T) {
 		if status, body := call(t, "DELETE", url+"/v2/deployments/"+id, "k", ""); status != 204 && status != 202 {
 			t.Fatalf("DELETE: %d %v", status, body)
 		}
+	}
+	waitGone(t, url, dz) // torn down by its agent
+	if status, body := call(t, "DELETE", url+"/v2/listeners/"+lz, "k", ""); status != 204 {
+		t.Errorf("DELETE of kube-z's listener once its deployment is deleted: %d %v", status, body)
 	}
 	for deadline := time.Now().Add(3 * time.Minute); ; {
 		status, _ := call(t, "GET", url+"/v2/deployments/"+db, "k", "")

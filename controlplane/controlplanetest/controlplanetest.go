@@ -59,8 +59,12 @@
 // AWAITING_DELETE). The model follows SKIPPED on every new revision,
 // INTERRUPTED on delete, the failure of the phase when Deploy fails,
 // active_revision_id as the newest DEPLOYED revision, the commit a report
-// gives the latest revision mirrored on the deployment, and teardown
-// removing every record. "push" sends GitHub push events (each tenant owns
+// gives the latest revision mirrored on the deployment, teardown removing
+// every record, a delete removing them at once when no revision of the
+// deployment ever reached an engine (BUILDING, DEPLOYING, DEPLOYED,
+// UNKNOWN) and a forced one (refused but for a deployment
+// AWAITING_DELETE), the tracing project kept when a delete asked, and a
+// failed teardown's status_message. "push" sends GitHub push events (each tenant owns
 // its own installation; URLs spelled several ways, branches with slashes,
 // tags, other refs) and the model predicts which deployments get a
 // revision.
@@ -199,11 +203,35 @@ type mDep struct {
 	exp    map[string]any
 	tags   []string
 	revs   []mRev
+	// backoff: its teardown failed, and waits for its backoff (the
+	// model does not follow the clock: Process may find it or not).
+	backoff bool
+	// keepTracing: the delete that made it AWAITING_DELETE asked to keep
+	// its tracing project.
+	keepTracing bool
 }
 
 func (d *mDep) id() string     { return d.exp["id"].(string) }
 func (d *mDep) source() string { return d.exp["source"].(string) }
 func (d *mDep) deleted() bool  { return d.exp["status"] == string(controlplane.StatusAwaitingDelete) }
+
+// ran reports whether the deployment may have left something in an
+// engine, so that its delete needs a teardown: it has an active revision,
+// or a revision entered BUILDING, DEPLOYING, DEPLOYED or UNKNOWN (the
+// statuses a Deployer reports before it makes anything, or after).
+func (d *mDep) ran() bool {
+	if d.exp["active_revision_id"] != nil {
+		return true
+	}
+	for _, r := range d.revs {
+		for _, s := range r.history {
+			if slices.Contains([]any{"BUILDING", "DEPLOYING", "DEPLOYED", "UNKNOWN"}, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 type machine struct {
 	ctx     context.Context
@@ -597,6 +625,7 @@ func (m *machine) create(rt *rapid.T) {
 		"created_at": gotD["created_at"], "updated_at": gotD["created_at"],
 		"latest_revision_id": gotD["latest_revision_id"], "active_revision_id": nil, "image_version": nil,
 		"remote_reconciled": false, // no agent serves anything: the system's Options.Drives is nil
+		"status_message":    nil,
 	}
 	for _, f := range modelFields {
 		if f.key() == "name" || f.key() == "source" {
@@ -1053,17 +1082,27 @@ func (m *machine) checkLater(rt *rapid.T, before, after any) {
 
 func (m *machine) delete(rt *rapid.T) {
 	tenant, id, d := m.target(rt)
+	opts := &controlplane.DeleteDeploymentOptions{Force: rapid.IntRange(0, 3).Draw(rt, "force") == 0,
+		KeepTracingProject: rapid.Bool().Draw(rt, "keep tracing project")}
 	want := okay
-	if d == nil {
+	switch {
+	case d == nil:
 		want = notFound
+	case opts.Force && !d.deleted():
+		want = invalidState
 	}
 	var before map[string]map[string]string
-	if d != nil && d.deleted() {
+	if d != nil && d.deleted() && !opts.Force {
 		before = m.dump(rt)
 	}
 	if _, got := m.expectOutcome(rt, "delete", want, "", func(cp *controlplane.ControlPlane) (any, error) {
-		return nil, cp.DeleteDeployment(m.ctx, tenant, id)
+		return nil, cp.DeleteDeploymentWith(m.ctx, tenant, id, opts)
 	}); got != okay {
+		return
+	}
+	if opts.Force || !d.deleted() && !d.ran() {
+		// Removed at once: forced, or nothing to tear down.
+		m.checkRemoved(rt, d, !opts.KeepTracingProject)
 		return
 	}
 	if before != nil {
@@ -1077,6 +1116,7 @@ func (m *machine) delete(rt *rapid.T) {
 	m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
 	d.exp["status"] = string(controlplane.StatusAwaitingDelete)
 	d.exp["updated_at"] = got["updated_at"]
+	d.keepTracing = opts.KeepTracingProject
 	for i := range d.revs {
 		if r := &d.revs[i]; !modelFinal(r.status) {
 			r.enter("INTERRUPTED", "The deployment is being deleted.")

@@ -285,8 +285,12 @@ func (m *machine) work(rt *rapid.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		if len(pending) > 0 {
-			rt.Fatalf("Process found no work; the model has pending %v", pending)
+		for _, p := range pending {
+			// A teardown that failed waits for its backoff, by the
+			// ControlPlane's clock, which the model does not follow.
+			if tenant, id, ok := strings.Cut(strings.TrimPrefix(p, "d/"), "/"); !ok || !m.find(tenant, id).backoff {
+				rt.Fatalf("Process found no work; the model has pending %v", pending)
+			}
 		}
 		return
 	}
@@ -324,21 +328,44 @@ func (m *machine) checkTeardown(rt *rapid.T, s *scripted, err error, pending []s
 	if !slices.Contains(pending, "d/"+s.torn) {
 		rt.Fatalf("Teardown of %s, which the model does not have AWAITING_DELETE (pending %v)", s.torn, pending)
 	}
+	tenant, id, _ := strings.Cut(s.torn, "/")
+	d := m.find(tenant, id)
 	if s.fail {
 		if !errors.Is(err, errPlanned) {
 			rt.Fatalf("Process after a failed Teardown returned %v", err)
 		}
-		return // retried later; nothing visible changed
+		// Retried after a backoff; the deployment's status_message says
+		// why it waits (written when it changes: once here, where every
+		// failure is the same).
+		got := m.get(rt, d)
+		m.touched[d] = true
+		if msg, _ := got["status_message"].(string); !strings.Contains(msg, errPlanned.Error()) {
+			rt.Fatalf("status_message after a failed Teardown: %v, want one naming the failure", got["status_message"])
+		}
+		if d.exp["status_message"] == nil {
+			m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
+			d.exp["updated_at"] = got["updated_at"]
+		}
+		d.exp["status_message"] = got["status_message"]
+		d.backoff = true
+		return
 	}
 	if err != nil {
 		rt.Fatal(err)
 	}
-	tenant, id, _ := strings.Cut(s.torn, "/")
-	d := m.find(tenant, id)
+	m.checkRemoved(rt, d, !d.keepTracing)
+}
+
+// checkRemoved removes d from the model and checks that the stores hold
+// nothing of it: GetDeployment answers not found, and no record names it
+// but the tracing project (when it is kept) and the event log's.
+func (m *machine) checkRemoved(rt *rapid.T, d *mDep, tracingDeleted bool) {
+	tenant, id := d.tenant, d.id()
 	m.deps = slices.DeleteFunc(m.deps, func(o *mDep) bool { return o == d })
+	delete(m.touched, d)
 	_, gerr := m.call(rt, "get removed", func(cp *controlplane.ControlPlane) (any, error) { return cp.GetDeployment(m.ctx, tenant, id) })
 	if classify(gerr) != notFound {
-		rt.Fatalf("GetDeployment of a torn-down deployment: %v, want not found", gerr)
+		rt.Fatalf("GetDeployment of a removed deployment: %v, want not found", gerr)
 	}
 	// Nothing names it any more, in any collection but the event log's
 	// history (kept until pruned) and what the sequencer has not yet
@@ -349,7 +376,10 @@ func (m *machine) checkTeardown(rt *rapid.T, s *scripted, err error, pending []s
 		for k, v := range recs {
 			bin := uuid.MustParse(id) // keys hold ids as their 16 bytes
 			if strings.Contains(k, id) || strings.Contains(v, id) || strings.Contains(k, string(bin[:])) || strings.Contains(v, string(bin[:])) {
-				if !slices.Contains([]string{"cp_tracing_projects", "cp_events", "cp_event_outbox", "cp_event_clocks", "cp_deployment_count_changes"}, col) {
+				if col == "cp_tracing_projects" && !tracingDeleted {
+					continue // kept, as the delete asked
+				}
+				if !slices.Contains([]string{"cp_events", "cp_event_outbox", "cp_event_clocks", "cp_deployment_count_changes"}, col) {
 					rt.Fatalf("%s/%s still names the removed deployment %s", col, k, id)
 				}
 			}

@@ -1,4 +1,4 @@
-package controlplane
+package index
 
 import (
 	"errors"
@@ -8,23 +8,23 @@ import (
 	"github.com/deployplane/deployplane/store"
 )
 
-// The gram index answers name_contains, a substring filter no key prefix
+// The gram index answers Query.Name, a substring filter no key prefix
 // can answer, at a cost that follows the matches rather than the fleet.
 //
 // # Records
 //
-// A deployment has one record of cp_deployment_pgrams per place of its
+// An entry has one record of cp_deployment_pgrams per place of its
 // lowercased name s (names are ASCII, so lowering keeps every byte's
 // place): for a name of n >= 2 bytes, the trigrams of s+"\x00" at places
 // 0 to n-2 (the last is s[n-2], s[n-1], NUL); for a name of one byte, the
 // one gram s+"\x00\x00" at place 0. The key is the tenant prefix, the
-// gram (3 bytes), the place (1 byte), then the deployment's order tail
-// (timeKey, encID(id)); the value is empty. So a name has max(1, n-1)
+// gram (3 bytes), the place (1 byte), then the entry's tail; the value
+// is empty. So a name has max(1, n-1)
 // records (agent-0001234, 13 bytes: 12), and the records of one gram at
 // one place are a posting list, newest first in a reverse scan. Names
-// are immutable: the records are written when a deployment is created and
-// deleted when it is removed, in the same Update, and no two creates
-// rewrite a shared record (no counter, no hot spot).
+// are immutable: the records are written when an entry is new and
+// deleted when it is removed, in the caller's Update, and no two new
+// entries rewrite a shared record (no counter, no hot spot).
 //
 // # Needles of 3 bytes or more: exact from the index
 //
@@ -33,16 +33,16 @@ import (
 // needle's trigram at o at place P+o. It is enough to ask that of a set
 // of offsets whose trigrams cover every byte of the needle (0, 3, 6, ...
 // and L-3): two positioned trigrams that overlap or touch pin down every
-// byte between them. So the matches are exact from the index, no summary
-// is read to confirm them, and only the page's answers are decoded.
+// byte between them. So the matches are exact from the index, and no
+// summary is read to confirm them.
 //
 // The places P to try come from the index too: the places the first
 // covering trigram holds in the tenant are found by seeking from one
 // place's list to the next (a few seeks: names are at most 63 bytes),
 // and P must be a place of the first trigram, the second's less 3, and
-// so on (asked of each P left when they are few, placeProbes). A needle
-// whose trigrams all exist but never at the right distances from each
-// other (1000000 in a fleet of agent-0dddddd: "100" and "000" are in
+// so on (asked of each P left when they are few: Options.PlaceProbes).
+// A needle whose trigrams all exist but never at the right distances from
+// each other (1000000 in a fleet of agent-0dddddd: "100" and "000" are in
 // thousands of names, but never "100" at P with "000" at P+3 and P+4) is
 // refuted there, after a few dozen seeks, whatever the size of the fleet.
 // For each P left, the lists of the covering trigrams at their places
@@ -52,7 +52,7 @@ import (
 // that last moved the candidate is sought first, so the sparsest leads
 // and each agreement costs a seek per covering trigram, or none where a
 // list's next tails were read with the last seek: gramList); the answers
-// of the P tried are merged newest first, each deployment once.
+// of the P tried are merged newest first, each entry once.
 //
 // The cost that can still grow with the fleet: a needle whose positioned
 // trigrams are each common while they seldom agree (the leapfrog seeks
@@ -71,13 +71,10 @@ import (
 // union, exact, merged newest first, no summary read. Such a needle is
 // often in many names (a digit, a letter), and its lists are then many
 // (411 for "7" in a fleet of agent-0dddddd), each costing a seek before
-// the first answer: when there are more than shortNeedleMany of them,
-// the list first walks the tenant's newest summaries (listByIndex), and
+// the first answer: when there are more than Options.ShortNeedleLists of
+// them, List first walks the tenant's newest summaries (list.go), and
 // merges the lists only when those do not fill the page.
-const (
-	colDeploymentGrams = "cp_deployment_pgrams"
-	gramLen            = 3
-)
+const gramLen = 3
 
 // nameAlphabet is every byte a lowercased name may hold.
 const nameAlphabet = "-._0123456789abcdefghijklmnopqrstuvwxyz"
@@ -97,7 +94,7 @@ func nameGrams(name string) []string {
 	return gs
 }
 
-// gramKeys lists the gram records of the deployment named name at tail.
+// gramKeys lists the gram records of the entry named name at tail.
 func gramKeys(tp, tail, name string) []string {
 	gs := nameGrams(name)
 	for i, g := range gs {
@@ -106,21 +103,21 @@ func gramKeys(tp, tail, name string) []string {
 	return gs
 }
 
-// putGrams writes the gram records of a deployment with write (a Tx's
-// Put, or store.Insert for a new deployment's).
+// putGrams writes the gram records of an entry with write (a Tx's Put,
+// or store.Insert for a new entry's).
 func putGrams(write writeFunc, tp, tail, name string) error {
 	for _, k := range gramKeys(tp, tail, name) {
-		if err := write(colDeploymentGrams, k, nil); err != nil {
+		if err := write(ColGrams, k, nil); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// deleteGrams removes the gram records of a deployment.
+// deleteGrams removes the gram records of an entry.
 func deleteGrams(tx store.Tx, tp, tail, name string) error {
 	for _, k := range gramKeys(tp, tail, name) {
-		if err := tx.Delete(colDeploymentGrams, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := tx.Delete(ColGrams, k); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 	}
@@ -138,11 +135,11 @@ func nameBytesOK(needle string) bool {
 	return true
 }
 
-// scanGrams calls fn with the tail of every deployment of the tenant
-// whose lowercased name contains needle (lowercase, non-empty), newest
+// scanGrams calls fn with the tail of every entry of the tenant whose
+// lowercased name contains needle (lowercase, non-empty), newest
 // first, each once, until fn returns false. The tails are exactly the
 // matches.
-func scanGrams(r store.Reader, tp, needle string, fn func(tail string) (bool, error)) error {
+func (x *Index) scanGrams(r store.Reader, tp, needle string, fn func(tail string) (bool, error)) error {
 	if !nameBytesOK(needle) {
 		return nil
 	}
@@ -153,11 +150,11 @@ func scanGrams(r store.Reader, tp, needle string, fn func(tail string) (bool, er
 			return err
 		}
 		for _, l := range lists {
-			its = append(its, &tagCursor{col: colDeploymentGrams, prefix: l})
+			its = append(its, &cursor{col: ColGrams, prefix: l})
 		}
 	} else {
 		var err error
-		if its, err = needlePlaces(r, tp, needle); err != nil {
+		if its, err = x.needlePlaces(r, tp, needle); err != nil {
 			return err
 		}
 	}
@@ -191,7 +188,7 @@ func gramLists(r store.Reader, tp, gramPrefix string, lists []string, most int) 
 	start := ""
 	for most == 0 || len(lists) <= most {
 		var list string
-		err := r.Scan(colDeploymentGrams, tp+gramPrefix, &store.ScanOptions{Start: start}, func(k string, _ []byte) (bool, error) {
+		err := r.Scan(ColGrams, tp+gramPrefix, &store.ScanOptions{Start: start}, func(k string, _ []byte) (bool, error) {
 			list = k[:len(tp)+gramLen+1]
 			return false, nil
 		})
@@ -214,27 +211,24 @@ func needleCover(needle string) []int {
 	return append(offs, len(needle)-gramLen)
 }
 
-// placeProbes is how many candidate places needlePlaces checks one by
-// one (a Scan each) for the next covering trigram; with more, it lists
-// the trigram's places (a Scan per place it holds, plus one). (A
-// variable only so that the tests may draw it.)
-var placeProbes = 8
-
 // needlePlaces returns, for each place P where the needle (3 bytes or
 // more) may lie in some name of the tenant, the leapfrog over the lists
-// of its covering trigrams at their places from P.
-func needlePlaces(r store.Reader, tp, needle string) ([]tailIter, error) {
+// of its covering trigrams at their places from P. While the candidate
+// places are at most Options.PlaceProbes, it checks each (a Scan each)
+// for the next covering trigram; with more, it lists the trigram's places
+// (a Scan per place it holds, plus one).
+func (x *Index) needlePlaces(r store.Reader, tp, needle string) ([]tailIter, error) {
 	offs := needleCover(needle)
 	var places []int // candidate P, ascending
 	for i, o := range offs {
 		g := needle[o : o+gramLen]
 		var ps []int
-		if i > 0 && len(places) <= placeProbes {
+		if i > 0 && len(places) <= x.o.PlaceProbes {
 			// Few places left: ask for each whether the trigram is
 			// there, rather than list every place it holds.
 			for _, p := range places {
 				found := false
-				err := r.Scan(colDeploymentGrams, tp+g+string(rune(p+o)), nil, func(string, []byte) (bool, error) {
+				err := r.Scan(ColGrams, tp+g+string(rune(p+o)), nil, func(string, []byte) (bool, error) {
 					found = true
 					return false, nil
 				})
@@ -323,7 +317,7 @@ func (l *gramList) seek(r store.Reader, bound string, strict bool) (string, bool
 		opts.Start = l.prefix + bound
 	}
 	n := 0
-	err := r.Scan(colDeploymentGrams, l.prefix, opts, func(k string, _ []byte) (bool, error) {
+	err := r.Scan(ColGrams, l.prefix, opts, func(k string, _ []byte) (bool, error) {
 		t := k[len(l.prefix):]
 		if strict && t == bound {
 			return true, nil
@@ -371,15 +365,6 @@ func (lf *leapfrog) next(r store.Reader) (string, bool, error) {
 	}
 	lf.strict = true // on to the next older candidate
 	return lf.cur, true, nil
-}
-
-func (c *tagCursor) next(r store.Reader) (string, bool, error) {
-	if err := c.fill(r); err != nil || len(c.buf) == 0 {
-		return "", false, err
-	}
-	t := c.buf[0]
-	c.buf = c.buf[1:]
-	return t, true, nil
 }
 
 // mergeNewest merges the iterators newest first and calls fn with each

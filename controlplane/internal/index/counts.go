@@ -1,21 +1,23 @@
-package controlplane
+package index
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/deployplane/deployplane/store"
 )
 
 // The order counts let an unfiltered page skip its offset in O(windows),
-// not O(deployments). cp_deployment_counts holds, per tenant, how many
+// not O(entries). cp_deployment_counts holds, per tenant, how many
 // order records fall in each window of creation time, at four sizes: the
-// windows are the prefixes of 3, 4, 5 and 6 bytes of timeKey (about 12.7
-// days, 71.6 minutes, 16.8 seconds and 65.5 ms). The key is the tenant
+// windows are the prefixes of 3, 4, 5 and 6 bytes of the time key (about
+// 12.7 days, 71.6 minutes, 16.8 seconds and 65.5 ms). The key is the tenant
 // prefix, the prefix length as one byte, and the prefix; the value is the
-// count as a uvarint. Each deployment counts once at each size, written in
+// count as a uvarint. Each entry counts once at each size, written in
 // the Update that writes or removes its order record, and a window whose
 // count falls to zero is deleted.
 //
@@ -25,32 +27,27 @@ import (
 // 5 and 6 bytes (at most 256 of each), and finally skips the rest over
 // the order keys of one window of 65.5 ms. Creations bunched into one
 // such window (a bulk import, a clock that stands still in tests) are
-// skipped key by key, which is what every skip cost before.
+// skipped key by key.
 //
-// A create or a removal does not touch the counts: it writes a pending
-// change, its own record in cp_deployment_count_changes (the tenant
-// prefix, the deployment's tail, then '+' or '-'), which reads nothing
-// and which no other deployment's change writes. The counts were four
-// records that every create of the same 65 ms (and every create of the
-// same 12.7 days) read and wrote, so that under PostgreSQL's serializable
-// transactions creates into one tenant conflicted with each other. The
-// sequencer (sequencer.go) folds the pending changes into the counts in
-// batches (foldCounts: in one Update, it adds them and deletes them), and
-// skipOrder adds the pending changes it reads in its own transaction to
-// the counts it reads: a change is either pending or folded, never both,
-// so the skip stays exact. There are few pending changes (the sequencer
-// folds them every eventSeqEvery events written, and at every poll of
-// Run).
-const (
-	colDeploymentCounts       = "cp_deployment_counts"
-	colDeploymentCountChanges = "cp_deployment_count_changes"
-)
+// A Put of a new entry or a Remove does not touch the counts: it writes a
+// pending change, its own record in cp_deployment_count_changes (the
+// tenant prefix, the entry's tail, then '+' or '-'), which reads nothing
+// and which no other entry's change writes. Counts that every create of
+// the same 65 ms (and every create of the same 12.7 days) read and wrote
+// would make creates into one tenant conflict with each other under
+// PostgreSQL's serializable transactions. FoldCounts folds the pending
+// changes into the counts in batches (in one Update, it adds them and
+// deletes them), and skipOrder adds the pending changes it reads in its
+// own transaction to the counts it reads: a change is either pending or
+// folded, never both, so the skip stays exact. The caller keeps the
+// pending changes few by running FoldCounts often, out of the way of the
+// writes (controlplane's sequencer does, with the events it numbers).
 
-// countLevels are the prefix lengths of timeKey that are counted, widest
-// first.
+// countLevels are the prefix lengths of the time key that are counted,
+// widest first.
 var countLevels = [...]int{3, 4, 5, 6}
 
-var errCorruptCounts = errors.New("controlplane: the order counts disagree with each other")
+var errCorruptCounts = errors.New("index: the order counts disagree with each other")
 
 // countKey is the key of the count of window ts[:level].
 func countKey(tp, ts string, level int) string {
@@ -58,25 +55,27 @@ func countKey(tp, ts string, level int) string {
 }
 
 // countChange records with write (a Tx's Put, or store.Insert for a new
-// deployment's) a pending change of the counts: +1 (added) or -1 for the
-// deployment whose order tail (timeKey + encID(id)) is tail.
+// entry's) a pending change of the counts: +1 (added) or -1 for the entry
+// at tail.
 func countChange(write writeFunc, tp, tail string, added bool) error {
 	sign := "-"
 	if added {
 		sign = "+"
 	}
-	return write(colDeploymentCountChanges, tp+tail+sign, nil)
+	return write(ColCountChanges, tp+tail+sign, nil)
 }
 
-// foldCounts folds the pending count changes into the counts, seqBatch
-// per Update, until none is left.
-func (cp *ControlPlane) foldCounts(ctx context.Context) error {
+// FoldCounts folds the pending changes of the order counts of every
+// tenant into the counts, at most batch of them per Update of st, until
+// none is left.
+func FoldCounts(ctx context.Context, st store.Store, batch int) error {
+	batch = max(batch, 1)
 	for {
 		n := 0
-		err := cp.st.Update(ctx, func(tx store.Tx) error {
+		err := st.Update(ctx, func(tx store.Tx) error {
 			sums := map[string]int64{}
 			var keys []string
-			err := tx.Scan(colDeploymentCountChanges, "", nil, func(k string, _ []byte) (bool, error) {
+			err := tx.Scan(ColCountChanges, "", nil, func(k string, _ []byte) (bool, error) {
 				tp, ts, delta, err := parseCountChange(k)
 				if err != nil {
 					return false, err
@@ -85,13 +84,13 @@ func (cp *ControlPlane) foldCounts(ctx context.Context) error {
 					sums[countKey(tp, ts, level)] += delta
 				}
 				keys = append(keys, k)
-				return len(keys) < seqBatch, nil
+				return len(keys) < batch, nil
 			})
 			if err != nil {
 				return err
 			}
 			n = len(keys)
-			for _, k := range sortedKeys(sums) {
+			for _, k := range slices.Sorted(maps.Keys(sums)) {
 				if err := addCount(tx, k, sums[k]); err != nil {
 					return err
 				}
@@ -99,22 +98,22 @@ func (cp *ControlPlane) foldCounts(ctx context.Context) error {
 			for _, k := range keys {
 				// A Discard: the key was just read, and a store may send
 				// a run of Discards at once.
-				if err := store.Discard(tx, colDeploymentCountChanges, k); err != nil {
+				if err := store.Discard(tx, ColCountChanges, k); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
-		if err != nil || n < seqBatch {
+		if err != nil || n < batch {
 			return err
 		}
 	}
 }
 
 // parseCountChange splits a key of cp_deployment_count_changes into the
-// tenant prefix, the timeKey, and the change.
+// tenant prefix, the time key, and the change.
 func parseCountChange(k string) (tp, ts string, delta int64, err error) {
-	n := tenantPrefixLen(k)
+	n := tenantLen(k)
 	if n <= 0 || len(k) < n+8+1 {
 		return "", "", 0, fmt.Errorf("%w: a malformed pending change %q", errCorruptCounts, k)
 	}
@@ -132,7 +131,7 @@ func parseCountChange(k string) (tp, ts string, delta int64, err error) {
 // addCount adds delta to the count under k, deleting it at zero.
 func addCount(tx store.Tx, k string, delta int64) error {
 	var n int64
-	b, err := tx.Get(colDeploymentCounts, k)
+	b, err := tx.Get(ColCounts, k)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
@@ -146,23 +145,23 @@ func addCount(tx store.Tx, k string, delta int64) error {
 	}
 	n += delta
 	if n <= 0 {
-		if err := tx.Delete(colDeploymentCounts, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := tx.Delete(ColCounts, k); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		return nil
 	}
-	return tx.Put(colDeploymentCounts, k, binary.AppendVarint(nil, n))
+	return tx.Put(ColCounts, k, binary.AppendVarint(nil, n))
 }
 
 // skipOrder finds where a newest-first walk of the tenant's order records
 // is after skipping offset of them: it returns start, a Start for a
-// reverse Scan of colDeploymentOrder (the newest key of one window; ""
+// reverse Scan of ColOrder (the newest key of one window; ""
 // when the offset is past the last record) and rest, how many records to
 // skip from there. The counts it walks are the folded counts plus the
 // pending changes, merged window by window as the counts are scanned.
 func skipOrder(r store.Reader, tp string, offset int) (start string, rest int, err error) {
-	var pending []pendingChange // by timeKey, oldest first
-	err = r.Scan(colDeploymentCountChanges, tp, nil, func(k string, _ []byte) (bool, error) {
+	var pending []pendingChange // by time key, oldest first
+	err = r.Scan(ColCountChanges, tp, nil, func(k string, _ []byte) (bool, error) {
 		_, ts, delta, err := parseCountChange(k)
 		if err != nil {
 			return false, err
@@ -191,7 +190,7 @@ func skipOrder(r store.Reader, tp string, offset int) (start string, rest int, e
 			return false
 		}
 		more := true
-		err := r.Scan(colDeploymentCounts, prefix, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
+		err := r.Scan(ColCounts, prefix, &store.ScanOptions{Reverse: true}, func(k string, v []byte) (bool, error) {
 			n, w := binary.Varint(v)
 			if w <= 0 {
 				return false, fmt.Errorf("%w: malformed count %q", errCorruptCounts, v)
@@ -224,14 +223,14 @@ func skipOrder(r store.Reader, tp string, offset int) (start string, rest int, e
 		}
 		window = chosen
 	}
-	// The newest key of the window: its remaining bytes of timeKey, then
-	// an id's tag byte (0x01 or 0x02), all below 0xff.
+	// The newest key of the window: its remaining bytes of time key, then
+	// the first byte of an id part, which is below 0xff.
 	return tp + window + "\xff\xff\xff", int(rem), nil
 }
 
-// pendingChange is a pending change of the counts: a deployment's
-// timeKey and +1 or -1. In pendingWindows' answer, ts is a window (a
-// prefix of timeKeys) and delta the sum of its changes.
+// pendingChange is a pending change of the counts: an entry's time key
+// and +1 or -1. In pendingWindows' answer, ts is a window (a prefix of
+// time keys) and delta the sum of its changes.
 type pendingChange struct {
 	ts    string
 	delta int64
@@ -254,4 +253,22 @@ func pendingWindows(pending []pendingChange, window string, level int) []pending
 		out = append(out, pendingChange{w, p.delta})
 	}
 	return out
+}
+
+// tenantLen returns the length of the tenant prefix that k starts with,
+// or 0 when k does not start with one: a byte 0x01-0x17 alone, or 0x17+n
+// and n more bytes (the caller's encoding of its tenant numbers; see the
+// package doc).
+func tenantLen(k string) int {
+	if k == "" || k[0] == 0 || k[0] > 0x1f {
+		return 0
+	}
+	if k[0] < 0x18 {
+		return 1
+	}
+	n := 1 + int(k[0]-0x17)
+	if len(k) < n {
+		return 0
+	}
+	return n
 }

@@ -1,4 +1,4 @@
-package controlplane
+package index
 
 import (
 	"slices"
