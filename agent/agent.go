@@ -238,6 +238,7 @@ func (a *Agent) claims(ctx context.Context, stop context.CancelCauseFunc, slots 
 		case <-ctx.Done():
 			return
 		}
+		asked := time.Now()
 		w, err := a.c.claim(ctx, a.wait, a.version)
 		switch {
 		case ctx.Err() != nil:
@@ -257,11 +258,21 @@ func (a *Agent) claims(ctx context.Context, stop context.CancelCauseFunc, slots 
 			continue
 		}
 		tr.ok()
-		b.reset()
 		if w == nil {
 			<-slots
+			if time.Since(asked) >= a.wait/2 {
+				b.reset()
+				continue
+			}
+			// No work, long before the wait passed: the control plane
+			// is shutting down (its handler then answers at once). Ask
+			// again after a backoff, not in a loop.
+			if !sleep(ctx, b.next(0)) {
+				return
+			}
 			continue
 		}
+		b.reset()
 		wg.Go(func() {
 			defer func() { <-slots }()
 			a.do(ctx, w)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ const (
 type world struct {
 	t        *testing.T
 	cp       *controlplane.ControlPlane
+	keys     *httphandler.KeyTable
 	api      *httphandler.Handler
 	net      *memnet.Network
 	addr     atomic.Value // string: the server's current address
@@ -51,6 +53,7 @@ type world struct {
 	served   chan struct{}
 	listener string
 	token    *controlplane.NewListenerToken
+	dials    atomic.Int64
 }
 
 // newWorld starts the control plane; call it in a bubble. The server
@@ -63,7 +66,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.api = httphandler.New(w.cp, &httphandler.Options{Authenticator: keys, Logger: slog.New(slog.DiscardHandler)})
+	w.keys = keys
 	w.serve()
 	t.Cleanup(w.stop)
 	ctx := context.Background()
@@ -78,9 +81,11 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-// serve starts the server at a fresh address, which the agents' client
+// serve starts the server (a new handler over the control plane, as a
+// restarted server has) at a fresh address, which the agents' client
 // dials from now on.
 func (w *world) serve() {
+	w.api = httphandler.New(w.cp, &httphandler.Options{Authenticator: w.keys, Logger: slog.New(slog.DiscardHandler)})
 	ln := w.net.Listen()
 	w.srv = &http.Server{Handler: w.api}
 	w.served = make(chan struct{})
@@ -99,9 +104,11 @@ func (w *world) stop() {
 	w.srv = nil
 }
 
-// client is an HTTP client that dials the server's current address.
+// client is an HTTP client that dials the server's current address,
+// counting its dials.
 func (w *world) client() *http.Client {
 	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		w.dials.Add(1)
 		return w.net.DialContext(ctx, network, w.addr.Load().(string))
 	}}}
 }
@@ -120,20 +127,27 @@ func (w *world) newAgent(d controlplane.Deployer, log io.Writer) *agent.Agent {
 	return a
 }
 
-// run runs a until the test ends or the returned stop is called; stop
-// returns Run's error.
-func run(t *testing.T, a *agent.Agent) (stop func() error) {
+// running is an agent's Run in progress.
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // Run's, once done is closed
+}
+
+// run runs a until the test ends or stop is called.
+func run(t *testing.T, a *agent.Agent) *running {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() { cancel(); err = <-done })
-		return err
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
+	r := &running{cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(r.done); r.err = a.Run(ctx) }()
+	t.Cleanup(func() { _ = r.stop() })
+	return r
+}
+
+// stop ends Run and returns its error.
+func (r *running) stop() error {
+	r.cancel()
+	<-r.done
+	return r.err
 }
 
 // deploy creates an external_docker deployment on the listener.
@@ -268,7 +282,7 @@ func TestTakeOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t)
 		first, second := newRecording(sim()), newRecording(sim())
-		stopFirst := run(t, w.newAgent(first, nil))
+		firstRun := run(t, w.newAgent(first, nil))
 		d, rev := w.deploy("a")
 		select {
 		case s := <-first.signal:
@@ -278,7 +292,7 @@ func TestTakeOver(t *testing.T) {
 		case <-time.After(deadline):
 			t.Fatal("the first agent reported nothing")
 		}
-		if err := stopFirst(); err != nil {
+		if err := firstRun.stop(); err != nil {
 			t.Fatalf("the first agent's Run: %v", err)
 		}
 		stopped := time.Now()
@@ -315,31 +329,30 @@ func TestTakeOver(t *testing.T) {
 func TestRevokedTokenStopsTheAgent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t)
-		stop := run(t, w.newAgent(sim(), nil))
+		r := run(t, w.newAgent(sim(), nil))
 		time.Sleep(time.Minute)
 		if err := w.cp.DeleteListenerToken(context.Background(), tenant, w.listener, w.token.ID); err != nil {
 			t.Fatal(err)
 		}
 		revoked := time.Now()
-		ended := make(chan error, 1)
-		go func() { ended <- stop() }()
-		// stop cancels Run's context; Run must have returned by itself
-		// before that could matter: within one heartbeat interval.
-		time.Sleep(controlplane.AgentHeartbeatInterval)
-		synctest.Wait()
-		err := <-ended
-		if !errors.Is(err, agent.ErrRefused) || !strings.Contains(err.Error(), "revoked") {
-			t.Errorf("Run: %v, want an error saying the token was revoked", err)
+		select {
+		case <-r.done:
+		case <-time.After(deadline):
+			t.Fatal("Run goes on with a revoked token")
+		}
+		if !errors.Is(r.err, agent.ErrRefused) || !strings.Contains(r.err.Error(), "revoked") {
+			t.Errorf("Run: %v, want an error saying the token was revoked", r.err)
 		}
 		if d := time.Since(revoked); d > controlplane.AgentHeartbeatInterval {
-			t.Errorf("Run returned %s after the revocation", d)
+			t.Errorf("Run returned %s after the revocation, want within a heartbeat interval", d)
 		}
 	})
 }
 
 // While the control plane cannot be reached the agent tries again with
-// backoff, logging the failure once per kind of call, and once it answers
-// again the agent catches up: work queued meanwhile is DEPLOYED.
+// backoff, logging each distinct failure of each kind of call once (not
+// once per try), and once it answers again the agent catches up: work
+// queued meanwhile is DEPLOYED.
 func TestControlPlaneAway(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t)
@@ -348,7 +361,11 @@ func TestControlPlaneAway(t *testing.T) {
 		time.Sleep(time.Minute)
 		w.stop()
 		d, rev := w.deploy("while-away")
+		dials := w.dials.Load()
 		time.Sleep(5 * time.Minute)
+		if n := w.dials.Load() - dials; n < 10 {
+			t.Errorf("%d tries in 5 minutes away", n)
+		}
 		if s := w.status(d.ID, rev); s != controlplane.RevisionQueued {
 			t.Fatalf("revision %s while the control plane is away, want QUEUED", s)
 		}
@@ -357,9 +374,14 @@ func TestControlPlaneAway(t *testing.T) {
 		if s := w.status(d.ID, rev); s != controlplane.RevisionDeployed {
 			t.Fatalf("revision %s, want DEPLOYED", s)
 		}
+		time.Sleep(controlplane.AgentHeartbeatInterval) // a heartbeat since
 		for _, what := range []string{"claiming work", "heartbeat"} {
-			if n := strings.Count(log.String(), "agent: "+what+" failed"); n != 1 {
-				t.Errorf("%q logged %d times, want once:\n%s", what+" failed", n, log.String())
+			failed := regexp.MustCompile(`agent: ` + what + ` failed.*connection refused`)
+			if n := len(failed.FindAllString(log.String(), -1)); n != 1 {
+				t.Errorf("%q with connection refused logged %d times, want once:\n%s", what+" failed", n, log.String())
+			}
+			if n := strings.Count(log.String(), "agent: "+what+" works again"); n != 1 {
+				t.Errorf("%q logged %d times, want once:\n%s", what+" works again", n, log.String())
 			}
 		}
 	})

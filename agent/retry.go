@@ -2,8 +2,13 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -66,15 +71,43 @@ func sleep(ctx context.Context, d time.Duration) bool {
 type trouble struct {
 	log  *slog.Logger
 	what string // the calls, for the log: "claiming work", ...
-	last string // the text of the last failure logged; "" when none
+	last string // the kind of the last failure logged; "" when none
 }
 
-// failed logs err unless it is the failure logged last.
+// failed logs err unless its kind is the failure logged last.
 func (t *trouble) failed(err error, attrs ...any) {
-	if s := err.Error(); s != t.last {
-		t.last = s
-		t.log.Warn("agent: "+t.what+" failed; trying again with backoff", append(attrs, "err", s)...)
+	if k := failureKind(err); k != t.last {
+		t.last = k
+		t.log.Warn("agent: "+t.what+" failed; trying again with backoff", append(attrs, "err", err.Error())...)
 	}
+}
+
+// failureKind names what went wrong, without what differs between tries
+// of the same failure (a connection's local port, a request id): an
+// answer's status, or how the control plane could not be reached.
+func failureKind(err error) string {
+	var se *statusError
+	if errors.As(err, &se) {
+		return "status " + strconv.Itoa(se.status)
+	}
+	var ne *netError
+	if !errors.As(err, &ne) {
+		return err.Error()
+	}
+	var errno syscall.Errno
+	var dns *net.DNSError
+	var timeout interface{ Timeout() bool }
+	switch {
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.As(err, &dns):
+		return "dns " + dns.Name
+	case errors.As(err, &timeout) && timeout.Timeout():
+		return "timeout"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed"
+	}
+	return "unreachable"
 }
 
 // ok logs, after failures, that the calls succeed again.

@@ -257,6 +257,42 @@ func TestClaimBackoff(t *testing.T) {
 	})
 }
 
+// A control plane shutting down answers claims at once with no work; the
+// agent asks again after a backoff, not in a loop, and goes back to its
+// long polls once the claims wait again.
+func TestEmptyClaimsBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cp := &scripted{answer: func(ctx context.Context, route string, n int, _ map[string]any) (int, any) {
+			if route == "claim" && n >= 5 {
+				longPoll(ctx)
+			}
+			return http.StatusNoContent, nil
+		}}
+		a := newScriptedAgent(t, cp, newBlocking(), nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- a.Run(ctx) }()
+		time.Sleep(5 * time.Minute)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		claims := cp.of("claim")
+		step := agent.DefaultMinBackoff
+		for i := 1; i <= 5; i++ {
+			if d := claims[i].at.Sub(claims[i-1].at); d < step/2 || d > step {
+				t.Errorf("wait before claim %d: %s, want within [%s, %s]", i, d, step/2, step)
+			}
+			step *= 2
+		}
+		for i := 6; i < len(claims); i++ {
+			if d := claims[i].at.Sub(claims[i-1].at); d != agent.DefaultClaimWait {
+				t.Errorf("wait before claim %d: %s, want the claim's wait", i, d)
+			}
+		}
+	})
+}
+
 // A 401 (a revoked listener token) stops Run with an error that says so.
 func TestRefusedTokenStopsRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
