@@ -5,9 +5,16 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/deployplane/deployplane/deployk8s"
 )
 
 // agentDeployment creates an external_docker deployment on the listener
@@ -90,6 +97,70 @@ func TestAgentCommand(t *testing.T) {
 	}
 	if strings.Contains(agentLog.String(), tok["token"].(string)) {
 		t.Errorf("the agent logged its token:\n%s", agentLog.String())
+	}
+}
+
+// An agent in front of a real cluster: the server has no kubeconfig (and
+// runs no simulated agent), `deployplane agent -kubeconfig -context kube-a`
+// with a listener token drives the listener's deployment there to
+// DEPLOYED with the Service's address as url, labelled with the agent's
+// instance, and DELETE removes it through the agent. Needs the test
+// clusters (DEPLOYPLANE_TEST_KUBECONFIG, .ci/kube.sh).
+func TestAgentOnKubernetes(t *testing.T) {
+	kubeconfig := os.Getenv("DEPLOYPLANE_TEST_KUBECONFIG")
+	if kubeconfig == "" {
+		t.Skip("DEPLOYPLANE_TEST_KUBECONFIG is not set: no Kubernetes control plane to test against (.ci/run starts two)")
+	}
+	url, _, stderr := server(t, []string{"-db", ":memory:", "-sim-agents=false"}, map[string]string{"DEPLOYPLANE_API_KEY": "k"})
+	if !strings.Contains(stderr.String(), "k8s_clusters=[]") {
+		t.Errorf("the server was given clusters:\n%s", stderr)
+	}
+	lid := k8sListener(t, url, "edge-"+randSuffix())
+	status, tok := call(t, "POST", url+"/v2/listeners/"+lid+"/tokens", "k", `{}`)
+	if status != 201 {
+		t.Fatalf("create a listener token: %d %v", status, tok)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	agentLog := newWatcher()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"agent", "-control-plane", url, "-listener-id", lid, "-kubeconfig", kubeconfig, "-context", "kube-a"},
+			func(k string) string { return map[string]string{"DEPLOYPLANE_AGENT_TOKEN": tok["token"].(string)}[k] }, nil, agentLog)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the agent: %v\n%s", err, agentLog.String())
+		}
+	}()
+	dep, rev := k8sDeployment(t, url, lid)
+	waitStatus(t, url, "k", dep, rev, "DEPLOYED")
+	_, d := call(t, "GET", url+"/v2/deployments/"+dep, "k", "")
+	if want := "http://dp-" + dep + ".default.svc.cluster.local:8000"; d["url"] != want || d["status"] != "READY" || d["remote_reconciled"] != true {
+		t.Errorf("deployment url %v status %v remote_reconciled %v, want %s READY true", d["url"], d["status"], d["remote_reconciled"], want)
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
+		&clientcmd.ConfigOverrides{CurrentContext: "kube-a"}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := cli.CoreV1().ConfigMaps("default").Get(context.Background(), "dp-"+dep, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the deployment's owner in kube-a: %v", err)
+	}
+	if got := owner.Labels[deployk8s.LabelInstance]; got != "deployplane-"+lid {
+		t.Errorf("the owner's instance label %q, want the agent's, deployplane-%s", got, lid)
+	}
+	if status, body := call(t, "DELETE", url+"/v2/deployments/"+dep, "k", ""); status != 204 && status != 202 {
+		t.Fatalf("DELETE: %d %v", status, body)
+	}
+	waitGone(t, url, dep)
+	if _, err := cli.CoreV1().ConfigMaps("default").Get(context.Background(), "dp-"+dep, metav1.GetOptions{}); err == nil {
+		t.Errorf("the deployment's owner is still in kube-a after DELETE")
 	}
 }
 
