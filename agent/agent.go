@@ -242,6 +242,9 @@ func (a *Agent) claims(ctx context.Context, stop context.CancelCauseFunc, slots 
 		w, err := a.c.claim(ctx, a.wait, a.version)
 		switch {
 		case ctx.Err() != nil:
+			if w != nil {
+				a.giveBack(ctx, w.Lease, a.log) // claimed as Run stops
+			}
 			return
 		case errors.Is(err, ErrRefused):
 			stop(err)
