@@ -278,6 +278,7 @@ func (cp *ControlPlane) customURL(tenant, id, name string) string {
 
 func (r *deploymentRecord) wire() *Deployment {
 	d := r.Deployment
+	d.RemoteReconciled = r.remote()
 	d.TagValueIDs = slices.Clone(r.Tags)
 	d.SourceRevisionConfig = d.SourceRevisionConfig.answered()
 	if d.Secrets == nil {
