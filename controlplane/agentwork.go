@@ -424,10 +424,14 @@ func repeatedReport(cur, to RevisionStatus, fail bool) bool {
 
 // LogAgent writes lines to the logs of the lease's revision, as a
 // Deployer's Reporter.Log does (one transaction, the lease renewed, lines
-// still accepted once the revision ended). Errors: ErrLeaseLost, an error
-// for a line of unknown type or level (nothing is written), the errors of
-// a lease (see ReportAgent).
+// still accepted once the revision ended). Errors: ErrLeaseLost, a
+// *apierr.ValidationError for a line of unknown type or level, at
+// ["body", "lines", i, "type" or "level"] (nothing is written), the errors
+// of a lease (see ReportAgent).
 func (cp *ControlPlane) LogAgent(ctx context.Context, tenant, listenerID, lease string, lines ...LogLine) error {
+	if err := checkAgentLines(lines); err != nil {
+		return err
+	}
 	j, err := cp.agentDeployJob(ctx, tenant, listenerID, lease)
 	if err != nil {
 		return err

@@ -279,6 +279,7 @@ func (cp *ControlPlane) customURL(tenant, id, name string) string {
 
 func (r *deploymentRecord) wire() *Deployment {
 	d := r.Deployment
+	d.RemoteReconciled = r.remote()
 	d.TagValueIDs = slices.Clone(r.Tags)
 	d.SourceRevisionConfig = d.SourceRevisionConfig.answered()
 	if d.Secrets == nil {
@@ -338,22 +339,13 @@ func aliasLocs(ps []apierr.Problem, aliased bool) []apierr.Problem {
 	return ps
 }
 
-// draftOf sees a request as a Deployment so that the rules table applies.
-// Its secrets are left nil: the caller sets them from checker.secrets.
-func draftOf(name, displayName *string, source *Source, sc *SourceConfig, src *SourceRevisionConfig) (_ *Deployment, _ []apierr.Problem, aliased bool) {
-	d := &Deployment{DisplayName: displayName}
-	if name != nil {
-		d.Name = *name
-	}
-	if source != nil {
-		d.Source = *source
-	}
-	if sc != nil {
-		d.SourceConfig = *sc
-	}
-	if src != nil {
-		d.SourceRevisionConfig = *src
-	}
+// draftOf sees a request as a Deployment so that the rules table applies:
+// the draft holds the request's members that are rows' fields, as the
+// table derives them (requestCopies), normalized. Its secrets are left
+// nil: the caller sets them from checker.secrets.
+func draftOf[R CreateDeploymentRequest | UpdateDeploymentRequest](req *R) (_ *Deployment, _ []apierr.Problem, aliased bool) {
+	d := &Deployment{}
+	copyRequest(d, req)
 	ps, aliased := normalizeRevisionConfig(&d.SourceRevisionConfig, nil)
 	d.SourceConfig.IntegrationID = canonicalUUID(d.SourceConfig.IntegrationID)
 	d.SourceConfig.ListenerID = canonicalUUID(d.SourceConfig.ListenerID)

@@ -363,7 +363,7 @@ func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID 
 		if err != nil {
 			return err
 		}
-		if q.RemoteReconciled != nil && *q.RemoteReconciled != (d.Source == SourceExternalDocker) {
+		if q.RemoteReconciled != nil && *q.RemoteReconciled != d.remote() {
 			return nil
 		}
 		var keep func([]byte) bool

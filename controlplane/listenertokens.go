@@ -27,8 +27,9 @@ import (
 // ts16 is createdKey(created_at). A listener's tokens are deleted with it.
 const colListenerTokens = "cp_listener_tokens"
 
-// listenerTokenPrefix starts every listener token.
-const listenerTokenPrefix = "dpl_lt_"
+// ListenerTokenPrefix starts every listener token, so that a face tells
+// one from an API key before asking AuthenticateListenerToken.
+const ListenerTokenPrefix = "dpl_lt_"
 
 // tokenUseEvery is how often, at most, a token's last_used_at is written.
 const tokenUseEvery = time.Minute
@@ -96,7 +97,7 @@ func (cp *ControlPlane) CreateListenerToken(ctx context.Context, tenant, listene
 	}
 	now := cp.now()
 	id := cp.newID()
-	token := listenerTokenPrefix + id + "_" + rand.Text()
+	token := ListenerTokenPrefix + id + "_" + rand.Text()
 	rec := listenerTokenRecord{Tenant: tenant, Listener: lid, Digest: tokenDigest(token), Created: now.UnixMicro()}
 	b, err := json.Marshal(&rec)
 	if err != nil {
@@ -224,7 +225,7 @@ func deleteListenerTokens(tx store.Tx, tenant, listenerID string) error {
 // revoked, or a store error. A caller lets the token reach only the agent
 // routes of that listener.
 func (cp *ControlPlane) AuthenticateListenerToken(ctx context.Context, token string) (tenant, listenerID string, err error) {
-	rest, ok := strings.CutPrefix(token, listenerTokenPrefix)
+	rest, ok := strings.CutPrefix(token, ListenerTokenPrefix)
 	i := strings.LastIndexByte(rest, '_')
 	if !ok || i < 0 {
 		return "", "", ErrInvalidListenerToken

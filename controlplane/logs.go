@@ -452,21 +452,28 @@ func (cp *ControlPlane) ListLogs(ctx context.Context, tenant, deploymentID, revi
 		if err := cp.revisionExists(r, tenant, did, rid); err != nil {
 			return err
 		}
-		es, err := cp.logs.List(r, logKey(tenant, did, rid, f.typ), &f.Filter)
-		if err != nil {
-			return err
-		}
-		page = &LogPage{Logs: make([]LogEntry, 0, len(es))}
-		for _, e := range es {
-			page.Logs = append(page.Logs, logEntry(rid, f.typ, e))
-		}
-		if len(es) > 0 {
-			page.NextOffset = new(EncodeLogOffset(f.Desc, es[len(es)-1].Seq))
-		}
-		return nil
+		var err error
+		page, err = cp.logPage(r, tenant, did, rid, f)
+		return err
 	})
 	if err != nil {
 		return nil, cp.storeErr("list logs", err)
+	}
+	return page, nil
+}
+
+// logPage reads the page f asks for of a revision's log.
+func (cp *ControlPlane) logPage(r store.Reader, tenant, deploymentID, revisionID string, f *logFilter) (*LogPage, error) {
+	es, err := cp.logs.List(r, logKey(tenant, deploymentID, revisionID, f.typ), &f.Filter)
+	if err != nil {
+		return nil, err
+	}
+	page := &LogPage{Logs: make([]LogEntry, 0, len(es))}
+	for _, e := range es {
+		page.Logs = append(page.Logs, logEntry(revisionID, f.typ, e))
+	}
+	if len(es) > 0 {
+		page.NextOffset = new(EncodeLogOffset(f.Desc, es[len(es)-1].Seq))
 	}
 	return page, nil
 }

@@ -244,6 +244,15 @@ func (r *deploymentRecord) summary() string {
 	return strings.ToLower(r.Name) + "\x00" + string(r.Status) + "\x00" + t + "\x00" + string(r.Source) + "\x00" + img
 }
 
+// remote is the deployment's remote_reconciled: it is external_docker,
+// reconciled where its image is pushed from (wire contract section 5).
+// Those an agent serves (section 11, RemoteReconciled as stored) are
+// external_docker too, the one source placed on listeners; the list filter
+// therefore walks the source's index term.
+func (r *deploymentRecord) remote() bool {
+	return r.Source == SourceExternalDocker || r.RemoteReconciled
+}
+
 // indexTerms lists the index terms r is found by.
 func (r *deploymentRecord) indexTerms() []string {
 	ts := []string{

@@ -68,6 +68,18 @@ type FieldRule struct {
 
 // fieldRule is a row of the rules table: everything the package knows
 // about one request field. FieldRule is its public part.
+//
+// The row is the field's one declaration; what carries the field follows
+// from it. Requests: the member of CreateDeploymentRequest and
+// UpdateDeploymentRequest named by loc's first element (the field itself,
+// or source_config and source_revision_config, the objects that hold
+// rows) is copied into the draft the checks read (requestCopies), unless
+// it comes in another form (secrets, as SecretInput). The storage form:
+// stored (storageform.go). Revision snapshots: snap (snapshotOf,
+// redeployed). The dry-run validators (validateonly.go) run the checks the
+// writes run, on the same draft. The tests walk the wire types for members
+// no row declares, and round-trip every row's value through create, PATCH,
+// GET, the list, the storage form and a redeploy.
 type fieldRule struct {
 	loc    []string
 	create [nSources]CreatePolicy // indexed by sourceIndex
@@ -83,6 +95,13 @@ type fieldRule struct {
 	// records.go.
 	index   []string
 	summary bool
+	// stored, when set, is the key of the field's own member in a stored
+	// deployment record: the field's JSON, left out when null, among the
+	// members that follow the name (storageform.go, rowMembers). Only
+	// top-level fields have one; the others are laid out by
+	// storedDeployment's members (name, source, url, secrets and the
+	// objects source_config, resource_spec and source_revision_config).
+	stored string
 	// get returns the field's value (dereferenced) or nil when it is
 	// null/absent. Values compare with reflect.DeepEqual.
 	get func(d *Deployment) any
@@ -171,7 +190,7 @@ var rules = []fieldRule{
 		set: func(dst, src *Deployment) { dst.Name = src.Name }},
 	// display_name: optional, changes in place; null is "no change" on
 	// PATCH and "" is too short, so once set it cannot be cleared.
-	{loc: []string{"display_name"}, create: cCols{opt, opt, opt, opt}, patch: pCols{pIn, pIn, pIn, pIn},
+	{loc: []string{"display_name"}, create: cCols{opt, opt, opt, opt}, patch: pCols{pIn, pIn, pIn, pIn}, stored: "dn",
 		get: func(d *Deployment) any { return deref(d.DisplayName) },
 		set: func(dst, src *Deployment) { dst.DisplayName = src.DisplayName }},
 	{loc: []string{"source"}, create: cCols{req, req, req, req}, patch: pCols{pImm, pImm, pImm, pImm}, index: []string{idxSource, idxPush}, summary: true,
@@ -251,6 +270,72 @@ var rules = []fieldRule{
 			return d.Secrets
 		},
 		set: func(dst, src *Deployment) { dst.Secrets = src.Secrets }},
+}
+
+// jsonField is the field of struct type t whose JSON name is name.
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		if n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); n == name && t.Field(i).IsExported() {
+			return t.Field(i), true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// memberCopy copies a request's member into the draft's: the fields at
+// from (in the request type) and to (in Deployment), the request's
+// dereferenced when deref (a nil pointer is left out).
+type memberCopy struct {
+	from, to int
+	deref    bool
+}
+
+// requestCopies are, per request type, the copies that make its draft
+// (draftOf): one for each member whose JSON name is a row's field or holds
+// rows' fields (the first element of a row's loc), when the draft's member
+// of that name has its type or the type it points to. The other members
+// are the checks' own: secrets come as SecretInput (checker.secrets), and
+// tag_value_ids, revision_source and tracked_packages are no row's.
+var requestCopies = map[reflect.Type][]memberCopy{
+	reflect.TypeFor[CreateDeploymentRequest](): copiesOf(reflect.TypeFor[CreateDeploymentRequest]()),
+	reflect.TypeFor[UpdateDeploymentRequest](): copiesOf(reflect.TypeFor[UpdateDeploymentRequest]()),
+}
+
+// copiesOf is the copies of request type t (requestCopies).
+func copiesOf(t reflect.Type) []memberCopy {
+	dt := reflect.TypeFor[Deployment]()
+	var out []memberCopy
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if !slices.ContainsFunc(rules, func(r fieldRule) bool { return r.loc[0] == name }) {
+			continue
+		}
+		df, ok := jsonField(dt, name)
+		switch ft := t.Field(i).Type; {
+		case !ok:
+		case ft == df.Type:
+			out = append(out, memberCopy{from: i, to: df.Index[0]})
+		case ft.Kind() == reflect.Pointer && ft.Elem() == df.Type:
+			out = append(out, memberCopy{from: i, to: df.Index[0], deref: true})
+		}
+	}
+	return out
+}
+
+// copyRequest copies into d the members of req (a pointer to a request
+// type of requestCopies) that are rows' fields.
+func copyRequest(d *Deployment, req any) {
+	rv, dv := reflect.ValueOf(req).Elem(), reflect.ValueOf(d).Elem()
+	for _, c := range requestCopies[rv.Type()] {
+		v := rv.Field(c.from)
+		if c.deref {
+			if v.IsNil() {
+				continue
+			}
+			v = v.Elem()
+		}
+		dv.Field(c.to).Set(v)
+	}
 }
 
 // revisionSourceLoc is, per source, the row a revision comes from when a

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/deployplane/deployplane/wiretime"
 )
 
@@ -139,5 +141,94 @@ func TestRulesDefaults(t *testing.T) {
 				t.Errorf("%s: the default for %s is null", rowName(r), allSources[si])
 			}
 		}
+	}
+}
+
+// TestRulesStorage: the storage form keeps every row's value, a
+// deployment record each row's, a revision record each snapshot row's; a
+// row's own member (stored) is a top-level field's, under a key no other
+// member has.
+func TestRulesStorage(t *testing.T) {
+	for i := range rules {
+		r := &rules[i]
+		a, b := rowFixtures()
+		r.set(&a.Deployment, &b.Deployment)
+		enc, err := (secretCodec{}).encodeDeployment("t", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := (secretCodec{}).decodeDeployment(enc, "t", a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, want := r.get(&got.Deployment), r.get(&b.Deployment); !reflect.DeepEqual(v, want) {
+			t.Errorf("%s: a stored deployment record keeps %#v, want %#v (record %s)", rowName(r), v, want, enc)
+		}
+		if r.snap == snapNone {
+			continue
+		}
+		rev := newRevision(a, "0190a2b4-0000-7000-8000-0000000000c1", a.CreatedAt)
+		if enc, err = (secretCodec{}).encodeRevision("t", rev); err != nil {
+			t.Fatal(err)
+		}
+		gotRev, err := (secretCodec{}).decodeRevision(enc, "t", a.ID, rev.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, want := r.get(gotRev.snapshot()), r.get(&b.Deployment); !reflect.DeepEqual(v, want) {
+			t.Errorf("%s: a stored revision record keeps %#v, want %#v (record %s)", rowName(r), v, want, enc)
+		}
+	}
+	keys := map[string]string{}
+	st := reflect.TypeFor[storedDeployment]()
+	for i := range st.NumField() {
+		if k, _, _ := strings.Cut(st.Field(i).Tag.Get("json"), ","); k != "-" {
+			keys[k] = "storedDeployment." + st.Field(i).Name
+		}
+	}
+	for i := range rules {
+		r := &rules[i]
+		if r.stored == "" {
+			continue
+		}
+		if len(r.loc) != 1 {
+			t.Errorf("%s: a stored key, but not a top-level field", rowName(r))
+		}
+		if other, ok := keys[r.stored]; ok {
+			t.Errorf("%s: stored key %q is %s's too", rowName(r), r.stored, other)
+		}
+		keys[r.stored] = rowName(r)
+	}
+}
+
+// TestRowMembersBetweenNameAndSource: a record's row members sit between
+// the name and the source, whatever the name holds; a member there that is
+// no row's (a newer build's) is skipped, and the rows around it are read.
+func TestRowMembersBetweenNameAndSource(t *testing.T) {
+	for _, name := range []string{"a", `quote " and \ backslash`, `ends with \`, "<&>", ""} {
+		d := deploymentRecord{Deployment: Deployment{ID: "d", Name: name, DisplayName: new(`"dn" ,"s":`), Source: SourceGitHub, Secrets: []Secret{}}}
+		b, err := (secretCodec{}).encodeDeployment("t", &d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `,"dn":"\"dn\" ,\"s\":","s":"github"`; !strings.Contains(string(b), want) {
+			t.Errorf("name %q: record %s, want it to hold %s", name, b, want)
+		}
+		got, err := (secretCodec{}).decodeDeployment(b, "t", "d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.TenantID = ""
+		if diff := cmp.Diff(&d, got); diff != "" {
+			t.Errorf("name %q: round trip (-want +got):\n%s", name, diff)
+		}
+	}
+	b := []byte(`{"v":1,"n":"a","zz":{"s":1},"dn":"D","s":"github","c":0,"u":0,"st":""}`)
+	got, err := (secretCodec{}).decodeDeployment(b, "t", "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.DisplayName == nil || *got.DisplayName != "D" || got.Source != SourceGitHub {
+		t.Errorf("a record with another build's member: display_name %v, source %q; want D, github", got.DisplayName, got.Source)
 	}
 }

@@ -58,7 +58,7 @@ func BenchmarkCheckCreateFullSpec(b *testing.B) {
 // checkCreateBefore is checkCreate as it was before the shape tags: the
 // same steps, with checkDeploymentValuesBefore.
 func (cp *ControlPlane) checkCreateBefore(req *CreateDeploymentRequest) (*Deployment, []string, []apierr.Problem) {
-	d, ps, aliased := draftOf(req.Name, req.DisplayName, req.Source, req.SourceConfig, req.SourceRevisionConfig)
+	d, ps, aliased := draftOf(req)
 	c := &checker{lim: cp.lim, ps: ps}
 	known := knownSource(d.Source)
 	switch {

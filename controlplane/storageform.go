@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -67,12 +70,13 @@ func fromMicros(us int64) wiretime.Time { return wiretime.New(time.UnixMicro(us)
 // storedDeployment is the storage form (version 1) of a deployment record.
 // Keys are short and null, empty and zero members are left out; what each
 // key holds is the field it tags. resource_spec moves out of source_config
-// to "rs" (storedResourceSpec, the wire names without its nulls).
+// to "rs" (storedResourceSpec, the wire names without its nulls). Between
+// the name and the source come the members of the rows that name their own
+// key (fieldRule.stored; rowMembers): "dn" is display_name.
 type storedDeployment struct {
 	V       int                  `json:"v"`
 	ID      string               `json:"-"` // the record's key holds it
 	Name    string               `json:"n"`
-	Display *string              `json:"dn,omitzero"`
 	Source  Source               `json:"s"`
 	Config  storedSourceConfig   `json:"sc,omitzero"`
 	Spec    *storedResourceSpec  `json:"rs,omitzero"`
@@ -95,6 +99,130 @@ type storedDeployment struct {
 	// as storedRevision's History: older builds ignore them.
 	Message *string `json:"msg,omitzero"`
 	KeepTP  bool    `json:"ktp,omitzero"`
+}
+
+// rowMember is a row stored by a member of its own (fieldRule.stored): the
+// member's key and the field's index in Deployment.
+type rowMember struct {
+	key   string
+	field int
+}
+
+// rowMembers are the rows stored by a member of their own, in the order of
+// the rules table: a stored deployment holds each as the field's JSON, left
+// out when null, right after the name. Only a top-level field has one; a
+// row that names a key for another is a mistake this refuses at once.
+var rowMembers = func() []rowMember {
+	var out []rowMember
+	for _, r := range rules {
+		if r.stored == "" {
+			continue
+		}
+		f, ok := jsonField(reflect.TypeFor[Deployment](), r.loc[0])
+		if len(r.loc) != 1 || !ok {
+			panic("controlplane: the rules table's row " + strings.Join(r.loc, ".") + " names a stored key but is not a field of Deployment")
+		}
+		out = append(out, rowMember{key: r.stored, field: f.Index[0]})
+	}
+	return out
+}()
+
+// insertRowMembers puts the members of rowMembers that d has into b, the
+// storage form of d as storedDeployment gives it, after the name.
+func insertRowMembers(b []byte, d *Deployment) ([]byte, error) {
+	dv := reflect.ValueOf(d).Elem()
+	var members []byte
+	for _, m := range rowMembers {
+		f := dv.Field(m.field)
+		if f.IsZero() {
+			continue
+		}
+		v, err := json.Marshal(f.Interface())
+		if err != nil {
+			return nil, err
+		}
+		members = append(append(append(append(members, `,"`...), m.key...), `":`...), v...)
+	}
+	if members == nil {
+		return b, nil
+	}
+	at := nameEnd(b)
+	if at < 0 {
+		return nil, errors.New("controlplane: encoding a deployment: its record does not start with the version and the name")
+	}
+	return slices.Insert(b, at, members...), nil
+}
+
+// nameEnd is the offset just past the name's value in b, a stored
+// deployment record ({"v":1,"n":"...",...}), or -1 when b does not start
+// so.
+func nameEnd(b []byte) int {
+	const v, n = `{"v":`, `,"n":`
+	if !bytes.HasPrefix(b, []byte(v)) {
+		return -1
+	}
+	i := len(v)
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	if !bytes.HasPrefix(b[i:], []byte(n+`"`)) {
+		return -1
+	}
+	return valueEnd(b, i+len(n))
+}
+
+// valueEnd is the offset just past the JSON value that starts at b[i], in
+// b, valid compact JSON (a stored record, which decoding has parsed
+// whole before).
+func valueEnd(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth <= 0 {
+				return i + 1 + depth // past the value's end, or at the end of what holds it
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
+}
+
+// readRowMembers sets the fields of d that b, a stored deployment record
+// that decoding has parsed whole, holds in members of rowMembers: those
+// between the name and the source. A key there that is no row's (a newer
+// build's) is skipped.
+func readRowMembers(b []byte, d *Deployment) error {
+	dv := reflect.ValueOf(d).Elem()
+	for i := nameEnd(b); i > 0 && i < len(b) && b[i] == ','; {
+		k := valueEnd(b, i+1) // past the key, a string, at the ':'
+		key := b[i+2 : k-1]
+		if string(key) == "s" {
+			break // the source: no more row members
+		}
+		v := valueEnd(b, k+1)
+		if m := slices.IndexFunc(rowMembers, func(m rowMember) bool { return m.key == string(key) }); m >= 0 {
+			if err := jsonv2.Unmarshal(b[k+1:v], dv.Field(rowMembers[m].field).Addr().Interface()); err != nil {
+				return err
+			}
+		}
+		i = v
+	}
+	return nil
 }
 
 // storedSourceConfig is SourceConfig without its nulls (a conversion of
@@ -284,8 +412,8 @@ func (c secretCodec) encodeDeployment(tenant string, r *deploymentRecord) ([]byt
 	}
 	config := storedSourceConfig(d.SourceConfig)
 	config.ResourceSpec = nil // stored as Spec; nil lets an empty config be left out
-	return json.Marshal(&storedDeployment{
-		V: recordVersion, ID: d.ID, Name: d.Name, Display: d.DisplayName, Source: d.Source,
+	b, err := json.Marshal(&storedDeployment{
+		V: recordVersion, ID: d.ID, Name: d.Name, Source: d.Source,
 		Config: config, Spec: (*storedResourceSpec)(d.SourceConfig.ResourceSpec),
 		Rev: storedRevisionConfig(d.SourceRevisionConfig), Secrets: plain, Sealed: sealed,
 		Created: micros(d.CreatedAt), Updated: micros(d.UpdatedAt), Status: d.Status,
@@ -293,6 +421,10 @@ func (c secretCodec) encodeDeployment(tenant string, r *deploymentRecord) ([]byt
 		Remote:  d.RemoteReconciled,
 		Message: d.StatusMessage, KeepTP: r.KeepTracingProject,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return insertRowMembers(b, d)
 }
 
 // decodeDeployment reads a stored deployment record of any version this
@@ -306,7 +438,7 @@ func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentR
 		return nil, fmt.Errorf("controlplane: decoding deployment %s: %w", id, err)
 	}
 	r := deploymentRecord{Deployment: Deployment{
-		ID: id, Name: s.Name, DisplayName: s.Display, Source: s.Source,
+		ID: id, Name: s.Name, Source: s.Source,
 		SourceConfig: SourceConfig(s.Config), SourceRevisionConfig: SourceRevisionConfig(s.Rev), Secrets: s.Secrets,
 		CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
 		LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image, URL: s.URL,
@@ -314,6 +446,9 @@ func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentR
 		StatusMessage:    s.Message,
 	}, Tags: s.Tags, KeepTracingProject: s.KeepTP}
 	r.SourceConfig.ResourceSpec = (*ResourceSpec)(s.Spec)
+	if err := readRowMembers(b, &r.Deployment); err != nil {
+		return nil, fmt.Errorf("controlplane: decoding deployment %s: %w", id, err)
+	}
 	var err error
 	if r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("deployment", tenant, id), "deployment", id); err != nil {
 		return nil, err

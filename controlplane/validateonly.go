@@ -120,7 +120,7 @@ func (cp *ControlPlane) ValidateUpdateListener(ctx context.Context, tenant, id s
 // returns the request as a draft deployment, its tag value ids (canonical,
 // sorted, without duplicates) and the problems.
 func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, []string, []apierr.Problem) {
-	d, ps, aliased := draftOf(req.Name, req.DisplayName, req.Source, req.SourceConfig, req.SourceRevisionConfig)
+	d, ps, aliased := draftOf(req)
 	c := &checker{lim: cp.lim, sh: cp.shapes, ps: ps}
 	known := knownSource(d.Source)
 	switch {
@@ -149,7 +149,7 @@ func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, 
 // returns the request as a draft, the problems, and whether the client
 // named the graph config path by its alias (for mergePatch).
 func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, []apierr.Problem, bool) {
-	p, ps, aliased := draftOf(req.Name, req.DisplayName, req.Source, req.SourceConfig, req.SourceRevisionConfig)
+	p, ps, aliased := draftOf(req)
 	c := &checker{lim: cp.lim, sh: cp.shapes, ps: ps}
 	c.checkDeploymentValues(p)
 	p.Secrets = c.secrets([]any{"body", "secrets"}, req.Secrets)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/internal/uuidtext"
 )
 
@@ -165,7 +166,16 @@ const (
 	detailBadCredentials  = "Invalid authentication credentials."
 	detailNeedsTenant     = "This API key is org-scoped and requires workspace specification. Please provide the 'X-Tenant-Id' header."
 	detailTenantForbidden = "The credentials are not authorized for the requested workspace."
+	detailTokenRoute      = "A listener token is accepted only by its listener's agent routes."
+	detailTokenListener   = "This listener token is not for this listener: a listener token is accepted only by its own listener's agent routes."
 )
+
+// isListenerToken reports whether c are a listener token's: a bearer
+// token with its prefix, and no API key (which, when sent, is what
+// authenticates).
+func isListenerToken(c Credentials) bool {
+	return c.APIKey == "" && strings.HasPrefix(c.BearerToken, controlplane.ListenerTokenPrefix)
+}
 
 // credentials reads the credentials of r.
 func credentials(r *http.Request) Credentials {
@@ -176,11 +186,17 @@ func credentials(r *http.Request) Credentials {
 	return c
 }
 
-// authenticate checks r's credentials and picks its tenant.
-func (h *handler) authenticate(r *http.Request) (*Principal, string, error) {
+// authenticate checks the credentials of r, a request to rt, and picks
+// its tenant. A listener token is checked by the ControlPlane, and
+// reaches only the agent routes of its own listener (403 elsewhere);
+// every other credential goes to the Authenticator.
+func (h *handler) authenticate(r *http.Request, rt route) (*Principal, string, error) {
 	c := credentials(r)
 	if c.APIKey == "" && c.BearerToken == "" {
 		return nil, "", &statusError{status: http.StatusUnauthorized, detail: detailNoCredentials}
+	}
+	if isListenerToken(c) {
+		return h.authenticateListener(r, rt, c.BearerToken)
 	}
 	p, err := h.auth.Authenticate(r.Context(), c)
 	if errors.Is(err, ErrUnauthenticated) {
@@ -189,6 +205,34 @@ func (h *handler) authenticate(r *http.Request) (*Principal, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("authenticator: %w", err)
 	}
+	return pickTenant(r, p)
+}
+
+// authenticateListener checks a listener token: 401 unless the
+// ControlPlane knows it, 403 on a route that is not one of its listener's
+// agent routes. Its Principal has the token's tenant only, and is named
+// after its listener (the rate limit's key).
+func (h *handler) authenticateListener(r *http.Request, rt route, token string) (*Principal, string, error) {
+	tenant, listenerID, err := h.cp.AuthenticateListenerToken(r.Context(), token)
+	if errors.Is(err, controlplane.ErrInvalidListenerToken) {
+		return nil, "", &statusError{status: http.StatusUnauthorized, detail: detailBadCredentials}
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	p := &Principal{ID: "listener:" + listenerID, Tenants: []string{tenant}}
+	if !rt.agent {
+		return p, "", &statusError{status: http.StatusForbidden, detail: detailTokenRoute}
+	}
+	if id, ok := CanonicalTenant(r.PathValue("listener_id")); !ok || id != listenerID {
+		return p, "", &statusError{status: http.StatusForbidden, detail: detailTokenListener}
+	}
+	return pickTenant(r, p)
+}
+
+// pickTenant picks the tenant of r among p's: the one of X-Tenant-Id, or
+// p's only one when the header is absent.
+func pickTenant(r *http.Request, p *Principal) (*Principal, string, error) {
 	if p == nil || len(p.Tenants) == 0 {
 		return nil, "", &statusError{status: http.StatusForbidden, detail: detailTenantForbidden}
 	}

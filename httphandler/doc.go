@@ -1,8 +1,10 @@
 // Package httphandler is deployplane's HTTP API: the routes of the wire
 // contract (sections 1 to 5) over a controlplane.ControlPlane, the GitHub
-// webhook of build_on_push (section 7), and the OAuth helpers (section 8)
-// over an optional oauthflow.Service, as one http.Handler to mount on any
-// mux.
+// webhook of build_on_push (section 7), the OAuth helpers (section 8)
+// over an optional oauthflow.Service, and the listener tokens and agent
+// routes of the agents that serve listeners (section 11; a listener
+// token reaches only its own listener's agent routes), as one
+// http.Handler to mount on any mux.
 //
 //	cp := controlplane.New(storebolt.Open(...), nil)
 //	go cp.Run(ctx, deploysim.New(nil)) // moves revisions along; the handler only records requests

@@ -56,6 +56,10 @@ type problemsBody struct {
 	Detail []apierr.Problem `json:"detail"`
 }
 
+// detailLeaseLost is the 409 of an agent's call with a lease it no longer
+// holds.
+const detailLeaseLost = "The lease is lost: another agent of the listener holds this work now, or the work ended. Stop working on it."
+
 // The detail of a 500; the cause goes to the log only.
 const detailInternal = "Internal Server Error"
 
@@ -79,6 +83,9 @@ func errorClass(err error) (status int, detail string, internal bool) {
 		return http.StatusNotFound, err.Error(), false
 	case errors.Is(err, apierr.ErrConflict):
 		return http.StatusConflict, err.Error(), false
+	case errors.Is(err, controlplane.ErrLeaseLost):
+		// An agent's lease: the agent stops this work (IsRefusal).
+		return http.StatusConflict, detailLeaseLost, false
 	case errors.Is(err, apierr.ErrInvalidState), errors.Is(err, controlplane.ErrUnknownInstallState),
 		errors.Is(err, oauthflow.ErrUnknownState), errors.As(err, &ae):
 		return http.StatusBadRequest, err.Error(), false

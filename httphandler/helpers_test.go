@@ -307,8 +307,9 @@ type fixture struct {
 	github        controlplane.Deployment // a github deployment
 	docker        controlplane.Deployment // an external_docker deployment on the listener
 	listener      controlplane.Listener
-	provider      oauthflow.Provider // an OAuth provider (the fake one)
-	authID        string             // a completed flow of user-a through it
+	token         controlplane.NewListenerToken // a token of the listener
+	provider      oauthflow.Provider            // an OAuth provider (the fake one)
+	authID        string                        // a completed flow of user-a through it
 }
 
 func githubBody(name, integrationID string) string {
@@ -331,6 +332,7 @@ func newFixture(t testing.TB, s *server) fixture {
 	f.github = must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", githubBody("agent", in.ID), 201)
 	f.listener = must[controlplane.Listener](t, s, keyA, "POST", "/v2/listeners",
 		`{"compute_type": "k8s", "compute_id": "cluster-1", "compute_config": {"k8s_namespaces": ["prod"]}, "version": "1"}`, 201)
+	f.token = must[controlplane.NewListenerToken](t, s, keyA, "POST", "/v2/listeners/"+f.listener.ID+"/tokens", "", 201)
 	f.docker = must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments",
 		`{"name": "docker-agent", "source": "external_docker",
 		  "source_config": {"listener_id": "`+f.listener.ID+`", "listener_config": {"k8s_namespace": "prod"}},

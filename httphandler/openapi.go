@@ -170,6 +170,9 @@ func (g *schemaGen) operation(rt route) obj {
 		success["content"] = obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.resp), false)}}
 	}
 	responses := obj{strconv.Itoa(rt.status): success}
+	if rt.noContent {
+		responses["204"] = obj{"description": "No Content: nothing came within the wait"}
+	}
 	errResp := func(status int) obj {
 		name := "HTTPError"
 		if status == http.StatusUnprocessableEntity {
@@ -282,6 +285,16 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[registryTokenRequest]():               "RegistryTokenRequest",
 	reflect.TypeFor[oauthTokenError]():                    "OAuthTokenError",
 	reflect.TypeFor[jwkSet]():                             "JWKS",
+	reflect.TypeFor[controlplane.ListenerTokenPage]():     "ListenerTokensList",
+	reflect.TypeFor[controlplane.AgentDeploymentPage]():   "AgentDeploymentsList",
+	reflect.TypeFor[agentClaimRequest]():                  "AgentClaimRequest",
+	reflect.TypeFor[agentHeartbeatRequest]():              "AgentHeartbeatRequest",
+	reflect.TypeFor[agentLeaseRequest]():                  "AgentLeaseRequest",
+	reflect.TypeFor[agentReportRequest]():                 "AgentReportRequest",
+	reflect.TypeFor[agentFailRequest]():                   "AgentFailRequest",
+	reflect.TypeFor[agentLogsRequest]():                   "AgentLogsRequest",
+	reflect.TypeFor[agentReleaseRequest]():                "AgentReleaseRequest",
+	reflect.TypeFor[agentLinesRequest]():                  "AgentLinesRequest",
 }
 
 // requestOnly are the types read only in requests: their schema keeps its
@@ -294,6 +307,15 @@ var requestOnly = map[reflect.Type]bool{
 	reflect.TypeFor[oauthflow.AuthRequest](): true, reflect.TypeFor[controlplane.LogQuery](): true,
 	reflect.TypeFor[pushPayload](): true, reflect.TypeFor[pushInstallation](): true, reflect.TypeFor[pushRepository](): true,
 	reflect.TypeFor[registryTokenRequest](): true,
+	// The agent routes' bodies (agent.go).
+	reflect.TypeFor[agentClaimRequest]():     true,
+	reflect.TypeFor[agentHeartbeatRequest](): true,
+	reflect.TypeFor[agentLeaseRequest]():     true,
+	reflect.TypeFor[agentReportRequest]():    true,
+	reflect.TypeFor[agentFailRequest]():      true,
+	reflect.TypeFor[agentLogsRequest]():      true,
+	reflect.TypeFor[agentReleaseRequest]():   true,
+	reflect.TypeFor[agentLinesRequest]():     true,
 }
 
 // neverNull are the list and map members of answers that are never null
@@ -304,6 +326,7 @@ var neverNull = map[string]bool{
 	"DeploymentPage.resources": true, "RevisionPage.resources": true, "ListenerPage.resources": true,
 	"LogPage.logs": true, "HTTPValidationError.detail": true,
 	"registryErrors.errors": true, "jwkSet.keys": true,
+	"ListenerTokenPage.resources": true, "AgentDeploymentPage.deployment_ids": true,
 }
 
 // uuidMembers are the string members that hold UUIDs, as "Type.member".
@@ -312,6 +335,25 @@ var uuidMembers = map[string]bool{
 	"Revision.id": true, "Listener.id": true, "Integration.id": true,
 	"SourceConfig.integration_id": true, "SourceConfig.listener_id": true,
 	"CreateDeploymentRequest.tag_value_ids": true, "Provider.id": true, "Provider.organization_id": true,
+	"ListenerToken.id": true, "NewListenerToken.id": true, "AgentDeploymentPage.deployment_ids": true, "Work.tenant": true,
+}
+
+// checkedAs are the request types the ControlPlane checks as a Deployment:
+// a member without a validate tag of its own is checked by the tag of the
+// Deployment member of its name (deploymentTag).
+var checkedAs = map[reflect.Type]bool{
+	reflect.TypeFor[controlplane.CreateDeploymentRequest](): true, reflect.TypeFor[controlplane.UpdateDeploymentRequest](): true,
+}
+
+// deploymentTag is the validate tag of the Deployment member named name.
+func deploymentTag(name string) string {
+	t := reflect.TypeFor[controlplane.Deployment]()
+	for i := range t.NumField() {
+		if n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); n == name {
+			return t.Field(i).Tag.Get("validate")
+		}
+	}
+	return ""
 }
 
 // requiredIn are the request members a request must give that no validate
@@ -325,6 +367,10 @@ var requiredIn = map[string]bool{
 	"NewProvider.provider_id": true, "NewProvider.name": true, "NewProvider.client_id": true,
 	"NewProvider.auth_url": true, "NewProvider.token_url": true,
 	"AuthRequest.user_id": true, "AuthRequest.provider": true, "AuthRequest.scopes": true,
+	// The agent routes' bodies (agent.go's problems) and their log lines.
+	"agentLeaseRequest.lease": true, "agentReportRequest.lease": true, "agentReportRequest.step": true,
+	"agentFailRequest.lease": true, "agentLogsRequest.lease": true, "agentLogsRequest.lines": true,
+	"agentReleaseRequest.lease": true, "agentLinesRequest.lines": true, "LogLine.type": true,
 }
 
 // timeTypes encode as RFC 3339 strings.
@@ -339,6 +385,8 @@ var enums = map[reflect.Type][]string{
 	reflect.TypeFor[controlplane.RevisionStatus]():   enumNames(controlplane.RevisionStatuses()),
 	reflect.TypeFor[controlplane.LogLevel]():         enumNames(controlplane.LogLevels()),
 	reflect.TypeFor[controlplane.ListenerStatus]():   enumNames(controlplane.ListenerStatuses()),
+	reflect.TypeFor[controlplane.AgentWorkKind]():    {string(controlplane.AgentDeploy), string(controlplane.AgentTeardown)},
+	reflect.TypeFor[controlplane.LogType]():          {string(controlplane.LogBuild), string(controlplane.LogDeploy)},
 }
 
 // enumNames are the values of an enum of package controlplane, as the
@@ -443,13 +491,16 @@ func (g *schemaGen) structSchema(t reflect.Type, in bool) obj {
 		}
 		key := t.Name() + "." + name
 		tag := f.Tag.Get("validate")
+		if checkedAs[t] && tag == "" {
+			tag = deploymentTag(name)
+		}
 		req := in && (strings.HasPrefix(tag, "required") || requiredIn[key])
 		ft := f.Type
 		if req && ft.Kind() == reflect.Pointer {
 			ft = ft.Elem() // required: null is refused like absence
 		}
 		s := g.schema(ft, in)
-		if strings.Contains(tag, "dispname") || name == "display_name" { // requests are checked as a Deployment
+		if strings.Contains(tag, "dispname") {
 			s["minLength"], s["maxLength"] = 1, controlplane.MaxDisplayNameChars
 		}
 		if strings.Contains(tag, "httpurl") { // an absolute http(s) URL (custom_url)

@@ -125,7 +125,9 @@ func mapKeys(m map[string]any) func(func(string) bool) {
 func TestOpenAPIDescribesAnswers(t *testing.T) {
 	// A running reconcile loop (deploysim) makes /readyz answer 200 and
 	// moves the revisions along while the answers are read.
-	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil)})
+	// Agents serve the listeners of compute_id edge-... (checkAgentRoutes).
+	cp := controlplane.New(storemem.New(), &controlplane.Options{GitHubApp: stubApp{}, GitHubInstallStates: githubapp.NewStates(storemem.New(), nil),
+		Drives: agentDrives})
 	s := newServerCP(t, cp, langgraphDeployOptions(t, cp, &httphandler.Options{Metrics: prommetrics.New(nil), Registry: registryAt(cp, "127.0.0.1:5000")}))
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -217,6 +219,9 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	var lis struct{ ID string }
 	_ = json.Unmarshal(l.body, &lis)
 	at("DELETE", "/v2/listeners/{listener_id}", "/v2/listeners/"+lis.ID, "", 204)
+
+	// Listener tokens and the agent routes.
+	checkAgentRoutes(t, s, c)
 
 	// GitHub integrations.
 	as(keyA, "GET", "/v1/integrations/github", "", 200)

@@ -38,6 +38,8 @@ type route struct {
 	errBody      any     // the body of the errors statuses, when not {"detail"}
 	hidden       bool    // served but not in the document (the docs page and its assets)
 	upload       bool    // the body streams to the endpoint (an upload PUT), instead of being read first
+	agent        bool    // an agent route: a listener token of the path's listener is accepted (agent.go)
+	noContent    bool    // the route may also answer 204 without a body (a long poll that found nothing)
 }
 
 // param documents a query parameter or a request header: its schema
@@ -93,6 +95,8 @@ func (rt route) tag() string {
 	switch parts := strings.Split(rt.path, "/"); {
 	case parts[1] == "registry":
 		return "registry"
+	case rt.agent:
+		return "agents"
 	case len(parts) > 2 && (parts[1] == "v1" || parts[1] == "v2"):
 		if parts[2] == "projects" || strings.HasSuffix(rt.path, "/logs") {
 			return "logs"
@@ -208,7 +212,11 @@ func (h *handler) routes() []route {
 				"may name it.",
 			status: http.StatusNoContent,
 			query:  []param{qBool("force", "true: delete the listener's deployments with it.").with(false)}},
-
+	}
+	// Listener tokens and the agent routes (agent.go).
+	routes = append(routes, listenerTokenRoutes(page)...)
+	routes = append(routes, agentRoutes()...)
+	routes = append(routes, []route{
 		// GitHub integrations (github.go).
 		{method: http.MethodGet, path: "/v1/integrations/github", serve: (*handler).listIntegrations,
 			summary: "List the tenant's GitHub App installations, oldest first", status: http.StatusOK, resp: []cp.Integration{}},
@@ -238,7 +246,7 @@ func (h *handler) routes() []route {
 		// The API description.
 		{method: http.MethodGet, path: "/openapi.json", public: true, serve: (*handler).openAPI, op: "openapi",
 			summary: "This OpenAPI 3.1 document", status: http.StatusOK, resp: map[string]any{}},
-	}
+	}...)
 	// The interactive page over the document (docs.go), public; not in the
 	// document itself, as in the hosted service's.
 	routes = append(routes,

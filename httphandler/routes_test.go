@@ -50,7 +50,7 @@ func operations(t *testing.T, s *server) []operation {
 // fill puts the fixture's ids into a path pattern.
 func (f fixture) fill(path string) string {
 	return strings.NewReplacer("{deployment_id}", f.github.ID, "{revision_id}", *f.github.LatestRevisionID,
-		"{listener_id}", f.listener.ID, "{project_id}", f.github.ID, "{provider_id}", f.provider.ProviderID, "{auth_id}", f.authID).Replace(path)
+		"{listener_id}", f.listener.ID, "{token_id}", f.token.ID, "{project_id}", f.github.ID, "{provider_id}", f.provider.ProviderID, "{auth_id}", f.authID).Replace(path)
 }
 
 // TestAuthEveryRoute: every route but the public ones answers 401 without

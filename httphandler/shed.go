@@ -78,9 +78,10 @@ type LoadLimits struct {
 	MaxInFlightPerTenant int
 	// MaxLongPolls caps the long polls open at once (GET
 	// /v2/auth/wait/{auth_id}, the event streams, GET of a revision with
-	// ?wait=), which wait for minutes and so have their own cap: they
-	// never take a place of MaxInFlight, and ordinary requests never take
-	// theirs. Default (0): DefaultMaxLongPolls. Negative: no cap.
+	// ?wait=, an agent's claim), which wait for minutes and so have their
+	// own cap: they never take a place of MaxInFlight, and ordinary
+	// requests never take theirs. Default (0): DefaultMaxLongPolls.
+	// Negative: no cap.
 	MaxLongPolls int
 	// MaxLongPollsPerTenant caps the long polls one client holds open.
 	// Default (0): a quarter of MaxLongPolls, at least 8 (and at most
@@ -371,6 +372,9 @@ func (l *load) poolOf(rt route, r *http.Request) *pool {
 	if rt.upload {
 		return &l.uploads
 	}
+	if rt.path == agentClaimPath {
+		return &l.longPolls
+	}
 	if rt.method != http.MethodGet {
 		return &l.inFlight
 	}
@@ -400,7 +404,7 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt route) (tenan
 	if p == nil {
 		// The health routes: no cap, no rate limit.
 		if !rt.public {
-			_, tenant, err = h.authenticate(r)
+			_, tenant, err = h.authenticate(r, rt)
 		}
 		return tenant, nil, err
 	}
@@ -440,7 +444,7 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request, rt route) (tenan
 	rl := h.load.rate
 	if rl == nil {
 		if !rt.public {
-			_, tenant, err = h.authenticate(r)
+			_, tenant, err = h.authenticate(r, rt)
 		}
 		return tenant, err
 	}
@@ -455,7 +459,7 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request, rt route) (tenan
 	if err := rl.check(w, failedKey(addr), now); err != nil {
 		return "", err
 	}
-	p, tenant, err := h.authenticate(r)
+	p, tenant, err := h.authenticate(r, rt)
 	if p == nil {
 		if isUnauthorized(err) {
 			_ = rl.take(w, failedKey(addr), now) // the 401 stands; the attempt is charged
