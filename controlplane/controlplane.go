@@ -18,6 +18,7 @@ import (
 	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
 	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/controlplane/internal/revlog"
+	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/internal/seal"
 	"github.com/deployplane/deployplane/internal/uuidtext"
 	"github.com/deployplane/deployplane/store"
@@ -51,18 +52,15 @@ type ControlPlane struct {
 	agents  agentHub             // agents waiting for work, and last seen (agentwork.go)
 
 	// lifecycle (worker.go)
-	poll      time.Duration
-	leaseFor  time.Duration
-	workers   int
-	shares    *shares // each tenant's units in flight, for Options.TenantWorkers (worker.go)
-	wake      chan struct{}
-	running   atomic.Bool
-	ownerOnce sync.Once
-	ownerID   string
-	claims    atomic.Uint64
-	obs       Observer                 // observe.go; never nil
-	deployer  atomic.Pointer[Deployer] // the Deployer Run drives, for Ready
-	folding   sync.Mutex               // one fold of the order counts at a time (sequencer.go)
+	poll     time.Duration
+	leaseFor time.Duration
+	workers  int
+	queue    *workqueue.Queue // the pending work, its leases and each tenant's share of the workers (worker.go)
+	wake     chan struct{}
+	running  atomic.Bool
+	obs      Observer                 // observe.go; never nil
+	deployer atomic.Pointer[Deployer] // the Deployer Run drives, for Ready
+	folding  sync.Mutex               // one fold of the order counts at a time (sequencer.go)
 
 	hooks ruleHooks // none outside the mutation tests (rules.go)
 }
@@ -156,7 +154,6 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	if cp.workers <= 0 {
 		cp.workers = DefaultWorkers
 	}
-	cp.shares = newShares(tenantShare(o.TenantWorkers, cp.workers))
 	if cp.clock == nil {
 		cp.clock = time.Now
 	}
@@ -166,6 +163,10 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	if cp.newID == nil {
 		cp.newID = func() string { return uuid.Must(uuid.NewV7()).String() }
 	}
+	// The lease owner id is made from NewID at the first claim, so that
+	// ids never collide between replicas that use the default NewID.
+	cp.queue = workqueue.New(cp.st, &workqueue.Options{Lease: cp.leaseFor,
+		TenantShare: tenantShare(o.TenantWorkers, cp.workers), NewID: cp.newID})
 	if len(cp.sources) == 0 {
 		cp.sources = Sources()
 	}

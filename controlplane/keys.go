@@ -58,22 +58,6 @@ func encTenantNum(n uint64) string {
 	return string(append([]byte{byte(0x17 + 8 - i)}, b[i:]...))
 }
 
-// tenantPrefixLen returns the length of the tenant prefix that k starts
-// with, or 0 when k does not start with one.
-func tenantPrefixLen(k string) int {
-	if k == "" || k[0] == 0 || k[0] > 0x1f {
-		return 0
-	}
-	if k[0] < 0x18 {
-		return 1
-	}
-	n := 1 + int(k[0]-0x17)
-	if len(k) < n {
-		return 0
-	}
-	return n
-}
-
 // decTenantNum decodes a tenant prefix.
 func decTenantNum(p string) uint64 {
 	if len(p) == 1 {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"pgregory.net/rapid"
 
+	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -39,8 +40,13 @@ func TestKeyParts(t *testing.T) {
 
 		a, b := rapid.Uint64Range(1, 1<<40).Draw(rt, "a"), rapid.Uint64Range(1, 1<<40).Draw(rt, "b")
 		pa, pb := encTenantNum(a), encTenantNum(b)
-		if decTenantNum(pa) != a || tenantPrefixLen(pa+"\x01tail") != len(pa) {
-			rt.Fatalf("tenant number %d: prefix %q decodes to %d, length %d", a, pa, decTenantNum(pa), tenantPrefixLen(pa))
+		// The work queue splits its keys by the same rules (it repeats them).
+		u, ok := workqueue.Parse(workqueue.Unit{Range: agentRange(pa, id), Deployment: encID(id), Revision: timeKey(time.UnixMicro(0)) + encID(id)}.Key())
+		if decTenantNum(pa) != a || !ok || u.Range.Tenant != pa {
+			rt.Fatalf("tenant number %d: prefix %q decodes to %d, a work queue key splits %v to %q", a, pa, decTenantNum(pa), ok, u.Range.Tenant)
+		}
+		if j := newJob(&workqueue.Lease{Unit: u}, "t"); j.listener != id || j.deployment != id || j.revision != id {
+			rt.Fatalf("a work queue key of id %q splits to listener %q, deployment %q, revision %q", id, j.listener, j.deployment, j.revision)
 		}
 		if a != b && (strings.HasPrefix(pa, pb) || strings.HasPrefix(pb, pa)) {
 			rt.Fatalf("tenant prefixes %q and %q: one begins the other", pa, pb)

@@ -13,6 +13,7 @@ import (
 	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
 	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/controlplane/internal/revlog"
+	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -37,7 +38,7 @@ import (
 //	cp_revisions            T D R                  -> storedRevision JSON (storageform.go)
 //	cp_revision_order       T D ts R               -> status
 //	cp_tracing_projects     T D                    -> storedTracingProject JSON (StoreTracingProjects; kept after the deployment when its delete asked)
-//	cp_pending              "r" T D ts R           -> lease (a revision not terminal; worker.go)
+//	cp_pending              "r" T D ts R           -> lease (a revision not terminal; internal/workqueue, worker.go)
 //	cp_pending              "d" T D                -> lease (a deployment AWAITING_DELETE)
 //	cp_pending              "a" T L "r" D ts R     -> lease (the same, for a deployment an agent serves;
 //	cp_pending              "a" T L "d" D          -> lease  L its listener: agentwork.go)
@@ -135,7 +136,6 @@ const (
 	colIntegrations     = "cp_integrations"
 	colIntegrationInsts = "cp_integration_installs"
 	colTracingProjects  = "cp_tracing_projects"
-	colPending          = "cp_pending"
 )
 
 // The fields a deployment is indexed by: the first byte of an index term
@@ -370,19 +370,12 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 	return removePending(tx, tp, r)
 }
 
-// removePending deletes the pending work of a deployment, in every queue
-// that may hold it (queuesOf): its unfinished revisions and its teardown.
+// removePending deletes the pending work of a deployment, in every range
+// that may hold it (rangesOf): its unfinished revisions and its teardown.
 // tp is the tenant prefix.
 func removePending(tx store.Tx, tp string, r *deploymentRecord) error {
-	ks, _, err := pendingRevisionKeys(tx, tp, r)
-	if err != nil {
-		return err
-	}
-	for _, q := range queuesOf(tp, r.SourceConfig.ListenerID) {
-		ks = append(ks, q.deleteKey(r.ID))
-	}
-	for _, k := range ks {
-		if err := tx.Delete(colPending, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+	for _, rg := range rangesOf(tp, r.SourceConfig.ListenerID) {
+		if err := workqueue.RemoveDeployment(tx, rg, encID(r.ID)); err != nil {
 			return err
 		}
 	}
@@ -541,6 +534,6 @@ func sortedKeys[V any](m map[string]V) []string {
 func Collections() []string {
 	return []string{colTenants, colDeployments, index.ColOrder, index.ColSummaries, index.ColGrams, index.ColCounts, index.ColCountChanges, index.ColTerms, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colListenerTokens, colIntegrations, colIntegrationInsts,
-		colTracingProjects, colPending, colInstallationOwners, colDeliveries, revlog.Collection, eventlog.Events, eventlog.Outbox, eventlog.Clocks,
+		colTracingProjects, workqueue.Collection, colInstallationOwners, colDeliveries, revlog.Collection, eventlog.Events, eventlog.Outbox, eventlog.Clocks,
 		eventlog.Lease}
 }
