@@ -12,17 +12,18 @@ import (
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
 	"github.com/deployplane/deployplane/controlplane/internal/index"
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/controlplane/internal/revlog"
 	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/store"
 )
 
 // Collections and key layout. The collections of deployments, revisions
-// and their work use compact binary keys (keys.go): T is the tenant
+// and their work use compact binary keys (internal/keyenc): T is the tenant
 // prefix, a number of one byte (the first 23 tenants) or a few, assigned
 // once per tenant in cp_tenants; D, R, L, I are ids, 17 bytes each for a
 // UUID (a tag byte and its 16 bytes; other ids are tagged and length
-// prefixed); ts is timeKey(created_at), 8 bytes that sort in time order,
+// prefixed); ts is keyenc.Time(created_at), 8 bytes that sort in time order,
 // so reverse scans give newest first (created_at desc, then id desc).
 // Parts delimit themselves: there is no separator.
 //
@@ -66,8 +67,8 @@ import (
 // a name record's value is empty (its presence is the uniqueness). The
 // space per deployment and how it splits are in BENCHMARKS.md ("Space per
 // deployment"). A tenant prefix is immutable once assigned, so every
-// replica may cache it (tenantCache, filled only from committed reads); a
-// tenant never written has none, and its reads use tenantNone, which
+// replica may cache it (keyenc.Tenants, filled only from committed reads); a
+// tenant never written has none, and its reads use keyenc.NoTenant, which
 // names nothing. Every store accepts any bytes in keys (storepg keeps them
 // as bytea).
 //
@@ -145,9 +146,9 @@ const (
 	idxType     = "y"
 	idxSource   = "o"
 	idxImage    = "i"
-	idxTag      = "t" // the value is an id (encID)
-	idxListener = "l" // the value is an id (encID)
-	idxPush     = "p" // github deployments with build_on_push, by integration id (encID)
+	idxTag      = "t" // the value is an id (keyenc.ID)
+	idxListener = "l" // the value is an id (keyenc.ID)
+	idxPush     = "p" // github deployments with build_on_push, by integration id (keyenc.ID)
 )
 
 // createdKey encodes t so that byte order is time order, as 16 hex digits:
@@ -164,7 +165,7 @@ func key(parts ...string) string { return strings.Join(parts, "/") }
 // indexCodes are the one-byte codes of the values of the enum-valued
 // index fields (status, type, source). Codes are never reused: a new
 // value gets a new code, and a value without one is stored as 0x00 and
-// encStr(value).
+// keyenc.Str(value).
 var indexCodes = map[string]byte{
 	string(StatusAwaitingDatabase): 1, string(StatusReady): 2, string(StatusUnused): 3,
 	string(StatusAwaitingDelete): 4, string(StatusUnknown): 5,
@@ -174,32 +175,58 @@ var indexCodes = map[string]byte{
 }
 
 // indexTerm is the index term (internal/index) of one field value: the
-// field, then the value. Id-valued fields encode the value with encID,
-// enum-valued ones with indexCodes, image versions with encStr; each
+// field, then the value. Id-valued fields encode the value with keyenc.ID,
+// enum-valued ones with indexCodes, image versions with keyenc.Str; each
 // delimits itself, so no term is a prefix of another.
 func indexTerm(field, value string) string {
 	switch field {
 	case idxTag, idxListener, idxPush:
-		return field + encID(value)
+		return field + keyenc.ID(value)
 	case idxStatus, idxType, idxSource:
 		if c, ok := indexCodes[value]; ok {
 			return field + string([]byte{c})
 		}
-		return field + "\x00" + encStr(value)
+		return field + "\x00" + keyenc.Str(value)
 	}
-	return field + encStr(value)
+	return field + keyenc.Str(value)
 }
 
 // deploymentKey is the key of a deployment record, and of its name
-// record's value and tracing project: tp + encID(id).
-func deploymentKey(tp, id string) string { return tp + encID(id) }
+// record's value and tracing project: tp + keyenc.ID(id).
+func deploymentKey(tp, id string) string { return tp + keyenc.ID(id) }
 
 // revisionKey is the key of a revision record.
-func revisionKey(tp, deploymentID, id string) string { return tp + encID(deploymentID) + encID(id) }
+func revisionKey(tp, deploymentID, id string) string {
+	return tp + keyenc.ID(deploymentID) + keyenc.ID(id)
+}
 
-// tailID returns the id of an order tail (timeKey + encID(id)).
+// readTenant returns the tenant's prefix, keyenc.NoTenant when it has
+// none; r may be a View's or an Update's (what a View read is cached).
+func (cp *ControlPlane) readTenant(r store.Reader, tenant string) (string, error) {
+	return cp.tenants.Prefix(r, tenant)
+}
+
+// writeTenant returns the tenant's prefix, assigning one in tx when it
+// has none.
+func (cp *ControlPlane) writeTenant(tx store.Tx, tenant string) (string, error) {
+	return assignTenant(&cp.tenants, tx, tenant)
+}
+
+// assignTenant is c.Assign (c nil: no cache) with the prefixes tx's
+// Update has read or assigned, when tx is an eventStore's: it reads a
+// tenant's prefix once, and the ControlPlane caches them once it has
+// committed.
+func assignTenant(c *keyenc.Tenants, tx store.Tx, tenant string) (string, error) {
+	var p *keyenc.Pending
+	if et, ok := tx.(*eventTx); ok {
+		p = &et.tenants
+	}
+	return c.Assign(tx, p, tenant)
+}
+
+// tailID returns the id of an order tail (keyenc.Time + keyenc.ID(id)).
 func tailID(tail string) string {
-	id, _, _ := decID(tail[min(len(tail), 8):])
+	id, _, _ := keyenc.ParseID(tail[min(len(tail), keyenc.TimeLen):])
 	return id
 }
 
@@ -215,9 +242,9 @@ type deploymentRecord struct {
 	KeepTracingProject bool `json:"keep_tracing_project,omitempty"`
 }
 
-// tail is the deployment's place in the newest-first order: timeKey +
-// encID(id).
-func (r *deploymentRecord) tail() string { return timeKey(r.CreatedAt.Time()) + encID(r.ID) }
+// tail is the deployment's place in the newest-first order: keyenc.Time +
+// keyenc.ID(id).
+func (r *deploymentRecord) tail() string { return keyenc.Time(r.CreatedAt.Time()) + keyenc.ID(r.ID) }
 
 // servedURL is the deployment's url once a deployer serves it at addr:
 // its custom_url when it has one (an address the operator put in front of
@@ -375,7 +402,7 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 // tp is the tenant prefix.
 func removePending(tx store.Tx, tp string, r *deploymentRecord) error {
 	for _, rg := range rangesOf(tp, r.SourceConfig.ListenerID) {
-		if err := workqueue.RemoveDeployment(tx, rg, encID(r.ID)); err != nil {
+		if err := workqueue.RemoveDeployment(tx, rg, keyenc.ID(r.ID)); err != nil {
 			return err
 		}
 	}
@@ -489,7 +516,7 @@ func (cp *ControlPlane) putRevision(tx store.Tx, tenant string, rev *revisionRec
 	if err := write(colRevisions, revisionKey(tp, rev.DeploymentID, rev.ID), b); err != nil {
 		return err
 	}
-	return write(colRevisionOrder, deploymentKey(tp, rev.DeploymentID)+timeKey(rev.CreatedAt.Time())+encID(rev.ID), []byte(rev.Status))
+	return write(colRevisionOrder, deploymentKey(tp, rev.DeploymentID)+keyenc.Time(rev.CreatedAt.Time())+keyenc.ID(rev.ID), []byte(rev.Status))
 }
 
 // getRevision reads a revision of the tenant's deployment, or a
@@ -532,7 +559,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // Collections returns the names of the store collections the package
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
-	return []string{colTenants, colDeployments, index.ColOrder, index.ColSummaries, index.ColGrams, index.ColCounts, index.ColCountChanges, index.ColTerms, colDeploymentNames, colRevisions,
+	return []string{keyenc.ColTenants, colDeployments, index.ColOrder, index.ColSummaries, index.ColGrams, index.ColCounts, index.ColCountChanges, index.ColTerms, colDeploymentNames, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colListenerTokens, colIntegrations, colIntegrationInsts,
 		colTracingProjects, workqueue.Collection, colInstallationOwners, colDeliveries, revlog.Collection, eventlog.Events, eventlog.Outbox, eventlog.Clocks,
 		eventlog.Lease}
