@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/answercache"
 	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
 	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
@@ -48,7 +49,7 @@ type ControlPlane struct {
 	tenants keyenc.Tenants       // tenant key prefixes (records.go)
 	events  *eventlog.Log        // the event log: outbox, sequencer, followers (events.go)
 	renders *renderCache         // the rendered data of recent events (events.go)
-	answers *answerCache         // GetDeploymentJSON's recent answers (answercache.go)
+	answers *answercache.Cache   // GetDeploymentJSON's recent answers (records.go)
 	drives  func(*Listener) bool // Options.Drives; nil: every listener (agentwork.go)
 	agents  agentHub             // agents waiting for work, and last seen (agentwork.go)
 
@@ -137,7 +138,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	}
 	cp.events = newEventLog(st, &o)
 	cp.renders = newRenderCache()
-	cp.answers = newAnswerCache(answerCacheBytes(o.AnswerCacheBytes))
+	cp.answers = answercache.New(answerCacheBytes(o.AnswerCacheBytes))
 	cp.st = eventStore{Store: cp.st, cp: cp} // wakes event followers after commits, runs the sequencer (events.go)
 	if len(o.SecretKey) > 0 {
 		s, err := seal.New(o.SecretKey)

@@ -119,7 +119,7 @@ import (
 // wire names.
 // GetDeploymentJSON decodes and encodes a record once: the answer is kept
 // beside the stored bytes it came from and served again while the store
-// holds those very bytes (answercache.go; BENCHMARKS.md).
+// holds those very bytes (internal/answercache; BENCHMARKS.md).
 //
 // The lifecycle's records follow the work, not the data: cp_pending holds
 // one lease per revision not terminal and per deployment AWAITING_DELETE
@@ -451,17 +451,23 @@ func (cp *ControlPlane) storedDeployment(r store.Reader, tenant, id string) ([]b
 
 // appendDeploymentJSON appends to dst a deployment of the tenant as its
 // wire JSON (what json.Marshal of GetDeployment's result gives): the
-// answer cp.answers kept for the very record stored (answercache.go), or
-// the record decoded from its storage form and encoded.
+// answer cp.answers kept for the very record stored, or the record decoded
+// from its storage form and encoded. The answer is a function of the
+// record's bytes, its tenant and id (and of the secret key, fixed per
+// ControlPlane), as internal/answercache needs, and every write of a
+// deployment (a PATCH, a new revision, a status change, a redeploy, its
+// removal) rewrites or deletes its record. The answers hold secret values
+// in plain text, in this process's memory only, bounded by
+// Options.AnswerCacheBytes.
 func (cp *ControlPlane) appendDeploymentJSON(r store.Reader, dst []byte, tenant, id string) ([]byte, error) {
 	b, err := cp.storedDeployment(r, tenant, id)
 	if err != nil {
 		if errors.As(err, new(*apierr.NotFoundError)) {
-			cp.answers.drop(id)
+			cp.answers.Drop(id)
 		}
 		return dst, err
 	}
-	if a := cp.answers.get(tenant, id, b); a != nil {
+	if a := cp.answers.Get(tenant, id, b); a != nil {
 		return append(dst, a...), nil
 	}
 	rec, err := cp.secrets.decodeDeployment(b, tenant, id)
@@ -472,7 +478,7 @@ func (cp *ControlPlane) appendDeploymentJSON(r store.Reader, dst []byte, tenant,
 	if err != nil {
 		return dst, err
 	}
-	cp.answers.put(tenant, id, b, a)
+	cp.answers.Put(tenant, id, b, a)
 	return append(dst, a...), nil
 }
 
