@@ -14,6 +14,7 @@ import (
 	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/controlplane/internal/revlog"
+	"github.com/deployplane/deployplane/controlplane/internal/tokens"
 	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/store"
 )
@@ -52,7 +53,7 @@ import (
 //	cp_listeners            tenant/id              -> storedListener JSON (the wire JSON less status, and "deleting"; listeners.go)
 //	cp_listener_order       tenant/ts16/id         -> ""
 //	cp_listener_compute_ids tenant/escaped compute id -> id
-//	cp_listener_tokens      "k" id                 -> listenerTokenRecord JSON (listenertokens.go)
+//	cp_listener_tokens      "k" id                 -> the token's record JSON (internal/tokens)
 //	cp_listener_tokens      "o" tenant/listener/ts16/id -> ""
 //	cp_integrations         tenant/id              -> integrationRecord JSON
 //	cp_integration_installs tenant/installation id -> id
@@ -566,7 +567,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
 	return []string{keyenc.ColTenants, colDeployments, index.ColOrder, index.ColSummaries, index.ColGrams, index.ColCounts, index.ColCountChanges, index.ColTerms, colDeploymentNames, colRevisions,
-		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colListenerTokens, colIntegrations, colIntegrationInsts,
+		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, tokens.Collection, colIntegrations, colIntegrationInsts,
 		colTracingProjects, workqueue.Collection, colInstallationOwners, colDeliveries, revlog.Collection, eventlog.Events, eventlog.Outbox, eventlog.Clocks,
 		eventlog.Lease}
 }
