@@ -15,8 +15,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/answercache"
 	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
 	"github.com/deployplane/deployplane/controlplane/internal/index"
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/controlplane/internal/revlog"
 	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/internal/seal"
@@ -44,10 +46,10 @@ type ControlPlane struct {
 	secrets secretCodec          // seals secret values at rest (storageform.go)
 	logs    *revlog.Logs         // the revision logs, bounded by Options.LogRetention (logs.go)
 	idx     *index.Index         // the name and order index of the deployments (list.go, records.go)
-	tenants tenantCache          // tenant key prefixes (keys.go)
+	tenants keyenc.Tenants       // tenant key prefixes (records.go)
 	events  *eventlog.Log        // the event log: outbox, sequencer, followers (events.go)
 	renders *renderCache         // the rendered data of recent events (events.go)
-	answers *answerCache         // GetDeploymentJSON's recent answers (answercache.go)
+	answers *answercache.Cache   // GetDeploymentJSON's recent answers (records.go)
 	drives  func(*Listener) bool // Options.Drives; nil: every listener (agentwork.go)
 	agents  agentHub             // agents waiting for work, and last seen (agentwork.go)
 
@@ -111,7 +113,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		o = *opts
 	}
 	cp := &ControlPlane{
-		st:      viewStore{st},
+		st:      keyenc.Views(st),
 		clock:   o.Clock,
 		newID:   o.NewID,
 		sources: slices.Clone(o.Sources),
@@ -136,7 +138,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	}
 	cp.events = newEventLog(st, &o)
 	cp.renders = newRenderCache()
-	cp.answers = newAnswerCache(answerCacheBytes(o.AnswerCacheBytes))
+	cp.answers = answercache.New(answerCacheBytes(o.AnswerCacheBytes))
 	cp.st = eventStore{Store: cp.st, cp: cp} // wakes event followers after commits, runs the sequencer (events.go)
 	if len(o.SecretKey) > 0 {
 		s, err := seal.New(o.SecretKey)
@@ -828,7 +830,7 @@ func (StoreTracingProjects) CreateTracingProject(ctx context.Context, tx store.T
 	if err != nil {
 		return err
 	}
-	tp, err := (*tenantCache)(nil).assignTenant(tx, p.Tenant)
+	tp, err := assignTenant(nil, tx, p.Tenant)
 	if err != nil {
 		return err
 	}
@@ -840,7 +842,7 @@ func (StoreTracingProjects) CreateTracingProject(ctx context.Context, tx store.T
 // apierr.ErrNotFound when there is none.
 func (StoreTracingProjects) Get(r store.Reader, tenant, deploymentID string) (TracingProject, error) {
 	var p TracingProject
-	tp, err := (*tenantCache)(nil).tenantPrefix(r, tenant, false)
+	tp, err := (*keyenc.Tenants)(nil).Prefix(r, tenant)
 	if err != nil {
 		return p, err
 	}

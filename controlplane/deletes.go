@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/store"
 )
@@ -203,7 +204,7 @@ func (cp *ControlPlane) ranAnywhere(r store.Reader, tenant, tp string, d *deploy
 			ran = true
 			return false, nil
 		}
-		id, _, ok := decID(k[min(len(k), len(prefix)+8):])
+		id, _, ok := keyenc.ParseID(k[min(len(k), len(prefix)+keyenc.TimeLen):])
 		if !ok {
 			return false, fmt.Errorf("controlplane: malformed revision order key %q", k)
 		}
@@ -372,7 +373,7 @@ func (StoreTracingProjects) RemoveTracingProject(ctx context.Context, tx store.T
 	if !deleteProject {
 		return nil
 	}
-	tp, err := (*tenantCache)(nil).tenantPrefix(tx, p.Tenant, false)
+	tp, err := (*keyenc.Tenants)(nil).Prefix(tx, p.Tenant)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/wiretime"
@@ -17,8 +18,8 @@ import (
 // Pending work. internal/workqueue keeps cp_pending: one unit per
 // revision not yet terminal and per deployment AWAITING_DELETE, written
 // in the same Update as the change that creates or ends it, its key in
-// this package's compact encoding (keys.go: tenant prefix, encID ids, a
-// revision's timeKey and id), its value the unit's lease. The work of a
+// the compact encoding (internal/keyenc: tenant prefix, id parts, a
+// revision's time key and id), its value the unit's lease. The work of a
 // deployment lies in Run's range of its tenant, or in the range of the
 // agents of its listener (agentwork.go: queueFor decides, anew for each
 // unit of work).
@@ -29,7 +30,7 @@ func serverRange(tp string) workqueue.Range { return workqueue.Range{Tenant: tp}
 // agentRange is the range of the work of the agents of listener
 // listenerID, of the tenant of prefix tp.
 func agentRange(tp, listenerID string) workqueue.Range {
-	return workqueue.Range{Tenant: tp, Listener: encID(listenerID)}
+	return workqueue.Range{Tenant: tp, Listener: keyenc.ID(listenerID)}
 }
 
 // rangesOf lists the ranges that may hold the work of a deployment placed
@@ -45,7 +46,7 @@ func rangesOf(tp string, listener *string) []workqueue.Range {
 
 // revisionUnit is the unit of work of rev in rg.
 func revisionUnit(rg workqueue.Range, rev *revisionRecord) workqueue.Unit {
-	return workqueue.Unit{Range: rg, Deployment: encID(rev.DeploymentID), Revision: timeKey(rev.CreatedAt.Time()) + encID(rev.ID)}
+	return workqueue.Unit{Range: rg, Deployment: keyenc.ID(rev.DeploymentID), Revision: keyenc.Time(rev.CreatedAt.Time()) + keyenc.ID(rev.ID)}
 }
 
 // pendingRevisions lists the units of a deployment's revisions in every
@@ -53,7 +54,7 @@ func revisionUnit(rg workqueue.Range, rev *revisionRecord) workqueue.Unit {
 func pendingRevisions(r store.Reader, tp string, d *deploymentRecord) ([]workqueue.Unit, error) {
 	var us []workqueue.Unit
 	for _, rg := range rangesOf(tp, d.SourceConfig.ListenerID) {
-		more, err := workqueue.Revisions(r, rg, encID(d.ID))
+		more, err := workqueue.Revisions(r, rg, keyenc.ID(d.ID))
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +165,7 @@ func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant string, d *deploy
 	if err != nil {
 		return err
 	}
-	return workqueue.Add(tx, workqueue.Unit{Range: rg, Deployment: encID(d.ID)})
+	return workqueue.Add(tx, workqueue.Unit{Range: rg, Deployment: keyenc.ID(d.ID)})
 }
 
 // job is one claimed unit of work.
@@ -185,12 +186,12 @@ type job struct {
 // key parts of l's unit (workqueue.Parse).
 func newJob(l *workqueue.Lease, tenant string) *job {
 	j := &job{lease: l, tenant: tenant}
-	j.deployment, _, _ = decID(l.Deployment)
+	j.deployment, _, _ = keyenc.ParseID(l.Deployment)
 	if l.Revision != "" {
 		j.revision = tailID(l.Revision)
 	}
 	if l.Range.Listener != "" {
-		j.listener, _, _ = decID(l.Range.Listener)
+		j.listener, _, _ = keyenc.ParseID(l.Range.Listener)
 	}
 	return j
 }
@@ -208,28 +209,13 @@ func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
 	if l.Takeover {
 		cp.obs.LeaseTakenOver()
 	}
-	tenant, err := cp.tenantOfPrefix(ctx, l.Range.Tenant)
+	tenant, err := cp.tenants.Tenant(ctx, cp.st, l.Range.Tenant)
 	if err != nil {
 		// Give the work back at once rather than hold it unworked.
 		cp.queue.Done(l)
 		return nil, errors.Join(err, cp.queue.Release(ctx, l, time.Time{}))
 	}
 	return newJob(l, tenant), nil
-}
-
-// tenantOfPrefix returns the tenant whose prefix is tp, read in a View
-// when it is not cached.
-func (cp *ControlPlane) tenantOfPrefix(ctx context.Context, tp string) (string, error) {
-	if t, ok := cp.tenants.byPrefix.Load(tp); ok {
-		return t.(string), nil
-	}
-	var t string
-	err := cp.st.View(ctx, func(r store.Reader) error {
-		var err error
-		t, err = cp.tenants.tenantOf(r, tp, true)
-		return err
-	})
-	return t, err
 }
 
 // tenantShare is the cap per tenant that Options.TenantWorkers t gives

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -155,7 +156,7 @@ func firstClaimable(r store.Reader, prefix, start string, now time.Time, full ma
 		var past string // where the walk goes on, past a full tenant's records
 		err := r.Scan(Collection, prefix, opts, func(key string, v []byte) (bool, error) {
 			if len(full) > 0 && len(key) > 1 {
-				if n := tenantLen(key[1:]); n > 0 && full[key[1:1+n]] {
+				if n := keyenc.TenantLen(key[1:]); n > 0 && full[key[1:1+n]] {
 					past = keyAfterPrefix(key[:1+n])
 					return false, nil
 				}

@@ -38,11 +38,9 @@
 // a claim costs one record and one seek per full tenant and kind, never
 // that tenant's burst.
 //
-// The key parts are the caller's encoding, of which the package repeats
-// only what it needs to split a key (Parse): a tenant prefix is 0x01-0x17
-// alone, or 0x17+n and n more bytes; an id part is 0x01 and 16 bytes, or
-// 0x02, a uvarint length and that many bytes; a revision's tail is 8
-// bytes of time key and an id part.
+// The key parts are those of internal/keyenc, which Parse splits a key
+// by: a tenant prefix, id parts, and a revision's tail, a time part and
+// an id part.
 //
 // What the work means is not the package's: which range a deployment's
 // work goes to and which ranges may hold it (its listener, and whether
@@ -56,10 +54,10 @@
 package workqueue
 
 import (
-	"encoding/binary"
 	"errors"
 	"time"
 
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -131,13 +129,13 @@ func Parse(key string) (Unit, bool) {
 		return u, false
 	}
 	kind, rest := key[:1], key[1:]
-	n := tenantLen(rest)
+	n := keyenc.TenantLen(rest)
 	if n == 0 {
 		return u, false
 	}
 	u.Range.Tenant, rest = rest[:n], rest[n:]
 	if kind == kindAgent {
-		n := idLen(rest)
+		n := keyenc.IDLen(rest)
 		if n == 0 || n == len(rest) {
 			return u, false
 		}
@@ -146,61 +144,21 @@ func Parse(key string) (Unit, bool) {
 	if kind != kindRevision && kind != kindTeardown {
 		return u, false
 	}
-	if n = idLen(rest); n == 0 {
+	if n = keyenc.IDLen(rest); n == 0 {
 		return u, false
 	}
 	u.Deployment, rest = rest[:n], rest[n:]
 	if kind == kindRevision {
-		if len(rest) < 8 {
+		if len(rest) < keyenc.TimeLen {
 			return u, false
 		}
-		n := idLen(rest[8:])
+		n := keyenc.IDLen(rest[keyenc.TimeLen:])
 		if n == 0 {
 			return u, false
 		}
-		u.Revision, rest = rest[:8+n], rest[8+n:]
+		u.Revision, rest = rest[:keyenc.TimeLen+n], rest[keyenc.TimeLen+n:]
 	}
 	return u, rest == ""
-}
-
-// tenantLen returns the length of the tenant prefix that k starts with,
-// or 0 when k does not start with one (the caller's encoding of its
-// tenant numbers; see the package doc).
-func tenantLen(k string) int {
-	if k == "" || k[0] == 0 || k[0] > 0x1f {
-		return 0
-	}
-	if k[0] < 0x18 {
-		return 1
-	}
-	n := 1 + int(k[0]-0x17)
-	if len(k) < n {
-		return 0
-	}
-	return n
-}
-
-// idLen returns the length of the id part that k starts with, or 0 when k
-// does not start with one (the caller's encoding of its ids; see the
-// package doc).
-func idLen(k string) int {
-	if k == "" {
-		return 0
-	}
-	switch k[0] {
-	case 0x01:
-		if len(k) < 17 {
-			return 0
-		}
-		return 17
-	case 0x02:
-		n, w := binary.Uvarint([]byte(k[1:min(len(k), 11)]))
-		if w <= 0 || uint64(len(k)-1-w) < n {
-			return 0
-		}
-		return 1 + w + int(n)
-	}
-	return 0
 }
 
 // Add queues u, free, in tx. A revision's unit must be new (its tail

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"pgregory.net/rapid"
 
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/store/storetest"
@@ -21,33 +23,26 @@ import (
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
-// Tenant prefixes as controlplane assigns them: one byte for the first
-// 23 tenants, then a length byte and the number.
-const (
-	tenantA = "\x01"
-	tenantB = "\x02"
-	tenantC = "\x18\x2a" // number 42
+// Tenant prefixes: one byte for the first 23 tenants, then a length byte
+// and the number.
+var (
+	tenantA = keyenc.TenantPrefix(1)
+	tenantB = keyenc.TenantPrefix(2)
+	tenantC = keyenc.TenantPrefix(42)
 )
 
-// id is the id part of the UUID numbered n, as controlplane encodes it.
+// id is the id part of the UUID numbered n.
 func id(n int) string {
-	var b [17]byte
-	b[0] = 0x01
-	binary.BigEndian.PutUint64(b[9:], uint64(n))
-	return string(b[:])
+	var u [16]byte
+	binary.BigEndian.PutUint64(u[8:], uint64(n))
+	return keyenc.ID(uuid.UUID(u).String())
 }
 
 // textID is the id part of an id that is no UUID.
-func textID(s string) string {
-	return string(binary.AppendUvarint([]byte{0x02}, uint64(len(s)))) + s
-}
+func textID(s string) string { return keyenc.ID(s) }
 
 // tail is a revision's tail: the time key of at, then id(n).
-func tail(at time.Time, n int) string {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(at.UnixMicro())^(1<<63))
-	return string(b[:]) + id(n)
-}
+func tail(at time.Time, n int) string { return keyenc.Time(at) + id(n) }
 
 func revision(rg workqueue.Range, d, r int) workqueue.Unit {
 	return workqueue.Unit{Range: rg, Deployment: id(d), Revision: tail(t0.Add(time.Duration(r)*time.Second), r)}
