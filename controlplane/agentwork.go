@@ -2,17 +2,16 @@ package controlplane
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane/internal/index"
+	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/wiretime"
 )
@@ -23,21 +22,15 @@ import (
 // control plane never dials it. Whether an agent serves a deployment is
 // decided when its work is queued (its create, each new revision, its
 // delete: queueFor), and recorded on it (remote_reconciled). Its pending
-// records lie in a key range of their own, by listener:
-//
-//	cp_pending  "a" tenant listener "r" deployment ts revision  -> lease   (a revision not terminal)
-//	cp_pending  "a" tenant listener "d" deployment              -> lease   (a deployment AWAITING_DELETE)
-//
-// in the compact key encoding of worker.go (tenant prefix, encID ids,
-// timeKey). "a" sorts before Run's "d" and "r", so Run and Process never
-// claim them (claimable starts past "a" with one seek), and an agent's
-// claim walks only its listener's records: its cost follows that
-// listener's work, never the other listeners'. A lease is the same as
-// Run's (worker.go): an agent claims with the same Update, renews, reports
-// through the same apply, and its work is taken over by another agent of
-// the listener once its lease expires. The agent holds its lease as an
-// opaque string (the pending key and the claim's token), which every call
-// checks against the tenant and listener it names.
+// work lies in the range of its listener's agents in cp_pending
+// (internal/workqueue), where Run and Process never claim, and an agent's
+// claim walks only its listener's units: its cost follows that listener's
+// work, never the other listeners'. A lease is the same as Run's: an
+// agent claims with the same Update, renews, reports through the same
+// apply, and its work is taken over by another agent of the listener once
+// its lease expires. The agent holds its lease as an opaque string
+// (workqueue.Lease.Text: the unit's key and the claim's token), which
+// every call checks against the tenant and listener it names.
 //
 // A revision of an agent-served deployment is created QUEUED (CREATING,
 // then QUEUED, at its created_at) with a status_message naming the
@@ -172,23 +165,22 @@ func (h *agentHub) wake(k string) {
 // that Options.Drives says this server does not drive, else in Run's. It
 // records the answer as d.RemoteReconciled and returns the listener when
 // an agent serves d. Without Options.Drives it reads nothing.
-func (cp *ControlPlane) queueFor(r store.Reader, tenant, tp string, d *deploymentRecord) (workQueue, *Listener, error) {
-	q := workQueue{tp: tp}
+func (cp *ControlPlane) queueFor(r store.Reader, tenant, tp string, d *deploymentRecord) (workqueue.Range, *Listener, error) {
+	rg := serverRange(tp)
 	d.RemoteReconciled = false
 	id := d.SourceConfig.ListenerID
 	if cp.drives == nil || id == nil {
-		return q, nil, nil
+		return rg, nil, nil
 	}
 	l, err := getListener(r, tenant, *id)
 	if err != nil {
-		return q, nil, err
+		return rg, nil, err
 	}
 	if cp.drives(l) {
-		return q, nil, nil
+		return rg, nil, nil
 	}
 	d.RemoteReconciled = true
-	q.agent = l.ID
-	return q, l, nil
+	return agentRange(tp, l.ID), l, nil
 }
 
 // waitingMessage is the status_message of a revision waiting for the
@@ -248,26 +240,17 @@ func (cp *ControlPlane) ClaimAgentWork(ctx context.Context, tenant, listenerID s
 	if err := cp.agentSeenAt(ctx, tenant, lid, "", now); err != nil && ctx.Err() == nil {
 		cp.log.Warn("controlplane: recording an agent as seen failed", "listener", lid, "err", err)
 	}
-	prefix := workQueue{tp: tp, agent: lid}.start()
-	for range claimTries {
-		var found *job
-		err := cp.st.View(ctx, func(r store.Reader) error {
-			var err error
-			found, err = cp.firstClaimable(r, prefix, "", now, nil)
-			return err
-		})
-		if err != nil || found == nil {
+	for range agentClaimTries {
+		l, err := cp.queue.ClaimIn(ctx, agentRange(tp, lid), now)
+		if err != nil || l == nil {
 			return nil, cp.storeErr("claim agent work", err)
 		}
-		j, err := cp.takeLease(ctx, found, now)
-		if err != nil {
-			return nil, cp.storeErr("claim agent work", err)
+		if l.Takeover {
+			cp.obs.LeaseTakenOver()
 		}
-		if j == nil {
-			continue // another agent took it first
-		}
+		j := newJob(l, tenant)
 		j.stepStart.Store(now.UnixNano())
-		w := &AgentWork{Lease: encodeLease(j), LeaseSeconds: max(1, int(math.Ceil(cp.leaseFor.Seconds())))}
+		w := &AgentWork{Lease: l.Text(), LeaseSeconds: max(1, int(math.Ceil(cp.leaseFor.Seconds())))}
 		err = cp.st.View(ctx, func(r store.Reader) error {
 			if j.revision != "" {
 				w.Kind = AgentDeploy
@@ -296,6 +279,10 @@ func (cp *ControlPlane) ClaimAgentWork(ctx context.Context, tenant, listenerID s
 	}
 	return nil, nil
 }
+
+// agentClaimTries bounds the units of work one ClaimAgentWork drops
+// because their deployments were removed already.
+const agentClaimTries = 4
 
 // WaitAgentWork is ClaimAgentWork as a long poll: when there is no work
 // to claim, it waits up to wait for some, claiming as soon as this
@@ -336,12 +323,6 @@ func (cp *ControlPlane) WaitAgentWork(ctx context.Context, tenant, listenerID st
 	}
 }
 
-// encodeLease is the lease string of an agent's job: its pending key and
-// the claim's token.
-func encodeLease(j *job) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(j.pkey)) + "." + j.token
-}
-
 // agentJob decodes a lease string for the tenant's listener. Errors:
 // apierr.ErrInvalidState for a string that is no lease, a
 // *apierr.NotFoundError for a lease of another tenant's or listener's
@@ -351,16 +332,11 @@ func (cp *ControlPlane) agentJob(ctx context.Context, tenant, listenerID, leaseT
 	if err != nil {
 		return nil, err
 	}
-	enc, token, ok := strings.Cut(leaseText, ".")
-	k, derr := base64.RawURLEncoding.DecodeString(enc)
-	var j *job
-	if ok && derr == nil && token != "" && !strings.ContainsAny(token, " ") {
-		j, ok = parsePendingKey(string(k))
-	}
-	if !ok || derr != nil || j == nil || j.listener == "" {
+	l, ok := workqueue.ParseText(leaseText)
+	if !ok || l.Range.Listener == "" {
 		return nil, apierr.InvalidStatef("The lease is not one this control plane issued.")
 	}
-	j.token = token
+	j := newJob(l, tenant)
 	var tp string
 	err = cp.st.View(ctx, func(r store.Reader) error {
 		var err error
@@ -370,13 +346,12 @@ func (cp *ControlPlane) agentJob(ctx context.Context, tenant, listenerID, leaseT
 	if err != nil {
 		return nil, cp.storeErr("read lease", err)
 	}
-	if j.tp != tp || j.listener != lid {
+	if l.Range.Tenant != tp || j.listener != lid {
 		if j.revision != "" {
 			return nil, &apierr.NotFoundError{Kind: apierr.KindRevision, ID: j.revision}
 		}
 		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: j.deployment}
 	}
-	j.tenant = tenant
 	return j, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -118,8 +117,10 @@ func testAgentWorkOnlyForItsListener(t *testing.T, st store.Store) {
 
 	d := f.deployment(tenantA, "remote", edge)
 	local := f.deployment(tenantA, "local", inHouse)
-	if !d.RemoteReconciled || local.RemoteReconciled {
-		t.Errorf("remote_reconciled = %v and %v, want true for the agent's, false for the server's", d.RemoteReconciled, local.RemoteReconciled)
+	// Both answer remote_reconciled: external_docker deployments are
+	// (wire contract section 5), whoever drives them.
+	if !d.RemoteReconciled || !local.RemoteReconciled {
+		t.Errorf("remote_reconciled = %v and %v, want true for both", d.RemoteReconciled, local.RemoteReconciled)
 	}
 	rev := f.revision(tenantA, d, *d.LatestRevisionID)
 	diff(t, "waiting revision", []any{controlplane.RevisionQueued, []controlplane.RevisionStatus{"CREATING", "QUEUED"},
@@ -591,42 +592,60 @@ func TestListenerStatus(t *testing.T) {
 	})
 }
 
-// TestRemoteReconciledFilter: the list filter remote_reconciled selects
-// the deployments placed on listeners, the agent-served among them.
+// TestRemoteReconciledFilter: a deployment answers remote_reconciled when
+// it is external_docker (the one source placed on listeners, so every
+// deployment an agent serves is one), and the list filter of that
+// name selects exactly the deployments that answer it, on either walk (the
+// filter alone, or beside another that the index walks first).
 func TestRemoteReconciledFilter(t *testing.T) {
 	inBubbleOverStores(t, func(t *testing.T, st store.Store) {
 		f := newAgentFixture(t, st)
-		served := f.deployment(tenantA, "remote", f.listener(tenantA, "edge-1"))
+		edge, inHouse := f.listener(tenantA, "edge-1"), f.listener(tenantA, "in-house")
 		intID, err := f.cp.CreateIntegration(f.ctx, tenantA, &controlplane.CreateIntegrationRequest{InstallationID: new(int64(7)), Name: new("acme")})
 		if err != nil {
 			t.Fatal(err)
 		}
-		gh, err := f.cp.CreateDeployment(f.ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, githubBody("cloud", intID.ID)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids := func(remote bool) []string {
+		github := func(name string) *controlplane.Deployment {
 			t.Helper()
-			page, err := f.cp.ListDeployments(f.ctx, tenantA, &controlplane.ListDeploymentsQuery{RemoteReconciled: &remote})
+			d, err := f.cp.CreateDeployment(f.ctx, tenantA, decode[controlplane.CreateDeploymentRequest](t, githubBody(name, intID.ID)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out []string
-			for _, d := range page.Resources {
-				out = append(out, d.ID)
-				if (d.ID == served.ID) != d.RemoteReconciled {
-					t.Errorf("%s answers remote_reconciled %v", d.Name, d.RemoteReconciled)
+			return d
+		}
+		want := map[string]bool{
+			f.deployment(tenantA, "docker-served", edge).ID:      true,
+			f.deployment(tenantA, "docker-in-house", inHouse).ID: true,
+			github("github-1").ID:                                false,
+			github("github-2").ID:                                false,
+		}
+		for _, q := range []controlplane.ListDeploymentsQuery{{}, {NameContains: "-"}, {Status: controlplane.StatusAwaitingDatabase}} {
+			for _, remote := range []bool{true, false} {
+				q.RemoteReconciled = &remote
+				page, err := f.cp.ListDeployments(f.ctx, tenantA, &q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, d := range page.Resources {
+					got = append(got, d.Name)
+					if d.RemoteReconciled != remote || want[d.ID] != remote {
+						t.Errorf("remote_reconciled=%v (beside %+v) lists %s, which answers %v", remote, q, d.Name, d.RemoteReconciled)
+					}
+				}
+				n := 0
+				for _, r := range want {
+					if r == remote {
+						n++
+					}
+				}
+				if q.Status == "" && len(got) != n {
+					t.Errorf("remote_reconciled=%v (beside %+v) lists %v, want %d deployments", remote, q, got, n)
 				}
 			}
-			return out
-		}
-		if got := ids(true); !slices.Contains(got, served.ID) || slices.Contains(got, gh.ID) {
-			t.Errorf("remote_reconciled=true lists %v", got)
-		}
-		if got := ids(false); slices.Contains(got, served.ID) || !slices.Contains(got, gh.ID) {
-			t.Errorf("remote_reconciled=false lists %v", got)
 		}
 		// The flag is kept by changes that make no revision.
+		served := f.deployment(tenantA, "docker-patched", edge)
 		d, err := f.cp.UpdateDeployment(f.ctx, tenantA, served.ID, &controlplane.UpdateDeploymentRequest{DisplayName: new("Remote")})
 		if err != nil || !d.RemoteReconciled {
 			t.Errorf("after a PATCH in place: %v, %v", d.RemoteReconciled, err)

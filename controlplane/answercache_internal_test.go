@@ -1,10 +1,12 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
 
+	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storemem"
 )
 
@@ -33,11 +35,11 @@ func TestAnswerCacheBounded(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if _, size := cp.answers.len(); size > max(c.limit, 0) {
+				if _, size := cp.answers.Len(); size > max(c.limit, 0) {
 					t.Fatalf("after %d deployments the answers take %d bytes, beyond %d", i+1, size, c.limit)
 				}
 			}
-			n, _ := cp.answers.len()
+			n, _ := cp.answers.Len()
 			if got := n > 0; got != c.wantEntries || n >= len(ids) {
 				t.Fatalf("%d answers kept of %d deployments", n, len(ids))
 			}
@@ -47,7 +49,16 @@ func TestAnswerCacheBounded(t *testing.T) {
 			// The last one read is kept; once deleted and torn down, a read
 			// finds it missing and forgets its answer.
 			last := ids[len(ids)-1]
-			if cp.answers.shard(last).m[last] == nil {
+			var stored []byte
+			err := cp.st.View(ctx, func(r store.Reader) error {
+				b, err := cp.storedDeployment(r, "t1", last)
+				stored = bytes.Clone(b)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cp.answers.Get("t1", last, stored) == nil {
 				t.Fatal("the last answer made is not kept")
 			}
 			if err := cp.DeleteDeployment(ctx, "t1", last); err != nil {
@@ -65,7 +76,7 @@ func TestAnswerCacheBounded(t *testing.T) {
 			if _, err := cp.GetDeploymentJSON(ctx, "t1", last); err == nil {
 				t.Fatal("a deleted deployment was found")
 			}
-			if cp.answers.shard(last).m[last] != nil {
+			if cp.answers.Get("t1", last, stored) != nil {
 				t.Fatal("the answer of a deployment found missing is kept")
 			}
 		})

@@ -15,9 +15,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/answercache"
 	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
 	"github.com/deployplane/deployplane/controlplane/internal/index"
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/controlplane/internal/revlog"
+	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/internal/seal"
 	"github.com/deployplane/deployplane/internal/uuidtext"
 	"github.com/deployplane/deployplane/store"
@@ -43,26 +46,23 @@ type ControlPlane struct {
 	secrets secretCodec          // seals secret values at rest (storageform.go)
 	logs    *revlog.Logs         // the revision logs, bounded by Options.LogRetention (logs.go)
 	idx     *index.Index         // the name and order index of the deployments (list.go, records.go)
-	tenants tenantCache          // tenant key prefixes (keys.go)
+	tenants keyenc.Tenants       // tenant key prefixes (records.go)
 	events  *eventlog.Log        // the event log: outbox, sequencer, followers (events.go)
 	renders *renderCache         // the rendered data of recent events (events.go)
-	answers *answerCache         // GetDeploymentJSON's recent answers (answercache.go)
+	answers *answercache.Cache   // GetDeploymentJSON's recent answers (records.go)
 	drives  func(*Listener) bool // Options.Drives; nil: every listener (agentwork.go)
 	agents  agentHub             // agents waiting for work, and last seen (agentwork.go)
 
 	// lifecycle (worker.go)
-	poll      time.Duration
-	leaseFor  time.Duration
-	workers   int
-	shares    *shares // each tenant's units in flight, for Options.TenantWorkers (worker.go)
-	wake      chan struct{}
-	running   atomic.Bool
-	ownerOnce sync.Once
-	ownerID   string
-	claims    atomic.Uint64
-	obs       Observer                 // observe.go; never nil
-	deployer  atomic.Pointer[Deployer] // the Deployer Run drives, for Ready
-	folding   sync.Mutex               // one fold of the order counts at a time (sequencer.go)
+	poll     time.Duration
+	leaseFor time.Duration
+	workers  int
+	queue    *workqueue.Queue // the pending work, its leases and each tenant's share of the workers (worker.go)
+	wake     chan struct{}
+	running  atomic.Bool
+	obs      Observer                 // observe.go; never nil
+	deployer atomic.Pointer[Deployer] // the Deployer Run drives, for Ready
+	folding  sync.Mutex               // one fold of the order counts at a time (sequencer.go)
 
 	hooks ruleHooks // none outside the mutation tests (rules.go)
 }
@@ -113,7 +113,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		o = *opts
 	}
 	cp := &ControlPlane{
-		st:      viewStore{st},
+		st:      keyenc.Views(st),
 		clock:   o.Clock,
 		newID:   o.NewID,
 		sources: slices.Clone(o.Sources),
@@ -138,7 +138,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	}
 	cp.events = newEventLog(st, &o)
 	cp.renders = newRenderCache()
-	cp.answers = newAnswerCache(answerCacheBytes(o.AnswerCacheBytes))
+	cp.answers = answercache.New(answerCacheBytes(o.AnswerCacheBytes))
 	cp.st = eventStore{Store: cp.st, cp: cp} // wakes event followers after commits, runs the sequencer (events.go)
 	if len(o.SecretKey) > 0 {
 		s, err := seal.New(o.SecretKey)
@@ -156,7 +156,6 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	if cp.workers <= 0 {
 		cp.workers = DefaultWorkers
 	}
-	cp.shares = newShares(tenantShare(o.TenantWorkers, cp.workers))
 	if cp.clock == nil {
 		cp.clock = time.Now
 	}
@@ -166,6 +165,10 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	if cp.newID == nil {
 		cp.newID = func() string { return uuid.Must(uuid.NewV7()).String() }
 	}
+	// The lease owner id is made from NewID at the first claim, so that
+	// ids never collide between replicas that use the default NewID.
+	cp.queue = workqueue.New(cp.st, &workqueue.Options{Lease: cp.leaseFor,
+		TenantShare: tenantShare(o.TenantWorkers, cp.workers), NewID: cp.newID})
 	if len(cp.sources) == 0 {
 		cp.sources = Sources()
 	}
@@ -278,6 +281,7 @@ func (cp *ControlPlane) customURL(tenant, id, name string) string {
 
 func (r *deploymentRecord) wire() *Deployment {
 	d := r.Deployment
+	d.RemoteReconciled = r.remote()
 	d.TagValueIDs = slices.Clone(r.Tags)
 	d.SourceRevisionConfig = d.SourceRevisionConfig.answered()
 	if d.Secrets == nil {
@@ -826,7 +830,7 @@ func (StoreTracingProjects) CreateTracingProject(ctx context.Context, tx store.T
 	if err != nil {
 		return err
 	}
-	tp, err := (*tenantCache)(nil).assignTenant(tx, p.Tenant)
+	tp, err := assignTenant(nil, tx, p.Tenant)
 	if err != nil {
 		return err
 	}
@@ -838,7 +842,7 @@ func (StoreTracingProjects) CreateTracingProject(ctx context.Context, tx store.T
 // apierr.ErrNotFound when there is none.
 func (StoreTracingProjects) Get(r store.Reader, tenant, deploymentID string) (TracingProject, error) {
 	var p TracingProject
-	tp, err := (*tenantCache)(nil).tenantPrefix(r, tenant, false)
+	tp, err := (*keyenc.Tenants)(nil).Prefix(r, tenant)
 	if err != nil {
 		return p, err
 	}

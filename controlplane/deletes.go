@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
+	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -14,7 +16,8 @@ import (
 // either removes its records at once, when none of its revisions ever
 // reached an engine (ranAnywhere), or marks it AWAITING_DELETE and queues
 // its teardown (worker.go), after which its records go. A teardown that
-// fails is retried with backoff (teardownBackoff), the deployment's
+// fails is retried with backoff (teardownBackoff; the count of failures in
+// a row is kept in the work's lease), the deployment's
 // status_message saying why it waits; a forced DELETE removes the records
 // of a deployment AWAITING_DELETE without its engine.
 
@@ -201,7 +204,7 @@ func (cp *ControlPlane) ranAnywhere(r store.Reader, tenant, tp string, d *deploy
 			ran = true
 			return false, nil
 		}
-		id, _, ok := decID(k[min(len(k), len(prefix)+8):])
+		id, _, ok := keyenc.ParseID(k[min(len(k), len(prefix)+keyenc.TimeLen):])
 		if !ok {
 			return false, fmt.Errorf("controlplane: malformed revision order key %q", k)
 		}
@@ -294,12 +297,14 @@ func (cp *ControlPlane) teardownFailed(ctx context.Context, j *job, terr error) 
 	gone := false // the work is done meanwhile (a forced delete)
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		changed, gone = nil, false
-		found, n, err := ownLeaseOf(tx, j)
-		if err != nil || !found {
-			gone = err == nil && !found
+		cur, err := workqueue.Own(tx, j.lease)
+		if err != nil || cur == nil {
+			gone = err == nil
 			return err
 		}
-		failures = n + 1
+		back := *cur // given back until the backoff ends, one more failure kept
+		back.Failures++
+		failures = back.Failures
 		wait = teardownBackoff(failures)
 		rec, err := cp.getDeployment(tx, j.tenant, j.deployment)
 		if err != nil {
@@ -314,7 +319,7 @@ func (cp *ControlPlane) teardownFailed(ctx context.Context, j *job, terr error) 
 			}
 			changed = &next
 		}
-		return tx.Put(colPending, j.pkey, leaseOf(retryToken, now.Add(wait), failures))
+		return workqueue.Requeue(tx, &back, now.Add(wait))
 	})
 	if errors.Is(err, ErrLeaseLost) {
 		return err
@@ -368,7 +373,7 @@ func (StoreTracingProjects) RemoveTracingProject(ctx context.Context, tx store.T
 	if !deleteProject {
 		return nil
 	}
-	tp, err := (*tenantCache)(nil).tenantPrefix(tx, p.Tenant, false)
+	tp, err := (*keyenc.Tenants)(nil).Prefix(tx, p.Tenant)
 	if err != nil {
 		return err
 	}

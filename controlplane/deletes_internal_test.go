@@ -3,11 +3,7 @@ package controlplane
 import (
 	"strings"
 	"testing"
-	"time"
 )
-
-// leaseTime is a lease expiry (microseconds, as leases keep them).
-var leaseTime = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
 // reachedEngine: a revision reached its engine when its status or a status
 // of its history is BUILDING, DEPLOYING, DEPLOYED or UNKNOWN, or when its
@@ -58,24 +54,5 @@ func TestTeardownBackoffSchedule(t *testing.T) {
 	want := "[2s 4s 8s 16s 32s 1m4s 2m8s 4m16s 5m0s 5m0s]"
 	if s := "[" + strings.Join(got, " ") + "]"; s != want {
 		t.Errorf("backoffs %s, want %s", s, want)
-	}
-}
-
-// A lease keeps a teardown's count of failures through claims, renewals
-// and releases; parseLease reads token and expiry as before.
-func TestLeaseFailures(t *testing.T) {
-	for _, v := range [][]byte{leaseOf("retry", leaseTime, 3), leaseOf("", leaseTime, 3), leaseOf("owner:1", leaseTime, 3)} {
-		if n := leaseFailures(v); n != 3 {
-			t.Errorf("leaseFailures(%q) = %d", v, n)
-		}
-		if _, exp := parseLease(v); !exp.Equal(leaseTime) {
-			t.Errorf("parseLease(%q) expiry %v", v, exp)
-		}
-	}
-	if v := lease("owner:1", leaseTime); leaseFailures(v) != 0 || string(v) != string(leaseOf("owner:1", leaseTime, 0)) {
-		t.Errorf("a lease without failures: %q", v)
-	}
-	if leaseFailures(nil) != 0 {
-		t.Error("a free lease has failures")
 	}
 }

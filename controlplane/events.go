@@ -12,6 +12,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -172,9 +173,7 @@ func (s eventStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 		return fn(&tx)
 	})
 	if err == nil {
-		for t, p := range tx.prefixes {
-			s.cp.tenants.put(t, p) // committed now
-		}
+		s.cp.tenants.Commit(&tx.tenants) // committed now
 		ran, serr := s.cp.events.Committed(ctx, &tx.batch)
 		if serr == nil && ran {
 			serr = s.cp.fold(ctx)
@@ -192,8 +191,9 @@ func (s eventStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 type eventTx struct {
 	store.Tx
 	batch eventlog.Batch
-	// prefixes are the tenant prefixes the Update read or assigned.
-	prefixes map[string]string
+	// tenants are the tenant prefixes the Update read or assigned
+	// (writeTenant).
+	tenants keyenc.Pending
 }
 
 // Discard passes a Discard on to the store's Tx (store.Discard), which
@@ -206,27 +206,6 @@ func (t *eventTx) Discard(collection, key string) error {
 // embedded Tx alone would hide.
 func (t *eventTx) Insert(collection, key string, value []byte) error {
 	return store.Insert(t.Tx, collection, key, value)
-}
-
-// prefix is the tenant's prefix if the Update has read or assigned it.
-func (t *eventTx) prefix(tenant string) (string, bool) {
-	if t == nil {
-		return "", false
-	}
-	p, ok := t.prefixes[tenant]
-	return p, ok
-}
-
-// notePrefix remembers the tenant's prefix for the rest of the Update, and
-// for the tenant cache once the Update has committed.
-func (t *eventTx) notePrefix(tenant, p string) {
-	if t == nil {
-		return
-	}
-	if t.prefixes == nil {
-		t.prefixes = map[string]string{}
-	}
-	t.prefixes[tenant] = p
 }
 
 // FollowOptions say which events FollowEvents follows, and from where.

@@ -87,6 +87,3 @@ func WithMutation(o *Options, m Mutation) *Options {
 	c.hooks = h
 	return &c
 }
-
-// ColPending is the collection of pending work, one record per unit.
-const ColPending = colPending

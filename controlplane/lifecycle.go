@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 )
 
 // Deployer makes revisions real: it builds and runs them somewhere
@@ -141,7 +142,7 @@ type Step struct {
 // ErrLeaseLost is returned by Reporter.Report when another worker (a
 // replica, or this one after the lease expired and was taken) now drives
 // the revision. The Deployer should stop.
-var ErrLeaseLost = errors.New("controlplane: lease lost")
+var ErrLeaseLost = workqueue.ErrLeaseLost
 
 // IsRefusal reports whether err, from a Reporter, is the control plane
 // refusing a deployer's report: it matches apierr.ErrInvalidState (the

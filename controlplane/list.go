@@ -363,7 +363,7 @@ func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID 
 		if err != nil {
 			return err
 		}
-		if q.RemoteReconciled != nil && *q.RemoteReconciled != (d.Source == SourceExternalDocker) {
+		if q.RemoteReconciled != nil && *q.RemoteReconciled != d.remote() {
 			return nil
 		}
 		var keep func([]byte) bool
@@ -397,7 +397,7 @@ func (cp *ControlPlane) ListRevisions(ctx context.Context, tenant, deploymentID 
 }
 
 // pageIDs walks the order records under prefix newest first (keys
-// prefix+timeKey+encID(id)) and returns the ids of one page: of the records
+// prefix+keyenc.Time+keyenc.ID(id)) and returns the ids of one page: of the records
 // keep accepts (nil accepts all, and is given the record's value), it skips
 // offset and returns at most limit; idOf reads the id from a key's tail
 // (after prefix). Only keys are read, so a deep offset

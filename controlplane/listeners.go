@@ -11,6 +11,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane/internal/index"
+	"github.com/deployplane/deployplane/controlplane/internal/tokens"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/wiretime"
 )
@@ -477,7 +478,7 @@ func removeListener(tx store.Tx, tenant string, l *Listener) error {
 			return err
 		}
 	}
-	return deleteListenerTokens(tx, tenant, l.ID) // listenertokens.go
+	return tokenErr(tokens.DeleteListener(tx, tenant, l.ID)) // listenertokens.go
 }
 
 // CreateIntegration registers a GitHub App installation for the tenant

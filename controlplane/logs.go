@@ -10,6 +10,7 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane/internal/revlog"
+	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/wiretime"
 )
@@ -386,12 +387,12 @@ func (r *reporter) Log(ctx context.Context, lines ...LogLine) error {
 	cp, j := r.cp, r.j
 	now := cp.now()
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		found, err := ownLease(tx, j)
+		cur, err := workqueue.Own(tx, j.lease)
 		if err != nil {
 			return err
 		}
-		if found {
-			if err := tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.leaseFor))); err != nil {
+		if cur != nil {
+			if err := cp.queue.Extend(tx, cur, now); err != nil {
 				return err
 			}
 		}

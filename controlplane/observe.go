@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -166,7 +167,7 @@ const readyProbeKey = "readiness-probe"
 func (cp *ControlPlane) Ready(ctx context.Context) error {
 	var problems []NotReady
 	err := cp.st.View(ctx, func(r store.Reader) error {
-		_, err := r.Get(colPending, readyProbeKey)
+		_, err := r.Get(workqueue.Collection, readyProbeKey)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
@@ -212,26 +213,12 @@ type PendingWork struct {
 // replica sees the same counts.
 func (cp *ControlPlane) PendingWork(ctx context.Context) (PendingWork, error) {
 	now := cp.now()
-	var pw PendingWork
+	var c workqueue.Counts
 	err := cp.st.View(ctx, func(r store.Reader) error {
-		pw = PendingWork{}
-		return r.Scan(colPending, "", nil, func(k string, v []byte) (bool, error) {
-			tok, exp := parseLease(v)
-			held := tok != "" && exp.After(now)
-			j, _ := parsePendingKey(k)
-			revision := j != nil && j.revision != ""
-			switch {
-			case revision && held:
-				pw.RevisionsInProgress++
-			case revision:
-				pw.RevisionsWaiting++
-			case held:
-				pw.DeletionsInProgress++
-			default:
-				pw.DeletionsWaiting++
-			}
-			return true, nil
-		})
+		var err error
+		c, err = workqueue.Count(r, now)
+		return err
 	})
-	return pw, cp.storeErr("count pending work", err)
+	return PendingWork{RevisionsWaiting: c.RevisionsWaiting, RevisionsInProgress: c.RevisionsHeld,
+		DeletionsWaiting: c.TeardownsWaiting, DeletionsInProgress: c.TeardownsHeld}, cp.storeErr("count pending work", err)
 }

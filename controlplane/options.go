@@ -183,6 +183,18 @@ const (
 // DefaultCustomURLTemplate is the default Options.CustomURLTemplate.
 const DefaultCustomURLTemplate = "https://{name}-{id}.deployplane.local"
 
+// DefaultAnswerCacheBytes is the default Options.AnswerCacheBytes: 4 MiB,
+// the wire JSON of a few thousand typical deployments.
+const DefaultAnswerCacheBytes = 4 << 20
+
+// answerCacheBytes is the bound of Options.AnswerCacheBytes o.
+func answerCacheBytes(o int) int {
+	if o == 0 {
+		return DefaultAnswerCacheBytes
+	}
+	return max(o, 0)
+}
+
 // Limits are the caps that keep every record bounded whatever a request
 // holds. A request beyond them is a 422 (string_too_long or too_long).
 type Limits struct {

@@ -12,16 +12,19 @@ import (
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
 	"github.com/deployplane/deployplane/controlplane/internal/index"
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/controlplane/internal/revlog"
+	"github.com/deployplane/deployplane/controlplane/internal/tokens"
+	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/store"
 )
 
 // Collections and key layout. The collections of deployments, revisions
-// and their work use compact binary keys (keys.go): T is the tenant
+// and their work use compact binary keys (internal/keyenc): T is the tenant
 // prefix, a number of one byte (the first 23 tenants) or a few, assigned
 // once per tenant in cp_tenants; D, R, L, I are ids, 17 bytes each for a
 // UUID (a tag byte and its 16 bytes; other ids are tagged and length
-// prefixed); ts is timeKey(created_at), 8 bytes that sort in time order,
+// prefixed); ts is keyenc.Time(created_at), 8 bytes that sort in time order,
 // so reverse scans give newest first (created_at desc, then id desc).
 // Parts delimit themselves: there is no separator.
 //
@@ -37,7 +40,7 @@ import (
 //	cp_revisions            T D R                  -> storedRevision JSON (storageform.go)
 //	cp_revision_order       T D ts R               -> status
 //	cp_tracing_projects     T D                    -> storedTracingProject JSON (StoreTracingProjects; kept after the deployment when its delete asked)
-//	cp_pending              "r" T D ts R           -> lease (a revision not terminal; worker.go)
+//	cp_pending              "r" T D ts R           -> lease (a revision not terminal; internal/workqueue, worker.go)
 //	cp_pending              "d" T D                -> lease (a deployment AWAITING_DELETE)
 //	cp_pending              "a" T L "r" D ts R     -> lease (the same, for a deployment an agent serves;
 //	cp_pending              "a" T L "d" D          -> lease  L its listener: agentwork.go)
@@ -50,7 +53,7 @@ import (
 //	cp_listeners            tenant/id              -> storedListener JSON (the wire JSON less status, and "deleting"; listeners.go)
 //	cp_listener_order       tenant/ts16/id         -> ""
 //	cp_listener_compute_ids tenant/escaped compute id -> id
-//	cp_listener_tokens      "k" id                 -> listenerTokenRecord JSON (listenertokens.go)
+//	cp_listener_tokens      "k" id                 -> the token's record JSON (internal/tokens)
 //	cp_listener_tokens      "o" tenant/listener/ts16/id -> ""
 //	cp_integrations         tenant/id              -> integrationRecord JSON
 //	cp_integration_installs tenant/installation id -> id
@@ -65,8 +68,8 @@ import (
 // a name record's value is empty (its presence is the uniqueness). The
 // space per deployment and how it splits are in BENCHMARKS.md ("Space per
 // deployment"). A tenant prefix is immutable once assigned, so every
-// replica may cache it (tenantCache, filled only from committed reads); a
-// tenant never written has none, and its reads use tenantNone, which
+// replica may cache it (keyenc.Tenants, filled only from committed reads); a
+// tenant never written has none, and its reads use keyenc.NoTenant, which
 // names nothing. Every store accepts any bytes in keys (storepg keeps them
 // as bytea).
 //
@@ -117,7 +120,7 @@ import (
 // wire names.
 // GetDeploymentJSON decodes and encodes a record once: the answer is kept
 // beside the stored bytes it came from and served again while the store
-// holds those very bytes (answercache.go; BENCHMARKS.md).
+// holds those very bytes (internal/answercache; BENCHMARKS.md).
 //
 // The lifecycle's records follow the work, not the data: cp_pending holds
 // one lease per revision not terminal and per deployment AWAITING_DELETE
@@ -135,7 +138,6 @@ const (
 	colIntegrations     = "cp_integrations"
 	colIntegrationInsts = "cp_integration_installs"
 	colTracingProjects  = "cp_tracing_projects"
-	colPending          = "cp_pending"
 )
 
 // The fields a deployment is indexed by: the first byte of an index term
@@ -145,9 +147,9 @@ const (
 	idxType     = "y"
 	idxSource   = "o"
 	idxImage    = "i"
-	idxTag      = "t" // the value is an id (encID)
-	idxListener = "l" // the value is an id (encID)
-	idxPush     = "p" // github deployments with build_on_push, by integration id (encID)
+	idxTag      = "t" // the value is an id (keyenc.ID)
+	idxListener = "l" // the value is an id (keyenc.ID)
+	idxPush     = "p" // github deployments with build_on_push, by integration id (keyenc.ID)
 )
 
 // createdKey encodes t so that byte order is time order, as 16 hex digits:
@@ -164,7 +166,7 @@ func key(parts ...string) string { return strings.Join(parts, "/") }
 // indexCodes are the one-byte codes of the values of the enum-valued
 // index fields (status, type, source). Codes are never reused: a new
 // value gets a new code, and a value without one is stored as 0x00 and
-// encStr(value).
+// keyenc.Str(value).
 var indexCodes = map[string]byte{
 	string(StatusAwaitingDatabase): 1, string(StatusReady): 2, string(StatusUnused): 3,
 	string(StatusAwaitingDelete): 4, string(StatusUnknown): 5,
@@ -174,32 +176,58 @@ var indexCodes = map[string]byte{
 }
 
 // indexTerm is the index term (internal/index) of one field value: the
-// field, then the value. Id-valued fields encode the value with encID,
-// enum-valued ones with indexCodes, image versions with encStr; each
+// field, then the value. Id-valued fields encode the value with keyenc.ID,
+// enum-valued ones with indexCodes, image versions with keyenc.Str; each
 // delimits itself, so no term is a prefix of another.
 func indexTerm(field, value string) string {
 	switch field {
 	case idxTag, idxListener, idxPush:
-		return field + encID(value)
+		return field + keyenc.ID(value)
 	case idxStatus, idxType, idxSource:
 		if c, ok := indexCodes[value]; ok {
 			return field + string([]byte{c})
 		}
-		return field + "\x00" + encStr(value)
+		return field + "\x00" + keyenc.Str(value)
 	}
-	return field + encStr(value)
+	return field + keyenc.Str(value)
 }
 
 // deploymentKey is the key of a deployment record, and of its name
-// record's value and tracing project: tp + encID(id).
-func deploymentKey(tp, id string) string { return tp + encID(id) }
+// record's value and tracing project: tp + keyenc.ID(id).
+func deploymentKey(tp, id string) string { return tp + keyenc.ID(id) }
 
 // revisionKey is the key of a revision record.
-func revisionKey(tp, deploymentID, id string) string { return tp + encID(deploymentID) + encID(id) }
+func revisionKey(tp, deploymentID, id string) string {
+	return tp + keyenc.ID(deploymentID) + keyenc.ID(id)
+}
 
-// tailID returns the id of an order tail (timeKey + encID(id)).
+// readTenant returns the tenant's prefix, keyenc.NoTenant when it has
+// none; r may be a View's or an Update's (what a View read is cached).
+func (cp *ControlPlane) readTenant(r store.Reader, tenant string) (string, error) {
+	return cp.tenants.Prefix(r, tenant)
+}
+
+// writeTenant returns the tenant's prefix, assigning one in tx when it
+// has none.
+func (cp *ControlPlane) writeTenant(tx store.Tx, tenant string) (string, error) {
+	return assignTenant(&cp.tenants, tx, tenant)
+}
+
+// assignTenant is c.Assign (c nil: no cache) with the prefixes tx's
+// Update has read or assigned, when tx is an eventStore's: it reads a
+// tenant's prefix once, and the ControlPlane caches them once it has
+// committed.
+func assignTenant(c *keyenc.Tenants, tx store.Tx, tenant string) (string, error) {
+	var p *keyenc.Pending
+	if et, ok := tx.(*eventTx); ok {
+		p = &et.tenants
+	}
+	return c.Assign(tx, p, tenant)
+}
+
+// tailID returns the id of an order tail (keyenc.Time + keyenc.ID(id)).
 func tailID(tail string) string {
-	id, _, _ := decID(tail[min(len(tail), 8):])
+	id, _, _ := keyenc.ParseID(tail[min(len(tail), keyenc.TimeLen):])
 	return id
 }
 
@@ -215,9 +243,9 @@ type deploymentRecord struct {
 	KeepTracingProject bool `json:"keep_tracing_project,omitempty"`
 }
 
-// tail is the deployment's place in the newest-first order: timeKey +
-// encID(id).
-func (r *deploymentRecord) tail() string { return timeKey(r.CreatedAt.Time()) + encID(r.ID) }
+// tail is the deployment's place in the newest-first order: keyenc.Time +
+// keyenc.ID(id).
+func (r *deploymentRecord) tail() string { return keyenc.Time(r.CreatedAt.Time()) + keyenc.ID(r.ID) }
 
 // servedURL is the deployment's url once a deployer serves it at addr:
 // its custom_url when it has one (an address the operator put in front of
@@ -242,6 +270,15 @@ func (r *deploymentRecord) summary() string {
 		img = "=" + *r.ImageVersion // "=" marks a non-null version
 	}
 	return strings.ToLower(r.Name) + "\x00" + string(r.Status) + "\x00" + t + "\x00" + string(r.Source) + "\x00" + img
+}
+
+// remote is the deployment's remote_reconciled: it is external_docker,
+// reconciled where its image is pushed from (wire contract section 5).
+// Those an agent serves (section 11, RemoteReconciled as stored) are
+// external_docker too, the one source placed on listeners; the list filter
+// therefore walks the source's index term.
+func (r *deploymentRecord) remote() bool {
+	return r.Source == SourceExternalDocker || r.RemoteReconciled
 }
 
 // indexTerms lists the index terms r is found by.
@@ -361,19 +398,12 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 	return removePending(tx, tp, r)
 }
 
-// removePending deletes the pending work of a deployment, in every queue
-// that may hold it (queuesOf): its unfinished revisions and its teardown.
+// removePending deletes the pending work of a deployment, in every range
+// that may hold it (rangesOf): its unfinished revisions and its teardown.
 // tp is the tenant prefix.
 func removePending(tx store.Tx, tp string, r *deploymentRecord) error {
-	ks, _, err := pendingRevisionKeys(tx, tp, r)
-	if err != nil {
-		return err
-	}
-	for _, q := range queuesOf(tp, r.SourceConfig.ListenerID) {
-		ks = append(ks, q.deleteKey(r.ID))
-	}
-	for _, k := range ks {
-		if err := tx.Delete(colPending, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+	for _, rg := range rangesOf(tp, r.SourceConfig.ListenerID) {
+		if err := workqueue.RemoveDeployment(tx, rg, keyenc.ID(r.ID)); err != nil {
 			return err
 		}
 	}
@@ -422,17 +452,23 @@ func (cp *ControlPlane) storedDeployment(r store.Reader, tenant, id string) ([]b
 
 // appendDeploymentJSON appends to dst a deployment of the tenant as its
 // wire JSON (what json.Marshal of GetDeployment's result gives): the
-// answer cp.answers kept for the very record stored (answercache.go), or
-// the record decoded from its storage form and encoded.
+// answer cp.answers kept for the very record stored, or the record decoded
+// from its storage form and encoded. The answer is a function of the
+// record's bytes, its tenant and id (and of the secret key, fixed per
+// ControlPlane), as internal/answercache needs, and every write of a
+// deployment (a PATCH, a new revision, a status change, a redeploy, its
+// removal) rewrites or deletes its record. The answers hold secret values
+// in plain text, in this process's memory only, bounded by
+// Options.AnswerCacheBytes.
 func (cp *ControlPlane) appendDeploymentJSON(r store.Reader, dst []byte, tenant, id string) ([]byte, error) {
 	b, err := cp.storedDeployment(r, tenant, id)
 	if err != nil {
 		if errors.As(err, new(*apierr.NotFoundError)) {
-			cp.answers.drop(id)
+			cp.answers.Drop(id)
 		}
 		return dst, err
 	}
-	if a := cp.answers.get(tenant, id, b); a != nil {
+	if a := cp.answers.Get(tenant, id, b); a != nil {
 		return append(dst, a...), nil
 	}
 	rec, err := cp.secrets.decodeDeployment(b, tenant, id)
@@ -443,7 +479,7 @@ func (cp *ControlPlane) appendDeploymentJSON(r store.Reader, dst []byte, tenant,
 	if err != nil {
 		return dst, err
 	}
-	cp.answers.put(tenant, id, b, a)
+	cp.answers.Put(tenant, id, b, a)
 	return append(dst, a...), nil
 }
 
@@ -487,7 +523,7 @@ func (cp *ControlPlane) putRevision(tx store.Tx, tenant string, rev *revisionRec
 	if err := write(colRevisions, revisionKey(tp, rev.DeploymentID, rev.ID), b); err != nil {
 		return err
 	}
-	return write(colRevisionOrder, deploymentKey(tp, rev.DeploymentID)+timeKey(rev.CreatedAt.Time())+encID(rev.ID), []byte(rev.Status))
+	return write(colRevisionOrder, deploymentKey(tp, rev.DeploymentID)+keyenc.Time(rev.CreatedAt.Time())+keyenc.ID(rev.ID), []byte(rev.Status))
 }
 
 // getRevision reads a revision of the tenant's deployment, or a
@@ -530,8 +566,8 @@ func sortedKeys[V any](m map[string]V) []string {
 // Collections returns the names of the store collections the package
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
-	return []string{colTenants, colDeployments, index.ColOrder, index.ColSummaries, index.ColGrams, index.ColCounts, index.ColCountChanges, index.ColTerms, colDeploymentNames, colRevisions,
-		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, colListenerTokens, colIntegrations, colIntegrationInsts,
-		colTracingProjects, colPending, colInstallationOwners, colDeliveries, revlog.Collection, eventlog.Events, eventlog.Outbox, eventlog.Clocks,
+	return []string{keyenc.ColTenants, colDeployments, index.ColOrder, index.ColSummaries, index.ColGrams, index.ColCounts, index.ColCountChanges, index.ColTerms, colDeploymentNames, colRevisions,
+		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, tokens.Collection, colIntegrations, colIntegrationInsts,
+		colTracingProjects, workqueue.Collection, colInstallationOwners, colDeliveries, revlog.Collection, eventlog.Events, eventlog.Outbox, eventlog.Clocks,
 		eventlog.Lease}
 }

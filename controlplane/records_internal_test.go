@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storemem"
 	"github.com/deployplane/deployplane/wiretime"
@@ -193,9 +194,9 @@ func TestTracingProjectRecords(t *testing.T) {
 }
 
 // testDeploymentKey is the key of the tenant's deployment id in
-// cp_deployments and cp_tracing_projects (keys.go).
+// cp_deployments and cp_tracing_projects (internal/keyenc).
 func testDeploymentKey(r store.Reader, tenant, id string) string {
-	tp, err := (*tenantCache)(nil).tenantPrefix(r, tenant, false)
+	tp, err := (*keyenc.Tenants)(nil).Prefix(r, tenant)
 	if err != nil {
 		panic(err)
 	}

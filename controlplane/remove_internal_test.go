@@ -12,6 +12,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane/internal/eventlog"
 	"github.com/deployplane/deployplane/controlplane/internal/index"
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/store/storetest"
 	"github.com/deployplane/deployplane/storemem"
@@ -65,7 +66,7 @@ func TestRemoveDeployment(t *testing.T) {
 			continue // the hook's record; the event log's history (eventlog)
 		}
 		for k, v := range recs {
-			if strings.Contains(k, victim.ID) || strings.Contains(v, victim.ID) || strings.Contains(k, encID(victim.ID)) || strings.Contains(v, encID(victim.ID)) || strings.Contains(v, "\x00d300\n") {
+			if strings.Contains(k, victim.ID) || strings.Contains(v, victim.ID) || strings.Contains(k, keyenc.ID(victim.ID)) || strings.Contains(v, keyenc.ID(victim.ID)) || strings.Contains(v, "\x00d300\n") {
 				t.Errorf("%s/%s still names the removed deployment", col, k)
 			}
 		}

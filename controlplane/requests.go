@@ -99,8 +99,8 @@ type ListDeploymentsQuery struct {
 	NameContains string
 	// Status matches the deployment status exactly.
 	Status DeploymentStatus
-	// RemoteReconciled, when set, matches external_docker deployments (true)
-	// or the others (false).
+	// RemoteReconciled, when set, matches the deployments whose
+	// remote_reconciled is that value (Deployment.RemoteReconciled).
 	RemoteReconciled *bool
 	// TagValueIDs matches deployments carrying any of these tag value ids.
 	TagValueIDs []string
@@ -124,8 +124,8 @@ type ListRevisionsQuery struct {
 	Offset int
 	// Status matches revisions whose status is any of these.
 	Status []RevisionStatus
-	// RemoteReconciled, when set, matches revisions of external_docker
-	// deployments (true) or of the others (false).
+	// RemoteReconciled, when set, matches revisions of deployments whose
+	// remote_reconciled is that value (Deployment.RemoteReconciled).
 	RemoteReconciled *bool
 }
 

@@ -123,14 +123,14 @@ type Deployment struct {
 	// (a PATCH of it changes the url at once), else the address the
 	// Deployer reported (Step.URL). A value in a request is ignored.
 	URL *string `json:"url"`
-	// RemoteReconciled (read-only) says that an agent serves the
-	// deployment (wire contract section 11): its listener is one this
-	// server's Deployer does not drive (Options.Drives), so an agent
-	// dialing out from the listener's cluster claims its work
-	// (ClaimAgentWork). It is decided when the deployment's work is
-	// queued (its create, each new revision, its delete). The list
-	// filter remote_reconciled matches every external_docker deployment,
-	// the deployments placed on a listener, these among them.
+	// RemoteReconciled (read-only) says that the deployment is reconciled
+	// outside this server: an external_docker deployment (wire contract
+	// section 5), or one an agent serves (section 11) because its
+	// listener is one this server's Deployer does not drive
+	// (Options.Drives), so that an agent dialing out from the listener's
+	// cluster claims its work (ClaimAgentWork). Whether an agent serves it
+	// is decided when its work is queued (its create, each new revision,
+	// its delete). The list filter remote_reconciled matches this value.
 	RemoteReconciled bool `json:"remote_reconciled"`
 	// StatusMessage says why the deployment waits (read-only): null but
 	// while it is AWAITING_DELETE and its last teardown failed, when it

@@ -3,147 +3,64 @@ package controlplane
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
+	"github.com/deployplane/deployplane/controlplane/internal/workqueue"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/wiretime"
 )
 
-// Pending work. cp_pending holds one record per unit of work not yet done,
-// written in the same Update as the change that creates or ends it, so that
-// claiming never scans revisions:
-//
-//	cp_pending  "r" tenant deployment ts revision  -> lease   (a revision not terminal)
-//	cp_pending  "d" tenant deployment              -> lease   (a deployment AWAITING_DELETE)
-//
-// in the compact key encoding (keys.go): tenant prefix, encID ids, timeKey.
-// The work of deployments served by agents lies apart, under "a", where Run
-// never looks (agentwork.go).
-//
-// A lease is "" (free) or "token expiry": the token of the claim (the
-// ControlPlane's owner id and a sequence number) and the expiry in Unix
-// microseconds of the ControlPlane's clock. A record whose lease has expired
-// may be claimed by anyone. A teardown that failed adds " failures", how
-// many times in a row (deletes.go: its backoff), kept by the claims,
-// renewals and releases of the work until it is done.
-const (
-	pendingRevision = "r"
-	pendingDelete   = "d"
-	pendingAgent    = "a" // agentwork.go
-)
+// Pending work. internal/workqueue keeps cp_pending: one unit per
+// revision not yet terminal and per deployment AWAITING_DELETE, written
+// in the same Update as the change that creates or ends it, its key in
+// the compact encoding (internal/keyenc: tenant prefix, id parts, a
+// revision's time key and id), its value the unit's lease. The work of a
+// deployment lies in Run's range of its tenant, or in the range of the
+// agents of its listener (agentwork.go: queueFor decides, anew for each
+// unit of work).
 
-// retryToken is the token of a lease that gives work back until a later
-// time (release with retry): nobody holds it, so claiming it once it has
-// expired takes nothing over.
-const retryToken = "retry"
+// serverRange is the range of Run's work of the tenant of prefix tp.
+func serverRange(tp string) workqueue.Range { return workqueue.Range{Tenant: tp} }
 
-// workQueue is where a deployment's pending work lies: Run's range
-// (agent "") or the range of the agents of listener agent (agentwork.go).
-// tp is the tenant prefix.
-type workQueue struct{ tp, agent string }
-
-// start is what the queue's keys start with before their kind.
-func (q workQueue) start() string {
-	if q.agent == "" {
-		return ""
-	}
-	return pendingAgent + q.tp + encID(q.agent)
+// agentRange is the range of the work of the agents of listener
+// listenerID, of the tenant of prefix tp.
+func agentRange(tp, listenerID string) workqueue.Range {
+	return workqueue.Range{Tenant: tp, Listener: keyenc.ID(listenerID)}
 }
 
-// revisionPrefix is the prefix of the pending keys of a deployment's
-// revisions in the queue.
-func (q workQueue) revisionPrefix(deploymentID string) string {
-	if q.agent == "" {
-		return pendingRevision + deploymentKey(q.tp, deploymentID)
-	}
-	return q.start() + pendingRevision + encID(deploymentID)
-}
-
-// revisionKey is the pending key of rev in the queue.
-func (q workQueue) revisionKey(rev *revisionRecord) string {
-	return q.revisionPrefix(rev.DeploymentID) + timeKey(rev.CreatedAt.Time()) + encID(rev.ID)
-}
-
-// deleteKey is the pending key of a deployment's teardown in the queue.
-func (q workQueue) deleteKey(deploymentID string) string {
-	if q.agent == "" {
-		return pendingDelete + deploymentKey(q.tp, deploymentID)
-	}
-	return q.start() + pendingDelete + encID(deploymentID)
-}
-
-// queuesOf lists the queues that may hold the work of a deployment placed
+// rangesOf lists the ranges that may hold the work of a deployment placed
 // on listener (nil for none): Run's, and its listener's agents', since
 // whether an agent serves a deployment is decided anew for each unit of
 // work (queueFor).
-func queuesOf(tp string, listener *string) []workQueue {
+func rangesOf(tp string, listener *string) []workqueue.Range {
 	if listener == nil {
-		return []workQueue{{tp: tp}}
+		return []workqueue.Range{serverRange(tp)}
 	}
-	return []workQueue{{tp: tp}, {tp: tp, agent: *listener}}
+	return []workqueue.Range{serverRange(tp), agentRange(tp, *listener)}
 }
 
-// pendingRevisionKeys lists the pending keys of a deployment's revisions
-// in every queue that may hold them, each with the prefix it was found
-// under (for pendingRevisionID).
-func pendingRevisionKeys(r store.Reader, tp string, d *deploymentRecord) (keys, prefixes []string, err error) {
-	for _, q := range queuesOf(tp, d.SourceConfig.ListenerID) {
-		prefix := q.revisionPrefix(d.ID)
-		err := r.Scan(colPending, prefix, nil, func(k string, _ []byte) (bool, error) {
-			keys, prefixes = append(keys, k), append(prefixes, prefix)
-			return true, nil
-		})
+// revisionUnit is the unit of work of rev in rg.
+func revisionUnit(rg workqueue.Range, rev *revisionRecord) workqueue.Unit {
+	return workqueue.Unit{Range: rg, Deployment: keyenc.ID(rev.DeploymentID), Revision: keyenc.Time(rev.CreatedAt.Time()) + keyenc.ID(rev.ID)}
+}
+
+// pendingRevisions lists the units of a deployment's revisions in every
+// range that may hold them.
+func pendingRevisions(r store.Reader, tp string, d *deploymentRecord) ([]workqueue.Unit, error) {
+	var us []workqueue.Unit
+	for _, rg := range rangesOf(tp, d.SourceConfig.ListenerID) {
+		more, err := workqueue.Revisions(r, rg, keyenc.ID(d.ID))
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
+		us = append(us, more...)
 	}
-	return keys, prefixes, nil
-}
-
-// pendingRevisionID returns the revision id at the end of a revision's
-// pending key whose prefix up to the deployment is prefix.
-func pendingRevisionID(prefix, k string) string {
-	id, _, _ := decID(k[min(len(k), len(prefix)+8):])
-	return id
-}
-
-func lease(token string, expiry time.Time) []byte {
-	return leaseOf(token, expiry, 0)
-}
-
-// leaseOf is a lease that keeps a count of failures (none when 0).
-func leaseOf(token string, expiry time.Time, failures int) []byte {
-	v := token + " " + strconv.FormatInt(expiry.UnixMicro(), 10)
-	if failures > 0 {
-		v += " " + strconv.Itoa(failures)
-	}
-	return []byte(v)
-}
-
-// parseLease returns the lease's token and expiry; a free lease has token "".
-func parseLease(v []byte) (token string, expiry time.Time) {
-	tok, exp, ok := strings.Cut(string(v), " ")
-	if !ok {
-		return "", time.Time{}
-	}
-	exp, _, _ = strings.Cut(exp, " ")
-	us, _ := strconv.ParseInt(exp, 10, 64)
-	return tok, time.UnixMicro(us)
-}
-
-// leaseFailures returns the count of failures a lease keeps (0: none).
-func leaseFailures(v []byte) int {
-	_, rest, _ := strings.Cut(string(v), " ")
-	_, n, _ := strings.Cut(rest, " ")
-	f, _ := strconv.Atoi(n)
-	return f
+	return us, nil
 }
 
 // addRevision stores rev, a new revision of d (the deployment as it will
@@ -159,20 +76,21 @@ func (cp *ControlPlane) addRevision(tx store.Tx, tenant string, d *deploymentRec
 	if err := cp.skipPending(tx, tenant, tp, d, rev); err != nil {
 		return err
 	}
-	q, l, err := cp.queueFor(tx, tenant, tp, d)
+	rg, l, err := cp.queueFor(tx, tenant, tp, d)
 	if err != nil {
 		return err
 	}
-	return cp.addFirstRevision(tx, tenant, q, l, rev)
+	return cp.addFirstRevision(tx, tenant, rg, l, rev)
 }
 
-// addFirstRevision adds rev to queue q, the first revision of a deployment
-// created in tx when called directly: there is no earlier revision to
-// skip, and it reads nothing (a scan of the new deployment's pending work
-// would lock, in PostgreSQL, the index page where concurrent creates add
-// theirs). agent is the listener whose agent serves the deployment, nil
-// when Run does: its revision waits for that agent in QUEUED.
-func (cp *ControlPlane) addFirstRevision(tx store.Tx, tenant string, q workQueue, agent *Listener, rev *revisionRecord) error {
+// addFirstRevision adds rev to range rg, the first revision of a
+// deployment created in tx when called directly: there is no earlier
+// revision to skip, and it reads nothing (a scan of the new deployment's
+// pending work would lock, in PostgreSQL, the index page where concurrent
+// creates add theirs). agent is the listener whose agent serves the
+// deployment, nil when Run does: its revision waits for that agent in
+// QUEUED.
+func (cp *ControlPlane) addFirstRevision(tx store.Tx, tenant string, rg workqueue.Range, agent *Listener, rev *revisionRecord) error {
 	if agent != nil {
 		rev.enter(RevisionQueued, rev.CreatedAt)
 		rev.StatusMessage = new(waitingMessage(agent))
@@ -180,18 +98,18 @@ func (cp *ControlPlane) addFirstRevision(tx store.Tx, tenant string, q workQueue
 	if err := cp.putRevision(tx, tenant, rev, true); err != nil {
 		return err
 	}
-	return store.Insert(tx, colPending, q.revisionKey(rev), nil)
+	return workqueue.Add(tx, revisionUnit(rg, rev))
 }
 
 // skipPending moves the revisions of d that have not started to SKIPPED,
 // superseded by rev.
 func (cp *ControlPlane) skipPending(tx store.Tx, tenant, tp string, d *deploymentRecord, rev *revisionRecord) error {
-	olds, prefixes, err := pendingRevisionKeys(tx, tp, d)
+	olds, err := pendingRevisions(tx, tp, d)
 	if err != nil {
 		return err
 	}
-	for i, k := range olds {
-		old, err := cp.getRevision(tx, tenant, rev.DeploymentID, pendingRevisionID(prefixes[i], k))
+	for _, u := range olds {
+		old, err := cp.getRevision(tx, tenant, rev.DeploymentID, tailID(u.Revision))
 		if err != nil {
 			return err
 		}
@@ -203,7 +121,7 @@ func (cp *ControlPlane) skipPending(tx store.Tx, tenant, tp string, d *deploymen
 		if err := cp.putRevision(tx, tenant, old, false); err != nil {
 			return err
 		}
-		if err := tx.Delete(colPending, k); err != nil {
+		if err := workqueue.Remove(tx, u); err != nil {
 			return err
 		}
 	}
@@ -225,12 +143,12 @@ func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant string, d *deploy
 	if err != nil {
 		return err
 	}
-	ks, prefixes, err := pendingRevisionKeys(tx, tp, d)
+	us, err := pendingRevisions(tx, tp, d)
 	if err != nil {
 		return err
 	}
-	for i, k := range ks {
-		rev, err := cp.getRevision(tx, tenant, d.ID, pendingRevisionID(prefixes[i], k))
+	for _, u := range us {
+		rev, err := cp.getRevision(tx, tenant, d.ID, tailID(u.Revision))
 		if err != nil {
 			return err
 		}
@@ -239,252 +157,65 @@ func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant string, d *deploy
 		if err := cp.putRevision(tx, tenant, rev, false); err != nil {
 			return err
 		}
-		if err := tx.Delete(colPending, k); err != nil {
+		if err := workqueue.Remove(tx, u); err != nil {
 			return err
 		}
 	}
-	q, _, err := cp.queueFor(tx, tenant, tp, d)
+	rg, _, err := cp.queueFor(tx, tenant, tp, d)
 	if err != nil {
 		return err
 	}
-	return tx.Put(colPending, q.deleteKey(d.ID), nil)
+	return workqueue.Add(tx, workqueue.Unit{Range: rg, Deployment: keyenc.ID(d.ID)})
 }
 
 // job is one claimed unit of work.
 type job struct {
-	pkey       string // its cp_pending key
-	token      string // the claim's lease token
-	tp         string // the tenant's key prefix, which its share is counted by
+	lease      *workqueue.Lease // its unit and the claim's lease
 	tenant     string
 	deployment string
 	revision   string // "" for a teardown
-	failures   int    // a teardown's failures in a row when claimed (its lease keeps them)
 	// listener is the listener whose agents claim the work (agentwork.go),
 	// "" for Run's work.
 	listener string
-	// takeover: the claim took a lease another claim still held when it
-	// expired (Observer.LeaseTakenOver).
-	takeover bool
 	// stepStart is when the Deployer's current step began (Unix
 	// nanoseconds by Options.Clock), for Transition.Step.
 	stepStart atomic.Int64
 }
 
-// parseJob decodes a pending key of either queue; the tenant is looked up
-// by its prefix.
-func (cp *ControlPlane) parseJob(r store.Reader, k string) (*job, error) {
-	j, ok := parsePendingKey(k)
-	if !ok {
-		return nil, fmt.Errorf("controlplane: malformed pending work key %q", k)
+// newJob is the job of lease l of the tenant. The queue has checked the
+// key parts of l's unit (workqueue.Parse).
+func newJob(l *workqueue.Lease, tenant string) *job {
+	j := &job{lease: l, tenant: tenant}
+	j.deployment, _, _ = keyenc.ParseID(l.Deployment)
+	if l.Revision != "" {
+		j.revision = tailID(l.Revision)
 	}
-	_, committed := r.(viewReader)
-	t, err := cp.tenants.tenantOf(r, j.tp, committed)
-	if err != nil {
-		return nil, err
+	if l.Range.Listener != "" {
+		j.listener, _, _ = keyenc.ParseID(l.Range.Listener)
 	}
-	j.tenant = t
-	return j, nil
+	return j
 }
 
-// parsePendingKey decodes a pending key of either queue into a job
-// without its tenant (only its tenant prefix).
-func parsePendingKey(k string) (*job, bool) {
-	if k == "" {
-		return nil, false
-	}
-	j := &job{pkey: k}
-	n := tenantPrefixLen(k[1:])
-	if n == 0 {
-		return nil, false
-	}
-	j.tp = k[1 : 1+n]
-	kind, rest := k[:1], k[1+n:]
-	var ok bool
-	if kind == pendingAgent {
-		if j.listener, rest, ok = decID(rest); !ok || rest == "" {
-			return nil, false
-		}
-		kind, rest = rest[:1], rest[1:]
-	}
-	if kind != pendingRevision && kind != pendingDelete {
-		return nil, false
-	}
-	if j.deployment, rest, ok = decID(rest); !ok {
-		return nil, false
-	}
-	if kind == pendingRevision {
-		if len(rest) < 8 {
-			return nil, false
-		}
-		if j.revision, rest, ok = decID(rest[8:]); !ok {
-			return nil, false
-		}
-	}
-	return j, rest == ""
-}
-
-// owner is this ControlPlane's lease owner id, made on first use from NewID
-// (so ids never collide between replicas that use the default NewID).
-func (cp *ControlPlane) owner() string {
-	cp.ownerOnce.Do(func() { cp.ownerID = cp.newID() })
-	return cp.ownerID
-}
-
-// claim takes the first pending unit of work whose lease is free or
+// claim claims the first pending unit of Run's work whose lease is free or
 // expired and whose tenant is below its share of this ControlPlane's
-// workers (Options.TenantWorkers), and takes a place in that share, which
-// do gives back. It looks in a View first, so that an idle poll writes
-// nothing (an empty Update still commits, and syncs, on some stores), then
-// claims in an Update that checks the candidate's lease again. It returns
-// nil when there is none. Its error is the store's, unwrapped.
-//
-// The Update reads and writes only the candidate's pending record, so that
-// a claim does not read the range of pending records that concurrent
-// creates and reports write to (over storepg, every such write would
-// conflict with it). When another claim took the candidate first, or
-// another claim of this ControlPlane filled the candidate's tenant's share
-// meanwhile, the search starts again, a few times.
+// workers (Options.TenantWorkers), taking a place in that share, which do
+// gives back (workqueue.Queue.Claim). It returns nil when there is none.
+// Its error is the store's, unwrapped.
 func (cp *ControlPlane) claim(ctx context.Context) (*job, error) {
-	now := cp.now()
-	for range claimTries {
-		full := cp.shares.full()
-		var found *job
-		err := cp.st.View(ctx, func(r store.Reader) error {
-			var err error
-			found, err = cp.claimable(r, now, full)
-			return err
-		})
-		if err != nil || found == nil {
-			return nil, err
-		}
-		if !cp.shares.take(found.tp) {
-			continue
-		}
-		j, err := cp.takeLease(ctx, found, now)
-		if err != nil || j == nil {
-			cp.shares.leave(found.tp)
-		}
-		if err != nil || j != nil {
-			return j, err
-		}
-	}
-	return nil, nil
-}
-
-// takeLease claims found, a unit of work a View saw claimable at now, in
-// an Update that reads and writes only its pending record and checks its
-// lease again. It returns nil when the work was done or claimed
-// meanwhile. Its error is the store's, unwrapped.
-func (cp *ControlPlane) takeLease(ctx context.Context, found *job, now time.Time) (*job, error) {
-	token := cp.owner() + ":" + strconv.FormatUint(cp.claims.Add(1), 10)
-	var j *job
-	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		j = nil
-		v, err := tx.Get(colPending, found.pkey)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil // done meanwhile
-		}
-		if err != nil {
-			return err
-		}
-		t, exp := parseLease(v)
-		if t != "" && exp.After(now) {
-			return nil // claimed meanwhile
-		}
-		found.token, found.takeover = token, t != "" && t != retryToken
-		found.failures = leaseFailures(v)
-		j = found
-		return tx.Put(colPending, j.pkey, leaseOf(token, now.Add(cp.leaseFor), j.failures))
-	})
-	if err != nil {
+	l, err := cp.queue.Claim(ctx, cp.now())
+	if err != nil || l == nil {
 		return nil, err
 	}
-	if j != nil && j.takeover {
+	if l.Takeover {
 		cp.obs.LeaseTakenOver()
 	}
-	return j, nil
-}
-
-// claimTries bounds the searches of one claim whose candidates others
-// claimed first; the next poll searches again.
-const claimTries = 4
-
-// claimable finds the first pending unit of work, in key order, whose
-// lease is free or expired at now and whose tenant (by key prefix) is not
-// in full, the tenants at their share. It walks the pending records, so
-// its cost follows the work in flight and waiting, never the revisions
-// stored.
-//
-// A tenant at its share may have any number of records waiting (one
-// tenant's burst of revisions), and they lie together in key order: kind,
-// then tenant. Walking them one by one would make every claim of another
-// tenant's work cost that burst. Instead, the first record of a full
-// tenant ends the walk, and a new one starts at the first key after that
-// tenant's records of that kind (a seek in every store's key order). So a
-// claim walks what it walked without shares (the leased records of the
-// other tenants, up to the first claimable one) plus one record and one
-// seek per full tenant and kind: at most 2*len(full) more, and len(full)
-// is at most Workers/TenantWorkers under Run, since each full tenant has
-// TenantWorkers units in flight.
-//
-// The agents' work (pendingAgent, which sorts first) is never Run's: the
-// walk starts past it, with one seek.
-func (cp *ControlPlane) claimable(r store.Reader, now time.Time, full map[string]bool) (*job, error) {
-	return cp.firstClaimable(r, "", keyAfterPrefix(pendingAgent), now, full)
-}
-
-// firstClaimable is claimable over the pending records under prefix, from
-// start ("" for the first): the walk of claimable, and of an agent's claim
-// over its listener's records (with full nil).
-func (cp *ControlPlane) firstClaimable(r store.Reader, prefix, start string, now time.Time, full map[string]bool) (*job, error) {
-	var k, tok string
-	opts := &store.ScanOptions{Start: start}
-	for {
-		var past string // where the walk goes on, past a full tenant's records
-		err := r.Scan(colPending, prefix, opts, func(key string, v []byte) (bool, error) {
-			if len(full) > 0 && len(key) > 1 {
-				if n := tenantPrefixLen(key[1:]); n > 0 && full[key[1:1+n]] {
-					past = keyAfterPrefix(key[:1+n])
-					return false, nil
-				}
-			}
-			t, exp := parseLease(v)
-			if t != "" && exp.After(now) {
-				return true, nil
-			}
-			k, tok = key, t
-			return false, nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		if past == "" {
-			break
-		}
-		opts.Start = past
-	}
-	if k == "" {
-		return nil, nil
-	}
-	j, err := cp.parseJob(r, k)
+	tenant, err := cp.tenants.Tenant(ctx, cp.st, l.Range.Tenant)
 	if err != nil {
-		return nil, err
+		// Give the work back at once rather than hold it unworked.
+		cp.queue.Done(l)
+		return nil, errors.Join(err, cp.queue.Release(ctx, l, time.Time{}))
 	}
-	j.takeover = tok != "" && tok != retryToken
-	return j, nil
-}
-
-// keyAfterPrefix returns the least key greater than every key that starts
-// with p, which must hold a byte below 0xff.
-func keyAfterPrefix(p string) string {
-	b := []byte(p)
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] < 0xff {
-			b[i]++
-			return string(b[:i+1])
-		}
-	}
-	panic("controlplane: keyAfterPrefix of a prefix of 0xff bytes")
+	return newJob(l, tenant), nil
 }
 
 // tenantShare is the cap per tenant that Options.TenantWorkers t gives
@@ -499,130 +230,22 @@ func tenantShare(t, workers int) int {
 	return t
 }
 
-// shares counts the units of work of each tenant (by key prefix) that this
-// ControlPlane drives, so that one tenant takes at most limit of its
-// workers (Options.TenantWorkers) and never starves the others.
-type shares struct {
-	limit int // 0: no cap
-	mu    sync.Mutex
-	n     map[string]int // tenant prefix -> units in flight
-}
-
-func newShares(limit int) *shares {
-	return &shares{limit: limit, n: map[string]int{}}
-}
-
-// full returns the tenants at their share: at most workers/limit of them.
-func (s *shares) full() map[string]bool {
-	if s.limit == 0 {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var f map[string]bool
-	for tp, n := range s.n {
-		if n >= s.limit {
-			if f == nil {
-				f = map[string]bool{}
-			}
-			f[tp] = true
-		}
-	}
-	return f
-}
-
-// take takes a place in the tenant's share, unless it is full.
-func (s *shares) take(tp string) bool {
-	if s.limit == 0 {
-		return true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n[tp] >= s.limit {
-		return false
-	}
-	s.n[tp]++
-	return true
-}
-
-// leave gives back a place take took.
-func (s *shares) leave(tp string) {
-	if s.limit == 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.n[tp]--
-	if s.n[tp] <= 0 {
-		delete(s.n, tp)
-	}
-}
-
-// ownLease reads the job's pending record and checks that the lease is
-// still the job's. A missing record means the work is done (by a report, a
-// newer revision or a delete): ErrLeaseLost too, as far as the job is
-// concerned, except that reports explain it better (see apply).
-func ownLease(tx store.Tx, j *job) (found bool, err error) {
-	found, _, err = ownLeaseOf(tx, j)
-	return found, err
-}
-
-// ownLeaseOf is ownLease, also returning the count of failures the lease
-// keeps (a teardown's), which a write of the lease keeps.
-func ownLeaseOf(tx store.Tx, j *job) (found bool, failures int, err error) {
-	v, err := tx.Get(colPending, j.pkey)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, 0, nil
-	}
-	if err != nil {
-		return false, 0, err
-	}
-	if tok, _ := parseLease(v); tok != j.token {
-		return true, 0, ErrLeaseLost
-	}
-	return true, leaseFailures(v), nil
-}
-
-// renewLease pushes the job's lease expiry forward.
+// renewLease pushes the job's lease expiry forward. Errors:
+// ErrLeaseLost when the work is no longer the job's.
 func (cp *ControlPlane) renewLease(ctx context.Context, j *job) error {
-	now := cp.now()
-	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		found, failures, err := ownLeaseOf(tx, j)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return ErrLeaseLost
-		}
-		return tx.Put(colPending, j.pkey, leaseOf(j.token, now.Add(cp.leaseFor), failures))
-	})
-	return cp.storeErr("renew lease", err)
+	return cp.storeErr("renew lease", cp.queue.Renew(ctx, j.lease, cp.now()))
 }
 
-// release gives the job's work back: at once (retry false: expiry now, so
-// any replica takes it) or after PollInterval (retry true: the deployer
-// asked to be called again later). Nothing happens if the lease is no
-// longer the job's.
+// release gives the job's work back: at once (retry false: any replica
+// takes it) or after PollInterval (retry true: the deployer asked to be
+// called again later). Nothing happens if the lease is no longer the
+// job's.
 func (cp *ControlPlane) release(ctx context.Context, j *job, retry bool) error {
-	now := cp.now()
-	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		found, failures, err := ownLeaseOf(tx, j)
-		if err != nil || !found {
-			return err
-		}
-		if !retry {
-			var free []byte // free; a count of failures stays, with an expiry long past
-			if failures > 0 {
-				free = leaseOf("", time.UnixMicro(0), failures)
-			}
-			return tx.Put(colPending, j.pkey, free)
-		}
-		return tx.Put(colPending, j.pkey, leaseOf(retryToken, now.Add(cp.poll), failures))
-	})
-	if errors.Is(err, ErrLeaseLost) {
-		return nil
+	var at time.Time
+	if retry {
+		at = cp.now().Add(cp.poll)
 	}
-	return cp.storeErr("release work", err)
+	return cp.storeErr("release work", cp.queue.Release(ctx, j.lease, at))
 }
 
 // keepLease renews the job's lease every third of its duration until stop
@@ -644,7 +267,7 @@ func (cp *ControlPlane) keepLease(ctx context.Context, j *job, cancel context.Ca
 					cancel(ErrLeaseLost)
 					return
 				} else if err != nil && ctx.Err() == nil {
-					cp.log.Warn("controlplane: renewing a lease failed", "work", j.pkey, "err", err)
+					cp.log.Warn("controlplane: renewing a lease failed", "work", j.lease.Key(), "err", err)
 				}
 			}
 		}
@@ -677,7 +300,7 @@ func (cp *ControlPlane) Process(ctx context.Context, d Deployer) (bool, error) {
 // PollInterval) and Teardown's error, as a *teardownError (retried after
 // its backoff); a Deploy error is recorded on the revision instead.
 func (cp *ControlPlane) do(ctx context.Context, d Deployer, j *job) error {
-	defer cp.shares.leave(j.tp)
+	defer cp.queue.Done(j.lease)
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := cp.keepLease(jctx, j, cancel)
@@ -792,9 +415,9 @@ func (cp *ControlPlane) teardown(ctx context.Context, d Deployer, j *job) error 
 	if errors.Is(err, ErrLeaseLost) {
 		return nil
 	}
-	if err == nil && j.failures > 0 {
+	if err == nil && j.lease.Failures > 0 {
 		cp.log.Info("controlplane: teardown succeeded after failing; the deployment is removed",
-			"tenant", j.tenant, "deployment", j.deployment, "failures", j.failures)
+			"tenant", j.tenant, "deployment", j.deployment, "failures", j.lease.Failures)
 	}
 	return err
 }
@@ -804,13 +427,13 @@ func (cp *ControlPlane) teardown(ctx context.Context, d Deployer, j *job) error 
 // otherwise; nothing when the work is gone already).
 func (cp *ControlPlane) finishTeardown(ctx context.Context, j *job) error {
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		found, err := ownLease(tx, j)
-		if err != nil || !found {
+		cur, err := workqueue.Own(tx, j.lease)
+		if err != nil || cur == nil {
 			return err
 		}
 		rec, err := cp.getDeployment(tx, j.tenant, j.deployment)
 		if errors.Is(err, apierr.ErrNotFound) {
-			return tx.Delete(colPending, j.pkey)
+			return workqueue.Remove(tx, j.lease.Unit)
 		}
 		if err != nil {
 			return err
@@ -849,12 +472,12 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 	var entered time.Time       // when the revision entered from
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		from, to = "", ""
-		found, err := ownLease(tx, j)
+		cur, err := workqueue.Own(tx, j.lease) // nil: the work is done
 		if err != nil {
 			return err
 		}
 		rev, err := cp.getRevision(tx, j.tenant, j.deployment, j.revision)
-		if !found && errors.Is(err, apierr.ErrNotFound) {
+		if cur == nil && errors.Is(err, apierr.ErrNotFound) {
 			// Removed with its deployment (a delete of one that never
 			// ran, or a forced one): a refusal, as for any revision ended
 			// without the deployer.
@@ -871,19 +494,19 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 			// An agent's report repeated after its answer was lost (the
 			// revision may have ended with it): it changes nothing but
 			// the lease, while the work is the lease's.
-			if !found {
+			if cur == nil {
 				return nil
 			}
-			return tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.leaseFor)))
+			return cp.queue.Extend(tx, cur, now)
 		}
-		if !found {
+		if cur == nil {
 			return apierr.InvalidStatef("Revision %s is %s.", rev.ID, rev.Status)
 		}
 		if step.Status != "" && !CanTransition(rev.Source, rev.Status, step.Status) {
 			return apierr.InvalidStatef("Revision %s cannot move from %s to %s.", rev.ID, rev.Status, step.Status)
 		}
 		if step == (Step{}) {
-			return tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.leaseFor)))
+			return cp.queue.Extend(tx, cur, now)
 		}
 		next := *rev
 		next.UpdatedAt = later(now, rev.UpdatedAt)
@@ -911,9 +534,9 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 			}
 		}
 		if IsTerminal(next.Status) {
-			err = tx.Delete(colPending, j.pkey)
+			err = workqueue.Remove(tx, j.lease.Unit)
 		} else {
-			err = tx.Put(colPending, j.pkey, lease(j.token, now.Add(cp.leaseFor)))
+			err = cp.queue.Extend(tx, cur, now)
 		}
 		if err != nil {
 			return err
@@ -1052,7 +675,7 @@ func (cp *ControlPlane) Run(ctx context.Context, d Deployer) error {
 				defer func() { <-sem; cp.notify() }()
 				// A failed teardown logged itself, once per distinct failure.
 				if err := cp.do(ctx, d, j); err != nil && ctx.Err() == nil && !errors.As(err, new(*teardownError)) {
-					cp.log.Error("controlplane: work failed", "work", j.pkey, "err", err)
+					cp.log.Error("controlplane: work failed", "work", j.lease.Key(), "err", err)
 				}
 			})
 		}

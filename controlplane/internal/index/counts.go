@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -113,7 +114,7 @@ func FoldCounts(ctx context.Context, st store.Store, batch int) error {
 // parseCountChange splits a key of cp_deployment_count_changes into the
 // tenant prefix, the time key, and the change.
 func parseCountChange(k string) (tp, ts string, delta int64, err error) {
-	n := tenantLen(k)
+	n := keyenc.TenantLen(k)
 	if n <= 0 || len(k) < n+8+1 {
 		return "", "", 0, fmt.Errorf("%w: a malformed pending change %q", errCorruptCounts, k)
 	}
@@ -253,22 +254,4 @@ func pendingWindows(pending []pendingChange, window string, level int) []pending
 		out = append(out, pendingChange{w, p.delta})
 	}
 	return out
-}
-
-// tenantLen returns the length of the tenant prefix that k starts with,
-// or 0 when k does not start with one: a byte 0x01-0x17 alone, or 0x17+n
-// and n more bytes (the caller's encoding of its tenant numbers; see the
-// package doc).
-func tenantLen(k string) int {
-	if k == "" || k[0] == 0 || k[0] > 0x1f {
-		return 0
-	}
-	if k[0] < 0x18 {
-		return 1
-	}
-	n := 1 + int(k[0]-0x17)
-	if len(k) < n {
-		return 0
-	}
-	return n
 }

@@ -22,12 +22,11 @@
 //     Each delimits itself: no tail or term is a prefix of another.
 //   - a name is 1 to MaxName bytes of [A-Za-z0-9._-]; a summary begins with
 //     the lowercased name and a NUL.
-//   - a tenant prefix (tp) is a key part no other tenant's starts with,
-//     whose first byte gives its length: 0x01-0x17 alone, or 0x17+n and n
-//     more bytes. The index repeats this rule of the caller's encoding
-//     (tenantLen): a pending change of the counts is keyed by tenant prefix
-//     and tail alone, in the stores already written, and FoldCounts folds
-//     every tenant's changes in one scan.
+//   - a tenant prefix (tp) is a tenant prefix of internal/keyenc, whose
+//     length the index reads from its first byte (keyenc.TenantLen): a
+//     pending change of the counts is keyed by tenant prefix and tail
+//     alone, in the stores already written, and FoldCounts folds every
+//     tenant's changes in one scan.
 //
 // Storage (T the tenant prefix, ts D the tail):
 //

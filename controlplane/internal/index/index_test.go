@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"pgregory.net/rapid"
 
 	"github.com/deployplane/deployplane/controlplane/internal/index"
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/store/storetest"
 	"github.com/deployplane/deployplane/storemem"
@@ -21,13 +23,13 @@ import (
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
-// Tenant prefixes as controlplane assigns them: one byte for the first
-// 23 tenants, then a length byte and the number.
-const (
-	tenantA = "\x01"
-	tenantB = "\x02"
-	tenantC = "\x18\x2a"     // number 42
-	tenantD = "\x19\x01\x00" // number 256
+// Tenant prefixes: one byte for the first 23 tenants, then a length byte
+// and the number.
+var (
+	tenantA = keyenc.TenantPrefix(1)
+	tenantB = keyenc.TenantPrefix(2)
+	tenantC = keyenc.TenantPrefix(42)
+	tenantD = keyenc.TenantPrefix(256)
 )
 
 // tb is what the helpers need of a *testing.T, *testing.B or *rapid.T.
@@ -39,11 +41,9 @@ type tb interface {
 // tail is the tail of the entry with id number id created at at, as
 // controlplane makes them: the time key, then a UUID's id part.
 func tail(at time.Time, id int) string {
-	var b [8 + 17]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(at.UnixMicro())^(1<<63))
-	b[8] = 0x01
-	binary.BigEndian.PutUint64(b[17:], uint64(id))
-	return string(b[:])
+	var u [16]byte
+	binary.BigEndian.PutUint64(u[8:], uint64(id))
+	return keyenc.Time(at) + keyenc.ID(uuid.UUID(u).String())
 }
 
 // entry is an entry of the tests: its summary is the lowercased name, a
