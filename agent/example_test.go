@@ -36,7 +36,7 @@ func Example() {
 		Source: new(controlplane.SourceExternalDocker), SourceConfig: &controlplane.SourceConfig{ListenerID: &l.ID},
 		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/bot:1")}})
 	rev, _ := cp.GetRevision(ctx, tenant, d.ID, *d.LatestRevisionID)
-	fmt.Println("before the agent:", d.RemoteReconciled, rev.Status)
+	fmt.Println("before the agent:", rev.Status)
 
 	// The agent, as `deployplane agent` runs it beside the cluster.
 	a, err := agent.New(&agent.Options{ControlPlane: srv.URL, ListenerID: l.ID, Token: tok.Token,
@@ -58,7 +58,7 @@ func Example() {
 	cancel()
 	fmt.Println("run:", <-done)
 	// Output:
-	// before the agent: true QUEUED
+	// before the agent: QUEUED
 	// revision: DEPLOYED
 	// listener: CONNECTED example
 	// run: <nil>

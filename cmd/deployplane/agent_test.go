@@ -26,9 +26,6 @@ func agentDeployment(t *testing.T, url, listenerID string) (dep, rev string) {
 	if status != 201 {
 		t.Fatalf("create: %d %v", status, d)
 	}
-	if d["remote_reconciled"] != true {
-		t.Errorf("a deployment on a listener the server does not drive: remote_reconciled %v", d["remote_reconciled"])
-	}
 	return d["id"].(string), d["latest_revision_id"].(string)
 }
 
@@ -136,8 +133,8 @@ func TestAgentOnKubernetes(t *testing.T) {
 	dep, rev := k8sDeployment(t, url, lid)
 	waitStatus(t, url, "k", dep, rev, "DEPLOYED")
 	_, d := call(t, "GET", url+"/v2/deployments/"+dep, "k", "")
-	if want := "http://dp-" + dep + ".default.svc.cluster.local:8000"; d["url"] != want || d["status"] != "READY" || d["remote_reconciled"] != true {
-		t.Errorf("deployment url %v status %v remote_reconciled %v, want %s READY true", d["url"], d["status"], d["remote_reconciled"], want)
+	if want := "http://dp-" + dep + ".default.svc.cluster.local:8000"; d["url"] != want || d["status"] != "READY" {
+		t.Errorf("deployment url %v status %v, want %s READY", d["url"], d["status"], want)
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
 		&clientcmd.ConfigOverrides{CurrentContext: "kube-a"}).ClientConfig()

@@ -28,8 +28,8 @@ out to the control plane, claims the listener's work and drives it with the
 same deployers the server runs; the control plane never dials it and never
 holds the cluster's credentials. A server serves a listener with agents when
 its compute_type and compute_id name no cluster or engine the server was
-given (its deployments answer remote_reconciled: true, and their revisions
-wait QUEUED until an agent claims them).
+given: the revisions of its deployments wait QUEUED until an agent claims
+them.
 
 Usage:
 

@@ -167,12 +167,13 @@ func TestDockerEndpoints(t *testing.T) {
 	}
 	de, re := create(listener("east"))
 	dw, rw := create(listener("west"))
-	dn, rn := create(listener("north"))
+	ln := listener("north")
+	dn, rn := create(ln)
 	waitStatus(t, url, "k", de, re, "DEPLOYED")
 	waitStatus(t, url, "k", dw, rw, "DEPLOYED")
 	waitStatus(t, url, "k", dn, rn, "DEPLOYED")
-	if _, d := call(t, "GET", url+"/v2/deployments/"+dn, "k", ""); d["remote_reconciled"] != true {
-		t.Errorf("the deployment on north: remote_reconciled %v, want true (an agent serves it)", d["remote_reconciled"])
+	if _, l := call(t, "GET", url+"/v2/listeners/"+ln, "k", ""); l["status"] != "CONNECTED" || l["version"] != simVersion {
+		t.Errorf("north's listener: %v %v, want CONNECTED to the simulated agent", l["status"], l["version"])
 	}
 	east, west := running("east"), running("west")
 	if len(east) != 1 || len(east[de]) != 1 || len(west) != 1 || len(west[dw]) != 1 {

@@ -42,11 +42,11 @@ func TestKubeconfigWired(t *testing.T) {
 	waitStatus(t, url, "k", db, rb, "DEPLOYED")
 	waitStatus(t, url, "k", dz, rz, "DEPLOYED")
 	_, d := call(t, "GET", url+"/v2/deployments/"+db, "k", "")
-	if want := "http://dp-" + db + ".default.svc.cluster.local:8000"; d["url"] != want || d["status"] != "READY" || d["remote_reconciled"] != false {
-		t.Errorf("deployment on kube-b: url %v status %v remote_reconciled %v, want %s READY false", d["url"], d["status"], d["remote_reconciled"], want)
+	if want := "http://dp-" + db + ".default.svc.cluster.local:8000"; d["url"] != want || d["status"] != "READY" {
+		t.Errorf("deployment on kube-b: url %v status %v, want %s READY", d["url"], d["status"], want)
 	}
-	if _, z := call(t, "GET", url+"/v2/deployments/"+dz, "k", ""); z["remote_reconciled"] != true {
-		t.Errorf("deployment on kube-z: remote_reconciled %v, want true (an agent serves it)", z["remote_reconciled"])
+	if _, l := call(t, "GET", url+"/v2/listeners/"+lz, "k", ""); l["status"] != "CONNECTED" || l["version"] != simVersion {
+		t.Errorf("kube-z's listener: %v %v, want CONNECTED to the simulated agent", l["status"], l["version"])
 	}
 	for _, id := range []string{db, dz} {
 		if status, body := call(t, "DELETE", url+"/v2/deployments/"+id, "k", ""); status != 204 && status != 202 {
