@@ -22,6 +22,9 @@
 //   - controlplane: the deployment domain; every rule of the API lives here,
 //     with the Deployer interface and the reconcile loop that moves revisions.
 //   - deploysim: the built-in simulated Deployer.
+//   - agent: the agent of a listener the server does not drive (deployplane
+//     agent): the reconcile loop run beside the listener's compute, a client
+//     of the control plane's agent routes driving the same deployers.
 //   - deploydocker: a real Deployer: revisions run as containers on Docker,
 //     served without a gap through a reverse proxy, crash-safe by labels.
 //   - deploydb: each deployment's database and Redis on shared servers (a
@@ -40,13 +43,13 @@
 //   - httphandler: the HTTP API as an http.Handler to mount on any mux.
 //   - prommetrics: the server's metrics in the Prometheus format (an
 //     httphandler.Metrics, a controlplane.Observer, the stores' OnCommit).
-//   - cmd/deployplane: the standalone server.
+//   - cmd/deployplane: the standalone server, and its agent.
 //   - examples: runnable programs showing the library in use.
 //
 // Imports point one way: cmd and examples use httphandler, which uses
 // controlplane and oauthflow, which use store and wiretime; all three use
 // apierr, which uses nothing of deployplane; deploysim, deploydocker,
-// deploydb, imagebuild, githubapp and prommetrics use controlplane
+// deploydb, imagebuild, githubapp, prommetrics and agent use controlplane
 // (deploydocker also uses deploydb's readiness checks; cmd wires imagebuild
 // and a deploydb.Shared into deploydocker, which only declares the Builder
 // and Databases it needs);

@@ -13,9 +13,15 @@
 //
 // A listener's compute_type and compute_id cannot change and a listener in
 // use cannot be deleted, so a deployment never moves: its revisions and
-// its Teardown all go to the same Deployer. A deployment whose listener
-// names a cluster or engine this server does not know ends its revision
-// DEPLOY_FAILED (BUILD_FAILED for a source that builds) with a
+// its Teardown all go to the same Deployer.
+//
+// Router.Drives tells which listeners the Router drives; a server gives it
+// to the control plane (controlplane.Options.Drives), and the deployments
+// of the other listeners are served by their agents (package agent), which
+// never reach the Router. A deployment that reaches it all the same, its
+// listener naming a cluster or engine the Router does not have (its work
+// was queued while the server was configured otherwise), ends its
+// revision DEPLOY_FAILED (BUILD_FAILED for a source that builds) with a
 // status_message that says so, also in its deploy (build) log, from
 // AWAITING_DEPLOY (AWAITING_BUILD): never DEPLOYING or BUILDING, which
 // would say that an engine may have made something for it. So a delete of
@@ -95,6 +101,17 @@ func (r *Router) For(l *controlplane.Listener) (controlplane.Deployer, error) {
 			ErrUnknownTarget, l.ID, l.ComputeType, l.ComputeID)
 	}
 	return d, nil
+}
+
+// Drives reports whether the Router has a Deployer for the deployments of
+// listener l: its compute_type and compute_id name a cluster or engine the
+// Router was given (nil, no listener: whether it has a Default). A server
+// sets controlplane.Options.Drives to it, so that the deployments of a
+// listener it does not drive are served by that listener's agents instead
+// (package agent). Drives does no I/O and is safe for concurrent use.
+func (r *Router) Drives(l *controlplane.Listener) bool {
+	_, err := r.For(l)
+	return err == nil
 }
 
 // Deploy hands the revision to its listener's Deployer. A listener this

@@ -169,6 +169,79 @@ func TestFor(t *testing.T) {
 	}
 }
 
+// Drives says which listeners the Router has a Deployer for; given to the
+// control plane as Options.Drives, it leaves the deployments of the other
+// listeners to their agents: they never reach the Router, and their
+// revisions wait QUEUED for an agent instead of failing.
+func TestDrives(t *testing.T) {
+	def, k, d := newRecorder(), newRecorder(), newRecorder()
+	r := deployroute.New(&deployroute.Options{Default: def,
+		Clusters: map[string]controlplane.Deployer{"c": k}, Docker: map[string]controlplane.Deployer{"c": d}})
+	for _, c := range []struct {
+		l    *controlplane.Listener
+		want bool
+	}{
+		{nil, true},
+		{&controlplane.Listener{ComputeType: "k8s", ComputeID: "c"}, true},
+		{&controlplane.Listener{ComputeType: "docker", ComputeID: "c"}, true},
+		{&controlplane.Listener{ComputeType: "k8s", ComputeID: "other"}, false},
+		{&controlplane.Listener{ComputeType: "docker", ComputeID: "other"}, false},
+		{&controlplane.Listener{ComputeType: "ecs", ComputeID: "c"}, false},
+	} {
+		if got := r.Drives(c.l); got != c.want {
+			t.Errorf("Drives(%+v) = %v, want %v", c.l, got, c.want)
+		}
+	}
+	if deployroute.New(nil).Drives(nil) {
+		t.Error("a Router without a default drives deployments without a listener")
+	}
+
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), &controlplane.Options{Drives: r.Drives})
+	r = deployroute.New(&deployroute.Options{Default: def, Listeners: cp,
+		Clusters: map[string]controlplane.Deployer{"c": k}, Docker: map[string]controlplane.Deployer{"c": d}})
+	const tenant = "t1"
+	create := func(typ, id string) (*controlplane.Deployment, *controlplane.Revision) {
+		t.Helper()
+		l, err := cp.CreateListener(ctx, tenant, &controlplane.CreateListenerRequest{ComputeType: &typ, ComputeID: &id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dep, err := cp.CreateDeployment(ctx, tenant, &controlplane.CreateDeploymentRequest{Name: new(typ + "-" + id),
+			Source: new(controlplane.SourceExternalDocker), SourceConfig: &controlplane.SourceConfig{ListenerID: &l.ID},
+			SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/agent:1")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev, err := cp.GetRevision(ctx, tenant, dep.ID, *dep.LatestRevisionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dep, rev
+	}
+	driven, _ := create("k8s", "c")
+	remote, rev := create("k8s", "elsewhere")
+	for {
+		ok, err := cp.Process(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+	}
+	if dep, _ := k.got(); fmt.Sprint(dep) != fmt.Sprint([]string{driven.ID}) {
+		t.Errorf("the cluster deployed %v, want only %s", dep, driven.ID)
+	}
+	got, err := cp.GetRevision(ctx, tenant, remote.ID, rev.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != controlplane.RevisionQueued || !strings.Contains(deref(got.StatusMessage), "Waiting for the agent") {
+		t.Errorf("the revision on an undriven listener: %s %q, want QUEUED waiting for its agent", got.Status, deref(got.StatusMessage))
+	}
+}
+
 func deref(p *string) string {
 	if p == nil {
 		return ""

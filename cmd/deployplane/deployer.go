@@ -18,6 +18,7 @@ import (
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploydb"
 	"github.com/deployplane/deployplane/deploydocker"
+	"github.com/deployplane/deployplane/deployk8s"
 	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/imagebuild"
 )
@@ -91,12 +92,20 @@ func (ep dockerEndpoint) instance(base string) string { return base + "-" + ep.n
 
 func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.kind, "deployer", "sim", "sim (simulated) or docker")
+	f.registerEngines(fs, getenv)
+	fs.StringVar(&f.dockerInstance, "docker-instance", deploydocker.DefaultInstance, "label value that marks this server's containers")
+	fs.Var(&f.dockerEndpoints, "docker-endpoint", "NAME=ADDRESS: a Docker engine that deployments with a docker listener whose compute_id is NAME run on (repeatable; the other -docker-* flags apply to it)")
+}
+
+// registerEngines registers the flags that say how the engines are
+// reached and run deployments (the Docker daemon and its settings, the
+// kubeconfig), which the server and the agent share.
+func (f *deployerFlags) registerEngines(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.dockerHost, "docker-host", getenv("DOCKER_HOST"), "Docker daemon address (default $DOCKER_HOST, else unix:///var/run/docker.sock)")
 	fs.StringVar(&f.dockerNetwork, "docker-network", deploydocker.DefaultNetwork, "Docker network of the containers: bridge, host or a network's name")
 	fs.StringVar(&f.buildNetwork, "build-network", imagebuild.DefaultNetworkMode, "Docker network of build steps: bridge, none, host or a network's name")
 	fs.StringVar(&f.dockerProxy, "docker-proxy-addr", "127.0.0.1:8125", "where deployments' urls are served")
 	fs.StringVar(&f.dockerProxyURL, "docker-proxy-url", "", "base URL clients reach -docker-proxy-addr at")
-	fs.StringVar(&f.dockerInstance, "docker-instance", deploydocker.DefaultInstance, "label value that marks this server's containers")
 	fs.StringVar(&f.postgresImage, "docker-postgres-image", "postgres:16-alpine", "image of each deployment's database ('' for none)")
 	fs.StringVar(&f.redisImage, "docker-redis-image", "redis:7-alpine", "image of each deployment's Redis ('' for none)")
 	fs.StringVar(&f.postgresData, "docker-postgres-data-path", deploydocker.DefaultPostgresDataPath, "where the database image keeps its data (its PGDATA)")
@@ -109,7 +118,6 @@ func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&f.healthTimeout, "docker-health-timeout", deploydocker.DefaultHealthTimeout, "how long a new container has to pass its health check")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig files (several separated by ':' merge as kubectl merges them) whose contexts are the clusters k8s listeners name (default $KUBECONFIG, else ~/.kube/config; in a pod without either, its own cluster as in-cluster)")
 	f.home = getenv("HOME")
-	fs.Var(&f.dockerEndpoints, "docker-endpoint", "NAME=ADDRESS: a Docker engine that deployments with a docker listener whose compute_id is NAME run on (repeatable; the other -docker-* flags apply to it)")
 	fs.StringVar(&f.buildBaseImage, "build-base-image", "", "base image of the Dockerfiles generated for github revisions (default: the project's base_image, else langchain/langgraph-api, as the langgraph CLI)")
 }
 
@@ -211,6 +219,14 @@ func listenProxy(f *deployerFlags) (net.Listener, string, error) {
 
 // deployerEnv is what the deployer is wired to besides its flags.
 type deployerEnv struct {
+	// state is what the deployers read of the stored state: the
+	// ControlPlane in the server, the agent routes in an agent.
+	state interface {
+		deploydocker.State
+		deployk8s.State
+	}
+	// cp is the server's ControlPlane (nil in an agent): builds find the
+	// GitHub App installation of a github deployment through it.
 	cp        *controlplane.ControlPlane
 	log       *slog.Logger
 	egress    *egress.Policy         // the server's policy for outbound calls: clones go through it
@@ -342,7 +358,7 @@ func startDockerDeployer(ctx context.Context, f *deployerFlags, host, instance s
 		return nil, nil, err
 	}
 	bo := &imagebuild.Options{BaseImage: f.buildBaseImage, Egress: env.egress, Tarballs: env.tarballs, NetworkMode: f.buildNetwork}
-	if app, ok := env.githubApp.(installationTokens); ok {
+	if app, ok := env.githubApp.(installationTokens); ok && env.cp != nil {
 		bo.InstallationToken = app.InstallationToken
 		bo.InstallationID = imagebuild.InstallationIDs(env.cp)
 	}
@@ -352,7 +368,7 @@ func startDockerDeployer(ctx context.Context, f *deployerFlags, host, instance s
 		return nil, nil, err
 	}
 	do := &deploydocker.Options{Client: cli, Network: f.dockerNetwork, ProxyURL: env.proxyURL,
-		Instance: instance, State: env.cp, Logger: env.log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
+		Instance: instance, State: env.state, Logger: env.log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
 		DatabaseTimeout: f.dbTimeout, PullRetryTimeout: f.pullTimeout, Builder: builder, Credentials: env.credentials}
 	if shared != nil {
 		do.Databases = shared

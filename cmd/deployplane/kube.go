@@ -37,7 +37,7 @@ const inClusterName = "in-cluster"
 // has), are logged and leave the others working: such a context's
 // deployments fail saying so and /readyz reports it. No kubeconfig and no
 // pod: no clusters.
-func kubeClusters(ctx context.Context, files, home string, cp *controlplane.ControlPlane, pulls pullTokenFunc, log *slog.Logger) (clusters map[string]controlplane.Deployer, stop func(), err error) {
+func kubeClusters(ctx context.Context, files, home string, state deployk8s.State, pulls pullTokenFunc, log *slog.Logger) (clusters map[string]controlplane.Deployer, stop func(), err error) {
 	configs := map[string]*rest.Config{}
 	clusters = map[string]controlplane.Deployer{}
 	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(files)}
@@ -94,12 +94,7 @@ func kubeClusters(ctx context.Context, files, home string, cp *controlplane.Cont
 			clusters[name] = &brokenCluster{name: name, err: err}
 			continue
 		}
-		o := &deployk8s.Options{Client: cli, Cluster: name, State: cp, Logger: log}
-		if pulls != nil {
-			// Images of the server's registry pull through a Secret.
-			o.PullSecrets = &deployk8s.PullSecrets{Credentials: pulls}
-		}
-		d, err := deployk8s.New(o)
+		d, err := newKubeDeployer(cli, name, "", state, pulls, log)
 		if err != nil {
 			stop()
 			return nil, nil, err
@@ -128,6 +123,19 @@ func kubeClusters(ctx context.Context, files, home string, cp *controlplane.Cont
 	case <-time.After(kubeStartWait):
 	}
 	return clusters, stop, nil
+}
+
+// newKubeDeployer is the deployk8s.Deployer of one cluster, the server's
+// or an agent's: its objects labelled instance ("" for
+// deployk8s.DefaultInstance), the stored state read from state, the
+// images of the server's registry pulled through a Secret of pulls (nil:
+// none).
+func newKubeDeployer(cli kubernetes.Interface, name, instance string, state deployk8s.State, pulls pullTokenFunc, log *slog.Logger) (*deployk8s.Deployer, error) {
+	o := &deployk8s.Options{Client: cli, Cluster: name, Instance: instance, State: state, Logger: log}
+	if pulls != nil {
+		o.PullSecrets = &deployk8s.PullSecrets{Credentials: pulls}
+	}
+	return deployk8s.New(o)
 }
 
 // kubeStartWait bounds the wait for the clusters' first reconciliation at
@@ -192,7 +200,7 @@ func routed(def controlplane.Deployer, clusters map[string]controlplane.Deployer
 // Kubernetes cluster (-kubeconfig, or a pod's own cluster), and routes
 // each deployment to its listener's (package deployroute).
 func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration, simFailAt controlplane.RevisionStatus,
-	env *deployerEnv) (d controlplane.Deployer, desc []any, stop func(), err error) {
+	env *deployerEnv) (d *deployroute.Router, desc []any, stop func(), err error) {
 	dockers, err := startDockerDeployers(ctx, f, env)
 	if err != nil {
 		return nil, nil, nil, err
@@ -205,7 +213,7 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		desc = []any{"deployer", "simulated", "sim_step", simStep}
 	}
 	desc = append(desc, dockers.desc...)
-	clusters, stopClusters, err := kubeClusters(ctx, f.kubeconfig, f.home, env.cp, env.pulls, env.log)
+	clusters, stopClusters, err := kubeClusters(ctx, f.kubeconfig, f.home, env.state, env.pulls, env.log)
 	if err != nil {
 		dockers.stop()
 		return nil, nil, nil, err

@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/dashboard"
+	"github.com/deployplane/deployplane/deployroute"
 	"github.com/deployplane/deployplane/deploysim"
 	"github.com/deployplane/deployplane/egress"
 	"github.com/deployplane/deployplane/githubapp"
@@ -54,10 +56,15 @@ github.com/deployplane/deployplane/httphandler as a standalone server).
 
 Usage:
 
+    deployplane agent -control-plane URL -listener-id ID ...
+                      the agent of a listener this server does not drive,
+                      run beside its compute: see deployplane agent -h
+
     deployplane [-addr 127.0.0.1:8124] [-db ./deployplane.db | -db postgres://...]
                 [-keys FILE] [-public-url URL] [-secret-key-file FILE]
                 [-blob-url URL]
                 [-deployer sim|docker] [-sim-step 500ms] [-sim-fail-at STATUS]
+                [-sim-agents=false]
                 [-docker-host URL] [-docker-endpoint NAME=ADDRESS ...]
                 [-docker-network bridge] [-build-network bridge]
                 [-docker-proxy-addr 127.0.0.1:8125]
@@ -156,6 +163,10 @@ Flags:
                       make the simulated deployer fail every revision at this
                       status (BUILDING gives BUILD_FAILED, DEPLOYING
                       DEPLOY_FAILED, ...), to try failures and their logs
+    -sim-agents=false with -deployer sim, serve no listener with simulated
+                      agents (see "Listeners and agents"): the deployments of
+                      listeners this server does not drive then wait QUEUED
+                      for a real agent (deployplane agent)
     -docker-host URL  with -deployer docker, the daemon: unix:///path.sock or
                       tcp://host:port (default $DOCKER_HOST, else
                       unix:///var/run/docker.sock)
@@ -246,8 +257,8 @@ Flags:
                       its containers carry the label <-docker-instance>-NAME,
                       so that each endpoint reconciles and deletes only its
                       own; one proxy (-docker-proxy-addr) serves the urls of
-                      all. A listener naming an engine not given here ends
-                      its deployments' revisions DEPLOY_FAILED saying so
+                      all. A listener naming an engine not given here is
+                      served by agents (see "Listeners and agents")
     -kubeconfig FILE[:FILE...]
                       the Kubernetes clusters deployments with a k8s listener
                       run on: each context is a cluster, named by the
@@ -255,8 +266,9 @@ Flags:
                       merges them (default $KUBECONFIG, else ~/.kube/config;
                       in a pod without either, its own cluster as
                       "in-cluster"). A context that cannot be used is logged
-                      and its deployments fail; the others work. See
-                      docs/kubernetes.md
+                      and its deployments fail; the others work. A listener
+                      naming a context not given here is served by agents
+                      (see "Listeners and agents", docs/kubernetes.md)
     -build-base-image IMAGE
                       the base image of the Dockerfiles generated for github
                       revisions without their own (as langgraph build
@@ -434,6 +446,22 @@ Revisions:
     or run for real. DELETE leaves a deployment AWAITING_DELETE for one step,
     then removes it (GET answers 404). A revision in flight at shutdown is
     given back and resumed at the next start, or by another replica.
+
+Listeners and agents:
+
+    A deployment with a listener runs where the listener points: the
+    cluster (-kubeconfig context) or Docker engine (-docker-endpoint) its
+    compute_type and compute_id name, when this server was given it. The
+    deployments of any other listener are served by that listener's agents
+    (deployplane agent, run beside its compute, which dial out to this
+    server's agent routes under /v2/listeners/{listener_id}/agent with a
+    listener token from POST /v2/listeners/{listener_id}/tokens): they answer
+    remote_reconciled: true, and each revision waits QUEUED ("Waiting for the
+    agent of listener ...") until an agent claims it. With -deployer sim (the
+    default) the server runs a simulated agent for each such listener itself
+    (its version "simulated"), which speaks the same protocol to this server
+    in process, so that every deployment reaches DEPLOYED on a laptop;
+    -sim-agents=false leaves them to real agents.
 
 An external registry:
 
@@ -622,6 +650,7 @@ type config struct {
 	pgSchema        string
 	simStep         time.Duration
 	simFailAt       string
+	simAgents       bool
 	tenantWorkers   int
 	webhookSecret   string
 	deployer        deployerFlags
@@ -676,6 +705,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.pgSchema, "pg-schema", storepg.DefaultSchema, "PostgreSQL schema")
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
 	fs.StringVar(&c.simFailAt, "sim-fail-at", "", "revision status at which the simulated deployer fails")
+	fs.BoolVar(&c.simAgents, "sim-agents", true, "with -deployer sim, serve the listeners this server does not drive with simulated agents")
 	fs.IntVar(&c.tenantWorkers, "tenant-workers", 0, "units of work of one tenant driven at once (0: a quarter of the workers, -1: no cap)")
 	c.deployer.register(fs, getenv)
 	c.registry.register(fs)
@@ -724,12 +754,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		fmt.Fprintln(stderr, "deployplane: give DEPLOYPLANE_SECRET_KEY or -secret-key-file, not both")
 		return nil, errUsage
 	}
-	if c.simStep <= 0 {
-		fmt.Fprintln(stderr, "deployplane: -sim-step must be positive")
-		return nil, errUsage
-	}
-	if s := controlplane.RevisionStatus(c.simFailAt); s != "" && (controlplane.IsTerminal(s) || !slices.Contains(controlplane.HappyPath(controlplane.SourceGitHub), s)) {
-		fmt.Fprintln(stderr, "deployplane: -sim-fail-at must be a status a revision passes through (CREATING, QUEUED, AWAITING_BUILD, BUILDING, AWAITING_DEPLOY, DEPLOYING)")
+	if msg := checkSimFlags(c.simStep, c.simFailAt); msg != "" {
+		fmt.Fprintln(stderr, "deployplane: "+msg)
 		return nil, errUsage
 	}
 	if c.tenantWorkers < -1 {
@@ -786,6 +812,36 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	return c, nil
 }
 
+// keyTenants lists the tenants the keys name, each once, in canonical
+// form.
+func keyTenants(keys []httphandler.Key) []string {
+	var out []string
+	for _, k := range keys {
+		for _, t := range k.Tenants {
+			if ct, ok := httphandler.CanonicalTenant(t); ok && !slices.Contains(out, ct) {
+				out = append(out, ct)
+			}
+		}
+	}
+	return out
+}
+
+// checkSimFlags says what is wrong with -sim-step and -sim-fail-at, or "".
+func checkSimFlags(step time.Duration, failAt string) string {
+	if step <= 0 {
+		return "-sim-step must be positive"
+	}
+	if s := controlplane.RevisionStatus(failAt); s != "" && (controlplane.IsTerminal(s) || !slices.Contains(controlplane.HappyPath(controlplane.SourceGitHub), s)) {
+		return "-sim-fail-at must be a status a revision passes through (CREATING, QUEUED, AWAITING_BUILD, BUILDING, AWAITING_DEPLOY, DEPLOYING)"
+	}
+	return ""
+}
+
+// newSim is the simulated Deployer of the -sim-* flags.
+func newSim(step time.Duration, failAt string) *deploysim.Deployer {
+	return deploysim.New(&deploysim.Options{Step: step, FailAt: controlplane.RevisionStatus(failAt)})
+}
+
 // githubApp lists the GitHub App flags given (the client secret from the
 // environment counts).
 func (c *config) githubApp() []string {
@@ -827,9 +883,13 @@ func newGitHubApp(c *config) (controlplane.GitHubApp, error) {
 // JSON 414 or 431; only one beyond this gets net/http's plain-text 431.
 const serverMaxHeaderBytes = 512 << 10
 
-// run is the whole server; it returns when ctx is done (after a graceful
-// shutdown) or on a failure.
+// run is the whole server (or, with the first argument agent, the agent:
+// runAgent); it returns when ctx is done (after a graceful shutdown) or on
+// a failure.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "agent" {
+		return runAgent(ctx, args[1:], getenv, stderr) // agentcmd.go
+	}
 	c, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		return err
@@ -916,6 +976,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		keys = append(keys, httphandler.Key{SHA256: [32]byte(d), Tenants: []string{srvCfg.DefaultTenant}})
 	}
+	// The simulated agents of the listeners this server does not drive
+	// (simagents.go) call its handler with keys of their own.
+	var simKeys map[string]string
+	if c.deployer.kind == "sim" && c.simAgents {
+		var table []httphandler.Key
+		simKeys, table = simAgentKeys(keyTenants(keys))
+		keys = append(keys, table...)
+	}
 	auth, err := httphandler.NewKeyTable(keys)
 	if err != nil {
 		return err
@@ -946,6 +1014,14 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		cpOpts.GitHubInstallStates = githubapp.NewStates(st, nil) // in the control plane's store
 	}
 	cpOpts.TenantWorkers = c.tenantWorkers
+	// The listeners this server drives are those its deployers' Router
+	// has an engine for (stored below, before anything is served); the
+	// deployments of the others wait for their agents.
+	var router atomic.Pointer[deployroute.Router]
+	cpOpts.Drives = func(l *controlplane.Listener) bool {
+		r := router.Load()
+		return r == nil || r.Drives(l)
+	}
 	// The built-in registry (registry.go) resolves internal_docker image
 	// tags to digests; it serves once cp checks its tokens.
 	reg, err := openRegistry(ctx, &c.registry, c.deployer.kind, c.db, registrySecret(secretKey), log)
@@ -1014,12 +1090,13 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	}
 	defer stopUploads()
 	deployer, deployerDesc, stopDeployer, err := startDeployer(ctx, &c.deployer, c.simStep, controlplane.RevisionStatus(c.simFailAt),
-		&deployerEnv{cp: cp, log: log, egress: egressPolicy, githubApp: githubApp, proxy: proxyLn, proxyURL: proxyURL, credentials: registryCreds,
+		&deployerEnv{state: cp, cp: cp, log: log, egress: egressPolicy, githubApp: githubApp, proxy: proxyLn, proxyURL: proxyURL, credentials: registryCreds,
 			tarballs: upl, pulls: pulls})
 	if err != nil {
 		return err
 	}
 	defer stopDeployer()
+	router.Store(deployer)
 	// draining keeps ctx's values (the tests' hooks) but not its end.
 	draining, drain := context.WithCancel(context.WithoutCancel(ctx))
 	defer drain()
@@ -1043,6 +1120,10 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		RegistryRealm:               realm,
 		Dashboard:                   c.dashboard(st),
 	})
+	var sims *simAgents
+	if simKeys != nil {
+		sims = &simAgents{cp: cp, drives: deployer.Drives, api: api, keys: simKeys, sim: newSim(c.simStep, c.simFailAt), log: log}
+	}
 	srv := portLimits(c.maxConns).server(endLongPolls(draining, api), log)
 	keySource := "the generated key"
 	switch {
@@ -1069,7 +1150,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		"public_url", publicURL, "secret_key", keyOrigin, "blob_url", blobDesc}, append(deployerDesc,
 		"github_webhook", webhook, "github_app", githubAppState, "unverified_integrations", c.allowUnverifiedIntegs,
 		"max_conns", c.maxConns, "rate_limit", c.rateLimit, "rate_burst", c.rateBurst,
-		"metrics", metricsAccess, "registry", registryDesc)...)...)
+		"metrics", metricsAccess, "registry", registryDesc, "sim_agents", sims != nil)...)...)
 
 	// The reconcile loop has its own context: it stops after the last
 	// request, and before the deferred Close of the store.
@@ -1077,6 +1158,8 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	defer stopLoop()
 	looped := make(chan error, 1)
 	go func() { looped <- cp.Run(loopCtx, deployer) }()
+	simLoop := startSimAgents(loopCtx, sims)
+	defer simLoop.close()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(c.limitListener(ln)) }()
 	go cleanupFlows(ctx, oauth, log)
@@ -1097,6 +1180,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	}
 	log.Info("shutting down", "timeout", c.shutdownTimeout)
 	drain()
+	simLoop.close() // they give back their work through the handler, before it closes
 	_ = api.Close() // ends event streams and ?wait= polls, which would hold Shutdown until its timeout
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()

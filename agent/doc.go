@@ -1,0 +1,42 @@
+// Package agent is the reconcile loop of a listener run beside its
+// compute: a program in the listener's cluster (or on its Docker host)
+// that dials out to the control plane, claims the listener's work over the
+// agent routes (/v2/listeners/{listener_id}/agent/...) and drives it with
+// the same deployer packages the control plane runs itself (deployk8s,
+// deploydocker; deploysim for a simulation). The control plane never dials
+// the agent and never holds the cluster's credentials: a deployment whose
+// listener the server does not drive (controlplane.Options.Drives) waits
+// QUEUED until an agent of that listener claims its work.
+//
+// Run it as `deployplane agent` (see `deployplane agent -h`), with a
+// listener token in DEPLOYPLANE_AGENT_TOKEN:
+//
+//	curl -H "X-Api-Key: $KEY" -X POST $CP/v2/listeners/$LISTENER/tokens   # {"token": "dpl_lt_..."}
+//	DEPLOYPLANE_AGENT_TOKEN=dpl_lt_... deployplane agent -control-plane $CP -listener-id $LISTENER
+//
+// or embed it:
+//
+//	o := &agent.Options{ControlPlane: url, ListenerID: id, Token: token}
+//	c, _ := agent.NewClient(o) // the deployer's State over the agent routes
+//	d, _ := deployk8s.New(&deployk8s.Options{Client: kube, Cluster: "prod", State: c})
+//	o.Client, o.Deployer = c, d
+//	a, _ := agent.New(o)
+//	err := a.Run(ctx) // until ctx ends, or the token is refused
+//
+// Run heartbeats (the listener is CONNECTED while it does), claims with a
+// long poll, and drives each claimed unit in its own goroutine, as the
+// control plane's own loop does: a revision through Deployer.Deploy, its
+// reports and logs sent through the unit's lease (a 409 answer is
+// controlplane.ErrLeaseLost, a 400 apierr.ErrInvalidState, so the
+// deployers' controlplane.IsRefusal works unchanged), the lease renewed
+// every third of its length and the Deployer's context cancelled with
+// cause controlplane.ErrLeaseLost once the control plane says it is lost;
+// a deployment being deleted through Deployer.Teardown. Calls that fail
+// for a reason that may pass (the control plane unreachable, 5xx, 429)
+// are tried again with capped exponential backoff and jitter, logged once
+// per distinct failure. When Run stops it gives back the work it holds, so
+// that another agent of the listener (or this one restarted) takes it at
+// once; work of an agent that died is taken over once its lease expires.
+// A refused credential (401, 403: the token was revoked) stops Run with an
+// error that says so.
+package agent
