@@ -491,5 +491,10 @@ func (c *Client) teardownDone(ctx context.Context, lease string) error {
 	return err
 }
 
+func (c *Client) teardownFailed(ctx context.Context, lease, message string) error {
+	_, err := c.call(ctx, http.MethodPost, "teardown-failed", nil, failBody{Lease: lease, Message: message}, nil, 0)
+	return err
+}
+
 // listenerID is the listener of the Client's routes.
 func (c *Client) listenerID() string { return c.listener }

@@ -357,3 +357,58 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// failingTeardowns is a Deployer whose Teardown always fails.
+type failingTeardowns struct{ blocking }
+
+func (failingTeardowns) Teardown(context.Context, string, *controlplane.Deployment) error {
+	return errors.New("cluster edge is unreachable")
+}
+
+// A failed Teardown is recorded with teardown-failed and its error; a
+// control plane without that route (404 Not Found) gets the work back with
+// release, retry true, to be tried again later.
+func TestFailedTeardownReported(t *testing.T) {
+	teardown := &controlplane.AgentWork{Lease: "lease-t", Kind: controlplane.AgentTeardown, LeaseSeconds: 30,
+		Deployment: &controlplane.Deployment{ID: "d1", TenantID: "t"}}
+	for _, tt := range []struct {
+		name    string
+		noRoute bool
+	}{{"the route", false}, {"no such route", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				claim := claimOnce(teardown)
+				cp := &scripted{answer: func(ctx context.Context, route string, n int, body map[string]any) (int, any) {
+					if route == "teardown-failed" && tt.noRoute {
+						return http.StatusNotFound, map[string]string{"detail": "Not Found"}
+					}
+					return claim(ctx, route, n, body)
+				}}
+				a := newScriptedAgent(t, cp, &failingTeardowns{}, nil)
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error)
+				go func() { done <- a.Run(ctx) }()
+				time.Sleep(time.Second)
+				synctest.Wait()
+				failed := cp.of("teardown-failed")
+				if len(failed) != 1 || failed[0].body["lease"] != "lease-t" || failed[0].body["message"] != "cluster edge is unreachable" {
+					t.Errorf("teardown-failed calls %+v, want one with the lease and the error", failed)
+				}
+				rel := cp.of("release")
+				switch {
+				case tt.noRoute && (len(rel) != 1 || rel[0].body["lease"] != "lease-t" || rel[0].body["retry"] != true):
+					t.Errorf("releases %+v, want one of lease-t with retry true", rel)
+				case !tt.noRoute && len(rel) != 0:
+					t.Errorf("releases %+v after teardown-failed, want none", rel)
+				}
+				if n := len(cp.of("teardown-done")); n != 0 {
+					t.Errorf("%d teardown-done calls for a failed teardown", n)
+				}
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			})
+		})
+	}
+}
