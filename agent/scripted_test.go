@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/agent"
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 )
 
@@ -410,5 +411,48 @@ func TestFailedTeardownReported(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// A State call's 404 is a not found (apierr.ErrNotFound, which the
+// deployers read as "deleted") only when it names what was asked: the
+// deployment, or the revision. A 404 of a path the control plane does not
+// serve (a wrong -control-plane URL, a proxy's page) or of the listener is
+// another error, and a deployer's reconcile removes nothing for it.
+func TestStateNotFoundNamesWhatWasAsked(t *testing.T) {
+	for _, tt := range []struct {
+		detail   string
+		notFound bool
+	}{
+		{"Deployment ID d1 not found.", true},
+		{"Revision ID r1 not found.", true},
+		{"Not Found", false},
+		{"Listener ID l1 not found.", false},
+		{"", false},
+	} {
+		cp := &scripted{answer: func(context.Context, string, int, map[string]any) (int, any) {
+			return http.StatusNotFound, map[string]string{"detail": tt.detail}
+		}}
+		c, err := agent.NewClient(&agent.Options{ControlPlane: "http://cp.test", ListenerID: "l1", Token: "dpl_lt_test",
+			HTTPClient: &http.Client{Transport: agent.InProcess(cp)}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		_, derr := c.GetDeployment(ctx, "t", "d1")
+		_, rerr := c.GetRevision(ctx, "t", "d1", "r1")
+		_, lerr := c.ListLogs(ctx, "t", "d1", "r1", &controlplane.LogQuery{Type: controlplane.LogDeploy})
+		aerr := c.AppendLogs(ctx, "t", "d1", "r1", controlplane.LogLine{Type: controlplane.LogDeploy, Message: "m"})
+		wantDeployment := tt.notFound && strings.HasPrefix(tt.detail, "Deployment")
+		for _, c := range []struct {
+			call string
+			err  error
+			want bool
+		}{{"GetDeployment", derr, wantDeployment}, {"GetRevision", rerr, tt.notFound}, {"ListLogs", lerr, tt.notFound},
+			{"AppendLogs", aerr, tt.notFound}} {
+			if c.err == nil || errors.Is(c.err, apierr.ErrNotFound) != c.want {
+				t.Errorf("%s answered 404 %q: %v, want not found %v", c.call, tt.detail, c.err, c.want)
+			}
+		}
 	}
 }
