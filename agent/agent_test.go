@@ -422,7 +422,9 @@ func TestFailedTeardownIsRecorded(t *testing.T) {
 			if got, err = w.cp.GetDeployment(ctx, tenant, dep.ID); err != nil {
 				t.Fatal(err)
 			}
-			return got.StatusMessage != nil
+			// Before the agent's attempt it says it waits for the agent;
+			// after, why the attempt failed.
+			return got.StatusMessage != nil && !strings.HasPrefix(*got.StatusMessage, "Waiting for the agent")
 		})
 		if got.Status != controlplane.StatusAwaitingDelete || !strings.Contains(*got.StatusMessage, "cluster edge is unreachable") {
 			t.Errorf("the deployment after a failed teardown: %s %q, want AWAITING_DELETE saying why", got.Status, *got.StatusMessage)
