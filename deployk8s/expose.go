@@ -236,10 +236,10 @@ func compileExpose(e *Expose) (*exposure, error) {
 		if e.Gateway.Name == "" {
 			return bad("an HTTPRoute needs its Gateway's name")
 		}
-		for what, v := range map[string]string{"name": e.Gateway.Name, "section": e.Gateway.SectionName} {
-			if v != "" {
-				if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
-					return bad("the Gateway's %s %q: %s", what, v, strings.Join(errs, "; "))
+		for _, f := range [][2]string{{"name", e.Gateway.Name}, {"section", e.Gateway.SectionName}} {
+			if f[1] != "" {
+				if errs := validation.IsDNS1123Subdomain(f[1]); len(errs) > 0 {
+					return bad("the Gateway's %s %q: %s", f[0], f[1], strings.Join(errs, "; "))
 				}
 			}
 		}
