@@ -36,7 +36,8 @@ const (
 	LabelRevision   = "io.deployplane.revision"
 )
 
-// Defaults of Options.
+// Defaults of Options (the checkout limits are those of UnpackLimits
+// too).
 const (
 	DefaultRepository       = "deployplane"
 	DefaultConfigPath       = "langgraph.json"
@@ -47,6 +48,12 @@ const (
 	DefaultMaxFiles         = 100_000
 	DefaultMaxLogLine       = 4096
 	DefaultNetworkMode      = "bridge"
+	// DefaultMaxDepth bounds the names in a path: "a/b/c" is 3 levels
+	// deep.
+	DefaultMaxDepth = 64
+	// DefaultMaxPathBytes bounds a path and a link's target, as Linux's
+	// PATH_MAX does.
+	DefaultMaxPathBytes = 4096
 )
 
 // generatedDockerfile is the name the generated Dockerfile has in the
@@ -97,11 +104,21 @@ type Options struct {
 	// MaxRepoBytes bounds the pack a clone downloads; default
 	// DefaultMaxRepoBytes.
 	MaxRepoBytes int64
-	// MaxCheckoutBytes bounds the files checked out (and so the build
-	// context); default DefaultMaxCheckoutBytes.
+	// MaxCheckoutBytes bounds the bytes of the files checked out or
+	// unpacked (and so the build context); default
+	// DefaultMaxCheckoutBytes.
 	MaxCheckoutBytes int64
-	// MaxFiles bounds the entries checked out; default DefaultMaxFiles.
+	// MaxFiles bounds the entries checked out or unpacked: files,
+	// directories (a commit's tree names each one; a tarball's implied
+	// directories count too) and links; default DefaultMaxFiles.
 	MaxFiles int
+	// MaxDepth bounds the levels of a path checked out or unpacked
+	// ("a/b/f" is 3 deep); default DefaultMaxDepth.
+	MaxDepth int
+	// MaxPathBytes bounds the bytes of a path checked out or unpacked
+	// (below the repository's or the tarball's root) and of a symbolic
+	// link's target; default DefaultMaxPathBytes.
+	MaxPathBytes int
 	// MaxLogLine bounds a line handed to Build's log, in bytes (longer
 	// lines are cut and marked with "…"); default DefaultMaxLogLine.
 	MaxLogLine int
@@ -163,6 +180,12 @@ func New(docker *client.Client, opts *Options) (*Builder, error) {
 	}
 	if o.MaxFiles <= 0 {
 		o.MaxFiles = DefaultMaxFiles
+	}
+	if o.MaxDepth <= 0 {
+		o.MaxDepth = DefaultMaxDepth
+	}
+	if o.MaxPathBytes <= 0 {
+		o.MaxPathBytes = DefaultMaxPathBytes
 	}
 	if o.MaxLogLine <= 0 {
 		o.MaxLogLine = DefaultMaxLogLine

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -33,8 +34,9 @@ import (
 // credentials were refused, or the repository breaks a limit.
 var ErrClone = errors.New("clone failed")
 
-// ErrTooLarge is matched (errors.Is) when a repository or a build
-// context is larger than Options allow.
+// ErrTooLarge is matched (errors.Is) when a repository, a tarball or a
+// build context breaks a limit of Options (bytes, entries, depth, path
+// length).
 var ErrTooLarge = errors.New("too large")
 
 // source is what to clone.
@@ -118,8 +120,10 @@ func cloneErr(src *source, err error) error {
 		return fmt.Errorf("%w: %s: repository not found", ErrClone, what)
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
 		return fmt.Errorf("%w: %s: the repository is empty", ErrClone, what)
-	case errors.Is(err, ErrTooLarge), errors.Is(err, ErrClone):
+	case errors.Is(err, ErrClone):
 		return err
+	case errors.Is(err, ErrTooLarge):
+		return fmt.Errorf("%w: %s: %w", ErrClone, what, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %s: timed out", ErrClone, what)
 	}
@@ -316,12 +320,19 @@ func peel(st storer.EncodedObjectStorer, h plumbing.Hash) (*object.Commit, error
 
 // checkout writes commit's tree into dir, within the limits, through an
 // os.Root so that no path or symbolic link of the repository writes
-// outside it. Submodules are left out.
-func (b *Builder) checkout(ctx context.Context, st storer.EncodedObjectStorer, commit *object.Commit, dir string, logf func(string, ...any)) (*cloned, error) {
+// outside it. The tree is checked first, from the git objects (inspect),
+// so that a tree over a limit writes nothing; should writing fail
+// midway, what was written is removed. Submodules are left out.
+func (b *Builder) checkout(ctx context.Context, st storer.EncodedObjectStorer, commit *object.Commit, dir string, logf func(string, ...any)) (c *cloned, err error) {
 	tree, err := commit.Tree()
 	if err != nil {
 		return nil, fmt.Errorf("%w: commit %s: %v", ErrClone, commit.Hash, err)
 	}
+	entries, err := b.inspect(ctx, st, tree)
+	if err != nil {
+		return nil, err
+	}
+	_, statErr := os.Lstat(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -330,47 +341,189 @@ func (b *Builder) checkout(ctx context.Context, st storer.EncodedObjectStorer, c
 		return nil, err
 	}
 	defer root.Close()
-	c := &cloned{dir: dir}
-	w := object.NewTreeWalker(tree, true, nil)
-	defer w.Close()
-	for {
+	defer func() {
+		if err == nil {
+			return
+		}
+		var rmErr error
+		if errors.Is(statErr, fs.ErrNotExist) {
+			rmErr = os.RemoveAll(dir)
+		} else {
+			rmErr = removeTops(root, entries)
+		}
+		if rmErr != nil {
+			err = fmt.Errorf("%w (and removing what was checked out: %v)", err, rmErr)
+		}
+	}()
+	c = &cloned{dir: dir, files: len(entries)}
+	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, context.Cause(ctx)
 		}
-		name, e, err := w.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: reading the tree of %s: %v", ErrClone, commit.Hash, err)
-		}
-		if !safePath(name) {
-			return nil, fmt.Errorf("%w: the repository holds an unsafe path %q", ErrClone, name)
-		}
-		c.files++
-		if c.files > b.o.MaxFiles {
-			return nil, fmt.Errorf("%w: the repository has more than %d files", ErrTooLarge, b.o.MaxFiles)
-		}
 		switch e.Mode {
 		case filemode.Dir:
-			err = root.MkdirAll(name, 0o755)
+			err = root.Mkdir(e.path, 0o755)
 		case filemode.Submodule:
-			logf("Skipping submodule %s (submodules are not cloned)", name)
+			logf("Skipping submodule %s (submodules are not cloned)", e.path)
 		case filemode.Symlink:
-			err = writeSymlink(root, st, name, e)
+			err = root.Symlink(e.target, e.path)
 		case filemode.Regular, filemode.Deprecated, filemode.Executable:
-			err = b.writeFile(root, st, name, e, c)
+			err = b.writeFile(root, st, e, c)
 		default:
-			logf("Skipping %s (mode %s)", name, e.Mode)
+			logf("Skipping %s (mode %s)", e.path, e.Mode)
 		}
 		if err != nil {
 			if errors.Is(err, ErrTooLarge) {
 				return nil, err
 			}
-			return nil, fmt.Errorf("%w: checking out %s: %v", ErrClone, name, err)
+			return nil, fmt.Errorf("%w: checking out %s: %v", ErrClone, quote(e.path), err)
 		}
 	}
 	return c, nil
+}
+
+// removeTops removes the first names of the entries' paths from root.
+func removeTops(root *os.Root, entries []treeEntry) error {
+	var errs []error
+	for _, e := range entries {
+		if !strings.Contains(e.path, "/") {
+			if err := root.RemoveAll(e.path); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// treeEntry is an entry of a commit's tree, as checkout writes it.
+type treeEntry struct {
+	object.TreeEntry
+	path   string // below the root
+	target string // a symbolic link's target
+}
+
+// cloneTooLarge is a clone's refusal for a limit.
+func cloneTooLarge(format string, args ...any) error {
+	return fmt.Errorf("%w: %w: %s", ErrClone, ErrTooLarge, fmt.Sprintf(format, args...))
+}
+
+// inspect walks tree in the git objects, before anything is written, and
+// checks it against the limits, as Unpack does a tarball's: every entry
+// (directories, files, links, submodules) counts against MaxFiles, a path
+// may be MaxDepth levels deep and MaxPathBytes long, the files together
+// hold at most MaxCheckoutBytes, and a symbolic link's target, resolved on
+// the tree (through the links it passes), stays inside it. A directory
+// is looked into only once its own path has passed, so a tree thousands
+// of levels deep costs MaxDepth steps. It refuses, too, paths that are not
+// clean or name .git, and a tree that names one path twice. It returns
+// the entries in the tree's order, each directory before what it holds.
+func (b *Builder) inspect(ctx context.Context, st storer.EncodedObjectStorer, tree *object.Tree) ([]treeEntry, error) {
+	type frame struct {
+		tree  *object.Tree
+		next  int    // the index of the next entry
+		base  string // the tree's path, "" for the root
+		depth int    // its levels
+	}
+	var (
+		out   []treeEntry
+		bytes int64
+		links linkSet
+		seen  = map[string]bool{}
+	)
+	stack := []frame{{tree: tree}}
+	for len(stack) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, context.Cause(ctx)
+		}
+		f := &stack[len(stack)-1]
+		if f.next == len(f.tree.Entries) {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		e := treeEntry{TreeEntry: f.tree.Entries[f.next], path: f.tree.Entries[f.next].Name}
+		f.next++
+		depth := f.depth + 1
+		if f.base != "" {
+			e.path = f.base + "/" + e.Name
+		}
+		switch {
+		case len(out) >= b.o.MaxFiles:
+			return nil, cloneTooLarge("the repository has more than %d files and directories", b.o.MaxFiles)
+		case depth > b.o.MaxDepth:
+			return nil, cloneTooLarge("the repository holds a path more than %d levels deep: %s", b.o.MaxDepth, quote(e.path))
+		case len(e.path) > b.o.MaxPathBytes:
+			return nil, cloneTooLarge("the repository holds a path of %d bytes, more than %d: %s", len(e.path), b.o.MaxPathBytes, quote(e.path))
+		case !safeName(e.Name) || !safePath(e.path):
+			return nil, fmt.Errorf("%w: the repository holds an unsafe path %s", ErrClone, quote(e.path))
+		case seen[e.path]:
+			return nil, fmt.Errorf("%w: the repository's tree names %s twice", ErrClone, quote(e.path))
+		}
+		seen[e.path] = true
+		switch e.Mode {
+		case filemode.Dir:
+			sub, err := object.GetTree(st, e.Hash)
+			if err != nil {
+				return nil, fmt.Errorf("%w: reading the tree %s: %v", ErrClone, quote(e.path), err)
+			}
+			stack = append(stack, frame{tree: sub, base: e.path, depth: depth})
+		case filemode.Regular, filemode.Deprecated, filemode.Executable:
+			n, err := st.EncodedObjectSize(e.Hash)
+			if err != nil {
+				return nil, fmt.Errorf("%w: reading %s: %v", ErrClone, quote(e.path), err)
+			}
+			if bytes += n; bytes > b.o.MaxCheckoutBytes {
+				return nil, cloneTooLarge("the checkout is over %d bytes (at %s)", b.o.MaxCheckoutBytes, quote(e.path))
+			}
+		case filemode.Symlink:
+			target, err := b.linkTarget(st, e)
+			if err != nil {
+				return nil, err
+			}
+			e.target = target
+			links.add(e.path, target)
+		}
+		out = append(out, e)
+	}
+	if p, ok := links.escaping(); ok {
+		return nil, fmt.Errorf("%w: the symbolic link %s points outside the repository (%s)", ErrClone, quote(p), quote(links.targets[p]))
+	}
+	return out, nil
+}
+
+// linkTarget reads the target of the symbolic link e, within
+// MaxPathBytes.
+func (b *Builder) linkTarget(st storer.EncodedObjectStorer, e treeEntry) (string, error) {
+	blob, err := object.GetBlob(st, e.Hash)
+	if err != nil {
+		return "", fmt.Errorf("%w: reading %s: %v", ErrClone, quote(e.path), err)
+	}
+	if blob.Size > int64(b.o.MaxPathBytes) {
+		return "", cloneTooLarge("the symbolic link %s has a target of %d bytes, more than %d", quote(e.path), blob.Size, b.o.MaxPathBytes)
+	}
+	r, err := blob.Reader()
+	if err != nil {
+		return "", fmt.Errorf("%w: reading %s: %v", ErrClone, quote(e.path), err)
+	}
+	defer r.Close()
+	target, err := io.ReadAll(io.LimitReader(r, int64(b.o.MaxPathBytes)))
+	if err != nil {
+		return "", fmt.Errorf("%w: reading %s: %v", ErrClone, quote(e.path), err)
+	}
+	return string(target), nil
+}
+
+// safeName reports whether a tree entry's name is one name: not empty,
+// without a slash, and without control characters.
+func safeName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := range len(name) {
+		if c := name[i]; c < 0x20 || c == 0x7f || c == '/' {
+			return false
+		}
+	}
+	return true
 }
 
 // safePath reports whether a tree path is relative, clean and outside
@@ -387,30 +540,26 @@ func safePath(name string) bool {
 	return true
 }
 
-func (b *Builder) writeFile(root *os.Root, st storer.EncodedObjectStorer, name string, e object.TreeEntry, c *cloned) error {
+// writeFile writes the file e into root; its directory is written.
+func (b *Builder) writeFile(root *os.Root, st storer.EncodedObjectStorer, e treeEntry, c *cloned) error {
 	blob, err := object.GetBlob(st, e.Hash)
 	if err != nil {
 		return err
 	}
 	c.bytes += blob.Size
 	if c.bytes > b.o.MaxCheckoutBytes {
-		return fmt.Errorf("%w: the checkout is over %d bytes", ErrTooLarge, b.o.MaxCheckoutBytes)
+		return cloneTooLarge("the checkout is over %d bytes (at %s)", b.o.MaxCheckoutBytes, quote(e.path))
 	}
 	perm := os.FileMode(0o644)
 	if e.Mode == filemode.Executable {
 		perm = 0o755
-	}
-	if d := path.Dir(name); d != "." {
-		if err := root.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
 	}
 	r, err := blob.Reader()
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	f, err := root.OpenFile(e.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err
 	}
@@ -419,32 +568,4 @@ func (b *Builder) writeFile(root *os.Root, st storer.EncodedObjectStorer, name s
 		return err
 	}
 	return f.Close()
-}
-
-// maxSymlinkTarget bounds a symbolic link's target.
-const maxSymlinkTarget = 4096
-
-func writeSymlink(root *os.Root, st storer.EncodedObjectStorer, name string, e object.TreeEntry) error {
-	blob, err := object.GetBlob(st, e.Hash)
-	if err != nil {
-		return err
-	}
-	if blob.Size > maxSymlinkTarget {
-		return fmt.Errorf("symbolic link target over %d bytes", maxSymlinkTarget)
-	}
-	r, err := blob.Reader()
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	target, err := io.ReadAll(io.LimitReader(r, maxSymlinkTarget))
-	if err != nil {
-		return err
-	}
-	if d := path.Dir(name); d != "." {
-		if err := root.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	return root.Symlink(string(target), name)
 }

@@ -10,11 +10,16 @@
 // clones source_config.repo_url with go-git (no git binary) at the
 // revision's repo_commit_sha, else at source_revision_config.repo_ref (a
 // branch, a tag, a full ref name or a full commit sha; none means the
-// remote's HEAD). Only the wanted commit is fetched. The files are checked
-// out into a temporary directory that no path or symbolic link of the
-// repository leaves; .git is not checked out, submodules are skipped. The
-// clone is bounded by Options.CloneTimeout, MaxRepoBytes, MaxCheckoutBytes
-// and MaxFiles. URLs are https only, through Options.Egress, unless the
+// remote's HEAD). Only the wanted commit is fetched, within
+// Options.CloneTimeout and MaxRepoBytes. Its tree is checked from the git
+// objects before anything is written, with a tarball's limits: at most
+// Options.MaxFiles entries (directories count), MaxCheckoutBytes of
+// files, paths MaxDepth levels deep and MaxPathBytes long, and symbolic
+// links whose targets, resolved on the tree as written, stay inside it;
+// a tree over a limit writes nothing, and a checkout that fails midway
+// removes what it wrote. The files are checked out into a temporary
+// directory through an os.Root; .git is not checked out, submodules are
+// skipped. URLs are https only, through Options.Egress, unless the
 // policy allows the host; local paths and file:// URLs need
 // Options.AllowLocalRepositories. With Options.InstallationToken (and
 // Options.InstallationID, see InstallationIDs), a deployment with an
@@ -26,7 +31,8 @@
 // absolute paths, "..", entries below a symbolic link, hard links to
 // anything but a file of the archive, symbolic links leaving the root,
 // devices and FIFOs, and applies UnpackLimits (errors also matching
-// ErrTooLarge). A refused archive leaves nothing behind.
+// ErrTooLarge); a Builder's are its Options' MaxCheckoutBytes, MaxFiles,
+// MaxDepth and MaxPathBytes. A refused archive leaves nothing behind.
 //
 // Dockerfile: a Dockerfile beside graph_config_path (default
 // langgraph.json) is built with that directory as the context. Otherwise

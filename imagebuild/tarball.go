@@ -33,17 +33,6 @@ type Tarballs interface {
 // a limit, which matches ErrTooLarge too).
 var ErrTarball = errors.New("source tarball refused")
 
-// Defaults of UnpackLimits (with DefaultMaxCheckoutBytes and
-// DefaultMaxFiles).
-const (
-	// DefaultMaxDepth bounds the names in an entry's path: "a/b/c" is 3
-	// levels deep.
-	DefaultMaxDepth = 64
-	// DefaultMaxPathBytes bounds an entry's path and a link's target, as
-	// Linux's PATH_MAX does.
-	DefaultMaxPathBytes = 4096
-)
-
 // UnpackLimits bound what Unpack writes. Zero fields take their defaults;
 // MaxBytes and MaxEntries are the limits of wire contract section 10.
 type UnpackLimits struct {
@@ -130,7 +119,7 @@ func Unpack(r io.Reader, dir string, lim *UnpackLimits) (*Unpacked, error) {
 		return nil, fmt.Errorf("imagebuild: %w", err)
 	}
 	defer root.Close()
-	u := &unpacker{root: root, lim: l, links: map[string]string{}, dirs: map[string]bool{}, named: map[string]bool{},
+	u := &unpacker{root: root, lim: l, dirs: map[string]bool{}, named: map[string]bool{},
 		tops: map[string]bool{}}
 	if err := u.unpack(tar.NewReader(src)); err != nil {
 		if rmErr := u.removeWritten(); rmErr != nil {
@@ -142,15 +131,12 @@ func Unpack(r io.Reader, dir string, lim *UnpackLimits) (*Unpacked, error) {
 }
 
 type unpacker struct {
-	root *os.Root
-	lim  UnpackLimits
-	out  Unpacked
-	// links are the symbolic links written, by clean path, with their
-	// targets; linkOrder is the order they were written in.
-	links     map[string]string
-	linkOrder []string
-	dirs      map[string]bool // directories made, by clean path
-	named     map[string]bool // directories made by directory entries
+	root  *os.Root
+	lim   UnpackLimits
+	out   Unpacked
+	links linkSet         // the symbolic links written
+	dirs  map[string]bool // directories made, by clean path
+	named map[string]bool // directories made by directory entries
 	// tops are the first names of the paths written: true when Unpack
 	// made them (dir did not hold them), so removeWritten removes them.
 	tops map[string]bool
@@ -238,7 +224,7 @@ func (u *unpacker) cleanName(name string) (string, error) {
 	// No entry may sit below a symbolic link: its real place would not
 	// be its path.
 	for d := path.Dir(p); d != "."; d = path.Dir(d) {
-		if _, ok := u.links[d]; ok {
+		if _, ok := u.links.targets[d]; ok {
 			return "", refuse("entry %s is below the symbolic link %s", quote(name), quote(d))
 		}
 	}
@@ -312,7 +298,7 @@ func (u *unpacker) entry(hdr *tar.Header, data io.Reader) error {
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		if _, ok := u.links[p]; ok {
+		if _, ok := u.links.targets[p]; ok {
 			return refuse("the directory %s has the path of a symbolic link written before it", name)
 		}
 		if u.dirs[p] {
@@ -384,8 +370,7 @@ func (u *unpacker) entry(hdr *tar.Header, data io.Reader) error {
 		if err := u.root.Symlink(target, p); err != nil {
 			return refuse("entry %s: %v", name, err)
 		}
-		u.links[p] = target
-		u.linkOrder = append(u.linkOrder, p)
+		u.links.add(p, target)
 		return nil
 	case tar.TypeLink:
 		// A hard link names an entry of the archive by its path.
@@ -397,7 +382,7 @@ func (u *unpacker) entry(hdr *tar.Header, data io.Reader) error {
 		if err != nil || t == "" {
 			return refuse("the hard link %s does not name a file of the archive (%s)", name, quote(target))
 		}
-		if _, ok := u.links[t]; ok {
+		if _, ok := u.links.targets[t]; ok {
 			return refuse("the hard link %s does not name a file of the archive (%s)", name, quote(target))
 		}
 		if st, err := u.root.Lstat(t); err != nil || !st.Mode().IsRegular() {
@@ -420,90 +405,20 @@ func (u *unpacker) entry(hdr *tar.Header, data io.Reader) error {
 }
 
 // unlink forgets the symbolic link at p, replaced by a file.
-func (u *unpacker) unlink(p string) {
-	if _, ok := u.links[p]; ok {
-		delete(u.links, p)
-		u.linkOrder = slices.DeleteFunc(u.linkOrder, func(l string) bool { return l == p })
-	}
-}
+func (u *unpacker) unlink(p string) { u.links.remove(p) }
 
-// resolution is where a symbolic link leads on the tree as written.
-type resolution struct {
-	path    string // below the root, "" for the root itself
-	escapes bool   // some step leaves the root
-	loops   bool   // it never ends (the kernel would say ELOOP): it leads nowhere
-	busy    bool   // being resolved (a link met again while busy loops)
-}
-
-// checkLinks resolves every symbolic link on the finished tree and
-// refuses the first (in the archive's order) that leads outside the root.
-// Each link's target is walked once (resolutions are kept), so the work
-// is linear in the targets' lengths.
+// checkLinks refuses the first symbolic link (in the archive's order)
+// that, resolved on the finished tree, leads outside the root.
 func (u *unpacker) checkLinks() error {
-	memo := make(map[string]*resolution, len(u.links))
-	for _, p := range u.linkOrder {
-		if u.resolve(p, memo).escapes {
-			return refuse("the symbolic link %s points outside the archive's root (%s)", quote(p), quote(u.links[p]))
-		}
+	if p, ok := u.links.escaping(); ok {
+		return refuse("the symbolic link %s points outside the archive's root (%s)", quote(p), quote(u.links.targets[p]))
 	}
 	return nil
 }
 
-// resolve is where the link at p leads: its target, walked name by name
-// from the link's directory, each name that is a link replaced by that
-// link's resolution. Names not written count as directories (as text);
-// so does a name that is a file, which makes the walk stricter than the
-// kernel's (which would stop there), never looser.
-func (u *unpacker) resolve(p string, memo map[string]*resolution) *resolution {
-	if r := memo[p]; r != nil {
-		if r.busy {
-			return &resolution{loops: true}
-		}
-		return r
-	}
-	r := &resolution{busy: true}
-	memo[p] = r
-	cur := path.Dir(p)
-	if cur == "." {
-		cur = ""
-	}
-	for name := range strings.SplitSeq(u.links[p], "/") {
-		switch name {
-		case "", ".":
-			continue
-		case "..":
-			if cur == "" {
-				*r = resolution{escapes: true}
-				return r
-			}
-			if i := strings.LastIndexByte(cur, '/'); i >= 0 {
-				cur = cur[:i]
-			} else {
-				cur = ""
-			}
-			continue
-		}
-		if cur == "" {
-			cur = name
-		} else {
-			cur += "/" + name
-		}
-		if _, ok := u.links[cur]; !ok {
-			continue
-		}
-		next := u.resolve(cur, memo)
-		if next.escapes || next.loops {
-			*r = resolution{escapes: next.escapes, loops: next.loops}
-			return r
-		}
-		cur = next.path
-	}
-	*r = resolution{path: cur}
-	return r
-}
-
 // unpackWork opens the tarball of an internal_source revision and unpacks
-// it into dir within the checkout limits (MaxCheckoutBytes, MaxFiles).
+// it into dir within the checkout limits (MaxCheckoutBytes, MaxFiles,
+// MaxDepth, MaxPathBytes).
 func (b *Builder) unpackWork(ctx context.Context, w *controlplane.Work, dir string, logf func(string, ...any)) (*cloned, error) {
 	objectPath := deref(w.Revision.SourceRevisionConfig.SourceTarballPath)
 	if objectPath == "" {
@@ -524,7 +439,8 @@ func (b *Builder) unpackWork(ctx context.Context, w *controlplane.Work, dir stri
 		return nil, fmt.Errorf("imagebuild: %w", err)
 	}
 	logf("Unpacking the source tarball %s", objectPath)
-	got, err := Unpack(&ctxReader{ctx: ctx, r: rc}, dir, &UnpackLimits{MaxBytes: b.o.MaxCheckoutBytes, MaxEntries: b.o.MaxFiles})
+	got, err := Unpack(&ctxReader{ctx: ctx, r: rc}, dir, &UnpackLimits{MaxBytes: b.o.MaxCheckoutBytes, MaxEntries: b.o.MaxFiles,
+		MaxDepth: b.o.MaxDepth, MaxPathBytes: b.o.MaxPathBytes})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)

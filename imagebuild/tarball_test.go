@@ -599,3 +599,39 @@ func TestBuildRefusesTarballs(t *testing.T) {
 		}
 	})
 }
+
+// TestBuildTarballLimitsFromOptions: the Builder unpacks a tarball
+// within its Options' MaxDepth and MaxPathBytes (as it does within
+// MaxCheckoutBytes and MaxFiles), not only Unpack's defaults.
+func TestBuildTarballLimitsFromOptions(t *testing.T) {
+	cli, err := client.New(client.WithHost("tcp://127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	for _, tc := range []struct {
+		name string
+		o    imagebuild.Options
+		ent  ent
+		want string
+	}{
+		{"MaxDepth", imagebuild.Options{MaxDepth: 3}, ent{name: "a/b/c/d", body: "x"}, `entry "a/b/c/d" is 4 levels deep, more than 3`},
+		{"MaxPathBytes", imagebuild.Options{MaxPathBytes: 10}, ent{name: "abcde/fghij", body: "x"}, `entry "abcde/fghij" has a path of 11 bytes, more than 10`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := tarballStore{}
+			w := tarballWork("uploads/x/1.tar.gz")
+			store[w.Tenant+"/"+w.Deployment.ID+"/uploads/x/1.tar.gz"] = tarball(t, true, ent{name: "g.json", body: "{}"}, tc.ent)
+			o := tc.o
+			o.Tarballs, o.TempDir = store, t.TempDir()
+			b, err := imagebuild.New(cli, &o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = b.Build(context.Background(), w, nil)
+			if !errors.Is(err, imagebuild.ErrTarball) || !errors.Is(err, imagebuild.ErrTooLarge) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrTarball and ErrTooLarge saying %q", err, tc.want)
+			}
+		})
+	}
+}
