@@ -45,6 +45,7 @@ type deployerFlags struct {
 	healthPath     string
 	healthTimeout  time.Duration
 	buildBaseImage string
+	build          buildLimits
 	kubeconfig     string // Kubernetes clusters for k8s listeners ('' = home's ~/.kube/config)
 	home           string // $HOME
 	// The Kubernetes deployments' exposure outside their cluster: the
@@ -63,6 +64,57 @@ type deployerFlags struct {
 	// dockerEndpoints are the Docker engines docker listeners name
 	// (-docker-endpoint NAME=ADDRESS, repeated).
 	dockerEndpoints dockerEndpoints
+}
+
+// buildLimits are the -build-* flags that bound a build: its time, and
+// what its source (a clone or a tarball) may hold.
+type buildLimits struct {
+	cloneTimeout time.Duration
+	timeout      time.Duration
+	maxRepoBytes int64 // the pack a clone downloads
+	maxBytes     int64 // the files checked out or unpacked
+	maxFiles     int
+	maxDepth     int
+	maxPathBytes int
+}
+
+func (b *buildLimits) register(fs *flag.FlagSet) {
+	fs.DurationVar(&b.cloneTimeout, "build-clone-timeout", imagebuild.DefaultCloneTimeout, "how long a build's clone may take")
+	fs.DurationVar(&b.timeout, "build-timeout", imagebuild.DefaultBuildTimeout, "how long a build's image build may take")
+	fs.Int64Var(&b.maxRepoBytes, "build-max-repo-bytes", imagebuild.DefaultMaxRepoBytes, "the most bytes a build's clone downloads (its pack)")
+	fs.Int64Var(&b.maxBytes, "build-max-bytes", imagebuild.DefaultMaxCheckoutBytes, "the most bytes of files a build's source (clone or tarball) holds")
+	fs.IntVar(&b.maxFiles, "build-max-files", imagebuild.DefaultMaxFiles, "the most files, directories and links a build's source holds")
+	fs.IntVar(&b.maxDepth, "build-max-depth", imagebuild.DefaultMaxDepth, "the most levels of a path of a build's source")
+	fs.IntVar(&b.maxPathBytes, "build-max-path-bytes", imagebuild.DefaultMaxPathBytes, "the most bytes of a path, or of a link's target, of a build's source")
+}
+
+// check says what is wrong with the -build-* limits, or "".
+func (b *buildLimits) check() string {
+	for _, f := range []struct {
+		name string
+		ok   bool
+	}{{"-build-clone-timeout", b.cloneTimeout > 0}, {"-build-timeout", b.timeout > 0}, {"-build-max-repo-bytes", b.maxRepoBytes > 0},
+		{"-build-max-bytes", b.maxBytes > 0}, {"-build-max-files", b.maxFiles > 0}, {"-build-max-depth", b.maxDepth > 0},
+		{"-build-max-path-bytes", b.maxPathBytes > 0}} {
+		if !f.ok {
+			return f.name + " must be positive"
+		}
+	}
+	return ""
+}
+
+// builderOptions are the imagebuild.Options of the -build-* flags, with
+// env's egress policy, tarballs and GitHub App.
+func (f *deployerFlags) builderOptions(env *deployerEnv) *imagebuild.Options {
+	b := f.build
+	o := &imagebuild.Options{BaseImage: f.buildBaseImage, Egress: env.egress, Tarballs: env.tarballs, NetworkMode: f.buildNetwork,
+		CloneTimeout: b.cloneTimeout, BuildTimeout: b.timeout, MaxRepoBytes: b.maxRepoBytes, MaxCheckoutBytes: b.maxBytes,
+		MaxFiles: b.maxFiles, MaxDepth: b.maxDepth, MaxPathBytes: b.maxPathBytes}
+	if app, ok := env.githubApp.(installationTokens); ok && env.cp != nil {
+		o.InstallationToken = app.InstallationToken
+		o.InstallationID = imagebuild.InstallationIDs(env.cp)
+	}
+	return o
 }
 
 // dockerEndpoint is one -docker-endpoint: the Docker engine that
@@ -173,6 +225,7 @@ func (f *deployerFlags) registerEngines(fs *flag.FlagSet, getenv func(string) st
 	fs.BoolVar(&f.k8sHTTPS, "k8s-https", false, "the external url is https: TLS ends at the Gateway or the ingress controller")
 	fs.Var(&f.k8sAnnotations, "k8s-expose-annotation", "KEY=VALUE: an annotation of every Ingress or HTTPRoute (repeatable)")
 	fs.StringVar(&f.buildBaseImage, "build-base-image", "", "base image of the Dockerfiles generated for github revisions (default: the project's base_image, else langchain/langgraph-api, as the langgraph CLI)")
+	f.build.register(fs)
 }
 
 // check says what is wrong with the deployer flags, or "".
@@ -201,6 +254,9 @@ func (f *deployerFlags) check() string {
 	}
 	if f.dataDir != "" && !filepath.IsAbs(f.dataDir) {
 		return "-docker-data-dir must be an absolute path"
+	}
+	if msg := f.build.check(); msg != "" {
+		return msg
 	}
 	return f.checkExpose()
 }
@@ -454,12 +510,7 @@ func startDockerDeployer(ctx context.Context, f *deployerFlags, host, instance s
 	if err != nil {
 		return nil, nil, err
 	}
-	bo := &imagebuild.Options{BaseImage: f.buildBaseImage, Egress: env.egress, Tarballs: env.tarballs, NetworkMode: f.buildNetwork}
-	if app, ok := env.githubApp.(installationTokens); ok && env.cp != nil {
-		bo.InstallationToken = app.InstallationToken
-		bo.InstallationID = imagebuild.InstallationIDs(env.cp)
-	}
-	builder, err := imagebuild.New(cli, bo)
+	builder, err := imagebuild.New(cli, f.builderOptions(env))
 	if err != nil {
 		cli.Close()
 		return nil, nil, err

@@ -74,7 +74,10 @@ Usage:
                 [-docker-database-timeout 3m] [-docker-pull-retry-timeout 3m]
                 [-shared-postgres-dsn DSN [-shared-redis-url URL]]
                 [-docker-health-path /ok] [-docker-health-timeout 3m]
-                [-build-base-image IMAGE] [-tenant-workers N]
+                [-build-base-image IMAGE] [-workers 16] [-tenant-workers N]
+                [-build-clone-timeout 5m] [-build-timeout 30m]
+                [-build-max-repo-bytes N] [-build-max-bytes N] [-build-max-files N]
+                [-build-max-depth 64] [-build-max-path-bytes 4096]
                 [-kubeconfig FILE[:FILE...]]
                 [-k8s-expose none|ingress|httproute -k8s-host-template T
                  [-k8s-path-template T] [-k8s-ingress-class NAME]
@@ -94,7 +97,9 @@ Usage:
                 [-rate-limit 50] [-rate-burst 100]
                 [-max-in-flight-per-tenant N] [-max-long-polls-per-tenant N]
                 [-max-uploads 64] [-max-uploads-per-tenant N] [-min-upload-rate 16384]
-                [-public-max-body-bytes 65536] [-public-read-timeout 10s]
+                [-upload-rate-window 30s] [-upload-max-bytes N]
+                [-max-body-bytes 1048576] [-public-max-body-bytes 65536]
+                [-webhook-max-body-bytes N] [-public-read-timeout 10s]
                 [-log-format text|json] [-metrics-key KEY] [-ui=false]
 
 Flags:
@@ -329,6 +334,30 @@ Flags:
                       revisions without their own (as langgraph build
                       --base-image; default: the project's base_image, else
                       langchain/langgraph-api)
+    -build-clone-timeout D, -build-timeout D
+                      how long a build's clone (default 5m) and its image
+                      build (default 30m) may take; beyond it the revision
+                      is BUILD_FAILED saying it timed out. A build runs in
+                      one of its tenant's -tenant-workers places, which
+                      these bound in time
+    -build-max-repo-bytes N
+                      the most a build's clone downloads, its pack (default
+                      1073741824, 1 GiB)
+    -build-max-bytes N, -build-max-files N
+                      what a build's source (a repository checked out, a
+                      tarball unpacked) may hold: bytes of files (default
+                      1073741824, 1 GiB) and entries, directories and
+                      links counted (default 100000)
+    -build-max-depth N, -build-max-path-bytes N
+                      the levels of a path in a build's source (default 64)
+                      and the bytes of a path or of a link's target
+                      (default 4096). A repository's tree is checked before
+                      anything is written; a source over a limit, or with
+                      a link that leads outside it, is BUILD_FAILED naming
+                      the limit and the path, and leaves nothing on disk
+    -workers N        revisions and deletions the reconcile loop drives
+                      (builds and deploys) at once (default 16), per
+                      replica
     -tenant-workers N revisions and deletions of one tenant driven (built and
                       deployed) at once, of the 16 the reconcile loop drives
                       (default 0: a quarter of them, 4; -1: no cap); a tenant
@@ -442,12 +471,24 @@ Flags:
                       eighth of -max-uploads, at least 8); -1: no share
     -min-upload-rate B
                       bytes per second an upload must keep, measured over
-                      30 s of waiting for it (default 16384); a slower one
-                      is cut (400) and logged; -1: none
+                      -upload-rate-window of waiting for it (default
+                      16384); a slower one is cut (400) and logged; -1:
+                      none
+    -upload-rate-window D
+                      the span over which -min-upload-rate is measured
+                      (default 30s): how long an upload may stall before
+                      it is cut
+    -upload-max-bytes N
+                      the largest source tarball an upload PUT takes
+                      (default 209715200, 200 MiB); a larger one is 413
     -public-max-body-bytes N
                       request body limit of the public routes: the
                       dashboard's forms and sign-in, the registry realm
                       (default 65536; the GitHub webhook takes up to 25 MiB)
+    -webhook-max-body-bytes N
+                      body limit of a GitHub webhook delivery (default
+                      26214400, 25 MiB, the most GitHub sends); a larger
+                      one is 413
     -public-read-timeout D
                       time the body of a public route's request (the GitHub
                       webhook's included) has to arrive (default 10s);
@@ -694,6 +735,7 @@ type config struct {
 	db              string
 	keysFile        string
 	maxBody         int64
+	webhookMaxBody  int64
 	shutdownTimeout time.Duration
 	newKey          bool
 	envKey          string
@@ -706,6 +748,7 @@ type config struct {
 	simStep         time.Duration
 	simFailAt       string
 	simAgents       bool
+	workers         int
 	tenantWorkers   int
 	webhookSecret   string
 	deployer        deployerFlags
@@ -732,6 +775,8 @@ type config struct {
 	maxUploads            int
 	maxUploadsPerTenant   int
 	minUploadRate         int64
+	uploadRateWindow      time.Duration
+	uploadMaxBytes        int64
 	publicMaxBody         int64
 	publicReadTimeout     time.Duration
 	// Operations: logs and metrics.
@@ -752,6 +797,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.keysFile, "keys", "", "JSON file of API keys")
 	fs.BoolVar(&c.newKey, "new-key", false, "replace the generated API key")
 	fs.Int64Var(&c.maxBody, "max-body-bytes", httphandler.DefaultMaxBodyBytes, "request body limit")
+	fs.Int64Var(&c.webhookMaxBody, "webhook-max-body-bytes", httphandler.DefaultWebhookMaxBodyBytes, "body limit of a GitHub webhook delivery")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "graceful shutdown limit")
 	fs.StringVar(&c.publicURL, "public-url", "", "base URL browsers reach the server at")
 	fs.StringVar(&c.secretKeyFile, "secret-key-file", "", "file holding the OAuth secret key")
@@ -761,6 +807,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
 	fs.StringVar(&c.simFailAt, "sim-fail-at", "", "revision status at which the simulated deployer fails")
 	fs.BoolVar(&c.simAgents, "sim-agents", true, "with -deployer sim, serve the listeners this server does not drive with simulated agents")
+	fs.IntVar(&c.workers, "workers", controlplane.DefaultWorkers, "units of work (revisions, deletions) the reconcile loop drives at once")
 	fs.IntVar(&c.tenantWorkers, "tenant-workers", 0, "units of work of one tenant driven at once (0: a quarter of the workers, -1: no cap)")
 	c.deployer.register(fs, getenv)
 	c.registry.register(fs)
@@ -785,6 +832,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.IntVar(&c.maxUploads, "max-uploads", httphandler.DefaultMaxUploads, "upload PUTs streaming at once (-1: no cap)")
 	fs.IntVar(&c.maxUploadsPerTenant, "max-uploads-per-tenant", 0, "upload PUTs of one tenant at once (0: default, -1: no share)")
 	fs.Int64Var(&c.minUploadRate, "min-upload-rate", httphandler.DefaultMinUploadRate, "bytes per second below which an upload is cut (-1: none)")
+	fs.DurationVar(&c.uploadRateWindow, "upload-rate-window", httphandler.DefaultUploadRateWindow, "span over which -min-upload-rate is measured")
+	fs.Int64Var(&c.uploadMaxBytes, "upload-max-bytes", uploads.MaxBytes, "the largest source tarball an upload takes")
 	fs.Int64Var(&c.publicMaxBody, "public-max-body-bytes", httphandler.DefaultPublicMaxBodyBytes, "request body limit of the public routes")
 	fs.DurationVar(&c.publicReadTimeout, "public-read-timeout", httphandler.DefaultPublicReadTimeout, "time a public route's request body has to arrive")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -811,6 +860,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if msg := checkSimFlags(c.simStep, c.simFailAt); msg != "" {
 		fmt.Fprintln(stderr, "deployplane: "+msg)
+		return nil, errUsage
+	}
+	if c.workers <= 0 {
+		fmt.Fprintln(stderr, "deployplane: -workers must be positive")
 		return nil, errUsage
 	}
 	if c.tenantWorkers < -1 {
@@ -1068,7 +1121,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if githubApp != nil {
 		cpOpts.GitHubInstallStates = githubapp.NewStates(st, nil) // in the control plane's store
 	}
-	cpOpts.TenantWorkers = c.tenantWorkers
+	c.workerOptions(cpOpts)
 	// The listeners this server drives are those its deployers' Router
 	// has an engine for (stored below, before anything is served); the
 	// deployments of the others wait for their agents.
@@ -1162,6 +1215,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	api := httphandler.New(cp, &httphandler.Options{
 		Authenticator:       auth,
 		MaxBodyBytes:        c.maxBody,
+		WebhookMaxBodyBytes: c.webhookMaxBody,
 		Logger:              log,
 		OAuth:               oauth,
 		GitHubWebhookSecret: webhookSecret,
@@ -1284,8 +1338,20 @@ func (c *config) checkLoadFlags() string {
 		return "-public-max-body-bytes must be positive"
 	case c.publicReadTimeout <= 0:
 		return "-public-read-timeout must be positive"
+	case c.uploadRateWindow <= 0:
+		return "-upload-rate-window must be positive"
+	case c.uploadMaxBytes <= 0:
+		return "-upload-max-bytes must be positive"
+	case c.webhookMaxBody <= 0:
+		return "-webhook-max-body-bytes must be positive"
 	}
 	return ""
+}
+
+// workerOptions sets o's caps of the reconcile loop's work: -workers and
+// -tenant-workers.
+func (c *config) workerOptions(o *controlplane.Options) {
+	o.Workers, o.TenantWorkers = c.workers, c.tenantWorkers
 }
 
 // loadLimits are the handler's LoadLimits of the flags.
@@ -1293,7 +1359,7 @@ func (c *config) loadLimits() *httphandler.LoadLimits {
 	l := &httphandler.LoadLimits{MaxInFlight: c.maxInFlight, MaxLongPolls: c.maxLongPolls,
 		MaxInFlightPerTenant: c.maxInFlightPerTenant, MaxLongPollsPerTenant: c.maxLongPollsPerTenant,
 		MaxUploads: c.maxUploads, MaxUploadsPerTenant: c.maxUploadsPerTenant, MinUploadRate: c.minUploadRate,
-		PublicMaxBodyBytes: c.publicMaxBody, PublicReadTimeout: c.publicReadTimeout}
+		UploadRateWindow: c.uploadRateWindow, PublicMaxBodyBytes: c.publicMaxBody, PublicReadTimeout: c.publicReadTimeout}
 	if c.rateLimit > 0 {
 		l.RateLimit = &httphandler.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst}
 	}

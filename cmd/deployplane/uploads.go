@@ -65,7 +65,8 @@ func openUploads(ctx context.Context, c *config, cp *controlplane.ControlPlane, 
 		cleanup()
 		return nil, "", nil, fmt.Errorf("-blob-url: %w", err)
 	}
-	svc, err = uploads.New(cp, &uploads.Options{Bucket: bucket, Key: uploads.SigningKey(secretKey), PublicURL: publicURL, Logger: log})
+	svc, err = uploads.New(cp, &uploads.Options{Bucket: bucket, Key: uploads.SigningKey(secretKey), PublicURL: publicURL, Logger: log,
+		MaxBytes: c.uploadMaxBytes})
 	if err != nil {
 		bucket.Close()
 		cleanup()
