@@ -356,13 +356,23 @@ func (b *Builder) checkout(ctx context.Context, st storer.EncodedObjectStorer, c
 		}
 	}()
 	c = &cloned{dir: dir, files: len(entries)}
+	// The entries come each directory before what it holds: dirs[d] is
+	// the path of the directory d levels deep being written ("" for the
+	// root).
+	dirs := []string{""}
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, context.Cause(ctx)
 		}
+		dirs = dirs[:e.depth]
+		e.path = e.Name
+		if parent := dirs[e.depth-1]; parent != "" {
+			e.path = parent + "/" + e.Name
+		}
 		switch e.Mode {
 		case filemode.Dir:
 			err = root.Mkdir(e.path, 0o755)
+			dirs = append(dirs, e.path)
 		case filemode.Submodule:
 			logf("Skipping submodule %s (submodules are not cloned)", e.path)
 		case filemode.Symlink:
@@ -382,12 +392,13 @@ func (b *Builder) checkout(ctx context.Context, st storer.EncodedObjectStorer, c
 	return c, nil
 }
 
-// removeTops removes the first names of the entries' paths from root.
+// removeTops removes the entries of the tree's root from root, and so
+// everything below them.
 func removeTops(root *os.Root, entries []treeEntry) error {
 	var errs []error
 	for _, e := range entries {
-		if !strings.Contains(e.path, "/") {
-			if err := root.RemoveAll(e.path); err != nil {
+		if e.depth == 1 {
+			if err := root.RemoveAll(e.Name); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -395,10 +406,14 @@ func removeTops(root *os.Root, entries []treeEntry) error {
 	return errors.Join(errs...)
 }
 
-// treeEntry is an entry of a commit's tree, as checkout writes it.
+// treeEntry is an entry of a commit's tree, as checkout writes it. Its
+// path is made again as it is written rather than kept: a tree of
+// MaxFiles paths of MaxPathBytes each would hold hundreds of megabytes
+// of them.
 type treeEntry struct {
 	object.TreeEntry
-	path   string // below the root
+	depth  int    // its levels: 1 for an entry of the root
+	path   string // below the root, while it is looked at or written
 	target string // a symbolic link's target
 }
 
@@ -415,7 +430,7 @@ func cloneTooLarge(format string, args ...any) error {
 // the tree (through the links it passes), stays inside it. A directory
 // is looked into only once its own path has passed, so a tree thousands
 // of levels deep costs MaxDepth steps. It refuses, too, paths that are not
-// clean or name .git, and a tree that names one path twice. It returns
+// clean or name .git, and a tree that names one entry twice. It returns
 // the entries in the tree's order, each directory before what it holds.
 func (b *Builder) inspect(ctx context.Context, st storer.EncodedObjectStorer, tree *object.Tree) ([]treeEntry, error) {
 	type frame struct {
@@ -428,8 +443,10 @@ func (b *Builder) inspect(ctx context.Context, st storer.EncodedObjectStorer, tr
 		out   []treeEntry
 		bytes int64
 		links linkSet
-		seen  = map[string]bool{}
 	)
+	if name, ok := dupName(tree); ok {
+		return nil, fmt.Errorf("%w: the repository's tree names %s twice", ErrClone, quote(name))
+	}
 	stack := []frame{{tree: tree}}
 	for len(stack) > 0 {
 		if err := ctx.Err(); err != nil {
@@ -455,15 +472,16 @@ func (b *Builder) inspect(ctx context.Context, st storer.EncodedObjectStorer, tr
 			return nil, cloneTooLarge("the repository holds a path of %d bytes, more than %d: %s", len(e.path), b.o.MaxPathBytes, quote(e.path))
 		case !safeName(e.Name) || !safePath(e.path):
 			return nil, fmt.Errorf("%w: the repository holds an unsafe path %s", ErrClone, quote(e.path))
-		case seen[e.path]:
-			return nil, fmt.Errorf("%w: the repository's tree names %s twice", ErrClone, quote(e.path))
 		}
-		seen[e.path] = true
+		e.depth = depth
 		switch e.Mode {
 		case filemode.Dir:
 			sub, err := object.GetTree(st, e.Hash)
 			if err != nil {
 				return nil, fmt.Errorf("%w: reading the tree %s: %v", ErrClone, quote(e.path), err)
+			}
+			if name, ok := dupName(sub); ok {
+				return nil, fmt.Errorf("%w: the repository's tree names %s twice", ErrClone, quote(e.path+"/"+name))
 			}
 			stack = append(stack, frame{tree: sub, base: e.path, depth: depth})
 		case filemode.Regular, filemode.Deprecated, filemode.Executable:
@@ -482,12 +500,27 @@ func (b *Builder) inspect(ctx context.Context, st storer.EncodedObjectStorer, tr
 			e.target = target
 			links.add(e.path, target)
 		}
+		e.path = "" // made again when written
 		out = append(out, e)
 	}
 	if p, ok := links.escaping(); ok {
 		return nil, fmt.Errorf("%w: the symbolic link %s points outside the repository (%s)", ErrClone, quote(p), quote(links.targets[p]))
 	}
 	return out, nil
+}
+
+// dupName returns a name t's entries hold twice, if any (git's fsck
+// refuses such a tree; a checkout would write one entry below the
+// other, a file below a link).
+func dupName(t *object.Tree) (string, bool) {
+	seen := make(map[string]bool, len(t.Entries))
+	for _, e := range t.Entries {
+		if seen[e.Name] {
+			return e.Name, true
+		}
+		seen[e.Name] = true
+	}
+	return "", false
 }
 
 // linkTarget reads the target of the symbolic link e, within
