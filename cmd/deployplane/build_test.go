@@ -45,6 +45,9 @@ func gitRepo(t *testing.T, root string, files map[string]string) {
 	t.Helper()
 	work := t.TempDir()
 	for n, body := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(work, n)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(work, n), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}

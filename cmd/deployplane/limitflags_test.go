@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +156,32 @@ func TestUploadAndBodyFlags(t *testing.T) {
 	if status, r := call(t, "POST", url+"/v1/integrations/github/webhook", "", `{"x": "`+strings.Repeat("x", 100)+`"}`,
 		"X-GitHub-Event", "push"); status != 413 {
 		t.Errorf("a delivery of 109 bytes with -webhook-max-body-bytes 100: %d %v, want 413", status, r)
+	}
+}
+
+// TestBuildLimitFlagsReachBuilds: with -build-max-depth 3, a github
+// revision whose repository holds a path 4 levels deep ends BUILD_FAILED,
+// its status_message (and build log) naming the limit and the path,
+// before anything of it is written or built.
+func TestBuildLimitFlagsReachBuilds(t *testing.T) {
+	host := os.Getenv("DEPLOYPLANE_TEST_DOCKER")
+	if host == "" {
+		t.Skip("DEPLOYPLANE_TEST_DOCKER is not set: this test needs a Docker daemon (.ci/run starts one)")
+	}
+	root := t.TempDir()
+	gitURL := gitHTTP(t, root)
+	gitRepo(t, root, map[string]string{"langgraph.json": "{}", "src/agent/graphs/main.py": "graph = None\n"})
+	url, _, _ := server(t, []string{"-db", ":memory:", "-deployer", "docker", "-docker-host", host, "-docker-network", "host",
+		"-build-network", "host", "-docker-proxy-addr", "127.0.0.1:0", "-registry-addr", "off", "-docker-instance", "cmdtest-" + randHex(),
+		"-docker-postgres-image", "", "-docker-redis-image", "", "-allow-unverified-integrations",
+		"-egress-allow-hosts", strings.TrimPrefix(gitURL, "http://"), "-build-max-depth", "3"}, map[string]string{"DEPLOYPLANE_API_KEY": "k"})
+	d := githubDeploymentOf(t, url, "k", "deep-"+randHex(), gitURL+"/agent.git", false)
+	id, rev := d["id"].(string), d["latest_revision_id"].(string)
+	t.Cleanup(func() { deleteDeployment(t, url, id) })
+	waitStatus(t, url, "k", id, rev, "BUILD_FAILED")
+	_, r := call(t, "GET", url+"/v2/deployments/"+id+"/revisions/"+rev, "k", "")
+	const want = `clone failed: too large: the repository holds a path more than 3 levels deep: "src/agent/graphs/main.py"`
+	if msg, _ := r["status_message"].(string); msg != want {
+		t.Errorf("status_message %q, want %q", msg, want)
 	}
 }
