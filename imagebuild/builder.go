@@ -346,7 +346,8 @@ func sourceOf(w *controlplane.Work) (*source, error) {
 // Checkout clones the commit w builds into dir (created if missing; it
 // must be empty) as Build does, without building: the repository's
 // files, without .git. It returns the commit's sha. Errors match ErrClone
-// or ErrTooLarge, or are ctx's.
+// or ErrTooLarge, or are ctx's; after one, dir holds nothing of the
+// checkout (and is gone if Checkout made it).
 func (b *Builder) Checkout(ctx context.Context, w *controlplane.Work, dir string, log func(line string)) (commitSHA string, err error) {
 	logf := func(format string, args ...any) {
 		if log != nil {
