@@ -1,6 +1,8 @@
 package controlplane
 
 import (
+	"slices"
+
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/store"
 )
@@ -10,10 +12,13 @@ import (
 // records, the blob store). This package keeps the rules a revision
 // follows: a source_tarball_path is checked by Options.Uploads inside the
 // transaction that names it, and a deployment keeps the tarballs of its
-// UploadsKept newest revisions (KeptTarballs).
+// UploadsKept newest revisions (KeptTarballs). The server's registry
+// keeps the images of the same revisions and of the active one
+// (KeptImages).
 
 // UploadsKept is how many of a deployment's newest revisions keep their
-// tarballs, so that redeploying them builds again.
+// tarballs, so that redeploying them builds again, and their images in
+// the server's registry, so that redeploying them pulls again.
 const UploadsKept = 10
 
 // AnyUpload is an UploadChecker that takes every source_tarball_path as
@@ -53,7 +58,7 @@ func (cp *ControlPlane) ReadDeployment(r store.Reader, tenant, id string) (*Depl
 // possible). Errors: *apierr.NotFoundError when the deployment is gone,
 // or the store's.
 func (cp *ControlPlane) KeptTarballs(r store.Reader, tenant, deploymentID string) ([]string, error) {
-	d, err := cp.ReadDeployment(r, tenant, deploymentID)
+	d, revs, err := cp.keptRevisions(r, tenant, deploymentID, false)
 	if err != nil {
 		return nil, err
 	}
@@ -64,9 +69,46 @@ func (cp *ControlPlane) KeptTarballs(r store.Reader, tenant, deploymentID string
 		}
 	}
 	add(d.SourceRevisionConfig.SourceTarballPath)
-	tp, err := cp.readTenant(r, tenant)
+	for _, rev := range revs {
+		add(rev.SourceRevisionConfig.SourceTarballPath)
+	}
+	return paths, nil
+}
+
+// KeptImages returns, inside a transaction of Store, the image_uris whose
+// images the deployment keeps in the server's registry: the one it names,
+// its active revision's and those of its UploadsKept newest revisions
+// (duplicates possible; an internal_docker revision records its image by
+// digest). Errors: *apierr.NotFoundError when the deployment is gone, or
+// the store's.
+func (cp *ControlPlane) KeptImages(r store.Reader, tenant, deploymentID string) ([]string, error) {
+	d, revs, err := cp.keptRevisions(r, tenant, deploymentID, true)
 	if err != nil {
 		return nil, err
+	}
+	var images []string
+	add := func(p *string) {
+		if p != nil {
+			images = append(images, *p)
+		}
+	}
+	add(d.SourceRevisionConfig.ImageURI)
+	for _, rev := range revs {
+		add(rev.SourceRevisionConfig.ImageURI)
+	}
+	return images, nil
+}
+
+// keptRevisions reads the deployment and its UploadsKept newest
+// revisions, and its active revision too when active is set.
+func (cp *ControlPlane) keptRevisions(r store.Reader, tenant, deploymentID string, active bool) (*Deployment, []*revisionRecord, error) {
+	d, err := cp.ReadDeployment(r, tenant, deploymentID)
+	if err != nil {
+		return nil, nil, err
+	}
+	tp, err := cp.readTenant(r, tenant)
+	if err != nil {
+		return nil, nil, err
 	}
 	prefix := deploymentKey(tp, d.ID)
 	var ids []string
@@ -75,14 +117,18 @@ func (cp *ControlPlane) KeptTarballs(r store.Reader, tenant, deploymentID string
 		return len(ids) < UploadsKept, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	if active && d.ActiveRevisionID != nil && !slices.Contains(ids, *d.ActiveRevisionID) {
+		ids = append(ids, *d.ActiveRevisionID)
+	}
+	revs := make([]*revisionRecord, 0, len(ids))
 	for _, id := range ids {
 		rev, err := cp.getRevision(r, tenant, d.ID, id)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		add(rev.SourceRevisionConfig.SourceTarballPath)
+		revs = append(revs, rev)
 	}
-	return paths, nil
+	return d, revs, nil
 }

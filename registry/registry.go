@@ -17,6 +17,7 @@ import (
 	"github.com/distribution/distribution/v3/registry/auth"
 	"github.com/distribution/distribution/v3/registry/handlers"
 	"github.com/distribution/distribution/v3/registry/storage"
+	storagedriver "github.com/distribution/distribution/v3/registry/storage/driver"
 	"github.com/distribution/distribution/v3/registry/storage/driver/factory"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem" // the default storage
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/s3-aws"     // Options.S3
@@ -64,6 +65,13 @@ type Options struct {
 	// counts against Quota until it is removed). Default (0):
 	// DefaultUploadMaxAge.
 	UploadMaxAge time.Duration
+	// CollectGrace is how long Collect leaves what was pushed, whatever
+	// keeps it: a push in progress has its blobs before the manifest that
+	// references them. Default (0): DefaultCollectGrace.
+	CollectGrace time.Duration
+	// Clock tells Collect the time that the grace is measured from.
+	// Default: time.Now.
+	Clock func() time.Time
 }
 
 const (
@@ -102,6 +110,11 @@ type Registry struct {
 	names *Names
 	log   *slog.Logger
 	quota *quota // nil: none
+
+	driver storagedriver.StorageDriver
+	dir    string // Options.Dir, for the filesystem storage
+	clock  func() time.Time
+	grace  time.Duration
 }
 
 // The distribution library finds access controllers by name in a table of
@@ -120,8 +133,8 @@ func New(ctx context.Context, tokens Tokens, opts *Options) (r *Registry, err er
 	if opts.S3 == nil && opts.Dir == "" {
 		return nil, errors.New("registry: Options.Dir or Options.S3 is required")
 	}
-	if opts.UploadMaxAge < 0 {
-		return nil, errors.New("registry: Options.UploadMaxAge must not be negative")
+	if opts.UploadMaxAge < 0 || opts.CollectGrace < 0 {
+		return nil, errors.New("registry: Options.UploadMaxAge and Options.CollectGrace must not be negative")
 	}
 	registerOnce.Do(func() {
 		err = auth.Register(accessControllerName, func(o map[string]any) (auth.AccessController, error) {
@@ -161,7 +174,14 @@ func New(ctx context.Context, tokens Tokens, opts *Options) (r *Registry, err er
 		_ = app.Shutdown()
 		return nil, fmt.Errorf("registry: storage: %w", err)
 	}
-	r = &Registry{app: app, ns: ns, host: opts.Host, names: NewNames(opts.Host, opts.Aliases...), log: log}
+	r = &Registry{app: app, ns: ns, host: opts.Host, names: NewNames(opts.Host, opts.Aliases...), log: log,
+		driver: driver, clock: opts.Clock, grace: cmp.Or(opts.CollectGrace, DefaultCollectGrace)}
+	if r.clock == nil {
+		r.clock = time.Now
+	}
+	if opts.S3 == nil {
+		r.dir = opts.Dir
+	}
 	if limit := cmp.Or(opts.Quota, DefaultQuota); limit > 0 {
 		r.quota = &quota{limit: limit, driver: driver, blobs: ns.BlobStatter(), log: log,
 			active: map[string]*streamed{}, sizes: map[digest.Digest]int64{}}

@@ -38,7 +38,14 @@ type env struct {
 	reg    *registry.Registry
 	host   string
 	now    time.Time
+	// later moves the registry's clock (Options.Clock) ahead of the
+	// machine's.
+	later time.Duration
 }
+
+// lateTokens lets the registry be built before the ControlPlane that
+// resolves images through it.
+type lateTokens struct{ *registry.TokenStore }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
@@ -51,17 +58,24 @@ func newEnvWith(t *testing.T, opts *registry.Options) *env {
 	e := &env{ctx: context.Background(), now: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
 	st := storemem.New()
 	t.Cleanup(func() { st.Close() })
-	e.cp = controlplane.New(st, &controlplane.Options{Clock: func() time.Time { return e.now }})
-	e.tokens = registry.NewTokenStore(e.cp, &registry.TokenStoreOptions{Clock: func() time.Time { return e.now }})
 	srv := httptest.NewUnstartedServer(nil)
 	e.host = srv.Listener.Addr().String()
 	opts.Host, opts.Dir = e.host, t.TempDir()
-	reg, err := registry.New(e.ctx, e.tokens, opts)
+	if opts.Clock == nil {
+		// The collector's clock: the storage's times are the machine's,
+		// and a test moves the registry's clock past the grace by hand.
+		opts.Clock = func() time.Time { return time.Now().Add(e.later) }
+	}
+	tokens := &lateTokens{}
+	reg, err := registry.New(e.ctx, tokens, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = reg.Close() })
 	e.reg = reg
+	e.cp = controlplane.New(st, &controlplane.Options{Clock: func() time.Time { return e.now }, Images: reg})
+	e.tokens = registry.NewTokenStore(e.cp, &registry.TokenStoreOptions{Clock: func() time.Time { return e.now }})
+	tokens.TokenStore = e.tokens
 	srv.Config.Handler = reg
 	srv.Start()
 	t.Cleanup(srv.Close)

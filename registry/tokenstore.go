@@ -29,8 +29,13 @@ import (
 //
 //	cp_registry_tokens  t/<sha256 hex of the token> -> tokenRecord JSON
 //	                    e/<expiry>/t/<hash>          (the expiry index)
+//	                    o/<deployment id> -> tenant   (whose repositories they are)
 //
-// Expired tokens are swept as new ones are issued. The tokens are not
+// Expired tokens are swept as new ones are issued. Each push token
+// records its deployment's tenant (o/), so that the collector (Collect),
+// which finds only deployment ids in the storage, can ask the control
+// plane what the deployment keeps (KeptImages); the record goes with the
+// deployment's repositories. The tokens are not
 // removed with their deployment (the control plane does not know them):
 // CheckRegistryToken reads the deployment in the same transaction and
 // refuses a token whose deployment is gone or being deleted, and the
@@ -178,6 +183,11 @@ func (s *TokenStore) issue(ctx context.Context, tenant, deploymentID string, pus
 		}
 		if err := tx.Put(TokenCollection, expiry.Entry(exp, "t/"+h), nil); err != nil {
 			return err
+		}
+		if push {
+			if err := tx.Put(TokenCollection, ownerKey(d.ID), []byte(tenant)); err != nil {
+				return err
+			}
 		}
 		return tx.Create(TokenCollection, "t/"+h, b)
 	})
