@@ -87,6 +87,7 @@ Usage:
                 [-registry-addr auto|off|HOST:PORT] [-registry-host HOST:PORT]
                 [-registry-storage DIR|s3://BUCKET]
                 [-registry-max-conns 256] [-registry-quota 10GiB]
+                [-registry-gc-every 15m] [-registry-gc-grace 1h]
                 [-registry-external-url URL [-registry-token-key FILE]
                  [-registry-token-service NAME]]
                 [-github-webhook-secret SECRET]
@@ -401,6 +402,18 @@ Flags:
                       with the registry's error, 403 DENIED "registry quota
                       exceeded: ..."; another deployment's pushes go on.
                       Unfinished uploads are removed a day after they start
+    -registry-gc-every DURATION
+                      how often the registry removes what no deployment
+                      keeps (default 15m; 0: never): the repositories of
+                      deleted deployments; in a live deployment's, the
+                      images that neither one of its 10 most recently
+                      pushed tags nor its image_uri, its active revision or
+                      one of its 10 newest revisions names; then the blobs
+                      no repository links. That frees its quota
+    -registry-gc-grace DURATION
+                      what was pushed within it is never removed, so that a
+                      push in progress keeps its blobs until its manifest
+                      comes (default 1h)
     -registry-external-url https://HOST[:PORT]|http://HOST[:PORT]
                       an external registry instead of the built-in one (see
                       "An external registry" below): push-token's

@@ -42,6 +42,10 @@ type registryFlags struct {
 	quota    int64
 	given    []string
 
+	// The collector of what no deployment keeps: its period (0: none)
+	// and the grace of what was pushed lately.
+	gcEvery, gcGrace time.Duration
+
 	// An external registry instead (Docker Registry v2 token auth against
 	// this server's realm): its URL, the key that signs the realm's
 	// tokens (PEM; default derived from the secret key) and the registry's
@@ -73,6 +77,23 @@ func (f *registryFlags) register(fs *flag.FlagSet) {
 			return err
 		}
 		f.quota, f.given = n, append(f.given, "-registry-quota")
+		return nil
+	})
+	f.gcEvery, f.gcGrace = registry.DefaultCollectEvery, registry.DefaultCollectGrace
+	fs.Func("registry-gc-every", "how often the registry removes the images no deployment keeps (0: never)", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return errors.New("want a duration: 15m, 1h (0: never)")
+		}
+		f.gcEvery, f.given = d, append(f.given, "-registry-gc-every")
+		return nil
+	})
+	fs.Func("registry-gc-grace", "what was pushed within it is never removed", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return errors.New("want a positive duration: 1h, 30m")
+		}
+		f.gcGrace, f.given = d, append(f.given, "-registry-gc-grace")
 		return nil
 	})
 	fs.StringVar(&f.external, "registry-external-url", "", "an external registry (auth: token, realm <public URL>"+registry.TokenPath+") instead of the built-in one: https://HOST[:PORT], or http:// for plain HTTP")
@@ -138,6 +159,10 @@ type builtinRegistry struct {
 	ln     net.Listener
 	limits httpLimits
 	tmp    string // a directory to remove at close (-db :memory:)
+
+	gcEvery time.Duration // -registry-gc-every
+	stopGC  context.CancelFunc
+	gcDone  chan struct{}
 }
 
 // registryLimits are the registry port's: the API port's (portLimits),
@@ -195,10 +220,10 @@ func openRegistry(ctx context.Context, f *registryFlags, deployer, db string, se
 	if host == "" {
 		host = ln.Addr().String()
 	}
-	r := &builtinRegistry{tokens: &lateTokens{}, ln: ln, limits: registryLimits(f.maxConns)}
+	r := &builtinRegistry{tokens: &lateTokens{}, ln: ln, limits: registryLimits(f.maxConns), gcEvery: f.gcEvery}
 	hostname, _ := os.Hostname()
 	opts := &registry.Options{Host: host, Aliases: registry.ListenAliases(ln.Addr().String(), hostname),
-		Secret: string(secret), Logger: log, Quota: f.quota}
+		Secret: string(secret), Logger: log, Quota: f.quota, CollectGrace: f.gcGrace}
 	if f.quota == 0 {
 		opts.Quota = -1 // none
 	}
@@ -231,7 +256,8 @@ func openRegistry(ctx context.Context, f *registryFlags, deployer, db string, se
 	return r, nil
 }
 
-// serve starts serving the registry with the tokens of cp's store.
+// serve starts serving the registry with the tokens of cp's store, and
+// its collector every -registry-gc-every.
 func (r *builtinRegistry) serve(cp *controlplane.ControlPlane, log *slog.Logger) {
 	r.tokens.setTokens(cp)
 	r.srv = r.limits.server(r.Registry, log)
@@ -240,10 +266,22 @@ func (r *builtinRegistry) serve(cp *controlplane.ControlPlane, log *slog.Logger)
 			log.Error("the registry stopped", "err", err)
 		}
 	}()
+	if r.gcEvery > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		r.stopGC, r.gcDone = cancel, make(chan struct{})
+		go func() {
+			defer close(r.gcDone)
+			r.RunCollector(ctx, r.tokens.TokenStore, r.gcEvery)
+		}()
+	}
 }
 
-// close stops serving and releases the registry.
+// close stops serving and collecting, and releases the registry.
 func (r *builtinRegistry) close() {
+	if r.stopGC != nil {
+		r.stopGC()
+		<-r.gcDone
+	}
 	if r.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/distribution/distribution/v3/configuration"
 	_ "github.com/distribution/distribution/v3/registry/auth/token" // the external registry's auth: token
@@ -371,3 +372,41 @@ func TestRegistryConnsSpareTheAPI(t *testing.T) {
 
 // tail is the end of s, at most n bytes.
 func tail(s string, n int) string { return s[max(0, len(s)-n):] }
+
+// TestRegistryGCFlags: -h documents the registry's collector, its period
+// and grace reach the registry's flags, and nonsensical ones are usage
+// errors.
+func TestRegistryGCFlags(t *testing.T) {
+	var stderr bytes.Buffer
+	if err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, io.Discard, &stderr); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("run -h: %v", err)
+	}
+	for _, want := range []string{"-registry-gc-every DURATION", "(default 15m; 0: never)", "-registry-gc-grace DURATION", "(default 1h)"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("-h does not say %q", want)
+		}
+	}
+	for _, tt := range []struct {
+		args         []string
+		every, grace time.Duration
+	}{
+		{nil, 15 * time.Minute, time.Hour},
+		{[]string{"-registry-gc-every", "0"}, 0, time.Hour},
+		{[]string{"-registry-gc-every", "1h", "-registry-gc-grace", "30m"}, time.Hour, 30 * time.Minute},
+	} {
+		c, err := parseFlags(tt.args, func(string) string { return "" }, io.Discard)
+		if err != nil || c.registry.gcEvery != tt.every || c.registry.gcGrace != tt.grace {
+			t.Errorf("%v: %v, every %v, grace %v; want %v, %v", tt.args, err, c.registry.gcEvery, c.registry.gcGrace, tt.every, tt.grace)
+		}
+	}
+	for _, args := range [][]string{
+		{"-registry-gc-every", "-1m"},
+		{"-registry-gc-every", "often"},
+		{"-registry-gc-grace", "0"},
+		{"-registry-external-url", "https://r.example.com", "-registry-gc-every", "1h"},
+	} {
+		if _, err := parseFlags(args, func(string) string { return "" }, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+}
