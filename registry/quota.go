@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/distribution/distribution/v3"
 	"github.com/distribution/distribution/v3/registry/api/errcode"
@@ -21,13 +22,20 @@ import (
 )
 
 // quota holds the blob bytes of each deployment's repositories under
-// limit. A deployment's usage is read from the storage when an upload
-// request starts to send data: the distinct blobs its repositories link
-// (_layers) and the data of their unfinished uploads (_uploads). The
-// bytes that this process's uploads receive after that are counted in
-// memory (streamed), so that uploads running at once count each other.
+// limit. A deployment's usage is the distinct blobs its repositories link
+// (_layers), read from the storage, and the bytes its unfinished uploads
+// have received, read from the ledger. An upload request reads both when
+// it starts to send data and again every `every` bytes, adding what it
+// received meanwhile to the ledger; between two reads, the bytes this
+// process's uploads of the deployment receive are counted in memory
+// (streamed), so that uploads running at once in one process count each
+// other exactly, and those of other replicas sharing the ledger once
+// they are added to it.
 type quota struct {
 	limit  int64
+	every  int64         // bytes between two reads of the usage
+	maxAge time.Duration // Options.UploadMaxAge
+	ledger UploadLedger
 	driver storagedriver.StorageDriver
 	blobs  distribution.BlobStatter
 	log    *slog.Logger
@@ -37,11 +45,23 @@ type quota struct {
 	sizes  map[digest.Digest]int64
 }
 
+// An upload request reads the usage again every quota/checksPerQuota
+// bytes, and at least every maxCheckBytes: what another replica's upload
+// has received and not yet added to the ledger is never more than that.
+const (
+	checksPerQuota = 16
+	maxCheckBytes  = 16 << 20
+)
+
 // streamed counts the bytes this process's upload requests of one
-// deployment have received; refs is how many such requests are running.
+// deployment have received (received), and how many of them are in the
+// ledger (flushed); refs is how many such requests are running. mu
+// orders the additions to the ledger with the reads of the two counts.
 type streamed struct {
-	bytes atomic.Int64
-	refs  int
+	mu       sync.Mutex
+	received atomic.Int64
+	flushed  atomic.Int64
+	refs     int
 }
 
 // maxCachedSizes bounds quota.sizes (a blob's size never changes: its
@@ -50,7 +70,7 @@ const maxCachedSizes = 1 << 14
 
 // repositoriesRoot is where Distribution's storage layout keeps the
 // repositories: <root>/<name>/_layers/<algorithm>/<hex>/link names a blob
-// the repository holds, <root>/<name>/_uploads/<id>/data is an unfinished
+// the repository holds, <root>/<name>/_uploads/<id>/ is an unfinished
 // upload.
 const repositoriesRoot = "/docker/registry/v2/repositories"
 
@@ -76,47 +96,43 @@ func (q *quota) release(deploymentID string) {
 	}
 }
 
-// usage is what the deployment's repositories hold in the storage: the
-// bytes of the distinct blobs they link, and those of their unfinished
-// uploads.
-func (q *quota) usage(ctx context.Context, deploymentID string) (blobs, unfinished int64, err error) {
+// usage is the bytes of the distinct blobs the deployment's repositories
+// link in the storage.
+func (q *quota) usage(ctx context.Context, deploymentID string) (blobs int64, err error) {
 	root := path.Join(repositoriesRoot, Repository(deploymentID))
 	linked := map[digest.Digest]bool{}
 	err = q.driver.Walk(ctx, root, func(fi storagedriver.FileInfo) error {
 		rel := strings.TrimPrefix(fi.Path(), root+"/")
 		parts := strings.Split(rel, "/")
 		if fi.IsDir() {
-			if parts[len(parts)-1] == "_manifests" {
-				return storagedriver.ErrSkipDir // manifests are not counted
+			if last := parts[len(parts)-1]; last == "_manifests" || last == "_uploads" {
+				return storagedriver.ErrSkipDir // manifests are not counted; uploads are the ledger's
 			}
 			return nil
 		}
 		for i, p := range parts {
-			switch {
-			case p == "_layers" && len(parts) == i+4 && parts[i+3] == "link":
+			if p == "_layers" && len(parts) == i+4 && parts[i+3] == "link" {
 				if d := digest.NewDigestFromEncoded(digest.Algorithm(parts[i+1]), parts[i+2]); d.Validate() == nil {
 					linked[d] = true
 				}
-			case p == "_uploads" && len(parts) == i+3 && parts[i+2] == "data":
-				unfinished += fi.Size()
 			}
 		}
 		return nil
 	})
 	if errors.As(err, new(storagedriver.PathNotFoundError)) {
-		return 0, 0, nil // nothing pushed yet
+		return 0, nil // nothing pushed yet
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	for d := range linked {
 		n, err := q.size(ctx, d)
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		blobs += n
 	}
-	return blobs, unfinished, nil
+	return blobs, nil
 }
 
 // size is the size of the blob d, 0 if the storage does not hold it.
@@ -151,11 +167,12 @@ var uploadPath = regexp.MustCompile(`^/v2/(.+)/blobs/uploads/([^/]+)$`)
 // controller finds it.
 type uploadKey struct{}
 
-// upload is one request that sends a blob's data, under the quota. Its
-// body counts what it reads against the quota; beyond it, the body fails,
-// the request is answered DENIED (the ResponseWriter replaces
-// Distribution's answer to the failed read), and the upload's data is
-// removed.
+// upload is one request of an upload: one that sends a blob's data
+// (PATCH, or PUT with a body), under the quota, or one that finishes it
+// (PUT, DELETE). Its body counts what it reads against the quota; beyond
+// it, the body fails, the request is answered DENIED (the ResponseWriter
+// replaces Distribution's answer to the failed read), and the upload's
+// data is removed.
 type upload struct {
 	q          *quota
 	ctx        context.Context
@@ -165,14 +182,15 @@ type upload struct {
 	deployment string
 	authorized bool // the access controller granted push on repo
 
-	started  bool
-	counter  *streamed
-	base     int64 // usage when the first read came
-	start    int64 // counter.bytes then
-	read     int64 // bytes of this request
-	refused  errcode.Error
-	exceeded bool
-	failed   error // reading the usage failed
+	started   bool
+	counter   *streamed
+	base      int64 // the usage at the last read of it
+	start     int64 // counter.received then
+	read      int64 // bytes of this request
+	unflushed int64 // bytes of this request not yet in the ledger
+	refused   errcode.Error
+	exceeded  bool
+	failed    error // reading the usage failed
 }
 
 // errOverQuota fails the body's Read of an upload beyond the quota.
@@ -189,6 +207,8 @@ func (u *upload) authorize(g *Grant) {
 func (u *upload) Read(p []byte) (int, error) {
 	if !u.started {
 		u.failed = u.begin()
+	} else if u.failed == nil && !u.exceeded && u.unflushed >= u.q.every {
+		u.failed = u.check()
 	}
 	switch {
 	case u.failed != nil:
@@ -198,7 +218,7 @@ func (u *upload) Read(p []byte) (int, error) {
 	}
 	// Read at most one byte beyond what is left, to know whether the body
 	// goes beyond it.
-	left := u.q.limit - u.base - (u.counter.bytes.Load() - u.start)
+	left := u.q.limit - u.base - (u.counter.received.Load() - u.start)
 	if left < 0 {
 		u.refuse(-1)
 		return 0, errOverQuota
@@ -207,20 +227,21 @@ func (u *upload) Read(p []byte) (int, error) {
 		p = p[:left+1]
 	}
 	n, err := u.body.Read(p)
-	now := u.counter.bytes.Add(int64(n))
+	now := u.counter.received.Add(int64(n))
 	if over := u.base + now - u.start - u.q.limit; over > 0 {
-		u.counter.bytes.Add(-int64(n)) // never stored
+		u.counter.received.Add(-int64(n)) // never stored
 		u.refuse(-1)
 		return 0, errOverQuota
 	}
 	u.read += int64(n)
+	u.unflushed += int64(n)
 	return n, err
 }
 
 func (u *upload) Close() error { return u.body.Close() }
 
-// begin reads the deployment's usage from the storage, once the request
-// is authorized and its handler reads the body.
+// begin reads the deployment's usage, once the request is authorized and
+// its handler reads the body.
 func (u *upload) begin() error {
 	u.started = true
 	if !u.authorized {
@@ -230,15 +251,36 @@ func (u *upload) begin() error {
 		return errOverQuota
 	}
 	u.counter = u.q.acquire(u.deployment)
-	u.start = u.counter.bytes.Load()
-	blobs, unfinished, err := u.q.usage(u.ctx, u.deployment)
-	if err != nil {
-		return fmt.Errorf("registry: the usage of deployment %s: %w", u.deployment, err)
+	if err := u.check(); err != nil {
+		return err
 	}
-	u.base = blobs + unfinished
 	if u.length > 0 && u.base+u.length > u.q.limit {
 		u.refuse(u.length)
 	}
+	return nil
+}
+
+// check adds what the request received since the last check to the
+// ledger and reads the usage again: the blobs the storage holds, the
+// ledger's unfinished uploads, and what this process's uploads of the
+// deployment received and have not added to it yet.
+func (u *upload) check() error {
+	blobs, err := u.q.usage(u.ctx, u.deployment)
+	if err != nil {
+		return fmt.Errorf("registry: the usage of deployment %s: %w", u.deployment, err)
+	}
+	c := u.counter
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	unfinished, err := u.q.ledger.AddUpload(u.ctx, u.deployment, u.id, u.unflushed, u.q.maxAge)
+	if err != nil {
+		return fmt.Errorf("registry: the unfinished uploads of deployment %s: %w", u.deployment, err)
+	}
+	c.flushed.Add(u.unflushed)
+	u.unflushed = 0
+	received := c.received.Load()
+	u.base = blobs + unfinished + received - c.flushed.Load()
+	u.start = received
 	return nil
 }
 
@@ -246,7 +288,7 @@ func (u *upload) begin() error {
 // request's Content-Length when that alone goes beyond it, else -1.
 func (u *upload) refuse(size int64) {
 	u.exceeded = true
-	used := u.base + u.counter.bytes.Load() - u.start - u.read
+	used := u.base + u.counter.received.Load() - u.start - u.read
 	msg := fmt.Sprintf("registry quota exceeded: deployment %s may store %s of image blobs and holds %s (unfinished uploads included)",
 		u.deployment, formatBytes(u.q.limit), formatBytes(used))
 	if size > 0 {
@@ -259,20 +301,42 @@ func (u *upload) refuse(size int64) {
 		"quota_bytes", u.q.limit, "used_bytes", used)
 }
 
-// finish ends the request: the upload refused over the quota is removed,
-// so that its data does not count.
-func (u *upload) finish(ns distribution.Namespace) {
+// finish ends the request, answered status: what it received goes to the
+// ledger, and an upload it finished (committed: PUT answered 201; or
+// cancelled: DELETE answered 204) leaves it. An upload refused over the
+// quota is removed, so that its data does not count.
+func (u *upload) finish(ns distribution.Namespace, method string, status int) {
+	// The request's context may be done (the client went away); the
+	// count is the registry's own business.
+	ctx := context.WithoutCancel(u.ctx)
+	done := method == http.MethodPut && status == http.StatusCreated || method == http.MethodDelete && status == http.StatusNoContent
 	if u.counter == nil {
+		if done && u.authorized {
+			u.drop(ctx)
+		}
 		return // nothing read: nothing counted, nothing stored
 	}
 	defer u.q.release(u.deployment)
 	if !u.exceeded {
+		if u.unflushed > 0 && !done {
+			c := u.counter
+			c.mu.Lock()
+			if _, err := u.q.ledger.AddUpload(ctx, u.deployment, u.id, u.unflushed, u.q.maxAge); err != nil {
+				u.q.log.Warn("registry: counting an unfinished upload", "repository", u.repo, "err", err)
+			} else {
+				c.flushed.Add(u.unflushed)
+			}
+			c.mu.Unlock()
+		} else if done {
+			u.counter.received.Add(-u.unflushed) // in the storage now, or gone
+		}
+		if done {
+			u.drop(ctx)
+		}
 		return
 	}
-	u.counter.bytes.Add(-u.read) // removed below
-	// The request's context may be done (the client went away); the
-	// removal is the registry's own business.
-	ctx := context.WithoutCancel(u.ctx)
+	u.counter.received.Add(-u.unflushed) // removed below
+	u.drop(ctx)
 	named, err := reference.WithName(u.repo)
 	if err != nil {
 		return
@@ -290,6 +354,13 @@ func (u *upload) finish(ns distribution.Namespace) {
 	}
 }
 
+// drop removes the upload's count from the ledger.
+func (u *upload) drop(ctx context.Context) {
+	if err := u.q.ledger.DropUpload(ctx, u.deployment, u.id); err != nil {
+		u.q.log.Warn("registry: dropping the count of an upload", "repository", u.repo, "err", err)
+	}
+}
+
 // refusingWriter answers a request whose upload went over the quota with
 // the quota's DENIED error, in place of what Distribution answers to the
 // failed read (500 UNKNOWN).
@@ -297,12 +368,16 @@ type refusingWriter struct {
 	http.ResponseWriter
 	u        *upload
 	answered bool
+	code     int // the status answered
 }
 
 func (w *refusingWriter) WriteHeader(code int) {
 	if w.u.exceeded {
 		w.answer()
 		return
+	}
+	if w.code == 0 {
+		w.code = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -312,6 +387,9 @@ func (w *refusingWriter) Write(b []byte) (int, error) {
 		w.answer()
 		return len(b), nil
 	}
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
 	return w.ResponseWriter.Write(b)
 }
 
@@ -320,6 +398,7 @@ func (w *refusingWriter) answer() {
 		return
 	}
 	w.answered = true
+	w.code = http.StatusForbidden
 	h := w.ResponseWriter.Header()
 	for _, k := range []string{"Location", "Range", "Docker-Upload-UUID", "Content-Length"} {
 		h.Del(k)

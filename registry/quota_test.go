@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -229,4 +230,73 @@ func TestQuotaCountsUnfinishedUploads(t *testing.T) {
 		!strings.Contains(string(body), "holds 600 KiB (unfinished uploads included)") {
 		t.Fatalf("600 KiB beside an unfinished upload of 600 KiB: %v %v %s, want 403", resp, err, body)
 	}
+}
+
+// TestQuotaAcrossReplicas: two registries over one storage and one
+// control plane's store (replicas behind one host) count each other's
+// uploads while they stream: an upload of 700 KiB under way in one leaves
+// no room for 500 KiB in the other, under a quota of 1 MiB.
+func TestQuotaAcrossReplicas(t *testing.T) {
+	e := newEnvWith(t, &registry.Options{Quota: 1 << 20})
+	other := e.replica(t, &registry.Options{Quota: 1 << 20})
+	a, tok := e.pushToken(t, "a")
+	loc := e.startUpload(t, "deployments/"+a+"/one", tok)
+	pr, pw := io.Pipe()
+	first := make(chan int, 1)
+	go func() {
+		resp, _, err := patch(loc, tok, pr)
+		if err != nil {
+			t.Errorf("PATCH of 700 KiB: %v", err)
+			first <- 0
+			return
+		}
+		first <- resp.StatusCode
+	}()
+	// 700 KiB in 64 KiB writes: each write returns once the registry has
+	// read it, and the registry adds what it read to the ledger every
+	// 64 KiB (a sixteenth of the quota), so at least 600 KiB is counted.
+	chunk := make([]byte, 64*kib)
+	for sent := 0; sent < 700*kib; sent += len(chunk) {
+		_, _ = rand.Read(chunk)
+		if _, err := pw.Write(chunk[:min(len(chunk), 700*kib-sent)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := other.startUpload(t, "deployments/"+a+"/two", tok)
+	req, _ := http.NewRequest("PATCH", second, io.LimitReader(rand.Reader, 500*kib))
+	req.ContentLength = 500 * kib
+	req.SetBasicAuth("any", tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "this upload of 500 KiB does not fit") {
+		t.Errorf("500 KiB in the other replica beside 700 KiB streaming: %d %s, want 403", resp.StatusCode, body)
+	}
+	pw.Close()
+	if st := <-first; st != http.StatusAccepted {
+		t.Errorf("the 700 KiB upload: %d, want 202", st)
+	}
+}
+
+// replica is another registry over e's storage and store, served on a
+// listener of its own.
+func (e *env) replica(t *testing.T, opts *registry.Options) *env {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	r := *e
+	r.host = srv.Listener.Addr().String()
+	opts.Host, opts.Dir, opts.Aliases, opts.Ledger = r.host, e.dir, []string{e.host}, e.tokens
+	reg, err := registry.New(e.ctx, e.tokens, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	r.reg = reg
+	srv.Config.Handler = reg
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return &r
 }

@@ -65,6 +65,11 @@ type Options struct {
 	// counts against Quota until it is removed). Default (0):
 	// DefaultUploadMaxAge.
 	UploadMaxAge time.Duration
+	// Ledger counts the unfinished uploads' bytes against Quota where
+	// every replica sharing the storage sees them (a *TokenStore keeps
+	// them in the control plane's store). Default (nil): this process's
+	// uploads only.
+	Ledger UploadLedger
 	// CollectGrace is how long Collect leaves what was pushed, whatever
 	// keeps it: a push in progress has its blobs before the manifest that
 	// references them. Default (0): DefaultCollectGrace.
@@ -183,8 +188,12 @@ func New(ctx context.Context, tokens Tokens, opts *Options) (r *Registry, err er
 		r.dir = opts.Dir
 	}
 	if limit := cmp.Or(opts.Quota, DefaultQuota); limit > 0 {
-		r.quota = &quota{limit: limit, driver: driver, blobs: ns.BlobStatter(), log: log,
-			active: map[string]*streamed{}, sizes: map[digest.Digest]int64{}}
+		r.quota = &quota{limit: limit, every: max(min(maxCheckBytes, limit/checksPerQuota), 1),
+			maxAge: cmp.Or(opts.UploadMaxAge, DefaultUploadMaxAge), ledger: opts.Ledger,
+			driver: driver, blobs: ns.BlobStatter(), log: log, active: map[string]*streamed{}, sizes: map[digest.Digest]int64{}}
+		if r.quota.ledger == nil {
+			r.quota.ledger = &memLedger{}
+		}
 	}
 	return r, nil
 }
@@ -220,9 +229,10 @@ func storageConfig(opts *Options) configuration.Storage {
 }
 
 // ServeHTTP serves the OCI distribution API. The requests that send a
-// blob's data (PATCH and PUT of an upload) count it against the quota.
+// blob's data (PATCH and PUT of an upload) count it against the quota,
+// and those that finish an upload (PUT, DELETE) end its count.
 func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if r.quota == nil || (req.Method != http.MethodPatch && req.Method != http.MethodPut) || req.ContentLength == 0 {
+	if r.quota == nil || (req.Method != http.MethodPatch && req.Method != http.MethodPut && req.Method != http.MethodDelete) {
 		r.app.ServeHTTP(w, req)
 		return
 	}
@@ -234,9 +244,12 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	u := &upload{q: r.quota, repo: m[1], id: m[2], body: req.Body, length: req.ContentLength}
 	u.ctx = context.WithValue(req.Context(), uploadKey{}, u)
 	req = req.WithContext(u.ctx)
-	req.Body = u
-	defer u.finish(r.ns)
-	r.app.ServeHTTP(&refusingWriter{ResponseWriter: w, u: u}, req)
+	if req.Body != nil && req.Body != http.NoBody {
+		req.Body = u
+	}
+	rw := &refusingWriter{ResponseWriter: w, u: u}
+	defer func() { u.finish(r.ns, req.Method, rw.code) }()
+	r.app.ServeHTTP(rw, req)
 }
 
 // Host is Options.Host.

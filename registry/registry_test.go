@@ -37,6 +37,7 @@ type env struct {
 	tokens *registry.TokenStore
 	reg    *registry.Registry
 	host   string
+	dir    string // the registry's storage
 	now    time.Time
 	// later moves the registry's clock (Options.Clock) ahead of the
 	// machine's.
@@ -60,13 +61,17 @@ func newEnvWith(t *testing.T, opts *registry.Options) *env {
 	t.Cleanup(func() { st.Close() })
 	srv := httptest.NewUnstartedServer(nil)
 	e.host = srv.Listener.Addr().String()
-	opts.Host, opts.Dir = e.host, t.TempDir()
+	e.dir = t.TempDir()
+	opts.Host, opts.Dir = e.host, e.dir
 	if opts.Clock == nil {
 		// The collector's clock: the storage's times are the machine's,
 		// and a test moves the registry's clock past the grace by hand.
 		opts.Clock = func() time.Time { return time.Now().Add(e.later) }
 	}
 	tokens := &lateTokens{}
+	if opts.Ledger == nil {
+		opts.Ledger = tokens
+	}
 	reg, err := registry.New(e.ctx, tokens, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -65,7 +65,8 @@ func (s *TokenStore) KeptImages(ctx context.Context, deploymentID string) ([]str
 }
 
 // ForgetDeployment implements Retention: the record of the deployment's
-// tenant is removed, if the deployment is gone.
+// tenant and the counts of its unfinished uploads are removed, if the
+// deployment is gone.
 func (s *TokenStore) ForgetDeployment(ctx context.Context, deploymentID string) error {
 	err := s.st.Update(ctx, func(tx store.Tx) error {
 		tenant, err := tx.Get(TokenCollection, ownerKey(deploymentID))
@@ -78,6 +79,19 @@ func (s *TokenStore) ForgetDeployment(ctx context.Context, deploymentID string) 
 		_, err = s.cp.ReadDeployment(tx, string(tenant), deploymentID)
 		if !errors.Is(err, apierr.ErrNotFound) {
 			return err // still there: kept
+		}
+		var counts []string
+		err = tx.Scan(TokenCollection, "q/"+deploymentID+"/", nil, func(k string, _ []byte) (bool, error) {
+			counts = append(counts, k)
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range counts {
+			if err := tx.Delete(TokenCollection, k); err != nil {
+				return err
+			}
 		}
 		return tx.Delete(TokenCollection, ownerKey(deploymentID))
 	})

@@ -30,12 +30,16 @@ import (
 //	cp_registry_tokens  t/<sha256 hex of the token> -> tokenRecord JSON
 //	                    e/<expiry>/t/<hash>          (the expiry index)
 //	                    o/<deployment id> -> tenant   (whose repositories they are)
+//	                    q/<deployment id>/<upload id> -> uploadRecord JSON
+//	                    e/<expiry>/q/<deployment id>/<upload id>
 //
 // Expired tokens are swept as new ones are issued. Each push token
 // records its deployment's tenant (o/), so that the collector (Collect),
 // which finds only deployment ids in the storage, can ask the control
 // plane what the deployment keeps (KeptImages); the record goes with the
-// deployment's repositories. The tokens are not
+// deployment's repositories. The q/ records are the UploadLedger: the
+// bytes each unfinished upload has received, which every replica counts
+// against the deployment's quota. The tokens are not
 // removed with their deployment (the control plane does not know them):
 // CheckRegistryToken reads the deployment in the same transaction and
 // refuses a token whose deployment is gone or being deleted, and the

@@ -223,7 +223,7 @@ func openRegistry(ctx context.Context, f *registryFlags, deployer, db string, se
 	r := &builtinRegistry{tokens: &lateTokens{}, ln: ln, limits: registryLimits(f.maxConns), gcEvery: f.gcEvery}
 	hostname, _ := os.Hostname()
 	opts := &registry.Options{Host: host, Aliases: registry.ListenAliases(ln.Addr().String(), hostname),
-		Secret: string(secret), Logger: log, Quota: f.quota, CollectGrace: f.gcGrace}
+		Secret: string(secret), Logger: log, Quota: f.quota, CollectGrace: f.gcGrace, Ledger: r.tokens}
 	if f.quota == 0 {
 		opts.Quota = -1 // none
 	}
