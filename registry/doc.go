@@ -25,14 +25,52 @@
 // The repositories of one deployment may hold Options.Quota bytes of image
 // blobs (layers and configs, not manifests), default DefaultQuota (10
 // GiB). A blob counts once however many of the deployment's repositories
-// link it, and so does the data of unfinished uploads, which are removed
-// Options.UploadMaxAge (a day) after they start. Pushed blobs are never
-// removed. An upload that would go beyond the quota is refused, as soon as
-// its Content-Length or its data says so, with 403 and
+// link it, and so do the bytes its unfinished uploads have received,
+// which an UploadLedger counts (Options.Ledger; the TokenStore keeps them
+// in the control plane's store, so that replicas sharing the storage
+// count each other's); an unfinished upload is removed
+// Options.UploadMaxAge (a day) after it starts. An upload that would go
+// beyond the quota is refused, as soon as its Content-Length or its data
+// says so, with 403 and
 //
 //	{"errors": [{"code": "DENIED", "message": "registry quota exceeded: deployment <id> may store 10 GiB of image blobs and holds ..."}]}
 //
-// and its data is removed; the deployment's other uploads go on.
+// and its data is removed; the deployment's other uploads go on. An
+// upload request reads the usage when it starts to send data and again
+// after every sixteenth of the quota (at most 16 MiB) it receives, adding
+// what it received to the ledger: uploads of one deployment running at
+// once, in this process or in another replica sharing the ledger, may
+// together go beyond the quota by at most that much each.
+//
+// # Garbage collection
+//
+// Collect (cmd/deployplane runs it every 15 minutes, -registry-gc-every)
+// frees what no deployment keeps, which gives a deployment its quota
+// back:
+//
+//   - a deployment that is deleted loses its repositories;
+//   - a live deployment keeps its KeptTags (10) most recently pushed tags
+//     (over all its repositories; older tags are removed), and the images
+//     they point to;
+//   - it keeps the images its image_uri, its active revision and its
+//     controlplane.UploadsKept (10) newest revisions name (recorded by
+//     digest: a tag pushed over again does not lose them;
+//     controlplane.ControlPlane.KeptImages);
+//   - every other manifest goes, and every blob link that no kept
+//     manifest references (an index keeps the manifests it lists);
+//   - then the blobs no repository of any deployment links leave the
+//     storage: a layer another deployment pushed too stays.
+//
+// Nothing pushed within Options.CollectGrace (an hour) goes, whatever
+// keeps it: a push in progress has its blobs before its manifest comes,
+// and its tag before a revision names it. Redeploying a revision older
+// than those kept fails when its image is pulled.
+//
+// The collector asks a Retention what a deployment keeps: the TokenStore
+// reads it from the control plane, for the tenant each push token
+// records beside its deployment (repositories of a deployment it has no
+// record of are left alone). It may run while images are pushed, and in
+// several replicas at once (docs/design-notes.md, "registry").
 //
 // # An external registry
 //
