@@ -4,13 +4,20 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
+	"pgregory.net/rapid"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/registry"
@@ -273,4 +280,111 @@ func TestCollectDeletedDeployment(t *testing.T) {
 	if out := e.collect(t); out.Deployments != 0 || out.Blobs != 0 {
 		t.Errorf("a second Collect removed %+v", out)
 	}
+}
+
+// TestCollectProperty: after random pushes (layers shared between images
+// and deployments, tags pushed over), revisions and deletions, and a
+// Collect past the grace, every image a live deployment keeps (a tag
+// points to it, or one of its newest revisions names it) pulls whole,
+// every other image it pushed is gone, and a second Collect finds
+// nothing more.
+func TestCollectProperty(t *testing.T) {
+	// Each case pushes real images over HTTP: 20 cases unless
+	// -rapid.checks asks for another number.
+	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue {
+		_ = f.Value.Set("20")
+		t.Cleanup(func() { _ = f.Value.Set(f.DefValue) })
+	}
+	e := newEnv(t)
+	e.later = past
+	var pool []v1.Layer
+	for range 4 {
+		l, err := random.Layer(kib, types.DockerLayer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool = append(pool, l)
+	}
+	n := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		type dep struct {
+			id, tok string
+			deleted bool
+			tags    map[string]v1.Image // repo:tag -> image
+			pushed  map[string]v1.Image // repo@digest -> image
+			revs    []string            // repo@digest, oldest first
+		}
+		deps := make([]*dep, 2)
+		for i := range deps {
+			n++
+			id, tok := e.pushToken(t, fmt.Sprintf("p%d", n))
+			deps[i] = &dep{id: id, tok: tok, tags: map[string]v1.Image{}, pushed: map[string]v1.Image{}}
+		}
+		steps := rapid.IntRange(1, 10).Draw(rt, "steps")
+		for range steps {
+			d := deps[rapid.IntRange(0, len(deps)-1).Draw(rt, "deployment")]
+			if d.deleted {
+				continue
+			}
+			repo := "deployments/" + d.id + "/" + rapid.SampledFrom([]string{"agent", "other"}).Draw(rt, "repo")
+			tag := rapid.SampledFrom([]string{"v1", "v2", "latest"}).Draw(rt, "tag")
+			switch rapid.SampledFrom([]string{"push", "push", "revision", "delete"}).Draw(rt, "action") {
+			case "push":
+				var layers []v1.Layer
+				for i, l := range pool {
+					if rapid.Bool().Draw(rt, fmt.Sprintf("layer%d", i)) {
+						layers = append(layers, l)
+					}
+				}
+				img, err := mutate.AppendLayers(empty.Image, layers...)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				if img, err = mutate.Config(img, v1.Config{Env: []string{fmt.Sprintf("N=%d", rapid.IntRange(0, 3).Draw(rt, "config"))}}); err != nil {
+					rt.Fatal(err)
+				}
+				if err := e.push(img, repo+":"+tag, d.tok); err != nil {
+					rt.Fatalf("push %s:%s: %v", repo, tag, err)
+				}
+				dg, _ := img.Digest()
+				d.tags[repo+":"+tag], d.pushed[repo+"@"+dg.String()] = img, img
+			case "revision":
+				img, ok := d.tags[repo+":"+tag]
+				if !ok {
+					continue
+				}
+				e.setImage(t, d.id, e.host+"/"+repo+":"+tag)
+				dg, _ := img.Digest()
+				d.revs = append(d.revs, repo+"@"+dg.String())
+			case "delete":
+				if err := e.cp.DeleteDeployment(e.ctx, tenantA, d.id); err != nil {
+					rt.Fatal(err)
+				}
+				d.deleted = true
+			}
+		}
+		e.collect(t)
+		for _, d := range deps {
+			if d.deleted {
+				continue
+			}
+			kept := map[string]bool{}
+			for rt, img := range d.tags {
+				dg, _ := img.Digest()
+				kept[rt[:strings.LastIndex(rt, ":")]+"@"+dg.String()] = true
+			}
+			for _, r := range d.revs[max(0, len(d.revs)-controlplane.UploadsKept):] {
+				kept[r] = true
+			}
+			for ref, img := range d.pushed {
+				repo := ref[:strings.Index(ref, "@")]
+				if got := e.pullable(t, tenantA, d.id, repo, img); got != kept[ref] {
+					rt.Errorf("%s: pulls %v, kept %v", ref, got, kept[ref])
+				}
+			}
+		}
+		if out := e.collect(t); out.Deployments+out.Manifests+out.Layers+out.Tags+out.Blobs != 0 {
+			rt.Errorf("a second Collect removed %+v", out)
+		}
+	})
 }
