@@ -207,7 +207,7 @@ func (r *Registry) scanDeployment(ctx context.Context, id string) (map[string]*r
 		}
 		return rp
 	}
-	err := r.driver.Walk(ctx, root, func(fi storagedriver.FileInfo) error {
+	err := walk(ctx, r.driver, root, func() { clear(repos) }, func(fi storagedriver.FileInfo) error {
 		parts := strings.Split(strings.TrimPrefix(fi.Path(), root+"/"), "/")
 		if fi.IsDir() {
 			if last := parts[len(parts)-1]; last == "_uploads" || last == "index" && len(parts) >= 3 && parts[len(parts)-3] == "tags" {
@@ -234,9 +234,6 @@ func (r *Registry) scanDeployment(ctx context.Context, id string) (map[string]*r
 		}
 		return nil
 	})
-	if errors.As(err, new(storagedriver.PathNotFoundError)) {
-		return repos, nil
-	}
 	return repos, err
 }
 
@@ -465,7 +462,8 @@ func (r *Registry) relink(ctx context.Context, p string, d digest.Digest) error 
 func (r *Registry) scanRepository(ctx context.Context, name string) (*repo, error) {
 	rp := &repo{name: name, tags: map[string]time.Time{}, manifests: map[digest.Digest]time.Time{}, layers: map[digest.Digest]time.Time{}}
 	root := path.Join(repositoriesRoot, name)
-	err := r.driver.Walk(ctx, root, func(fi storagedriver.FileInfo) error {
+	reset := func() { clear(rp.tags); clear(rp.manifests); clear(rp.layers) }
+	err := walk(ctx, r.driver, root, reset, func(fi storagedriver.FileInfo) error {
 		parts := strings.Split(strings.TrimPrefix(fi.Path(), root+"/"), "/")
 		if fi.IsDir() {
 			if len(parts) == 1 && parts[0] != "_manifests" && parts[0] != "_layers" || len(parts) == 4 && parts[3] == "index" {
@@ -487,9 +485,6 @@ func (r *Registry) scanRepository(ctx context.Context, name string) (*repo, erro
 		}
 		return nil
 	})
-	if errors.As(err, new(storagedriver.PathNotFoundError)) {
-		return rp, nil
-	}
 	return rp, err
 }
 
@@ -508,7 +503,7 @@ func trashPath(d digest.Digest) string {
 // (_layers) and its manifests (_manifests/revisions).
 func (r *Registry) linked(ctx context.Context) (map[digest.Digest]bool, error) {
 	out := map[digest.Digest]bool{}
-	err := r.driver.Walk(ctx, repositoriesRoot, func(fi storagedriver.FileInfo) error {
+	err := walk(ctx, r.driver, repositoriesRoot, func() { clear(out) }, func(fi storagedriver.FileInfo) error {
 		parts := strings.Split(strings.TrimPrefix(fi.Path(), repositoriesRoot+"/"), "/")
 		n := len(parts)
 		if fi.IsDir() {
@@ -527,9 +522,6 @@ func (r *Registry) linked(ctx context.Context) (map[digest.Digest]bool, error) {
 		}
 		return nil
 	})
-	if errors.As(err, new(storagedriver.PathNotFoundError)) {
-		return out, nil
-	}
 	return out, err
 }
 
@@ -550,7 +542,7 @@ func (c *collector) sweepBlobs(ctx context.Context) error {
 		size int64
 	}
 	var moved []blob
-	err = c.r.driver.Walk(ctx, blobsRoot, func(fi storagedriver.FileInfo) error {
+	err = walk(ctx, c.r.driver, blobsRoot, func() {}, func(fi storagedriver.FileInfo) error {
 		if fi.IsDir() || path.Base(fi.Path()) != "data" {
 			return nil
 		}
@@ -563,17 +555,16 @@ func (c *collector) sweepBlobs(ctx context.Context) error {
 			return nil
 		}
 		if err := c.r.driver.Move(ctx, fi.Path(), trashPath(d)); err != nil {
-			if errors.As(err, new(storagedriver.PathNotFoundError)) {
-				return nil
+			if _, serr := c.r.driver.Stat(ctx, fi.Path()); errors.As(serr, new(storagedriver.PathNotFoundError)) {
+				return nil // another collector moved it
 			}
 			return err
 		}
-		moved = append(moved, blob{d, fi.Size()})
+		if !slices.ContainsFunc(moved, func(b blob) bool { return b.d == d }) {
+			moved = append(moved, blob{d, fi.Size()})
+		}
 		return nil
 	})
-	if errors.As(err, new(storagedriver.PathNotFoundError)) {
-		err = nil
-	}
 	// Data a round that stopped midway left aside.
 	trashed, lerr := c.r.trashed(ctx)
 	for _, d := range trashed {
@@ -590,19 +581,27 @@ func (c *collector) sweepBlobs(ctx context.Context) error {
 		// Unsure what is linked: put everything back.
 		linked = nil
 	}
+	// Another collector running at once may have moved back or removed
+	// what this one moved: a path not found is no error.
+	notFound := func(err error) error {
+		if errors.As(err, new(storagedriver.PathNotFoundError)) {
+			return nil
+		}
+		return err
+	}
 	var errs []error
 	for _, b := range moved {
 		if linked == nil || linked[b.d] {
 			if _, serr := c.r.driver.Stat(ctx, blobDataPath(b.d)); serr == nil {
-				errs = append(errs, c.r.driver.Delete(ctx, trashPath(b.d))) // pushed again meanwhile
+				errs = append(errs, notFound(c.r.driver.Delete(ctx, trashPath(b.d)))) // pushed again meanwhile
 			} else {
-				errs = append(errs, c.r.driver.Move(ctx, trashPath(b.d), blobDataPath(b.d)))
+				errs = append(errs, notFound(c.r.driver.Move(ctx, trashPath(b.d), blobDataPath(b.d))))
 			}
 			continue
 		}
-		if derr := c.r.driver.Delete(ctx, trashPath(b.d)); derr != nil && !errors.As(derr, new(storagedriver.PathNotFoundError)) {
-			errs = append(errs, derr)
-			continue
+		if derr := c.r.driver.Delete(ctx, trashPath(b.d)); derr != nil {
+			errs = append(errs, notFound(derr))
+			continue // removed by another collector, or not at all
 		}
 		c.r.removeEmptyDir(path.Dir(blobDataPath(b.d)))
 		c.out.Blobs++
@@ -614,7 +613,7 @@ func (c *collector) sweepBlobs(ctx context.Context) error {
 // trashed lists the blobs whose data is in trashRoot.
 func (r *Registry) trashed(ctx context.Context) ([]digest.Digest, error) {
 	var out []digest.Digest
-	err := r.driver.Walk(ctx, trashRoot, func(fi storagedriver.FileInfo) error {
+	err := walk(ctx, r.driver, trashRoot, func() { out = out[:0] }, func(fi storagedriver.FileInfo) error {
 		if fi.IsDir() {
 			return nil
 		}
@@ -626,11 +625,35 @@ func (r *Registry) trashed(ctx context.Context) ([]digest.Digest, error) {
 		}
 		return nil
 	})
-	if errors.As(err, new(storagedriver.PathNotFoundError)) {
-		return nil, nil
-	}
 	return out, err
 }
+
+// walk is the storage's Walk from root, for a reader that may run while
+// collectors and pushes remove directories: a root that is not there is
+// an empty walk; a directory below it removed during the walk makes the
+// walk start again (reset, then visit anew), up to walkAttempts times,
+// since a walk that skipped it would miss what it holds.
+func walk(ctx context.Context, d storagedriver.StorageDriver, root string, reset func(), visit storagedriver.WalkFn) error {
+	for attempt := 1; ; attempt++ {
+		reset()
+		err := d.Walk(ctx, root, visit)
+		var nf storagedriver.PathNotFoundError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &nf) && nf.Path == root:
+			reset()
+			return nil
+		case errors.As(err, &nf) && attempt < walkAttempts:
+			continue
+		default:
+			return err
+		}
+	}
+}
+
+// walkAttempts bounds the walks walk starts again.
+const walkAttempts = 5
 
 // removeEmptyDir removes the directory p of the filesystem storage (and
 // its parent) if it is empty: the filesystem keeps the directories of

@@ -388,3 +388,35 @@ func TestCollectProperty(t *testing.T) {
 		}
 	})
 }
+
+// TestCollectTwoReplicasAtOnce: two replicas' collectors running at once
+// over one storage remove an image pushed over, without an error, and
+// keep the one its tag points to whole.
+func TestCollectTwoReplicasAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.later = past
+	other := e.replica(t, &registry.Options{Clock: func() time.Time { return time.Now().Add(past) }})
+	a, tok := e.pushToken(t, "a")
+	repo := "deployments/" + a + "/agent"
+	imgA, imgB := image(t, 4*kib), image(t, 4*kib)
+	for _, img := range []v1.Image{imgA, imgB} {
+		if err := e.push(img, repo+":v1", tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, 2)
+	for _, r := range []*registry.Registry{e.reg, other.reg} {
+		go func() {
+			_, err := r.Collect(e.ctx, e.tokens)
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("Collect: %v", err)
+		}
+	}
+	if e.pullable(t, tenantA, a, repo, imgA) || !e.pullable(t, tenantA, a, repo, imgB) {
+		t.Errorf("after two collectors at once: A must be gone and B pull whole")
+	}
+}

@@ -101,7 +101,7 @@ func (q *quota) release(deploymentID string) {
 func (q *quota) usage(ctx context.Context, deploymentID string) (blobs int64, err error) {
 	root := path.Join(repositoriesRoot, Repository(deploymentID))
 	linked := map[digest.Digest]bool{}
-	err = q.driver.Walk(ctx, root, func(fi storagedriver.FileInfo) error {
+	err = walk(ctx, q.driver, root, func() { clear(linked) }, func(fi storagedriver.FileInfo) error {
 		rel := strings.TrimPrefix(fi.Path(), root+"/")
 		parts := strings.Split(rel, "/")
 		if fi.IsDir() {
@@ -119,9 +119,6 @@ func (q *quota) usage(ctx context.Context, deploymentID string) (blobs int64, er
 		}
 		return nil
 	})
-	if errors.As(err, new(storagedriver.PathNotFoundError)) {
-		return 0, nil // nothing pushed yet
-	}
 	if err != nil {
 		return 0, err
 	}
