@@ -170,7 +170,7 @@ func (c *collector) deployment(ctx context.Context, id string) error {
 	}
 	c.markTags(repos)
 	for _, img := range images {
-		c.markImage(ctx, id, repos, img)
+		c.markImage(repos, img)
 	}
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(repos)) {
@@ -270,7 +270,7 @@ func (c *collector) markTags(repos map[string]*repo) {
 // markImage keeps the manifest that img names, when it is in one of the
 // deployment's repositories: by digest, or the one its tag points to
 // (the tag kept too).
-func (c *collector) markImage(ctx context.Context, id string, repos map[string]*repo, img string) {
+func (c *collector) markImage(repos map[string]*repo, img string) {
 	named, err := reference.ParseNormalizedNamed(img)
 	if err != nil || !c.r.names.Match(reference.Domain(named)) {
 		return
