@@ -17,7 +17,8 @@
 //
 //	deployments  CreateDeployment, GetDeployment, ListDeployments,
 //	             UpdateDeployment (PATCH), DeleteDeployment,
-//	             DeleteDeploymentWith (force, delete_tracing_project)
+//	             DeleteDeploymentWith (force, delete_tracing_project),
+//	             CountFreeDeployments
 //	revisions    GetRevision, ListRevisions, CreateRevision, RedeployRevision
 //	listeners    CreateListener, GetListener, ListListeners, UpdateListener,
 //	             DeleteListener, DeleteListenerWith (force)
@@ -30,7 +31,8 @@
 //	             AgentRevision, ListAgentDeployments; AgentHeartbeat
 //	tokens       CreateListenerToken, ListListenerTokens, DeleteListenerToken,
 //	             AuthenticateListenerToken
-//	logs         ListLogs, AppendLogs (and Reporter.Log during the work)
+//	logs         ListLogs, ListDeploymentLogs (every revision's, from a
+//	             cursor), AppendLogs (and Reporter.Log during the work)
 //	events       FollowEvents (EventStream.Next), WaitRevision
 //	for HTTP     GetDeploymentJSON, AppendDeploymentJSON (the wire JSON in
 //	             one call), Limits

@@ -124,8 +124,9 @@ type Step struct {
 	ImageVersion *string `json:"image_version,omitempty"`
 	// URL is where the revision answers once active (a base URL, e.g. the
 	// Docker deployer's proxy address); it becomes the deployment's
-	// read-only url (its custom_url instead, when it has one) in the Update
-	// that makes the revision active, so it is reported with Status
+	// read-only url (its custom_url instead, when it has one), and the
+	// custom_url of an internal_source or internal_docker deployment, in
+	// the Update that makes the revision active, so it is reported with Status
 	// DEPLOYED. A step that does not make its revision
 	// active (an older revision reaching DEPLOYED after a newer one) leaves
 	// the url alone.

@@ -247,6 +247,17 @@ type deploymentRecord struct {
 // keyenc.ID(id).
 func (r *deploymentRecord) tail() string { return keyenc.Time(r.CreatedAt.Time()) + keyenc.ID(r.ID) }
 
+// serveAt records that a deployer serves the deployment's active revision
+// at addr: its url becomes addr (servedURL), and the custom_url of a
+// source whose custom_url comes from its deployer (customURLFromDeployer)
+// becomes addr too.
+func (r *deploymentRecord) serveAt(addr string) {
+	if customURLFromDeployer(r.Source) {
+		r.SourceConfig.CustomURL = new(addr)
+	}
+	r.URL = new(r.servedURL(addr))
+}
+
 // servedURL is the deployment's url once a deployer serves it at addr:
 // its custom_url when it has one (an address the operator put in front of
 // the deployer's, wire contract section 10), else addr.

@@ -214,6 +214,9 @@ var rules = []fieldRule{
 		def: dCols{func(d *Deployment) { d.SourceConfig.BuildOnPush = new(false) }, nil, nil, nil},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.BuildOnPush) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.BuildOnPush = src.SourceConfig.BuildOnPush }},
+	// custom_url: the service's for github (Options.CustomURLTemplate), the
+	// client's for external_docker; internal_source's and internal_docker's
+	// is their deployer's address, not in requests (customURLFromDeployer).
 	{loc: []string{"source_config", "custom_url"}, create: cCols{ro, opt, na, na}, patch: pCols{pRO, pIn, pNA, pNA},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.CustomURL) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.CustomURL = src.SourceConfig.CustomURL }},

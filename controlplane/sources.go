@@ -24,6 +24,20 @@ import (
 //   - tracked_packages is kept on the revision a request creates.
 //   - source_tarball_path is checked by Options.Uploads and image_uri
 //     resolved by Options.Images.
+//   - custom_url is not applicable in their requests, but answered: the
+//     deployer's address (customURLFromDeployer).
+
+// customURLFromDeployer says whether the read-only custom_url of a
+// deployment of source s is the address its deployer reports (Step.URL)
+// when a revision becomes active, the same as its url: internal_source
+// and internal_docker (wire contract section 10), so that langgraph
+// deploy and the CLIs' deployment lists, which show custom_url, show where
+// the deployment answers. Their requests may not name one (the rules
+// table's not applicable). github's custom_url is assigned at create
+// (Options.CustomURLTemplate) and external_docker's is the client's.
+func customURLFromDeployer(s Source) bool {
+	return s == SourceInternalSource || s == SourceInternalDocker
+}
 
 // revisionSourceProblem is the problem of a revision_source that is not
 // the deployment's own source (nil: none).

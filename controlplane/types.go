@@ -121,7 +121,9 @@ type Deployment struct {
 	// and 10), read-only: null until a real deployer has deployed a
 	// revision; then source_config.custom_url when the deployment has one
 	// (a PATCH of it changes the url at once), else the address the
-	// Deployer reported (Step.URL). A value in a request is ignored.
+	// Deployer reported (Step.URL). internal_source and internal_docker
+	// deployments answer that address as their custom_url too (wire
+	// contract section 10). A value in a request is ignored.
 	URL *string `json:"url"`
 	// RemoteReconciled (read-only) says that the deployment is reconciled
 	// outside this server: an external_docker deployment (wire contract

@@ -592,7 +592,7 @@ func (cp *ControlPlane) applyToDeployment(tx store.Tx, j *job, rev *revisionReco
 				next.ImageVersion = new(*rev.ImageVersion)
 			}
 			if s.URL != nil {
-				next.URL = new(next.servedURL(*s.URL))
+				next.serveAt(*s.URL)
 			}
 			if next.Status == StatusAwaitingDatabase {
 				next.Status = StatusReady

@@ -297,7 +297,7 @@ func New(o *Options) (*Deployer, error) {
 		}
 		d.cli, d.ownClient = cli, true
 	}
-	d.proxy = newProxy()
+	d.proxy = newProxy(opt.ProxyURL)
 	d.dbs = opt.Databases
 	if s := opt.Services; s != nil && (s.PostgresImage != "" || s.RedisImage != "") {
 		d.dbs = &containerDatabases{d: d, s: s.withDefaults()}

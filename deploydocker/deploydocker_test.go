@@ -2,6 +2,8 @@ package deploydocker_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -366,6 +368,63 @@ func TestCustomURL(t *testing.T) {
 		t.Errorf("url %q, want the custom_url %q", deref(got.URL), custom)
 	}
 	eventually(t, "the proxy serves it", func() bool { v, _ := get(f.proxyURL + "/" + d.ID + "/version"); return v == "v1" })
+}
+
+// An internal_docker deployment (langgraph deploy --image) answers the
+// proxy's address as its url and custom_url (wire contract section 10),
+// and its containers learn where they are mounted: X-Forwarded-Prefix is
+// the url's path, X-Forwarded-Host and -Proto the proxy's, whatever the
+// client sent.
+func TestInternalDockerURLAndForwardedHeaders(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	name, src, img := uniq("lg"), controlplane.SourceInternalDocker, image("server:v1")
+	d, err := f.cp.CreateDeployment(ctx, tenant, &controlplane.CreateDeploymentRequest{Name: &name, Source: &src,
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: &img}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev := f.wait(d.ID, *d.LatestRevisionID); rev.Status != controlplane.RevisionDeployed {
+		t.Fatalf("%s: %s", rev.Status, deref(rev.StatusMessage))
+	}
+	got, err := f.cp.GetDeployment(ctx, tenant, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := f.proxyURL + "/" + d.ID
+	if deref(got.URL) != want || deref(got.SourceConfig.CustomURL) != want {
+		t.Fatalf("url %q, custom_url %q; want both %s", deref(got.URL), deref(got.SourceConfig.CustomURL), want)
+	}
+	eventually(t, "url answers", func() bool { _, err := get(want + "/version"); return err == nil })
+	header := func(name string) string {
+		t.Helper()
+		req, err := http.NewRequest("GET", want+"/header?name="+name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-Host", "evil.example")
+		req.Header.Set("X-Forwarded-Proto", "https")
+		req.Header.Set("X-Forwarded-Prefix", "/evil")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s %s", req.URL, resp.Status, b)
+		}
+		return string(b)
+	}
+	for name, want := range map[string]string{
+		"X-Forwarded-Prefix": "/" + d.ID,
+		"X-Forwarded-Host":   strings.TrimPrefix(f.proxyURL, "http://"),
+		"X-Forwarded-Proto":  "http",
+	} {
+		if got := header(name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
 }
 
 // The network containers join: Docker's default bridge unless the

@@ -52,3 +52,62 @@ func TestProxies(t *testing.T) {
 		t.Errorf("a deployment is in the other Deployer's table")
 	}
 }
+
+// The proxy tells the container where it is mounted: X-Forwarded-Prefix
+// is the path of the deployment's url (ProxyURL's path, then the id),
+// X-Forwarded-Host and -Proto the host and scheme the request came to
+// the proxy with, and X-Forwarded-For its client, whatever of these the
+// client sent. The path and query reach the container without the
+// prefix.
+func TestProxyForwardedHeaders(t *testing.T) {
+	names := []string{"X-Forwarded-Prefix", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-For"}
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.URL.RequestURI())
+		for _, n := range names {
+			io.WriteString(w, "|"+r.Header.Get(n))
+		}
+	}))
+	t.Cleanup(echo.Close)
+	for _, c := range []struct {
+		name, proxyURL, host string
+		headers              map[string]string
+		want                 string
+	}{
+		{name: "at the root", proxyURL: "http://127.0.0.1:8125", host: "agents.example:8125",
+			want: "/threads?limit=2|/dep-1|agents.example:8125|http|127.0.0.1"},
+		{name: "under a path", proxyURL: "https://front.example/deploy/agents/", host: "front.example",
+			want: "/threads?limit=2|/deploy/agents/dep-1|front.example|http|127.0.0.1"},
+		{name: "a client's headers", proxyURL: "http://127.0.0.1:8125", host: "agents.example",
+			headers: map[string]string{"X-Forwarded-Prefix": "/evil", "X-Forwarded-Host": "evil.example",
+				"X-Forwarded-Proto": "https", "X-Forwarded-For": "10.9.8.7"},
+			want: "/threads?limit=2|/dep-1|agents.example|http|127.0.0.1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := New(&Options{Host: "unix:///nonexistent.sock", ProxyURL: c.proxyURL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			d.proxy.set("dep-1", []*backend{{addr: strings.TrimPrefix(echo.URL, "http://")}})
+			srv := httptest.NewServer(d.Proxy())
+			t.Cleanup(srv.Close)
+			req, err := http.NewRequest("GET", srv.URL+"/dep-1/threads?limit=2", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = c.host
+			for k, v := range c.headers {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(b) != c.want {
+				t.Errorf("%s: %q\nwant      %q", resp.Status, b, c.want)
+			}
+		})
+	}
+}

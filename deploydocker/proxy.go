@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,13 @@ type route struct {
 }
 
 // proxy forwards /{deployment id}/... to the deployment's active
-// containers. Switching a deployment to new backends is atomic: a request
+// containers, telling them where they are mounted: X-Forwarded-Prefix is
+// the path of the deployment's url (the path of Options.ProxyURL, then
+// /{deployment id}), so that an app's absolute links stay under it;
+// X-Forwarded-Host and X-Forwarded-Proto are the host and scheme the
+// request came to the proxy with, and X-Forwarded-For its client's
+// address (headers of these names a client sent are replaced, not passed
+// on). Switching a deployment to new backends is atomic: a request
 // picks its backend and counts itself in flight under the read lock, so
 // once set returns, every request still on an old backend is counted and
 // drain can wait for it.
@@ -30,12 +37,18 @@ type proxy struct {
 	mu     sync.RWMutex
 	routes map[string]*route
 	rp     *httputil.ReverseProxy
+	base   string // the path of Options.ProxyURL, without its last '/'
 }
 
 type ctxKey struct{}
 
-func newProxy() *proxy {
+// newProxy returns the proxy of the deployments whose urls are
+// proxyURL/{deployment id}.
+func newProxy(proxyURL string) *proxy {
 	p := &proxy{routes: map[string]*route{}}
+	if u, err := url.Parse(proxyURL); err == nil {
+		p.base = strings.TrimRight(u.EscapedPath(), "/")
+	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			b := pr.In.Context().Value(ctxKey{}).(*target)
@@ -44,7 +57,8 @@ func newProxy() *proxy {
 			pr.Out.URL.Path = b.path
 			pr.Out.URL.RawPath = ""
 			pr.Out.Host = ""
-			pr.SetXForwarded()
+			pr.SetXForwarded() // Rewrite gets Out without the client's X-Forwarded-* headers
+			pr.Out.Header.Set("X-Forwarded-Prefix", b.prefix)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeDetail(w, http.StatusBadGateway, "The deployment's container did not answer.")
@@ -53,10 +67,12 @@ func newProxy() *proxy {
 	return p
 }
 
-// target is where one request goes.
+// target is where one request goes: the container's address, the path
+// there, and the prefix the proxy took off it.
 type target struct {
-	addr string
-	path string
+	addr   string
+	path   string
+	prefix string
 }
 
 func backendsOf(cs []*ctr) []*backend {
@@ -122,7 +138,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer b.inflight.Add(-1)
-	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, &target{addr: b.addr, path: path}))
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, &target{addr: b.addr, path: path, prefix: p.base + "/" + dep}))
 	p.rp.ServeHTTP(w, r)
 }
 

@@ -33,6 +33,13 @@ type Options struct {
 	// FailMessage is the status_message of a simulated failure. Default:
 	// "simulated failure at <status>".
 	FailMessage string
+	// URL, when set, is the address a revision reports with DEPLOYED
+	// (controlplane.Step.URL), "{id}" and "{tenant}" replaced by the
+	// deployment's id and tenant: for a front of an embedder's own, or
+	// tests of what the control plane does with a deployer's address.
+	// Default "": none, as nothing answers for a simulated revision (its
+	// deployment's url stays null).
+	URL string
 }
 
 // Deployer is the simulated controlplane.Deployer. It is safe for
@@ -42,6 +49,7 @@ type Deployer struct {
 	step   time.Duration
 	failAt controlplane.RevisionStatus
 	msg    string
+	url    string
 }
 
 var _ controlplane.Deployer = (*Deployer)(nil)
@@ -55,7 +63,7 @@ func New(opts *Options) *Deployer {
 	if o.Step <= 0 {
 		o.Step = DefaultStep
 	}
-	return &Deployer{step: o.Step, failAt: o.FailAt, msg: o.FailMessage}
+	return &Deployer{step: o.Step, failAt: o.FailAt, msg: o.FailMessage, url: o.URL}
 }
 
 // Deploy walks the revision along its source's happy path from its current
@@ -64,7 +72,7 @@ func New(opts *Options) *Deployer {
 // QUEUED), one Report per status after a delay of one step. On the way it
 // reports, for github revisions, repo_commit_sha when the revision has none
 // (FakeCommitSHA of repo_url and repo_ref) as it enters BUILDING, and on
-// DEPLOYED the image version (ImageVersion). When a report is refused (the
+// DEPLOYED the image version (ImageVersion) and Options.URL, when set. When a report is refused (the
 // revision was superseded, the deployment is being deleted, the lease was
 // lost) or fails, Deploy stops and returns nil: the control plane calls it
 // again if the work is still pending. Before each report it writes that
@@ -95,6 +103,9 @@ func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 		}
 		if next == controlplane.RevisionDeployed {
 			st.ImageVersion = new(ImageVersion(w, sha))
+			if d.url != "" {
+				st.URL = new(strings.NewReplacer("{id}", w.Deployment.ID, "{tenant}", w.Tenant).Replace(d.url))
+			}
 		}
 		if r.Log(ctx, StepLog(w, next, sha)...) != nil || r.Report(ctx, st) != nil {
 			return nil

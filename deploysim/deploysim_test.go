@@ -2,6 +2,7 @@ package deploysim_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -347,5 +348,25 @@ func runToDeployedAndDelete(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// DEPLOYED reports no url by default (nothing answers), and Options.URL
+// with the deployment's id and tenant when set.
+func TestURL(t *testing.T) { synctest.Test(t, reportsURL) }
+
+func reportsURL(t *testing.T) {
+	for _, c := range []struct{ url, want string }{
+		{"", ""},
+		{"http://sim.example/{tenant}/{id}", "http://sim.example/" + tenant + "/{id}"},
+	} {
+		e := newEnv(t)
+		d := e.docker()
+		e.drain(deploysim.New(&deploysim.Options{Step: tiny, URL: c.url}))
+		got := e.deployment(d)
+		want := strings.ReplaceAll(c.want, "{id}", d.ID)
+		if (want == "") != (got.URL == nil) || (got.URL != nil && *got.URL != want) {
+			t.Errorf("Options.URL %q: url %v, want %q", c.url, got.URL, want)
+		}
 	}
 }

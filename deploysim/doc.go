@@ -15,7 +15,9 @@
 // the pushed commit); DEPLOYED reports ImageVersion. Options.FailAt makes
 // revisions fail at a chosen status with the failure of its phase
 // (BUILDING -> BUILD_FAILED, DEPLOYING -> DEPLOY_FAILED, ...), for tests
-// and demos. Teardown waits one step and succeeds.
+// and demos. Nothing answers for a simulated revision, so DEPLOYED reports
+// no url unless Options.URL names one. Teardown waits one step and
+// succeeds.
 //
 // Each step also writes plausible log lines (StepLog, every message
 // starting "[simulated]") through Reporter.Log before it is reported: the

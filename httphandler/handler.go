@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"path"
 	"runtime/debug"
 	"slices"
@@ -320,11 +321,23 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 			methods[rt.path] = append(methods[rt.path], http.MethodHead)
 		}
 	}
+	unrouted := h.serve(route{public: true, serve: (*handler).unrouted})
 	for p, ms := range methods {
 		slices.Sort(ms)
 		h.allow[p] = strings.Join(ms, ", ")
+		// A literal path beside a wildcard one (/v2/deployments/free-count
+		// beside /v2/deployments/{deployment_id}) answers 405 for the
+		// methods it does not serve, not the wildcard route's answer.
+		for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if strings.Contains(p, "{") || slices.Contains(ms, m) {
+				continue
+			}
+			if _, pattern := h.mux.Handler(&http.Request{Method: m, URL: &url.URL{Path: p}}); pattern != "" {
+				h.mux.Handle(m+" "+p, unrouted)
+			}
+		}
 	}
-	h.mux.Handle("/", h.serve(route{public: true, serve: (*handler).unrouted}))
+	h.mux.Handle("/", unrouted)
 	h.unclean = h.serve(route{public: true, serve: func(*handler, *call) (int, any, error) {
 		return 0, nil, &statusError{status: http.StatusNotFound, detail: "Not Found"}
 	}})

@@ -6,11 +6,14 @@ import (
 	"github.com/deployplane/deployplane/controlplane"
 )
 
-// The log routes (wire contract section 9): the hosted API's GET
+// The log routes (wire contract sections 9 and 11): the hosted API's GET
 // .../revisions/{revision_id}/logs, and the POST routes langgraph-cli's
 // `deploy logs` calls, whose project id is the deployment id. Each decodes
 // the query or the body into a controlplane.LogQuery, which the
-// ControlPlane validates (ListLogs), and answers its LogPage.
+// ControlPlane validates (ListLogs), and answers its LogPage. GET
+// /v2/deployment-logs decodes its query into a
+// controlplane.DeploymentLogQuery (ListDeploymentLogs) and answers its
+// DeploymentLogPage.
 
 // logQueryParams documents the query of GET .../logs.
 var logQueryParams = []param{
@@ -92,5 +95,48 @@ func (h *handler) projectLogs(c *call, typ controlplane.LogType, withRevision bo
 		rev = ids[1]
 	}
 	p, err := h.cp.ListLogs(c.r.Context(), c.tenant, ids[0], rev, q)
+	return http.StatusOK, p, err
+}
+
+// deploymentLogParams documents the query of GET /v2/deployment-logs, as
+// the hosted service names it.
+var deploymentLogParams = []param{
+	qFormat("deployment_id", "The deployment whose logs to read.", "uuid").must(),
+	qFormat("revision_id", "Only this revision's log; without it, every revision's in turn.", "uuid"),
+	qEnum("log_type", "The log: BUILD or DEPLOY (any case).", "BUILD", "DEPLOY").with("DEPLOY"),
+	qFormat("start_time", "RFC 3339; only lines at or after it.", "date-time"),
+	qFormat("end_time", "RFC 3339; only lines before it.", "date-time"),
+	qEnum("sort_order", "asc (oldest revision and line first) or desc.", "asc", "desc").with("asc"),
+	qInt("page_size", "Page size.", 1, controlplane.MaxDeploymentLogPageSize, controlplane.DefaultDeploymentLogPageSize),
+	qStr("cursor", "The next_cursor of the previous page (opaque; valid for the same tenant, deployment_id, revision_id, log_type and sort_order)."),
+	qStr("query", "Only lines whose message contains this, ignoring case."),
+	qStr("level", "Only lines of this level: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case; WARN is WARNING)."),
+}
+
+// parseDeploymentLogQuery reads the query of GET /v2/deployment-logs for
+// the tenant.
+func parseDeploymentLogQuery(raw, tenant string) (*controlplane.DeploymentLogQuery, error) {
+	p := newQueryParser(raw)
+	q := &controlplane.DeploymentLogQuery{
+		DeploymentID: p.str("deployment_id"),
+		RevisionID:   p.str("revision_id"),
+		LogType:      p.str("log_type"),
+		SortOrder:    p.str("sort_order"),
+		PageSize:     p.intp("page_size"),
+		Cursor:       p.str("cursor"),
+		Query:        p.str("query"),
+		Level:        p.str("level"),
+		StartTime:    p.str("start_time"),
+		EndTime:      p.str("end_time"),
+	}
+	return q, p.done(func(controlplane.Limits) error { return q.Validate(tenant) }, controlplane.Limits{})
+}
+
+func (h *handler) deploymentLogs(c *call) (int, any, error) {
+	q, err := parseDeploymentLogQuery(c.r.URL.RawQuery, c.tenant)
+	if err != nil {
+		return 0, nil, err
+	}
+	p, err := h.cp.ListDeploymentLogs(c.r.Context(), c.tenant, q)
 	return http.StatusOK, p, err
 }

@@ -255,6 +255,8 @@ var namePathParams = map[string]bool{"provider_id": true, "auth_id": true}
 var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[controlplane.DeploymentPage]():        "DeploymentsList",
 	reflect.TypeFor[controlplane.RevisionPage]():          "RevisionsList",
+	reflect.TypeFor[controlplane.DeploymentLogPage]():     "DeploymentLogsList",
+	reflect.TypeFor[freeCountBody]():                      "FreeDeploymentCount",
 	reflect.TypeFor[controlplane.ListenerPage]():          "ListenersList",
 	reflect.TypeFor[controlplane.CreateListenerRequest](): "ListenerCreateRequest",
 	reflect.TypeFor[controlplane.UpdateListenerRequest](): "ListenerPatchRequest",
@@ -320,7 +322,7 @@ var requestOnly = map[reflect.Type]bool{
 var neverNull = map[string]bool{
 	"Deployment.secrets": true, "Revision.status_history": true, "ComputeConfig.k8s_namespaces": true,
 	"DeploymentPage.resources": true, "RevisionPage.resources": true, "ListenerPage.resources": true,
-	"LogPage.logs": true, "HTTPValidationError.detail": true,
+	"LogPage.logs": true, "DeploymentLogPage.items": true, "HTTPValidationError.detail": true,
 	"registryErrors.errors": true, "jwkSet.keys": true,
 	"ListenerTokenPage.resources": true, "AgentDeploymentPage.deployment_ids": true,
 }

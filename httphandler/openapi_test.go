@@ -209,6 +209,16 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	as(keyA, "POST", "/v1/projects/{project_id}/revisions/{revision_id}/build_logs", `{"limit": 10}`, 200)
 	as(keyA, "POST", "/v1/projects/{project_id}/revisions/{revision_id}/deploy_logs", "", 200)
 	as(keyA, "POST", "/v1/projects/{project_id}/deploy_logs", `{"order": "desc"}`, 200)
+	if err := cp.AppendLogs(context.Background(), tenantA, f.docker.ID, *f.docker.LatestRevisionID,
+		controlplane.LogLine{Type: controlplane.LogDeploy, Message: "listening"}); err != nil {
+		t.Fatal(err)
+	}
+	if dl := at("GET", "/v2/deployment-logs", "/v2/deployment-logs?deployment_id="+f.docker.ID+"&page_size=1&sort_order=desc", "", 200); !strings.Contains(string(dl.body), `"items":[{`) {
+		t.Errorf("deployment-logs answered no line: %s", dl.body)
+	}
+	at("GET", "/v2/deployment-logs", "/v2/deployment-logs?page_size=0", "", 422)
+	at("GET", "/v2/deployment-logs", "/v2/deployment-logs?deployment_id=00000000-0000-7000-8000-0000000000ff", "", 404)
+	as(keyA, "GET", "/v2/deployments/free-count", "", 200)
 
 	// Listeners.
 	l := as(keyA, "POST", "/v2/listeners", `{"compute_type": "k8s", "compute_id": "cluster-9"}`, 201)

@@ -98,7 +98,7 @@ func (rt route) tag() string {
 	case rt.agent:
 		return "agents"
 	case len(parts) > 2 && (parts[1] == "v1" || parts[1] == "v2"):
-		if parts[2] == "projects" || strings.HasSuffix(rt.path, "/logs") {
+		if parts[2] == "projects" || parts[2] == "deployment-logs" || strings.HasSuffix(rt.path, "/logs") {
 			return "logs"
 		}
 		if len(parts) > 4 && parts[2] == "deployments" && parts[4] == "revisions" {
@@ -186,6 +186,18 @@ func (h *handler) routes() []route {
 		{method: http.MethodPost, path: "/v1/projects/{project_id}/deploy_logs", serve: (*handler).projectDeployLogs,
 			summary: "Read the deploy log of the deployment's latest revision (langgraph-cli; the project id is the deployment id)",
 			body:    cp.LogQuery{}, bodyOptional: true, status: http.StatusOK, resp: cp.LogPage{}},
+		{method: http.MethodGet, path: "/v2/deployment-logs", serve: (*handler).deploymentLogs, op: "list_deployment_log_entries",
+			summary: "Read the build or deploy logs of a deployment's revisions (or of one), a page at a time from a cursor",
+			description: "Every revision's log in turn, oldest revision first (the reverse with sort_order=desc), each line as the " +
+				"revision log routes answer it. next_cursor is a place in the logs, bound to the tenant and to deployment_id, " +
+				"revision_id and log_type: pass it back with the same query for the next page; null at the end of the logs. " +
+				"A page may hold fewer lines than page_size (none, even) before the end when a filter matches few of the lines " +
+				"it read.",
+			status: http.StatusOK, resp: cp.DeploymentLogPage{}, query: deploymentLogParams, errors: []int{http.StatusNotFound}},
+		// The free tier (freecount.go).
+		{method: http.MethodGet, path: "/v2/deployments/free-count", serve: (*handler).freeDeploymentCount, op: "get_free_deployment_count",
+			summary: "Count the tenant's deployments of the free types (dev_free, dev_free_zero)",
+			status:  http.StatusOK, resp: freeCountBody{}},
 		// Event streams (events.go).
 		{method: http.MethodGet, path: "/v2/events", serve: (*handler).tenantEvents,
 			summary: "The tenant's events as Server-Sent Events (text/event-stream): deployment, revision, log; resumes after Last-Event-ID",

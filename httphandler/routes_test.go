@@ -165,6 +165,11 @@ func TestTenantIsolation(t *testing.T) {
 		if strings.HasSuffix(op.path, "/logs") {
 			path += "?type=build" // required: without it the answer is a 422, whoever asks
 		}
+		namesA := strings.Contains(op.path, "{")
+		if op.path == "/v2/deployment-logs" {
+			path += "?deployment_id=" + f.github.ID // names A's deployment in its query
+			namesA = true
+		}
 		body := ""
 		if op.hasBody {
 			body = `{"source_config": {"build_on_push": true}, "version": "9"}`
@@ -179,7 +184,7 @@ func TestTenantIsolation(t *testing.T) {
 				if r.status != 200 || string(r.body) != `{"status":"not_found","token":null}`+"\n" {
 					t.Errorf("tenant B waits on A's flow: %d %s", r.status, r.body)
 				}
-			case strings.Contains(op.path, "{"):
+			case namesA:
 				d := detail(t, r)
 				if r.status != 404 || !strings.HasSuffix(d, " not found.") || strings.Contains(d, tenantA) {
 					t.Errorf("tenant B on A's resource: %d %s", r.status, r.body)

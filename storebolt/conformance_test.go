@@ -35,3 +35,9 @@ func TestControlPlaneStateMachine(t *testing.T) {
 func TestControlPlaneLogs(t *testing.T) {
 	controlplanetest.RunLogs(t, func() (store.Store, error) { return storebolt.Open(filepath.Join(t.TempDir(), "db"), nil) })
 }
+
+// TestControlPlaneDeploymentLogs runs the deployment logs' model test
+// over storebolt.
+func TestControlPlaneDeploymentLogs(t *testing.T) {
+	controlplanetest.RunDeploymentLogs(t, func() (store.Store, error) { return storebolt.Open(filepath.Join(t.TempDir(), "db"), nil) })
+}

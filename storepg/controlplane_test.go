@@ -621,6 +621,20 @@ func TestControlPlaneLogs(t *testing.T) {
 	})
 }
 
+// TestControlPlaneDeploymentLogs runs the deployment logs' model test
+// over storepg, a new schema per sequence.
+func TestControlPlaneDeploymentLogs(t *testing.T) {
+	pool, err := pgxpool.New(context.Background(), testDSN(t))
+	if err != nil {
+		t.Fatalf("pgxpool.New: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	limitRapidChecks(t, rapidChecks)
+	controlplanetest.RunDeploymentLogs(t, func() (store.Store, error) {
+		return storepg.OpenPool(context.Background(), pool, &storepg.Options{Schema: newSchema(t, pool)})
+	})
+}
+
 // limitRapidChecks sets rapid's number of checks to n for the rest of the
 // test, unless the command line (-rapid.checks) or the environment
 // (RAPID_CHECKS) chose one.

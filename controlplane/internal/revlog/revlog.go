@@ -3,6 +3,9 @@
 // bounded by lines and bytes (the oldest lines are dropped, and counted,
 // in the transaction that writes past a bound), read a page at a time in
 // either order from an opaque offset, filtered by level, text and time.
+// Walk reads the logs of one kind of all a deployment's revisions the same
+// way, one after the other, from a Place, reading at most a budget of
+// lines per page.
 //
 // It knows nothing of deployments beyond the names in a Key: whether a
 // revision exists, who may write its logs and what else a written line
@@ -378,29 +381,50 @@ func (f *Filter) match(query string, level Level, at time.Time, msg []byte) bool
 // newest dropped line, which pages and filters like any other. A log never
 // written is empty. The page is never nil.
 func (l *Logs) List(r store.Reader, k Key, f *Filter) ([]Entry, error) {
-	page := []Entry{}
+	res, err := l.list(r, k, f, 0)
+	return res.page, err
+}
+
+// listed is what list read of one log.
+type listed struct {
+	page []Entry
+	// read is how many stored lines list read (matching f or not).
+	read int
+	// last is the place of the last line read, the marker of dropped
+	// lines included (when read or page is not empty).
+	last uint64
+	// end: list reached the end of the log in f's order (the page is not
+	// full, and the budget did not run out).
+	end bool
+}
+
+// list is List reading at most budget stored lines (0: no bound).
+func (l *Logs) list(r store.Reader, k Key, f *Filter, budget int) (listed, error) {
+	res := listed{page: []Entry{}}
 	prefix := k.prefix()
 	m, found, err := readMeta(r, prefix)
 	if err != nil || !found {
-		return page, err
+		res.end = true
+		return res, err
 	}
 	limit := max(f.Limit, 1)
 	query := strings.ToLower(f.Query)
 	marker := func() {
-		if m.Dropped == 0 || len(page) == limit {
+		if m.Dropped == 0 || len(res.page) == limit {
 			return
 		}
 		seq := m.First - 1
 		if f.After != nil && (f.Desc && seq >= *f.After || !f.Desc && seq <= *f.After) {
 			return
 		}
+		res.last = seq
 		at := time.UnixMicro(m.DropAt).UTC()
 		msg := fmt.Sprintf("%d earlier lines dropped: this log keeps its last %d lines and %d bytes of messages",
 			m.Dropped, l.o.MaxLines, l.o.MaxBytes)
 		if !f.match(query, Warning, at, []byte(msg)) {
 			return
 		}
-		page = append(page, Entry{Seq: seq, Dropped: m.Dropped, Time: at, Level: Warning, Message: msg})
+		res.page = append(res.page, Entry{Seq: seq, Dropped: m.Dropped, Time: at, Level: Warning, Message: msg})
 	}
 	opts := &store.ScanOptions{Reverse: f.Desc}
 	switch {
@@ -414,30 +438,37 @@ func (l *Logs) List(r store.Reader, k Key, f *Filter) ([]Entry, error) {
 	if !f.Desc {
 		marker()
 	}
-	if opts != nil && len(page) < limit {
+	scanned := opts == nil // the lines were read to the end
+	if opts != nil && len(res.page) < limit {
 		err = r.Scan(Collection, prefix+"/", opts, func(k string, v []byte) (bool, error) {
+			if budget > 0 && res.read == budget {
+				return false, nil // more lines wait: the budget ran out
+			}
 			level, at, msg, err := decodeLine(v)
 			if err != nil {
 				return false, err
-			}
-			if !f.match(query, level, at, msg) {
-				return true, nil
 			}
 			seq, err := strconv.ParseUint(k[len(prefix)+1:], 16, 64)
 			if err != nil {
 				return false, fmt.Errorf("revlog: malformed log key %q", k)
 			}
-			page = append(page, Entry{Seq: seq, Time: at, Level: level, Message: string(msg)})
-			return len(page) < limit, nil
+			res.read++
+			res.last = seq
+			if f.match(query, level, at, msg) {
+				res.page = append(res.page, Entry{Seq: seq, Time: at, Level: level, Message: string(msg)})
+			}
+			return len(res.page) < limit, nil
 		})
 		if err != nil {
-			return nil, err
+			return listed{}, err
 		}
+		scanned = len(res.page) < limit && (budget == 0 || res.read < budget)
 	}
-	if f.Desc {
+	if f.Desc && scanned {
 		marker()
 	}
-	return page, nil
+	res.end = scanned && len(res.page) < limit
+	return res, nil
 }
 
 // EncodeOffset and DecodeOffset are the opaque offsets of pages: the

@@ -6,6 +6,7 @@
 //	POST /ready     makes /ok answer 200 (MODE=gated)
 //	GET  /version   $VERSION (set in the image's config)
 //	GET  /env?name= the value of an environment variable
+//	GET  /header?name= the value of a header of the request
 //	GET  /memlimit  the cgroup memory limit, in bytes ("max" when none)
 //	GET  /port      the port it listens on, which tells replicas apart
 //	POST /say?line= prints the line on stdout (stderr with &stream=stderr)
@@ -46,6 +47,7 @@ func main() {
 	mux.HandleFunc("POST /ready", func(w http.ResponseWriter, r *http.Request) { ready.Store(true) })
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, os.Getenv("VERSION")) })
 	mux.HandleFunc("GET /env", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, os.Getenv(r.URL.Query().Get("name"))) })
+	mux.HandleFunc("GET /header", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, r.Header.Get(r.URL.Query().Get("name"))) })
 	mux.HandleFunc("POST /say", func(w http.ResponseWriter, r *http.Request) {
 		out := os.Stdout
 		if r.URL.Query().Get("stream") == "stderr" {
