@@ -36,6 +36,13 @@ var ErrRefused = errors.New("agent: the control plane refused the agent's creden
 // token's, or Options.TenantID with an API key); the tenant parameters of
 // the State methods are not sent. A deployment that is not on the
 // listener is not found (*apierr.NotFoundError), as one that is gone.
+//
+// It keeps the deployments and the terminal revisions it was answered,
+// and answers again from them while the listener's list of deployments,
+// read at most every 5 seconds when the State is asked (a request per
+// 1,000 deployments), says a deployment's record is unchanged: a
+// deployer reconciling an unchanged cluster asks the control plane
+// nothing else. Such an answer is at most those 5 seconds old.
 type Client struct {
 	base     string // the control plane's base URL, without a trailing slash
 	listener string
@@ -50,6 +57,8 @@ type Client struct {
 	// refused is called with the error of a 401 or 403 answer (the Agent
 	// stops its Run).
 	refused func(error)
+	// cache keeps the State's answers (cache.go).
+	cache stateCache
 }
 
 // NewClient returns a Client for the connection fields of o:
@@ -315,28 +324,44 @@ func (e *refusedError) Unwrap() error { return ErrRefused }
 // an error matching ErrRefused, or a failure to reach the control plane
 // (tried a few times first).
 func (c *Client) GetDeployment(ctx context.Context, _ string, id string) (*controlplane.Deployment, error) {
+	digest := c.digest(ctx, id)
+	if d := c.cache.keptDeployment(id, digest); d != nil {
+		return d, nil
+	}
 	var d controlplane.Deployment
 	err := c.state(ctx, func(ctx context.Context) error {
 		_, err := c.call(ctx, http.MethodGet, "deployments/"+url.PathEscape(id), nil, nil, &d, 0)
 		return err
 	})
 	if err != nil {
+		if isNotFound(err) {
+			c.cache.forget(id)
+		}
 		return nil, err
 	}
+	c.cache.keepDeployment(&d, digest)
 	return &d, nil
 }
 
 // GetRevision returns a revision of a deployment of the agent's listener.
 // Errors: as GetDeployment.
 func (c *Client) GetRevision(ctx context.Context, _ string, deploymentID, revisionID string) (*controlplane.Revision, error) {
+	digest := c.digest(ctx, deploymentID)
+	if r := c.cache.keptRevision(deploymentID, revisionID, digest); r != nil {
+		return r, nil
+	}
 	var r controlplane.Revision
 	err := c.state(ctx, func(ctx context.Context) error {
 		_, err := c.call(ctx, http.MethodGet, "deployments/"+url.PathEscape(deploymentID)+"/revisions/"+url.PathEscape(revisionID), nil, nil, &r, 0)
 		return err
 	})
 	if err != nil {
+		if isNotFound(err) {
+			c.cache.forget(deploymentID)
+		}
 		return nil, err
 	}
+	c.cache.keepRevision(deploymentID, &r, digest)
 	return &r, nil
 }
 

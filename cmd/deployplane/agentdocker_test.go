@@ -44,7 +44,7 @@ func TestAgentOnDocker(t *testing.T) {
 	}
 	defer cli.Close()
 
-	_, url := startServerProc(t, map[string]string{"DEPLOYPLANE_API_KEY": "k"},
+	_, url := startServerProc(t, nil, map[string]string{"DEPLOYPLANE_API_KEY": "k"},
 		"-db", filepath.Join(t.TempDir(), "db"), "-sim-agents=false", "-registry-addr", "off")
 	status, l := call(t, "POST", url+"/v2/listeners", "k", `{"compute_type": "docker", "compute_id": "edge-`+randSuffix()+`"}`)
 	if status != 201 {

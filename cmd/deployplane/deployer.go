@@ -44,6 +44,7 @@ type deployerFlags struct {
 	healthTimeout  time.Duration
 	buildBaseImage string
 	kubeconfig     string // Kubernetes clusters for k8s listeners ('' = home's ~/.kube/config)
+	k8sInstance    string // the label value of the server's Kubernetes objects
 	home           string // $HOME
 	// dockerEndpoints are the Docker engines docker listeners name
 	// (-docker-endpoint NAME=ADDRESS, repeated).
@@ -94,6 +95,7 @@ func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.kind, "deployer", "sim", "sim (simulated) or docker")
 	f.registerEngines(fs, getenv)
 	fs.StringVar(&f.dockerInstance, "docker-instance", deploydocker.DefaultInstance, "label value that marks this server's containers")
+	fs.StringVar(&f.k8sInstance, "k8s-instance", deployk8s.DefaultInstance, "label value that marks this server's Kubernetes objects")
 	fs.Var(&f.dockerEndpoints, "docker-endpoint", "NAME=ADDRESS: a Docker engine that deployments with a docker listener whose compute_id is NAME run on (repeatable; the other -docker-* flags apply to it)")
 }
 

@@ -31,13 +31,14 @@ const inClusterName = "in-cluster"
 // kubeconfig (files: -kubeconfig, default $KUBECONFIG: one file, or several
 // separated by ':' and merged by kubectl's rules; none: home's
 // ~/.kube/config when it exists), or for the cluster the server runs in
-// (in a pod, without a kubeconfig), and starts their reconciliation. A
+// (in a pod, without a kubeconfig), their objects labelled instance
+// (-k8s-instance), and starts their reconciliation. A
 // file that cannot be read or parsed, and a context that cannot be used (a
 // certificate that cannot be read, a cluster or user it names that no file
 // has), are logged and leave the others working: such a context's
 // deployments fail saying so and /readyz reports it. No kubeconfig and no
 // pod: no clusters.
-func kubeClusters(ctx context.Context, files, home string, state deployk8s.State, pulls pullTokenFunc, log *slog.Logger) (clusters map[string]controlplane.Deployer, stop func(), err error) {
+func kubeClusters(ctx context.Context, files, home, instance string, state deployk8s.State, pulls pullTokenFunc, log *slog.Logger) (clusters map[string]controlplane.Deployer, stop func(), err error) {
 	configs := map[string]*rest.Config{}
 	clusters = map[string]controlplane.Deployer{}
 	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(files)}
@@ -94,7 +95,7 @@ func kubeClusters(ctx context.Context, files, home string, state deployk8s.State
 			clusters[name] = &brokenCluster{name: name, err: err}
 			continue
 		}
-		d, err := newKubeDeployer(cli, name, "", state, pulls, log)
+		d, err := newKubeDeployer(cli, name, instance, 0, state, pulls, log)
 		if err != nil {
 			stop()
 			return nil, nil, err
@@ -127,11 +128,13 @@ func kubeClusters(ctx context.Context, files, home string, state deployk8s.State
 
 // newKubeDeployer is the deployk8s.Deployer of one cluster, the server's
 // or an agent's: its objects labelled instance ("" for
-// deployk8s.DefaultInstance), the stored state read from state, the
+// deployk8s.DefaultInstance), reconciled every reconcileEvery (0 for
+// deployk8s.DefaultReconcileEvery), the stored state read from state, the
 // images of the server's registry pulled through a Secret of pulls (nil:
 // none).
-func newKubeDeployer(cli kubernetes.Interface, name, instance string, state deployk8s.State, pulls pullTokenFunc, log *slog.Logger) (*deployk8s.Deployer, error) {
-	o := &deployk8s.Options{Client: cli, Cluster: name, Instance: instance, State: state, Logger: log}
+func newKubeDeployer(cli kubernetes.Interface, name, instance string, reconcileEvery time.Duration, state deployk8s.State, pulls pullTokenFunc,
+	log *slog.Logger) (*deployk8s.Deployer, error) {
+	o := &deployk8s.Options{Client: cli, Cluster: name, Instance: instance, ReconcileEvery: reconcileEvery, State: state, Logger: log}
 	if pulls != nil {
 		o.PullSecrets = &deployk8s.PullSecrets{Credentials: pulls}
 	}
@@ -213,7 +216,7 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		desc = []any{"deployer", "simulated", "sim_step", simStep}
 	}
 	desc = append(desc, dockers.desc...)
-	clusters, stopClusters, err := kubeClusters(ctx, f.kubeconfig, f.home, env.state, env.pulls, env.log)
+	clusters, stopClusters, err := kubeClusters(ctx, f.kubeconfig, f.home, f.k8sInstance, env.state, env.pulls, env.log)
 	if err != nil {
 		dockers.stop()
 		return nil, nil, nil, err

@@ -74,6 +74,7 @@ Usage:
                 [-docker-database-timeout 3m] [-docker-pull-retry-timeout 3m]
                 [-shared-postgres-dsn DSN [-shared-redis-url URL]]
                 [-docker-health-path /ok] [-docker-health-timeout 3m]
+                [-kubeconfig FILE[:FILE...]] [-k8s-instance NAME]
                 [-build-base-image IMAGE] [-tenant-workers N]
                 [-registry-addr auto|off|HOST:PORT] [-registry-host HOST:PORT]
                 [-registry-storage DIR|s3://BUCKET]
@@ -269,6 +270,12 @@ Flags:
                       and its deployments fail; the others work. A listener
                       naming a context not given here is served by agents
                       (see "Listeners and agents", docs/kubernetes.md)
+    -k8s-instance NAME
+                      the label value that marks this server's Kubernetes
+                      objects, which it reconciles and deletes (default
+                      deployplane); servers sharing a cluster need different
+                      ones, or the same one when they are replicas of one
+                      install
     -build-base-image IMAGE
                       the base image of the Dockerfiles generated for github
                       revisions without their own (as langgraph build

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -24,13 +25,24 @@ type proc struct {
 // killed at the end of the test if still running.
 func startProc(t *testing.T, env map[string]string, args ...string) *proc {
 	t.Helper()
+	return startProcTee(t, nil, env, args...)
+}
+
+// startProcTee is startProc, the process's output also copied to tee
+// when not nil.
+func startProcTee(t *testing.T, tee io.Writer, env map[string]string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(binary(t), args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	p := &proc{cmd: cmd, stderr: newWatcher(), done: make(chan struct{})}
-	cmd.Stderr, cmd.Stdout = p.stderr, p.stderr
+	var out io.Writer = p.stderr
+	if tee != nil {
+		out = io.MultiWriter(p.stderr, tee)
+	}
+	cmd.Stderr, cmd.Stdout = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -46,10 +58,10 @@ func startProc(t *testing.T, env map[string]string, args ...string) *proc {
 }
 
 // startServerProc starts a server process on a free port with args and
-// env, and answers its URL.
-func startServerProc(t *testing.T, env map[string]string, args ...string) (*proc, string) {
+// env (its output also copied to tee when not nil), and answers its URL.
+func startServerProc(t *testing.T, tee io.Writer, env map[string]string, args ...string) (*proc, string) {
 	t.Helper()
-	p := startProc(t, env, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	p := startProcTee(t, tee, env, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
 	select {
 	case url := <-p.stderr.addr:
 		return p, url
