@@ -38,5 +38,9 @@
 // that another agent of the listener (or this one restarted) takes it at
 // once; work of an agent that died is taken over once its lease expires.
 // A refused credential (401, 403: the token was revoked) stops Run with an
-// error that says so.
+// error that says so. The Client keeps the deployments and terminal
+// revisions the deployers read, and answers again from them while the
+// listener's list of deployments (with each one's record digest, read at
+// most every 5 s) says they are unchanged: an idle agent's reconciliations
+// cost that list, not a request per deployment.
 package agent

@@ -79,7 +79,19 @@ func agentScale(t *testing.T, n int, reconcileEvery time.Duration, idleGets int)
 	contexts := []string{"kube-a", "kube-b"}
 	stamp := randSuffix()
 	for _, name := range contexts {
-		ensurePods(t, kubeClient(t, kubeconfig, name), name, (n+1)/2*podsPerDeployment, "scale-"+stamp)
+		cli := kubeClient(t, kubeconfig, name)
+		ensurePods(t, cli, name, (n+1)/2*podsPerDeployment, "scale-"+stamp)
+		// What a run that failed leaves (in the listeners' namespace,
+		// default): the owners of its deployments, and with them
+		// (garbage collection) the rest.
+		t.Cleanup(func() {
+			sel := fmt.Sprintf("%s in (scale-%s, scale-%s-%s)", deployk8s.LabelInstance, stamp, stamp, name)
+			bg := metav1.DeletePropagationBackground
+			if err := cli.CoreV1().ConfigMaps(metav1.NamespaceDefault).DeleteCollection(context.Background(),
+				metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+				t.Logf("%s: removing what the test left: %v", name, err)
+			}
+		})
 	}
 	// Two keys of one tenant: "k" creates, deletes and follows the
 	// events, "g" sends the GETs whose latency is measured, each within
@@ -124,13 +136,10 @@ func agentScale(t *testing.T, n int, reconcileEvery time.Duration, idleGets int)
 	ours := rollout(t, url, listeners, n, "agent-"+stamp)
 	rolled := agentLog.count(ours.start, ours.end)
 
-	// Idle: once each agent's reconciliation has found every deployment
-	// unchanged, a window of two of its periods (10 s at least).
-	agentLog.awaitSteady(t, listeners, ours.end)
+	// Idle: a window of two of the agents' periods (10 s at least) in
+	// which their reconciliations found every deployment unchanged.
 	window := max(2*reconcileEvery, 10*time.Second)
-	from := time.Now()
-	time.Sleep(window) // the window's length is the measure, not a condition
-	idle := agentLog.count(from, time.Now())
+	idle := agentLog.count(agentLog.awaitSteady(t, listeners, ours.end, window))
 	ours.idle = getLoadFor(t, url, ours.ids, idleGets)
 
 	t.Logf("%d deployments (%d failed) over %v, %d revisions at once: agents %v (%v per deployment); push (baseline) %v (%v per deployment; %d failed); x-baseline %.2f",
@@ -686,48 +695,53 @@ func (r *requestTally) count(from, to time.Time) counted {
 	return c
 }
 
-// awaitSteady waits until, for each listener's agent, the requests
-// between its last two pages of the listener's deployments (each
-// reconciliation reads one), after since, asked for no deployment and no
-// revision: its reconciliation finds everything unchanged. It fails the
-// test shortly before its deadline, saying what the agents still ask.
-func (r *requestTally) awaitSteady(t *testing.T, listeners []string, since time.Time) {
+// awaitSteady waits, after since, for a window of length window that
+// starts with one of each listener's agent's reading of the list of its
+// deployments and in which no agent asked for a deployment or a revision
+// (each reconciliation begins with that list, so the window holds at
+// least one that found everything unchanged when it is longer than two of
+// their periods), and answers the window. It fails the test shortly
+// before its deadline, saying what the agents still ask.
+func (r *requestTally) awaitSteady(t *testing.T, listeners []string, since time.Time, window time.Duration) (from, to time.Time) {
 	t.Helper()
 	deadline := nearDeadline(t)
 	for {
 		r.mu.Lock()
-		steady, why := true, ""
+		// The last request of any kind that asked for a deployment or a
+		// revision, and the newest request seen.
+		var asked, newest time.Time
+		for _, q := range r.reqs {
+			if q.at.After(newest) {
+				newest = q.at
+			}
+			if (q.kind == "deployment" || q.kind == "revision") && q.at.After(asked) {
+				asked = q.at
+			}
+		}
+		// The first list of each agent after both since and asked.
+		from = time.Time{}
+		lists := 0
 		for _, lid := range listeners {
-			var lists []int
-			for i, q := range r.reqs {
-				if q.listener == lid && q.kind == "list" && q.at.After(since) {
-					lists = append(lists, i)
+			for _, q := range r.reqs {
+				if q.listener == lid && q.kind == "list" && q.at.After(since) && q.at.After(asked) {
+					lists++
+					if q.at.After(from) {
+						from = q.at
+					}
+					break
 				}
-			}
-			if len(lists) < 2 {
-				steady, why = false, fmt.Sprintf("the agent of %s read %d pages of its deployments since the rollout", lid, len(lists))
-				break
-			}
-			asked := 0
-			for _, q := range r.reqs[lists[len(lists)-2]:lists[len(lists)-1]] {
-				if q.listener == lid && (q.kind == "deployment" || q.kind == "revision") {
-					asked++
-				}
-			}
-			if asked > 0 {
-				steady, why = false, fmt.Sprintf("the agent of %s asked for %d deployments and revisions between its last two pages", lid, asked)
-				break
 			}
 		}
 		wrote := r.wrote
 		r.mu.Unlock()
-		if steady {
-			return
+		if lists == len(listeners) && newest.Sub(from) >= window {
+			return from, from.Add(window)
 		}
 		select {
 		case <-wrote:
 		case <-deadline:
-			t.Fatalf("the agents' reconciliations do not settle: %s", why)
+			t.Fatalf("the agents' reconciliations do not settle: the last request for a deployment or a revision at %v, the last request seen at %v",
+				asked.Format(time.TimeOnly), newest.Format(time.TimeOnly))
 		}
 	}
 }
