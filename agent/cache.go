@@ -7,42 +7,33 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/deployplane/deployplane/controlplane"
 )
 
-// The answers a Client keeps (see Client). A deployer reconciling a
-// cluster asks the State for every deployment it runs, at each
-// reconciliation; over the agent routes that would be a request per
-// deployment each time, however little changed. The list of the
-// listener's deployments (GET deployments) gives each one's digest,
-// which changes with its record: an answer asked for after the list gave
-// a digest holds as long as the list gives the same one.
+// The answers a Client keeps. A deployer reconciling a cluster asks the
+// State for every deployment it runs, at each reconciliation; over the
+// agent routes that would be a request per deployment each time, however
+// little changed. The list of the listener's deployments (GET
+// deployments) gives each one's digest, which changes with its record: an
+// answer asked for after a list gave a digest holds as long as a later
+// list gives the same one. Under a context of Reconciling, the State
+// answers from what is kept when the list read then vouches for it;
+// elsewhere (a Deploy's checks) it asks, and keeps the answer.
 //
-// An answer at most listingMaxAge old is what the deployers' checks (a
-// newer revision active already) tolerate: the control plane refuses the
-// reports of a revision that lost its place all the same. Asking for a
-// revision that was not kept (one the deployer found running without the
-// Client having seen it end, as when another agent of the listener
-// deployed it) drops the deployment's kept answer, so that what the
-// deployer decides next about it reads the control plane's.
-
-// listingMaxAge is how old the listener's list of deployments may be for
-// the answers it vouches for to be used.
-const listingMaxAge = 5 * time.Second
+// Asking for a revision that was not kept (one the deployer found running
+// without the Client having seen it end, as when another agent of the
+// listener deployed it) drops the deployment's kept answer, so that what
+// the deployer decides next about it reads the control plane's.
 
 // listingPage is the page size of the list.
 const listingPage = controlplane.MaxAgentPageLimit
 
 // stateCache is what a Client keeps of the State's answers.
 type stateCache struct {
-	walk sync.Mutex // held while the list is read: one reading at a time
-
-	mu       sync.Mutex
-	digests  map[string]string // deployment id -> digest, of the last list; nil when it could not be read
-	listedAt time.Time         // when that list was asked for
-	kept     map[string]*kept  // by deployment id: only those in the last list
+	mu      sync.Mutex
+	digests map[string]string // deployment id -> digest, of the last list read; nil before
+	kept    map[string]*kept  // by deployment id: only those in the last list
 	// noDigests: the control plane's list has no digests (an earlier
 	// version): nothing is kept, and the list is not read again.
 	noDigests bool
@@ -56,34 +47,38 @@ type kept struct {
 	revs   map[string][]byte // terminal revisions, by id
 }
 
-// digest returns the digest the current list gives the deployment, ""
-// when the list could not be read or does not name it (new since, or
-// gone): its answers are then neither used nor kept. It reads the list
-// again when it is listingMaxAge old.
-func (c *Client) digest(ctx context.Context, id string) string {
+// listed is the list a context of Reconciling carries.
+type listed struct{ digests map[string]string }
+
+type listedKey struct{}
+
+// Reconciling reads the list of the listener's deployments, with each
+// one's record digest (a request per 1,000 deployments), and returns a
+// context under which the Client's GetDeployment and GetRevision answer
+// from what it kept of a deployment while that list says its record is
+// unchanged since: a deployer that reconciles its cluster under it (as
+// `deployplane agent` does) asks the control plane for the deployments
+// that changed only. Use a new one for each reconciliation: its answers
+// are as old as its list. When the list cannot be read (or has no
+// digests: an earlier control plane) it returns ctx, under which every
+// answer is asked for.
+func (c *Client) Reconciling(ctx context.Context) context.Context {
 	s := &c.cache
-	if d, ok := s.current(id); ok {
-		return d
+	s.mu.Lock()
+	no := s.noDigests
+	s.mu.Unlock()
+	if no {
+		return ctx
 	}
-	s.walk.Lock()
-	defer s.walk.Unlock()
-	if d, ok := s.current(id); ok { // read by another caller meanwhile
-		return d
-	}
-	asked := time.Now()
 	digests, err := c.list(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.listedAt = asked
 	switch {
 	case err != nil:
-		// The callers ask the control plane themselves, which says what
-		// is wrong; the list is read again listingMaxAge later.
-		s.digests = nil
-		return ""
+		return ctx // each answer is asked for, and says what is wrong
 	case digests == nil:
-		s.noDigests, s.kept = true, nil
-		return ""
+		s.noDigests, s.digests, s.kept = true, nil, nil
+		return ctx
 	}
 	s.digests = digests
 	for id, k := range s.kept {
@@ -91,22 +86,7 @@ func (c *Client) digest(ctx context.Context, id string) string {
 			delete(s.kept, id) // changed or gone
 		}
 	}
-	return digests[id]
-}
-
-// current returns the deployment's digest in the list when the list is
-// recent enough to vouch for answers (ok), or when the control plane
-// gives no digests.
-func (s *stateCache) current(id string) (digest string, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.noDigests {
-		return "", true
-	}
-	if s.listedAt.IsZero() || time.Since(s.listedAt) >= listingMaxAge {
-		return "", false
-	}
-	return s.digests[id], true
+	return context.WithValue(ctx, listedKey{}, &listed{digests: digests})
 }
 
 // list reads the listener's deployments, every page, and answers each
@@ -140,8 +120,25 @@ func (c *Client) list(ctx context.Context) (map[string]string, error) {
 	}
 }
 
-// keptDeployment returns the deployment's kept answer when the list
-// vouches for it (its digest is digest), else nil.
+// vouched is the digest the list of ctx (Reconciling's) gives the
+// deployment, "" when ctx has none or the list does not name it.
+func vouched(ctx context.Context, id string) string {
+	if l, ok := ctx.Value(listedKey{}).(*listed); ok {
+		return l.digests[id]
+	}
+	return ""
+}
+
+// digest is the digest the last list gave the deployment, "" when none
+// did: an answer asked for after this call may be kept under it.
+func (s *stateCache) digest(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.digests[id]
+}
+
+// keptDeployment returns the deployment's kept answer when its digest is
+// digest, else nil.
 func (s *stateCache) keptDeployment(id, digest string) *controlplane.Deployment {
 	s.mu.Lock()
 	k := s.kept[id]
@@ -158,8 +155,8 @@ func (s *stateCache) keptDeployment(id, digest string) *controlplane.Deployment 
 }
 
 // keepDeployment keeps an answer asked for after the list gave the
-// deployment digest: the record has not changed since as long as the
-// list gives it.
+// deployment digest: the record has not changed since as long as a list
+// gives it.
 func (s *stateCache) keepDeployment(d *controlplane.Deployment, digest string) {
 	b, err := json.Marshal(d)
 	if err != nil {
@@ -173,8 +170,8 @@ func (s *stateCache) keepDeployment(d *controlplane.Deployment, digest string) {
 }
 
 // entry returns the deployment's entry for digest (a new one when its
-// digest was another), nil when the current list does not give it
-// digest. s.mu is held.
+// digest was another), nil when the last list does not give it digest.
+// s.mu is held.
 func (s *stateCache) entry(id, digest string) *kept {
 	if digest == "" || s.digests[id] != digest {
 		return nil
@@ -197,8 +194,8 @@ func (s *stateCache) forget(id string) {
 	delete(s.kept, id)
 }
 
-// keptRevision returns a kept revision of the deployment when the list
-// vouches for the deployment (its digest is digest), else nil.
+// keptRevision returns a kept revision of the deployment when the
+// deployment's digest is digest, else nil.
 func (s *stateCache) keptRevision(dep, rev, digest string) *controlplane.Revision {
 	s.mu.Lock()
 	k := s.kept[dep]
@@ -215,10 +212,10 @@ func (s *stateCache) keptRevision(dep, rev, digest string) *controlplane.Revisio
 }
 
 // keepRevision keeps a terminal revision of a deployment whose digest in
-// the list is digest, and drops the deployment's kept answer: it is asked
-// for again next time, since a revision the Client had not kept may be
-// news the kept answer does not know (another agent of the listener
-// deployed it, say).
+// the list was digest when it was asked for, and drops the deployment's
+// kept answer: it is asked for again next time, since a revision the
+// Client had not kept may be news the kept answer does not know (another
+// agent of the listener deployed it, say).
 func (s *stateCache) keepRevision(dep string, r *controlplane.Revision, digest string) {
 	var b []byte
 	if controlplane.IsTerminal(r.Status) {

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/deployplane/deployplane/agent"
 	"github.com/deployplane/deployplane/apierr"
@@ -53,12 +52,13 @@ func (c *counting) take() []string {
 }
 
 // The Client keeps the deployments and terminal revisions it was
-// answered and answers again from them, with no request, while the
-// listener's list (read again once 5 s old) gives the deployment the
-// same digest: a deployment that changed, or one that is gone, is asked
-// for again; one new since the list, and a revision not terminal, are
-// always asked for; asking for a revision it did not keep makes it ask
-// for the deployment again.
+// answered; under a context of Reconciling it answers again from them,
+// with no request, while the list read then gives the deployment the
+// digest it had when it was answered. A deployment that changed, or one
+// that is gone, is asked for again under the next Reconciling; one new
+// since the list, a revision not terminal, and every answer outside
+// Reconciling are always asked for; asking for a revision it did not keep
+// makes it ask for the deployment again.
 func TestStateAnswersKept(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t)
@@ -93,37 +93,41 @@ func TestStateAnswersKept(t *testing.T) {
 				t.Errorf("%s: sent %q, want %q", what, got, want)
 			}
 		}
-		getDep := func(id string) func() error {
-			return func() error { _, err := c.GetDeployment(ctx, tenant, id); return err }
+		var rctx context.Context
+		reconciling := func() error { rctx = c.Reconciling(ctx); return nil }
+		getDep := func(ctx *context.Context, id string) func() error {
+			return func() error { _, err := c.GetDeployment(*ctx, tenant, id); return err }
 		}
 		getRev := func(dep, rev string) func() error {
-			return func() error { _, err := c.GetRevision(ctx, tenant, dep, rev); return err }
+			return func() error { _, err := c.GetRevision(rctx, tenant, dep, rev); return err }
 		}
 
-		step("the first deployment", []string{"list", "deployment"}, getDep(f))
-		step("the same again", nil, getDep(f))
+		step("a reconciliation", []string{"list"}, reconciling)
+		step("a deployment", []string{"deployment"}, getDep(&rctx, f))
+		step("the same again", nil, getDep(&rctx, f))
 		step("its failed revision", []string{"revision"}, getRev(f, fRev))
 		step("the same again", nil, getRev(f, fRev))
-		step("the deployment after a revision it had not kept", []string{"deployment"}, getDep(f))
-		step("and again", nil, getDep(f))
+		step("the deployment after a revision it had not kept", []string{"deployment"}, getDep(&rctx, f))
+		step("and again", nil, getDep(&rctx, f))
 		if other != "" {
 			step("a revision waiting", []string{"revision"}, getRev(other, bRev))
 			step("the same: not terminal, asked for again", []string{"revision"}, getRev(other, bRev))
 		}
-		time.Sleep(5 * time.Second)
-		step("after 5 s, unchanged", []string{"list"}, getDep(f))
+		step("outside a reconciliation", []string{"deployment"}, getDep(&ctx, f))
+		step("the next reconciliation", []string{"list"}, reconciling)
+		step("the deployment, unchanged", nil, getDep(&rctx, f))
 		step("its revision", nil, getRev(f, fRev))
 
 		name := "renamed"
 		if _, err := w.cp.UpdateDeployment(ctx, tenant, f, &controlplane.UpdateDeploymentRequest{DisplayName: &name}); err != nil {
 			t.Fatal(err)
 		}
-		step("changed, within 5 s of the list", nil, getDep(f))
-		time.Sleep(5 * time.Second)
+		step("changed since the reconciliation's list", nil, getDep(&rctx, f))
+		step("the next reconciliation", []string{"list"}, reconciling)
 		var got *controlplane.Deployment
-		step("changed, the list read again", []string{"list", "deployment"}, func() error {
+		step("the changed deployment", []string{"deployment"}, func() error {
 			var err error
-			got, err = c.GetDeployment(ctx, tenant, f)
+			got, err = c.GetDeployment(rctx, tenant, f)
 			return err
 		})
 		if got == nil || got.DisplayName == nil || *got.DisplayName != name {
@@ -132,19 +136,19 @@ func TestStateAnswersKept(t *testing.T) {
 		step("its revision, kept no more", []string{"revision"}, getRev(f, fRev))
 
 		n, _ := w.deploy("new")
-		step("a deployment new since the list", []string{"deployment"}, getDep(n.ID))
-		step("the same: asked for again", []string{"deployment"}, getDep(n.ID))
+		step("a deployment new since the list", []string{"deployment"}, getDep(&rctx, n.ID))
+		step("the same: asked for again", []string{"deployment"}, getDep(&rctx, n.ID))
 
 		if err := w.cp.DeleteDeployment(ctx, tenant, f); err != nil { // it never ran: gone at once
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Second)
-		_, err = c.GetDeployment(ctx, tenant, f)
+		step("the next reconciliation", []string{"list"}, reconciling)
+		_, err = c.GetDeployment(rctx, tenant, f)
 		if !errors.Is(err, apierr.ErrNotFound) {
 			t.Errorf("the deleted deployment: %v, want not found", err)
 		}
-		if got := sent.take(); !slices.Equal(got, []string{"list", "deployment"}) {
-			t.Errorf("the deleted deployment: sent %q, want the list and the deployment", got)
+		if got := sent.take(); !slices.Equal(got, []string{"deployment"}) {
+			t.Errorf("the deleted deployment: sent %q, want the deployment", got)
 		}
 	})
 }
@@ -168,10 +172,10 @@ func TestStateWithoutDigests(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 3 {
-			if _, err := c.GetDeployment(context.Background(), "t", "d1"); err != nil {
+			ctx := c.Reconciling(context.Background())
+			if _, err := c.GetDeployment(ctx, "t", "d1"); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(10 * time.Second)
 		}
 		if l, d := len(s.of("deployments")), len(s.of("deployments/d1")); l != 1 || d != 3 {
 			t.Errorf("%d lists and %d deployments asked for, want 1 and 3", l, d)

@@ -37,12 +37,11 @@ var ErrRefused = errors.New("agent: the control plane refused the agent's creden
 // the State methods are not sent. A deployment that is not on the
 // listener is not found (*apierr.NotFoundError), as one that is gone.
 //
-// It keeps the deployments and the terminal revisions it was answered,
-// and answers again from them while the listener's list of deployments,
-// read at most every 5 seconds when the State is asked (a request per
-// 1,000 deployments), says a deployment's record is unchanged: a
-// deployer reconciling an unchanged cluster asks the control plane
-// nothing else. Such an answer is at most those 5 seconds old.
+// It keeps the deployments and the terminal revisions it was answered;
+// under a context of Reconciling it answers from them while the list of
+// the listener's deployments read then says a deployment's record is
+// unchanged, so that a reconciliation of an unchanged cluster costs that
+// list.
 type Client struct {
 	base     string // the control plane's base URL, without a trailing slash
 	listener string
@@ -324,10 +323,10 @@ func (e *refusedError) Unwrap() error { return ErrRefused }
 // an error matching ErrRefused, or a failure to reach the control plane
 // (tried a few times first).
 func (c *Client) GetDeployment(ctx context.Context, _ string, id string) (*controlplane.Deployment, error) {
-	digest := c.digest(ctx, id)
-	if d := c.cache.keptDeployment(id, digest); d != nil {
+	if d := c.cache.keptDeployment(id, vouched(ctx, id)); d != nil {
 		return d, nil
 	}
+	digest := c.cache.digest(id)
 	var d controlplane.Deployment
 	err := c.state(ctx, func(ctx context.Context) error {
 		_, err := c.call(ctx, http.MethodGet, "deployments/"+url.PathEscape(id), nil, nil, &d, 0)
@@ -346,10 +345,10 @@ func (c *Client) GetDeployment(ctx context.Context, _ string, id string) (*contr
 // GetRevision returns a revision of a deployment of the agent's listener.
 // Errors: as GetDeployment.
 func (c *Client) GetRevision(ctx context.Context, _ string, deploymentID, revisionID string) (*controlplane.Revision, error) {
-	digest := c.digest(ctx, deploymentID)
-	if r := c.cache.keptRevision(deploymentID, revisionID, digest); r != nil {
+	if r := c.cache.keptRevision(deploymentID, revisionID, vouched(ctx, deploymentID)); r != nil {
 		return r, nil
 	}
+	digest := c.cache.digest(deploymentID)
 	var r controlplane.Revision
 	err := c.state(ctx, func(ctx context.Context) error {
 		_, err := c.call(ctx, http.MethodGet, "deployments/"+url.PathEscape(deploymentID)+"/revisions/"+url.PathEscape(revisionID), nil, nil, &r, 0)

@@ -21,6 +21,11 @@
 //	d, _ := deployk8s.New(&deployk8s.Options{Client: kube, Cluster: "prod", State: c})
 //	o.Client, o.Deployer = c, d
 //	a, _ := agent.New(o)
+//	go func() { // reconcile the cluster now and then, asking only for what changed
+//		for range time.Tick(time.Minute) {
+//			d.Reconcile(c.Reconciling(ctx))
+//		}
+//	}()
 //	err := a.Run(ctx) // until ctx ends, or the token is refused
 //
 // Run heartbeats (the listener is CONNECTED while it does), claims with a
@@ -39,8 +44,8 @@
 // once; work of an agent that died is taken over once its lease expires.
 // A refused credential (401, 403: the token was revoked) stops Run with an
 // error that says so. The Client keeps the deployments and terminal
-// revisions the deployers read, and answers again from them while the
-// listener's list of deployments (with each one's record digest, read at
-// most every 5 s) says they are unchanged: an idle agent's reconciliations
-// cost that list, not a request per deployment.
+// revisions the deployers read; a reconciliation run under
+// Client.Reconciling reads the listener's list of deployments, with each
+// one's record digest, and asks only for those that changed: an idle
+// agent's reconciliations cost that list, not a request per deployment.
 package agent

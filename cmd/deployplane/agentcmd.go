@@ -12,7 +12,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -282,20 +281,31 @@ func startAgentDeployer(ctx context.Context, c *agentConfig, client *agent.Clien
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		cli, err := kubernetes.NewForConfig(cfg)
+		cli, err := newKubeClient(cfg)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("cluster %s: %w", name, err)
 		}
-		kd, err := newKubeDeployer(cli, name, c.instance, c.reconcile, client, nil, log)
+		kd, err := newKubeDeployer(cli, name, c.instance, client, nil, log)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		// Reconcile now and then periodically, in the background: a
-		// control plane or cluster that does not answer yet is tried
-		// again.
+		// Reconcile now and then every -reconcile-every, in the
+		// background, each time under a list of the listener's
+		// deployments read then (agent.Client.Reconciling), so that only
+		// those that changed are asked for. A control plane or cluster
+		// that does not answer is tried again the next time.
 		go func() {
-			if err := kd.Start(ctx); err != nil && ctx.Err() == nil {
-				log.Warn("reconciling the cluster", "cluster", name, "err", err)
+			t := time.NewTicker(c.reconcile)
+			defer t.Stop()
+			for {
+				if err := kd.Reconcile(client.Reconciling(ctx)); err != nil && ctx.Err() == nil {
+					log.Warn("reconciling the cluster", "cluster", name, "err", err)
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
 			}
 		}()
 		return kd, []any{"deployer", "k8s", "cluster", name}, func() { kd.Close() }, nil

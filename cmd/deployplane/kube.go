@@ -89,13 +89,13 @@ func kubeClusters(ctx context.Context, files, home, instance string, state deplo
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(configs)) {
-		cli, err := kubernetes.NewForConfig(configs[name])
+		cli, err := newKubeClient(configs[name])
 		if err != nil {
 			log.Warn("a Kubernetes context cannot be used: its deployments fail until it is fixed", "cluster", name, "err", err)
 			clusters[name] = &brokenCluster{name: name, err: err}
 			continue
 		}
-		d, err := newKubeDeployer(cli, name, instance, 0, state, pulls, log)
+		d, err := newKubeDeployer(cli, name, instance, state, pulls, log)
 		if err != nil {
 			stop()
 			return nil, nil, err
@@ -126,15 +126,30 @@ func kubeClusters(ctx context.Context, files, home, instance string, state deplo
 	return clusters, stop, nil
 }
 
+// The client-side rate limit of a Deployer's client of a cluster's API
+// server. client-go's default (5 requests a second, bursts of 10) makes
+// the checks of 16 rollouts at once wait seconds each, and the rollouts
+// take several times as long as the cluster needs.
+const (
+	kubeQPS   = 50
+	kubeBurst = 100
+)
+
+// newKubeClient is the client of a cluster of cfg, with kubeQPS and
+// kubeBurst.
+func newKubeClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = kubeQPS, kubeBurst
+	return kubernetes.NewForConfig(cfg)
+}
+
 // newKubeDeployer is the deployk8s.Deployer of one cluster, the server's
 // or an agent's: its objects labelled instance ("" for
-// deployk8s.DefaultInstance), reconciled every reconcileEvery (0 for
-// deployk8s.DefaultReconcileEvery), the stored state read from state, the
+// deployk8s.DefaultInstance), the stored state read from state, the
 // images of the server's registry pulled through a Secret of pulls (nil:
 // none).
-func newKubeDeployer(cli kubernetes.Interface, name, instance string, reconcileEvery time.Duration, state deployk8s.State, pulls pullTokenFunc,
-	log *slog.Logger) (*deployk8s.Deployer, error) {
-	o := &deployk8s.Options{Client: cli, Cluster: name, Instance: instance, ReconcileEvery: reconcileEvery, State: state, Logger: log}
+func newKubeDeployer(cli kubernetes.Interface, name, instance string, state deployk8s.State, pulls pullTokenFunc, log *slog.Logger) (*deployk8s.Deployer, error) {
+	o := &deployk8s.Options{Client: cli, Cluster: name, Instance: instance, State: state, Logger: log}
 	if pulls != nil {
 		o.PullSecrets = &deployk8s.PullSecrets{Credentials: pulls}
 	}
