@@ -61,7 +61,7 @@
 // listens on 127.0.0.1:8124), then run every test:
 //
 //	go run ./cmd/deployplane
-//	go vet ./... && go test -race ./...
+//	go vet ./... && go test -race -timeout 20m ./...
 //
 // To embed, open a store, build the domain over it, run its reconcile loop
 // with a Deployer and mount the handler on your mux; examples/embed is a

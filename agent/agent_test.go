@@ -383,3 +383,57 @@ func TestControlPlaneAway(t *testing.T) {
 		}
 	})
 }
+
+// failingTeardown is a Deployer whose Teardown fails while failing is
+// set, counting its calls.
+type failingTeardown struct {
+	controlplane.Deployer
+	failing atomic.Bool
+	calls   atomic.Int64
+}
+
+func (f *failingTeardown) Teardown(ctx context.Context, tenant string, d *controlplane.Deployment) error {
+	f.calls.Add(1)
+	if f.failing.Load() {
+		return errors.New("cluster edge is unreachable")
+	}
+	return f.Deployer.Teardown(ctx, tenant, d)
+}
+
+// A Teardown that fails is recorded on the deployment (teardown-failed):
+// it stays AWAITING_DELETE with a status_message saying why, the teardown
+// is offered again after the control plane's backoff, and once Teardown
+// succeeds the deployment is removed.
+func TestFailedTeardownIsRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		d := &failingTeardown{Deployer: sim()}
+		d.failing.Store(true)
+		run(t, w.newAgent(d, nil))
+		ctx := context.Background()
+		dep, rev := w.deploy("a")
+		w.waitFor("DEPLOYED", func() bool { return controlplane.IsTerminal(w.status(dep.ID, rev)) })
+		if err := w.cp.DeleteDeployment(ctx, tenant, dep.ID); err != nil {
+			t.Fatal(err)
+		}
+		var got *controlplane.Deployment
+		w.waitFor("the failed teardown recorded", func() bool {
+			var err error
+			if got, err = w.cp.GetDeployment(ctx, tenant, dep.ID); err != nil {
+				t.Fatal(err)
+			}
+			// Before the agent's attempt it says it waits for the agent;
+			// after, why the attempt failed.
+			return got.StatusMessage != nil && !strings.HasPrefix(*got.StatusMessage, "Waiting for the agent")
+		})
+		if got.Status != controlplane.StatusAwaitingDelete || !strings.Contains(*got.StatusMessage, "cluster edge is unreachable") {
+			t.Errorf("the deployment after a failed teardown: %s %q, want AWAITING_DELETE saying why", got.Status, *got.StatusMessage)
+		}
+		w.waitFor("the teardown tried again", func() bool { return d.calls.Load() >= 2 })
+		d.failing.Store(false)
+		w.waitFor("the deployment removed", func() bool {
+			_, err := w.cp.GetDeployment(ctx, tenant, dep.ID)
+			return err != nil
+		})
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +36,12 @@ var ErrRefused = errors.New("agent: the control plane refused the agent's creden
 // The tenant of each call is the one the credentials name (a listener
 // token's, or Options.TenantID with an API key); the tenant parameters of
 // the State methods are not sent. A deployment that is not on the
-// listener is not found (*apierr.NotFoundError), as one that is gone.
+// listener is not found (*apierr.NotFoundError), as one that is gone. A
+// 404 that names neither the deployment nor the revision asked for (a
+// path the control plane does not serve, as behind a wrong
+// -control-plane URL or a proxy's own page; the listener gone) is no
+// not found: a deployer that took it for a deleted deployment would
+// remove what runs.
 //
 // It keeps the deployments and the terminal revisions it was answered;
 // under a context of Reconciling it answers from them while the list of
@@ -319,9 +325,9 @@ func (e *refusedError) Unwrap() error { return ErrRefused }
 // The State of the deployers, over the agent routes.
 
 // GetDeployment returns a deployment of the agent's listener, secrets
-// included. Errors: *apierr.NotFoundError (gone, or not on the listener),
-// an error matching ErrRefused, or a failure to reach the control plane
-// (tried a few times first).
+// included. Errors: *apierr.NotFoundError of the deployment (gone, or not
+// on the listener), an error matching ErrRefused, or a failure to reach
+// the control plane (tried a few times first) or another answer.
 func (c *Client) GetDeployment(ctx context.Context, _ string, id string) (*controlplane.Deployment, error) {
 	if d := c.cache.keptDeployment(id, vouched(ctx, id)); d != nil {
 		return d, nil
@@ -330,7 +336,7 @@ func (c *Client) GetDeployment(ctx context.Context, _ string, id string) (*contr
 	var d controlplane.Deployment
 	err := c.state(ctx, func(ctx context.Context) error {
 		_, err := c.call(ctx, http.MethodGet, "deployments/"+url.PathEscape(id), nil, nil, &d, 0)
-		return err
+		return named(err, apierr.KindDeployment)
 	})
 	if err != nil {
 		if isNotFound(err) {
@@ -343,7 +349,8 @@ func (c *Client) GetDeployment(ctx context.Context, _ string, id string) (*contr
 }
 
 // GetRevision returns a revision of a deployment of the agent's listener.
-// Errors: as GetDeployment.
+// Errors: as GetDeployment, the *apierr.NotFoundError of the deployment or
+// of the revision.
 func (c *Client) GetRevision(ctx context.Context, _ string, deploymentID, revisionID string) (*controlplane.Revision, error) {
 	if r := c.cache.keptRevision(deploymentID, revisionID, vouched(ctx, deploymentID)); r != nil {
 		return r, nil
@@ -352,7 +359,7 @@ func (c *Client) GetRevision(ctx context.Context, _ string, deploymentID, revisi
 	var r controlplane.Revision
 	err := c.state(ctx, func(ctx context.Context) error {
 		_, err := c.call(ctx, http.MethodGet, "deployments/"+url.PathEscape(deploymentID)+"/revisions/"+url.PathEscape(revisionID), nil, nil, &r, 0)
-		return err
+		return named(err, apierr.KindDeployment, apierr.KindRevision)
 	})
 	if err != nil {
 		if isNotFound(err) {
@@ -375,7 +382,7 @@ func (c *Client) AppendLogs(ctx context.Context, _ string, deploymentID, revisio
 	return c.state(ctx, func(ctx context.Context) error {
 		_, err := c.call(ctx, http.MethodPost, "deployments/"+url.PathEscape(deploymentID)+"/revisions/"+url.PathEscape(revisionID)+"/logs",
 			nil, logsBody{Lines: lines}, nil, 0)
-		return err
+		return named(err, apierr.KindDeployment, apierr.KindRevision)
 	})
 }
 
@@ -399,12 +406,24 @@ func (c *Client) ListLogs(ctx context.Context, _ string, deploymentID, revisionI
 	err := c.state(ctx, func(ctx context.Context) error {
 		_, err := c.call(ctx, http.MethodGet, "deployments/"+url.PathEscape(deploymentID)+"/revisions/"+url.PathEscape(revisionID)+"/logs",
 			v, nil, &p, 0)
-		return err
+		return named(err, apierr.KindDeployment, apierr.KindRevision)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &p, nil
+}
+
+// named keeps err, the error of a State call about kinds, a not found
+// only when it names one of them (a *apierr.NotFoundError of that kind);
+// another 404 becomes a *statusError, which no errors.Is matches with
+// apierr.ErrNotFound (see Client).
+func named(err error, kinds ...string) error {
+	var nf *apierr.NotFoundError
+	if !isNotFound(err) || (errors.As(err, &nf) && slices.Contains(kinds, nf.Kind)) {
+		return err
+	}
+	return &statusError{status: http.StatusNotFound, detail: err.Error()}
 }
 
 // stateTries is how often a State call is tried when the control plane
@@ -512,6 +531,11 @@ func (c *Client) release(ctx context.Context, lease string, retry bool) error {
 
 func (c *Client) teardownDone(ctx context.Context, lease string) error {
 	_, err := c.call(ctx, http.MethodPost, "teardown-done", nil, leaseBody{Lease: lease}, nil, 0)
+	return err
+}
+
+func (c *Client) teardownFailed(ctx context.Context, lease, message string) error {
+	_, err := c.call(ctx, http.MethodPost, "teardown-failed", nil, failBody{Lease: lease, Message: message}, nil, 0)
 	return err
 }
 

@@ -36,7 +36,9 @@
 // deployers' controlplane.IsRefusal works unchanged), the lease renewed
 // every third of its length and the Deployer's context cancelled with
 // cause controlplane.ErrLeaseLost once the control plane says it is lost;
-// a deployment being deleted through Deployer.Teardown. Calls that fail
+// a deployment being deleted through Deployer.Teardown, whose failure is
+// recorded on the deployment (teardown-failed: its status_message says
+// why) and tried again after the control plane's backoff. Calls that fail
 // for a reason that may pass (the control plane unreachable, 5xx, 429)
 // are tried again with capped exponential backoff and jitter, logged once
 // per distinct failure. When Run stops it gives back the work it holds, so

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/agent"
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 )
 
@@ -356,4 +357,102 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// failingTeardowns is a Deployer whose Teardown always fails.
+type failingTeardowns struct{ blocking }
+
+func (failingTeardowns) Teardown(context.Context, string, *controlplane.Deployment) error {
+	return errors.New("cluster edge is unreachable")
+}
+
+// A failed Teardown is recorded with teardown-failed and its error; a
+// control plane without that route (404 Not Found) gets the work back with
+// release, retry true, to be tried again later.
+func TestFailedTeardownReported(t *testing.T) {
+	teardown := &controlplane.AgentWork{Lease: "lease-t", Kind: controlplane.AgentTeardown, LeaseSeconds: 30,
+		Deployment: &controlplane.Deployment{ID: "d1", TenantID: "t"}}
+	for _, tt := range []struct {
+		name    string
+		noRoute bool
+	}{{"the route", false}, {"no such route", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				claim := claimOnce(teardown)
+				cp := &scripted{answer: func(ctx context.Context, route string, n int, body map[string]any) (int, any) {
+					if route == "teardown-failed" && tt.noRoute {
+						return http.StatusNotFound, map[string]string{"detail": "Not Found"}
+					}
+					return claim(ctx, route, n, body)
+				}}
+				a := newScriptedAgent(t, cp, &failingTeardowns{}, nil)
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error)
+				go func() { done <- a.Run(ctx) }()
+				time.Sleep(time.Second)
+				synctest.Wait()
+				failed := cp.of("teardown-failed")
+				if len(failed) != 1 || failed[0].body["lease"] != "lease-t" || failed[0].body["message"] != "cluster edge is unreachable" {
+					t.Errorf("teardown-failed calls %+v, want one with the lease and the error", failed)
+				}
+				rel := cp.of("release")
+				switch {
+				case tt.noRoute && (len(rel) != 1 || rel[0].body["lease"] != "lease-t" || rel[0].body["retry"] != true):
+					t.Errorf("releases %+v, want one of lease-t with retry true", rel)
+				case !tt.noRoute && len(rel) != 0:
+					t.Errorf("releases %+v after teardown-failed, want none", rel)
+				}
+				if n := len(cp.of("teardown-done")); n != 0 {
+					t.Errorf("%d teardown-done calls for a failed teardown", n)
+				}
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			})
+		})
+	}
+}
+
+// A State call's 404 is a not found (apierr.ErrNotFound, which the
+// deployers read as "deleted") only when it names what was asked: the
+// deployment, or the revision. A 404 of a path the control plane does not
+// serve (a wrong -control-plane URL, a proxy's page) or of the listener is
+// another error, and a deployer's reconcile removes nothing for it.
+func TestStateNotFoundNamesWhatWasAsked(t *testing.T) {
+	for _, tt := range []struct {
+		detail   string
+		notFound bool
+	}{
+		{"Deployment ID d1 not found.", true},
+		{"Revision ID r1 not found.", true},
+		{"Not Found", false},
+		{"Listener ID l1 not found.", false},
+		{"", false},
+	} {
+		cp := &scripted{answer: func(context.Context, string, int, map[string]any) (int, any) {
+			return http.StatusNotFound, map[string]string{"detail": tt.detail}
+		}}
+		c, err := agent.NewClient(&agent.Options{ControlPlane: "http://cp.test", ListenerID: "l1", Token: "dpl_lt_test",
+			HTTPClient: &http.Client{Transport: agent.InProcess(cp)}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		_, derr := c.GetDeployment(ctx, "t", "d1")
+		_, rerr := c.GetRevision(ctx, "t", "d1", "r1")
+		_, lerr := c.ListLogs(ctx, "t", "d1", "r1", &controlplane.LogQuery{Type: controlplane.LogDeploy})
+		aerr := c.AppendLogs(ctx, "t", "d1", "r1", controlplane.LogLine{Type: controlplane.LogDeploy, Message: "m"})
+		wantDeployment := tt.notFound && strings.HasPrefix(tt.detail, "Deployment")
+		for _, c := range []struct {
+			call string
+			err  error
+			want bool
+		}{{"GetDeployment", derr, wantDeployment}, {"GetRevision", rerr, tt.notFound}, {"ListLogs", lerr, tt.notFound},
+			{"AppendLogs", aerr, tt.notFound}} {
+			if c.err == nil || errors.Is(c.err, apierr.ErrNotFound) != c.want {
+				t.Errorf("%s answered 404 %q: %v, want not found %v", c.call, tt.detail, c.err, c.want)
+			}
+		}
+	}
 }

@@ -56,8 +56,9 @@ func (a *Agent) deploy(ctx context.Context, aw *controlplane.AgentWork) {
 }
 
 // teardown removes a deployment being deleted: Deployer.Teardown, then
-// teardown-done (which removes its records); a failed Teardown is given
-// back to be tried again later.
+// teardown-done (which removes its records). A failed Teardown is
+// recorded through teardown-failed: the deployment's status_message says
+// why, and the control plane offers the teardown again after a backoff.
 func (a *Agent) teardown(ctx context.Context, aw *controlplane.AgentWork) {
 	dep := aw.Deployment
 	log := a.log.With("deployment", dep.ID)
@@ -73,8 +74,16 @@ func (a *Agent) teardown(ctx context.Context, aw *controlplane.AgentWork) {
 	case ctx.Err() != nil:
 		a.giveBack(ctx, aw.Lease, log)
 	case err != nil:
-		log.Warn("agent: the teardown failed; it is tried again later", "err", err)
-		a.settle(ctx, aw.Lease, "giving work back", log, func(ctx context.Context) error { return a.c.release(ctx, aw.Lease, true) })
+		log.Warn("agent: the teardown failed; it is tried again later, with backoff", "err", err)
+		a.settle(ctx, aw.Lease, "recording a failed teardown", log, func(ctx context.Context) error {
+			err := a.c.teardownFailed(ctx, aw.Lease, err.Error())
+			if isNoRoute(err) {
+				// A control plane without the route: the work is given
+				// back to be tried again after its poll interval.
+				return a.c.release(ctx, aw.Lease, true)
+			}
+			return err
+		})
 	default:
 		a.settle(ctx, aw.Lease, "finishing a teardown", log, func(ctx context.Context) error { return a.c.teardownDone(ctx, aw.Lease) })
 	}
@@ -187,6 +196,13 @@ func (a *Agent) keepLease(ctx context.Context, aw *controlplane.AgentWork, cance
 }
 
 func isNotFound(err error) bool { return errors.Is(err, apierr.ErrNotFound) }
+
+// isNoRoute reports whether err is a 404 that names nothing of the
+// protocol's (no deployment, revision or listener): the control plane
+// does not have the route.
+func isNoRoute(err error) bool {
+	return isNotFound(err) && !errors.As(err, new(*apierr.NotFoundError))
+}
 
 // reporter is the controlplane.Reporter of a revision an agent drives: its
 // reports and logs go to the control plane through the lease, tried again

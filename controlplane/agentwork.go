@@ -192,11 +192,21 @@ func (cp *ControlPlane) queueFor(r store.Reader, tenant, tp string, d *deploymen
 // waitingMessage is the status_message of a revision waiting for the
 // agent of listener l.
 func waitingMessage(l *Listener) string {
-	seen := "never"
-	if l.LastHeartbeatAt != nil {
-		seen = l.LastHeartbeatAt.String()
+	return "Waiting for the agent of listener " + l.ID + " (last seen: " + lastSeen(l) + ")."
+}
+
+// lastSeen says when an agent of l last called in: a time, or "never".
+func lastSeen(l *Listener) string {
+	if l.LastHeartbeatAt == nil {
+		return "never"
 	}
-	return "Waiting for the agent of listener " + l.ID + " (last seen: " + seen + ")."
+	return l.LastHeartbeatAt.String()
+}
+
+// teardownWaitingMessage is the status_message of a deployment being
+// deleted whose objects the agent of listener l is to remove.
+func teardownWaitingMessage(l *Listener) string {
+	return "Waiting for the agent of listener " + l.ID + " to remove the deployment's objects (last seen: " + lastSeen(l) + ")."
 }
 
 // notifyAgent wakes the agents waiting for work of d's listener in this

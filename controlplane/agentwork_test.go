@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -454,6 +455,15 @@ func TestAgentTeardown(t *testing.T) {
 		if rev := f.revision(tenantA, a, *a.LatestRevisionID); rev.Status != controlplane.RevisionInterrupted {
 			t.Errorf("waiting revision of a deleted deployment: %s, want INTERRUPTED", rev.Status)
 		}
+		// Until its agent removes them, the deployment says who will.
+		waiting, err := f.cp.GetDeployment(f.ctx, tenantA, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := waiting.StatusMessage; waiting.Status != controlplane.StatusAwaitingDelete || m == nil ||
+			!strings.Contains(*m, "Waiting for the agent of listener "+edge+" to remove") {
+			t.Errorf("deleted, waiting for the agent: %s, status_message %q", waiting.Status, derefOr(m, "null"))
+		}
 		if more, err := f.cp.Process(f.ctx, &script{}); more || err != nil {
 			t.Errorf("Process = %v, %v: it took an agent's teardown", more, err)
 		}
@@ -674,4 +684,12 @@ func (f *agentFixture) newRevision(tenant, deploymentID string) string {
 		f.t.Fatal(err)
 	}
 	return rev.ID
+}
+
+// derefOr is *p, or or when p is nil.
+func derefOr(p *string, or string) string {
+	if p == nil {
+		return or
+	}
+	return *p
 }

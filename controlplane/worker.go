@@ -161,9 +161,13 @@ func (cp *ControlPlane) interruptRevisions(tx store.Tx, tenant string, d *deploy
 			return err
 		}
 	}
-	rg, _, err := cp.queueFor(tx, tenant, tp, d)
+	rg, l, err := cp.queueFor(tx, tenant, tp, d)
 	if err != nil {
 		return err
+	}
+	if l != nil {
+		// Nothing here can remove its objects: say who will.
+		d.StatusMessage = new(teardownWaitingMessage(l))
 	}
 	return workqueue.Add(tx, workqueue.Unit{Range: rg, Deployment: keyenc.ID(d.ID)})
 }

@@ -569,8 +569,16 @@ func TestDeploymentsListFiltersAndPages(t *testing.T) {
 	if p := b.get("/ui/deployments?listener=nope"); p.status != http.StatusUnprocessableEntity {
 		t.Errorf("a bad listener: %d", p.status)
 	}
-	if p := b.get("/ui/listeners"); !strings.Contains(p.body, "cluster-1") || !strings.Contains(p.body, "agents") {
+	if p := b.get("/ui/listeners"); !strings.Contains(p.body, "cluster-1") || !strings.Contains(p.body, "agents") ||
+		!strings.Contains(p.body, ">DISCONNECTED</strong><br>never seen") {
 		t.Errorf("listeners page")
+	}
+	// Once its agent calls in, the listener shows it connected, when, and the agent's version.
+	if err := e.cp.AgentHeartbeat(ctx, tenantA, l.ID, "agent-9.8.7"); err != nil {
+		t.Fatal(err)
+	}
+	if p := b.get("/ui/listeners"); !strings.Contains(p.body, ">CONNECTED</strong><br>last seen <time") || !strings.Contains(p.body, "agent-9.8.7") {
+		t.Errorf("listeners page after a heartbeat")
 	}
 	// The deployment page shows the listener and its namespace.
 	dep, err := e.cp.ListDeployments(ctx, tenantA, &controlplane.ListDeploymentsQuery{NameContains: "agent-a"})

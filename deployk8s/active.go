@@ -12,12 +12,17 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	k8serrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	asv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 
 	"github.com/deployplane/deployplane/controlplane"
 )
@@ -40,8 +45,10 @@ func activeName(dep string) string { return "dp-" + dep + "-active" }
 
 // activeRecord is what a rolled-out revision's objects are built from.
 type activeRecord struct {
-	Tenant       string                     `json:"tenant"`
-	Deployment   string                     `json:"deployment"`
+	Tenant     string `json:"tenant"`
+	Deployment string `json:"deployment"`
+	// Name is the deployment's, for its address (Options.Expose).
+	Name         string                     `json:"name,omitempty"`
 	Revision     string                     `json:"revision"`
 	Image        string                     `json:"image"`
 	ResourceSpec *controlplane.ResourceSpec `json:"resource_spec,omitempty"`
@@ -52,7 +59,7 @@ type activeRecord struct {
 
 // recordActive writes o's revision as the deployment's active one.
 func (d *Deployer) recordActive(ctx context.Context, o *objects) error {
-	rec := activeRecord{Tenant: o.w.Tenant, Deployment: o.w.Deployment.ID, Revision: o.w.Revision.ID, Image: o.image,
+	rec := activeRecord{Tenant: o.w.Tenant, Deployment: o.w.Deployment.ID, Name: o.w.Deployment.Name, Revision: o.w.Revision.ID, Image: o.image,
 		ResourceSpec: o.w.ResourceSpec, Secrets: o.w.Secrets, PullSecret: o.pullSecret != ""}
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -78,9 +85,11 @@ func activeOf(s *corev1.Secret) *activeRecord {
 
 // objectsOf builds the objects of a recorded revision in ns.
 func (d *Deployer) objectsOf(ns string, rec *activeRecord) *objects {
-	w := &controlplane.Work{Tenant: rec.Tenant, Deployment: controlplane.Deployment{ID: rec.Deployment},
+	w := &controlplane.Work{Tenant: rec.Tenant, Deployment: controlplane.Deployment{ID: rec.Deployment, Name: rec.Name},
 		Revision: controlplane.Revision{ID: rec.Revision}, Secrets: rec.Secrets, ResourceSpec: rec.ResourceSpec}
-	return d.newObjects(ns, w, rec.Image)
+	o := d.newObjects(ns, w, rec.Image)
+	o.exposeUnknown = rec.Name == "" && d.expose != nil && (d.expose.host.uses("name") || d.expose.path.uses("name"))
+	return o
 }
 
 // newObjects starts the objects of a revision.
@@ -98,14 +107,19 @@ func (d *Deployer) newObjects(ns string, w *controlplane.Work, image string) *ob
 type item struct {
 	kind, name string
 	ac         any
+	// note follows the object's name in the message of its refusal.
+	note string
 	// autoscaled: the replicas are the autoscaler's too, not a drift.
 	autoscaled bool
 	apply      func(ctx context.Context) error
 }
 
 // items are the objects of o's revision after its owner and pull Secret,
-// in the order they are applied: Secrets, the database and Redis, the
-// API server's and queue's Deployments and autoscalers, the Service.
+// in the order they are applied: the Ingress or HTTPRoute (first, so that
+// a host the API server refuses fails the revision before anything else
+// changed), Secrets, the database and Redis, the API server's and queue's
+// Deployments and autoscalers, the API server's PodDisruptionBudget, the
+// Service.
 func (o *objects) items() ([]item, error) {
 	d, ns := o.d, o.ns
 	opts := d.applyOptions()
@@ -127,7 +141,7 @@ func (o *objects) items() ([]item, error) {
 			return err
 		}}
 	}
-	out := []item{secret(o.secret())}
+	out := append(o.exposeItems(), secret(o.secret()))
 	if o.dbEnabled {
 		st, sv := o.database()
 		rd, rsv := o.redis()
@@ -160,8 +174,63 @@ func (o *objects) items() ([]item, error) {
 				return err
 			}})
 		}
+		if c == componentAPI {
+			out = append(out, o.pdbItem())
+		}
 	}
 	return append(out, service(o.service())), nil
+}
+
+// pdbItem is the API server's PodDisruptionBudget while min_scale is 2 or
+// more, else its deletion.
+func (o *objects) pdbItem() item {
+	d, ns, name, opts := o.d, o.ns, apiName(o.w.Deployment.ID), o.d.applyOptions()
+	if !o.disrupted() {
+		return item{kind: "PodDisruptionBudget", name: name, apply: func(ctx context.Context) error {
+			return absentOK(d.cli.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+		}}
+	}
+	p := o.pdb()
+	return item{kind: "PodDisruptionBudget", name: name, ac: p, apply: func(ctx context.Context) error {
+		_, err := d.cli.PolicyV1().PodDisruptionBudgets(ns).Apply(ctx, p, opts)
+		return err
+	}}
+}
+
+// exposeItems are the deployment's Ingress and HTTPRoute: the one
+// Options.Expose asks for applied, the other deleted (both without
+// Expose). An Ingress deleted takes its certificate's Secret with it.
+func (o *objects) exposeItems() []item {
+	if o.exposeUnknown {
+		return nil
+	}
+	d, ns, dep, opts := o.d, o.ns, o.w.Deployment.ID, o.d.applyOptions()
+	name := exposeName(dep)
+	ingress := item{kind: "Ingress", name: name, apply: func(ctx context.Context) error {
+		err := d.cli.NetworkingV1().Ingresses(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		if err != nil {
+			return absentOK(err)
+		}
+		return absentOK(d.cli.CoreV1().Secrets(ns).Delete(ctx, tlsSecretName(dep), metav1.DeleteOptions{}))
+	}}
+	route := item{kind: "HTTPRoute", name: name, apply: func(ctx context.Context) error {
+		return d.deleteHTTPRoute(ctx, ns, name)
+	}}
+	switch {
+	case d.expose == nil:
+	case d.expose.Kind == ExposeIngress:
+		in := o.ingress()
+		ingress.ac, ingress.note = in, o.exposeNote()
+		ingress.apply = func(ctx context.Context) error {
+			_, err := d.cli.NetworkingV1().Ingresses(ns).Apply(ctx, in, opts)
+			return err
+		}
+	default:
+		r := o.httpRoute()
+		route.ac, route.note = r, o.exposeNote()
+		route.apply = func(ctx context.Context) error { return d.applyHTTPRoute(ctx, ns, r) }
+	}
+	return []item{ingress, route}
 }
 
 // current reads, with one Get each, the objects a revision's objects
@@ -275,7 +344,8 @@ func (d *Deployer) reapply(ctx context.Context, o *objects) error {
 type liveObjects map[string]map[string]any
 
 // listLive lists this instance's Secrets, Services, Deployments,
-// StatefulSets and HorizontalPodAutoscalers in every namespace.
+// StatefulSets, HorizontalPodAutoscalers, PodDisruptionBudgets, Ingresses
+// and HTTPRoutes in every namespace.
 func (d *Deployer) listLive(ctx context.Context) (liveObjects, error) {
 	lo := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance}).String()}
 	all := metav1.NamespaceAll
@@ -315,6 +385,28 @@ func (d *Deployer) listLive(ctx context.Context) (liveObjects, error) {
 	}
 	for i := range hpas.Items {
 		add("HorizontalPodAutoscaler", &hpas.Items[i], &hpas.Items[i])
+	}
+	// The kinds a grant may lack (absentOK): none of them then.
+	if pdbs, err := d.cli.PolicyV1().PodDisruptionBudgets(all).List(ctx, lo); err == nil {
+		for i := range pdbs.Items {
+			add("PodDisruptionBudget", &pdbs.Items[i], &pdbs.Items[i])
+		}
+	} else if err = absentOK(err); err != nil {
+		return nil, err
+	}
+	if ingresses, err := d.cli.NetworkingV1().Ingresses(all).List(ctx, lo); err == nil {
+		for i := range ingresses.Items {
+			add("Ingress", &ingresses.Items[i], &ingresses.Items[i])
+		}
+	} else if err = absentOK(err); err != nil {
+		return nil, err
+	}
+	routes, err := d.listHTTPRoutes(ctx, lo.LabelSelector, 0)
+	if err != nil {
+		return nil, err
+	}
+	for i := range routes {
+		add("HTTPRoute", &routes[i], &routes[i])
 	}
 	return live, nil
 }
@@ -383,6 +475,10 @@ func (d *Deployer) repair(ctx context.Context, ns string, rec *activeRecord, liv
 // matches: the cluster has it as its apply configuration says, in the
 // fields this package manages (those a new apply would change).
 func (d *Deployer) matches(live liveObjects, ns string, it item) (bool, error) {
+	if it.ac == nil { // it must not exist
+		_, ok := live[it.kind][ns+"/"+it.name]
+		return !ok, nil
+	}
 	var cur any
 	var err error
 	fm := d.o.FieldManager
@@ -404,12 +500,22 @@ func (d *Deployer) matches(live liveObjects, ns string, it item) (bool, error) {
 			cur, err = appsv1ac.ExtractStatefulSet(v, fm)
 		}
 	case "HorizontalPodAutoscaler":
-		v := get[autoscalingv2.HorizontalPodAutoscaler](live, it.kind, ns, it.name)
-		if it.ac == nil {
-			return v == nil, nil
-		}
-		if v != nil {
+		if v := get[autoscalingv2.HorizontalPodAutoscaler](live, it.kind, ns, it.name); v != nil {
 			cur, err = asv2ac.ExtractHorizontalPodAutoscaler(v, fm)
+		}
+	case "PodDisruptionBudget":
+		if v := get[policyv1.PodDisruptionBudget](live, it.kind, ns, it.name); v != nil {
+			cur, err = policyv1ac.ExtractPodDisruptionBudget(v, fm)
+		}
+	case "Ingress":
+		if v := get[networkingv1.Ingress](live, it.kind, ns, it.name); v != nil {
+			cur, err = networkingv1ac.ExtractIngress(v, fm)
+		}
+	case "HTTPRoute":
+		// The whole object: it holds more than was applied (the
+		// defaults), which within allows.
+		if v := get[unstructured.Unstructured](live, it.kind, ns, it.name); v != nil {
+			cur = v.Object
 		}
 	default:
 		return false, fmt.Errorf("deployk8s: no comparison for %s", it.kind)

@@ -173,7 +173,7 @@ func (x *run) deploy(ctx context.Context) error {
 	if err := x.d.deleteOlderSecrets(context.WithoutCancel(ctx), x.ns, w.Tenant, w.Deployment.ID, &w.Revision); err != nil {
 		x.d.log.Warn("deployk8s: removing older revisions' secrets", "deployment", w.Deployment.ID, "err", err)
 	}
-	url := x.d.URL(x.ns, w.Deployment.ID) // the custom_url instead, when set (controlplane)
+	url := x.d.Address(w.Tenant, x.ns, &w.Deployment) // the custom_url instead, when set (controlplane)
 	// The log's last line goes before DEPLOYED is reported, so that whoever
 	// sees the revision DEPLOYED reads its whole deploy log.
 	x.unsubscribe()
@@ -224,6 +224,9 @@ func (d *Deployer) apply(ctx context.Context, x *run, image string) (string, err
 	mu.Lock()
 	defer mu.Unlock()
 	o := d.newObjects(ns, w, image)
+	if msg := o.exposeProblem(); msg != "" {
+		return msg, nil
+	}
 	dep := w.Deployment.ID
 	rejected := func(what string, err error) (string, error) {
 		if ctx.Err() != nil {
@@ -271,7 +274,7 @@ func (d *Deployer) apply(ctx context.Context, x *run, image string) (string, err
 	}
 	for _, it := range items {
 		if err := it.apply(ctx); err != nil {
-			return rejected(it.kind+" "+it.name, err)
+			return rejected(it.kind+" "+it.name+it.note, err)
 		}
 	}
 	x.o = o

@@ -91,6 +91,11 @@ type Options struct {
 	// server's own registry an image pull secret (pullsecret.go). Default
 	// nil: none.
 	PullSecrets *PullSecrets
+	// Expose makes each deployment reachable from outside the cluster
+	// through an Ingress or an HTTPRoute, its url the external address
+	// (expose.go). Default nil: none, the url is the Service's address
+	// in the cluster (URL).
+	Expose *Expose
 	// Logger receives the steps (also written to the deploy logs) and
 	// warnings. Nil: slog.Default().
 	Logger *slog.Logger
@@ -103,13 +108,17 @@ type Deployer struct {
 	cli kubernetes.Interface
 	log *slog.Logger
 	ev  *events
+	// expose is Options.Expose, validated; nil without.
+	expose *exposure
 
 	mu     sync.Mutex
 	locks  map[string]*sync.Mutex // per tenant/deployment
 	health int                    // healthUnknown, healthUp or healthDown (noteHealth)
 }
 
-// New builds a Deployer. It does not contact the cluster; Ready does.
+// New builds a Deployer. It does not contact the cluster; Ready does. An
+// Options.Expose that Expose.Validate refuses is an error wrapping
+// ErrExpose.
 func New(o *Options) (*Deployer, error) {
 	var opt Options
 	if o != nil {
@@ -151,6 +160,13 @@ func New(o *Options) (*Deployer, error) {
 		opt.Logger = slog.Default()
 	}
 	d := &Deployer{o: opt, cli: opt.Client, log: opt.Logger, locks: map[string]*sync.Mutex{}}
+	if opt.Expose != nil {
+		x, err := compileExpose(opt.Expose)
+		if err != nil {
+			return nil, err
+		}
+		d.expose = x
+	}
 	d.ev = newEvents(d)
 	return d, nil
 }

@@ -23,11 +23,16 @@
 // resource_spec after controlplane.ResourceSpec.WithDefaults, with
 // readiness on Options.ReadyPath and rolling updates with maxUnavailable
 // 0; HorizontalPodAutoscalers when a maximum scale is above its minimum; a
-// Service "dp-<id>" (url http://dp-<id>.<namespace>.svc.cluster.local:8000
-// unless custom_url is set); unless Options.NoServices, a PostgreSQL
-// StatefulSet and a Redis Deployment with their Services and credentials;
-// with Options.PullSecrets, a pull Secret for images of the server's own
-// registry; and a record of the active revision ("dp-<id>-active").
+// PodDisruptionBudget "dp-<id>-api" (minAvailable 1) while min_scale is 2
+// or more; a Service "dp-<id>" (url
+// http://dp-<id>.<namespace>.svc.cluster.local:8000 unless custom_url is
+// set); with Options.Expose, an Ingress or a Gateway API HTTPRoute
+// "dp-<id>" whose host and path come from templates, the url then being
+// that external address (Deployer.Address); unless Options.NoServices, a
+// PostgreSQL StatefulSet and a Redis Deployment with their Services and
+// credentials; with Options.PullSecrets, a pull Secret for images of the
+// server's own registry; and a record of the active revision
+// ("dp-<id>-active").
 //
 // Guarantees:
 //
@@ -48,7 +53,10 @@
 //     size deploys with the claim as it is (AnnotationStorageRefused).
 //   - Reconcile (at Start and every Options.ReconcileEvery) removes the
 //     objects of deleted deployments and stale revisions and applies again
-//     active objects changed or deleted by hand. Deploy and Reconcile are
+//     active objects changed or deleted by hand. It also gives each
+//     deployment the Ingress or HTTPRoute that Options.Expose asks for now,
+//     removing it when exposure is turned off (the url a deployment
+//     reports changes with its next revision). Deploy and Reconcile are
 //     idempotent, so several control-plane replicas may each call Start.
 //   - Teardown returns only once no object labelled for the deployment is
 //     left in any namespace.
@@ -61,9 +69,12 @@
 //
 // The client needs create, get, list, watch, patch and delete on
 // ConfigMaps, Secrets, Services, Pods, PersistentVolumeClaims, Events,
-// Deployments, ReplicaSets, StatefulSets and HorizontalPodAutoscalers, in
-// the namespaces it deploys to and cluster-wide by label (Reconcile and
-// Teardown): the simplest grant is a ClusterRole. The tests need
+// Deployments, ReplicaSets, StatefulSets, HorizontalPodAutoscalers,
+// PodDisruptionBudgets, Ingresses and (with an HTTPRoute exposure)
+// HTTPRoutes, in the namespaces it deploys to and cluster-wide by label
+// (Reconcile and Teardown): the simplest grant is a ClusterRole. A grant
+// without PodDisruptionBudgets, Ingresses or HTTPRoutes reads as none of
+// them, until a revision needs one. The tests need
 // DEPLOYPLANE_TEST_KUBECONFIG (contexts kube-a and kube-b) and skip
 // without it. Design notes: docs/design-notes.md, "deployk8s".
 package deployk8s

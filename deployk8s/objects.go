@@ -32,7 +32,9 @@ const (
 	LabelDeployment = "deployplane.dev/deployment"
 	LabelRevision   = "deployplane.dev/revision"
 	// LabelComponent says which object of the deployment it is: owner,
-	// secrets, services, api, queue, db or redis.
+	// secrets, services, api, queue, db or redis (the API server's
+	// Deployment, Service, autoscaler, PodDisruptionBudget, Ingress or
+	// HTTPRoute are api).
 	LabelComponent = "deployplane.dev/component"
 
 	AnnotationTenant = "deployplane.dev/tenant"
@@ -83,6 +85,10 @@ type objects struct {
 	// pullSecret is the image pull secret of the server's registry
 	// (pullsecret.go); "": none.
 	pullSecret string
+	// exposeUnknown: the deployment's address cannot be made (a record
+	// without the deployment's name, for a template with {name}): its
+	// Ingress or HTTPRoute is left as it is.
+	exposeUnknown bool
 	// What the objects keep of the cluster's (observe): the replicas an
 	// autoscaler gave the API server and queue, the database claim
 	// template's size (a StatefulSet's claim templates cannot change; nil
@@ -160,8 +166,7 @@ type metaObject[T any] interface {
 func withMeta[T metaObject[T]](o *objects, obj T, component string, withRevision bool) T {
 	obj = obj.WithLabels(o.labels(component, withRevision)).WithAnnotations(o.annotations())
 	if o.owner != "" {
-		obj = obj.WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion("v1").WithKind("ConfigMap").
-			WithName(ownerName(o.w.Deployment.ID)).WithUID(o.owner).WithBlockOwnerDeletion(true))
+		obj = obj.WithOwnerReferences(o.ownerReference())
 	}
 	return obj
 }

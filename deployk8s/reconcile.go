@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -226,11 +227,19 @@ func (d *Deployer) Teardown(ctx context.Context, tenant string, dep *controlplan
 }
 
 // deleteOwner deletes a deployment's owner ConfigMap in the foreground:
-// the garbage collector deletes what it owns first.
+// the garbage collector deletes what it owns first. Its HTTPRoute is
+// deleted by name too (a garbage collector that has not yet seen the
+// Gateway API's CRDs would leave it a while), and so is the Secret
+// cert-manager made for its Ingress, which nothing owns.
 func (d *Deployer) deleteOwner(ctx context.Context, ns, dep string) error {
 	fg := metav1.DeletePropagationForeground
 	err := d.cli.CoreV1().ConfigMaps(ns).Delete(ctx, ownerName(dep), metav1.DeleteOptions{PropagationPolicy: &fg})
 	if err != nil && !k8serrors.IsNotFound(err) {
+		return fmt.Errorf("deployk8s: cluster %s: deleting the objects of deployment %s: %w", d.o.Cluster, dep, err)
+	}
+	err = errors.Join(d.deleteHTTPRoute(ctx, ns, exposeName(dep)),
+		absentOK(d.cli.CoreV1().Secrets(ns).Delete(ctx, tlsSecretName(dep), metav1.DeleteOptions{})))
+	if err != nil {
 		return fmt.Errorf("deployk8s: cluster %s: deleting the objects of deployment %s: %w", d.o.Cluster, dep, err)
 	}
 	return nil
@@ -260,6 +269,18 @@ func (d *Deployer) remaining(ctx context.Context, dep string) (string, error) {
 			l, err := d.cli.AutoscalingV2().HorizontalPodAutoscalers(all).List(ctx, lo)
 			return lenOf(l, err)
 		}},
+		{"PodDisruptionBudget", func() (int, error) {
+			l, err := d.cli.PolicyV1().PodDisruptionBudgets(all).List(ctx, lo)
+			return lenOf(l, absentOK(err))
+		}},
+		{"Ingress", func() (int, error) {
+			l, err := d.cli.NetworkingV1().Ingresses(all).List(ctx, lo)
+			return lenOf(l, absentOK(err))
+		}},
+		{"HTTPRoute", func() (int, error) {
+			l, err := d.listHTTPRoutes(ctx, sel, 1)
+			return len(l), err
+		}},
 	}
 	for _, c := range checks {
 		n, err := c.list()
@@ -277,6 +298,9 @@ func (d *Deployer) remaining(ctx context.Context, dep string) (string, error) {
 func lenOf(l runtime.Object, err error) (int, error) {
 	if err != nil {
 		return 0, err
+	}
+	if l == nil || reflect.ValueOf(l).IsNil() { // an error absentOK took
+		return 0, nil
 	}
 	return meta.LenList(l), nil
 }

@@ -55,7 +55,8 @@ type agentReportRequest struct {
 	Step  *cp.Step `json:"step"`
 }
 
-// agentFailRequest is the body of POST .../agent/fail.
+// agentFailRequest is the body of POST .../agent/fail and
+// .../agent/teardown-failed.
 type agentFailRequest struct {
 	Lease   string `json:"lease"`
 	Message string `json:"message"`
@@ -268,6 +269,15 @@ func (h *handler) agentTeardownDone(c *call) (int, any, error) {
 	return http.StatusNoContent, nil, h.cp.FinishAgentTeardown(c.r.Context(), c.tenant, ids[0], req.Lease)
 }
 
+func (h *handler) agentTeardownFailed(c *call) (int, any, error) {
+	var req agentFailRequest
+	ids, err := h.agentRequest(c, &req)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, h.cp.FailAgentTeardown(c.r.Context(), c.tenant, ids[0], req.Lease, req.Message)
+}
+
 func (h *handler) agentDeployments(c *call) (int, any, error) {
 	ids, err := h.agentRequest(c, nil)
 	p := newQueryParser(c.r.URL.RawQuery)
@@ -396,6 +406,12 @@ func agentRoutes() []route {
 		{method: http.MethodPost, path: base + "/teardown-done", serve: (*handler).agentTeardownDone, agent: true,
 			summary: "Remove the deployment of a teardown's lease once its resources are gone (idempotent)",
 			body:    agentLeaseRequest{}, status: http.StatusNoContent, errors: lease},
+		{method: http.MethodPost, path: base + "/teardown-failed", serve: (*handler).agentTeardownFailed, agent: true,
+			summary: "Record that the teardown of the lease's deployment failed, with a message: the deployment stays " +
+				"AWAITING_DELETE with the message as its status_message, and the teardown is offered again after a backoff",
+			description: "The backoff starts at 2 seconds and doubles with each failure in a row, up to 5 minutes; " +
+				"the work's lease ends with this call.",
+			body: agentFailRequest{}, status: http.StatusNoContent, errors: lease},
 		{method: http.MethodGet, path: base + "/deployments", serve: (*handler).agentDeployments, agent: true,
 			summary: "A page of the ids of the listener's deployments, oldest first (those being deleted included)",
 			status:  http.StatusOK, resp: cp.AgentDeploymentPage{},

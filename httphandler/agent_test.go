@@ -264,7 +264,8 @@ func TestListenerTokenReach(t *testing.T) {
 // DEPLOYED with its logs, and the deployment is READY at the agent's
 // url; a repeated report changes nothing; the agent reads its listener's
 // deployments, writes and reads logs outside the lease; a delete is torn
-// down through the agent and removes the deployment. The secret is in the
+// down through the agent (a failed teardown recorded on the deployment and
+// offered again after its backoff) and removes the deployment. The secret is in the
 // claim's answer and in no log of the server.
 func TestAgentFlow(t *testing.T) {
 	e := newAgentEnv(t, nil)
@@ -363,6 +364,22 @@ func TestAgentFlow(t *testing.T) {
 		t.Fatalf("the teardown's claim: %+v", td)
 	}
 	e.want(token, "POST", agent+"/report", leaseBody(td.Lease, `, "step": {}`), 400)
+	// A failed teardown: the deployment stays, saying why, and the
+	// teardown is offered again once its backoff (2 s) has passed.
+	e.want(token, "POST", agent+"/teardown-failed", leaseBody(td.Lease, `, "message": "cluster edge-1 is unreachable"`), 204)
+	waiting := must[controlplane.Deployment](t, e.s, keyA, "GET", "/v2/deployments/"+d.ID, "", 200)
+	if waiting.Status != controlplane.StatusAwaitingDelete || waiting.StatusMessage == nil ||
+		!strings.Contains(*waiting.StatusMessage, "cluster edge-1 is unreachable") {
+		t.Errorf("the deployment after teardown-failed: %s %v", waiting.Status, waiting.StatusMessage)
+	}
+	e.want(token, "POST", agent+"/teardown-done", leaseBody(td.Lease), 409) // the lease went with the failure
+	if w := e.claim(token, l.ID); w != nil {
+		t.Errorf("a failed teardown claimed again before its backoff: %+v", w)
+	}
+	e.clock.Advance(3 * time.Second)
+	if td = e.claim(token, l.ID); td == nil || td.Kind != controlplane.AgentTeardown || td.Deployment.ID != d.ID {
+		t.Fatalf("the teardown's claim after its backoff: %+v", td)
+	}
 	e.want(token, "POST", agent+"/teardown-done", leaseBody(td.Lease), 204)
 	if r := e.s.as(keyA, "GET", "/v2/deployments/"+d.ID, ""); r.status != 404 {
 		t.Errorf("the deployment after teardown-done: %d %s", r.status, r.body)
@@ -422,6 +439,10 @@ func TestAgentErrors(t *testing.T) {
 		{name: "an unknown status", token: token, path: agent + "/report", body: leaseBody(taken.Lease, `, "step": {"status": "DONE"}`), status: 400},
 		{name: "no lease at all", token: token, path: agent + "/renew", body: `{"lease": "not-a-lease"}`, status: 400, detail: "not one this control plane issued"},
 		{name: "a teardown's call with a revision's lease", token: token, path: agent + "/teardown-done", body: leaseBody(taken.Lease), status: 400},
+		{name: "a teardown's failure with a revision's lease", token: token, path: agent + "/teardown-failed",
+			body: leaseBody(taken.Lease, `, "message": "cluster unreachable"`), status: 400, detail: "not a teardown's"},
+		{name: "a teardown's failure without a lease", token: token, path: agent + "/teardown-failed", body: `{"message": "m"}`, status: 422,
+			problems: []problem{{[]any{"body", "lease"}, apierr.TypeMissing}}},
 		{name: "a lease of another listener's work", token: token2, path: "/v2/listeners/" + l2.ID + "/agent/report",
 			body: leaseBody(taken.Lease, `, "step": {}`), status: 404, detail: " not found."},
 		{name: "another listener's deployment", token: token, path: agent + "/deployments/" + d2.ID, method: "GET", status: 404, detail: "Deployment ID "},
@@ -633,6 +654,7 @@ func checkAgentRoutes(t *testing.T, s *server, c *docChecker) {
 	at(base+"/report", "POST", agent+"/report", leaseBody(w.Lease, `, "step": {"status": "BUILDING"}`), 400, b...)
 	at(base+"/fail", "POST", agent+"/fail", leaseBody("nope"), 400, b...)
 	at(base+"/teardown-done", "POST", agent+"/teardown-done", leaseBody(w.Lease), 400, b...)
+	at(base+"/teardown-failed", "POST", agent+"/teardown-failed", leaseBody(w.Lease, `, "message": "m"`), 400, b...)
 	at(base+"/heartbeat", "POST", "/v2/listeners/00000000-0000-7000-8000-0000000000ff/agent/heartbeat", `{}`, 403, b...)
 	at(base+"/deployments", "GET", agent+"/deployments", "", 200, b...)
 	dep, rev := base+"/deployments/{deployment_id}", base+"/deployments/{deployment_id}/revisions/{revision_id}"
@@ -655,7 +677,7 @@ func checkAgentRoutes(t *testing.T, s *server, c *docChecker) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct{ path, schema string }{
-		{"/renew", "AgentLeaseRequest"}, {"/report", "AgentReportRequest"}, {"/fail", "AgentFailRequest"},
+		{"/renew", "AgentLeaseRequest"}, {"/report", "AgentReportRequest"}, {"/fail", "AgentFailRequest"}, {"/teardown-failed", "AgentFailRequest"},
 		{"/logs", "AgentLogsRequest"}, {"/release", "AgentReleaseRequest"}, {"/heartbeat", "AgentHeartbeatRequest"},
 		{"/deployments/" + d.ID + "/revisions/" + *d.LatestRevisionID + "/logs", "AgentLinesRequest"},
 	} {

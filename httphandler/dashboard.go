@@ -8,6 +8,7 @@ import (
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/dashboard"
+	"github.com/deployplane/deployplane/internal/uuidtext"
 )
 
 // The dashboard (package dashboard) is served under /ui/ when
@@ -89,7 +90,21 @@ func dashboardRoutes() []route {
 		{method: http.MethodGet, path: "/ui/{page...}", public: true, serve: (*handler).serveDashboard, hidden: true, summary: summary, status: http.StatusOK, html: true},
 		{method: http.MethodPost, path: "/ui/{page...}", public: true, serve: (*handler).serveDashboard, hidden: true, summary: summary, status: http.StatusSeeOther, html: true},
 		{method: http.MethodGet, path: "/ui/stream/{stream...}", public: true, serve: (*handler).serveDashboard, hidden: true, summary: summary, status: http.StatusOK, stream: true},
+		// The Go CLI's "View status" link names a deployment's page as the
+		// hosted service's UI does.
+		{method: http.MethodGet, path: "/o/{tenant_id}/host/deployments/{deployment_id}", public: true, serve: (*handler).viewStatus,
+			hidden: true, summary: "A deployment's page under the hosted service's name: a redirect to its dashboard page", status: http.StatusFound, html: true},
 	}
+}
+
+// viewStatus redirects the hosted service's page of a deployment to the
+// dashboard's (whose session decides the workspace, as every page's does).
+func (h *handler) viewStatus(c *call) (int, any, error) {
+	id, ok := uuidtext.Canonical(c.r.PathValue("deployment_id"))
+	if !ok {
+		return 0, nil, &statusError{status: http.StatusNotFound, detail: "Not Found"}
+	}
+	return http.StatusFound, servedBy{http.RedirectHandler(h.basePath+"/ui/deployments/"+id, http.StatusFound)}, nil
 }
 
 // serveDashboard hands a request to the dashboard.

@@ -351,6 +351,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.headerTooLarge.ServeHTTP(w, r)
 		return
 	}
+	if rest, ok := strings.CutPrefix(r.URL.Path, APIHostPrefix+"/"); ok {
+		// The same routes under the prefix self-hosted clients derive
+		// (wire contract section 11): the same handler, auth and limits.
+		r = withPath(r, "/"+rest)
+	}
 	if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p && (h.ui == nil || p != "/ui/") {
 		// The mux would redirect to the cleaned path; no route of this API
 		// has a trailing slash, a "..", or an empty segment.
@@ -358,6 +363,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// APIHostPrefix is the path prefix under which the handler serves every
+// route a second time: the Go langsmith CLI and the Terraform provider
+// derive a self-hosted control plane as <origin>/api-host from
+// LANGSMITH_ENDPOINT (wire contract section 11). GET /openapi.json lists
+// both as servers.
+const APIHostPrefix = "/api-host"
+
+// withPath is r with the URL path p (and no raw path, which p replaces).
+func withPath(r *http.Request, p string) *http.Request {
+	r2 := new(http.Request)
+	*r2 = *r
+	u := *r.URL
+	u.Path, u.RawPath = p, ""
+	r2.URL = &u
+	return r2
 }
 
 // urlBytes is the length of r's target as sent (as rebuilt when r did not

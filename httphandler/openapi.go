@@ -54,10 +54,6 @@ func openAPIDocument(routes []route, basePath string) []byte {
 		}
 		item[strings.ToLower(rt.method)] = g.operation(rt)
 	}
-	server := basePath
-	if server == "" {
-		server = "/"
-	}
 	doc := obj{
 		"openapi": "3.1.0",
 		"info": obj{
@@ -66,7 +62,7 @@ func openAPIDocument(routes []route, basePath string) []byte {
 			"description": "Deployment control plane for agent servers. Errors are {\"detail\": \"...\"}, and 422 lists every problem with its loc, msg and type.",
 			"license":     obj{"name": "Apache-2.0", "identifier": "Apache-2.0"},
 		},
-		"servers": []obj{{"url": server, "description": "This server (the path the API is mounted under)"}},
+		"servers": servers(basePath),
 		"paths":   paths,
 		"components": obj{
 			"schemas": g.schemas,
@@ -533,4 +529,19 @@ func (g *schemaGen) structSchema(t reflect.Type, in bool) obj {
 		out["required"] = required
 	}
 	return out
+}
+
+// servers is the document's servers for a handler mounted under basePath:
+// where it is mounted, and the same under APIHostPrefix, which it serves
+// too (unless it is mounted there already).
+func servers(basePath string) []obj {
+	if basePath == "" {
+		basePath = "/"
+	}
+	ss := []obj{{"url": basePath, "description": "This server (the path the API is mounted under)"}}
+	if !strings.HasSuffix(basePath, APIHostPrefix) {
+		ss = append(ss, obj{"url": strings.TrimSuffix(basePath, "/") + APIHostPrefix,
+			"description": "The same routes under the prefix self-hosted clients derive from LANGSMITH_ENDPOINT"})
+	}
+	return ss
 }

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/deployplane/deployplane/deployk8s"
 )
@@ -73,16 +71,13 @@ func TestAgentCommand(t *testing.T) {
 		t.Errorf("listener status %v last_heartbeat_at %v, want DISCONNECTED, never seen", l["status"], l["last_heartbeat_at"])
 	}
 
-	status, tok := call(t, "POST", url+"/v2/listeners/"+lid+"/tokens", "k", `{}`)
-	if status != 201 {
-		t.Fatalf("create a listener token: %d %v", status, tok)
-	}
+	token := listenerToken(t, url, lid)
 	ctx, cancel := context.WithCancel(context.Background())
 	agentLog := newWatcher()
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"agent", "-control-plane", url, "-listener-id", lid, "-deployer", "sim", "-sim-step", "10ms"},
-			func(k string) string { return map[string]string{"DEPLOYPLANE_AGENT_TOKEN": tok["token"].(string)}[k] }, nil, agentLog)
+			func(k string) string { return map[string]string{"DEPLOYPLANE_AGENT_TOKEN": token}[k] }, nil, agentLog)
 	}()
 	waitStatus(t, url, "k", dep, rev, "DEPLOYED")
 	if _, l := call(t, "GET", url+"/v2/listeners/"+lid, "k", ""); l["status"] != "CONNECTED" || !strings.HasPrefix(l["version"].(string), "deployplane-agent ") {
@@ -92,7 +87,7 @@ func TestAgentCommand(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("the agent: %v\n%s", err, agentLog.String())
 	}
-	if strings.Contains(agentLog.String(), tok["token"].(string)) {
+	if strings.Contains(agentLog.String(), token) {
 		t.Errorf("the agent logged its token:\n%s", agentLog.String())
 	}
 }
@@ -113,16 +108,13 @@ func TestAgentOnKubernetes(t *testing.T) {
 		t.Errorf("the server was given clusters:\n%s", stderr)
 	}
 	lid := k8sListener(t, url, "edge-"+randSuffix())
-	status, tok := call(t, "POST", url+"/v2/listeners/"+lid+"/tokens", "k", `{}`)
-	if status != 201 {
-		t.Fatalf("create a listener token: %d %v", status, tok)
-	}
+	token := listenerToken(t, url, lid)
 	ctx, cancel := context.WithCancel(context.Background())
 	agentLog := newWatcher()
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"agent", "-control-plane", url, "-listener-id", lid, "-kubeconfig", kubeconfig, "-context", "kube-a"},
-			func(k string) string { return map[string]string{"DEPLOYPLANE_AGENT_TOKEN": tok["token"].(string)}[k] }, nil, agentLog)
+			func(k string) string { return map[string]string{"DEPLOYPLANE_AGENT_TOKEN": token}[k] }, nil, agentLog)
 	}()
 	defer func() {
 		cancel()
@@ -136,15 +128,7 @@ func TestAgentOnKubernetes(t *testing.T) {
 	if want := "http://dp-" + dep + ".default.svc.cluster.local:8000"; d["url"] != want || d["status"] != "READY" {
 		t.Errorf("deployment url %v status %v, want %s READY", d["url"], d["status"], want)
 	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
-		&clientcmd.ConfigOverrides{CurrentContext: "kube-a"}).ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli := kubeClient(t, kubeconfig, "kube-a")
 	owner, err := cli.CoreV1().ConfigMaps("default").Get(context.Background(), "dp-"+dep, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the deployment's owner in kube-a: %v", err)

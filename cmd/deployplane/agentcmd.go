@@ -35,6 +35,7 @@ Usage:
 
     DEPLOYPLANE_AGENT_TOKEN=dpl_lt_... deployplane agent -control-plane URL -listener-id ID
         [-kubeconfig FILE[:FILE...]] [-context NAME]   (Kubernetes)
+        [-k8s-expose ingress|httproute -k8s-host-template T ...]
         [-docker-host ADDR]                           (Docker)
         [-deployer k8s|docker|sim] [-sim-step 500ms] [-sim-fail-at STATUS]
         [-instance NAME] [-tenant-id UUID] [-concurrency 4] [-reconcile-every 1m]
@@ -68,8 +69,15 @@ Flags:
                       and changes the objects it made in every namespace, so
                       its account needs a ClusterRole for them (Deployments,
                       StatefulSets, Services, Secrets, ConfigMaps,
-                      PersistentVolumeClaims, HorizontalPodAutoscalers; Pods
+                      PersistentVolumeClaims, HorizontalPodAutoscalers,
+                      PodDisruptionBudgets, Ingresses or HTTPRoutes; Pods
                       and Events to read)
+    -k8s-expose ingress|httproute, -k8s-host-template T, ...
+                      the deployments reached from outside the cluster
+                      through an Ingress or an HTTPRoute, their url that
+                      address: the server's -k8s-* flags (see deployplane
+                      -h), which should be the same for every agent of the
+                      listener
     -docker-host ADDR the Docker daemon, unix:///path.sock or tcp://host:port
                       (default $DOCKER_HOST, else unix:///var/run/docker.sock);
                       the -docker-* and -build-* flags are the server's (see
@@ -285,7 +293,7 @@ func startAgentDeployer(ctx context.Context, c *agentConfig, client *agent.Clien
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("cluster %s: %w", name, err)
 		}
-		kd, err := newKubeDeployer(cli, name, c.instance, client, nil, log)
+		kd, err := newKubeDeployer(cli, name, c.instance, client, nil, c.deployer.expose, log)
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -44,7 +44,8 @@ func TestAgentOnDocker(t *testing.T) {
 	}
 	defer cli.Close()
 
-	_, url := startServerProc(t, nil, map[string]string{"DEPLOYPLANE_API_KEY": "k"},
+	bin, home := binary(t), t.TempDir()
+	_, url := startServerProc(t, nil, processEnv(home, "DEPLOYPLANE_API_KEY=k"),
 		"-db", filepath.Join(t.TempDir(), "db"), "-sim-agents=false", "-registry-addr", "off")
 	status, l := call(t, "POST", url+"/v2/listeners", "k", `{"compute_type": "docker", "compute_id": "edge-`+randSuffix()+`"}`)
 	if status != 201 {
@@ -82,11 +83,11 @@ func TestAgentOnDocker(t *testing.T) {
 	})
 
 	proxy := freeAddr(t) // the same address after the restart: the urls stay
-	agentEnv := map[string]string{"DEPLOYPLANE_AGENT_TOKEN": tok["token"].(string)}
+	agentEnv := processEnv(home, "DEPLOYPLANE_AGENT_TOKEN="+tok["token"].(string))
 	agentArgs := []string{"agent", "-control-plane", url, "-listener-id", lid, "-docker-host", host,
 		"-docker-network", "host", "-build-network", "host", "-docker-proxy-addr", proxy,
 		"-docker-postgres-image", "", "-docker-redis-image", ""}
-	agent := startProc(t, agentEnv, agentArgs...)
+	agent := startProc(t, bin, agentEnv, agentArgs...)
 
 	create := func(secrets string) (dep, rev string) {
 		t.Helper()
@@ -112,7 +113,7 @@ func TestAgentOnDocker(t *testing.T) {
 		for deadline := nearDeadline(t); !answers(u); {
 			select {
 			case <-deadline:
-				t.Fatalf("%s/ok does not answer\nagent:\n%s", u, agent.stderr)
+				t.Fatalf("%s/ok does not answer\nagent:\n%s", u, agent.log)
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
@@ -126,7 +127,7 @@ func TestAgentOnDocker(t *testing.T) {
 		t.Fatalf("deployment url %v status %v, want %s READY", d["url"], d["status"], depURL)
 	}
 	if !answers(depURL) {
-		t.Fatalf("%s/ok does not answer once DEPLOYED\nagent:\n%s", depURL, agent.stderr)
+		t.Fatalf("%s/ok does not answer once DEPLOYED\nagent:\n%s", depURL, agent.log)
 	}
 	if _, l := call(t, "GET", url+"/v2/listeners/"+lid, "k", ""); l["status"] != "CONNECTED" || !strings.HasPrefix(l["version"].(string), "deployplane-agent ") {
 		t.Errorf("listener status %v version %v, want CONNECTED deployplane-agent ...", l["status"], l["version"])
@@ -149,17 +150,17 @@ func TestAgentOnDocker(t *testing.T) {
 		}
 		select {
 		case <-deadline:
-			t.Fatalf("revision %v, containers %v: never DEPLOYING with its container running\nagent:\n%s", r["status"], containers(true), agent.stderr)
+			t.Fatalf("revision %v, containers %v: never DEPLOYING with its container running\nagent:\n%s", r["status"], containers(true), agent.log)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	before = containers(true)
-	agent.kill9(t)
+	agent.kill(t)
 	if answers(depURL) {
 		t.Fatalf("%s answers with its agent killed", depURL)
 	}
 
-	agent = startProc(t, agentEnv, agentArgs...)
+	agent = startProc(t, bin, agentEnv, agentArgs...)
 	awaitAnswer(depURL) // the container adopted: the new proxy routes to it
 	waitStatus(t, url, "k", dep2, rev2, "DEPLOYED")
 	awaitAnswer("http://" + proxy + "/" + dep2)
@@ -182,10 +183,10 @@ func TestAgentOnDocker(t *testing.T) {
 	if status, body := call(t, "DELETE", url+"/v2/listeners/"+lid+"/tokens/"+tok["id"].(string), "k", ""); status != 204 {
 		t.Fatalf("revoke the token: %d %v", status, body)
 	}
-	if code := agent.exited(t); code != 1 {
-		t.Errorf("the agent exited %d after its token was revoked, want 1\n%s", code, agent.stderr)
+	if code := agent.exitCode(t); code != 1 {
+		t.Errorf("the agent exited %d after its token was revoked, want 1\n%s", code, agent.log)
 	}
-	if s := agent.stderr.String(); !strings.Contains(s, "refused the agent's listener token (401): it was revoked") {
+	if s := agent.log.String(); !strings.Contains(s, "refused the agent's listener token (401): it was revoked") {
 		t.Errorf("the agent does not say its token was revoked:\n%s", s)
 	}
 }

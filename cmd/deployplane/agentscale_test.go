@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/deployplane/deployplane/deployk8s"
 )
@@ -81,16 +80,10 @@ func agentScale(t *testing.T, n int, reconcileEvery time.Duration, idleGets int)
 	for _, name := range contexts {
 		cli := kubeClient(t, kubeconfig, name)
 		ensurePods(t, cli, name, (n+1)/2*podsPerDeployment, "scale-"+stamp)
-		// What a run that failed leaves (in the listeners' namespace,
-		// default): the owners of its deployments, and with them
-		// (garbage collection) the rest.
+		// What a run that failed leaves.
 		t.Cleanup(func() {
-			sel := fmt.Sprintf("%s in (scale-%s, scale-%s-%s)", deployk8s.LabelInstance, stamp, stamp, name)
-			bg := metav1.DeletePropagationBackground
-			if err := cli.CoreV1().ConfigMaps(metav1.NamespaceDefault).DeleteCollection(context.Background(),
-				metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{LabelSelector: sel}); err != nil {
-				t.Logf("%s: removing what the test left: %v", name, err)
-			}
+			sweep(cli, "scale-"+stamp)
+			sweep(cli, "scale-"+stamp+"-"+name)
 		})
 	}
 	// Two keys of one tenant: "k" creates, deletes and follows the
@@ -101,7 +94,8 @@ func agentScale(t *testing.T, n int, reconcileEvery time.Duration, idleGets int)
 	if err := os.WriteFile(keys, []byte(`[{"key": "k", "tenant_ids": ["`+tenant+`"]}, {"key": "g", "tenant_ids": ["`+tenant+`"]}]`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var env map[string]string
+	bin, home := binary(t), t.TempDir()
+	env := processEnv(home)
 	serverArgs := []string{"-keys", keys, "-tenant-workers", "-1", "-log-format", "json", "-registry-addr", "off"}
 
 	// The baseline: the server drives both clusters itself.
@@ -114,7 +108,7 @@ func agentScale(t *testing.T, n int, reconcileEvery time.Duration, idleGets int)
 	}
 	base := rollout(t, pushURL, pushListeners, n, "push-"+stamp)
 	deleteAll(t, pushURL, base.ids)
-	push.kill9(t)
+	push.kill(t)
 
 	// Ours: a server without the clusters, an agent in front of each.
 	agentLog := newRequestTally()
@@ -128,7 +122,7 @@ func agentScale(t *testing.T, n int, reconcileEvery time.Duration, idleGets int)
 		if status != 201 {
 			t.Fatalf("create a listener token: %d %v", status, tok)
 		}
-		agents[lid] = startProc(t, map[string]string{"DEPLOYPLANE_AGENT_TOKEN": tok["token"].(string)},
+		agents[lid] = startProc(t, bin, processEnv(home, "DEPLOYPLANE_AGENT_TOKEN="+tok["token"].(string)),
 			"agent", "-control-plane", url, "-listener-id", lid, "-kubeconfig", kubeconfig, "-context", name,
 			"-instance", "scale-"+stamp+"-"+name, "-concurrency", strconv.Itoa(scaleWorkers/len(contexts)),
 			"-reconcile-every", reconcileEvery.String(), "-log-format", "json")
@@ -174,26 +168,10 @@ func agentScale(t *testing.T, n int, reconcileEvery time.Duration, idleGets int)
 	for lid, a := range agents {
 		select {
 		case <-a.done:
-			t.Errorf("the agent of %s exited: %v\n%s", lid, a.err, tail(a.stderr.String(), 4000))
+			t.Errorf("the agent of %s exited: %v\n%s", lid, a.err, tail(a.log.String(), 4000))
 		default:
 		}
 	}
-}
-
-// kubeClient is a client of the test cluster context name.
-func kubeClient(t *testing.T, kubeconfig, name string) kubernetes.Interface {
-	t.Helper()
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
-		&clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 100, 200
-	cli, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cli
 }
 
 // ensurePods adds fake nodes (kwok's, as .ci/kube/up.sh makes them) to the

@@ -6,10 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +48,19 @@ type deployerFlags struct {
 	kubeconfig     string // Kubernetes clusters for k8s listeners ('' = home's ~/.kube/config)
 	k8sInstance    string // the label value of the server's Kubernetes objects
 	home           string // $HOME
+	// The Kubernetes deployments' exposure outside their cluster: the
+	// -k8s-* flags, and the deployk8s.Expose that check makes of them
+	// (nil: none).
+	k8sExpose         string // none, ingress or httproute
+	k8sIngressClass   string
+	k8sGateway        string // [NAMESPACE/]NAME
+	k8sGatewaySection string
+	k8sHostTemplate   string
+	k8sPathTemplate   string
+	k8sTLSIssuer      string // ClusterIssuer/NAME or Issuer/NAME
+	k8sHTTPS          bool
+	k8sAnnotations    keyValues
+	expose            *deployk8s.Expose
 	// dockerEndpoints are the Docker engines docker listeners name
 	// (-docker-endpoint NAME=ADDRESS, repeated).
 	dockerEndpoints dockerEndpoints
@@ -86,6 +101,36 @@ func (e *dockerEndpoints) Set(v string) error {
 	return nil
 }
 
+// keyValues is a repeated KEY=VALUE flag (a flag.Value).
+type keyValues map[string]string
+
+func (kv *keyValues) String() string {
+	if kv == nil {
+		return ""
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(*kv)) {
+		parts = append(parts, k+"="+(*kv)[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+// Set adds KEY=VALUE; a key may be given once.
+func (kv *keyValues) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if k = strings.TrimSpace(k); !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, not %q", v)
+	}
+	if _, dup := (*kv)[k]; dup {
+		return fmt.Errorf("%q is given twice", k)
+	}
+	if *kv == nil {
+		*kv = keyValues{}
+	}
+	(*kv)[k] = val
+	return nil
+}
+
 // instance is the label value of an endpoint's containers: each endpoint's
 // Deployer reconciles and tears down only its own, also when two
 // endpoints name one daemon.
@@ -120,6 +165,15 @@ func (f *deployerFlags) registerEngines(fs *flag.FlagSet, getenv func(string) st
 	fs.DurationVar(&f.healthTimeout, "docker-health-timeout", deploydocker.DefaultHealthTimeout, "how long a new container has to pass its health check")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig files (several separated by ':' merge as kubectl merges them) whose contexts are the clusters k8s listeners name (default $KUBECONFIG, else ~/.kube/config; in a pod without either, its own cluster as in-cluster)")
 	f.home = getenv("HOME")
+	fs.StringVar(&f.k8sExpose, "k8s-expose", "none", "none, ingress or httproute: how each Kubernetes deployment is reached from outside its cluster (its url is then that address)")
+	fs.StringVar(&f.k8sIngressClass, "k8s-ingress-class", "", "the Ingresses' class (default: the cluster's default class)")
+	fs.StringVar(&f.k8sGateway, "k8s-gateway", "", "[NAMESPACE/]NAME: the Gateway the HTTPRoutes attach to")
+	fs.StringVar(&f.k8sGatewaySection, "k8s-gateway-section", "", "the Gateway listener (sectionName) the HTTPRoutes attach to (default: all)")
+	fs.StringVar(&f.k8sHostTemplate, "k8s-host-template", "", "the host of each deployment, from {name}, {id}, {namespace} and {tenant}, e.g. {name}.agents.example.com")
+	fs.StringVar(&f.k8sPathTemplate, "k8s-path-template", "", "a path prefix of each deployment, e.g. /{id} (default: the whole host)")
+	fs.StringVar(&f.k8sTLSIssuer, "k8s-tls-issuer", "", "ClusterIssuer/NAME or Issuer/NAME: cert-manager issues each Ingress's certificate (the url is https)")
+	fs.BoolVar(&f.k8sHTTPS, "k8s-https", false, "the external url is https: TLS ends at the Gateway or the ingress controller")
+	fs.Var(&f.k8sAnnotations, "k8s-expose-annotation", "KEY=VALUE: an annotation of every Ingress or HTTPRoute (repeatable)")
 	fs.StringVar(&f.buildBaseImage, "build-base-image", "", "base image of the Dockerfiles generated for github revisions (default: the project's base_image, else langchain/langgraph-api, as the langgraph CLI)")
 }
 
@@ -150,6 +204,49 @@ func (f *deployerFlags) check() string {
 	if f.dataDir != "" && !filepath.IsAbs(f.dataDir) {
 		return "-docker-data-dir must be an absolute path"
 	}
+	return f.checkExpose()
+}
+
+// checkExpose makes f.expose of the -k8s-* flags, or says what is wrong
+// with them.
+func (f *deployerFlags) checkExpose() string {
+	f.expose = nil
+	e := &deployk8s.Expose{IngressClassName: f.k8sIngressClass, HostTemplate: f.k8sHostTemplate, PathTemplate: f.k8sPathTemplate,
+		HTTPS: f.k8sHTTPS, Annotations: f.k8sAnnotations}
+	switch f.k8sExpose {
+	case "none", "":
+		if f.k8sIngressClass != "" || f.k8sGateway != "" || f.k8sGatewaySection != "" || f.k8sHostTemplate != "" ||
+			f.k8sPathTemplate != "" || f.k8sTLSIssuer != "" || f.k8sHTTPS || len(f.k8sAnnotations) > 0 {
+			return "the -k8s-* flags of an exposure need -k8s-expose ingress or -k8s-expose httproute"
+		}
+		return ""
+	case "ingress":
+		e.Kind = deployk8s.ExposeIngress
+	case "httproute":
+		e.Kind = deployk8s.ExposeHTTPRoute
+	default:
+		return fmt.Sprintf("-k8s-expose must be none, ingress or httproute, not %q", f.k8sExpose)
+	}
+	if f.k8sGateway != "" {
+		ns, name, ok := strings.Cut(f.k8sGateway, "/")
+		if !ok {
+			ns, name = "", ns
+		}
+		e.Gateway = deployk8s.GatewayRef{Namespace: ns, Name: name, SectionName: f.k8sGatewaySection}
+	} else if f.k8sGatewaySection != "" {
+		return "-k8s-gateway-section needs -k8s-gateway"
+	}
+	if f.k8sTLSIssuer != "" {
+		kind, name, ok := strings.Cut(f.k8sTLSIssuer, "/")
+		if !ok {
+			return fmt.Sprintf("-k8s-tls-issuer must be ClusterIssuer/NAME or Issuer/NAME, not %q", f.k8sTLSIssuer)
+		}
+		e.TLSIssuer = &deployk8s.Issuer{Kind: kind, Name: name}
+	}
+	if err := e.Validate(); err != nil {
+		return "-k8s-expose " + f.k8sExpose + ": " + strings.TrimPrefix(err.Error(), deployk8s.ErrExpose.Error()+": ")
+	}
+	f.expose = e
 	return ""
 }
 

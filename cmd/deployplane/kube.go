@@ -38,7 +38,8 @@ const inClusterName = "in-cluster"
 // has), are logged and leave the others working: such a context's
 // deployments fail saying so and /readyz reports it. No kubeconfig and no
 // pod: no clusters.
-func kubeClusters(ctx context.Context, files, home, instance string, state deployk8s.State, pulls pullTokenFunc, log *slog.Logger) (clusters map[string]controlplane.Deployer, stop func(), err error) {
+func kubeClusters(ctx context.Context, files, home, instance string, state deployk8s.State, pulls pullTokenFunc, expose *deployk8s.Expose,
+	log *slog.Logger) (clusters map[string]controlplane.Deployer, stop func(), err error) {
 	configs := map[string]*rest.Config{}
 	clusters = map[string]controlplane.Deployer{}
 	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(files)}
@@ -95,7 +96,7 @@ func kubeClusters(ctx context.Context, files, home, instance string, state deplo
 			clusters[name] = &brokenCluster{name: name, err: err}
 			continue
 		}
-		d, err := newKubeDeployer(cli, name, instance, state, pulls, log)
+		d, err := newKubeDeployer(cli, name, instance, state, pulls, expose, log)
 		if err != nil {
 			stop()
 			return nil, nil, err
@@ -147,9 +148,11 @@ func newKubeClient(cfg *rest.Config) (kubernetes.Interface, error) {
 // or an agent's: its objects labelled instance ("" for
 // deployk8s.DefaultInstance), the stored state read from state, the
 // images of the server's registry pulled through a Secret of pulls (nil:
-// none).
-func newKubeDeployer(cli kubernetes.Interface, name, instance string, state deployk8s.State, pulls pullTokenFunc, log *slog.Logger) (*deployk8s.Deployer, error) {
-	o := &deployk8s.Options{Client: cli, Cluster: name, Instance: instance, State: state, Logger: log}
+// none), the deployments exposed outside the cluster as expose says (the
+// -k8s-* flags; nil: not).
+func newKubeDeployer(cli kubernetes.Interface, name, instance string, state deployk8s.State, pulls pullTokenFunc,
+	expose *deployk8s.Expose, log *slog.Logger) (*deployk8s.Deployer, error) {
+	o := &deployk8s.Options{Client: cli, Cluster: name, Instance: instance, State: state, Logger: log, Expose: expose}
 	if pulls != nil {
 		o.PullSecrets = &deployk8s.PullSecrets{Credentials: pulls}
 	}
@@ -231,7 +234,7 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		desc = []any{"deployer", "simulated", "sim_step", simStep}
 	}
 	desc = append(desc, dockers.desc...)
-	clusters, stopClusters, err := kubeClusters(ctx, f.kubeconfig, f.home, f.k8sInstance, env.state, env.pulls, env.log)
+	clusters, stopClusters, err := kubeClusters(ctx, f.kubeconfig, f.home, f.k8sInstance, env.state, env.pulls, f.expose, env.log)
 	if err != nil {
 		dockers.stop()
 		return nil, nil, nil, err

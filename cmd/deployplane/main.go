@@ -74,8 +74,13 @@ Usage:
                 [-docker-database-timeout 3m] [-docker-pull-retry-timeout 3m]
                 [-shared-postgres-dsn DSN [-shared-redis-url URL]]
                 [-docker-health-path /ok] [-docker-health-timeout 3m]
-                [-kubeconfig FILE[:FILE...]] [-k8s-instance NAME]
                 [-build-base-image IMAGE] [-tenant-workers N]
+                [-kubeconfig FILE[:FILE...]] [-k8s-instance NAME]
+                [-k8s-expose none|ingress|httproute -k8s-host-template T
+                 [-k8s-path-template T] [-k8s-ingress-class NAME]
+                 [-k8s-gateway [NS/]NAME [-k8s-gateway-section NAME]]
+                 [-k8s-tls-issuer KIND/NAME] [-k8s-https]
+                 [-k8s-expose-annotation KEY=VALUE ...]]
                 [-registry-addr auto|off|HOST:PORT] [-registry-host HOST:PORT]
                 [-registry-storage DIR|s3://BUCKET]
                 [-registry-max-conns 256] [-registry-quota 10GiB]
@@ -270,6 +275,55 @@ Flags:
                       and its deployments fail; the others work. A listener
                       naming a context not given here is served by agents
                       (see "Listeners and agents", docs/kubernetes.md)
+    -k8s-expose none|ingress|httproute
+                      how each deployment on a Kubernetes cluster is reached
+                      from outside it (default none: its url is its
+                      Service's address in the cluster,
+                      http://dp-<id>.<namespace>.svc.cluster.local:8000):
+                      an Ingress (networking.k8s.io/v1) or a Gateway API
+                      HTTPRoute (the cluster needs the Gateway API's CRDs)
+                      named dp-<id> in front of its Service; its url is then
+                      that address, scheme://host[path], from the next
+                      revision on (a custom_url still wins). The server and
+                      every agent of a cluster should be given the same
+                      -k8s-* flags (see docs/kubernetes.md, "Reaching
+                      deployments from outside the cluster")
+    -k8s-host-template T, -k8s-path-template T
+                      the host (required with -k8s-expose) and the path
+                      prefix (default none: the whole host) of each
+                      deployment, made of {name} (the deployment's name),
+                      {id}, {namespace} and {tenant}: e.g.
+                      {name}.agents.example.com, or agents.example.com with
+                      /{id}. Together they must use {id} or {name} (with
+                      {tenant} when several tenants share the cluster); a
+                      host is lowercased; a path starts with / and does not
+                      end with one. An HTTPRoute strips the path before the
+                      request reaches the server; an Ingress passes it as it
+                      is. A template with another placeholder, or whose
+                      hosts cannot be DNS names, stops the start; a host
+                      that a deployment's name makes invalid fails its
+                      revision with the cluster's words
+    -k8s-ingress-class NAME
+                      the Ingresses' class (default: the cluster's default)
+    -k8s-gateway [NAMESPACE/]NAME, -k8s-gateway-section NAME
+                      the Gateway the HTTPRoutes attach to (namespace
+                      default: the deployment's; its listener must allow
+                      routes from the deployments' namespaces), and which of
+                      its listeners (default: all); required with
+                      -k8s-expose httproute
+    -k8s-tls-issuer ClusterIssuer/NAME|Issuer/NAME
+                      cert-manager issues each Ingress's certificate (the
+                      annotation cert-manager.io/cluster-issuer or
+                      cert-manager.io/issuer, and a TLS section for its host
+                      with the Secret dp-<id>-tls); the url is https.
+                      Ingress only: an HTTPRoute's TLS is its Gateway
+                      listener's
+    -k8s-https        the url is https without -k8s-tls-issuer: TLS ends at
+                      the Gateway's listener or at the ingress controller
+    -k8s-expose-annotation KEY=VALUE
+                      an annotation of every Ingress or HTTPRoute, such as
+                      the controller's settings (repeatable); the
+                      resource_spec's annotations are not put on them
     -k8s-instance NAME
                       the label value that marks this server's Kubernetes
                       objects, which it reconciles and deletes (default
