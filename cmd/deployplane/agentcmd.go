@@ -113,9 +113,9 @@ Environment:
 The agent heartbeats every 10 s (the listener is CONNECTED while it does),
 claims work with a 30 s long poll, renews each claim's lease while it drives
 it, and reports each step: an agent with nothing to do sends about nine
-requests a minute, however many deployments its listener has. It tries again with backoff while the control
-plane cannot be reached or answers 5xx or 429, and catches up once it
-answers. SIGINT and SIGTERM give back the work it holds, for another agent
+requests a minute, however many deployments its listener has. It tries
+again with backoff while the control plane cannot be reached or answers
+5xx or 429, and catches up once it answers. SIGINT and SIGTERM give back the work it holds, for another agent
 of the listener or its restart to take at once; the work of an agent that
 died is taken over when its lease expires (30 s). A token that is revoked
 or wrong (401, 403) stops the agent with an error saying so (exit 1).
