@@ -403,16 +403,18 @@ func followRevisions(ctx context.Context, t *testing.T, url string) <-chan revSt
 	return out
 }
 
-// callRetry is call with key "k", sent again after the Retry-After of a
-// 429 (the key's rate limit).
+// callRetry is call with key "k", sent again a second later (Retry-After's
+// unit) while the answer is 429 (the key's rate limit) or 503 (the
+// tenant's share of the requests in progress, which its agents' requests
+// count against too).
 func callRetry(t *testing.T, method, url, body string) (int, map[string]any) {
 	t.Helper()
 	for {
 		status, d := call(t, method, url, "k", body)
-		if status != http.StatusTooManyRequests {
+		if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
 			return status, d
 		}
-		time.Sleep(time.Second) // Retry-After's unit
+		time.Sleep(time.Second)
 	}
 }
 
