@@ -42,6 +42,12 @@ var ErrRefused = errors.New("agent: the control plane refused the agent's creden
 // -control-plane URL or a proxy's own page; the listener gone) is no
 // not found: a deployer that took it for a deleted deployment would
 // remove what runs.
+//
+// It keeps the deployments and the terminal revisions it was answered;
+// under a context of Reconciling it answers from them while the list of
+// the listener's deployments read then says a deployment's record is
+// unchanged, so that a reconciliation of an unchanged cluster costs that
+// list.
 type Client struct {
 	base     string // the control plane's base URL, without a trailing slash
 	listener string
@@ -56,6 +62,8 @@ type Client struct {
 	// refused is called with the error of a 401 or 403 answer (the Agent
 	// stops its Run).
 	refused func(error)
+	// cache keeps the State's answers (cache.go).
+	cache stateCache
 }
 
 // NewClient returns a Client for the connection fields of o:
@@ -321,14 +329,22 @@ func (e *refusedError) Unwrap() error { return ErrRefused }
 // on the listener), an error matching ErrRefused, or a failure to reach
 // the control plane (tried a few times first) or another answer.
 func (c *Client) GetDeployment(ctx context.Context, _ string, id string) (*controlplane.Deployment, error) {
+	if d := c.cache.keptDeployment(id, vouched(ctx, id)); d != nil {
+		return d, nil
+	}
+	digest := c.cache.digest(id)
 	var d controlplane.Deployment
 	err := c.state(ctx, func(ctx context.Context) error {
 		_, err := c.call(ctx, http.MethodGet, "deployments/"+url.PathEscape(id), nil, nil, &d, 0)
 		return named(err, apierr.KindDeployment)
 	})
 	if err != nil {
+		if isNotFound(err) {
+			c.cache.forget(id)
+		}
 		return nil, err
 	}
+	c.cache.keepDeployment(&d, digest)
 	return &d, nil
 }
 
@@ -336,14 +352,22 @@ func (c *Client) GetDeployment(ctx context.Context, _ string, id string) (*contr
 // Errors: as GetDeployment, the *apierr.NotFoundError of the deployment or
 // of the revision.
 func (c *Client) GetRevision(ctx context.Context, _ string, deploymentID, revisionID string) (*controlplane.Revision, error) {
+	if r := c.cache.keptRevision(deploymentID, revisionID, vouched(ctx, deploymentID)); r != nil {
+		return r, nil
+	}
+	digest := c.cache.digest(deploymentID)
 	var r controlplane.Revision
 	err := c.state(ctx, func(ctx context.Context) error {
 		_, err := c.call(ctx, http.MethodGet, "deployments/"+url.PathEscape(deploymentID)+"/revisions/"+url.PathEscape(revisionID), nil, nil, &r, 0)
 		return named(err, apierr.KindDeployment, apierr.KindRevision)
 	})
 	if err != nil {
+		if isNotFound(err) {
+			c.cache.forget(deploymentID)
+		}
 		return nil, err
 	}
+	c.cache.keepRevision(deploymentID, &r, digest)
 	return &r, nil
 }
 

@@ -21,6 +21,11 @@
 //	d, _ := deployk8s.New(&deployk8s.Options{Client: kube, Cluster: "prod", State: c})
 //	o.Client, o.Deployer = c, d
 //	a, _ := agent.New(o)
+//	go func() { // reconcile the cluster now and then, asking only for what changed
+//		for range time.Tick(time.Minute) {
+//			d.Reconcile(c.Reconciling(ctx))
+//		}
+//	}()
 //	err := a.Run(ctx) // until ctx ends, or the token is refused
 //
 // Run heartbeats (the listener is CONNECTED while it does), claims with a
@@ -40,5 +45,9 @@
 // that another agent of the listener (or this one restarted) takes it at
 // once; work of an agent that died is taken over once its lease expires.
 // A refused credential (401, 403: the token was revoked) stops Run with an
-// error that says so.
+// error that says so. The Client keeps the deployments and terminal
+// revisions the deployers read; a reconciliation run under
+// Client.Reconciling reads the listener's list of deployments, with each
+// one's record digest, and asks only for those that changed: an idle
+// agent's reconciliations cost that list, not a request per deployment.
 package agent

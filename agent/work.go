@@ -35,10 +35,13 @@ func (a *Agent) deploy(ctx context.Context, aw *controlplane.AgentWork) {
 	log := a.log.With("deployment", w.Deployment.ID, "revision", w.Revision.ID)
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	rep := &reporter{a: a, lease: aw.Lease, cancel: cancel, log: log}
+	rep := &reporter{a: a, lease: aw.Lease, ctx: wctx, cancel: cancel, log: log}
 	stop := a.keepLease(wctx, aw, cancel, log, rep.ended.Load)
 	log.Info("agent: deploying", "status", w.Revision.Status)
 	err := a.d.Deploy(wctx, w, rep)
+	if ferr := rep.flush(wctx); ferr != nil && wctx.Err() == nil {
+		log.Warn("agent: the revision's last log lines were not written", "err", ferr)
+	}
 	stop()
 	switch {
 	case errors.Is(context.Cause(wctx), controlplane.ErrLeaseLost):
@@ -204,6 +207,18 @@ func isNoRoute(err error) bool {
 	return isNotFound(err) && !errors.As(err, new(*apierr.NotFoundError))
 }
 
+// Log lines are sent in batches: a reporter keeps a revision's lines for
+// up to logDelay, or until it holds maxLogBatch lines or maxLogBatchBytes
+// of messages, and sends them in one request, before any report (so that a
+// revision's log and its statuses stay in order) and when Deploy returns.
+// A deployment's rollout writes some twenty lines; one request each made
+// the log three quarters of an agent's requests.
+const (
+	logDelay         = 250 * time.Millisecond
+	maxLogBatch      = 100
+	maxLogBatchBytes = 256 << 10
+)
+
 // reporter is the controlplane.Reporter of a revision an agent drives: its
 // reports and logs go to the control plane through the lease, tried again
 // while they fail for a reason that may pass (a report is idempotent). Its
@@ -212,15 +227,25 @@ func isNoRoute(err error) bool {
 type reporter struct {
 	a      *Agent
 	lease  string
+	ctx    context.Context // the unit's: batches sent later use it
 	cancel context.CancelCauseFunc
 	log    *slog.Logger
 	ended  atomic.Bool // a terminal status was reported
 
 	mu   sync.Mutex
 	last controlplane.RevisionStatus
+
+	send         sync.Mutex // held while a batch is taken and sent: batches go in order
+	lmu          sync.Mutex // guards pending, pendingBytes and timer
+	pending      []controlplane.LogLine
+	pendingBytes int
+	timer        *time.Timer // sends pending after logDelay; nil when none is armed
 }
 
 func (r *reporter) Report(ctx context.Context, s controlplane.Step) error {
+	if err := r.flush(ctx); err != nil {
+		return err
+	}
 	err := r.a.retry(ctx, "reporting a step", r.log, func(ctx context.Context) error { return r.a.c.report(ctx, r.lease, s) })
 	switch {
 	case err == nil && s.Status != "":
@@ -236,7 +261,44 @@ func (r *reporter) Report(ctx context.Context, s controlplane.Step) error {
 	return err
 }
 
+// Log keeps lines to be sent with the next batch; it sends the batch at
+// once when it is full.
 func (r *reporter) Log(ctx context.Context, lines ...controlplane.LogLine) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	r.lmu.Lock()
+	r.pending = append(r.pending, lines...)
+	for _, l := range lines {
+		r.pendingBytes += len(l.Message)
+	}
+	full := len(r.pending) >= maxLogBatch || r.pendingBytes >= maxLogBatchBytes
+	if !full && r.timer == nil {
+		r.timer = time.AfterFunc(logDelay, func() {
+			if err := r.flush(r.ctx); err != nil && r.ctx.Err() == nil {
+				r.log.Warn("agent: log lines were not written", "err", err)
+			}
+		})
+	}
+	r.lmu.Unlock()
+	if full {
+		return r.flush(ctx)
+	}
+	return nil
+}
+
+// flush sends the lines kept so far, in one request.
+func (r *reporter) flush(ctx context.Context) error {
+	r.send.Lock()
+	defer r.send.Unlock()
+	r.lmu.Lock()
+	lines := r.pending
+	r.pending, r.pendingBytes = nil, 0
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	r.lmu.Unlock()
 	if len(lines) == 0 {
 		return nil
 	}

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -100,7 +101,12 @@ const (
 // oldest first. Next, when not nil, is the After of the next page.
 type AgentDeploymentPage struct {
 	DeploymentIDs []string `json:"deployment_ids"`
-	Next          *string  `json:"next"`
+	// Digests holds, at the index of each id, a digest of the
+	// deployment's stored record: it changes whenever AgentDeployment
+	// would answer differently, so that an agent that keeps the answers
+	// asks again for those of changed deployments only.
+	Digests []string `json:"digests"`
+	Next    *string  `json:"next"`
 }
 
 // agentHub is the agents' side of a ControlPlane: who waits for new work
@@ -557,8 +563,10 @@ func (cp *ControlPlane) AgentRevision(ctx context.Context, tenant, listenerID, d
 
 // ListAgentDeployments returns a page of the ids of the tenant's
 // deployments placed on the listener (whoever serves them, those being
-// deleted included), oldest first, through the listener index: for an
-// agent that removes what it runs for deployments that are gone. Pages
+// deleted included), oldest first, through the listener index, each with
+// the digest of its record: for an agent that removes what it runs for
+// deployments that are gone, and that asks again only for the deployments
+// whose digest changed since it last asked (AgentDeployment). Pages
 // follow one another by q.After, so a deployment created during the walk
 // comes in a later page rather than shifting the pages; an agent confirms
 // that a deployment missing from a walk is gone (AgentDeployment) before
@@ -591,9 +599,9 @@ func (cp *ControlPlane) ListAgentDeployments(ctx context.Context, tenant, listen
 	if limit == 0 {
 		limit = DefaultAgentPageLimit
 	}
-	page := &AgentDeploymentPage{DeploymentIDs: []string{}}
+	page := &AgentDeploymentPage{DeploymentIDs: []string{}, Digests: []string{}}
 	err = cp.st.View(ctx, func(r store.Reader) error {
-		page.DeploymentIDs, page.Next = page.DeploymentIDs[:0], nil
+		page.DeploymentIDs, page.Digests, page.Next = page.DeploymentIDs[:0], page.Digests[:0], nil
 		if _, err := getListener(r, tenant, lid); err != nil {
 			return err
 		}
@@ -609,7 +617,16 @@ func (cp *ControlPlane) ListAgentDeployments(ctx context.Context, tenant, listen
 				return false, nil
 			}
 			last = tail
-			page.DeploymentIDs = append(page.DeploymentIDs, tailID(last))
+			id := tailID(last)
+			b, err := r.Get(colDeployments, deploymentKey(tp, id))
+			if errors.Is(err, store.ErrNotFound) {
+				return true, nil // no record beside its index entry: nothing to answer
+			}
+			if err != nil {
+				return false, err
+			}
+			page.DeploymentIDs = append(page.DeploymentIDs, id)
+			page.Digests = append(page.Digests, recordDigest(b))
 			return true, nil
 		})
 	})
@@ -617,6 +634,13 @@ func (cp *ControlPlane) ListAgentDeployments(ctx context.Context, tenant, listen
 		return nil, cp.storeErr("list agent deployments", err)
 	}
 	return page, nil
+}
+
+// recordDigest is the digest of a stored record's bytes that
+// AgentDeploymentPage carries: 128 bits of its SHA-256, in hex.
+func recordDigest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
 }
 
 // AgentHeartbeat records that an agent of the tenant's listener is alive,

@@ -437,9 +437,21 @@ func TestAgentTeardown(t *testing.T) {
 		diff(t, "bad query", []string{"query.limit: less_than_equal", "query.after: value_error"}, locTypes(problems(t, err)))
 
 		f.reachEngine(tenantA, edge) // else a delete removes them at once
+		before, err := f.cp.ListAgentDeployments(f.ctx, tenantA, edge, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := f.cp.DeleteDeployment(f.ctx, tenantA, a.ID); err != nil {
 			t.Fatal(err)
 		}
+		// Each id's digest: a's changes with its record (AWAITING_DELETE),
+		// b's stays.
+		after, err := f.cp.ListAgentDeployments(f.ctx, tenantA, edge, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff(t, "ids and digests", []any{2, 2, true, false, true}, []any{len(before.Digests), len(after.Digests),
+			after.Digests[0] != before.Digests[0], after.Digests[1] != before.Digests[1], after.Digests[0] != after.Digests[1]})
 		if rev := f.revision(tenantA, a, *a.LatestRevisionID); rev.Status != controlplane.RevisionInterrupted {
 			t.Errorf("waiting revision of a deleted deployment: %s, want INTERRUPTED", rev.Status)
 		}

@@ -12,12 +12,12 @@ import (
 	"runtime/debug"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/deployplane/deployplane/agent"
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/deployk8s"
 	"github.com/deployplane/deployplane/deploysim"
 	"github.com/deployplane/deployplane/egress"
 )
@@ -38,7 +38,8 @@ Usage:
         [-k8s-expose ingress|httproute -k8s-host-template T ...]
         [-docker-host ADDR]                           (Docker)
         [-deployer k8s|docker|sim] [-sim-step 500ms] [-sim-fail-at STATUS]
-        [-instance NAME] [-tenant-id UUID] [-concurrency 4] [-log-format text|json]
+        [-instance NAME] [-tenant-id UUID] [-concurrency 4] [-reconcile-every 1m]
+        [-log-format text|json]
         [-docker-network NAME] [-build-network NAME] [-docker-proxy-addr HOST:PORT]
         [-docker-proxy-url URL] [-docker-postgres-image IMAGE] [-docker-redis-image IMAGE]
         [-docker-postgres-data-path PATH] [-docker-data-dir DIR]
@@ -92,6 +93,13 @@ Flags:
                       sharing the cluster or daemon must use another)
     -tenant-id UUID   with an API key of several tenants, the listener's
     -concurrency N    units of work driven at once (default 4)
+    -reconcile-every D
+                      how often the agent compares the cluster with the
+                      stored state (Kubernetes; default 1m): what a deleted
+                      deployment left is removed, objects changed by hand
+                      are applied again. Of the control plane it asks the
+                      list of the listener's deployments (a request per
+                      1,000), and again only for those that changed
     -log-format F     text (default) or json, on standard error
 
 Environment:
@@ -107,9 +115,10 @@ Environment:
 
 The agent heartbeats every 10 s (the listener is CONNECTED while it does),
 claims work with a 30 s long poll, renews each claim's lease while it drives
-it, and reports each step. It tries again with backoff while the control
-plane cannot be reached or answers 5xx or 429, and catches up once it
-answers. SIGINT and SIGTERM give back the work it holds, for another agent
+it, and reports each step: an agent with nothing to do sends about nine
+requests a minute, however many deployments its listener has. It tries
+again with backoff while the control plane cannot be reached or answers
+5xx or 429, and catches up once it answers. SIGINT and SIGTERM give back the work it holds, for another agent
 of the listener or its restart to take at once; the work of an agent that
 died is taken over when its lease expires (30 s). A token that is revoked
 or wrong (401, 403) stops the agent with an error saying so (exit 1).
@@ -127,6 +136,7 @@ type agentConfig struct {
 	inPod        bool // $KUBERNETES_SERVICE_HOST is set
 	instance     string
 	concurrency  int
+	reconcile    time.Duration // how often a cluster is reconciled
 	logFormat    string
 	simStep      time.Duration
 	simFailAt    string
@@ -150,6 +160,7 @@ func parseAgentFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&c.kubeContext, "context", "", "the kubeconfig context (default its current context)")
 	fs.StringVar(&c.instance, "instance", "", "label value that marks what this agent creates (default deployplane-<listener id>)")
 	fs.IntVar(&c.concurrency, "concurrency", agent.DefaultConcurrency, "units of work driven at once")
+	fs.DurationVar(&c.reconcile, "reconcile-every", deployk8s.DefaultReconcileEvery, "how often the cluster is compared with the stored state")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
 	fs.StringVar(&c.simFailAt, "sim-fail-at", "", "revision status at which the simulated deployer fails")
@@ -187,6 +198,8 @@ func (c *agentConfig) check(rest []string, set map[string]bool) string {
 		return "-tenant-id goes with DEPLOYPLANE_API_KEY (a listener token names its tenant)"
 	case c.concurrency < 1:
 		return "-concurrency must be positive"
+	case c.reconcile <= 0:
+		return "-reconcile-every must be positive"
 	case c.logFormat != "text" && c.logFormat != "json":
 		return fmt.Sprintf("-log-format must be text or json, not %q", c.logFormat)
 	}
@@ -279,7 +292,7 @@ func startAgentDeployer(ctx context.Context, c *agentConfig, client *agent.Clien
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		cli, err := kubernetes.NewForConfig(cfg)
+		cli, err := newKubeClient(cfg)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("cluster %s: %w", name, err)
 		}
@@ -287,12 +300,23 @@ func startAgentDeployer(ctx context.Context, c *agentConfig, client *agent.Clien
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		// Reconcile now and then periodically, in the background: a
-		// control plane or cluster that does not answer yet is tried
-		// again.
+		// Reconcile now and then every -reconcile-every, in the
+		// background, each time under a list of the listener's
+		// deployments read then (agent.Client.Reconciling), so that only
+		// those that changed are asked for. A control plane or cluster
+		// that does not answer is tried again the next time.
 		go func() {
-			if err := kd.Start(ctx); err != nil && ctx.Err() == nil {
-				log.Warn("reconciling the cluster", "cluster", name, "err", err)
+			t := time.NewTicker(c.reconcile)
+			defer t.Stop()
+			for {
+				if err := kd.Reconcile(client.Reconciling(ctx)); err != nil && ctx.Err() == nil {
+					log.Warn("reconciling the cluster", "cluster", name, "err", err)
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
 			}
 		}()
 		return kd, []any{"deployer", "k8s", "cluster", name}, func() { kd.Close() }, nil

@@ -47,6 +47,7 @@ type deployerFlags struct {
 	buildBaseImage string
 	build          buildLimits
 	kubeconfig     string // Kubernetes clusters for k8s listeners ('' = home's ~/.kube/config)
+	k8sInstance    string // the label value of the server's Kubernetes objects
 	home           string // $HOME
 	// The Kubernetes deployments' exposure outside their cluster: the
 	// -k8s-* flags, and the deployk8s.Expose that check makes of them
@@ -191,6 +192,7 @@ func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.kind, "deployer", "sim", "sim (simulated) or docker")
 	f.registerEngines(fs, getenv)
 	fs.StringVar(&f.dockerInstance, "docker-instance", deploydocker.DefaultInstance, "label value that marks this server's containers")
+	fs.StringVar(&f.k8sInstance, "k8s-instance", deployk8s.DefaultInstance, "label value that marks this server's Kubernetes objects")
 	fs.Var(&f.dockerEndpoints, "docker-endpoint", "NAME=ADDRESS: a Docker engine that deployments with a docker listener whose compute_id is NAME run on (repeatable; the other -docker-* flags apply to it)")
 }
 

@@ -31,13 +31,14 @@ const inClusterName = "in-cluster"
 // kubeconfig (files: -kubeconfig, default $KUBECONFIG: one file, or several
 // separated by ':' and merged by kubectl's rules; none: home's
 // ~/.kube/config when it exists), or for the cluster the server runs in
-// (in a pod, without a kubeconfig), and starts their reconciliation. A
+// (in a pod, without a kubeconfig), their objects labelled instance
+// (-k8s-instance), and starts their reconciliation. A
 // file that cannot be read or parsed, and a context that cannot be used (a
 // certificate that cannot be read, a cluster or user it names that no file
 // has), are logged and leave the others working: such a context's
 // deployments fail saying so and /readyz reports it. No kubeconfig and no
 // pod: no clusters.
-func kubeClusters(ctx context.Context, files, home string, state deployk8s.State, pulls pullTokenFunc, expose *deployk8s.Expose,
+func kubeClusters(ctx context.Context, files, home, instance string, state deployk8s.State, pulls pullTokenFunc, expose *deployk8s.Expose,
 	log *slog.Logger) (clusters map[string]controlplane.Deployer, stop func(), err error) {
 	configs := map[string]*rest.Config{}
 	clusters = map[string]controlplane.Deployer{}
@@ -89,13 +90,13 @@ func kubeClusters(ctx context.Context, files, home string, state deployk8s.State
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(configs)) {
-		cli, err := kubernetes.NewForConfig(configs[name])
+		cli, err := newKubeClient(configs[name])
 		if err != nil {
 			log.Warn("a Kubernetes context cannot be used: its deployments fail until it is fixed", "cluster", name, "err", err)
 			clusters[name] = &brokenCluster{name: name, err: err}
 			continue
 		}
-		d, err := newKubeDeployer(cli, name, "", state, pulls, expose, log)
+		d, err := newKubeDeployer(cli, name, instance, state, pulls, expose, log)
 		if err != nil {
 			stop()
 			return nil, nil, err
@@ -124,6 +125,23 @@ func kubeClusters(ctx context.Context, files, home string, state deployk8s.State
 	case <-time.After(kubeStartWait):
 	}
 	return clusters, stop, nil
+}
+
+// The client-side rate limit of a Deployer's client of a cluster's API
+// server. client-go's default (5 requests a second, bursts of 10) makes
+// the checks of 16 rollouts at once wait seconds each, and the rollouts
+// take several times as long as the cluster needs.
+const (
+	kubeQPS   = 50
+	kubeBurst = 100
+)
+
+// newKubeClient is the client of a cluster of cfg, with kubeQPS and
+// kubeBurst.
+func newKubeClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = kubeQPS, kubeBurst
+	return kubernetes.NewForConfig(cfg)
 }
 
 // newKubeDeployer is the deployk8s.Deployer of one cluster, the server's
@@ -216,7 +234,7 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		desc = []any{"deployer", "simulated", "sim_step", simStep}
 	}
 	desc = append(desc, dockers.desc...)
-	clusters, stopClusters, err := kubeClusters(ctx, f.kubeconfig, f.home, env.state, env.pulls, f.expose, env.log)
+	clusters, stopClusters, err := kubeClusters(ctx, f.kubeconfig, f.home, f.k8sInstance, env.state, env.pulls, f.expose, env.log)
 	if err != nil {
 		dockers.stop()
 		return nil, nil, nil, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"maps"
@@ -13,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/deployplane/deployplane/deployk8s"
 )
 
 // TestKubeconfigWired: with -kubeconfig, each context is a cluster that k8s
@@ -23,14 +27,19 @@ import (
 // address as url, one naming a context the kubeconfig lacks is served by
 // its listener's agent (the server's simulated one: DEPLOYED, and removed
 // through the agent on DELETE, after which its listener can be deleted),
-// and DELETE goes through the cluster. Needs the test clusters
-// (DEPLOYPLANE_TEST_KUBECONFIG, .ci/kube.sh).
+// and DELETE goes through the cluster. Its objects carry the server's
+// -k8s-instance (each test server has its own: one reconciling the
+// cluster removes the objects of its instance that its store does not
+// know). Needs the test clusters (DEPLOYPLANE_TEST_KUBECONFIG,
+// .ci/kube.sh).
 func TestKubeconfigWired(t *testing.T) {
 	kubeconfig := os.Getenv("DEPLOYPLANE_TEST_KUBECONFIG")
 	if kubeconfig == "" {
 		t.Skip("DEPLOYPLANE_TEST_KUBECONFIG is not set: no Kubernetes control plane to test against (.ci/run starts two)")
 	}
-	url, _, stderr := server(t, []string{"-db", ":memory:", "-kubeconfig", kubeconfig}, map[string]string{"DEPLOYPLANE_API_KEY": "k"})
+	instance := "cmdtest-" + randSuffix()
+	url, _, stderr := server(t, []string{"-db", ":memory:", "-kubeconfig", kubeconfig, "-k8s-instance", instance},
+		map[string]string{"DEPLOYPLANE_API_KEY": "k"})
 	if !strings.Contains(stderr.String(), "k8s_clusters=\"[kube-a kube-b]\"") && !strings.Contains(stderr.String(), "k8s_clusters=[kube-a kube-b]") {
 		t.Errorf("the start log does not name the clusters:\n%s", stderr)
 	}
@@ -44,6 +53,13 @@ func TestKubeconfigWired(t *testing.T) {
 	_, d := call(t, "GET", url+"/v2/deployments/"+db, "k", "")
 	if want := "http://dp-" + db + ".default.svc.cluster.local:8000"; d["url"] != want || d["status"] != "READY" {
 		t.Errorf("deployment on kube-b: url %v status %v, want %s READY", d["url"], d["status"], want)
+	}
+	owner, err := kubeClient(t, kubeconfig, "kube-b").CoreV1().ConfigMaps("default").Get(context.Background(), "dp-"+db, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the deployment's owner in kube-b: %v", err)
+	}
+	if got := owner.Labels[deployk8s.LabelInstance]; got != instance {
+		t.Errorf("the owner's instance label %q, want the server's -k8s-instance %s", got, instance)
 	}
 	if _, l := call(t, "GET", url+"/v2/listeners/"+lz, "k", ""); l["status"] != "CONNECTED" || l["version"] != simVersion {
 		t.Errorf("kube-z's listener: %v %v, want CONNECTED to the simulated agent", l["status"], l["version"])
@@ -104,7 +120,7 @@ func TestKubeconfigMergedAndBroken(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	url, _, stderr := server(t, []string{"-db", ":memory:"},
+	url, _, stderr := server(t, []string{"-db", ":memory:", "-k8s-instance", "cmdtest-" + randSuffix()},
 		map[string]string{"DEPLOYPLANE_API_KEY": "k", "KUBECONFIG": path + string(filepath.ListSeparator) + second})
 	if !strings.Contains(stderr.String(), `k8s_clusters="[kube-a kube-b kube-broken kube-down]"`) {
 		t.Errorf("the start log does not name the four clusters:\n%s", stderr)
@@ -201,7 +217,7 @@ func TestKubeconfigHome(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, ".kube", "config"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, _, stderr := server(t, []string{"-db", ":memory:"}, map[string]string{"DEPLOYPLANE_API_KEY": "k", "HOME": home})
+	_, _, stderr := server(t, []string{"-db", ":memory:", "-k8s-instance", "cmdtest-" + randSuffix()}, map[string]string{"DEPLOYPLANE_API_KEY": "k", "HOME": home})
 	if !strings.Contains(stderr.String(), `k8s_clusters="[kube-a kube-b]"`) {
 		t.Errorf("the start log does not name the clusters of ~/.kube/config:\n%s", stderr)
 	}

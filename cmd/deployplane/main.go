@@ -78,7 +78,7 @@ Usage:
                 [-build-clone-timeout 5m] [-build-timeout 30m]
                 [-build-max-repo-bytes N] [-build-max-bytes N] [-build-max-files N]
                 [-build-max-depth 64] [-build-max-path-bytes 4096]
-                [-kubeconfig FILE[:FILE...]]
+                [-kubeconfig FILE[:FILE...]] [-k8s-instance NAME]
                 [-k8s-expose none|ingress|httproute -k8s-host-template T
                  [-k8s-path-template T] [-k8s-ingress-class NAME]
                  [-k8s-gateway [NS/]NAME [-k8s-gateway-section NAME]]
@@ -330,6 +330,12 @@ Flags:
                       an annotation of every Ingress or HTTPRoute, such as
                       the controller's settings (repeatable); the
                       resource_spec's annotations are not put on them
+    -k8s-instance NAME
+                      the label value that marks this server's Kubernetes
+                      objects, which it reconciles and deletes (default
+                      deployplane); servers sharing a cluster need different
+                      ones, or the same one when they are replicas of one
+                      install
     -build-base-image IMAGE
                       the base image of the Dockerfiles generated for github
                       revisions without their own (as langgraph build

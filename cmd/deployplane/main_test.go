@@ -50,9 +50,11 @@ func (w *watcher) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf.Write(p)
-	if m := listeningRE.FindSubmatch(w.buf.Bytes()); m != nil && !w.sent {
-		w.sent = true
-		w.addr <- string(m[1])
+	if !w.sent { // not after: a long-running process writes much
+		if m := listeningRE.FindSubmatch(w.buf.Bytes()); m != nil {
+			w.sent = true
+			w.addr <- string(m[1])
+		}
 	}
 	close(w.wrote)
 	w.wrote = make(chan struct{})
