@@ -373,7 +373,9 @@ func (f *dockerFaults) patchWhileAgentDown(t *testing.T, served *servedDeploymen
 // DEPLOYED, each revision taken up by one agent only (the claim's lease
 // decides), its status history without a repeated entry, each deployment
 // with one container, answering at its url: the proxy of the agent that
-// drove it.
+// drove it. (The other agent's proxy does not serve it: docs/docker.md
+// says to run one agent of a listener on a host, and what happens with
+// two.)
 func (f *dockerFaults) twoAgentsOneListener(t *testing.T) {
 	lid, token := f.listener(t, t)
 	instance, proxies := "deployplane-"+lid, []string{freeAddr(t), freeAddr(t)}
