@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,5 +194,81 @@ func TestKill9MidDeploy(t *testing.T) {
 		if !hasLine(logs, controlplane.LevelInfo, want) {
 			t.Errorf("the deploy log has no line with %q:\n%s", want, dump(logs))
 		}
+	}
+}
+
+// racingState is a State in which revision next becomes active as it is
+// read, as if another process (an agent of the same listener, a replica
+// sharing the daemon) made it DEPLOYED between the reads of a reconcile:
+// until then the deployment is answered as it was before, with the
+// revision it replaced active.
+type racingState struct {
+	deploydocker.State
+	before *controlplane.Deployment
+	next   string
+
+	mu       sync.Mutex
+	switched bool
+}
+
+func (s *racingState) GetDeployment(ctx context.Context, tenant, id string) (*controlplane.Deployment, error) {
+	s.mu.Lock()
+	switched := s.switched
+	s.mu.Unlock()
+	if !switched {
+		d := *s.before
+		return &d, nil
+	}
+	return s.State.GetDeployment(ctx, tenant, id)
+}
+
+func (s *racingState) GetRevision(ctx context.Context, tenant, deploymentID, revisionID string) (*controlplane.Revision, error) {
+	if revisionID == s.next {
+		s.mu.Lock()
+		s.switched = true
+		s.mu.Unlock()
+	}
+	return s.State.GetRevision(ctx, tenant, deploymentID, revisionID)
+}
+
+// A Deployer of the same instance starting (its Reconcile) while another
+// one activates a new revision: the new revision's container, DEPLOYED
+// and active by the time the reconcile could remove it, is adopted (the
+// second Deployer's proxy serves it), not removed as a replaced one.
+func TestReconcileWhileAnotherActivates(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	d := f.create(uniq("race"), image("server:v1"), nil)
+	if r := f.wait(d.ID, *d.LatestRevisionID); r.Status != controlplane.RevisionDeployed {
+		t.Fatalf("first revision %s: %s", r.Status, deref(r.StatusMessage))
+	}
+	before, err := f.cp.GetDeployment(ctx, tenant, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := image("server:v2")
+	patched, err := f.cp.UpdateDeployment(ctx, tenant, d.ID, &controlplane.UpdateDeploymentRequest{
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: &img}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := *patched.LatestRevisionID
+	if r := f.wait(d.ID, next); r.Status != controlplane.RevisionDeployed {
+		t.Fatalf("second revision %s: %s", r.Status, deref(r.StatusMessage))
+	}
+	eventually(t, "the first revision's container removed", func() bool {
+		return len(f.containers(deploydocker.LabelDeployment+"="+d.ID)) == 1
+	})
+	serving := f.containers(deploydocker.LabelRevision + "=" + next)
+
+	other, url := newDeployer(t, &racingState{State: f.cp, before: before, next: next}, f.instance, nil, nil)
+	if err := other.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.containers(deploydocker.LabelRevision + "=" + next); len(got) != 1 || got[0] != serving[0] {
+		t.Fatalf("the active revision's containers after the other Deployer's Reconcile: %v, want %v", got, serving)
+	}
+	if v, err := get(url + "/" + d.ID + "/version"); v != "v2" {
+		t.Errorf("the other Deployer's proxy: %q %v, want the active revision's v2", v, err)
 	}
 }

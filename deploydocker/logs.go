@@ -45,12 +45,13 @@ type revLog struct {
 	r        controlplane.Reporter // nil: adopted by Reconcile
 	deployed atomic.Bool
 	lost     atomic.Bool // the lease was lost: another worker drives the revision
-	warned   atomic.Bool // one warning per revision for failed writes
+	warned   atomic.Bool // writes fail: warned once, until one succeeds
 }
 
 // write writes lines in one store write; failures are logged (once per
-// revision), not returned: a log that cannot be written must not fail a
-// deploy. It reports whether the revision's logs are gone (the deployment
+// series of failures of the revision's writes, and once when a write
+// succeeds again), not returned: a log that cannot be written must not
+// fail a deploy. It reports whether the revision's logs are gone (the deployment
 // was deleted), after which nothing more is worth writing.
 func (l *revLog) write(ctx context.Context, lines []controlplane.LogLine) (gone bool) {
 	if len(lines) == 0 {
@@ -76,6 +77,10 @@ func (l *revLog) write(ctx context.Context, lines []controlplane.LogLine) (gone 
 		return false
 	}
 	if err == nil {
+		if l.warned.Swap(false) {
+			l.d.log.Info("deploydocker: writing the revision's log lines works again", "deployment", l.w.Deployment.ID,
+				"revision", l.w.Revision.ID)
+		}
 		return false
 	}
 	if isNotFound(err) {

@@ -1,18 +1,25 @@
 package deploydocker_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploydocker"
 	"github.com/deployplane/deployplane/store"
+	"github.com/deployplane/deployplane/storebolt"
 	"github.com/deployplane/deployplane/storemem"
 )
 
@@ -207,4 +214,113 @@ func FuzzLevelOf(f *testing.F) {
 		}
 		t.Fatalf("LevelOf(%q) = %s, a level the line does not name", line, got)
 	})
+}
+
+// flakyLogs is a State whose AppendLogs fails, as when the control plane
+// cannot be reached, while failing is set, counting the failed writes.
+type flakyLogs struct {
+	deploydocker.State
+	failing atomic.Bool
+	failed  atomic.Int64
+}
+
+func (s *flakyLogs) AppendLogs(ctx context.Context, tenant, deploymentID, revisionID string, lines ...controlplane.LogLine) error {
+	if s.failing.Load() {
+		s.failed.Add(1)
+		return errors.New("the control plane could not be reached")
+	}
+	return s.State.AppendLogs(ctx, tenant, deploymentID, revisionID, lines...)
+}
+
+// lockedBuffer is a bytes.Buffer for a Logger that several goroutines
+// write.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A running container's output that cannot be written (the control plane
+// away) is warned about once, not once per write, and once when writes
+// work again, after which a new failure is warned about again; the lines
+// written once it works are in the deploy log.
+func TestLogWriteFailuresWarnedOncePerSeries(t *testing.T) {
+	needDocker(t)
+	ctx := context.Background()
+	cli, err := client.New(client.WithHost(dockerHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	instance := uniq("flaky")
+	t.Cleanup(func() { removeInstance(t, cli, instance) })
+	st, err := storebolt.Open(filepath.Join(t.TempDir(), "db.bolt"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cp := controlplane.New(st, &controlplane.Options{PollInterval: 100 * time.Millisecond, Logger: quiet()})
+	state := &flakyLogs{State: cp}
+	var logged lockedBuffer
+	d, url := newDeployer(t, state, instance, nil, func(o *deploydocker.Options) { o.Logger = slog.New(slog.NewTextHandler(&logged, nil)) })
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); cp.Run(rctx, d) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	dep := createIn(t, cp, uniq("flaky"), image("server:v1"), nil)
+	rev := *dep.LatestRevisionID
+	if r := waitTerminal(t, cp, dep.ID, rev); r.Status != controlplane.RevisionDeployed {
+		t.Fatalf("revision %s: %s", r.Status, deref(r.StatusMessage))
+	}
+	say := func(line string) {
+		t.Helper()
+		resp, err := http.Post(url+"/"+dep.ID+"/say?line="+line, "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	// sayLost says line while writes fail, and waits until its write
+	// failed.
+	sayLost := func(line string) {
+		t.Helper()
+		n := state.failed.Load()
+		say(line)
+		eventually(t, "the write of "+line+" failing", func() bool { return state.failed.Load() > n })
+	}
+	count := func(msg string) int { return strings.Count(logged.String(), `msg="deploydocker: `+msg+`"`) }
+	const failed, works = "writing the revision's log lines", "writing the revision's log lines works again"
+
+	state.failing.Store(true)
+	sayLost(uniq("lost"))
+	sayLost(uniq("lost"))
+	if n := count(failed); n != 1 {
+		t.Errorf("%d warnings for two failed writes, want one:\n%s", n, logged.String())
+	}
+	state.failing.Store(false)
+	kept := uniq("kept")
+	say(kept)
+	eventually(t, "the line said once writes work in the deploy log", func() bool {
+		return hasLine(logMessages(t, cp, dep.ID, rev, controlplane.LogDeploy), controlplane.LevelInfo, kept)
+	})
+	if n := count(works); n != 1 {
+		t.Errorf("%d lines saying the writes work again, want one:\n%s", n, logged.String())
+	}
+	state.failing.Store(true)
+	sayLost(uniq("lost"))
+	if n := count(failed); n != 2 {
+		t.Errorf("%d warnings for two series of failed writes, want two:\n%s", n, logged.String())
+	}
 }

@@ -56,6 +56,29 @@ func (d *Deployer) reconcileDeployment(ctx context.Context, tenant, depID string
 	mu := d.lock(tenant, depID)
 	mu.Lock()
 	defer mu.Unlock()
+	// The revisions are read before the deployment: another process (an
+	// agent of the same listener, a replica) may make one of them active
+	// meanwhile, in the transaction that makes it DEPLOYED. Read in this
+	// order, a revision seen DEPLOYED is seen active if it still is, and
+	// one seen in flight is left to its Deploy; read the other way round,
+	// the containers of a revision activated between the two reads would
+	// be taken for a replaced revision's and removed.
+	status := map[string]controlplane.RevisionStatus{}
+	for _, c := range cs {
+		rid := c.Labels[LabelRevision]
+		if _, ok := status[rid]; ok || isService(c.Labels) {
+			continue
+		}
+		rev, err := d.o.State.GetRevision(ctx, tenant, depID, rid)
+		switch {
+		case isNotFound(err):
+			status[rid] = ""
+		case err != nil:
+			return err
+		default:
+			status[rid] = rev.Status
+		}
+	}
 	dep, err := d.o.State.GetDeployment(ctx, tenant, depID)
 	if isNotFound(err) {
 		d.log.Info("deploydocker: removing the containers of a deleted deployment", "deployment", depID)
@@ -69,25 +92,12 @@ func (d *Deployer) reconcileDeployment(ctx context.Context, tenant, depID string
 	}
 	var stale []container.Summary
 	var active []*ctr
-	status := map[string]controlplane.RevisionStatus{}
 	for _, c := range cs {
 		if isService(c.Labels) {
 			continue // the deployment's database or Redis: it stays with the deployment
 		}
 		rid := c.Labels[LabelRevision]
-		st, ok := status[rid]
-		if !ok {
-			rev, err := d.o.State.GetRevision(ctx, tenant, depID, rid)
-			switch {
-			case isNotFound(err):
-				st = ""
-			case err != nil:
-				return err
-			default:
-				st = rev.Status
-			}
-			status[rid] = st
-		}
+		st := status[rid]
 		switch {
 		case dep.ActiveRevisionID != nil && *dep.ActiveRevisionID == rid:
 			if c.State != container.StateRunning {

@@ -85,7 +85,10 @@ Flags:
                       (default $DOCKER_HOST, else unix:///var/run/docker.sock);
                       the -docker-* and -build-* flags are the server's (see
                       deployplane -h), the deployments' urls served by the
-                      agent's own proxy at -docker-proxy-addr
+                      agent's own proxy at -docker-proxy-addr. Run one agent
+                      of a listener on a host: a deployment answers only at
+                      the proxy of the agent that deployed it (see
+                      docs/docker.md)
     -instance NAME    the label value that marks what this agent creates
                       (Kubernetes objects, containers), so that it reconciles
                       and removes only its own (default

@@ -566,13 +566,20 @@ type proc struct {
 
 func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
+	return startProcFor(t, t, bin, env, args...)
+}
+
+// startProcFor is startProc of a process that outlives t: owner's end
+// (a test that t is a subtest of) kills it.
+func startProcFor(t *testing.T, owner testing.TB, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{cmd: exec.Command(bin, args...), log: newWatcher(), done: make(chan struct{})}
 	p.cmd.Env, p.cmd.Stderr, p.cmd.Stdout = env, p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
+	owner.Cleanup(func() {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	})
