@@ -437,3 +437,68 @@ func TestFailedTeardownIsRecorded(t *testing.T) {
 		})
 	})
 }
+
+// untilStopped is a Deployer that takes a revision to DEPLOYING, says so,
+// and waits there until its ctx ends; it sends the cause, and the error
+// of one more report.
+type untilStopped struct {
+	deploying chan struct{}
+	cause     chan error
+	report    chan error
+}
+
+func newUntilStopped() *untilStopped {
+	return &untilStopped{deploying: make(chan struct{}, 1), cause: make(chan error, 1), report: make(chan error, 1)}
+}
+
+func (u *untilStopped) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
+	if _, err := controlplane.Advance(ctx, r, w.Revision.Source, w.Revision.Status, controlplane.RevisionDeploying, controlplane.Step{}); err != nil {
+		return err
+	}
+	u.deploying <- struct{}{}
+	<-ctx.Done()
+	u.cause <- context.Cause(ctx)
+	u.report <- r.Report(context.WithoutCancel(ctx), controlplane.Step{Status: controlplane.RevisionDeployed})
+	return nil
+}
+
+func (u *untilStopped) Teardown(context.Context, string, *controlplane.Deployment) error { return nil }
+
+// A revision the agent drives, interrupted through the API, stops the
+// agent's Deployer at its next lease renewal (within a third of the
+// lease), with a cause matching controlplane.ErrRevisionEnded, which tells
+// it from a lost lease: the deployer removes what it made for the
+// revision. Its reports are refused, matching ErrRevisionEnded too, and
+// the agent claims nothing more of it.
+func TestInterruptStopsTheAgentsDeployer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		u := newUntilStopped()
+		run(t, w.newAgent(u, nil))
+		d, rev := w.deploy("a")
+		<-u.deploying
+		interrupted := time.Now()
+		if _, err := w.cp.InterruptRevision(context.Background(), tenant, d.ID, rev); err != nil {
+			t.Fatal(err)
+		}
+		cause := <-u.cause
+		if !errors.Is(cause, controlplane.ErrRevisionEnded) || !errors.Is(cause, controlplane.ErrLeaseLost) {
+			t.Errorf("the Deploy's ctx ended with %v, want ErrRevisionEnded and ErrLeaseLost", cause)
+		}
+		if took, lease := time.Since(interrupted), controlplane.DefaultLeaseDuration; took > lease/3+time.Second {
+			t.Errorf("the agent's Deploy stopped %s after the interrupt, want within a third of the %s lease", took, lease)
+		}
+		if err := <-u.report; !controlplane.IsRefusal(err) || !errors.Is(err, controlplane.ErrRevisionEnded) {
+			t.Errorf("a report after the interrupt: %v, want a refusal matching ErrRevisionEnded", err)
+		}
+		time.Sleep(time.Minute)
+		if s := w.status(d.ID, rev); s != controlplane.RevisionInterrupted {
+			t.Errorf("revision %s, want INTERRUPTED", s)
+		}
+		select {
+		case <-u.deploying:
+			t.Error("the agent deployed the interrupted revision again")
+		default:
+		}
+	})
+}

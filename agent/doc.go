@@ -35,7 +35,11 @@
 // controlplane.ErrLeaseLost, a 400 apierr.ErrInvalidState, so the
 // deployers' controlplane.IsRefusal works unchanged), the lease renewed
 // every third of its length and the Deployer's context cancelled with
-// cause controlplane.ErrLeaseLost once the control plane says it is lost;
+// cause controlplane.ErrLeaseLost once the control plane says it is lost
+// (with a cause matching controlplane.ErrRevisionEnded too, and refused
+// reports matching it, when the control plane answers that the revision
+// ended without the agent: interrupted, superseded or deleted, so that
+// the deployer removes what it made for it);
 // a deployment being deleted through Deployer.Teardown, whose failure is
 // recorded on the deployment (teardown-failed: its status_message says
 // why) and tried again after the control plane's backoff. Calls that fail

@@ -456,3 +456,57 @@ func TestStateNotFoundNamesWhatWasAsked(t *testing.T) {
 		}
 	}
 }
+
+// When a renewal is refused, the agent asks what became of the revision:
+// answered INTERRUPTED or SKIPPED, or not found, the Deployer's context
+// ends with a cause matching controlplane.ErrRevisionEnded (its deployer
+// removes what it made); answered in any other status (another agent
+// took the work over), or when no answer comes, with ErrLeaseLost alone.
+func TestRefusedRenewalTellsAnEndFromATakeover(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   any
+		ended  bool
+	}{
+		{"interrupted", http.StatusOK, map[string]any{"id": "r1", "status": "INTERRUPTED"}, true},
+		{"skipped", http.StatusOK, map[string]any{"id": "r1", "status": "SKIPPED"}, true},
+		{"removed with its deployment", http.StatusNotFound, map[string]any{"detail": "Deployment ID d1 not found."}, true},
+		{"taken over", http.StatusOK, map[string]any{"id": "r1", "status": "DEPLOYING"}, false},
+		{"a proxy's not found", http.StatusNotFound, map[string]any{"detail": "Not Found"}, false},
+		{"no answer", http.StatusServiceUnavailable, map[string]any{"detail": "down"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cp := &scripted{}
+				claim := claimOnce(deployWork(30))
+				cp.answer = func(ctx context.Context, route string, n int, body map[string]any) (int, any) {
+					switch route {
+					case "renew":
+						return http.StatusConflict, map[string]string{"detail": "The lease is lost."}
+					case "deployments/d1/revisions/r1":
+						return tc.status, tc.body
+					}
+					return claim(ctx, route, n, body)
+				}
+				d := newBlocking()
+				a := newScriptedAgent(t, cp, d, nil)
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error)
+				go func() { done <- a.Run(ctx) }()
+				<-d.started
+				cause := <-d.cause
+				if !errors.Is(cause, controlplane.ErrLeaseLost) || errors.Is(cause, controlplane.ErrRevisionEnded) != tc.ended {
+					t.Errorf("the Deployer's context ended with %v; want ErrLeaseLost, and ErrRevisionEnded %v", cause, tc.ended)
+				}
+				if len(cp.of("deployments/d1/revisions/r1")) == 0 {
+					t.Error("the agent did not ask what became of the revision")
+				}
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			})
+		})
+	}
+}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -35,7 +36,7 @@ func (a *Agent) deploy(ctx context.Context, aw *controlplane.AgentWork) {
 	log := a.log.With("deployment", w.Deployment.ID, "revision", w.Revision.ID)
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	rep := &reporter{a: a, lease: aw.Lease, ctx: wctx, cancel: cancel, log: log}
+	rep := &reporter{a: a, w: w, lease: aw.Lease, ctx: wctx, cancel: cancel, log: log}
 	stop := a.keepLease(wctx, aw, cancel, log, rep.ended.Load)
 	log.Info("agent: deploying", "status", w.Revision.Status)
 	err := a.d.Deploy(wctx, w, rep)
@@ -44,6 +45,8 @@ func (a *Agent) deploy(ctx context.Context, aw *controlplane.AgentWork) {
 	}
 	stop()
 	switch {
+	case errors.Is(context.Cause(wctx), controlplane.ErrRevisionEnded):
+		log.Info("agent: the revision ended without this agent (interrupted, superseded or deleted); its deployer stopped")
 	case errors.Is(context.Cause(wctx), controlplane.ErrLeaseLost):
 		log.Info("agent: the revision is no longer this agent's to drive (its lease was lost, or it ended otherwise)")
 	case ctx.Err() != nil:
@@ -151,8 +154,10 @@ func (a *Agent) retry(ctx context.Context, what string, log *slog.Logger, f func
 // it), or ctx ends. When the control plane answers that the lease is no
 // longer the agent's (409, 404, 400) it cancels ctx with
 // controlplane.ErrLeaseLost, which the Deployer sees as its context's
-// cause. A renewal that fails for a reason that may pass is tried again
-// with backoff, within the third.
+// cause, or, when the revision ended without the agent (endedElsewhere),
+// with endedCause, which matches controlplane.ErrRevisionEnded too. A
+// renewal that fails for a reason that may pass is tried again with
+// backoff, within the third.
 func (a *Agent) keepLease(ctx context.Context, aw *controlplane.AgentWork, cancel context.CancelCauseFunc, log *slog.Logger, ended func() bool) (stop func()) {
 	every := time.Duration(max(aw.LeaseSeconds, 1)) * time.Second / 3
 	quit := make(chan struct{})
@@ -185,8 +190,13 @@ func (a *Agent) keepLease(ctx context.Context, aw *controlplane.AgentWork, cance
 				wait = every
 			case errors.Is(err, controlplane.ErrLeaseLost), isNotFound(err), errors.Is(err, apierr.ErrInvalidState):
 				if !ended() {
-					log.Info("agent: the lease is lost; stopping the work", "err", err)
-					cancel(controlplane.ErrLeaseLost)
+					if aw.Work != nil && a.endedElsewhere(ctx, aw.Work, log) {
+						log.Info("agent: the revision ended without this agent; stopping the work", "err", err)
+						cancel(endedCause)
+					} else {
+						log.Info("agent: the lease is lost; stopping the work", "err", err)
+						cancel(controlplane.ErrLeaseLost)
+					}
 				}
 				return
 			default:
@@ -196,6 +206,33 @@ func (a *Agent) keepLease(ctx context.Context, aw *controlplane.AgentWork, cance
 		}
 	})
 	return func() { close(quit); wg.Wait() }
+}
+
+// endedCause is the cause of a Deploy's ctx cancelled because its
+// revision ended without the agent, as the control plane's Run cancels
+// its own: it matches controlplane.ErrRevisionEnded and
+// controlplane.ErrLeaseLost.
+var endedCause = fmt.Errorf("%w: %w", controlplane.ErrRevisionEnded, controlplane.ErrLeaseLost)
+
+// endedElsewhere asks the control plane, after it refused a call about
+// w's lease, whether w's revision ended without this agent: it answers
+// it INTERRUPTED or SKIPPED (controlplane.EndedWithoutDeployer), or says
+// that it or its deployment is gone (a 404 naming it). Then nobody
+// resumes the revision, and its deployer removes what it made for it.
+// When no answer comes within releaseTimeout it says false: a
+// lost lease, whose work another agent resumes (what was made stays, and
+// the deployer's reconcile removes it once the revision has ended).
+func (a *Agent) endedElsewhere(ctx context.Context, w *controlplane.Work, log *slog.Logger) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	rev, err := a.c.GetRevision(rctx, w.Tenant, w.Deployment.ID, w.Revision.ID) // tried again while it may pass
+	if err != nil {
+		if !isNotFound(err) {
+			log.Warn("agent: could not tell whether a revision whose lease was refused ended", "err", err)
+		}
+		return errors.As(err, new(*apierr.NotFoundError))
+	}
+	return controlplane.EndedWithoutDeployer(rev.Status)
 }
 
 func isNotFound(err error) bool { return errors.Is(err, apierr.ErrNotFound) }
@@ -223,9 +260,12 @@ const (
 // reports and logs go to the control plane through the lease, tried again
 // while they fail for a reason that may pass (a report is idempotent). Its
 // errors are those of a Reporter: controlplane.ErrLeaseLost (409) and
-// apierr.ErrInvalidState (400) are refusals (controlplane.IsRefusal).
+// apierr.ErrInvalidState (400) are refusals (controlplane.IsRefusal), and
+// a refusal for a revision that ended without the agent matches
+// controlplane.ErrRevisionEnded too (refused).
 type reporter struct {
 	a      *Agent
+	w      *controlplane.Work
 	lease  string
 	ctx    context.Context // the unit's: batches sent later use it
 	cancel context.CancelCauseFunc
@@ -255,8 +295,8 @@ func (r *reporter) Report(ctx context.Context, s controlplane.Step) error {
 		if controlplane.IsTerminal(s.Status) {
 			r.ended.Store(true)
 		}
-	case errors.Is(err, controlplane.ErrLeaseLost):
-		r.cancel(controlplane.ErrLeaseLost)
+	case controlplane.IsRefusal(err):
+		return r.refused(ctx, err)
 	}
 	return err
 }
@@ -303,6 +343,22 @@ func (r *reporter) flush(ctx context.Context) error {
 		return nil
 	}
 	err := r.a.retry(ctx, "writing logs", r.log, func(ctx context.Context) error { return r.a.c.logs(ctx, r.lease, lines) })
+	if errors.Is(err, controlplane.ErrLeaseLost) {
+		return r.refused(ctx, err)
+	}
+	return err
+}
+
+// refused is the error of a call refused by the control plane (err): when
+// the revision ended without the agent (endedElsewhere), it matches
+// controlplane.ErrRevisionEnded too, and the Deploy's ctx is cancelled
+// with endedCause; else a lost lease cancels it with
+// controlplane.ErrLeaseLost, as the control plane's own Reporter does.
+func (r *reporter) refused(ctx context.Context, err error) error {
+	if r.a.endedElsewhere(ctx, r.w, r.log) {
+		r.cancel(endedCause)
+		return fmt.Errorf("%w (%w)", err, controlplane.ErrRevisionEnded)
+	}
 	if errors.Is(err, controlplane.ErrLeaseLost) {
 		r.cancel(controlplane.ErrLeaseLost)
 	}

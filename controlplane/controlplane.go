@@ -60,6 +60,7 @@ type ControlPlane struct {
 	queue    *workqueue.Queue // the pending work, its leases and each tenant's share of the workers (worker.go)
 	wake     chan struct{}
 	running  atomic.Bool
+	jobs     runningJobs              // the jobs Run and Process drive now (interrupt.go)
 	obs      Observer                 // observe.go; never nil
 	deployer atomic.Pointer[Deployer] // the Deployer Run drives, for Ready
 	folding  sync.Mutex               // one fold of the order counts at a time (sequencer.go)
@@ -690,6 +691,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 	if outRev != nil {
 		cp.notify()
 		cp.notifyAgent(tenant, &out.Deployment)
+		cp.stopEnded(tenant, cid) // the revisions it SKIPPED (interrupt.go)
 		r := outRev.wire()
 		return out.wire(), &r, nil
 	}
@@ -808,6 +810,7 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 	}
 	cp.notify()
 	cp.notifyAgent(tenant, &out.Deployment)
+	cp.stopEnded(tenant, did) // the revisions it SKIPPED (interrupt.go)
 	return out.wire(), nil
 }
 

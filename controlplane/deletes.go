@@ -97,6 +97,9 @@ func (cp *ControlPlane) DeleteDeploymentWith(ctx context.Context, tenant, id str
 	if err != nil {
 		return cp.storeErr("delete deployment", err)
 	}
+	if done != nil {
+		cp.stopEnded(tenant, cid) // the revisions it INTERRUPTED or removed (interrupt.go)
+	}
 	switch {
 	case done == nil:
 	case o.Force:
@@ -108,6 +111,76 @@ func (cp *ControlPlane) DeleteDeploymentWith(ctx context.Context, tenant, id str
 	default:
 		cp.notify()
 		cp.notifyAgent(tenant, &done.Deployment) // agentwork.go
+	}
+	return nil
+}
+
+// MaxDeleteIDs is the most deployments one DeleteDeployments names (wire
+// contract section 11).
+const MaxDeleteIDs = 100
+
+// DeleteResult is the outcome of the delete of one deployment of a
+// DeleteDeployments.
+type DeleteResult struct {
+	// ID is the id as it was given (canonical when it is a UUID).
+	ID string
+	// Err is nil when the deployment was deleted (as
+	// DeleteDeploymentWith's nil), else what DeleteDeploymentWith
+	// answered for it, or a *apierr.ValidationError at ["query",
+	// "deployment_ids", i] for an id that is no UUID (i its index among
+	// the ids given).
+	Err error
+}
+
+// DeleteDeployments deletes each deployment of ids (DELETE
+// /v2/deployments?deployment_ids=...) exactly as DeleteDeploymentWith
+// does with opts: the same rules for each (one that never ran is removed
+// at once, the others are AWAITING_DELETE until torn down; Force and
+// KeepTracingProject apply to every one), each in its own Update, so that
+// one that fails leaves the others deleted. It returns one result per
+// distinct id, in the order of the ids' first appearance (an id given
+// twice is deleted once). Errors, for the request as a whole (nothing is
+// deleted then): a *apierr.ValidationError at ["query", "deployment_ids"]
+// when ids is empty or names more than MaxDeleteIDs deployments.
+func (cp *ControlPlane) DeleteDeployments(ctx context.Context, tenant string, ids []string, opts *DeleteDeploymentOptions) ([]DeleteResult, error) {
+	if err := apierr.CheckTenant(tenant); err != nil {
+		return nil, err
+	}
+	if err := ValidateDeleteDeployments(ids); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []DeleteResult
+	for i, id := range ids {
+		cid, ok := pathID(id)
+		if seen[cid] {
+			continue
+		}
+		seen[cid] = true
+		r := DeleteResult{ID: cid}
+		if ok {
+			r.Err = cp.DeleteDeploymentWith(ctx, tenant, cid, opts)
+		} else {
+			r.Err = apierr.Validation(apierr.Problem{Loc: []any{"query", "deployment_ids", i}, Type: apierr.TypeUUIDParsing,
+				Msg: apierr.MsgInvalidUUID})
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// ValidateDeleteDeployments checks the ids of a DeleteDeployments as a
+// whole, without deleting anything: a *apierr.ValidationError at
+// ["query", "deployment_ids"] when there are none or more than
+// MaxDeleteIDs. (An id that is no UUID fails alone, in its result.)
+func ValidateDeleteDeployments(ids []string) error {
+	loc := []any{"query", "deployment_ids"}
+	switch {
+	case len(ids) == 0:
+		return apierr.Validation(apierr.Problem{Loc: loc, Type: apierr.TypeMissing, Msg: "Field required"})
+	case len(ids) > MaxDeleteIDs:
+		return apierr.Validation(apierr.Problem{Loc: loc, Type: apierr.TypeTooLong,
+			Msg: fmt.Sprintf("List should have at most %d items", MaxDeleteIDs)})
 	}
 	return nil
 }

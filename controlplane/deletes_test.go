@@ -594,3 +594,109 @@ func TestDeletesOfAgentServedDeployments(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteDeployments: a bulk delete deletes each id as
+// DeleteDeploymentWith does, with the same options, each on its own: one
+// that never ran goes at once, one that ran waits AWAITING_DELETE, one
+// already AWAITING_DELETE succeeds again; an unknown id, another tenant's
+// and force for one not being deleted fail alone, and so does an id that
+// is no UUID (a 422 at its index); an id given twice is deleted and
+// answered once. No ids, or more than MaxDeleteIDs, refuse the request
+// and delete nothing.
+func TestDeleteDeployments(t *testing.T) {
+	inBubbleOverStores(t, testDeleteDeployments)
+}
+
+func testDeleteDeployments(t *testing.T, st store.Store) {
+	f := newDeleteFixture(t, st, nil)
+	r := &reaching{to: map[string]controlplane.RevisionStatus{"ran": controlplane.RevisionDeploying, "deleting": controlplane.RevisionDeploying}}
+	ran, deleting := f.create(tenantA, dockerBody("ran")), f.create(tenantA, dockerBody("deleting"))
+	for range 2 {
+		if err := f.process(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.cp.DeleteDeployment(f.ctx, tenantA, deleting.ID); err != nil {
+		t.Fatal(err)
+	}
+	fresh := f.create(tenantA, dockerBody("fresh"))
+	theirs, err := f.cp.CreateDeployment(f.ctx, tenantB, decode[controlplane.CreateDeploymentRequest](t, dockerBody("theirs")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := "00000000-0000-4000-8000-00000000abcd"
+
+	for _, bad := range [][]string{nil, {}, make([]string, controlplane.MaxDeleteIDs+1)} {
+		before := dump(t, st)
+		_, err := f.cp.DeleteDeployments(f.ctx, tenantA, bad, nil)
+		want := "query.deployment_ids: missing"
+		if len(bad) > 0 {
+			want = "query.deployment_ids: too_long"
+		}
+		diff(t, fmt.Sprintf("problems of a bulk delete of %d ids", len(bad)), []string{want}, locTypes(problems(t, err)))
+		diff(t, "the store after a refused bulk delete", before, dump(t, st))
+	}
+
+	ids := []string{fresh.ID, strings.ToUpper(ran.ID), "not-a-uuid", deleting.ID, unknown, theirs.ID, fresh.ID}
+	res, err := f.cp.DeleteDeployments(f.ctx, tenantA, ids, &controlplane.DeleteDeploymentOptions{KeepTracingProject: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range res {
+		got = append(got, r.ID+": "+outcome(r.Err))
+	}
+	diff(t, "results", []string{
+		fresh.ID + ": ok",
+		ran.ID + ": ok",
+		"not-a-uuid: 422 query.deployment_ids.2: uuid_parsing",
+		deleting.ID + ": ok",
+		unknown + ": 404 Deployment ID " + unknown + " not found.",
+		theirs.ID + ": 404 Deployment ID " + theirs.ID + " not found.",
+	}, got)
+	if _, err := f.get(fresh.ID); !errors.Is(err, apierr.ErrNotFound) || !f.tracingProject(fresh.ID) {
+		t.Errorf("a deployment that never ran: %v, tracing project kept %v; want removed at once, its project kept", err, f.tracingProject(fresh.ID))
+	}
+	if d, err := f.get(ran.ID); err != nil || d.Status != controlplane.StatusAwaitingDelete {
+		t.Errorf("a deployment that ran: %+v, %v; want AWAITING_DELETE", d, err)
+	}
+	if _, err := f.cp.GetDeployment(f.ctx, tenantB, theirs.ID); err != nil {
+		t.Errorf("another tenant's deployment after the bulk delete: %v", err)
+	}
+
+	// force applies to each: the ones being deleted go, another fails alone.
+	other := f.create(tenantA, dockerBody("other"))
+	res, err = f.cp.DeleteDeployments(f.ctx, tenantA, []string{ran.ID, other.ID, deleting.ID}, &controlplane.DeleteDeploymentOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, r := range res {
+		got = append(got, outcome(r.Err))
+	}
+	diff(t, "forced results", []string{"ok", "400", "ok"}, got)
+	for _, id := range []string{ran.ID, deleting.ID} {
+		if _, err := f.get(id); !errors.Is(err, apierr.ErrNotFound) {
+			t.Errorf("a forced delete of %s: %v, want removed", id, err)
+		}
+	}
+	if _, err := f.get(other.ID); err != nil {
+		t.Errorf("a deployment a forced delete refused: %v, want it unchanged", err)
+	}
+}
+
+// outcome is an error of a bulk delete's result as the tests compare it.
+func outcome(err error) string {
+	var ve *apierr.ValidationError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &ve):
+		return "422 " + strings.Join(locTypes(ve.Problems), ",")
+	case errors.Is(err, apierr.ErrNotFound):
+		return "404 " + err.Error()
+	case errors.Is(err, apierr.ErrInvalidState):
+		return "400"
+	}
+	return "unexpected " + err.Error()
+}

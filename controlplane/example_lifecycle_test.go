@@ -249,3 +249,54 @@ func ExampleIsRefusal() {
 	// INTERRUPTED
 	// false
 }
+
+func ExampleControlPlane_InterruptRevision() {
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), nil)
+	d := exampleDeployment(ctx, cp)
+	if _, err := cp.Process(ctx, quiet{}); err != nil { // the first revision is DEPLOYED
+		panic(err)
+	}
+	next, err := cp.CreateRevision(ctx, exampleTenant, d.ID, nil)
+	if err != nil {
+		panic(err)
+	}
+
+	rev, err := cp.InterruptRevision(ctx, exampleTenant, d.ID, next.ID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(rev.Status, *rev.StatusMessage)
+	more, _ := cp.Process(ctx, quiet{})
+	fmt.Println("more work:", more)
+	d, _ = cp.GetDeployment(ctx, exampleTenant, d.ID)
+	fmt.Println(d.Status, *d.ActiveRevisionID != next.ID)
+	_, err = cp.InterruptRevision(ctx, exampleTenant, d.ID, *d.ActiveRevisionID)
+	fmt.Println(errors.Is(err, apierr.ErrInvalidState))
+	// Output:
+	// INTERRUPTED The revision was interrupted.
+	// more work: false
+	// READY true
+	// true
+}
+
+func ExampleControlPlane_DeleteDeployments() {
+	ctx := context.Background()
+	cp := controlplane.New(storemem.New(), nil)
+	d := exampleDeployment(ctx, cp)
+
+	res, err := cp.DeleteDeployments(ctx, exampleTenant, []string{d.ID, "00000000-0000-4000-8000-00000000abcd", "nope"}, nil)
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range res {
+		fmt.Println(r.ID == d.ID, r.Err)
+	}
+	_, err = cp.DeleteDeployments(ctx, exampleTenant, nil, nil)
+	fmt.Println(err)
+	// Output:
+	// true <nil>
+	// false Deployment ID 00000000-0000-4000-8000-00000000abcd not found.
+	// false validation failed: query.deployment_ids.2: Input should be a valid UUID
+	// validation failed: query.deployment_ids: Field required
+}

@@ -30,14 +30,21 @@ type Deployer interface {
 	//     build states, DEPLOY_FAILED after) with the error's text as
 	//     status_message.
 	//
-	// ctx is cancelled, with cause ErrLeaseLost, when the lease is lost or
-	// the revision ended without the deployer (superseded and SKIPPED, or
-	// INTERRUPTED by a delete; noticed at the next lease renewal), and
-	// when Run stops. Work stopped by Run or a lost lease is resumed later
-	// (by this or another replica), so Deploy must be safe to call again
-	// for the same revision.
+	// ctx is cancelled, with cause ErrLeaseLost, when the lease is lost,
+	// and when Run stops: work stopped so is resumed later (by this or
+	// another replica), so Deploy must be safe to call again for the same
+	// revision. It is cancelled with a cause matching ErrRevisionEnded
+	// (and ErrLeaseLost) when the revision ended without the deployer:
+	// INTERRUPTED (InterruptRevision, or a delete of the deployment),
+	// SKIPPED (superseded by a newer revision) or removed with its
+	// deployment; at once when this ControlPlane's Run drives it, at the
+	// next lease renewal otherwise. Nobody resumes such a revision: Deploy
+	// stops what it does (a build, a rollout), removes what it made for
+	// that revision alone and puts the active revision back, as after a
+	// failure of the revision, and returns.
 	// A report that fails with apierr.ErrInvalidState (the revision was superseded
-	// and SKIPPED, or the deployment is being deleted or removed) means: stop
+	// and SKIPPED, interrupted, or the deployment is being deleted or
+	// removed; the error matches ErrRevisionEnded too then) means: stop
 	// (IsRefusal).
 	//
 	// Deploy reports BUILDING before it builds anything of the
@@ -147,11 +154,13 @@ var ErrLeaseLost = workqueue.ErrLeaseLost
 
 // IsRefusal reports whether err, from a Reporter, is the control plane
 // refusing a deployer's report: it matches apierr.ErrInvalidState (the
-// revision was superseded and SKIPPED, the deployment is being deleted, or
-// the step may not follow the revision's current status) or ErrLeaseLost
-// (another worker drives the revision now). Nothing was written. A Deployer
-// that gets a refusal stops driving that revision: it reports nothing more
-// for it, may remove what it made for that revision alone, and returns.
+// revision was superseded and SKIPPED, interrupted, the deployment is
+// being deleted, or the step may not follow the revision's current status)
+// or ErrLeaseLost (another worker drives the revision now). Nothing was
+// written. A Deployer that gets a refusal stops driving that revision: it
+// reports nothing more for it, and returns; when the refusal matches
+// ErrRevisionEnded too, nobody resumes the revision, and the Deployer
+// removes what it made for that revision alone first.
 // Other errors (a store or context error, a rejected value) are not
 // refusals.
 func IsRefusal(err error) bool {
@@ -198,8 +207,9 @@ func HappyPath(src Source) []RevisionStatus {
 }
 
 // IsTerminal reports whether s is final: DEPLOYED, SKIPPED, the three
-// *_FAILED statuses, and INTERRUPTED (which this control plane records only
-// for revisions of a deployment being deleted, so it is final too).
+// *_FAILED statuses, and INTERRUPTED (InterruptRevision, or a delete of
+// the deployment: nothing resumes an interrupted revision, so it is final
+// too).
 func IsTerminal(s RevisionStatus) bool {
 	switch s {
 	case RevisionDeployed, RevisionSkipped, RevisionCreateFailed, RevisionBuildFailed, RevisionDeployFailed, RevisionInterrupted:
@@ -244,7 +254,8 @@ func skippable(s RevisionStatus) bool {
 //     to CREATE_FAILED, AWAITING_BUILD and BUILDING to BUILD_FAILED,
 //     AWAITING_DEPLOY and DEPLOYING to DEPLOY_FAILED;
 //   - every status before DEPLOYING to SKIPPED (superseded);
-//   - every non-terminal status to INTERRUPTED (deployment deleted) and,
+//   - every non-terminal status to INTERRUPTED (InterruptRevision, or
+//     the deployment deleted) and,
 //     except UNKNOWN itself, to UNKNOWN (the deployer cannot tell);
 //   - UNKNOWN to any status of the happy path after CREATING, and to
 //     every *_FAILED (the deployer found out);

@@ -421,6 +421,9 @@ func (cp *ControlPlane) DeleteListenerWith(ctx context.Context, tenant, id strin
 	if gone {
 		cp.agents.seen.Delete(agentKey(tenant, cid))
 	}
+	for _, r := range slices.Concat(removed, queued) {
+		cp.stopEnded(tenant, r.ID) // the revisions it INTERRUPTED or removed (interrupt.go)
+	}
 	for _, r := range removed {
 		cp.log.Info("controlplane: deployment removed at once with its listener: none of its revisions reached an engine",
 			deletedAttrs(tenant, r)...)

@@ -190,6 +190,9 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 	if len(out) > 0 {
 		cp.notify()
 	}
+	for _, p := range out {
+		cp.stopEnded(p.Tenant, p.DeploymentID) // the revisions it SKIPPED (interrupt.go)
+	}
 	if out == nil {
 		out = []PushedRevision{}
 	}

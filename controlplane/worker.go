@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -184,12 +185,15 @@ type job struct {
 	// stepStart is when the Deployer's current step began (Unix
 	// nanoseconds by Options.Clock), for Transition.Step.
 	stepStart atomic.Int64
+	// recheck asks keepLease to renew the lease now (stopEnded): a
+	// change may have ended the job's revision.
+	recheck chan struct{}
 }
 
 // newJob is the job of lease l of the tenant. The queue has checked the
 // key parts of l's unit (workqueue.Parse).
 func newJob(l *workqueue.Lease, tenant string) *job {
-	j := &job{lease: l, tenant: tenant}
+	j := &job{lease: l, tenant: tenant, recheck: make(chan struct{}, 1)}
 	j.deployment, _, _ = keyenc.ParseID(l.Deployment)
 	if l.Revision != "" {
 		j.revision = tailID(l.Revision)
@@ -252,8 +256,10 @@ func (cp *ControlPlane) release(ctx context.Context, j *job, retry bool) error {
 	return cp.storeErr("release work", cp.queue.Release(ctx, j.lease, at))
 }
 
-// keepLease renews the job's lease every third of its duration until stop
-// is called, and cancels ctx with ErrLeaseLost if it is lost.
+// keepLease renews the job's lease every third of its duration, and at
+// once when asked (job.recheck), until stop is called; once it is lost it
+// cancels ctx with the cause lostCause gives (ErrLeaseLost, or a cause
+// matching ErrRevisionEnded too when the revision ended without the job).
 func (cp *ControlPlane) keepLease(ctx context.Context, j *job, cancel context.CancelCauseFunc) (stop func()) {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
@@ -267,12 +273,13 @@ func (cp *ControlPlane) keepLease(ctx context.Context, j *job, cancel context.Ca
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := cp.renewLease(ctx, j); errors.Is(err, ErrLeaseLost) {
-					cancel(ErrLeaseLost)
-					return
-				} else if err != nil && ctx.Err() == nil {
-					cp.log.Warn("controlplane: renewing a lease failed", "work", j.lease.Key(), "err", err)
-				}
+			case <-j.recheck:
+			}
+			if err := cp.renewLease(ctx, j); errors.Is(err, ErrLeaseLost) {
+				cancel(cp.lostCause(ctx, j))
+				return
+			} else if err != nil && ctx.Err() == nil {
+				cp.log.Warn("controlplane: renewing a lease failed", "work", j.lease.Key(), "err", err)
 			}
 		}
 	})
@@ -305,6 +312,7 @@ func (cp *ControlPlane) Process(ctx context.Context, d Deployer) (bool, error) {
 // its backoff); a Deploy error is recorded on the revision instead.
 func (cp *ControlPlane) do(ctx context.Context, d Deployer, j *job) error {
 	defer cp.queue.Done(j.lease)
+	defer cp.jobs.add(j)()
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := cp.keepLease(jctx, j, cancel)
@@ -485,7 +493,8 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 			// Removed with its deployment (a delete of one that never
 			// ran, or a forced one): a refusal, as for any revision ended
 			// without the deployer.
-			return apierr.InvalidStatef("Revision %s was removed with its deployment.", j.revision)
+			return &apierr.DetailError{Kind: errors.Join(apierr.ErrInvalidState, ErrRevisionEnded),
+				Detail: fmt.Sprintf("Revision %s was removed with its deployment.", j.revision)}
 		}
 		if err != nil {
 			return err
@@ -504,7 +513,7 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 			return cp.queue.Extend(tx, cur, now)
 		}
 		if cur == nil {
-			return apierr.InvalidStatef("Revision %s is %s.", rev.ID, rev.Status)
+			return endedRefusal(rev) // interrupt.go
 		}
 		if step.Status != "" && !CanTransition(rev.Source, rev.Status, step.Status) {
 			return apierr.InvalidStatef("Revision %s cannot move from %s to %s.", rev.ID, rev.Status, step.Status)

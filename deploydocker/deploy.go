@@ -24,17 +24,20 @@ func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 	}
 	err := run.deploy(ctx)
 	switch {
+	case errors.Is(context.Cause(ctx), controlplane.ErrRevisionEnded), errors.Is(err, controlplane.ErrRevisionEnded),
+		ctx.Err() == nil && errors.Is(err, errStop):
+		// Interrupted, superseded (SKIPPED) or its deployment deleted:
+		// nobody resumes this revision, whose build (cancelled with
+		// ctx) and containers have no future; the active revision's
+		// containers serve on, behind the proxy.
+		d.logLine(context.WithoutCancel(ctx), w, controlplane.LogDeploy, controlplane.LevelInfo, "revision ended elsewhere; removing its containers")
+		return d.removeRevision(context.WithoutCancel(ctx), w.Tenant, w.Deployment.ID, w.Revision.ID)
 	case ctx.Err() != nil:
 		// Stopping or the lease was lost: what was started stays, and
 		// the next Deploy of this revision adopts it.
 		return nil
 	case errors.Is(err, controlplane.ErrLeaseLost):
 		return nil
-	case errors.Is(err, errStop):
-		// Superseded (SKIPPED) or INTERRUPTED by a delete: this
-		// revision's containers have no future.
-		d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, "revision ended elsewhere; removing its containers")
-		return d.removeRevision(context.WithoutCancel(ctx), w.Tenant, w.Deployment.ID, w.Revision.ID)
 	case err != nil:
 		// The control plane records the failure of the phase (a store
 		// error, say): its containers would serve nothing.

@@ -31,7 +31,9 @@
 // Other pull errors are retried until Options.PullRetryTimeout, a
 // health check until Options.HealthTimeout, a database until
 // Options.DatabaseTimeout. A failed or superseded revision's containers
-// are removed.
+// are removed, and so are those of a revision that ended without its
+// Deploy (interrupted, skipped or deleted: controlplane.ErrRevisionEnded),
+// whose build is cancelled; the active revision serves on.
 //
 // Databases: with Options.Services each deployment gets PostgreSQL and
 // Redis containers of its own; with Options.Databases (a *deploydb.Shared)

@@ -287,13 +287,14 @@ func (d *Deployer) applyOwner(ctx context.Context, o *objects) error {
 // revision gets the active revision's pod templates back in its API
 // server's and queue's Deployments (the newest ReplicaSet of that
 // revision, as kubectl rollout undo does). Without an active revision it
-// does nothing.
+// does nothing, and nothing for a deployment being deleted either (its
+// Teardown removes every object).
 func (d *Deployer) restoreActive(ctx context.Context, ns, tenant, dep, failed string) error {
 	if d.o.State == nil {
 		return nil
 	}
 	cur, err := d.o.State.GetDeployment(ctx, tenant, dep)
-	if err != nil || cur.ActiveRevisionID == nil || *cur.ActiveRevisionID == failed {
+	if err != nil || cur.ActiveRevisionID == nil || *cur.ActiveRevisionID == failed || cur.Status == controlplane.StatusAwaitingDelete {
 		return nil
 	}
 	active := *cur.ActiveRevisionID

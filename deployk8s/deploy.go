@@ -30,6 +30,16 @@ func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 	defer x.unsubscribe()
 	err := x.deploy(ctx)
 	switch {
+	case errors.Is(context.Cause(ctx), controlplane.ErrRevisionEnded), errors.Is(err, controlplane.ErrRevisionEnded):
+		// Interrupted, superseded (SKIPPED) or its deployment deleted:
+		// nobody resumes this revision. Its rollout stops and the
+		// active revision's pods come back, as after a failure (a
+		// deployment being deleted is its Teardown's).
+		x.unsubscribe()
+		if err := d.restoreActive(context.WithoutCancel(ctx), x.ns, w.Tenant, w.Deployment.ID, w.Revision.ID); err != nil {
+			d.log.Warn("deployk8s: restoring the active revision after an interrupted one", "deployment", w.Deployment.ID, "err", err)
+		}
+		return nil
 	case ctx.Err() != nil, errors.Is(err, errStop):
 		// Stopping, the lease lost, superseded or deleted: what was
 		// applied stays; a resumed Deploy re-applies it, Reconcile or

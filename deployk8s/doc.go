@@ -43,7 +43,8 @@
 //     with a status_message taken from the cluster.
 //   - A failed revision leaves the cluster as the active revision had it:
 //     its objects are applied again from its record, and its pods never
-//     stopped serving.
+//     stopped serving. So does a revision interrupted or superseded while
+//     it rolls out (its Deploy stopped with controlplane.ErrRevisionEnded).
 //   - An API server that does not answer never fails a revision: each
 //     step is retried with backoff, and after Options.ProgressDeadline
 //     Deploy returns with the revision where it is, for the control plane

@@ -444,6 +444,19 @@ func parseDeleteDeployment(raw string) (*controlplane.DeleteDeploymentOptions, e
 	return o, p.problems()
 }
 
+// parseDeleteDeployments reads the query of DELETE /v2/deployments:
+// deployment_ids (comma-separated, as given) and the options of a single
+// DELETE, which apply to each. Its problems are the options' and, with
+// them, those of the ids as a whole.
+func parseDeleteDeployments(raw string) ([]string, *controlplane.DeleteDeploymentOptions, error) {
+	ids := newQueryParser(raw).list("deployment_ids")
+	opts, err := parseDeleteDeployment(raw)
+	if err != nil {
+		err = joinProblems(err, controlplane.ValidateDeleteDeployments(ids))
+	}
+	return ids, opts, err
+}
+
 // parseDeleteListener reads the query of DELETE /v2/listeners/{listener_id}:
 // force (default false).
 func parseDeleteListener(raw string) (*controlplane.DeleteListenerOptions, error) {

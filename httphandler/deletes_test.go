@@ -3,6 +3,7 @@ package httphandler_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/githubapp"
+	"github.com/deployplane/deployplane/httphandler"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -130,7 +132,7 @@ func TestDeleteQueries(t *testing.T) {
 }
 
 // /openapi.json lists the query parameters of the deletes, with their
-// defaults, and the 400 of a forced delete.
+// defaults, the 400 of a forced delete, and the bulk delete's 207.
 func TestOpenAPIListsDeleteQueries(t *testing.T) {
 	s := newServer(t, nil)
 	var doc struct {
@@ -155,6 +157,7 @@ func TestOpenAPIListsDeleteQueries(t *testing.T) {
 	for path, want := range map[string][]q{
 		"/v2/deployments/{deployment_id}": {{"force", "boolean", false}, {"delete_tracing_project", "boolean", true}},
 		"/v2/listeners/{listener_id}":     {{"force", "boolean", false}},
+		"/v2/deployments":                 {{"deployment_ids", "string", nil}, {"force", "boolean", false}, {"delete_tracing_project", "boolean", true}},
 	} {
 		op := doc.Paths[path]["delete"]
 		var got []q
@@ -164,10 +167,116 @@ func TestOpenAPIListsDeleteQueries(t *testing.T) {
 			}
 		}
 		diff(t, "query parameters of DELETE "+path, want, got)
-		for _, status := range []string{"204", "400", "404", "422"} {
+		statuses := []string{"204", "400", "404", "422"}
+		if path == "/v2/deployments" { // each id's 400 and 404 are in its result
+			statuses = []string{"200", "207", "422"}
+		}
+		for _, status := range statuses {
 			if op.Responses[status] == nil {
 				t.Errorf("DELETE %s: no %s answer in the document", path, status)
 			}
 		}
+	}
+}
+
+// bulkAnswer is the body of DELETE /v2/deployments.
+type bulkAnswer struct {
+	Results []struct {
+		ID     string          `json:"id"`
+		Status int             `json:"status"`
+		Detail json.RawMessage `json:"detail"`
+	} `json:"results"`
+}
+
+// TestBulkDelete: DELETE /v2/deployments?deployment_ids=... deletes each
+// id as the single DELETE does, with its force and
+// delete_tracing_project: 200 with a 204 result for each when all were
+// deleted, 207 otherwise, each result with the status and detail its own
+// DELETE would answer (404 for an unknown id or another tenant's, 400 for
+// a refused force, 422 with the problems for an id that is no UUID). No
+// ids, or more than 100, is a 422 for the request, listed with the
+// options' problems. It answers under /api-host too, and every answer is
+// one the OpenAPI document lists.
+func TestBulkDelete(t *testing.T) {
+	projects := &removedProjects{removed: map[string]bool{}}
+	cp := controlplane.New(storemem.New(), &controlplane.Options{TracingProjects: projects})
+	s := newServerCP(t, cp, nil)
+	doc := newDocChecker(t, s)
+	create := func(key, name string) controlplane.Deployment {
+		return must[controlplane.Deployment](t, s, key, "POST", "/v2/deployments", dockerBody(name), 201)
+	}
+	ran := create(keyA, "ran")
+	reachEngine(t, cp)
+	never, kept, theirs := create(keyA, "never"), create(keyA, "kept"), create(keyB, "theirs")
+	const unknown = "00000000-0000-7000-8000-0000000000ff"
+	bulk := func(key, query string, want int) bulkAnswer {
+		t.Helper()
+		r := s.as(key, "DELETE", "/v2/deployments"+query, "")
+		if r.status != want {
+			t.Fatalf("DELETE /v2/deployments%s: %d, want %d: %s", query, r.status, want, r.body)
+		}
+		doc.check("DELETE", "/v2/deployments", r)
+		var a bulkAnswer
+		if want < 300 {
+			if err := json.Unmarshal(r.body, &a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return a
+	}
+	results := func(a bulkAnswer) []string {
+		var out []string
+		for _, r := range a.Results {
+			out = append(out, fmt.Sprintf("%s %d %s", r.ID, r.Status, r.Detail))
+		}
+		return out
+	}
+
+	a := bulk(keyA, "?deployment_ids="+never.ID+","+strings.ToUpper(ran.ID), 200)
+	diff(t, "all deleted", []string{never.ID + " 204 ", ran.ID + " 204 "}, results(a))
+	r := s.as(keyA, "DELETE", "/v2/deployments?deployment_ids="+never.ID, "")
+	if !strings.Contains(string(r.body), `"status":404`) || strings.Contains(string(r.body), `"detail":null`) {
+		t.Errorf("a deleted id again: %d %s", r.status, r.body)
+	}
+
+	a = bulk(keyA, "?deployment_ids="+ran.ID+",nope,"+unknown+","+theirs.ID+","+kept.ID+"&force=true&delete_tracing_project=false", 207)
+	diff(t, "some failed", []string{
+		ran.ID + " 204 ",
+		`nope 422 [{"loc":["query","deployment_ids",1],"msg":"` + apierr.MsgInvalidUUID + `","type":"uuid_parsing"}]`,
+		unknown + ` 404 "Deployment ID ` + unknown + ` not found."`,
+		theirs.ID + ` 404 "Deployment ID ` + theirs.ID + ` not found."`,
+		kept.ID + ` 400 "Deployment ID ` + kept.ID + ` is not being deleted: force=true removes only a deployment whose teardown is awaited (AWAITING_DELETE). Delete it without force first."`,
+	}, results(a))
+	if r := s.as(keyA, "GET", "/v2/deployments/"+ran.ID, ""); r.status != 404 {
+		t.Errorf("GET of a deployment a forced bulk delete removed: %d", r.status)
+	}
+	if r := s.as(keyB, "GET", "/v2/deployments/"+theirs.ID, ""); r.status != 200 {
+		t.Errorf("another tenant's deployment after the bulk delete: %d", r.status)
+	}
+	bulk(keyA, "?deployment_ids="+kept.ID+"&delete_tracing_project=false", 200)
+	projects.mu.Lock()
+	diff(t, "delete_tracing_project as the tracing hook heard it", map[string]bool{"never": true, "ran": false, "kept": false}, projects.removed)
+	projects.mu.Unlock()
+
+	prefixed := s.do("DELETE", httphandler.APIHostPrefix+"/v2/deployments?deployment_ids="+theirs.ID, "", "X-Api-Key", keyB)
+	doc.check("DELETE", "/v2/deployments", prefixed)
+	if prefixed.status != 200 {
+		t.Errorf("bulk delete under /api-host: %d %s", prefixed.status, prefixed.body)
+	}
+
+	many := strings.TrimSuffix(strings.Repeat(unknown+",", 101), ",")
+	for _, tc := range []struct{ query, want string }{
+		{"", "[query.deployment_ids: missing]"},
+		{"?deployment_ids=", "[query.deployment_ids: missing]"},
+		{"?deployment_ids=" + many, "[query.deployment_ids: too_long]"},
+		{"?force=maybe", "[query.deployment_ids: missing query.force: bool_parsing]"},
+	} {
+		r := s.as(keyA, "DELETE", "/v2/deployments"+tc.query, "")
+		doc.check("DELETE", "/v2/deployments", r)
+		var body struct{ Detail []apierr.Problem }
+		if err := json.Unmarshal(r.body, &body); err != nil || r.status != 422 {
+			t.Fatalf("DELETE /v2/deployments%s: %d %s", tc.query, r.status, r.body)
+		}
+		diff(t, "problems of DELETE /v2/deployments"+tc.query, tc.want, fmt.Sprint(locTypes(body.Detail)))
 	}
 }

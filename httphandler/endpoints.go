@@ -147,6 +147,56 @@ func (h *handler) deleteDeployment(c *call) (int, any, error) {
 	return http.StatusNoContent, nil, h.cp.DeleteDeploymentWith(c.r.Context(), c.tenant, ids[0], opts)
 }
 
+// bulkDelete is the answer of DELETE /v2/deployments: one result per
+// distinct id, in the order given.
+type bulkDelete struct {
+	Results []bulkDeleteResult `json:"results"`
+}
+
+// bulkDeleteResult is the outcome of one id of a bulk delete: status 204
+// when it was deleted, else the status and the detail that DELETE
+// /v2/deployments/{deployment_id} would answer for it (a sentence, or a
+// 422's list of problems).
+type bulkDeleteResult struct {
+	ID     string `json:"id"`
+	Status int    `json:"status"`
+	Detail any    `json:"detail,omitempty"`
+}
+
+// deleteDeployments answers 200 when every id was deleted, 207 when some
+// were not.
+func (h *handler) deleteDeployments(c *call) (int, any, error) {
+	ids, opts, err := parseDeleteDeployments(c.r.URL.RawQuery)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := h.cp.DeleteDeployments(c.r.Context(), c.tenant, ids, opts)
+	if err != nil {
+		return 0, nil, err
+	}
+	status := http.StatusOK
+	out := bulkDelete{Results: make([]bulkDeleteResult, len(res))}
+	for i, r := range res {
+		out.Results[i] = bulkDeleteResult{ID: r.ID, Status: http.StatusNoContent}
+		if r.Err == nil {
+			continue
+		}
+		code, body, internal := errorReply(r.Err)
+		if internal {
+			h.logInternal(c, r.Err)
+		}
+		out.Results[i].Status = code
+		switch b := body.(type) {
+		case errorBody:
+			out.Results[i].Detail = b.Detail
+		case problemsBody:
+			out.Results[i].Detail = b.Detail
+		}
+		status = http.StatusMultiStatus
+	}
+	return status, out, nil
+}
+
 func (h *handler) listRevisions(c *call) (int, any, error) {
 	ids, pathErr := pathIDs(c.r, "deployment_id")
 	q, qErr := parseListRevisions(c.r.URL.RawQuery, h.cp.Limits())
@@ -189,6 +239,15 @@ func (h *handler) redeploy(c *call) (int, any, error) {
 	}
 	d, err := h.cp.RedeployRevision(c.r.Context(), c.tenant, ids[0], ids[1])
 	return http.StatusOK, d, err
+}
+
+func (h *handler) interruptRevision(c *call) (int, any, error) {
+	ids, err := pathIDs(c.r, "deployment_id", "revision_id")
+	if err != nil {
+		return 0, nil, err
+	}
+	rev, err := h.cp.InterruptRevision(c.r.Context(), c.tenant, ids[0], ids[1])
+	return http.StatusOK, rev, err
 }
 
 func (h *handler) createListener(c *call) (int, any, error) {

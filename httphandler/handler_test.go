@@ -150,7 +150,7 @@ func TestErrors(t *testing.T) {
 	}{
 		{name: "unknown path", method: "GET", path: "/v2/nothing", status: 404, detail: "Not Found"},
 		{name: "root", method: "GET", path: "/", status: 404, detail: "Not Found"},
-		{name: "wrong method", method: "PUT", path: "/v2/deployments", status: 405, detail: "Method Not Allowed", allow: "GET, HEAD, POST"},
+		{name: "wrong method", method: "PUT", path: "/v2/deployments", status: 405, detail: "Method Not Allowed", allow: "DELETE, GET, HEAD, POST"},
 		{name: "wrong method on an id", method: "POST", path: "/v2/deployments/" + g.ID, status: 405,
 			detail: "Method Not Allowed", allow: "DELETE, GET, HEAD, PATCH"},
 		{name: "wrong method, bad id", method: "PUT", path: "/v2/listeners/x", status: 405,

@@ -169,6 +169,11 @@ func (g *schemaGen) operation(rt route) obj {
 	if rt.noContent {
 		responses["204"] = obj{"description": "No Content: nothing came within the wait"}
 	}
+	if rt.partial != 0 {
+		partial := obj{"description": http.StatusText(rt.partial) + ": some failed; each result says how"}
+		partial["content"] = success["content"]
+		responses[strconv.Itoa(rt.partial)] = partial
+	}
 	errResp := func(status int) obj {
 		name := "HTTPError"
 		if status == http.StatusUnprocessableEntity {
@@ -293,6 +298,8 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[agentLogsRequest]():                   "AgentLogsRequest",
 	reflect.TypeFor[agentReleaseRequest]():                "AgentReleaseRequest",
 	reflect.TypeFor[agentLinesRequest]():                  "AgentLinesRequest",
+	reflect.TypeFor[bulkDelete]():                         "DeleteDeploymentsResponse",
+	reflect.TypeFor[bulkDeleteResult]():                   "DeleteDeploymentResult",
 }
 
 // requestOnly are the types read only in requests: their schema keeps its
@@ -325,6 +332,7 @@ var neverNull = map[string]bool{
 	"LogPage.logs": true, "DeploymentLogPage.items": true, "HTTPValidationError.detail": true,
 	"registryErrors.errors": true, "jwkSet.keys": true,
 	"ListenerTokenPage.resources": true, "AgentDeploymentPage.deployment_ids": true,
+	"bulkDelete.results": true,
 }
 
 // uuidMembers are the string members that hold UUIDs, as "Type.member".
@@ -507,6 +515,9 @@ func (g *schemaGen) structSchema(t reflect.Type, in bool) obj {
 		if key == "UpdateDeploymentRequest.tracked_packages" || key == "Revision.tracked_packages" { // wire contract section 10
 			s["maxItems"] = controlplane.MaxTrackedPackages
 			s["items"] = obj{"type": "string", "minLength": 1, "maxLength": controlplane.MaxTrackedPackageChars}
+		}
+		if key == "bulkDeleteResult.detail" { // a sentence, or a 422's problems
+			s = obj{"anyOf": []obj{{"type": "string"}, {"type": "array", "items": g.schema(reflect.TypeFor[apierr.Problem](), false)}}}
 		}
 		if uuidMembers[key] {
 			if s["type"] == "array" {

@@ -257,10 +257,23 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 		c.check("GET", p, r)
 	}
 
+	// Interrupts, of a revision waiting for its agent (no agent of
+	// listener edge-interrupt claims it).
+	el := as(keyA, "POST", "/v2/listeners", `{"compute_type": "k8s", "compute_id": "edge-interrupt"}`, 201)
+	var elis struct{ ID string }
+	_ = json.Unmarshal(el.body, &elis)
+	waiting := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", agentDeploymentBody("waiting", elis.ID), 201)
+	interrupt := "/v2/deployments/" + waiting.ID + "/revisions/" + *waiting.LatestRevisionID + "/interrupt"
+	at("POST", rev+"/interrupt", interrupt, "", 200)
+	at("POST", rev+"/interrupt", interrupt, "", 400)
+
 	// Deletion last.
 	var d struct{ ID string }
 	_ = json.Unmarshal(created.body, &d)
 	at("DELETE", dep, "/v2/deployments/"+d.ID, "", 204)
+	at("DELETE", "/v2/deployments", "/v2/deployments?deployment_ids="+waiting.ID, "", 200)
+	at("DELETE", "/v2/deployments", "/v2/deployments?deployment_ids="+waiting.ID+",nope", "", 207)
+	at("DELETE", "/v2/deployments", "/v2/deployments", "", 422)
 
 	// What the request schemas require is refused without it.
 	for _, tt := range []struct{ path, body string }{

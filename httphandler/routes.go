@@ -40,6 +40,7 @@ type route struct {
 	upload       bool    // the body streams to the endpoint (an upload PUT), instead of being read first
 	agent        bool    // an agent route: a listener token of the path's listener is accepted (agent.go)
 	noContent    bool    // the route may also answer 204 without a body (a long poll that found nothing)
+	partial      int     // another success status, answering resp too (207: some of a bulk request failed)
 }
 
 // param documents a query parameter or a request header: its schema
@@ -154,6 +155,20 @@ func (h *handler) routes() []route {
 				qBool("force", "true: remove the records of a deployment AWAITING_DELETE now, without its teardown.").with(false),
 				qBool("delete_tracing_project", "false: keep the deployment's tracing project when its records are removed.").with(true)}},
 
+		{method: http.MethodDelete, path: "/v2/deployments", serve: (*handler).deleteDeployments,
+			summary: "Delete several deployments: 200 when every one was deleted, 207 with each one's result otherwise",
+			description: "Each id is deleted as DELETE /v2/deployments/{deployment_id} deletes it, with the same force and " +
+				"delete_tracing_project for every one, on its own: one that fails leaves the others deleted. The answer has " +
+				"one result per distinct id, in the order given: status 204 when it was deleted, else the status and the " +
+				"detail its own DELETE would answer (404 for an unknown id or another workspace's, 400 for force on one " +
+				"not being deleted, 422 for an id that is no UUID, at [\"query\", \"deployment_ids\", index]). No ids, or " +
+				"more than 100, is a 422 for the request, and nothing is deleted.",
+			status: http.StatusOK, partial: http.StatusMultiStatus, resp: bulkDelete{},
+			query: []param{
+				qStr("deployment_ids", "Comma-separated deployment UUIDs, 1 to 100.").must(),
+				qBool("force", "true: remove the records of each deployment AWAITING_DELETE now, without its teardown.").with(false),
+				qBool("delete_tracing_project", "false: keep each deployment's tracing project when its records are removed.").with(true)}},
+
 		// Revisions.
 		{method: http.MethodGet, path: "/v2/deployments/{deployment_id}/revisions", serve: (*handler).listRevisions,
 			summary: "List a deployment's revisions, newest first", status: http.StatusOK, resp: cp.RevisionPage{},
@@ -171,6 +186,13 @@ func (h *handler) routes() []route {
 			errors: []int{http.StatusServiceUnavailable}},
 		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy", serve: (*handler).redeploy, op: "redeploy_revision",
 			summary: "Redeploy a revision: a new revision copying its snapshot", status: http.StatusOK, resp: cp.Deployment{}},
+		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/interrupt", serve: (*handler).interruptRevision,
+			op: "interrupt_deployment_revision", summary: "Interrupt a revision that is not yet terminal: it becomes INTERRUPTED",
+			description: "A revision waiting (CREATING, QUEUED, AWAITING_BUILD, AWAITING_DEPLOY) is interrupted without ever " +
+				"running further; one being built or deployed (BUILDING, DEPLOYING, UNKNOWN) is stopped: its build is " +
+				"cancelled, or its rollout stopped and what it made removed, as for a failed revision. The deployment's " +
+				"active revision serves on. A revision already terminal (DEPLOYED, SKIPPED, INTERRUPTED, *_FAILED) is a 400.",
+			status: http.StatusOK, resp: cp.Revision{}, errors: []int{http.StatusBadRequest}},
 		pushTokenRoute(), // pushtoken.go
 
 		// Logs (logs.go).

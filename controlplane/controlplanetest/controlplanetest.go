@@ -64,7 +64,14 @@
 // deployment ever reached an engine (BUILDING, DEPLOYING, DEPLOYED,
 // UNKNOWN) and a forced one (refused but for a deployment
 // AWAITING_DELETE), the tracing project kept when a delete asked, and a
-// failed teardown's status_message. "push" sends GitHub push events (each tenant owns
+// failed teardown's status_message. "interrupt" names revisions of any
+// status (and others' and unknown ones): one not final becomes
+// INTERRUPTED and is no longer pending, a final one is refused, and the
+// deployment keeps its active revision (an UNKNOWN one is READY again, or
+// AWAITING_DATABASE without one). "delete_many" deletes several ids at
+// once (own, another tenant's, unknown, malformed, repeated; none or too
+// many refuse the request), each with the outcome and the effect of a
+// delete of it alone. "push" sends GitHub push events (each tenant owns
 // its own installation; URLs spelled several ways, branches with slashes,
 // tags, other refs) and the model predicts which deployments get a
 // revision.
@@ -102,6 +109,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 	"pgregory.net/rapid"
 
 	"github.com/deployplane/deployplane/apierr"
@@ -140,6 +148,8 @@ func RunWith(t *testing.T, opts *controlplane.Options, opens ...Opener) {
 			"create_revision": func(rt *rapid.T) { m.patch(rt, true) },
 			"redeploy":        m.redeploy,
 			"delete":          m.delete,
+			"delete_many":     m.deleteMany,
+			"interrupt":       m.interrupt,
 			"push":            m.push,
 			"work":            m.work,
 			"list":            m.list,
@@ -1084,13 +1094,7 @@ func (m *machine) delete(rt *rapid.T) {
 	tenant, id, d := m.target(rt)
 	opts := &controlplane.DeleteDeploymentOptions{Force: rapid.IntRange(0, 3).Draw(rt, "force") == 0,
 		KeepTracingProject: rapid.Bool().Draw(rt, "keep tracing project")}
-	want := okay
-	switch {
-	case d == nil:
-		want = notFound
-	case opts.Force && !d.deleted():
-		want = invalidState
-	}
+	want := deleteOutcome(d, opts)
 	var before map[string]map[string]string
 	if d != nil && d.deleted() && !opts.Force {
 		before = m.dump(rt)
@@ -1100,15 +1104,38 @@ func (m *machine) delete(rt *rapid.T) {
 	}); got != okay {
 		return
 	}
+	if before != nil && !opts.Force {
+		if diff := diff(before, m.dump(rt)); diff != "" {
+			rt.Fatalf("deleting a deployment being deleted changed the store:\n%s", diff)
+		}
+	}
+	m.deleted(rt, d, opts)
+}
+
+// deleteOutcome is the model's outcome of a delete of d (nil: not the
+// tenant's) with opts.
+func deleteOutcome(d *mDep, opts *controlplane.DeleteDeploymentOptions) string {
+	switch {
+	case d == nil:
+		return notFound
+	case opts.Force && !d.deleted():
+		return invalidState
+	}
+	return okay
+}
+
+// deleted follows a delete of d with opts that succeeded: removed at once
+// when forced or when nothing of it ran, unchanged when it was being
+// deleted already, else AWAITING_DELETE with its unfinished revisions
+// INTERRUPTED.
+func (m *machine) deleted(rt *rapid.T, d *mDep, opts *controlplane.DeleteDeploymentOptions) {
 	if opts.Force || !d.deleted() && !d.ran() {
 		// Removed at once: forced, or nothing to tear down.
 		m.checkRemoved(rt, d, !opts.KeepTracingProject)
 		return
 	}
-	if before != nil {
-		if diff := diff(before, m.dump(rt)); diff != "" {
-			rt.Fatalf("deleting a deployment being deleted changed the store:\n%s", diff)
-		}
+	if d.deleted() {
+		m.touched[d] = true // compared with the model, unchanged
 		return
 	}
 	got := m.get(rt, d)
@@ -1121,6 +1148,138 @@ func (m *machine) delete(rt *rapid.T) {
 		if r := &d.revs[i]; !modelFinal(r.status) {
 			r.enter("INTERRUPTED", "The deployment is being deleted.")
 		}
+	}
+}
+
+// deleteMany sends a bulk delete of some ids of a tenant: its own
+// deployments, another tenant's, unknown ids, ids that are no UUIDs, ids
+// in upper case, and repeats; sometimes none or too many. The model says
+// each distinct id's outcome, in the order of first appearance, as a
+// delete of it alone with the same options, and follows each.
+func (m *machine) deleteMany(rt *rapid.T) {
+	tenant := rapid.SampledFrom(tenants).Draw(rt, "tenant")
+	opts := &controlplane.DeleteDeploymentOptions{Force: rapid.IntRange(0, 3).Draw(rt, "force") == 0,
+		KeepTracingProject: rapid.Bool().Draw(rt, "keep tracing project")}
+	var ids []string
+	for range rapid.IntRange(0, 4).Draw(rt, "ids") {
+		switch kind := rapid.IntRange(0, 9).Draw(rt, "id kind"); {
+		case kind < 5 && len(m.deps) > 0:
+			id := rapid.SampledFrom(m.deps).Draw(rt, "deployment").id()
+			if rarely(rt, 4, "upper case") {
+				id = strings.ToUpper(id)
+			}
+			ids = append(ids, id)
+		case kind < 7 && len(ids) > 0:
+			ids = append(ids, rapid.SampledFrom(ids).Draw(rt, "repeat"))
+		case kind < 8:
+			ids = append(ids, unknownID)
+		default:
+			ids = append(ids, pick(rt, "bad id", "x", "", unknownID+"0"))
+		}
+	}
+	if rarely(rt, 20, "too many ids") {
+		for len(ids) <= controlplane.MaxDeleteIDs {
+			ids = append(ids, unknownID)
+		}
+	}
+	what := fmt.Sprintf("delete many %v (%+v)", ids, opts)
+	if len(ids) == 0 || len(ids) > controlplane.MaxDeleteIDs {
+		m.expectOutcome(rt, what, invalid, "", func(cp *controlplane.ControlPlane) (any, error) {
+			return cp.DeleteDeployments(m.ctx, tenant, ids, opts)
+		})
+		return
+	}
+	var want []string
+	var then []*mDep // the deployments deleted, in order
+	seen := map[string]bool{}
+	for _, id := range ids {
+		cid := strings.ToLower(id)
+		if seen[cid] {
+			continue
+		}
+		seen[cid] = true
+		if _, err := uuid.Parse(id); err != nil || len(id) != 36 {
+			want = append(want, id+": "+invalid)
+			continue
+		}
+		d := m.find(tenant, cid)
+		out := deleteOutcome(d, opts)
+		want = append(want, cid+": "+out)
+		if out == okay {
+			then = append(then, d)
+		}
+	}
+	res, _ := m.expectOutcome(rt, what, okay, "", func(cp *controlplane.ControlPlane) (any, error) {
+		return cp.DeleteDeployments(m.ctx, tenant, ids, opts)
+	})
+	var got []string
+	for _, r := range res.([]controlplane.DeleteResult) {
+		got = append(got, r.ID+": "+classify(r.Err))
+	}
+	if d := diff(want, got); d != "" {
+		rt.Fatalf("%s: results differ from the model (-model +got):\n%s", what, d)
+	}
+	for _, d := range then {
+		m.deleted(rt, d, opts)
+	}
+}
+
+// interrupt names a revision: one of the deployment's (any status),
+// another deployment's, or an unknown id. A revision not final becomes
+// INTERRUPTED with its message and is no longer pending; a final one is
+// refused. The deployment keeps its active and latest revisions; only a
+// deployment UNKNOWN changes: READY with an active revision, else
+// AWAITING_DATABASE.
+func (m *machine) interrupt(rt *rapid.T) {
+	tenant, id, d := m.target(rt)
+	var revID string
+	var rev *mRev
+	withRevs := slices.DeleteFunc(slices.Clone(m.deps), func(o *mDep) bool { return len(o.revs) == 0 })
+	switch {
+	case d != nil && len(d.revs) > 0 && !rarely(rt, 5, "not own revision"):
+		rev = &d.revs[rapid.IntRange(0, len(d.revs)-1).Draw(rt, "revision")]
+		revID = rev.id
+	case len(withRevs) > 0 && rapid.Bool().Draw(rt, "another deployment's revision"):
+		o := rapid.SampledFrom(withRevs).Draw(rt, "other")
+		revID = o.revs[0].id
+		if d != nil && o == d {
+			rev = &d.revs[0]
+		}
+	default:
+		revID = pick(rt, "unknown revision", unknownID, "x")
+	}
+	want := okay
+	switch {
+	case d == nil || rev == nil:
+		want = notFound
+	case modelFinal(rev.status):
+		want = invalidState
+	}
+	res, got := m.expectOutcome(rt, "interrupt "+revID, want, "", func(cp *controlplane.ControlPlane) (any, error) {
+		return cp.InterruptRevision(m.ctx, tenant, id, revID)
+	})
+	if got != okay {
+		return
+	}
+	rev.enter("INTERRUPTED", "The revision was interrupted.")
+	wantRev := map[string]any{"id": rev.id, "source": d.source(), "source_revision_config": rev.src,
+		"status": rev.status, "status_message": rev.msg, "status_history": rev.history, "tracked_packages": rev.tracked}
+	if diff := diff(wantRev, revisionMap(rt, *res.(*controlplane.Revision))); diff != "" {
+		rt.Fatalf("interrupt: revision differs from the model (-model +got):\n%s", diff)
+	}
+	m.touched[d] = true
+	if d.exp["status"] != string(controlplane.StatusUnknown) {
+		return // compared with the model, unchanged
+	}
+	gotD := m.get(rt, d)
+	m.checkLater(rt, d.exp["updated_at"], gotD["updated_at"])
+	d.exp["updated_at"] = gotD["updated_at"]
+	d.exp["status"] = string(controlplane.StatusAwaitingDatabase)
+	if d.exp["active_revision_id"] != nil {
+		d.exp["status"] = string(controlplane.StatusReady)
+	}
+	if diff := diff(d.exp, gotD); diff != "" {
+		rt.Fatalf("interrupt: deployment differs from the model (-model +got):\n%s", diff)
 	}
 }
 
