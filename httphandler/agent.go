@@ -202,8 +202,25 @@ func (h *handler) agentClaim(c *call) (int, any, error) {
 		return 0, nil, err
 	case w == nil:
 		return http.StatusNoContent, nil, nil
+	case wctx.Err() != nil:
+		// The agent went (or the server closes) while the claim was
+		// made: give the work back at once rather than leave it held
+		// until its lease expires.
+		if err := h.cp.ReleaseAgentWork(context.WithoutCancel(ctx), c.tenant, ids[0], w.Lease, false); err != nil {
+			h.log.Warn("httphandler: giving back the work of an agent that went during its claim", "listener", ids[0], "err", err)
+		}
+		return http.StatusNoContent, nil, nil
 	}
-	return http.StatusOK, w, nil
+	// Written here, so that a claim whose answer cannot reach the agent
+	// (it went as the answer was written) is given back at once.
+	return http.StatusOK, servedBy{http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		h.writeJSON(rw, http.StatusOK, w)
+		if err := http.NewResponseController(rw).Flush(); err != nil || r.Context().Err() != nil {
+			if err := h.cp.ReleaseAgentWork(context.WithoutCancel(ctx), c.tenant, ids[0], w.Lease, false); err != nil {
+				h.log.Warn("httphandler: giving back the work of an agent that went during its claim", "listener", ids[0], "err", err)
+			}
+		}
+	})}, nil
 }
 
 func (h *handler) agentHeartbeat(c *call) (int, any, error) {
