@@ -23,7 +23,7 @@ func TestNamespaces(t *testing.T) {
 	cli := client(t, contextA)
 	in, out := namespace(t, cli), namespace(t, cli)
 	f := newFixture(t, nil, []string{contextA}, func(o *deployk8s.Options) { o.Namespaces = []string{in} })
-	l := f.listener(contextA, in)
+	l := f.listener(contextA, in, out) // deployments run in its first unless they say otherwise
 	ctx := context.Background()
 
 	d := f.create(fmt.Sprintf(`{"name": %q, "source": "external_docker", "source_config": {"listener_id": %q},
@@ -31,8 +31,9 @@ func TestNamespaces(t *testing.T) {
 	if r := waitTerminal(t, f.cp, f.tenant, d.ID, *d.LatestRevisionID); r.Status != controlplane.RevisionDeployed {
 		t.Fatalf("the revision in %s: %s %s", in, r.Status, deref(r.StatusMessage))
 	}
-	d = f.create(fmt.Sprintf(`{"name": %q, "source": "external_docker", "source_config": {"listener_id": %q},
-		"source_revision_config": {"image_uri": "example.com/agent:v1"}}`, uniq("outside"), f.listener(contextA, out).ID))
+	d = f.create(fmt.Sprintf(`{"name": %q, "source": "external_docker",
+		"source_config": {"listener_id": %q, "listener_config": {"k8s_namespace": %q}},
+		"source_revision_config": {"image_uri": "example.com/agent:v1"}}`, uniq("outside"), l.ID, out))
 	r := waitTerminal(t, f.cp, f.tenant, d.ID, *d.LatestRevisionID)
 	if msg := deref(r.StatusMessage); r.Status != controlplane.RevisionDeployFailed ||
 		!strings.Contains(msg, "works in namespaces "+in+" only, not in "+out) {
