@@ -346,43 +346,53 @@ type liveObjects map[string]map[string]any
 
 // listLive lists this instance's Secrets, Services, Deployments,
 // StatefulSets, HorizontalPodAutoscalers, PodDisruptionBudgets, Ingresses
-// and HTTPRoutes in every namespace.
+// and HTTPRoutes in the namespaces the Deployer works in.
 func (d *Deployer) listLive(ctx context.Context) (liveObjects, error) {
-	lo := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance}).String()}
-	all := metav1.NamespaceAll
 	live := liveObjects{}
+	for _, ns := range d.scopes() {
+		if err := d.listLiveIn(ctx, ns, live); err != nil {
+			return nil, err
+		}
+	}
+	return live, nil
+}
+
+// listLiveIn adds to live this instance's objects in namespace all (every
+// namespace when "").
+func (d *Deployer) listLiveIn(ctx context.Context, all string, live liveObjects) error {
+	lo := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance}).String()}
 	add := live.add
 	secrets, err := d.cli.CoreV1().Secrets(all).List(ctx, lo)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := range secrets.Items {
 		add("Secret", &secrets.Items[i], &secrets.Items[i])
 	}
 	services, err := d.cli.CoreV1().Services(all).List(ctx, lo)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := range services.Items {
 		add("Service", &services.Items[i], &services.Items[i])
 	}
 	deps, err := d.cli.AppsV1().Deployments(all).List(ctx, lo)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := range deps.Items {
 		add("Deployment", &deps.Items[i], &deps.Items[i])
 	}
 	sts, err := d.cli.AppsV1().StatefulSets(all).List(ctx, lo)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := range sts.Items {
 		add("StatefulSet", &sts.Items[i], &sts.Items[i])
 	}
 	hpas, err := d.cli.AutoscalingV2().HorizontalPodAutoscalers(all).List(ctx, lo)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := range hpas.Items {
 		add("HorizontalPodAutoscaler", &hpas.Items[i], &hpas.Items[i])
@@ -393,23 +403,23 @@ func (d *Deployer) listLive(ctx context.Context) (liveObjects, error) {
 			add("PodDisruptionBudget", &pdbs.Items[i], &pdbs.Items[i])
 		}
 	} else if err = absentOK(err); err != nil {
-		return nil, err
+		return err
 	}
 	if ingresses, err := d.cli.NetworkingV1().Ingresses(all).List(ctx, lo); err == nil {
 		for i := range ingresses.Items {
 			add("Ingress", &ingresses.Items[i], &ingresses.Items[i])
 		}
 	} else if err = absentOK(err); err != nil {
-		return nil, err
+		return err
 	}
-	routes, err := d.listHTTPRoutes(ctx, lo.LabelSelector, 0)
+	routes, err := d.listHTTPRoutes(ctx, all, lo.LabelSelector, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := range routes {
 		add("HTTPRoute", &routes[i], &routes[i])
 	}
-	return live, nil
+	return nil
 }
 
 // add adds an object of kind.

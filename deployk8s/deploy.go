@@ -25,8 +25,10 @@ import (
 // Deploy drives one revision to DEPLOYED (see the package documentation).
 // It implements controlplane.Deployer.
 func (d *Deployer) Deploy(ctx context.Context, w *controlplane.Work, r controlplane.Reporter) error {
-	x := &run{d: d, w: w, r: r, ns: d.Namespace(&w.Deployment, w.Listener), status: w.Revision.Status}
-	x.unsubscribe = d.ev.subscribe(x.ns, w.Deployment.ID, x.event)
+	x := &run{d: d, w: w, r: r, ns: d.Namespace(&w.Deployment, w.Listener), status: w.Revision.Status, unsubscribe: func() {}}
+	if d.manages(x.ns) {
+		x.unsubscribe = d.ev.subscribe(x.ns, w.Deployment.ID, x.event)
+	}
 	defer x.unsubscribe()
 	err := x.deploy(ctx)
 	switch {
@@ -106,6 +108,9 @@ func (x *run) fail(ctx context.Context, msg string) error {
 	if err := report(ctx, x.r, controlplane.Step{Status: controlplane.FailureOf(x.status), Message: msg}); err != nil {
 		return err
 	}
+	if !x.d.manages(x.ns) {
+		return nil // nothing of it was applied
+	}
 	if err := x.d.restoreActive(context.WithoutCancel(ctx), x.ns, x.w.Tenant, x.w.Deployment.ID, x.w.Revision.ID); err != nil {
 		x.d.log.Warn("deployk8s: restoring the active revision", "deployment", x.w.Deployment.ID, "err", err)
 	}
@@ -143,6 +148,10 @@ func (x *run) deploy(ctx context.Context) error {
 		return err
 	} else if by != "" {
 		return x.fail(ctx, fmt.Sprintf("Superseded by revision %s, which became active first.", by))
+	}
+	if !x.d.manages(x.ns) {
+		return x.fail(ctx, fmt.Sprintf("The deployer of cluster %s works in namespaces %s only, not in %s: give the deployment a "+
+			"listener_config.k8s_namespace, or its listener k8s_namespaces, among them.", x.d.o.Cluster, strings.Join(x.d.o.Namespaces, ", "), x.ns))
 	}
 	x.logf(ctx, controlplane.LevelInfo, "applying the revision's objects in namespace %s of cluster %s", x.ns, x.d.o.Cluster)
 	var msg string

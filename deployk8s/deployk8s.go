@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deployplane/deployplane/controlplane"
@@ -50,6 +54,13 @@ type Options struct {
 	// (DefaultNamespace). A deployment with a listener runs in
 	// controlplane.K8sNamespace of it.
 	Namespace string
+	// Namespaces, when set, are the only namespaces the Deployer works
+	// in: it lists, watches and changes objects there and nowhere else
+	// (a Role in each is then grant enough, see the package
+	// documentation), and a revision whose namespace is another ends
+	// DEPLOY_FAILED saying so. Nil: every namespace (cluster-wide lists,
+	// which need a ClusterRole).
+	Namespaces []string
 	// Instance labels every object (LabelInstance) so that several
 	// control planes can share a cluster; Reconcile touches only its
 	// instance's objects (DefaultInstance).
@@ -126,6 +137,19 @@ func New(o *Options) (*Deployer, error) {
 	}
 	if opt.Client == nil {
 		return nil, errors.New("deployk8s: Options.Client is required")
+	}
+	if opt.Namespaces != nil {
+		ns := slices.Clone(opt.Namespaces)
+		slices.Sort(ns)
+		opt.Namespaces = slices.Compact(ns)
+		for _, n := range opt.Namespaces {
+			if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+				return nil, fmt.Errorf("deployk8s: Options.Namespaces: %q is no namespace name: %s", n, strings.Join(errs, "; "))
+			}
+		}
+		if len(opt.Namespaces) == 0 {
+			return nil, errors.New("deployk8s: Options.Namespaces is empty: nil means every namespace")
+		}
 	}
 	def := func(s *string, v string) {
 		if *s == "" {
@@ -223,6 +247,20 @@ func (d *Deployer) Namespace(dep *controlplane.Deployment, l *controlplane.Liste
 		return d.o.Namespace
 	}
 	return controlplane.K8sNamespace(dep, l)
+}
+
+// scopes are the namespaces the Deployer lists in: Options.Namespaces, or
+// every namespace at once (metav1.NamespaceAll).
+func (d *Deployer) scopes() []string {
+	if d.o.Namespaces == nil {
+		return []string{metav1.NamespaceAll}
+	}
+	return d.o.Namespaces
+}
+
+// manages: the Deployer works in namespace ns (Options.Namespaces).
+func (d *Deployer) manages(ns string) bool {
+	return d.o.Namespaces == nil || slices.Contains(d.o.Namespaces, ns)
 }
 
 // URL is the cluster address of a deployment's Service.

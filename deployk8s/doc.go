@@ -60,7 +60,7 @@
 //     reports changes with its next revision). Deploy and Reconcile are
 //     idempotent, so several control-plane replicas may each call Start.
 //   - Teardown returns only once no object labelled for the deployment is
-//     left in any namespace.
+//     left in any namespace it works in.
 //
 // Each step, the rollout's progress and the cluster's Events about the
 // deployment's objects go to the revision's deploy log. Ready asks the API
@@ -68,14 +68,20 @@
 // "deployplane") marks this installation's objects: two installations
 // sharing a cluster need different ones, replicas of one the same.
 //
-// The client needs create, get, list, watch, patch and delete on
-// ConfigMaps, Secrets, Services, Pods, PersistentVolumeClaims, Events,
-// Deployments, ReplicaSets, StatefulSets, HorizontalPodAutoscalers,
-// PodDisruptionBudgets, Ingresses and (with an HTTPRoute exposure)
-// HTTPRoutes, in the namespaces it deploys to and cluster-wide by label
-// (Reconcile and Teardown): the simplest grant is a ClusterRole. A grant
-// without PodDisruptionBudgets, Ingresses or HTTPRoutes reads as none of
-// them, until a revision needs one. The tests need
+// The client needs, in the namespaces it deploys to: list, create,
+// patch and delete on ConfigMaps; get, list, create, patch and delete on
+// Secrets; list, create and patch on Services; get, list, create and
+// patch on Deployments and StatefulSets; list, create, patch and delete
+// on HorizontalPodAutoscalers and PodDisruptionBudgets; get, list and
+// patch on PersistentVolumeClaims; list on Pods and ReplicaSets; list
+// and watch on Events; list and delete on Ingresses and HTTPRoutes, with
+// create and patch on the kind Options.Expose asks for (server-side
+// apply is a patch, and a create when the object is new). Reconcile and
+// Teardown list by label in every namespace (a ClusterRole), or in
+// Options.Namespaces only (a Role in each). A grant without
+// PodDisruptionBudgets, Ingresses or HTTPRoutes reads as none of them,
+// until a revision needs one. The Helm chart (deploy/helm/deployplane)
+// grants exactly this, and its test proves it. The tests need
 // DEPLOYPLANE_TEST_KUBECONFIG (contexts kube-a and kube-b) and skip
 // without it. Design notes: docs/design-notes.md, "deployk8s".
 package deployk8s

@@ -536,11 +536,15 @@ func (d *Deployer) deleteHTTPRoute(ctx context.Context, ns, name string) error {
 	return absentOK(err)
 }
 
-// listHTTPRoutes lists the HTTPRoutes of every namespace that match the
-// label selector, at most limit (0: all). A cluster without HTTPRoutes
-// has none.
-func (d *Deployer) listHTTPRoutes(ctx context.Context, selector string, limit int64) ([]unstructured.Unstructured, error) {
-	req := d.cli.CoreV1().RESTClient().Get().AbsPath(httpRoutesPath, "httproutes").Param("labelSelector", selector).
+// listHTTPRoutes lists the HTTPRoutes of namespace ns (every namespace
+// when "") that match the label selector, at most limit (0: all). A
+// cluster without HTTPRoutes has none.
+func (d *Deployer) listHTTPRoutes(ctx context.Context, ns, selector string, limit int64) ([]unstructured.Unstructured, error) {
+	path := []string{httpRoutesPath, "httproutes"}
+	if ns != "" {
+		path = []string{httpRoutesPath, "namespaces", ns, "httproutes"}
+	}
+	req := d.cli.CoreV1().RESTClient().Get().AbsPath(path...).Param("labelSelector", selector).
 		SetHeader("Accept", "application/json")
 	if limit > 0 {
 		req.Param("limit", strconv.FormatInt(limit, 10))

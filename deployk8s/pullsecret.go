@@ -138,13 +138,17 @@ func (d *Deployer) RefreshPullSecrets(ctx context.Context) error {
 		before = DefaultPullRefreshBefore
 	}
 	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelComponent: componentPull})
-	list, err := d.cli.CoreV1().Secrets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return fmt.Errorf("deployk8s: cluster %s: listing pull secrets: %w", d.o.Cluster, err)
+	var items []corev1.Secret
+	for _, ns := range d.scopes() {
+		list, err := d.cli.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return fmt.Errorf("deployk8s: cluster %s: listing pull secrets: %w", d.o.Cluster, err)
+		}
+		items = append(items, list.Items...)
 	}
 	var errs []error
-	for i := range list.Items {
-		s := &list.Items[i]
+	for i := range items {
+		s := &items[i]
 		exp, err := time.Parse(time.RFC3339, s.Annotations[AnnotationPullExpires])
 		if err == nil && p.now().Add(before).Before(exp) {
 			continue

@@ -48,8 +48,7 @@ func (d *Deployer) Reconcile(ctx context.Context) error {
 	if d.o.State == nil {
 		return errors.New("deployk8s: Reconcile needs Options.State")
 	}
-	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelComponent: componentOwner})
-	owners, err := d.cli.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	owners, err := d.listOwners(ctx, labels.Set{LabelInstance: d.o.Instance, LabelComponent: componentOwner})
 	if err != nil {
 		return fmt.Errorf("deployk8s: cluster %s: listing deployments: %w", d.o.Cluster, err)
 	}
@@ -57,12 +56,12 @@ func (d *Deployer) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("deployk8s: cluster %s: listing objects: %w", d.o.Cluster, err)
 	}
-	for i := range owners.Items {
-		live.add("ConfigMap", &owners.Items[i], &owners.Items[i])
+	for i := range owners {
+		live.add("ConfigMap", &owners[i], &owners[i])
 	}
 	var errs []error
-	for i := range owners.Items {
-		errs = append(errs, d.reconcileDeployment(ctx, &owners.Items[i], live))
+	for i := range owners {
+		errs = append(errs, d.reconcileDeployment(ctx, &owners[i], live))
 	}
 	errs = append(errs, d.RefreshPullSecrets(ctx)) // pullsecret.go
 	return errors.Join(errs...)
@@ -196,12 +195,11 @@ func (d *Deployer) Teardown(ctx context.Context, tenant string, dep *controlplan
 	mu := d.lock(tenant, dep.ID)
 	mu.Lock()
 	defer mu.Unlock()
-	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelDeployment: dep.ID, LabelComponent: componentOwner})
-	owners, err := d.cli.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	owners, err := d.listOwners(ctx, labels.Set{LabelInstance: d.o.Instance, LabelDeployment: dep.ID, LabelComponent: componentOwner})
 	if err != nil {
 		return fmt.Errorf("deployk8s: cluster %s: %w", d.o.Cluster, err)
 	}
-	for _, o := range owners.Items {
+	for _, o := range owners {
 		if err := d.deleteOwner(ctx, o.Namespace, dep.ID); err != nil {
 			return err
 		}
@@ -226,6 +224,21 @@ func (d *Deployer) Teardown(ctx context.Context, tenant string, dep *controlplan
 	}
 }
 
+// listOwners lists the owner ConfigMaps that match set in the namespaces
+// the Deployer works in.
+func (d *Deployer) listOwners(ctx context.Context, set labels.Set) ([]corev1.ConfigMap, error) {
+	lo := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(set).String()}
+	var out []corev1.ConfigMap
+	for _, ns := range d.scopes() {
+		l, err := d.cli.CoreV1().ConfigMaps(ns).List(ctx, lo)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l.Items...)
+	}
+	return out, nil
+}
+
 // deleteOwner deletes a deployment's owner ConfigMap in the foreground:
 // the garbage collector deletes what it owns first. Its HTTPRoute is
 // deleted by name too (a garbage collector that has not yet seen the
@@ -247,9 +260,19 @@ func (d *Deployer) deleteOwner(ctx context.Context, ns, dep string) error {
 
 // remaining names an object of the deployment that still exists, or "".
 func (d *Deployer) remaining(ctx context.Context, dep string) (string, error) {
+	for _, ns := range d.scopes() {
+		if left, err := d.remainingIn(ctx, ns, dep); err != nil || left != "" {
+			return left, err
+		}
+	}
+	return "", nil
+}
+
+// remainingIn names an object of the deployment that still exists in
+// namespace all (every namespace when ""), or "".
+func (d *Deployer) remainingIn(ctx context.Context, all, dep string) (string, error) {
 	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelDeployment: dep}).String()
 	lo := metav1.ListOptions{LabelSelector: sel, Limit: 1}
-	all := metav1.NamespaceAll
 	checks := []struct {
 		kind string
 		list func() (int, error)
@@ -278,7 +301,7 @@ func (d *Deployer) remaining(ctx context.Context, dep string) (string, error) {
 			return lenOf(l, absentOK(err))
 		}},
 		{"HTTPRoute", func() (int, error) {
-			l, err := d.listHTTPRoutes(ctx, sel, 1)
+			l, err := d.listHTTPRoutes(ctx, all, sel, 1)
 			return len(l), err
 		}},
 	}

@@ -35,6 +35,7 @@ Usage:
 
     DEPLOYPLANE_AGENT_TOKEN=dpl_lt_... deployplane agent -control-plane URL -listener-id ID
         [-kubeconfig FILE[:FILE...]] [-context NAME]   (Kubernetes)
+        [-k8s-namespaces NS[,NS...]]
         [-k8s-expose ingress|httproute -k8s-host-template T ...]
         [-docker-host ADDR]                           (Docker)
         [-deployer k8s|docker|sim] [-sim-step 500ms] [-sim-fail-at STATUS]
@@ -73,8 +74,15 @@ Flags:
                       its account needs a ClusterRole for them (Deployments,
                       StatefulSets, Services, Secrets, ConfigMaps,
                       PersistentVolumeClaims, HorizontalPodAutoscalers,
-                      PodDisruptionBudgets, Ingresses or HTTPRoutes; Pods
-                      and Events to read)
+                      PodDisruptionBudgets, Ingresses or HTTPRoutes; Pods,
+                      ReplicaSets and Events to read), unless
+                      -k8s-namespaces says where it works; the Helm chart
+                      (deploy/helm/deployplane) grants exactly what it uses
+    -k8s-namespaces NS[,NS...]
+                      the namespaces the agent deploys to: it lists, watches
+                      and changes objects there and nowhere else, so a Role
+                      in each is grant enough; a revision whose namespace is
+                      another fails saying so (default: every namespace)
     -k8s-expose ingress|httproute, -k8s-host-template T, ...
                       the deployments reached from outside the cluster
                       through an Ingress or an HTTPRoute, their url that
@@ -299,7 +307,7 @@ func startAgentDeployer(ctx context.Context, c *agentConfig, client *agent.Clien
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("cluster %s: %w", name, err)
 		}
-		kd, err := newKubeDeployer(cli, name, c.instance, client, nil, c.deployer.expose, log)
+		kd, err := newKubeDeployer(cli, name, c.instance, client, nil, &c.deployer, log)
 		if err != nil {
 			return nil, nil, nil, err
 		}

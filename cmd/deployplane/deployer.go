@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploydb"
@@ -49,6 +50,13 @@ type deployerFlags struct {
 	kubeconfig     string // Kubernetes clusters for k8s listeners ('' = home's ~/.kube/config)
 	k8sInstance    string // the label value of the server's Kubernetes objects
 	home           string // $HOME
+	// k8sInCluster: in a pod without a kubeconfig, drive the pod's own
+	// cluster.
+	k8sInCluster bool
+	// k8sNamespaces is -k8s-namespaces as given; namespaces is what
+	// check makes of it (nil: every namespace).
+	k8sNamespaces string
+	namespaces    []string
 	// The Kubernetes deployments' exposure outside their cluster: the
 	// -k8s-* flags, and the deployk8s.Expose that check makes of them
 	// (nil: none).
@@ -193,6 +201,7 @@ func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	f.registerEngines(fs, getenv)
 	fs.StringVar(&f.dockerInstance, "docker-instance", deploydocker.DefaultInstance, "label value that marks this server's containers")
 	fs.StringVar(&f.k8sInstance, "k8s-instance", deployk8s.DefaultInstance, "label value that marks this server's Kubernetes objects")
+	fs.BoolVar(&f.k8sInCluster, "k8s-in-cluster", true, "in a pod without a kubeconfig, drive the pod's own cluster as in-cluster")
 	fs.Var(&f.dockerEndpoints, "docker-endpoint", "NAME=ADDRESS: a Docker engine that deployments with a docker listener whose compute_id is NAME run on (repeatable; the other -docker-* flags apply to it)")
 }
 
@@ -217,6 +226,7 @@ func (f *deployerFlags) registerEngines(fs *flag.FlagSet, getenv func(string) st
 	fs.DurationVar(&f.healthTimeout, "docker-health-timeout", deploydocker.DefaultHealthTimeout, "how long a new container has to pass its health check")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig files (several separated by ':' merge as kubectl merges them) whose contexts are the clusters k8s listeners name (default $KUBECONFIG, else ~/.kube/config; in a pod without either, its own cluster as in-cluster)")
 	f.home = getenv("HOME")
+	fs.StringVar(&f.k8sNamespaces, "k8s-namespaces", "", "comma-separated namespaces the Kubernetes deployers work in, and nowhere else (default: every namespace)")
 	fs.StringVar(&f.k8sExpose, "k8s-expose", "none", "none, ingress or httproute: how each Kubernetes deployment is reached from outside its cluster (its url is then that address)")
 	fs.StringVar(&f.k8sIngressClass, "k8s-ingress-class", "", "the Ingresses' class (default: the cluster's default class)")
 	fs.StringVar(&f.k8sGateway, "k8s-gateway", "", "[NAMESPACE/]NAME: the Gateway the HTTPRoutes attach to")
@@ -257,10 +267,37 @@ func (f *deployerFlags) check() string {
 	if f.dataDir != "" && !filepath.IsAbs(f.dataDir) {
 		return "-docker-data-dir must be an absolute path"
 	}
+	if f.k8sInstance != "" && !labelValue.MatchString(f.k8sInstance) {
+		return fmt.Sprintf("-k8s-instance %q is no label value (up to 63 letters, digits, '-', '_', '.', starting and ending with a letter or digit)", f.k8sInstance)
+	}
+	if msg := f.checkNamespaces(); msg != "" {
+		return msg
+	}
 	if msg := f.build.check(); msg != "" {
 		return msg
 	}
 	return f.checkExpose()
+}
+
+// checkNamespaces makes f.namespaces of -k8s-namespaces, or says what is
+// wrong with it.
+func (f *deployerFlags) checkNamespaces() string {
+	f.namespaces = nil
+	if strings.TrimSpace(f.k8sNamespaces) == "" {
+		return ""
+	}
+	var ns []string
+	for n := range strings.SplitSeq(f.k8sNamespaces, ",") {
+		n = strings.TrimSpace(n)
+		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			return fmt.Sprintf("-k8s-namespaces: %q is no namespace name: %s", n, strings.Join(errs, "; "))
+		}
+		if !slices.Contains(ns, n) {
+			ns = append(ns, n)
+		}
+	}
+	f.namespaces = ns
+	return ""
 }
 
 // checkExpose makes f.expose of the -k8s-* flags, or says what is wrong

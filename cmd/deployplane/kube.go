@@ -28,18 +28,20 @@ import (
 const inClusterName = "in-cluster"
 
 // kubeClusters makes a deployk8s.Deployer for every context of the
-// kubeconfig (files: -kubeconfig, default $KUBECONFIG: one file, or several
-// separated by ':' and merged by kubectl's rules; none: home's
+// kubeconfig (f.kubeconfig: -kubeconfig, default $KUBECONFIG: one file, or
+// several separated by ':' and merged by kubectl's rules; none: f.home's
 // ~/.kube/config when it exists), or for the cluster the server runs in
-// (in a pod, without a kubeconfig), their objects labelled instance
-// (-k8s-instance), and starts their reconciliation. A
+// (in a pod, without a kubeconfig, unless -k8s-in-cluster=false), each
+// labelling its objects -k8s-instance and working in -k8s-namespaces,
+// and starts their reconciliation. A
 // file that cannot be read or parsed, and a context that cannot be used (a
 // certificate that cannot be read, a cluster or user it names that no file
 // has), are logged and leave the others working: such a context's
 // deployments fail saying so and /readyz reports it. No kubeconfig and no
 // pod: no clusters.
-func kubeClusters(ctx context.Context, files, home, instance string, state deployk8s.State, pulls pullTokenFunc, expose *deployk8s.Expose,
+func kubeClusters(ctx context.Context, f *deployerFlags, state deployk8s.State, pulls pullTokenFunc,
 	log *slog.Logger) (clusters map[string]controlplane.Deployer, stop func(), err error) {
+	files, home := f.kubeconfig, f.home
 	configs := map[string]*rest.Config{}
 	clusters = map[string]controlplane.Deployer{}
 	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(files)}
@@ -76,7 +78,7 @@ func kubeClusters(ctx context.Context, files, home, instance string, state deplo
 			configs[name] = cfg
 		}
 	}
-	if len(clusters) == 0 && len(configs) == 0 && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+	if len(clusters) == 0 && len(configs) == 0 && f.k8sInCluster && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
 			return nil, nil, fmt.Errorf("in-cluster configuration: %w", err)
@@ -96,7 +98,7 @@ func kubeClusters(ctx context.Context, files, home, instance string, state deplo
 			clusters[name] = &brokenCluster{name: name, err: err}
 			continue
 		}
-		d, err := newKubeDeployer(cli, name, instance, state, pulls, expose, log)
+		d, err := newKubeDeployer(cli, name, f.k8sInstance, state, pulls, f, log)
 		if err != nil {
 			stop()
 			return nil, nil, err
@@ -148,11 +150,13 @@ func newKubeClient(cfg *rest.Config) (kubernetes.Interface, error) {
 // or an agent's: its objects labelled instance ("" for
 // deployk8s.DefaultInstance), the stored state read from state, the
 // images of the server's registry pulled through a Secret of pulls (nil:
-// none), the deployments exposed outside the cluster as expose says (the
-// -k8s-* flags; nil: not).
+// none), working in the namespaces of f (-k8s-namespaces; nil: every
+// one), the deployments exposed outside the cluster as f says (the
+// -k8s-* flags).
 func newKubeDeployer(cli kubernetes.Interface, name, instance string, state deployk8s.State, pulls pullTokenFunc,
-	expose *deployk8s.Expose, log *slog.Logger) (*deployk8s.Deployer, error) {
-	o := &deployk8s.Options{Client: cli, Cluster: name, Instance: instance, State: state, Logger: log, Expose: expose}
+	f *deployerFlags, log *slog.Logger) (*deployk8s.Deployer, error) {
+	o := &deployk8s.Options{Client: cli, Cluster: name, Instance: instance, State: state, Logger: log, Expose: f.expose,
+		Namespaces: f.namespaces}
 	if pulls != nil {
 		o.PullSecrets = &deployk8s.PullSecrets{Credentials: pulls}
 	}
@@ -234,7 +238,7 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		desc = []any{"deployer", "simulated", "sim_step", simStep}
 	}
 	desc = append(desc, dockers.desc...)
-	clusters, stopClusters, err := kubeClusters(ctx, f.kubeconfig, f.home, f.k8sInstance, env.state, env.pulls, f.expose, env.log)
+	clusters, stopClusters, err := kubeClusters(ctx, f, env.state, env.pulls, env.log)
 	if err != nil {
 		dockers.stop()
 		return nil, nil, nil, err

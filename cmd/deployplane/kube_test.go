@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"io"
 	"maps"
 	"net"
@@ -10,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,4 +249,63 @@ func k8sDeployment(t *testing.T, url, listenerID string) (dep, rev string) {
 		t.Fatalf("create: %d %v", status, d)
 	}
 	return d["id"].(string), d["latest_revision_id"].(string)
+}
+
+// TestK8sScopeFlags: -k8s-namespaces (the server's and the agent's) is a
+// list of namespace names, duplicates dropped, -k8s-instance a label
+// value; others are usage errors that say what is wrong.
+func TestK8sScopeFlags(t *testing.T) {
+	cases := []struct {
+		args []string
+		want []string
+		msg  string
+	}{
+		{nil, nil, ""},
+		{[]string{"-k8s-namespaces", "agents, team-b,agents"}, []string{"agents", "team-b"}, ""},
+		{[]string{"-k8s-namespaces", "Agents"}, nil, `-k8s-namespaces: "Agents" is no namespace name`},
+		{[]string{"-k8s-namespaces", "a,,b"}, nil, `-k8s-namespaces: "" is no namespace name`},
+	}
+	for _, c := range cases {
+		var stderr bytes.Buffer
+		f := &deployerFlags{}
+		fs := flag.NewFlagSet("deployplane", flag.ContinueOnError)
+		fs.SetOutput(&stderr)
+		f.register(fs, func(string) string { return "" })
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if msg := f.check(); !strings.Contains(msg, c.msg) || (c.msg == "") != (msg == "") || (msg == "" && !slices.Equal(f.namespaces, c.want)) {
+			t.Errorf("server %q: %q %q, want %q %q", c.args, msg, f.namespaces, c.msg, c.want)
+		}
+		stderr.Reset()
+		args := append([]string{"-control-plane", "https://cp.example", "-listener-id", "l1", "-deployer", "k8s"}, c.args...)
+		a, err := parseAgentFlags(args, func(k string) string { return map[string]string{"DEPLOYPLANE_AGENT_TOKEN": "dpl_lt_x"}[k] }, &stderr)
+		switch {
+		case c.msg == "" && (err != nil || !slices.Equal(a.deployer.namespaces, c.want)):
+			t.Errorf("agent %q: %v %s, want %q", c.args, err, stderr.String(), c.want)
+		case c.msg != "" && (!errors.Is(err, errUsage) || !strings.Contains(stderr.String(), c.msg)):
+			t.Errorf("agent %q: %v %q, want a usage error saying %q", c.args, err, stderr.String(), c.msg)
+		}
+	}
+	err := run(context.Background(), []string{"-k8s-instance", "two words"}, func(string) string { return "" }, io.Discard, io.Discard)
+	if !errors.Is(err, errUsage) {
+		t.Errorf("-k8s-instance 'two words': %v, want a usage error", err)
+	}
+}
+
+// TestK8sInClusterOff: in a pod ($KUBERNETES_SERVICE_HOST set) without a
+// kubeconfig the server drives its own cluster, and fails to start when
+// it cannot; -k8s-in-cluster=false drives none.
+func TestK8sInClusterOff(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1") // no port, no token: no usable in-cluster configuration
+	home := t.TempDir()
+	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-db", ":memory:"},
+		func(k string) string { return map[string]string{"HOME": home, "DEPLOYPLANE_API_KEY": "k"}[k] }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "in-cluster configuration") {
+		t.Errorf("a pod's server without a usable in-cluster configuration: %v, want it to fail saying so", err)
+	}
+	_, _, stderr := server(t, []string{"-db", ":memory:", "-k8s-in-cluster=false"}, map[string]string{"HOME": home, "DEPLOYPLANE_API_KEY": "k"})
+	if !strings.Contains(stderr.String(), "k8s_clusters=[]") {
+		t.Errorf("-k8s-in-cluster=false: the server drives clusters:\n%s", stderr)
+	}
 }

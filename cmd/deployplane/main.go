@@ -79,6 +79,7 @@ Usage:
                 [-build-max-repo-bytes N] [-build-max-bytes N] [-build-max-files N]
                 [-build-max-depth 64] [-build-max-path-bytes 4096]
                 [-kubeconfig FILE[:FILE...]] [-k8s-instance NAME]
+                [-k8s-namespaces NS[,NS...]] [-k8s-in-cluster=false]
                 [-k8s-expose none|ingress|httproute -k8s-host-template T
                  [-k8s-path-template T] [-k8s-ingress-class NAME]
                  [-k8s-gateway [NS/]NAME [-k8s-gateway-section NAME]]
@@ -281,6 +282,17 @@ Flags:
                       and its deployments fail; the others work. A listener
                       naming a context not given here is served by agents
                       (see "Listeners and agents", docs/kubernetes.md)
+    -k8s-namespaces NS[,NS...]
+                      the namespaces the Kubernetes deployers work in: they
+                      list, watch and change objects there and nowhere else,
+                      so a Role in each is grant enough (the Helm chart's,
+                      deploy/helm/deployplane); a revision whose namespace
+                      is another fails saying so (default: every namespace,
+                      which needs a ClusterRole)
+    -k8s-in-cluster=false
+                      in a pod without a kubeconfig, do not drive the pod's
+                      own cluster (default: drive it, as "in-cluster"): its
+                      listeners are then served by agents
     -k8s-expose none|ingress|httproute
                       how each deployment on a Kubernetes cluster is reached
                       from outside it (default none: its url is its
