@@ -28,7 +28,7 @@ import (
 
 // deployerFlags are the flags that choose and configure the deployer.
 type deployerFlags struct {
-	kind           string // sim or docker
+	kind           string // sim, docker or k8s
 	dockerHost     string
 	dockerNetwork  string
 	buildNetwork   string // Docker network of build steps
@@ -53,6 +53,9 @@ type deployerFlags struct {
 	// k8sInCluster: in a pod without a kubeconfig, drive the pod's own
 	// cluster.
 	k8sInCluster bool
+	// k8sDefaultCluster is the cluster of deployments without a listener
+	// with -deployer k8s ("": the kubeconfig's current context).
+	k8sDefaultCluster string
 	// k8sNamespaces is -k8s-namespaces as given; namespaces is what
 	// check makes of it (nil: every namespace).
 	k8sNamespaces string
@@ -197,7 +200,8 @@ func (kv *keyValues) Set(v string) error {
 func (ep dockerEndpoint) instance(base string) string { return base + "-" + ep.name }
 
 func (f *deployerFlags) register(fs *flag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&f.kind, "deployer", "sim", "sim (simulated) or docker")
+	fs.StringVar(&f.kind, "deployer", "sim", "sim (simulated), docker or k8s")
+	fs.StringVar(&f.k8sDefaultCluster, "k8s-default-cluster", "", "with -deployer k8s, the cluster (kubeconfig context) of deployments without a listener (default: the kubeconfig's current context; in a pod without one, in-cluster)")
 	f.registerEngines(fs, getenv)
 	fs.StringVar(&f.dockerInstance, "docker-instance", deploydocker.DefaultInstance, "label value that marks this server's containers")
 	fs.StringVar(&f.k8sInstance, "k8s-instance", deployk8s.DefaultInstance, "label value that marks this server's Kubernetes objects")
@@ -243,9 +247,12 @@ func (f *deployerFlags) registerEngines(fs *flag.FlagSet, getenv func(string) st
 // check says what is wrong with the deployer flags, or "".
 func (f *deployerFlags) check() string {
 	switch f.kind {
-	case "sim", "docker":
+	case "sim", "docker", "k8s":
 	default:
-		return fmt.Sprintf("-deployer must be sim or docker, not %q", f.kind)
+		return fmt.Sprintf("-deployer must be sim, docker or k8s, not %q", f.kind)
+	}
+	if f.k8sDefaultCluster != "" && f.kind != "k8s" {
+		return "-k8s-default-cluster needs -deployer k8s"
 	}
 	if f.usesDocker() {
 		if msg := f.checkNetworks(); msg != "" {

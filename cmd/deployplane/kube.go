@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,7 @@ const inClusterName = "in-cluster"
 // deployments fail saying so and /readyz reports it. No kubeconfig and no
 // pod: no clusters.
 func kubeClusters(ctx context.Context, f *deployerFlags, state deployk8s.State, pulls pullTokenFunc,
-	log *slog.Logger) (clusters map[string]controlplane.Deployer, stop func(), err error) {
+	log *slog.Logger) (clusters map[string]controlplane.Deployer, current string, stop func(), err error) {
 	files, home := f.kubeconfig, f.home
 	configs := map[string]*rest.Config{}
 	clusters = map[string]controlplane.Deployer{}
@@ -57,17 +58,18 @@ func kubeClusters(ctx context.Context, f *deployerFlags, state deployk8s.State, 
 		}
 	}
 	if files != "" && len(found) == 0 {
-		return nil, nil, fmt.Errorf("-kubeconfig: none of %q can be read", files)
+		return nil, "", nil, fmt.Errorf("-kubeconfig: none of %q can be read", files)
 	}
 	if len(found) > 0 {
 		raw, err := rules.Load()
 		if raw == nil {
-			return nil, nil, fmt.Errorf("-kubeconfig: %w", err)
+			return nil, "", nil, fmt.Errorf("-kubeconfig: %w", err)
 		}
 		if err != nil {
 			// Files that do not parse are left out; the others are merged.
 			log.Warn("a kubeconfig file cannot be used; the others are", "err", err)
 		}
+		current = raw.CurrentContext
 		for _, name := range slices.Sorted(maps.Keys(raw.Contexts)) {
 			cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
 			if err != nil {
@@ -81,9 +83,10 @@ func kubeClusters(ctx context.Context, f *deployerFlags, state deployk8s.State, 
 	if len(clusters) == 0 && len(configs) == 0 && f.k8sInCluster && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
-			return nil, nil, fmt.Errorf("in-cluster configuration: %w", err)
+			return nil, "", nil, fmt.Errorf("in-cluster configuration: %w", err)
 		}
 		configs[inClusterName] = cfg
+		current = inClusterName
 	}
 	var started []*deployk8s.Deployer
 	stop = func() {
@@ -101,7 +104,7 @@ func kubeClusters(ctx context.Context, f *deployerFlags, state deployk8s.State, 
 		d, err := newKubeDeployer(cli, name, f.k8sInstance, state, pulls, f, log)
 		if err != nil {
 			stop()
-			return nil, nil, err
+			return nil, "", nil, err
 		}
 		started = append(started, d)
 		clusters[name] = d
@@ -126,7 +129,7 @@ func kubeClusters(ctx context.Context, f *deployerFlags, state deployk8s.State, 
 	case <-done:
 	case <-time.After(kubeStartWait):
 	}
-	return clusters, stop, nil
+	return clusters, current, stop, nil
 }
 
 // The client-side rate limit of a Deployer's client of a cluster's API
@@ -157,6 +160,9 @@ func newKubeDeployer(cli kubernetes.Interface, name, instance string, state depl
 	f *deployerFlags, log *slog.Logger) (*deployk8s.Deployer, error) {
 	o := &deployk8s.Options{Client: cli, Cluster: name, Instance: instance, State: state, Logger: log, Expose: f.expose,
 		Namespaces: f.namespaces}
+	if len(f.namespaces) > 0 {
+		o.Namespace = f.namespaces[0] // deployments without a listener
+	}
 	if pulls != nil {
 		o.PullSecrets = &deployk8s.PullSecrets{Credentials: pulls}
 	}
@@ -238,12 +244,29 @@ func startDeployer(ctx context.Context, f *deployerFlags, simStep time.Duration,
 		desc = []any{"deployer", "simulated", "sim_step", simStep}
 	}
 	desc = append(desc, dockers.desc...)
-	clusters, stopClusters, err := kubeClusters(ctx, f, env.state, env.pulls, env.log)
+	clusters, current, stopClusters, err := kubeClusters(ctx, f, env.state, env.pulls, env.log)
 	if err != nil {
 		dockers.stop()
 		return nil, nil, nil, err
 	}
 	names := slices.Sorted(maps.Keys(clusters))
+	if f.kind == "k8s" {
+		name := cmp.Or(f.k8sDefaultCluster, current)
+		k, ok := clusters[name].(*deployk8s.Deployer)
+		if !ok {
+			stopClusters()
+			dockers.stop()
+			switch {
+			case name == "":
+				return nil, nil, nil, fmt.Errorf("-deployer k8s: the kubeconfig has no current context and no -k8s-default-cluster was given (contexts: %v)", names)
+			case clusters[name] != nil:
+				return nil, nil, nil, fmt.Errorf("-deployer k8s: the cluster %q cannot be used (the log above says why)", name)
+			}
+			return nil, nil, nil, fmt.Errorf("-deployer k8s: no cluster %q in the kubeconfig (contexts: %v)", name, names)
+		}
+		def = k
+		desc = append([]any{"deployer", "k8s", "default_cluster", name}, dockers.desc...)
+	}
 	return routed(def, clusters, dockers.endpoints, env.cp), append(desc, "k8s_clusters", names), func() {
 		stopClusters()
 		dockers.stop()

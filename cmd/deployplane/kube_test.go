@@ -309,3 +309,57 @@ func TestK8sInClusterOff(t *testing.T) {
 		t.Errorf("-k8s-in-cluster=false: the server drives clusters:\n%s", stderr)
 	}
 }
+
+// TestDeployerK8s: with -deployer k8s, deployments without a listener run
+// on the kubeconfig's current context (kube-a), in the first of
+// -k8s-namespaces; -k8s-default-cluster names another context (kube-b);
+// a context the kubeconfig does not have stops the start, naming the
+// contexts it has.
+func TestDeployerK8s(t *testing.T) {
+	kubeconfig := os.Getenv("DEPLOYPLANE_TEST_KUBECONFIG")
+	if kubeconfig == "" {
+		t.Skip("DEPLOYPLANE_TEST_KUBECONFIG is not set: no Kubernetes control plane to test against (.ci/run starts two)")
+	}
+	err := run(context.Background(), []string{"-db", ":memory:", "-deployer", "k8s", "-kubeconfig", kubeconfig, "-k8s-default-cluster", "kube-z"},
+		func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `no cluster "kube-z"`) || !strings.Contains(err.Error(), "kube-a kube-b") {
+		t.Errorf("-k8s-default-cluster kube-z: %v, want an error naming it and the contexts there are", err)
+	}
+	for _, c := range []struct{ context, flag string }{{"kube-a", ""}, {"kube-b", "kube-b"}} {
+		t.Run(c.context, func(t *testing.T) {
+			cli := kubeClient(t, kubeconfig, c.context)
+			ns := kubeNamespace(t, cli, "deployer-k8s-")
+			instance := "deployerk8s-" + randSuffix()
+			args := []string{"-db", ":memory:", "-deployer", "k8s", "-kubeconfig", kubeconfig, "-k8s-instance", instance,
+				"-k8s-namespaces", ns + ",default"}
+			if c.flag != "" {
+				args = append(args, "-k8s-default-cluster", c.flag)
+			}
+			url, _, stderr := server(t, args, map[string]string{"DEPLOYPLANE_API_KEY": "k"})
+			if !strings.Contains(stderr.String(), "default_cluster="+c.context) {
+				t.Errorf("the start log does not name the default cluster %s:\n%s", c.context, stderr)
+			}
+			status, d := call(t, "POST", url+"/v2/deployments", "k", `{"name": "`+randSuffix()+`", "source": "external_docker",
+				"source_revision_config": {"image_uri": "example.com/agent:1"}}`)
+			if status != 201 {
+				t.Fatalf("create: %d %v", status, d)
+			}
+			dep, rev := d["id"].(string), d["latest_revision_id"].(string)
+			waitStatus(t, url, "k", dep, rev, "DEPLOYED")
+			_, d = call(t, "GET", url+"/v2/deployments/"+dep, "k", "")
+			if want := "http://dp-" + dep + "." + ns + ".svc.cluster.local:8000"; d["url"] != want {
+				t.Errorf("url %v, want %s", d["url"], want)
+			}
+			if _, err := cli.AppsV1().Deployments(ns).Get(context.Background(), "dp-"+dep+"-api", metav1.GetOptions{}); err != nil {
+				t.Errorf("the API server's Deployment in %s of %s: %v", ns, c.context, err)
+			}
+			if status, body := call(t, "DELETE", url+"/v2/deployments/"+dep, "k", ""); status != 204 && status != 202 {
+				t.Fatalf("DELETE: %d %v", status, body)
+			}
+			waitGone(t, url, dep)
+			if _, err := cli.AppsV1().Deployments(ns).Get(context.Background(), "dp-"+dep+"-api", metav1.GetOptions{}); err == nil {
+				t.Errorf("the API server's Deployment is left after DELETE")
+			}
+		})
+	}
+}

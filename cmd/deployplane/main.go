@@ -63,7 +63,7 @@ Usage:
     deployplane [-addr 127.0.0.1:8124] [-db ./deployplane.db | -db postgres://...]
                 [-keys FILE] [-public-url URL] [-secret-key-file FILE]
                 [-blob-url URL]
-                [-deployer sim|docker] [-sim-step 500ms] [-sim-fail-at STATUS]
+                [-deployer sim|docker|k8s] [-sim-step 500ms] [-sim-fail-at STATUS]
                 [-sim-agents=false]
                 [-docker-host URL] [-docker-endpoint NAME=ADDRESS ...]
                 [-docker-network bridge] [-build-network bridge]
@@ -159,7 +159,7 @@ Flags:
                       clones of github revisions) may reach although they are not public https services:
                       each a name or an IP address (every port), or
                       HOST:PORT ([::1]:9000 for IPv6); see "OAuth helpers"
-    -deployer sim|docker
+    -deployer sim|docker|k8s
                       what makes revisions real (default sim): sim walks the
                       statuses without running anything (see "Revisions");
                       docker runs external_docker revisions as containers on
@@ -168,7 +168,15 @@ Flags:
                       repo_url (https, through the egress policy, with the
                       GitHub App's installation token when one is
                       configured) and builds its Dockerfile, or the one
-                      "langgraph dockerfile" would write (package imagebuild)
+                      "langgraph dockerfile" would write (package imagebuild);
+                      k8s runs deployments without a listener on a cluster
+                      of -kubeconfig (-k8s-default-cluster; it builds no
+                      images: external_docker and internal_docker only)
+    -k8s-default-cluster NAME
+                      with -deployer k8s, the kubeconfig context deployments
+                      without a listener run on (default: the current
+                      context; in a pod without a kubeconfig, in-cluster),
+                      in the first of -k8s-namespaces, else "default"
     -sim-step D       the simulated deployer's delay per revision status
                       (default 500ms: an external_docker revision is DEPLOYED
                       about 2 s after it is created, a github one about 3 s)

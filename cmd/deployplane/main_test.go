@@ -489,6 +489,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"-shared-redis-url", "redis://127.0.0.1:6379"}, nil},
 		{[]string{"-docker-data-dir", "relative/dir"}, nil},
 		{[]string{"-docker-database-timeout", "0s"}, nil},
+		{[]string{"-deployer", "kubernetes"}, nil},
+		{[]string{"-k8s-default-cluster", "kube-a"}, nil},
 	} {
 		err := run(context.Background(), c.args, func(k string) string { return c.env[k] }, io.Discard, io.Discard)
 		if !errors.Is(err, errUsage) {
