@@ -266,7 +266,7 @@ func TestChartTemplate(t *testing.T) {
 			t.Errorf("replicas %d, strategy %q; want 1, Recreate (one process holds the bbolt file)", *d.Spec.Replicas, d.Spec.Strategy.Type)
 		}
 		hasArgs(t, c, "-addr", "0.0.0.0:8124", "-db", "/data/deployplane.db", "-k8s-in-cluster=false", "", "-log-format", "json")
-		noArgs(t, c, "-k8s-namespaces", "-keys")
+		noArgs(t, c, "-k8s-namespaces", "-keys", "-deployer")
 		if d.Spec.Template.Spec.AutomountServiceAccountToken == nil || *d.Spec.Template.Spec.AutomountServiceAccountToken {
 			t.Error("a control plane that drives no cluster mounts a service account token")
 		}
@@ -370,8 +370,12 @@ func TestChartTemplate(t *testing.T) {
 rbac: {namespaces: [agents, team-b, agents]}
 `)
 		d, c := container(t, r)
-		hasArgs(t, c, "-k8s-namespaces", "agents,team-b", "-k8s-instance", obj)
+		hasArgs(t, c, "-k8s-namespaces", "agents,team-b", "-k8s-instance", obj, "-deployer", "k8s")
 		noArgs(t, c, "-k8s-in-cluster=false", "-k8s-expose")
+		_, c = container(t, render(t, `controlPlane: {kubernetes: {enabled: true, runUnlisted: false}}
+rbac: {namespaces: [agents]}
+`))
+		noArgs(t, c, "-deployer")
 		if d.Spec.Template.Spec.AutomountServiceAccountToken == nil || !*d.Spec.Template.Spec.AutomountServiceAccountToken {
 			t.Error("a control plane that drives its cluster has no service account token")
 		}
