@@ -2,6 +2,7 @@ package httphandler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -215,7 +216,10 @@ func (h *handler) agentClaim(c *call) (int, any, error) {
 	// (it went as the answer was written) is given back at once.
 	return http.StatusOK, servedBy{http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		h.writeJSON(rw, http.StatusOK, w)
-		if err := http.NewResponseController(rw).Flush(); err != nil || r.Context().Err() != nil {
+		// A writer that cannot flush (an in-process transport's) has the
+		// answer already; only a failed flush or a gone client lose it.
+		err := http.NewResponseController(rw).Flush()
+		if err != nil && !errors.Is(err, http.ErrNotSupported) || r.Context().Err() != nil {
 			if err := h.cp.ReleaseAgentWork(context.WithoutCancel(ctx), c.tenant, ids[0], w.Lease, false); err != nil {
 				h.log.Warn("httphandler: giving back the work of an agent that went during its claim", "listener", ids[0], "err", err)
 			}
