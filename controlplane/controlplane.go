@@ -764,23 +764,16 @@ func (cp *ControlPlane) RedeployRevision(ctx context.Context, tenant, deployment
 	if !ok {
 		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: deploymentID}
 	}
-	rid, rok := pathID(revisionID)
 	now := cp.now()
 	newID := cp.newID()
 	var out *deploymentRecord
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		out = nil
-		stored, err := cp.getDeployment(tx, tenant, did)
+		stored, old, err := cp.getDeploymentRevision(tx, tenant, did, revisionID)
 		if err != nil {
 			return err
 		}
-		if !rok {
-			return &apierr.NotFoundError{Kind: apierr.KindRevision, ID: revisionID}
-		}
-		old, err := cp.getRevision(tx, tenant, did, rid)
-		if err != nil {
-			return err
-		}
+		rid := old.ID
 		if stored.Status == StatusAwaitingDelete {
 			return apierr.InvalidStatef("Deployment ID %s is being deleted.", did)
 		}

@@ -83,24 +83,16 @@ func (cp *ControlPlane) InterruptRevision(ctx context.Context, tenant, deploymen
 	if !ok {
 		return nil, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: deploymentID}
 	}
-	rid, rok := pathID(revisionID)
 	now := cp.now()
 	var out *revisionRecord
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		out = nil
-		dep, err := cp.getDeployment(tx, tenant, did)
-		if err != nil {
-			return err
-		}
-		if !rok {
-			return &apierr.NotFoundError{Kind: apierr.KindRevision, ID: revisionID}
-		}
-		rev, err := cp.getRevision(tx, tenant, did, rid)
+		dep, rev, err := cp.getDeploymentRevision(tx, tenant, did, revisionID)
 		if err != nil {
 			return err
 		}
 		if IsTerminal(rev.Status) {
-			return apierr.InvalidStatef("Revision %s is %s: only a revision not yet terminal can be interrupted.", rid, rev.Status)
+			return apierr.InvalidStatef("Revision %s is %s: only a revision not yet terminal can be interrupted.", rev.ID, rev.Status)
 		}
 		next := *rev
 		next.enter(RevisionInterrupted, later(now, rev.UpdatedAt))

@@ -537,6 +537,27 @@ func (cp *ControlPlane) putRevision(tx store.Tx, tenant string, rev *revisionRec
 	return write(colRevisionOrder, deploymentKey(tp, rev.DeploymentID)+keyenc.Time(rev.CreatedAt.Time())+keyenc.ID(rev.ID), []byte(rev.Status))
 }
 
+// getDeploymentRevision reads the tenant's deployment did and its
+// revision revisionID, a path id checked here: a deployment not found is
+// answered first, so that another tenant's deployment is a deployment
+// 404 whatever the revision id, and then a revision id that is none, or
+// not the deployment's, is a revision 404.
+func (cp *ControlPlane) getDeploymentRevision(r store.Reader, tenant, did, revisionID string) (*deploymentRecord, *revisionRecord, error) {
+	dep, err := cp.getDeployment(r, tenant, did)
+	if err != nil {
+		return nil, nil, err
+	}
+	rid, ok := pathID(revisionID)
+	if !ok {
+		return nil, nil, &apierr.NotFoundError{Kind: apierr.KindRevision, ID: revisionID}
+	}
+	rev, err := cp.getRevision(r, tenant, did, rid)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dep, rev, nil
+}
+
 // getRevision reads a revision of the tenant's deployment, or a
 // *apierr.NotFoundError.
 func (cp *ControlPlane) getRevision(r store.Reader, tenant, deploymentID, id string) (*revisionRecord, error) {
