@@ -30,24 +30,9 @@ import (
 func RunDeploymentLogs(t *testing.T, open Opener) {
 	t.Helper()
 	rapid.Check(t, func(rt *rapid.T) {
-		st, err := open()
-		if err != nil {
-			rt.Fatal(err)
-		}
-		defer st.Close()
-		ctx := context.Background()
-		t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-		now, ids := t0, 0
-		ret := controlplane.LogRetention{
-			MaxLines:     rapid.IntRange(1, 12).Draw(rt, "max lines"),
-			MaxBytes:     rapid.IntRange(1, 120).Draw(rt, "max bytes"),
-			MaxLineBytes: 1000,
-		}
-		cp := controlplane.New(st, &controlplane.Options{
-			Clock:        func() time.Time { now = now.Add(time.Second); return now },
-			NewID:        func() string { ids++; return fmt.Sprintf("00000000-0000-7000-8000-%012x", ids) },
-			LogRetention: ret,
-		})
+		w, closeStore := newLogWorld(rt, open)
+		defer closeStore()
+		ctx, cp, ret := context.Background(), w.cp, w.ret
 		const tenant = "acme"
 		image := func(n int) *string { return new(fmt.Sprintf("registry.example.com/agent:%d", n)) }
 		d, err := cp.CreateDeployment(ctx, tenant, &controlplane.CreateDeploymentRequest{Name: new("agent"),
@@ -61,9 +46,6 @@ func RunDeploymentLogs(t *testing.T, open Opener) {
 			typ controlplane.LogType
 		}
 		model := map[logOf]*logModel{}
-		words := []string{"alpha", "Beta", "GAMMA", "delta", "epsilon ALPHA"}
-		levels := []controlplane.LogLevel{"DEBUG", "info", "WARNING", "warn", "Error", "CRITICAL", ""}
-		types := []controlplane.LogType{controlplane.LogBuild, controlplane.LogDeploy}
 
 		revise := func(rt *rapid.T) {
 			u, err := cp.UpdateDeployment(ctx, tenant, d.ID, &controlplane.UpdateDeploymentRequest{
@@ -75,37 +57,17 @@ func RunDeploymentLogs(t *testing.T, open Opener) {
 		}
 		write := func(rt *rapid.T) {
 			rev := rapid.SampledFrom(revs).Draw(rt, "revision")
-			var lines []controlplane.LogLine
-			for range rapid.IntRange(1, 8).Draw(rt, "lines") {
-				l := controlplane.LogLine{
-					Type:    rapid.SampledFrom(types).Draw(rt, "type"),
-					Level:   rapid.SampledFrom(levels).Draw(rt, "level"),
-					Message: strings.Join(rapid.SliceOfN(rapid.SampledFrom(words), 0, 3).Draw(rt, "words"), " "),
-				}
-				if rapid.Bool().Draw(rt, "timed") {
-					l.Time = t0.Add(time.Duration(rapid.IntRange(0, 30).Draw(rt, "second")) * time.Second)
-				}
-				lines = append(lines, l)
-			}
-			before := now
-			if err := cp.AppendLogs(ctx, tenant, d.ID, rev, lines...); err != nil {
-				rt.Fatal(err)
-			}
-			stamped := before.Add(time.Second) // the one reading of the write
-			for _, l := range lines {
-				at := l.Time
-				if at.IsZero() {
-					at = stamped
-				}
+			lines := drawLogLines(rt, 8)
+			w.append(rt, tenant, d.ID, rev, lines, func(l controlplane.LogLine, at time.Time) {
 				k := logOf{rev, l.Type}
 				if model[k] == nil {
 					model[k] = &logModel{}
 				}
 				model[k].write(ret, rev, l.Type, normLevel(l.Level), at, l.Message)
-			}
+			})
 		}
 		drawQuery := func(rt *rapid.T) (controlplane.DeploymentLogQuery, controlplane.LogQuery, time.Time, time.Time) {
-			typ := rapid.SampledFrom(types).Draw(rt, "type")
+			typ := rapid.SampledFrom(logTypes).Draw(rt, "type")
 			q := controlplane.DeploymentLogQuery{DeploymentID: d.ID,
 				LogType:   rapid.SampledFrom(map[controlplane.LogType][]string{controlplane.LogBuild: {"BUILD", "build"}, controlplane.LogDeploy: {"DEPLOY", "Deploy", ""}}[typ]).Draw(rt, "log type"),
 				SortOrder: rapid.SampledFrom([]string{"", "asc", "desc"}).Draw(rt, "order")}
@@ -116,23 +78,12 @@ func RunDeploymentLogs(t *testing.T, open Opener) {
 				q.PageSize = new(rapid.IntRange(1, 5).Draw(rt, "page size"))
 			}
 			if rapid.IntRange(0, 2).Draw(rt, "by level") == 0 {
-				q.Level = string(rapid.SampledFrom(levels[:6]).Draw(rt, "level filter"))
+				q.Level = string(rapid.SampledFrom(logLevels[:6]).Draw(rt, "level filter"))
 			}
 			if rapid.IntRange(0, 2).Draw(rt, "by query") == 0 {
 				q.Query = rapid.SampledFrom([]string{"alpha", "BETA", "gamma", "Delta", "psi"}).Draw(rt, "query")
 			}
-			var start, end time.Time
-			if rapid.IntRange(0, 2).Draw(rt, "from") == 0 {
-				start = t0.Add(time.Duration(rapid.IntRange(0, 40).Draw(rt, "start")) * time.Second)
-				q.StartTime = start.Format(time.RFC3339)
-			}
-			if rapid.IntRange(0, 2).Draw(rt, "until") == 0 {
-				end = start.Add(time.Duration(rapid.IntRange(1, 40).Draw(rt, "window")) * time.Second)
-				if start.IsZero() {
-					end = t0.Add(end.Sub(time.Time{}))
-				}
-				q.EndTime = end.Format(time.RFC3339Nano)
-			}
+			start, end := drawLogWindow(rt, &q.StartTime, &q.EndTime)
 			lq := controlplane.LogQuery{Type: typ, Order: q.SortOrder, Level: q.Level, Query: q.Query}
 			return q, lq, start, end
 		}

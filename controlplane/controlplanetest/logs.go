@@ -27,24 +27,9 @@ import (
 func RunLogs(t *testing.T, open Opener) {
 	t.Helper()
 	rapid.Check(t, func(rt *rapid.T) {
-		st, err := open()
-		if err != nil {
-			rt.Fatal(err)
-		}
-		defer st.Close()
-		ctx := context.Background()
-		t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-		now, ids := t0, 0
-		ret := controlplane.LogRetention{
-			MaxLines:     rapid.IntRange(1, 12).Draw(rt, "max lines"),
-			MaxBytes:     rapid.IntRange(1, 120).Draw(rt, "max bytes"),
-			MaxLineBytes: 1000,
-		}
-		cp := controlplane.New(st, &controlplane.Options{
-			Clock:        func() time.Time { now = now.Add(time.Second); return now },
-			NewID:        func() string { ids++; return fmt.Sprintf("00000000-0000-7000-8000-%012x", ids) },
-			LogRetention: ret,
-		})
+		w, closeStore := newLogWorld(rt, open)
+		defer closeStore()
+		ctx, cp, ret := context.Background(), w.cp, w.ret
 		const tenant = "acme"
 		d, err := cp.CreateDeployment(ctx, tenant, &controlplane.CreateDeploymentRequest{Name: new("agent"),
 			Source:               new(controlplane.SourceExternalDocker),
@@ -55,60 +40,26 @@ func RunLogs(t *testing.T, open Opener) {
 		rev := *d.LatestRevisionID
 		model := map[controlplane.LogType]*logModel{controlplane.LogBuild: {}, controlplane.LogDeploy: {}}
 
-		words := []string{"alpha", "Beta", "GAMMA", "delta", "epsilon ALPHA"}
-		levels := []controlplane.LogLevel{"DEBUG", "info", "WARNING", "warn", "Error", "CRITICAL", ""}
 		rt.Repeat(map[string]func(*rapid.T){
 			"write": func(rt *rapid.T) {
-				n := rapid.IntRange(1, 15).Draw(rt, "lines")
-				var lines []controlplane.LogLine
-				for range n {
-					l := controlplane.LogLine{
-						Type:    rapid.SampledFrom([]controlplane.LogType{controlplane.LogBuild, controlplane.LogDeploy}).Draw(rt, "type"),
-						Level:   rapid.SampledFrom(levels).Draw(rt, "level"),
-						Message: strings.Join(rapid.SliceOfN(rapid.SampledFrom(words), 0, 3).Draw(rt, "words"), " "),
-					}
-					if rapid.Bool().Draw(rt, "timed") {
-						l.Time = t0.Add(time.Duration(rapid.IntRange(0, 30).Draw(rt, "second")) * time.Second)
-					}
-					lines = append(lines, l)
-				}
-				before := now
-				if err := cp.AppendLogs(ctx, tenant, d.ID, rev, lines...); err != nil {
-					rt.Fatal(err)
-				}
-				stamped := before.Add(time.Second) // the one reading of the write
-				for _, l := range lines {
-					at := l.Time
-					if at.IsZero() {
-						at = stamped
-					}
+				lines := drawLogLines(rt, 15)
+				w.append(rt, tenant, d.ID, rev, lines, func(l controlplane.LogLine, at time.Time) {
 					model[l.Type].write(ret, rev, l.Type, normLevel(l.Level), at, l.Message)
-				}
+				})
 			},
 			"walk": func(rt *rapid.T) {
-				typ := rapid.SampledFrom([]controlplane.LogType{controlplane.LogBuild, controlplane.LogDeploy}).Draw(rt, "type")
+				typ := rapid.SampledFrom(logTypes).Draw(rt, "type")
 				q := controlplane.LogQuery{Type: typ, Order: rapid.SampledFrom([]string{"", "asc", "desc"}).Draw(rt, "order")}
 				if rapid.Bool().Draw(rt, "limited") {
 					q.Limit = new(rapid.IntRange(1, 5).Draw(rt, "limit"))
 				}
 				if rapid.IntRange(0, 2).Draw(rt, "by level") == 0 {
-					q.Level = string(rapid.SampledFrom(levels[:6]).Draw(rt, "level filter"))
+					q.Level = string(rapid.SampledFrom(logLevels[:6]).Draw(rt, "level filter"))
 				}
 				if rapid.IntRange(0, 2).Draw(rt, "by query") == 0 {
 					q.Query = rapid.SampledFrom([]string{"alpha", "BETA", "gamma", "Delta", "psi"}).Draw(rt, "query")
 				}
-				var start, end time.Time
-				if rapid.IntRange(0, 2).Draw(rt, "from") == 0 {
-					start = t0.Add(time.Duration(rapid.IntRange(0, 40).Draw(rt, "start")) * time.Second)
-					q.StartTime = start.Format(time.RFC3339)
-				}
-				if rapid.IntRange(0, 2).Draw(rt, "until") == 0 {
-					end = start.Add(time.Duration(rapid.IntRange(1, 40).Draw(rt, "window")) * time.Second)
-					if start.IsZero() {
-						end = t0.Add(end.Sub(time.Time{}))
-					}
-					q.EndTime = end.Format(time.RFC3339Nano)
-				}
+				start, end := drawLogWindow(rt, &q.StartTime, &q.EndTime)
 				want := model[typ].expect(q, start, end)
 				got := []controlplane.LogEntry{}
 				seen := map[string]bool{}
@@ -223,4 +174,101 @@ func (m *logModel) expect(q controlplane.LogQuery, start, end time.Time) []contr
 		}
 	}
 	return want
+}
+
+// logT0 is the time the log properties' clocks start at.
+var logT0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+// The words and levels of the lines the log properties draw (levels in
+// every spelling the API takes; the first six are also drawn as
+// filters).
+var (
+	logWords  = []string{"alpha", "Beta", "GAMMA", "delta", "epsilon ALPHA"}
+	logLevels = []controlplane.LogLevel{"DEBUG", "info", "WARNING", "warn", "Error", "CRITICAL", ""}
+	logTypes  = []controlplane.LogType{controlplane.LogBuild, controlplane.LogDeploy}
+)
+
+// logWorld is the control plane of the log properties (RunLogs,
+// RunDeploymentLogs): over a store of open, its clock a second further at
+// each reading from logT0, its ids counted up, its logs kept under a
+// small drawn LogRetention.
+type logWorld struct {
+	cp  *controlplane.ControlPlane
+	ret controlplane.LogRetention
+	now time.Time // the clock's last reading
+}
+
+// newLogWorld opens the store and makes the control plane; the function
+// it returns closes the store.
+func newLogWorld(rt *rapid.T, open Opener) (*logWorld, func()) {
+	st, err := open()
+	if err != nil {
+		rt.Fatal(err)
+	}
+	w := &logWorld{now: logT0, ret: controlplane.LogRetention{
+		MaxLines:     rapid.IntRange(1, 12).Draw(rt, "max lines"),
+		MaxBytes:     rapid.IntRange(1, 120).Draw(rt, "max bytes"),
+		MaxLineBytes: 1000,
+	}}
+	ids := 0
+	w.cp = controlplane.New(st, &controlplane.Options{
+		Clock:        func() time.Time { w.now = w.now.Add(time.Second); return w.now },
+		NewID:        func() string { ids++; return fmt.Sprintf("00000000-0000-7000-8000-%012x", ids) },
+		LogRetention: w.ret,
+	})
+	return w, func() { st.Close() }
+}
+
+// drawLogLines draws 1 to most lines of either log, any level, some
+// with a time of their own within 30 s of logT0.
+func drawLogLines(rt *rapid.T, most int) []controlplane.LogLine {
+	var lines []controlplane.LogLine
+	for range rapid.IntRange(1, most).Draw(rt, "lines") {
+		l := controlplane.LogLine{
+			Type:    rapid.SampledFrom(logTypes).Draw(rt, "type"),
+			Level:   rapid.SampledFrom(logLevels).Draw(rt, "level"),
+			Message: strings.Join(rapid.SliceOfN(rapid.SampledFrom(logWords), 0, 3).Draw(rt, "words"), " "),
+		}
+		if rapid.Bool().Draw(rt, "timed") {
+			l.Time = logT0.Add(time.Duration(rapid.IntRange(0, 30).Draw(rt, "second")) * time.Second)
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// append writes lines to the revision's logs with AppendLogs and hands
+// record each line with the time the log gives it: its own, or the
+// write's one reading of the clock.
+func (w *logWorld) append(rt *rapid.T, tenant, deploymentID, revisionID string, lines []controlplane.LogLine,
+	record func(l controlplane.LogLine, at time.Time)) {
+	stamped := w.now.Add(time.Second) // the one reading of the write
+	if err := w.cp.AppendLogs(context.Background(), tenant, deploymentID, revisionID, lines...); err != nil {
+		rt.Fatal(err)
+	}
+	for _, l := range lines {
+		at := l.Time
+		if at.IsZero() {
+			at = stamped
+		}
+		record(l, at)
+	}
+}
+
+// drawLogWindow draws an optional start (within 40 s of logT0) and end
+// (up to 40 s after the start, or after logT0), sets the query's start
+// and end times to them, and returns them (zero when not drawn).
+func drawLogWindow(rt *rapid.T, startTime, endTime *string) (start, end time.Time) {
+	if rapid.IntRange(0, 2).Draw(rt, "from") == 0 {
+		start = logT0.Add(time.Duration(rapid.IntRange(0, 40).Draw(rt, "start")) * time.Second)
+		*startTime = start.Format(time.RFC3339)
+	}
+	if rapid.IntRange(0, 2).Draw(rt, "until") == 0 {
+		end = start.Add(time.Duration(rapid.IntRange(1, 40).Draw(rt, "window")) * time.Second)
+		if start.IsZero() {
+			end = logT0.Add(end.Sub(time.Time{}))
+		}
+		*endTime = end.Format(time.RFC3339Nano)
+	}
+	return start, end
 }
