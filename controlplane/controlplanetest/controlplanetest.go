@@ -892,28 +892,33 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 	}
 }
 
+// targetRevision draws the revision a call on the target deployment d
+// names: mostly one of d's own (rev is then its model), sometimes another
+// deployment's (rev nil unless that is d), else an id of unknown. rev is
+// nil when the control plane must answer that the revision is not d's.
+func (m *machine) targetRevision(rt *rapid.T, d *mDep, unknown func() string) (revID string, rev *mRev) {
+	withRevs := slices.DeleteFunc(slices.Clone(m.deps), func(o *mDep) bool { return len(o.revs) == 0 })
+	switch {
+	case d != nil && len(d.revs) > 0 && !rarely(rt, 5, "not own revision"):
+		rev = &d.revs[rapid.IntRange(0, len(d.revs)-1).Draw(rt, "revision")]
+		return rev.id, rev
+	case len(withRevs) > 0 && rapid.Bool().Draw(rt, "another deployment's revision"):
+		o := rapid.SampledFrom(withRevs).Draw(rt, "other")
+		if d != nil && o == d {
+			rev = &d.revs[0]
+		}
+		return o.revs[0].id, rev
+	}
+	return unknown(), nil
+}
+
 // redeploy names a revision: one of the deployment's, another's, or an
 // unknown id. The new revision copies the named one's snapshot
 // (source_revision_config, secrets, resource_spec); the deployment's
 // in-place fields keep their current values (wire contract section 7).
 func (m *machine) redeploy(rt *rapid.T) {
 	tenant, id, d := m.target(rt)
-	var revID string
-	var rev *mRev
-	withRevs := slices.DeleteFunc(slices.Clone(m.deps), func(o *mDep) bool { return len(o.revs) == 0 })
-	switch {
-	case d != nil && len(d.revs) > 0 && !rarely(rt, 5, "not own revision"):
-		rev = &d.revs[rapid.IntRange(0, len(d.revs)-1).Draw(rt, "revision")]
-		revID = rev.id
-	case len(withRevs) > 0 && rapid.Bool().Draw(rt, "another deployment's revision"):
-		o := rapid.SampledFrom(withRevs).Draw(rt, "other")
-		revID = o.revs[0].id
-		if d != nil && o == d {
-			rev = &d.revs[0]
-		}
-	default:
-		revID = unknownID
-	}
+	revID, rev := m.targetRevision(rt, d, func() string { return unknownID })
 	want := okay
 	switch {
 	case d == nil || rev == nil:
@@ -1232,22 +1237,7 @@ func (m *machine) deleteMany(rt *rapid.T) {
 // AWAITING_DATABASE.
 func (m *machine) interrupt(rt *rapid.T) {
 	tenant, id, d := m.target(rt)
-	var revID string
-	var rev *mRev
-	withRevs := slices.DeleteFunc(slices.Clone(m.deps), func(o *mDep) bool { return len(o.revs) == 0 })
-	switch {
-	case d != nil && len(d.revs) > 0 && !rarely(rt, 5, "not own revision"):
-		rev = &d.revs[rapid.IntRange(0, len(d.revs)-1).Draw(rt, "revision")]
-		revID = rev.id
-	case len(withRevs) > 0 && rapid.Bool().Draw(rt, "another deployment's revision"):
-		o := rapid.SampledFrom(withRevs).Draw(rt, "other")
-		revID = o.revs[0].id
-		if d != nil && o == d {
-			rev = &d.revs[0]
-		}
-	default:
-		revID = pick(rt, "unknown revision", unknownID, "x")
-	}
+	revID, rev := m.targetRevision(rt, d, func() string { return pick(rt, "unknown revision", unknownID, "x") })
 	want := okay
 	switch {
 	case d == nil || rev == nil:
