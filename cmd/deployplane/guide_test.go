@@ -120,8 +120,8 @@ func TestKubernetesGuide(t *testing.T) {
 		t.Fatalf("the guide's commands failed: %v\n%s\nserver log:\n%s", err, out, server)
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^fake-node-0 +Ready`),           // kubectl get nodes
-		regexp.MustCompile(`(?m)^deployment.apps/deployplane `), // the chart's objects
+		regexp.MustCompile(`(?m)^node/fake-node-0 condition met`), // kubectl wait: the nodes Ready
+		regexp.MustCompile(`(?m)^deployment.apps/deployplane `),   // the chart's objects
 		regexp.MustCompile(`(?m)^role.rbac.authorization.k8s.io/deployplane `),
 		regexp.MustCompile(`(?m)^yes$`),                               // can-i patch deployments -n agents
 		regexp.MustCompile(`(?m)^no$`),                                // can-i get secrets -n default
