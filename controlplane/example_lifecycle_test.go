@@ -224,7 +224,7 @@ func (c careful) Deploy(ctx context.Context, w *controlplane.Work, r controlplan
 	if controlplane.IsRefusal(err) {
 		// Not this deployer's revision any more: report nothing more,
 		// remove what was started for it alone, and return.
-		fmt.Println("refused:", errors.Is(err, apierr.ErrInvalidState))
+		fmt.Println("refused:", errors.Is(err, controlplane.ErrRevisionEnded))
 		return nil
 	}
 	return err

@@ -462,7 +462,18 @@ type reporter struct {
 }
 
 func (r *reporter) Report(ctx context.Context, s Step) error {
-	return r.cp.apply(ctx, r.j, s, false)
+	// A Deploy's ctx cancelled because its revision ended without it, or
+	// its lease went, answers the refusal that is its cause, before or
+	// during the write, not the cancellation: the deployer then stops as
+	// for any refusal (IsRefusal).
+	if ctx.Err() != nil && IsRefusal(context.Cause(ctx)) {
+		return context.Cause(ctx)
+	}
+	err := r.cp.apply(ctx, r.j, s, false)
+	if err != nil && ctx.Err() != nil && IsRefusal(context.Cause(ctx)) {
+		return context.Cause(ctx)
+	}
+	return err
 }
 
 // apply records a step of the job's revision in one Update: the transition
