@@ -374,6 +374,28 @@ func checkTagRef(d *Deployment, ps []apierr.Problem, h ruleHooks) []apierr.Probl
 	return ps
 }
 
+// checkScaleToZero is the cross-field rule of min_scale (wire contract
+// section 11) on a deployment with its create defaults: resource_spec's
+// min_scale may be 0 only for the deployment types that scale to zero
+// (DeploymentType.ScalesToZero), where the source has a deployment_type
+// at all; external_docker, which has none, keeps the rule of section 6
+// (scales >= 0). A source without a resource_spec (github) has its
+// not_applicable problem instead.
+func checkScaleToZero(d *Deployment, ps []apierr.Problem) []apierr.Problem {
+	spec := d.SourceConfig.ResourceSpec
+	si := sourceIndex(d.Source)
+	if spec == nil || spec.MinScale == nil || *spec.MinScale != 0 || !knownSource(d.Source) ||
+		rules[ruleIndex(locDeploymentType)].create[si] == CreateNotApplicable ||
+		rules[ruleIndex(locResourceSpec)].create[si] == CreateNotApplicable {
+		return ps
+	}
+	if t := d.SourceConfig.DeploymentType; t != nil && t.ScalesToZero() {
+		return ps
+	}
+	return append(ps, apierr.Problem{Loc: bodyLoc(locResourceSpec, "min_scale"), Type: apierr.TypeGreaterThanEqual,
+		Msg: "Input should be greater than or equal to 1: min_scale 0 needs deployment_type 'dev_zero' or 'dev_free_zero'"})
+}
+
 // CreateDeployment creates a deployment, its first revision (status
 // CREATING, returned as latest_revision_id) and its tracing project, all in
 // one store transaction. The deployment starts AWAITING_DATABASE. Errors: a

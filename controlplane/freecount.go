@@ -10,9 +10,8 @@ import (
 
 // freeDeploymentTypes are the deployment types of the free tier, those
 // GET /v2/deployments/free-count counts (wire contract section 11):
-// dev_free, and dev_free_zero, which is named here before it is a type of
-// DeploymentTypes (a type no deployment has counts none).
-var freeDeploymentTypes = []DeploymentType{DeploymentTypeDevFree, "dev_free_zero"}
+// dev_free and dev_free_zero.
+var freeDeploymentTypes = []DeploymentType{DeploymentTypeDevFree, DeploymentTypeDevFreeZero}
 
 // CountFreeDeployments returns how many deployments of the tenant are of
 // a free type (source_config.deployment_type dev_free or dev_free_zero):

@@ -340,7 +340,7 @@ func TestListQueryEnums(t *testing.T) {
 	}
 	ps := problems(t, (&controlplane.ListDeploymentsQuery{Status: "x", DeploymentType: "y"}).Validate())
 	want := []string{"Input should be 'AWAITING_DATABASE', 'READY', 'UNUSED', 'AWAITING_DELETE' or 'UNKNOWN'",
-		"Input should be 'dev_free', 'dev' or 'prod'"}
+		"Input should be 'dev_free', 'dev', 'prod', 'dev_zero' or 'dev_free_zero'"}
 	if len(ps) != 2 || ps[0].Msg != want[0] || ps[1].Msg != want[1] {
 		t.Errorf("messages %+v, want %q", ps, want)
 	}

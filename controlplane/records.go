@@ -173,6 +173,7 @@ var indexCodes = map[string]byte{
 	string(DeploymentTypeDevFree): 6, string(DeploymentTypeDev): 7, string(DeploymentTypeProd): 8,
 	string(SourceGitHub): 9, string(SourceExternalDocker): 10,
 	string(SourceInternalSource): 11, string(SourceInternalDocker): 12,
+	string(DeploymentTypeDevZero): 13, string(DeploymentTypeDevFreeZero): 14,
 }
 
 // indexTerm is the index term (internal/index) of one field value: the

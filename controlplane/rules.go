@@ -363,6 +363,10 @@ func hasRevisionSource(d *Deployment) bool {
 // nested in validation's order.
 var locResourceSpec = []string{"source_config", "resource_spec"}
 
+// locDeploymentType is the row of deployment_type, which min_scale's
+// cross-field rule reads (checkScaleToZero).
+var locDeploymentType = []string{"source_config", "deployment_type"}
+
 // ruleIndex is the index of the row whose loc is loc, or -1.
 func ruleIndex(loc []string) int {
 	return slices.IndexFunc(rules, func(r fieldRule) bool { return slices.Equal(r.loc, loc) })

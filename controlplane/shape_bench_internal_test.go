@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/deployplane/deployplane/apierr"
@@ -80,6 +81,11 @@ func (cp *ControlPlane) checkCreateBefore(req *CreateDeploymentRequest) (*Deploy
 	if d.Source == SourceGitHub {
 		c.ps = checkTagRef(&Deployment{SourceConfig: d.SourceConfig, SourceRevisionConfig: d.SourceRevisionConfig}, c.ps, cp.hooks)
 	}
+	if known {
+		withDefaults := &Deployment{Source: d.Source, SourceConfig: d.SourceConfig}
+		applyCreateDefaults(withDefaults, d.Source)
+		c.ps = checkScaleToZero(withDefaults, c.ps)
+	}
 	return d, tags, aliasLocs(c.ps, aliased)
 }
 
@@ -93,8 +99,8 @@ func (c *checker) checkDeploymentValuesBefore(d *Deployment) {
 		c.uuid(bodyLoc(sl, "integration_id"), *sc.IntegrationID)
 	}
 	c.optStr(bodyLoc(sl, "repo_url"), sc.RepoURL, max)
-	if t := sc.DeploymentType; t != nil && *t != DeploymentTypeDevFree && *t != DeploymentTypeDev && *t != DeploymentTypeProd {
-		c.add(bodyLoc(sl, "deployment_type"), apierr.TypeLiteralError, "Input should be 'dev_free', 'dev' or 'prod'")
+	if t := sc.DeploymentType; t != nil && !slices.Contains(DeploymentTypes(), *t) {
+		c.add(bodyLoc(sl, "deployment_type"), apierr.TypeLiteralError, "Input should be 'dev_free', 'dev', 'prod', 'dev_zero' or 'dev_free_zero'")
 	}
 	c.optStr(bodyLoc(sl, "custom_url"), sc.CustomURL, max)
 	if sc.ResourceSpec != nil {

@@ -46,20 +46,33 @@ func DeploymentStatuses() []DeploymentStatus {
 	return []DeploymentStatus{StatusAwaitingDatabase, StatusReady, StatusUnused, StatusAwaitingDelete, StatusUnknown}
 }
 
-// DeploymentType is the size class of a github deployment.
+// DeploymentType is the size class of a deployment (github,
+// internal_source and internal_docker; external_docker has none).
 type DeploymentType string
 
-// The deployment types of the wire contract.
+// The deployment types of the wire contract. The two *_zero types scale
+// to zero while idle (ScalesToZero).
 const (
-	DeploymentTypeDevFree DeploymentType = "dev_free"
-	DeploymentTypeDev     DeploymentType = "dev"
-	DeploymentTypeProd    DeploymentType = "prod"
+	DeploymentTypeDevFree     DeploymentType = "dev_free"
+	DeploymentTypeDev         DeploymentType = "dev"
+	DeploymentTypeProd        DeploymentType = "prod"
+	DeploymentTypeDevZero     DeploymentType = "dev_zero"
+	DeploymentTypeDevFreeZero DeploymentType = "dev_free_zero"
 )
 
 // DeploymentTypes lists every deployment type of the wire contract, in its
 // order.
 func DeploymentTypes() []DeploymentType {
-	return []DeploymentType{DeploymentTypeDevFree, DeploymentTypeDev, DeploymentTypeProd}
+	return []DeploymentType{DeploymentTypeDevFree, DeploymentTypeDev, DeploymentTypeProd, DeploymentTypeDevZero, DeploymentTypeDevFreeZero}
+}
+
+// ScalesToZero reports whether deployments of type t may run no replica
+// while idle: dev_zero and dev_free_zero, the only types whose
+// resource_spec.min_scale may be 0 (wire contract section 11). Deployers
+// that can stop an idle deployment and start it on its next request do
+// so for these types.
+func (t DeploymentType) ScalesToZero() bool {
+	return t == DeploymentTypeDevZero || t == DeploymentTypeDevFreeZero
 }
 
 // RevisionStatus is the status of a revision (wire contract section 7).
@@ -154,7 +167,7 @@ const MaxDisplayNameChars = 256
 type SourceConfig struct {
 	IntegrationID  *string         `json:"integration_id" validate:"omitnil,uuid36"`
 	RepoURL        *string         `json:"repo_url" validate:"omitnil,str"`
-	DeploymentType *DeploymentType `json:"deployment_type" validate:"omitnil,oneof=dev_free dev prod"`
+	DeploymentType *DeploymentType `json:"deployment_type" validate:"omitnil,oneof=dev_free dev prod dev_zero dev_free_zero"`
 	BuildOnPush    *bool           `json:"build_on_push"`
 	CustomURL      *string         `json:"custom_url" validate:"omitnil,str,httpurl"`
 	ResourceSpec   *ResourceSpec   `json:"resource_spec"`

@@ -142,6 +142,11 @@ func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, 
 	if d.Source == SourceGitHub {
 		c.ps = checkTagRef(&Deployment{SourceConfig: d.SourceConfig, SourceRevisionConfig: d.SourceRevisionConfig}, c.ps, cp.hooks)
 	}
+	if knownSource(d.Source) {
+		withDefaults := &Deployment{Source: d.Source, SourceConfig: d.SourceConfig}
+		applyCreateDefaults(withDefaults, d.Source)
+		c.ps = checkScaleToZero(withDefaults, c.ps)
+	}
 	return d, tags, aliasLocs(c.ps, aliased)
 }
 
@@ -172,5 +177,8 @@ func mergePatch(stored *deploymentRecord, p *Deployment, revisionSource *Source,
 	ps = rsProblem(stored.Source, revisionSource, ps)
 	ps = append(ps, pure...)
 	ps = checkTagRef(&merged.Deployment, ps, h)
+	if p.SourceConfig.ResourceSpec != nil {
+		ps = checkScaleToZero(&merged.Deployment, ps)
+	}
 	return merged, aliasLocs(ps, aliased), trigger
 }

@@ -430,7 +430,7 @@ func TestOpenAPIConventions(t *testing.T) {
 	}
 	diff(t, "limit", map[string]any{"type": "integer", "minimum": 1.0, "maximum": 100.0, "default": 20.0},
 		param("/v2/deployments", "get", "limit")["schema"])
-	diff(t, "deployment_type", []any{"dev_free", "dev", "prod"},
+	diff(t, "deployment_type", []any{"dev_free", "dev", "prod", "dev_zero", "dev_free_zero"},
 		param("/v2/deployments", "get", "deployment_type")["schema"].(map[string]any)["enum"])
 	logType := param("/v2/deployments/{deployment_id}/revisions/{revision_id}/logs", "get", "type")
 	diff(t, "the logs type is required", true, logType["required"])

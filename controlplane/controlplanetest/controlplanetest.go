@@ -611,6 +611,13 @@ func (m *machine) create(rt *rapid.T) {
 	if src == externalDocker {
 		m.listenerConfig(tenant, sc, &v)
 	}
+	if src != externalDocker && src != "" {
+		dtype := sc["deployment_type"]
+		if dtype == nil {
+			dtype = defaultType(src)
+		}
+		v.fail(zeroScaleOK(src, dtype, sc["resource_spec"]))
+	}
 	tags, ok := m.genTagIDs(rt)
 	v.fail(ok)
 	if tags != nil {
@@ -827,6 +834,9 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 	if exp != nil && source == github && getPath(exp, loc("source_config.build_on_push")) == true &&
 		isTag(getPath(exp, loc("source_revision_config.repo_ref"))) {
 		v.fail(false) // build_on_push must be false with a tag
+	}
+	if spec := getPath(body, loc("source_config.resource_spec")); exp != nil && spec != nil && si < len(sources) {
+		v.fail(zeroScaleOK(source, getPath(exp, loc("source_config.deployment_type")), spec))
 	}
 	// Section 10: revision_source is null or the deployment's source;
 	// tracked_packages is kept on the revision the request makes.

@@ -282,7 +282,7 @@ func (m *machine) gen(rt *rapid.T, tenant, key string) (any, bool) {
 		s := m.genRepoURL(rt)
 		return s, s != ""
 	case "source_config.deployment_type":
-		return m.value(rt, "deployment type", pick(rt, "bad type", "staging", "PROD"), "dev_free", "dev", "prod")
+		return m.value(rt, "deployment type", pick(rt, "bad type", "staging", "PROD", "zero"), "dev_free", "dev", "prod", "dev_zero", "dev_free_zero")
 	case "source_config.build_on_push":
 		return rapid.Bool().Draw(rt, key), true
 	case "source_config.custom_url":

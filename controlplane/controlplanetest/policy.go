@@ -240,6 +240,31 @@ func num(m map[string]any, k string) (float64, bool) {
 	return f, ok
 }
 
+// zeroTypes are the deployment types that scale to zero (section 11).
+var zeroTypes = []string{"dev_zero", "dev_free_zero"}
+
+// zeroScaleOK is section 11's rule on min_scale: 0 only for a deployment
+// type that scales to zero, on the sources that have a deployment_type
+// (dtype is the deployment's, its default applied); external_docker
+// keeps section 6's scales >= 0.
+func zeroScaleOK(source string, dtype, spec any) bool {
+	m, _ := spec.(map[string]any)
+	if source == externalDocker || source == github || m == nil || m["min_scale"] != 0.0 {
+		return true
+	}
+	t, _ := dtype.(string)
+	return slices.Contains(zeroTypes, t)
+}
+
+// defaultType is a create's deployment_type when the body has none: prod
+// for github, dev for langgraph deploy's sources (section 10).
+func defaultType(source string) string {
+	if source == github {
+		return "prod"
+	}
+	return "dev"
+}
+
 // specOK checks a resource_spec (decoded JSON).
 func specOK(m map[string]any) bool {
 	for _, k := range specScales {
