@@ -214,6 +214,8 @@ func TestRedeployKeepsInPlaceFields(t *testing.T) {
 					v = rapid.Bool().Draw(rt, "build_on_push")
 				case "custom_url":
 					v = fmt.Sprintf("https://agent-%d.example.com", i)
+				case "agent":
+					v = map[string]any{"agent_id": fmt.Sprintf("agent-%d", i), "environment": "staging"}
 				}
 				got, err := f.cp.UpdateDeployment(f.ctx, tenantA, d.ID, decode[controlplane.UpdateDeploymentRequest](rt, patchBody(loc, v)))
 				if err != nil {

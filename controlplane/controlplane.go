@@ -51,7 +51,9 @@ type ControlPlane struct {
 	renders *renderCache         // the rendered data of recent events (events.go)
 	answers *answercache.Cache   // GetDeploymentJSON's recent answers (records.go)
 	drives  func(*Listener) bool // Options.Drives; nil: every listener (agentwork.go)
-	agents  agentHub             // agents waiting for work, and last seen (agentwork.go)
+	// refProblem is Options.SecretReferenceProblem.
+	refProblem func(d *Deployment, ref SecretReference) string
+	agents     agentHub // agents waiting for work, and last seen (agentwork.go)
 
 	// lifecycle (worker.go)
 	poll     time.Duration
@@ -114,21 +116,22 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		o = *opts
 	}
 	cp := &ControlPlane{
-		st:      keyenc.Views(st),
-		clock:   o.Clock,
-		newID:   o.NewID,
-		sources: slices.Clone(o.Sources),
-		urlTmpl: o.CustomURLTemplate,
-		log:     o.Logger,
-		tracing: o.TracingProjects,
-		lim:     o.Limits,
-		github:  o.GitHubApp,
-		states:  o.GitHubInstallStates,
-		uploads: o.Uploads,
-		images:  o.Images,
-		logs:    o.LogRetention.logs(),
-		drives:  o.Drives,
-		idx:     index.New(nil),
+		st:         keyenc.Views(st),
+		clock:      o.Clock,
+		newID:      o.NewID,
+		sources:    slices.Clone(o.Sources),
+		urlTmpl:    o.CustomURLTemplate,
+		log:        o.Logger,
+		tracing:    o.TracingProjects,
+		lim:        o.Limits,
+		github:     o.GitHubApp,
+		states:     o.GitHubInstallStates,
+		uploads:    o.Uploads,
+		images:     o.Images,
+		logs:       o.LogRetention.logs(),
+		drives:     o.Drives,
+		refProblem: o.SecretReferenceProblem,
+		idx:        index.New(nil),
 
 		poll:     o.PollInterval,
 		leaseFor: o.LeaseDuration,
@@ -288,6 +291,9 @@ func (r *deploymentRecord) wire() *Deployment {
 	if d.Secrets == nil {
 		d.Secrets = []Secret{}
 	}
+	if d.SecretReferences == nil {
+		d.SecretReferences = []SecretReference{}
+	}
 	return &d
 }
 
@@ -400,7 +406,8 @@ func checkScaleToZero(d *Deployment, ps []apierr.Problem) []apierr.Problem {
 // CREATING, returned as latest_revision_id) and its tracing project, all in
 // one store transaction. The deployment starts AWAITING_DATABASE. Errors: a
 // *apierr.ValidationError listing every problem; apierr.ErrConflict when the name is
-// taken among the tenant's deployments not yet removed; the tracing hook's
+// taken among the tenant's deployments not yet removed, or when another of
+// them is linked to the same agent and environment; the tracing hook's
 // error, in which case nothing is left behind.
 func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req *CreateDeploymentRequest) (*Deployment, error) {
 	if err := apierr.CheckTenant(tenant); err != nil {
@@ -444,6 +451,7 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 		defer func() { fnFailed = err != nil }()
 		ps := slices.Clone(pure)
 		ps = cp.checkReferences(tx, tenant, rec.Source, &rec.SourceConfig, ps)
+		ps = cp.secretRefProblems(tx, tenant, &rec.Deployment, ps)
 		ps, err = cp.checkUpload(tx, tenant, id, rec.Source, rec.SourceRevisionConfig.SourceTarballPath, ps)
 		if err != nil {
 			return err
@@ -454,6 +462,11 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 		tp, err := cp.writeTenant(tx, tenant)
 		if err != nil {
 			return err
+		}
+		if a := rec.Agent; a != nil {
+			if err := agentLinkFree(tx, tp, a, id); err != nil {
+				return err
+			}
 		}
 		// The name's record is an Insert too: a store that holds Inserts
 		// back (storepg) learns that the name is taken only when it sends
@@ -543,6 +556,26 @@ func (cp *ControlPlane) checkReferences(r store.Reader, tenant string, src Sourc
 
 func validUUID(s string) bool { _, ok := pathID(s); return ok }
 
+// secretRefProblems asks Options.SecretReferenceProblem about each of d's
+// secret references, unless an agent serves d (its listener is one Drives
+// says this server does not drive).
+func (cp *ControlPlane) secretRefProblems(r store.Reader, tenant string, d *Deployment, ps []apierr.Problem) []apierr.Problem {
+	if cp.refProblem == nil || len(d.SecretReferences) == 0 {
+		return ps
+	}
+	if id := d.SourceConfig.ListenerID; id != nil && cp.drives != nil {
+		if l, err := getListener(r, tenant, *id); err == nil && !cp.drives(l) {
+			return ps
+		}
+	}
+	for i, ref := range d.SecretReferences {
+		if msg := cp.refProblem(d, ref); msg != "" {
+			ps = append(ps, apierr.Problem{Loc: []any{"body", "secret_references", i, "secret_name"}, Type: apierr.TypeValueError, Msg: msg})
+		}
+	}
+	return ps
+}
+
 // newRevision snapshots d as a new revision with status CREATING. The
 // snapshot includes d's repo_commit_sha: the caller sets it first (nil for
 // a revision that builds its branch head, the pushed commit for a push, the
@@ -616,7 +649,8 @@ func (cp *ControlPlane) AppendDeploymentJSON(ctx context.Context, dst []byte, te
 // value. A new revision supersedes the deployment's revisions still before
 // DEPLOYING (they become SKIPPED in the same Update) and is pending work
 // for Run. Errors: *apierr.NotFoundError, apierr.ErrInvalidState while the deployment is
-// AWAITING_DELETE, *apierr.ValidationError. A request that changes nothing leaves
+// AWAITING_DELETE, *apierr.ValidationError, apierr.ErrConflict when the agent
+// named is linked to another deployment in that environment. A request that changes nothing leaves
 // the deployment, including updated_at, as it was.
 func (cp *ControlPlane) UpdateDeployment(ctx context.Context, tenant, id string, req *UpdateDeploymentRequest) (*Deployment, error) {
 	d, _, err := cp.patch(ctx, tenant, id, req, false)
@@ -668,6 +702,9 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 			return apierr.InvalidStatef("Deployment ID %s is being deleted.", cid)
 		}
 		merged, ps, trigger := mergePatch(stored, p, req.RevisionSource, pure, aliased, cp.hooks)
+		if len(p.SecretReferences) > 0 {
+			ps = cp.secretRefProblems(tx, tenant, &merged.Deployment, ps)
+		}
 		ps, err = cp.checkUpload(tx, tenant, cid, stored.Source, p.SourceRevisionConfig.SourceTarballPath, ps)
 		if err != nil {
 			return err

@@ -205,8 +205,9 @@ func TestCreateDefaults(t *testing.T) {
 		},
 		SourceRevisionConfig: controlplane.SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("langgraph.json"),
 			LanggraphConfigPath: new("langgraph.json")},
-		Secrets:   []controlplane.Secret{},
-		CreatedAt: wiretime.New(t0.Add(2 * time.Second)), UpdatedAt: wiretime.New(t0.Add(2 * time.Second)),
+		Secrets:          []controlplane.Secret{},
+		SecretReferences: []controlplane.SecretReference{},
+		CreatedAt:        wiretime.New(t0.Add(2 * time.Second)), UpdatedAt: wiretime.New(t0.Add(2 * time.Second)),
 		Status:           controlplane.StatusAwaitingDatabase,
 		LatestRevisionID: new("00000000-0000-7000-8000-000000000003"),
 	}

@@ -200,6 +200,11 @@ func rowValue(t *testing.T, fx *fixture, s controlplane.Source, loc []string, n 
 		return &controlplane.ResourceSpec{CPU: new(float64(n) + 0.5)}, nil
 	case "secrets":
 		return []controlplane.Secret{{Name: fmt.Sprintf("GEN_%d", n), Value: fmt.Sprintf("value %d", n)}}, nil
+	case "secret_references":
+		return []controlplane.SecretReference{{Name: fmt.Sprintf("REF_%d", n), SecretName: fmt.Sprintf("creds-%d", n), SecretKey: "key"}}, nil
+	case "agent":
+		envs := controlplane.AgentEnvironments()
+		return &controlplane.DeploymentAgent{AgentID: fmt.Sprintf("agent-%d", n), Environment: envs[n%len(envs)]}, nil
 	}
 	// Otherwise the value follows from the member's type and shape tag.
 	f := fieldAt(t, loc)

@@ -72,13 +72,17 @@ type Deployer interface {
 // (in-place fields: a redeploy takes the deployment's current ones). Its
 // JSON (an agent's, in AgentWork) carries the secrets.
 type Work struct {
-	Tenant         string        `json:"tenant"`
-	Deployment     Deployment    `json:"deployment"`
-	Revision       Revision      `json:"revision"`
-	Secrets        []Secret      `json:"secrets"`
-	ResourceSpec   *ResourceSpec `json:"resource_spec"`
-	InstallCommand *string       `json:"install_command"`
-	BuildCommand   *string       `json:"build_command"`
+	Tenant     string     `json:"tenant"`
+	Deployment Deployment `json:"deployment"`
+	Revision   Revision   `json:"revision"`
+	Secrets    []Secret   `json:"secrets"`
+	// SecretReferences are the revision's secret_references: variables
+	// the deployer takes from secrets its compute holds (a Deployer that
+	// cannot resolve one fails the revision, naming it).
+	SecretReferences []SecretReference `json:"secret_references"`
+	ResourceSpec     *ResourceSpec     `json:"resource_spec"`
+	InstallCommand   *string           `json:"install_command"`
+	BuildCommand     *string           `json:"build_command"`
 	// Listener is the deployment's listener (source_config.listener_id)
 	// as stored when the work was claimed, nil for a deployment without
 	// one: where the revision runs (wire contract section 10; a listener

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -74,6 +75,15 @@ func (q *ListDeploymentsQuery) ValidateWith(lim Limits) error {
 		c.add([]any{"query", "deployment_type"}, apierr.TypeLiteralError, literalMsg(DeploymentTypes()))
 	}
 	c.queryIDs("deployment_ids", q.DeploymentIDs)
+	if len(q.Name) > 63 {
+		c.add([]any{"query", "name"}, apierr.TypeStringTooLong, "String should have at most 63 characters")
+	}
+	if len(q.AgentID) > MaxAgentIDBytes {
+		c.add([]any{"query", "agent_id"}, apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", MaxAgentIDBytes))
+	}
+	if q.AgentEnvironment != "" && !slices.Contains(AgentEnvironments(), q.AgentEnvironment) {
+		c.add([]any{"query", "agent_environment"}, apierr.TypeLiteralError, literalMsg(AgentEnvironments()))
+	}
 	if q.ListenerID != "" && !validUUID(q.ListenerID) {
 		c.add([]any{"query", "listener_id"}, apierr.TypeUUIDParsing, apierr.MsgInvalidUUID)
 	}
@@ -134,6 +144,7 @@ func literalMsg[T ~string](values []T) string {
 // (its summary record) can answer.
 type summaryFilter struct {
 	needle string // lowercased name_contains
+	exact  string // lowercased name: the summary holds no other case
 	status string
 	dtype  string
 	source string
@@ -147,7 +158,7 @@ type summaryFilter struct {
 }
 
 func newSummaryFilter(q *ListDeploymentsQuery) summaryFilter {
-	f := summaryFilter{needle: strings.ToLower(q.NameContains), status: string(q.Status), dtype: string(q.DeploymentType)}
+	f := summaryFilter{needle: strings.ToLower(q.NameContains), exact: strings.ToLower(q.Name), status: string(q.Status), dtype: string(q.DeploymentType)}
 	if q.RemoteReconciled != nil {
 		if *q.RemoteReconciled {
 			f.source = string(SourceExternalDocker)
@@ -169,7 +180,7 @@ func newSummaryFilter(q *ListDeploymentsQuery) summaryFilter {
 // at it).
 func (f *summaryFilter) match(s string) bool {
 	name, rest, _ := strings.Cut(s, "\x00")
-	if f.needle != "" && !strings.Contains(name, f.needle) {
+	if f.needle != "" && !strings.Contains(name, f.needle) || f.exact != "" && name != f.exact {
 		return false
 	}
 	status, rest, _ := strings.Cut(rest, "\x00")
@@ -216,6 +227,9 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 		if len(q.DeploymentIDs) > 0 {
 			return cp.listByIDs(r, tenant, q, &f, limit, &page)
 		}
+		if q.Name != "" {
+			return cp.listByName(r, tenant, tp, q, f, limit, &page)
+		}
 		tails, err := cp.idx.List(r, tp, indexQuery(q, f, limit))
 		if err != nil {
 			return err
@@ -242,6 +256,62 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 	return &DeploymentPage{Resources: page, Offset: q.Offset + len(page)}, nil
 }
 
+// listByName lists the page of q with a name: the index's candidates
+// whose name equals it but for case (the summary holds the lowercased
+// name), decoded, those of that very name kept. Names are unique per
+// tenant, so the page has one deployment at most and the candidates are
+// the few names that differ from it in case only.
+func (cp *ControlPlane) listByName(r store.Reader, tenant, tp string, q *ListDeploymentsQuery, f summaryFilter, limit int, page *[]Deployment) error {
+	byName := *q
+	byName.NameContains, byName.Offset = q.Name, 0
+	f.needle = strings.ToLower(q.NameContains)
+	tails, err := cp.idx.List(r, tp, indexQuery(&byName, f, math.MaxInt))
+	if err != nil {
+		return err
+	}
+	skip := q.Offset
+	for _, t := range tails {
+		rec, err := cp.getDeployment(r, tenant, tailID(t))
+		if err != nil {
+			return err
+		}
+		if rec.Name != q.Name {
+			continue
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		if len(*page) < limit {
+			*page = append(*page, *rec.wire())
+		}
+	}
+	return nil
+}
+
+// agentMatch reports whether r passes q's agent filters.
+func (q *ListDeploymentsQuery) agentMatch(r *deploymentRecord) bool {
+	a := r.Agent
+	if q.AgentID == "" && q.AgentEnvironment == "" {
+		return true
+	}
+	return a != nil && (q.AgentID == "" || a.AgentID == q.AgentID) && (q.AgentEnvironment == "" || a.Environment == q.AgentEnvironment)
+}
+
+// agentTerm is the index term that answers q's agent filters exactly, ""
+// when it has none.
+func (q *ListDeploymentsQuery) agentTerm() string {
+	switch {
+	case q.AgentID != "" && q.AgentEnvironment != "":
+		return agentLinkTerm(q.AgentID, q.AgentEnvironment)
+	case q.AgentID != "":
+		return indexTerm(idxAgent, q.AgentID)
+	case q.AgentEnvironment != "":
+		return indexTerm(idxEnv, string(q.AgentEnvironment))
+	}
+	return ""
+}
+
 // indexQuery is the index's query for q (without deployment_ids), f being
 // q's filter: which terms to walk, and what to check on the candidates.
 // With tag_value_ids, the tags' terms are walked; otherwise the term that
@@ -255,6 +325,7 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 func indexQuery(q *ListDeploymentsQuery, f summaryFilter, limit int) *index.Query {
 	iq := &index.Query{Name: q.NameContains, Offset: q.Offset, Limit: limit}
 	f.needle = "" // the index's, by Name
+	agent := q.agentTerm()
 	switch {
 	case len(q.TagValueIDs) > 0:
 		for _, tag := range q.TagValueIDs {
@@ -262,10 +333,18 @@ func indexQuery(q *ListDeploymentsQuery, f summaryFilter, limit int) *index.Quer
 			iq.Terms = append(iq.Terms, indexTerm(idxTag, cid))
 		}
 		if f.listener != "" {
-			iq.With = indexTerm(idxListener, f.listener)
+			iq.With = []string{indexTerm(idxListener, f.listener)}
+		}
+		if agent != "" {
+			iq.With = append(iq.With, agent)
 		}
 	case f.listener != "":
 		iq.Terms = []string{indexTerm(idxListener, f.listener)}
+		if agent != "" {
+			iq.With = []string{agent}
+		}
+	case agent != "":
+		iq.Terms = []string{agent}
 	case q.ImageVersion != "":
 		iq.Terms, f.image = []string{indexTerm(idxImage, q.ImageVersion)}, ""
 	case q.NameContains != "":
@@ -286,7 +365,7 @@ func indexQuery(q *ListDeploymentsQuery, f summaryFilter, limit int) *index.Quer
 		}
 		f.notSource = ""
 	}
-	if f.status != "" || f.dtype != "" || f.source != "" || f.notSource != "" || f.image != "" {
+	if f.status != "" || f.dtype != "" || f.source != "" || f.notSource != "" || f.image != "" || f.exact != "" {
 		iq.Keep = func(summary []byte) bool { return f.match(string(summary)) }
 	}
 	return iq
@@ -319,6 +398,9 @@ func (cp *ControlPlane) listByIDs(r store.Reader, tenant string, q *ListDeployme
 			continue
 		}
 		if l := rec.SourceConfig.ListenerID; f.listener != "" && (l == nil || *l != f.listener) {
+			continue
+		}
+		if q.Name != "" && rec.Name != q.Name || !q.agentMatch(rec) {
 			continue
 		}
 		if len(q.TagValueIDs) > 0 && !slices.ContainsFunc(q.TagValueIDs, func(t string) bool {

@@ -114,6 +114,19 @@ type Options struct {
 	// (no agent serves anything).
 	Drives func(l *Listener) bool
 
+	// SecretReferenceProblem, when set, says whether the Deployer Run
+	// drives can resolve a secret reference of deployment d (its create or
+	// PATCH, merged): "" when it can, else why not, naming the deployer
+	// and what the operator would map ("the Docker deployer has no value
+	// for secret db-creds key password: map one with -docker-secret-ref").
+	// A create or PATCH with a reference it refuses is 422 at ["body",
+	// "secret_references", i, "secret_name"]. Deployments an agent serves
+	// (Drives) are not asked: their agent's deployer fails a revision
+	// whose reference it cannot resolve. It must be quick, do no I/O and
+	// be safe for concurrent use. Default nil: every reference is
+	// accepted (the Kubernetes deployer reads Secrets in the cluster).
+	SecretReferenceProblem func(d *Deployment, ref SecretReference) string
+
 	// PollInterval is how often Run looks in the store for work that other
 	// replicas created (work created through this ControlPlane wakes Run at
 	// once), and how long a Deployer that returned before the revision was

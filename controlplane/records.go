@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -130,6 +131,7 @@ import (
 const (
 	colDeployments      = "cp_deployments"
 	colDeploymentNames  = "cp_deployment_names"
+	colAgentLinks       = "cp_agent_links"
 	colRevisions        = "cp_revisions"
 	colRevisionOrder    = "cp_revision_order"
 	colListeners        = "cp_listeners"
@@ -150,6 +152,9 @@ const (
 	idxTag      = "t" // the value is an id (keyenc.ID)
 	idxListener = "l" // the value is an id (keyenc.ID)
 	idxPush     = "p" // github deployments with build_on_push, by integration id (keyenc.ID)
+	idxAgent    = "a" // deployments linked to an agent, by agent_id
+	idxAgentEnv = "b" // the same, by agent_id and environment (agentLinkTerm)
+	idxEnv      = "e" // the same, by environment
 )
 
 // createdKey encodes t so that byte order is time order, as 16 hex digits:
@@ -191,6 +196,18 @@ func indexTerm(field, value string) string {
 		return field + "\x00" + keyenc.Str(value)
 	}
 	return field + keyenc.Str(value)
+}
+
+// agentLinkTerm is the index term of an agent and one of its environments.
+func agentLinkTerm(agentID string, env AgentEnvironment) string {
+	return idxAgentEnv + keyenc.Str(agentID) + keyenc.Str(string(env))
+}
+
+// agentLinkKey is the key of the cp_agent_links record that holds an
+// agent's environment for one deployment (its value is the deployment's
+// id): at most one per agent and environment.
+func agentLinkKey(tp string, a *DeploymentAgent) string {
+	return tp + keyenc.Str(a.AgentID) + keyenc.Str(string(a.Environment))
 }
 
 // deploymentKey is the key of a deployment record, and of its name
@@ -314,6 +331,9 @@ func (r *deploymentRecord) indexTerms() []string {
 	if id, bop := r.SourceConfig.IntegrationID, r.SourceConfig.BuildOnPush; r.Source == SourceGitHub && id != nil && bop != nil && *bop {
 		ts = append(ts, indexTerm(idxPush, *id))
 	}
+	if a := r.Agent; a != nil {
+		ts = append(ts, indexTerm(idxAgent, a.AgentID), agentLinkTerm(a.AgentID, a.Environment), indexTerm(idxEnv, string(a.Environment)))
+	}
 	return ts
 }
 
@@ -356,11 +376,58 @@ func (cp *ControlPlane) putDeployment(tx store.Tx, tenant string, old, r *deploy
 	if err := writer(tx, old == nil)(colDeployments, deploymentKey(tp, r.ID), b); err != nil {
 		return err
 	}
+	if err := putAgentLink(tx, tp, old, r); err != nil {
+		return err
+	}
 	var was *index.Entry
 	if old != nil {
 		was = old.entry()
 	}
 	return index.Put(tx, tp, was, r.entry())
+}
+
+// putAgentLink moves the deployment's agent record when its agent changed
+// from old's: a conflict (apierr.ErrConflict) when another deployment
+// holds the agent's environment. The stores' Updates are serializable, so
+// the Get and the Put hold the environment for one deployment at most. A
+// new deployment's (old nil) is checked by CreateDeployment before its
+// name's Insert, which a Get here would send (storepg holds Inserts back
+// until the next statement), and its refusal could not be told from the
+// name's.
+func putAgentLink(tx store.Tx, tp string, old, r *deploymentRecord) error {
+	var was *DeploymentAgent
+	if old != nil {
+		was = old.Agent
+	}
+	if reflect.DeepEqual(was, r.Agent) {
+		return nil
+	}
+	if was != nil {
+		if err := tx.Delete(colAgentLinks, agentLinkKey(tp, was)); err != nil {
+			return err
+		}
+	}
+	if r.Agent == nil {
+		return nil
+	}
+	if old != nil {
+		if err := agentLinkFree(tx, tp, r.Agent, r.ID); err != nil {
+			return err
+		}
+	}
+	return tx.Put(colAgentLinks, agentLinkKey(tp, r.Agent), []byte(r.ID))
+}
+
+// agentLinkFree returns a conflict (apierr.ErrConflict) when a deployment
+// other than id holds agent a's environment.
+func agentLinkFree(r store.Reader, tp string, a *DeploymentAgent, id string) error {
+	switch holder, err := r.Get(colAgentLinks, agentLinkKey(tp, a)); {
+	case err == nil && string(holder) != id:
+		return apierr.Conflictf("Agent %s already has a deployment in environment '%s'.", a.AgentID, a.Environment)
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	return nil
 }
 
 // removeDeployment deletes a deployment and every record that names it:
@@ -379,10 +446,14 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 	if err := index.Remove(tx, tp, r.entry()); err != nil {
 		return err
 	}
-	for _, k := range []struct{ col, key string }{
+	keys := []struct{ col, key string }{
 		{colDeployments, deploymentKey(tp, r.ID)},
 		{colDeploymentNames, tp + r.Name},
-	} {
+	}
+	if r.Agent != nil {
+		keys = append(keys, struct{ col, key string }{colAgentLinks, agentLinkKey(tp, r.Agent)})
+	}
+	for _, k := range keys {
 		if err := tx.Delete(k.col, k.key); err != nil {
 			return err
 		}
@@ -505,11 +576,12 @@ type revisionRecord struct {
 
 // revisionSnapshot is what a stored revision holds beyond its wire shape.
 type revisionSnapshot struct {
-	DeploymentID   string        `json:"deployment_id"`
-	Secrets        []Secret      `json:"secrets"`
-	ResourceSpec   *ResourceSpec `json:"resource_spec"`
-	InstallCommand *string       `json:"install_command"`
-	BuildCommand   *string       `json:"build_command"`
+	DeploymentID     string            `json:"deployment_id"`
+	Secrets          []Secret          `json:"secrets"`
+	SecretReferences []SecretReference `json:"secret_references,omitempty"`
+	ResourceSpec     *ResourceSpec     `json:"resource_spec"`
+	InstallCommand   *string           `json:"install_command"`
+	BuildCommand     *string           `json:"build_command"`
 	// ImageVersion is the image the deployer reported; it becomes the
 	// deployment's image_version when the revision becomes active.
 	ImageVersion *string `json:"image_version,omitempty"`
@@ -599,7 +671,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // Collections returns the names of the store collections the package
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
-	return []string{keyenc.ColTenants, colDeployments, index.ColOrder, index.ColSummaries, index.ColGrams, index.ColCounts, index.ColCountChanges, index.ColTerms, colDeploymentNames, colRevisions,
+	return []string{keyenc.ColTenants, colDeployments, index.ColOrder, index.ColSummaries, index.ColGrams, index.ColCounts, index.ColCountChanges, index.ColTerms, colDeploymentNames, colAgentLinks, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, tokens.Collection, colIntegrations, colIntegrationInsts,
 		colTracingProjects, workqueue.Collection, colInstallationOwners, colDeliveries, revlog.Collection, eventlog.Events, eventlog.Outbox, eventlog.Clocks,
 		eventlog.Lease}

@@ -11,6 +11,11 @@ type CreateDeploymentRequest struct {
 	SourceConfig         *SourceConfig         `json:"source_config"`
 	SourceRevisionConfig *SourceRevisionConfig `json:"source_revision_config"`
 	Secrets              []SecretInput         `json:"secrets"`
+	// SecretReferences (optional) take variables from secrets the
+	// compute holds (Deployment.SecretReferences).
+	SecretReferences []SecretReference `json:"secret_references"`
+	// Agent (optional) links the deployment to an agent's environment.
+	Agent *DeploymentAgent `json:"agent"`
 	// TagValueIDs (extension, optional) are UUIDs of the tag values the
 	// deployment carries; the list filter tag_value_ids matches them.
 	TagValueIDs []string `json:"tag_value_ids"`
@@ -29,6 +34,11 @@ type UpdateDeploymentRequest struct {
 	SourceConfig         *SourceConfig         `json:"source_config"`
 	SourceRevisionConfig *SourceRevisionConfig `json:"source_revision_config"`
 	Secrets              []SecretInput         `json:"secrets"`
+	// SecretReferences, when not empty, replaces the stored list whole
+	// and makes a revision, like Secrets.
+	SecretReferences []SecretReference `json:"secret_references"`
+	// Agent, when not null, replaces the stored link in place.
+	Agent *DeploymentAgent `json:"agent"`
 	// RevisionSource (langgraph deploy sends it) is null or the
 	// deployment's own source; any other value is 422 at ["body",
 	// "revision_source"] (wire contract section 10).
@@ -110,6 +120,14 @@ type ListDeploymentsQuery struct {
 	DeploymentType DeploymentType
 	// DeploymentIDs matches deployments with one of these ids.
 	DeploymentIDs []string
+	// Name matches the name exactly (case-sensitive): at most one
+	// deployment, names being unique per tenant.
+	Name string
+	// AgentID matches deployments linked to that agent (agent.agent_id).
+	AgentID string
+	// AgentEnvironment matches deployments linked to an agent in that
+	// environment (agent.environment).
+	AgentEnvironment AgentEnvironment
 	// ListenerID, when set, matches deployments placed on that listener
 	// (source_config.listener_id), through the listener index. It is a Go
 	// filter only: the HTTP list of deployments has no such parameter.

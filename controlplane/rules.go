@@ -273,6 +273,31 @@ var rules = []fieldRule{
 			return d.Secrets
 		},
 		set: func(dst, src *Deployment) { dst.Secrets = src.Secrets }},
+	// secret_references: as secrets (section 11); [] on PATCH is "no
+	// change".
+	{loc: []string{"secret_references"}, create: cCols{opt, opt, opt, opt}, patch: pCols{pRev, pRev, pRev, pRev}, snap: snapRestored, stored: "sr",
+		get: func(d *Deployment) any {
+			if len(d.SecretReferences) == 0 {
+				return nil
+			}
+			return d.SecretReferences
+		},
+		set: func(dst, src *Deployment) { dst.SecretReferences = src.SecretReferences }},
+	// agent: optional, in place (section 11); at most one deployment per
+	// agent and environment (agentLinkKey).
+	{loc: []string{"agent"}, create: cCols{opt, opt, opt, opt}, patch: pCols{pIn, pIn, pIn, pIn}, stored: "ag",
+		index: []string{idxAgent, idxAgentEnv, idxEnv},
+		get:   func(d *Deployment) any { return deref(d.Agent) },
+		set:   func(dst, src *Deployment) { dst.Agent = src.Agent }},
+	// is_preview: read-only, set by the service for the previews it makes.
+	{loc: []string{"is_preview"}, create: cCols{ign, ign, ign, ign}, patch: pCols{pIgn, pIgn, pIgn, pIgn}, stored: "pv",
+		get: func(d *Deployment) any {
+			if !d.IsPreview {
+				return nil
+			}
+			return true
+		},
+		set: func(dst, src *Deployment) { dst.IsPreview = src.IsPreview }},
 }
 
 // jsonField is the field of struct type t whose JSON name is name.
@@ -585,17 +610,19 @@ func redeployed(d *Deployment, rev *revisionRecord) {
 // snapshot returns the fields rev records, Deployment-shaped.
 func (rev *revisionRecord) snapshot() *Deployment {
 	return &Deployment{Source: rev.Source, SourceRevisionConfig: rev.SourceRevisionConfig, Secrets: rev.Secrets,
-		SourceConfig: SourceConfig{ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand}}
+		SecretReferences: rev.SecretReferences,
+		SourceConfig:     SourceConfig{ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand}}
 }
 
 // newRevisionRecord is a revision of deployment id holding snap.
 func newRevisionRecord(rev Revision, deploymentID string, snap *Deployment) *revisionRecord {
 	rev.Source, rev.SourceRevisionConfig = snap.Source, snap.SourceRevisionConfig
 	return &revisionRecord{Revision: rev, revisionSnapshot: revisionSnapshot{
-		DeploymentID:   deploymentID,
-		Secrets:        snap.Secrets,
-		ResourceSpec:   snap.SourceConfig.ResourceSpec,
-		InstallCommand: snap.SourceConfig.InstallCommand,
-		BuildCommand:   snap.SourceConfig.BuildCommand,
+		DeploymentID:     deploymentID,
+		Secrets:          snap.Secrets,
+		SecretReferences: snap.SecretReferences,
+		ResourceSpec:     snap.SourceConfig.ResourceSpec,
+		InstallCommand:   snap.SourceConfig.InstallCommand,
+		BuildCommand:     snap.SourceConfig.BuildCommand,
 	}}
 }

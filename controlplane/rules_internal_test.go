@@ -22,7 +22,9 @@ func rowFixtures() (a, b *deploymentRecord) {
 			ListenerConfig: &ListenerConfig{K8sNamespace: new("ns-a")}, InstallCommand: new("pip install a"), BuildCommand: new("make a")},
 		SourceRevisionConfig: SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("a.json"), ImageURI: new("r/a:1"),
 			SourceTarballPath: new("uploads/a.tar.gz"), RepoCommitSHA: new("aaaaaaa")},
-		Secrets: []Secret{{Name: "A", Value: "a"}}, URL: new("http://127.0.0.1:1/a")}}
+		Secrets: []Secret{{Name: "A", Value: "a"}}, URL: new("http://127.0.0.1:1/a"),
+		SecretReferences: []SecretReference{{Name: "A_REF", SecretName: "creds-a", SecretKey: "key-a"}},
+		Agent:            &DeploymentAgent{AgentID: "agent-a", Environment: AgentDevelopment}, IsPreview: true}}
 	b = &deploymentRecord{Deployment: Deployment{ID: a.ID, Name: "beta", DisplayName: new("Beta"), Source: SourceExternalDocker,
 		Status: StatusReady, CreatedAt: a.CreatedAt,
 		SourceConfig: SourceConfig{IntegrationID: new("0190a2b4-0000-7000-8000-0000000000b1"), RepoURL: new("github.com/o/b"),
@@ -31,7 +33,9 @@ func rowFixtures() (a, b *deploymentRecord) {
 			ListenerConfig: &ListenerConfig{K8sNamespace: new("ns-b")}, InstallCommand: new("pip install b"), BuildCommand: new("make b")},
 		SourceRevisionConfig: SourceRevisionConfig{RepoRef: new("dev"), GraphConfigPath: new("b.json"), ImageURI: new("r/b:1"),
 			SourceTarballPath: new("uploads/b.tar.gz"), RepoCommitSHA: new("bbbbbbb")},
-		Secrets: []Secret{{Name: "B", Value: "b"}}, URL: new("http://127.0.0.1:1/b")}}
+		Secrets: []Secret{{Name: "B", Value: "b"}}, URL: new("http://127.0.0.1:1/b"),
+		SecretReferences: []SecretReference{{Name: "B_REF", SecretName: "creds-b", SecretKey: "key-b"}},
+		Agent:            &DeploymentAgent{AgentID: "agent-b", Environment: AgentStaging}}}
 	return a, b
 }
 

@@ -77,6 +77,8 @@ func newShapes(lim Limits) *shapes {
 		"secretval": func(s string) bool { return len(s) <= lim.MaxSecretValueBytes },
 		"dispname":  func(s string) bool { n := utf8.RuneCountInString(s); return n >= 1 && n <= maxDisplayName },
 		"httpurl":   func(s string) bool { return urlProblem(s) == "" },
+		"secretkey": validSecretKey,
+		"agentid":   func(s string) bool { return s != "" && len(s) <= MaxAgentIDBytes },
 	} {
 		err := v.RegisterValidation(tag, func(fl validator.FieldLevel) bool { return ok(fl.Field().String()) })
 		if err != nil {
@@ -84,7 +86,7 @@ func newShapes(lim Limits) *shapes {
 		}
 	}
 	sh := &shapes{v: v, lim: lim, specRank: map[string]int{}, fieldOrder: map[reflect.Type]map[string]int{}}
-	for _, t := range []reflect.Type{reflect.TypeFor[ResourceSpec](), reflect.TypeFor[SecretInput](),
+	for _, t := range []reflect.Type{reflect.TypeFor[ResourceSpec](), reflect.TypeFor[SecretInput](), reflect.TypeFor[SecretReference](),
 		reflect.TypeFor[LocalObjectReference](), reflect.TypeFor[Volume](), reflect.TypeFor[VolumeMount](),
 		reflect.TypeFor[Container](), reflect.TypeFor[EnvVar]()} {
 		order := map[string]int{}
@@ -197,6 +199,13 @@ func shapeMessage(fe validator.FieldError, lim Limits) (typ, msg string) {
 	case "httpurl":
 		s, _ := fe.Value().(string)
 		return urlProblem(s), urlMessage
+	case "secretkey":
+		return apierr.TypeStringPatternMismatch, "String should match pattern '" + secretKeyPattern + "'"
+	case "agentid":
+		if s, _ := fe.Value().(string); s == "" {
+			return apierr.TypeStringTooShort, "String should have at least 1 character"
+		}
+		return apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", MaxAgentIDBytes)
 	case "secretval":
 		return apierr.TypeStringTooLong, fmt.Sprintf("String should have at most %d bytes", lim.MaxSecretValueBytes)
 	case "oneof":

@@ -322,6 +322,9 @@ type storedRevision struct {
 	// rewrite the record), and records without it answer a history made
 	// of created_at and updated_at (historyOf).
 	History []storedStatusChange `json:"h,omitzero"`
+	// Refs is the snapshot's secret_references (added to version 1
+	// without a bump, as History).
+	Refs []SecretReference `json:"srf,omitzero"`
 }
 
 // storedStatusChange is a StatusChange: the status and Unix microseconds.
@@ -477,6 +480,7 @@ func (c secretCodec) encodeRevision(tenant string, rev *revisionRecord) ([]byte,
 		Secrets: plain, Sealed: sealed, Spec: (*storedResourceSpec)(rev.revisionSnapshot.ResourceSpec),
 		InstallCommand: rev.revisionSnapshot.InstallCommand, BuildCommand: rev.revisionSnapshot.BuildCommand,
 		ImageVersion: rev.revisionSnapshot.ImageVersion, Tracked: rev.TrackedPackages, History: hist,
+		Refs: rev.revisionSnapshot.SecretReferences,
 	})
 }
 
@@ -495,7 +499,8 @@ func (c secretCodec) decodeRevision(b []byte, tenant, deploymentID, id string) (
 			Source: s.Source, SourceRevisionConfig: SourceRevisionConfig(s.Rev), StatusMessage: s.Message,
 			TrackedPackages: s.Tracked},
 		revisionSnapshot: revisionSnapshot{DeploymentID: deploymentID, Secrets: s.Secrets, ResourceSpec: (*ResourceSpec)(s.Spec),
-			InstallCommand: s.InstallCommand, BuildCommand: s.BuildCommand, ImageVersion: s.ImageVersion},
+			InstallCommand: s.InstallCommand, BuildCommand: s.BuildCommand, ImageVersion: s.ImageVersion,
+			SecretReferences: s.Refs},
 	}
 	var err error
 	if r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("revision", tenant, deploymentID+"/"+id), "revision", id); err != nil {

@@ -124,12 +124,19 @@ type Deployment struct {
 	SourceConfig         SourceConfig         `json:"source_config"`
 	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
 	Secrets              []Secret             `json:"secrets"`
-	CreatedAt            wiretime.Time        `json:"created_at"`
-	UpdatedAt            wiretime.Time        `json:"updated_at"`
-	Status               DeploymentStatus     `json:"status"`
-	LatestRevisionID     *string              `json:"latest_revision_id"`
-	ActiveRevisionID     *string              `json:"active_revision_id"`
-	ImageVersion         *string              `json:"image_version"`
+	// SecretReferences are environment variables taken from secrets the
+	// deployment's compute already holds (wire contract section 11): on
+	// Kubernetes a key of an existing Secret, on Docker what the operator
+	// maps the reference to. Beside Secrets: a name is in one list or the
+	// other. Like secrets, a change makes a revision, and [] in a PATCH
+	// is "no change". Answers carry [] when there are none.
+	SecretReferences []SecretReference `json:"secret_references"`
+	CreatedAt        wiretime.Time     `json:"created_at"`
+	UpdatedAt        wiretime.Time     `json:"updated_at"`
+	Status           DeploymentStatus  `json:"status"`
+	LatestRevisionID *string           `json:"latest_revision_id"`
+	ActiveRevisionID *string           `json:"active_revision_id"`
+	ImageVersion     *string           `json:"image_version"`
 	// URL is where the active revision answers (wire contract sections 9
 	// and 10), read-only: null until a real deployer has deployed a
 	// revision; then source_config.custom_url when the deployment has one
@@ -151,11 +158,56 @@ type Deployment struct {
 	// while it is AWAITING_DELETE and its last teardown failed, when it
 	// gives the failure and that the teardown is retried (deletes.go).
 	StatusMessage *string `json:"status_message"`
+	// Agent links the deployment to an agent and one of its environments
+	// (wire contract section 11), null when it has none. An agent has at
+	// most one deployment per environment (409 otherwise); it changes in
+	// place. The list filters agent_id and agent_environment match it.
+	Agent *DeploymentAgent `json:"agent" validate:"omitnil"`
+	// IsPreview (read-only) says that the deployment is a preview of a
+	// pull request, made by the service from a parent deployment; false
+	// for every deployment a client creates.
+	IsPreview bool `json:"is_preview"`
 	// TagValueIDs are the tag values the deployment carries, matched by the
 	// tag_value_ids list filter. They are set on create and not part of the
 	// wire shape of a deployment.
 	TagValueIDs []string `json:"-"`
 }
+
+// SecretReference is an environment variable of the deployment container
+// whose value the compute reads from a secret it holds: Kubernetes Secret
+// SecretName's key SecretKey, in the deployment's namespace; on Docker,
+// the file or variable the operator maps the pair to.
+type SecretReference struct {
+	Name       string `json:"name" validate:"required,cident"`
+	SecretName string `json:"secret_name" validate:"required,dnssub"`
+	SecretKey  string `json:"secret_key" validate:"required,secretkey"`
+}
+
+// DeploymentAgent is what an agent-linked deployment names: the agent and
+// its environment.
+type DeploymentAgent struct {
+	AgentID     string           `json:"agent_id" validate:"required,agentid"`
+	Environment AgentEnvironment `json:"environment" validate:"required,oneof=development staging production"`
+}
+
+// AgentEnvironment is an environment of an agent.
+type AgentEnvironment string
+
+// The agent environments of the wire contract.
+const (
+	AgentDevelopment AgentEnvironment = "development"
+	AgentStaging     AgentEnvironment = "staging"
+	AgentProduction  AgentEnvironment = "production"
+)
+
+// AgentEnvironments lists every agent environment, in the wire contract's
+// order.
+func AgentEnvironments() []AgentEnvironment {
+	return []AgentEnvironment{AgentDevelopment, AgentStaging, AgentProduction}
+}
+
+// MaxAgentIDBytes is the longest agent_id accepted.
+const MaxAgentIDBytes = 256
 
 // MaxDisplayNameChars is the most characters (not bytes) a display_name
 // may have; it has at least one.

@@ -101,13 +101,27 @@ func canonicalUUID(p *string) *string {
 
 // Patterns, named in messages.
 const (
-	namePattern     = `^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`
-	dnsLabelPattern = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ (at most 63 characters)`
-	dnsSubPattern   = `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ (at most 253 characters)`
-	cIdentPattern   = `^[A-Za-z_][A-Za-z0-9_]*$`
-	qualNamePattern = `([DNS subdomain]/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])? (name at most 63 characters)`
-	labelValPattern = `(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])? (at most 63 characters)`
+	namePattern      = `^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`
+	dnsLabelPattern  = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ (at most 63 characters)`
+	dnsSubPattern    = `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ (at most 253 characters)`
+	cIdentPattern    = `^[A-Za-z_][A-Za-z0-9_]*$`
+	qualNamePattern  = `([DNS subdomain]/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])? (name at most 63 characters)`
+	labelValPattern  = `(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])? (at most 63 characters)`
+	secretKeyPattern = `^[-._a-zA-Z0-9]+$ (at most 253 characters)`
 )
+
+// validSecretKey reports whether s is a key of a Kubernetes Secret.
+func validSecretKey(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; !isAlnum(b) && b != '-' && b != '.' && b != '_' {
+			return false
+		}
+	}
+	return true
+}
 
 // urlMessage is the message of a URL that urlProblem refuses.
 const urlMessage = "Input should be an absolute URL with scheme 'http' or 'https' and a host"
@@ -327,6 +341,30 @@ func (c *checker) secrets(loc []any, in []SecretInput) []Secret {
 		}
 	}
 	return out
+}
+
+// secretReferences checks a request's secret_references (nil for none):
+// the cap of secrets, each item's shape, names unique among themselves
+// and not a name of secrets (the request's, already checked).
+func (c *checker) secretReferences(loc []any, refs []SecretReference, secrets []Secret) {
+	if refs == nil || !c.items(loc, len(refs), c.lim.MaxSecrets) {
+		return
+	}
+	seen := make(map[string]bool, len(refs))
+	for i := range refs {
+		r, il := &refs[i], at(loc, i)
+		c.item(il, r, func(start int) {
+			if nl := at(il, "name"); c.clean(start, nl) {
+				switch {
+				case seen[r.Name]:
+					c.add(nl, apierr.TypeDuplicate, "Secret reference names should be unique")
+				case slices.ContainsFunc(secrets, func(s Secret) bool { return s.Name == r.Name }):
+					c.add(nl, apierr.TypeDuplicate, "A secret of this name is in secrets")
+				}
+				seen[r.Name] = true
+			}
+		})
+	}
 }
 
 // tagValueIDs checks the create extension tag_value_ids and returns them

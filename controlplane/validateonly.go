@@ -138,6 +138,7 @@ func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, 
 	}
 	c.checkDeploymentValues(d)
 	d.Secrets = c.secrets([]any{"body", "secrets"}, req.Secrets)
+	c.secretReferences([]any{"body", "secret_references"}, d.SecretReferences, d.Secrets)
 	tags := c.tagValueIDs([]any{"body", "tag_value_ids"}, req.TagValueIDs)
 	if d.Source == SourceGitHub {
 		c.ps = checkTagRef(&Deployment{SourceConfig: d.SourceConfig, SourceRevisionConfig: d.SourceRevisionConfig}, c.ps, cp.hooks)
@@ -158,8 +159,33 @@ func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, [
 	c := &checker{lim: cp.lim, sh: cp.shapes, ps: ps}
 	c.checkDeploymentValues(p)
 	p.Secrets = c.secrets([]any{"body", "secrets"}, req.Secrets)
+	c.secretReferences([]any{"body", "secret_references"}, p.SecretReferences, p.Secrets)
 	c.trackedPackages([]any{"body", "tracked_packages"}, req.TrackedPackages)
 	return p, c.ps, aliased
+}
+
+// checkSecretNames is the cross-field rule of a PATCH that replaces one
+// of secrets and secret_references but not the other: a name may not be
+// in both lists of the merged deployment (a request that gives both was
+// checked by checkPatch).
+func checkSecretNames(merged, p *Deployment, ps []apierr.Problem) []apierr.Problem {
+	switch {
+	case len(p.Secrets) > 0 && len(p.SecretReferences) == 0:
+		for i, s := range p.Secrets {
+			if slices.ContainsFunc(merged.SecretReferences, func(r SecretReference) bool { return r.Name == s.Name }) {
+				ps = append(ps, apierr.Problem{Loc: []any{"body", "secrets", i, "name"}, Type: apierr.TypeDuplicate,
+					Msg: "A secret reference of this name is in secret_references"})
+			}
+		}
+	case len(p.SecretReferences) > 0 && len(p.Secrets) == 0:
+		for i, r := range p.SecretReferences {
+			if slices.ContainsFunc(merged.Secrets, func(s Secret) bool { return s.Name == r.Name }) {
+				ps = append(ps, apierr.Problem{Loc: []any{"body", "secret_references", i, "name"}, Type: apierr.TypeDuplicate,
+					Msg: "A secret of this name is in secrets"})
+			}
+		}
+	}
+	return ps
 }
 
 // mergePatch applies the draft p of a PATCH to stored: the merged record
@@ -177,6 +203,7 @@ func mergePatch(stored *deploymentRecord, p *Deployment, revisionSource *Source,
 	ps = rsProblem(stored.Source, revisionSource, ps)
 	ps = append(ps, pure...)
 	ps = checkTagRef(&merged.Deployment, ps, h)
+	ps = checkSecretNames(&merged.Deployment, p, ps)
 	if p.SourceConfig.ResourceSpec != nil {
 		ps = checkScaleToZero(&merged.Deployment, ps)
 	}

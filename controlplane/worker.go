@@ -354,10 +354,14 @@ func (cp *ControlPlane) loadWork(r store.Reader, j *job) (*Work, error) {
 		return nil, err
 	}
 	w := &Work{Tenant: j.tenant, Deployment: *dep.wire(), Revision: rev.wire(), Secrets: rev.Secrets,
-		ResourceSpec: rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand,
+		SecretReferences: rev.SecretReferences,
+		ResourceSpec:     rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand,
 		ImageVersion: rev.ImageVersion}
 	if w.Secrets == nil {
 		w.Secrets = []Secret{}
+	}
+	if w.SecretReferences == nil {
+		w.SecretReferences = []SecretReference{}
 	}
 	if id := dep.SourceConfig.ListenerID; id != nil {
 		if w.Listener, err = getListener(r, j.tenant, *id); err != nil {

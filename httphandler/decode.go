@@ -410,6 +410,9 @@ func parseListDeployments(raw string, lim controlplane.Limits) (*controlplane.Li
 		ImageVersion:     p.str("image_version"),
 		DeploymentType:   controlplane.DeploymentType(p.str("deployment_type")),
 		DeploymentIDs:    p.list("deployment_ids"),
+		Name:             p.str("name"),
+		AgentID:          p.str("agent_id"),
+		AgentEnvironment: controlplane.AgentEnvironment(p.str("agent_environment")),
 	}
 	return q, p.done(q.ValidateWith, lim)
 }

@@ -190,6 +190,7 @@ type system struct {
 type mRev struct {
 	id                 string
 	src, secrets, spec any
+	refs               any // secret_references, as answered ([] for none)
 	tracked            any // tracked_packages: nil or a list (section 10)
 	status             string
 	msg                any   // nil or the status_message
@@ -548,6 +549,19 @@ func graphOf(body map[string]any) any {
 // listenerConfig judges a listener_config against the listener named
 // beside it: a DNS label, a listener of the tenant, and one of its
 // namespaces when it lists any.
+// agentHeld says whether another deployment of the tenant than self (the
+// model's, nil on create) holds agent's environment (section 11).
+func (m *machine) agentHeld(tenant string, self *mDep, agent any) bool {
+	a, _ := agent.(map[string]any)
+	if a == nil {
+		return false
+	}
+	return slices.ContainsFunc(m.deps, func(d *mDep) bool {
+		o, _ := d.exp["agent"].(map[string]any)
+		return d != self && d.tenant == tenant && o != nil && o["agent_id"] == a["agent_id"] && o["environment"] == a["environment"]
+	})
+}
+
 func (m *machine) listenerConfig(tenant string, sc map[string]any, v *verdict) {
 	lc, ok := sc["listener_config"].(map[string]any)
 	if !ok {
@@ -611,6 +625,7 @@ func (m *machine) create(rt *rapid.T) {
 	if src == externalDocker {
 		m.listenerConfig(tenant, sc, &v)
 	}
+	v.fail(namesApart(body["secrets"], body["secret_references"]))
 	if src != externalDocker && src != "" {
 		dtype := sc["deployment_type"]
 		if dtype == nil {
@@ -624,7 +639,8 @@ func (m *machine) create(rt *rapid.T) {
 		body["tag_value_ids"] = tags
 	}
 	pass := okay
-	if slices.ContainsFunc(m.deps, func(d *mDep) bool { return d.tenant == tenant && d.exp["name"] == name }) {
+	if slices.ContainsFunc(m.deps, func(d *mDep) bool { return d.tenant == tenant && d.exp["name"] == name }) ||
+		m.agentHeld(tenant, nil, body["agent"]) {
 		pass = conflict
 	}
 	want, alt := v.want(pass)
@@ -654,6 +670,11 @@ func (m *machine) create(rt *rapid.T) {
 			val = nil
 		case f.key() == "secrets":
 			val = normSecrets(val)
+		case f.key() == "secret_references":
+			val = jsonValue(rt, val)
+			if val == nil {
+				val = []any{}
+			}
 		case f.key() == "source_config.resource_spec":
 			val = normSpec(rt, val)
 		case f.key() == "source_revision_config.graph_config_path":
@@ -661,6 +682,7 @@ func (m *machine) create(rt *rapid.T) {
 		}
 		setPath(exp, f.loc, val)
 	}
+	exp["is_preview"] = false // read-only: a client's value is ignored
 	if src == internalSource || src == internalDocker {
 		// Section 10: dev by default; internal_source reads langgraph.json
 		// unless told otherwise; no revision until what it comes from
@@ -717,7 +739,7 @@ func (m *machine) addRevision(rt *rapid.T, d *mDep, id, tracked any) {
 			r.enter("SKIPPED", "Superseded by revision "+sid+".")
 		}
 	}
-	d.revs = append(d.revs, mRev{id: sid, src: src, secrets: jsonValue(rt, d.exp["secrets"]), tracked: tracked,
+	d.revs = append(d.revs, mRev{id: sid, src: src, secrets: jsonValue(rt, d.exp["secrets"]), refs: jsonValue(rt, d.exp["secret_references"]), tracked: tracked,
 		spec:   jsonValue(rt, getPath(d.exp, []string{"source_config", "resource_spec"})),
 		status: "CREATING", history: []any{"CREATING"}})
 }
@@ -793,7 +815,7 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 			continue
 		}
 		setPath(body, f.loc, val)
-		if f.key() == "secrets" && len(val.([]any)) == 0 {
+		if (f.key() == "secrets" || f.key() == "secret_references") && len(val.([]any)) == 0 {
 			continue // [] means "no change"
 		}
 		switch pol {
@@ -835,6 +857,11 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 		isTag(getPath(exp, loc("source_revision_config.repo_ref"))) {
 		v.fail(false) // build_on_push must be false with a tag
 	}
+	if exp != nil && (len(asSlice(body["secrets"])) > 0) != (len(asSlice(body["secret_references"])) > 0) {
+		v.fail(namesApart(exp["secrets"], exp["secret_references"])) // one list replaced, checked against the other
+	} else {
+		v.fail(namesApart(body["secrets"], body["secret_references"]))
+	}
 	if spec := getPath(body, loc("source_config.resource_spec")); exp != nil && spec != nil && si < len(sources) {
 		v.fail(zeroScaleOK(source, getPath(exp, loc("source_config.deployment_type")), spec))
 	}
@@ -860,6 +887,8 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 	case force && sourceless:
 		// Nothing a revision comes from, in the deployment or the body.
 		want, alt = invalid, ""
+	case want == okay && m.agentHeld(tenant, d, body["agent"]):
+		want = conflict // section 11: one deployment per agent and environment
 	}
 	if sourceless {
 		trigger = false // a PATCH changes the deployment in place
@@ -944,6 +973,7 @@ func (m *machine) redeploy(rt *rapid.T) {
 	exp := deepCopy(rt, d.exp)
 	exp["source_revision_config"] = jsonValue(rt, rev.src) // its commit too, when it has one
 	exp["secrets"] = jsonValue(rt, rev.secrets)
+	exp["secret_references"] = jsonValue(rt, rev.refs)
 	setPath(exp, loc("source_config.resource_spec"), jsonValue(rt, rev.spec))
 	got := m.get(rt, d)
 	m.touched[d] = true
@@ -990,7 +1020,7 @@ func (m *machine) list(rt *rapid.T) {
 		q.Status, bad = controlplane.DeploymentStatus(s), bad || s == "BOGUS"
 	}
 	if rarely(rt, 4, "deployment_type") {
-		s := pick(rt, "deployment type", "dev_free", "dev", "prod", "huge")
+		s := pick(rt, "deployment type", "dev_free", "dev", "prod", "dev_zero", "dev_free_zero", "huge")
 		q.DeploymentType, bad = controlplane.DeploymentType(s), bad || s == "huge"
 	}
 	if rarely(rt, 4, "remote_reconciled") {
@@ -1012,6 +1042,22 @@ func (m *machine) list(rt *rapid.T) {
 		if rarely(rt, 10, "bad tag") {
 			q.TagValueIDs, bad = append(q.TagValueIDs, "t"), true
 		}
+	}
+	if rarely(rt, 5, "name") {
+		// Exact and case-sensitive (section 11): a model name, that name
+		// in another case, or none.
+		q.Name = "zz-none"
+		if len(m.deps) > 0 {
+			name := rapid.SampledFrom(m.deps).Draw(rt, "name from").exp["name"].(string)
+			q.Name = pick(rt, "name case", name, name, strings.ToUpper(name), strings.ToLower(name))
+		}
+	}
+	if rarely(rt, 4, "agent_id") {
+		q.AgentID = pick(rt, "agent id", "agent-1", "agent-2", "7a0e0000-0000-4000-8000-00000000000a", "agent-none")
+	}
+	if rarely(rt, 4, "agent_environment") {
+		e := pick(rt, "agent environment", "development", "staging", "production", "qa")
+		q.AgentEnvironment, bad = controlplane.AgentEnvironment(e), bad || e == "qa"
 	}
 	if rarely(rt, 6, "image_version") {
 		q.ImageVersion = "img-none"
@@ -1069,6 +1115,12 @@ func (m *machine) matches(d *mDep, q *controlplane.ListDeploymentsQuery) bool {
 		return false
 	case q.ImageVersion != "" && d.exp["image_version"] != q.ImageVersion:
 		return false
+	case q.Name != "" && name != q.Name:
+		return false
+	}
+	a, _ := d.exp["agent"].(map[string]any)
+	if q.AgentID != "" || q.AgentEnvironment != "" {
+		return a != nil && (q.AgentID == "" || a["agent_id"] == q.AgentID) && (q.AgentEnvironment == "" || a["environment"] == string(q.AgentEnvironment))
 	}
 	return true
 }

@@ -49,7 +49,7 @@ func (m *machine) startRequest(rt *rapid.T) {
 // faultIn says the request's fault is of the kind of the field at key
 // (which must then be sent, for the fault to be in it).
 func (m *machine) faultIn(key string) bool {
-	return m.fault == "secret" && key == "secrets" || m.fault == "spec" && key == "source_config.resource_spec"
+	return m.fault == "secret" && (key == "secrets" || key == "secret_references") || m.fault == "spec" && key == "source_config.resource_spec"
 }
 
 // clean says the request being drawn has no fault.
@@ -137,6 +137,34 @@ func (m *machine) value(rt *rapid.T, label string, bad string, good ...string) (
 		return bad, false
 	}
 	return pick(rt, label, good...), true
+}
+
+// genRefs draws 0..2 secret references, from names apart from
+// genSecrets' but for a fault that takes a secret's name; or one bad
+// reference (a bad name, secret name or key, a duplicate).
+func (m *machine) genRefs(rt *rapid.T) []any {
+	names := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"REF_A", "DB_PASSWORD", "_TOKEN"}), 0, 2, rapid.ID).Draw(rt, "reference names")
+	out := []any{}
+	for _, name := range names {
+		out = append(out, map[string]any{"name": name, "secret_name": pick(rt, "secret name", "db-creds", "api.keys"),
+			"secret_key": pick(rt, "secret key", "password", "api-key", "tls.crt", "A_B")})
+	}
+	if len(out) > 0 && m.oops(rt, "secret", 1) {
+		r := out[len(out)-1].(map[string]any)
+		switch rapid.IntRange(0, 4).Draw(rt, "reference fault") {
+		case 0:
+			r["name"] = pick(rt, "bad reference name", "1X", "A-B", "")
+		case 1:
+			r["secret_name"] = pick(rt, "bad secret name", "Bad_Name", "", "-x")
+		case 2:
+			r["secret_key"] = pick(rt, "bad secret key", "a/b", "", "é")
+		case 3:
+			out = append(out, map[string]any{"name": r["name"], "secret_name": "x", "secret_key": "y"})
+		default:
+			r["name"] = pick(rt, "a secret's name", "A", "B", "API_KEY") // may clash with a secret
+		}
+	}
+	return out
 }
 
 // genSecrets draws 0..3 secrets with valid or invalid names and values of
@@ -316,6 +344,18 @@ func (m *machine) gen(rt *rapid.T, tenant, key string) (any, bool) {
 	case "secrets":
 		s := m.genSecrets(rt)
 		return s, secretsOK(s)
+	case "secret_references":
+		s := m.genRefs(rt)
+		return s, refsOK(s)
+	case "agent":
+		a := map[string]any{"agent_id": choose(m, rt, "agent id", []string{"agent-1", "agent-2", "7a0e0000-0000-4000-8000-00000000000a"}, "", strings.Repeat("a", 257)),
+			"environment": choose(m, rt, "agent environment", agentEnvironments, "qa", "Production")}
+		if m.oops(rt, "value", 4) {
+			delete(a, "environment")
+		}
+		return a, agentOK(a)
+	case "is_preview":
+		return rapid.Bool().Draw(rt, key), true
 	}
 	rt.Fatalf("controlplanetest: no generator for field %s: add one", key)
 	return nil, false

@@ -398,8 +398,8 @@ func (m *machine) checkDeploy(rt *rapid.T, s *scripted, pending []string) {
 	if string(w.Revision.Status) != r.status {
 		rt.Fatalf("Deploy got revision %s in status %s, the model has %s", r.id, w.Revision.Status, r.status)
 	}
-	if diff := diff([]any{r.secrets, r.spec, r.src}, []any{jsonValue(rt, w.Secrets), jsonValue(rt, w.ResourceSpec),
-		jsonValue(rt, w.Revision.SourceRevisionConfig)}); diff != "" {
+	if diff := diff([]any{r.secrets, r.refs, r.spec, r.src}, []any{jsonValue(rt, w.Secrets), jsonValue(rt, w.SecretReferences),
+		jsonValue(rt, w.ResourceSpec), jsonValue(rt, w.Revision.SourceRevisionConfig)}); diff != "" {
 		rt.Fatalf("Deploy got another snapshot than the model's (-model +got):\n%s", diff)
 	}
 	exp := deepCopy(rt, d.exp)

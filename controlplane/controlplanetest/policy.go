@@ -130,6 +130,82 @@ var modelFields = []fieldPolicy{
 	// Optional on create; a non-empty list makes a revision ([] is "no
 	// change").
 	{loc("secrets"), cc{cOptional, cOptional, cOptional, cOptional}, pp{pRevision, pRevision, pRevision, pRevision}},
+	// Section 11: secret_references behave as secrets (a non-empty list
+	// makes a revision, [] is "no change").
+	{loc("secret_references"), cc{cOptional, cOptional, cOptional, cOptional}, pp{pRevision, pRevision, pRevision, pRevision}},
+	// Section 11: agent is optional, for every source; a PATCH changes it
+	// in place. At most one deployment per agent and environment (409).
+	{loc("agent"), cc{cOptional, cOptional, cOptional, cOptional}, pp{pInPlace, pInPlace, pInPlace, pInPlace}},
+	// Section 11: is_preview is read-only (the service makes previews).
+	{loc("is_preview"), cc{cIgnored, cIgnored, cIgnored, cIgnored}, pp{pIgnored, pIgnored, pIgnored, pIgnored}},
+}
+
+// refsOK checks a secret_references list (section 11): C identifier
+// names, unique; secret_name a DNS subdomain; secret_key a Secret's key.
+func refsOK(v any) bool {
+	seen := map[string]bool{}
+	for _, r := range asSlice(v) {
+		m := r.(map[string]any)
+		name, _ := m["name"].(string)
+		sn, _ := m["secret_name"].(string)
+		sk, _ := m["secret_key"].(string)
+		if !envNameOK(name) || seen[name] || !dnsSubOK(sn) || !secretKeyOK(sk) {
+			return false
+		}
+		seen[name] = true
+	}
+	return true
+}
+
+// namesApart says that no name is both a secret's and a secret
+// reference's.
+func namesApart(secrets, refs any) bool {
+	names := map[any]bool{}
+	for _, s := range asSlice(secrets) {
+		names[s.(map[string]any)["name"]] = true
+	}
+	for _, r := range asSlice(refs) {
+		if names[r.(map[string]any)["name"]] {
+			return false
+		}
+	}
+	return true
+}
+
+func dnsSubOK(s string) bool {
+	if s == "" || len(s) > 253 || strings.Trim(s, "-.") != s {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func secretKeyOK(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// agentEnvironments are the environments of an agent (section 11).
+var agentEnvironments = []string{"development", "staging", "production"}
+
+// agentOK checks an agent object: an agent_id of 1..256 bytes and one of
+// the environments.
+func agentOK(v any) bool {
+	m, _ := v.(map[string]any)
+	id, _ := m["agent_id"].(string)
+	env, _ := m["environment"].(string)
+	return id != "" && len(id) <= 256 && slices.Contains(agentEnvironments, env)
 }
 
 // trackedPackagesOK: null, or at most 100 strings of 1..214 characters

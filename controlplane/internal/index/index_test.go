@@ -199,10 +199,9 @@ func TestListModel(t *testing.T) {
 			if rapid.Bool().Draw(rt, "repeat a term") && len(q.Terms) > 0 {
 				q.Terms = append(q.Terms, q.Terms[0])
 			}
-			var with byte
-			if rapid.Bool().Draw(rt, "with") {
-				with = tags.Filter(func(s string) bool { return s != "" }).Draw(rt, "with tag")[0]
-				q.With = term(with)
+			with := []byte(tags.Draw(rt, "with tags"))
+			for _, w := range with {
+				q.With = append(q.With, term(w))
 			}
 			color := ""
 			if rapid.Bool().Draw(rt, "keep") {
@@ -215,7 +214,7 @@ func TestListModel(t *testing.T) {
 			keep := func(e *entry) bool {
 				tagged := len(q.Terms) == 0 || slices.ContainsFunc([]byte(e.tags), func(b byte) bool { return slices.Contains(q.Terms, term(b)) })
 				return tagged && strings.Contains(strings.ToLower(e.name), strings.ToLower(q.Name)) &&
-					(with == 0 || strings.IndexByte(e.tags, with) >= 0) && (q.Keep == nil || e.color == color)
+					!slices.ContainsFunc(with, func(w byte) bool { return strings.IndexByte(e.tags, w) < 0 }) && (q.Keep == nil || e.color == color)
 			}
 			want := page(all, keep, q.Offset, max(q.Limit, 0))
 			if got := list(rt, st, x, tenantA, q); !slices.Equal(got, want) {

@@ -81,9 +81,9 @@ type Query struct {
 	// walked, which yields exactly the matches; with Terms, it is checked
 	// on each candidate's summary.
 	Name string
-	// With, when not "", keeps the entries that also carry this term (a
-	// Get of its record per candidate).
-	With string
+	// With keeps the entries that also carry every one of these terms (a
+	// Get of a term record per candidate and term, until one is missing).
+	With []string
 	// Keep, when not nil, keeps the entries whose summary it accepts (a
 	// Get of the summary per candidate). It is given the summary record's
 	// bytes, valid during the call only.
@@ -168,7 +168,7 @@ type page struct {
 
 // filtered reports whether a candidate of the walk is checked.
 func (p *page) filtered() bool {
-	return p.nameOnSummary || p.q.Keep != nil || p.q.With != ""
+	return p.nameOnSummary || p.q.Keep != nil || len(p.q.With) > 0
 }
 
 // visit takes the next candidate of the walk, newest first, and reports
@@ -215,17 +215,16 @@ func (p *page) match(summary []byte) bool {
 	return p.q.Keep == nil || p.q.Keep(summary)
 }
 
-// with reports whether the entry at tail carries q.With, or there is none.
+// with reports whether the entry at tail carries every term of q.With.
 func (p *page) with(tail string) (bool, error) {
-	if p.q.With == "" {
-		return true, nil
-	}
-	_, err := p.r.Get(ColTerms, p.tp+p.q.With+tail)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return false, nil
-	case err != nil:
-		return false, err
+	for _, t := range p.q.With {
+		_, err := p.r.Get(ColTerms, p.tp+t+tail)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return false, nil
+		case err != nil:
+			return false, err
+		}
 	}
 	return true, nil
 }
