@@ -701,7 +701,7 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 		if stored.Status == StatusAwaitingDelete {
 			return apierr.InvalidStatef("Deployment ID %s is being deleted.", cid)
 		}
-		merged, ps, trigger := mergePatch(stored, p, req.RevisionSource, pure, aliased, cp.hooks)
+		merged, ps, trigger := cp.mergeWith(stored, p, req, pure, aliased)
 		if len(p.SecretReferences) > 0 {
 			ps = cp.secretRefProblems(tx, tenant, &merged.Deployment, ps)
 		}

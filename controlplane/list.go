@@ -264,7 +264,7 @@ func (cp *ControlPlane) ListDeployments(ctx context.Context, tenant string, q *L
 func (cp *ControlPlane) listByName(r store.Reader, tenant, tp string, q *ListDeploymentsQuery, f summaryFilter, limit int, page *[]Deployment) error {
 	byName := *q
 	byName.NameContains, byName.Offset = q.Name, 0
-	f.needle = strings.ToLower(q.NameContains)
+	needle := strings.ToLower(q.NameContains)
 	tails, err := cp.idx.List(r, tp, indexQuery(&byName, f, math.MaxInt))
 	if err != nil {
 		return err
@@ -275,7 +275,7 @@ func (cp *ControlPlane) listByName(r store.Reader, tenant, tp string, q *ListDep
 		if err != nil {
 			return err
 		}
-		if rec.Name != q.Name {
+		if rec.Name != q.Name || !strings.Contains(strings.ToLower(rec.Name), needle) {
 			continue
 		}
 		if skip > 0 {

@@ -39,6 +39,25 @@ type UpdateDeploymentRequest struct {
 	SecretReferences []SecretReference `json:"secret_references"`
 	// Agent, when not null, replaces the stored link in place.
 	Agent *DeploymentAgent `json:"agent"`
+	// Remove lists the fields the PATCH removes, by JSON path below the
+	// body ("display_name", "source_config.custom_url", "secrets",
+	// "agent"): a removable field (Removable) becomes null, a list none;
+	// removing a revision-triggering field that was set makes a revision.
+	// With MergeResourceSpec it may also name a member of resource_spec
+	// ("source_config.resource_spec.cpu", "source_config.resource_spec.
+	// labels.team"). A field both given and removed, or one that cannot be
+	// removed, is 422 at its loc. It has no JSON form: the HTTP API fills
+	// it from the nulls of a JSON merge patch (RFC 7396, Content-Type
+	// application/merge-patch+json), where a body of plain JSON keeps
+	// null as "no change".
+	Remove []string `json:"-"`
+	// MergeResourceSpec merges source_config.resource_spec into the
+	// stored one (RFC 7396: the request's members replace the stored
+	// ones, objects such as labels merge member by member, Remove takes
+	// members out) rather than replacing it whole, the default of wire
+	// contract section 6. Either way the PATCH makes a revision. The HTTP
+	// API sets it for a JSON merge patch.
+	MergeResourceSpec bool `json:"-"`
 	// RevisionSource (langgraph deploy sends it) is null or the
 	// deployment's own source; any other value is 422 at ["body",
 	// "revision_source"] (wire contract section 10).

@@ -564,6 +564,64 @@ func applyPatchTable(stored, patch, merged *Deployment, ps []apierr.Problem, h r
 	return ps, trigger
 }
 
+// removable reports whether a PATCH may remove row r's field for the
+// source in column si (UpdateDeploymentRequest.Remove): a field a create
+// may leave null (optional, without a create default) that a PATCH
+// changes, but for those of source_revision_config, which say what a
+// revision is built from.
+func (r *fieldRule) removable(si int) bool {
+	p := r.patch[si]
+	return r.create[si] == CreateOptional && r.def[si] == nil && (p == PatchInPlace || p == PatchRevision) &&
+		r.loc[0] != "source_revision_config"
+}
+
+// Removable reports whether UpdateDeploymentRequest.Remove may name the
+// field at loc (its JSON path below the body) for deployments of source
+// s: the rules table's optional fields that a PATCH changes and that have
+// no create default, outside source_revision_config (display_name,
+// custom_url of external_docker, resource_spec, the commands, secrets,
+// secret_references, agent).
+func Removable(s Source, loc []string) bool {
+	i := ruleIndex(loc)
+	return i >= 0 && knownSource(s) && rules[i].removable(sourceIndex(s))
+}
+
+// applyRemovals applies the removals of a PATCH (UpdateDeploymentRequest
+// .Remove, those below resource_spec left to mergeSpec) to merged, for a
+// deployment of source src, p being the PATCH's draft: the problems, and
+// whether a revision-triggering field that was set is removed.
+func applyRemovals(src Source, p, merged *Deployment, remove []string, ps []apierr.Problem) (_ []apierr.Problem, trigger bool) {
+	si := sourceIndex(src)
+	var zero Deployment
+	for _, path := range remove {
+		loc := strings.Split(path, ".")
+		if strings.HasPrefix(path, strings.Join(locResourceSpec, ".")+".") {
+			continue // a member of resource_spec (mergeSpec)
+		}
+		i := ruleIndex(loc)
+		switch {
+		case i < 0:
+			ps = append(ps, apierr.Problem{Loc: bodyLoc(loc), Type: apierr.TypeValueError, Msg: "Field cannot be removed: no such field"})
+			continue
+		case rules[i].patch[si] == PatchNotApplicable:
+			ps = append(ps, notApplicable(&rules[i], src))
+			continue
+		case !rules[i].removable(si):
+			ps = append(ps, apierr.Problem{Loc: bodyLoc(loc), Type: apierr.TypeValueError,
+				Msg: "Field cannot be removed for source '" + string(src) + "'"})
+			continue
+		case rules[i].get(p) != nil:
+			ps = append(ps, apierr.Problem{Loc: bodyLoc(loc), Type: apierr.TypeValueError, Msg: "Field is both given and removed"})
+			continue
+		}
+		if rules[i].get(merged) != nil {
+			rules[i].set(merged, &zero)
+			trigger = trigger || rules[i].patch[si] == PatchRevision
+		}
+	}
+	return ps, trigger
+}
+
 // applyCreateDefaults gives the null fields of d (a valid create of
 // source src) their create defaults.
 func applyCreateDefaults(d *Deployment, src Source) {

@@ -63,7 +63,11 @@ func (cp *ControlPlane) ValidateUpdateDeployment(ctx context.Context, tenant, id
 		if stored.Status == StatusAwaitingDelete {
 			return apierr.InvalidStatef("Deployment ID %s is being deleted.", cid)
 		}
-		_, ps, _ = mergePatch(stored, p, req.RevisionSource, pure, aliased, cp.hooks)
+		var merged deploymentRecord
+		merged, ps, _ = cp.mergeWith(stored, p, req, pure, aliased)
+		if len(p.SecretReferences) > 0 {
+			ps = cp.secretRefProblems(r, tenant, &merged.Deployment, ps)
+		}
 		ps, err = cp.checkUpload(r, tenant, cid, stored.Source, p.SourceRevisionConfig.SourceTarballPath, ps)
 		return err
 	})
@@ -157,11 +161,58 @@ func (cp *ControlPlane) checkCreate(req *CreateDeploymentRequest) (*Deployment, 
 func (cp *ControlPlane) checkPatch(req *UpdateDeploymentRequest) (*Deployment, []apierr.Problem, bool) {
 	p, ps, aliased := draftOf(req)
 	c := &checker{lim: cp.lim, sh: cp.shapes, ps: ps}
-	c.checkDeploymentValues(p)
+	if req.MergeResourceSpec {
+		// The merged spec is checked whole (mergeWith): the request's
+		// part of it need not be ordered on its own.
+		spec := p.SourceConfig.ResourceSpec
+		p.SourceConfig.ResourceSpec = nil
+		c.checkDeploymentValues(p)
+		p.SourceConfig.ResourceSpec = spec
+	} else {
+		c.checkDeploymentValues(p)
+	}
 	p.Secrets = c.secrets([]any{"body", "secrets"}, req.Secrets)
 	c.secretReferences([]any{"body", "secret_references"}, p.SecretReferences, p.Secrets)
 	c.trackedPackages([]any{"body", "tracked_packages"}, req.TrackedPackages)
 	return p, c.ps, aliased
+}
+
+// mergeWith is mergePatch with what a request adds to its draft: the
+// removals (Remove) and the resource_spec merge (MergeResourceSpec),
+// whose result is checked whole.
+func (cp *ControlPlane) mergeWith(stored *deploymentRecord, p *Deployment, req *UpdateDeploymentRequest, pure []apierr.Problem, aliased bool) (deploymentRecord, []apierr.Problem, bool) {
+	merged, ps, trigger := mergePatch(stored, p, req.RevisionSource, pure, aliased, cp.hooks)
+	var removed bool
+	ps, removed = applyRemovals(stored.Source, p, &merged.Deployment, req.Remove, ps)
+	trigger = trigger || removed
+	members := specRemovals(req.Remove)
+	if !req.MergeResourceSpec {
+		if len(members) > 0 {
+			ps = append(ps, apierr.Problem{Loc: bodyLoc(locResourceSpec), Type: apierr.TypeValueError,
+				Msg: "Members of resource_spec can be removed only by a merge (MergeResourceSpec; a JSON merge patch)"})
+		}
+		if p.SourceConfig.ResourceSpec != nil {
+			ps = checkScaleToZero(&merged.Deployment, ps)
+		}
+		return merged, ps, trigger
+	}
+	if p.SourceConfig.ResourceSpec == nil && len(members) == 0 {
+		return merged, ps, trigger
+	}
+	if rules[ruleIndex(locResourceSpec)].patch[sourceIndex(stored.Source)] == PatchNotApplicable {
+		if p.SourceConfig.ResourceSpec == nil { // else the table reported it
+			ps = append(ps, notApplicable(&rules[ruleIndex(locResourceSpec)], stored.Source))
+		}
+		return merged, ps, trigger
+	}
+	spec, sps := mergeSpec(stored.SourceConfig.ResourceSpec, p.SourceConfig.ResourceSpec, members)
+	ps = append(ps, sps...)
+	merged.SourceConfig.ResourceSpec = spec
+	c := &checker{lim: cp.lim, sh: cp.shapes}
+	c.checkDeploymentValues(&Deployment{Source: stored.Source, SourceConfig: SourceConfig{ResourceSpec: spec}})
+	ps = append(ps, c.ps...)
+	ps = checkScaleToZero(&merged.Deployment, ps)
+	return merged, ps, true
 }
 
 // checkSecretNames is the cross-field rule of a PATCH that replaces one
@@ -204,8 +255,5 @@ func mergePatch(stored *deploymentRecord, p *Deployment, revisionSource *Source,
 	ps = append(ps, pure...)
 	ps = checkTagRef(&merged.Deployment, ps, h)
 	ps = checkSecretNames(&merged.Deployment, p, ps)
-	if p.SourceConfig.ResourceSpec != nil {
-		ps = checkScaleToZero(&merged.Deployment, ps)
-	}
 	return merged, aliasLocs(ps, aliased), trigger
 }

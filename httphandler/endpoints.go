@@ -1,7 +1,10 @@
 package httphandler
 
 import (
+	"encoding/json"
 	"errors"
+	"maps"
+	"mime"
 	"net/http"
 	"slices"
 
@@ -120,11 +123,57 @@ func (h *handler) getDeployment(c *call) (int, any, error) {
 func (h *handler) updateDeployment(c *call) (int, any, error) {
 	ids, pathErr := pathIDs(c.r, "deployment_id")
 	var req controlplane.UpdateDeploymentRequest
+	if isMergePatch(c.r) {
+		req.Remove, req.MergeResourceSpec = mergePatchRemovals(c.body), true
+	}
 	if err := h.decodeChecked(c, &req, false, pathErr, h.validateUpdate(c, ids, &req)); err != nil {
 		return 0, nil, err
 	}
 	d, err := h.cp.UpdateDeployment(c.r.Context(), c.tenant, ids[0], &req)
 	return http.StatusOK, d, err
+}
+
+// isMergePatch reports whether r's body is a JSON merge patch (RFC 7396).
+func isMergePatch(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == "application/merge-patch+json"
+}
+
+// mergePatchRemovals are the removals a JSON merge patch of a deployment
+// asks for (UpdateDeploymentRequest.Remove): the paths of its nulls at the
+// top, in source_config and source_revision_config, and at any depth of
+// source_config.resource_spec; secrets and secret_references given as []
+// remove every item. Nulls elsewhere (inside agent, a secret) are values
+// the checks refuse. A body that is no JSON object has none (decoding
+// reports it).
+func mergePatchRemovals(body []byte) []string {
+	var doc map[string]any
+	if json.Unmarshal(body, &doc) != nil {
+		return nil
+	}
+	var out []string
+	var walk func(prefix string, m map[string]any, deep bool)
+	walk = func(prefix string, m map[string]any, deep bool) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			switch v := m[k].(type) {
+			case nil:
+				out = append(out, prefix+k)
+			case []any:
+				if prefix == "" && len(v) == 0 && (k == "secrets" || k == "secret_references") {
+					out = append(out, k)
+				}
+			case map[string]any:
+				switch {
+				case deep, prefix == "source_config." && k == "resource_spec":
+					walk(prefix+k+".", v, true)
+				case prefix == "" && (k == "source_config" || k == "source_revision_config"):
+					walk(k+".", v, false)
+				}
+			}
+		}
+	}
+	walk("", doc, false)
+	return out
 }
 
 // validateUpdate checks a PATCH body (or a new revision's) without

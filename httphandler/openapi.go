@@ -147,8 +147,11 @@ func (g *schemaGen) operation(rt route) obj {
 		op["parameters"] = params
 	}
 	if rt.body != nil {
-		op["requestBody"] = obj{"required": !rt.bodyOptional,
-			"content": obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.body), true)}}}
+		content := obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.body), true)}}
+		if rt.mergePatch {
+			content["application/merge-patch+json"] = obj{"schema": g.schema(reflect.TypeOf(rt.body), true)}
+		}
+		op["requestBody"] = obj{"required": !rt.bodyOptional, "content": content}
 	}
 	if rt.form != nil {
 		op["requestBody"] = obj{"required": true,

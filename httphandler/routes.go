@@ -27,6 +27,9 @@ type route struct {
 	body         any  // a value of the request body's type; nil: no body
 	form         any  // a value of the type of a form body (application/x-www-form-urlencoded); nil: none
 	bodyOptional bool // the body may be omitted (it then means {})
+	// mergePatch: the body may also come as a JSON merge patch (RFC
+	// 7396, Content-Type application/merge-patch+json).
+	mergePatch bool
 	status       int  // the success status
 	resp         any  // a value of the response body's type; nil: no body
 	html         bool // the answer is an HTML page (for a browser), not JSON
@@ -145,7 +148,12 @@ func (h *handler) routes() []route {
 			summary: "Get a deployment", status: http.StatusOK, resp: cp.Deployment{}},
 		{method: http.MethodPatch, path: "/v2/deployments/{deployment_id}", serve: (*handler).updateDeployment, op: "patch_deployment",
 			summary: "Update a deployment; revision fields create a new revision", body: cp.UpdateDeploymentRequest{},
-			status: http.StatusOK, resp: cp.Deployment{}},
+			description: "With Content-Type application/json, null and absent mean \"no change\", resource_spec replaces the " +
+				"stored one whole, and secrets [] is no change. With Content-Type application/merge-patch+json (RFC 7396), " +
+				"null removes a field (display_name, source_config.custom_url, resource_spec, install_command, build_command, " +
+				"secrets, secret_references, agent; secrets [] removes every secret), and resource_spec merges into the stored " +
+				"one member by member, a null member removing it.",
+			mergePatch: true, status: http.StatusOK, resp: cp.Deployment{}},
 		{method: http.MethodDelete, path: "/v2/deployments/{deployment_id}", serve: (*handler).deleteDeployment,
 			summary: "Delete a deployment (asynchronous: it is AWAITING_DELETE until torn down)",
 			description: "A deployment none of whose revisions ever reached an engine (none was ever BUILDING, DEPLOYING, DEPLOYED " +
