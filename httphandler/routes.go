@@ -30,20 +30,20 @@ type route struct {
 	// mergePatch: the body may also come as a JSON merge patch (RFC
 	// 7396, Content-Type application/merge-patch+json).
 	mergePatch bool
-	status       int  // the success status
-	resp         any  // a value of the response body's type; nil: no body
-	html         bool // the answer is an HTML page (for a browser), not JSON
-	text         bool // the answer is plain text (the Prometheus format), not JSON
-	stream       bool // the answer is a text/event-stream
-	query        []param
-	headers      []param // request headers the route reads (all required)
-	errors       []int   // error statuses beyond those the document derives
-	errBody      any     // the body of the errors statuses, when not {"detail"}
-	hidden       bool    // served but not in the document (the docs page and its assets)
-	upload       bool    // the body streams to the endpoint (an upload PUT), instead of being read first
-	agent        bool    // an agent route: a listener token of the path's listener is accepted (agent.go)
-	noContent    bool    // the route may also answer 204 without a body (a long poll that found nothing)
-	partial      int     // another success status, answering resp too (207: some of a bulk request failed)
+	status     int  // the success status
+	resp       any  // a value of the response body's type; nil: no body
+	html       bool // the answer is an HTML page (for a browser), not JSON
+	text       bool // the answer is plain text (the Prometheus format), not JSON
+	stream     bool // the answer is a text/event-stream
+	query      []param
+	headers    []param // request headers the route reads (all required)
+	errors     []int   // error statuses beyond those the document derives
+	errBody    any     // the body of the errors statuses, when not {"detail"}
+	hidden     bool    // served but not in the document (the docs page and its assets)
+	upload     bool    // the body streams to the endpoint (an upload PUT), instead of being read first
+	agent      bool    // an agent route: a listener token of the path's listener is accepted (agent.go)
+	noContent  bool    // the route may also answer 204 without a body (a long poll that found nothing)
+	partial    int     // another success status, answering resp too (207: some of a bulk request failed)
 }
 
 // param documents a query parameter or a request header: its schema
