@@ -170,6 +170,18 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	as(keyA, "POST", "/v2/deployments", `{"name": "-bad"}`, 422)
 	at("GET", dep, "/v2/deployments/00000000-0000-7000-8000-0000000000ff", "", 404)
 	at("GET", "/v2/deployments", "/v2/deployments?limit=1000", "", 422)
+	// The newer fields and filters, and a JSON merge patch.
+	as(keyA, "POST", "/v2/deployments", `{"name": "zero", "source": "internal_docker", "source_config": {"deployment_type": "dev_zero",
+		"resource_spec": {"min_scale": 0}}, "source_revision_config": {}, "agent": {"agent_id": "ag", "environment": "production"},
+		"secret_references": [{"name": "DB_PASSWORD", "secret_name": "db-creds", "secret_key": "password"}]}`, 201)
+	at("GET", "/v2/deployments", "/v2/deployments?name=zero&agent_id=ag&agent_environment=production", "", 200)
+	at("GET", "/v2/deployments", "/v2/deployments?agent_environment=qa", "", 422)
+	mp := s.do("PATCH", docker, `{"display_name": null, "source_config": {"resource_spec": {"cpu": 2}}}`,
+		"X-Api-Key", keyA, "Content-Type", "application/merge-patch+json")
+	if mp.status != 200 {
+		t.Errorf("merge patch: %d %s", mp.status, mp.body)
+	}
+	c.check("PATCH", dep, mp)
 
 	// langgraph deploy's sources (wire contract section 10): a create
 	// without a source yet, then the PATCH that brings one, with
