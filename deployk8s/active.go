@@ -53,6 +53,8 @@ type activeRecord struct {
 	Image        string                     `json:"image"`
 	ResourceSpec *controlplane.ResourceSpec `json:"resource_spec,omitempty"`
 	Secrets      []controlplane.Secret      `json:"secrets"`
+	// SecretReferences are the revision's, read from Secrets in place.
+	SecretReferences []controlplane.SecretReference `json:"secret_references,omitempty"`
 	// PullSecret: the pods pull through the pull Secret (pullsecret.go).
 	PullSecret bool `json:"pull_secret,omitempty"`
 }
@@ -60,7 +62,7 @@ type activeRecord struct {
 // recordActive writes o's revision as the deployment's active one.
 func (d *Deployer) recordActive(ctx context.Context, o *objects) error {
 	rec := activeRecord{Tenant: o.w.Tenant, Deployment: o.w.Deployment.ID, Name: o.w.Deployment.Name, Revision: o.w.Revision.ID, Image: o.image,
-		ResourceSpec: o.w.ResourceSpec, Secrets: o.w.Secrets, PullSecret: o.pullSecret != ""}
+		ResourceSpec: o.w.ResourceSpec, Secrets: o.w.Secrets, SecretReferences: o.w.SecretReferences, PullSecret: o.pullSecret != ""}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -86,7 +88,8 @@ func activeOf(s *corev1.Secret) *activeRecord {
 // objectsOf builds the objects of a recorded revision in ns.
 func (d *Deployer) objectsOf(ns string, rec *activeRecord) *objects {
 	w := &controlplane.Work{Tenant: rec.Tenant, Deployment: controlplane.Deployment{ID: rec.Deployment, Name: rec.Name},
-		Revision: controlplane.Revision{ID: rec.Revision}, Secrets: rec.Secrets, ResourceSpec: rec.ResourceSpec}
+		Revision: controlplane.Revision{ID: rec.Revision}, Secrets: rec.Secrets, SecretReferences: rec.SecretReferences,
+		ResourceSpec: rec.ResourceSpec}
 	o := d.newObjects(ns, w, rec.Image)
 	o.exposeUnknown = rec.Name == "" && d.expose != nil && (d.expose.host.uses("name") || d.expose.path.uses("name"))
 	return o

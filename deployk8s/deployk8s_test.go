@@ -116,7 +116,8 @@ func TestCreateDeployed(t *testing.T) {
 	d := f.create(fmt.Sprintf(`{"name": %q, "source": "external_docker",
 		"source_config": {"listener_id": %q, "listener_config": {"k8s_namespace": %q}, "resource_spec": %s},
 		"source_revision_config": {"image_uri": "example.com/agent:v1"},
-		"secrets": [{"name": "OPENAI_API_KEY", "value": "sk-k8s21-secret-value"}]}`, uniq("full"), l.ID, ns, fullSpec))
+		"secrets": [{"name": "OPENAI_API_KEY", "value": "sk-k8s21-secret-value"}],
+		"secret_references": [{"name": "DB_PASSWORD", "secret_name": "db-creds", "secret_key": "password"}]}`, uniq("full"), l.ID, ns, fullSpec))
 	rev := waitTerminal(t, f.cp, f.tenant, d.ID, *d.LatestRevisionID)
 	if rev.Status != controlplane.RevisionDeployed {
 		t.Fatalf("revision %s: %s", rev.Status, deref(rev.StatusMessage))
@@ -224,9 +225,13 @@ func TestCreateDeployed(t *testing.T) {
 	if len(main.EnvFrom) != 1 || main.EnvFrom[0].SecretRef == nil || main.EnvFrom[0].SecretRef.Name != "dp-"+d.ID+"-"+rev.ID {
 		t.Errorf("envFrom %+v, want the revision's Secret", main.EnvFrom)
 	}
+	// A secret reference is a variable read from the Secret it names.
 	for _, c := range []*corev1.Container{main, qmain} {
-		if e := envNames(c); e != "PORT,DATABASE_URI,REDIS_URI" {
-			t.Errorf("container %s env %s, want PORT,DATABASE_URI,REDIS_URI", c.Name, e)
+		if e := envNames(c); e != "PORT,DATABASE_URI,REDIS_URI,DB_PASSWORD" {
+			t.Errorf("container %s env %s, want PORT,DATABASE_URI,REDIS_URI,DB_PASSWORD", c.Name, e)
+		}
+		if ref := c.Env[len(c.Env)-1].ValueFrom; ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != "db-creds" || ref.SecretKeyRef.Key != "password" {
+			t.Errorf("container %s: DB_PASSWORD comes from %+v, want Secret db-creds key password", c.Name, ref)
 		}
 	}
 	for _, m := range []metav1.Object{s.api, s.queue, s.redis, s.db, s.svc} {

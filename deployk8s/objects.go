@@ -269,7 +269,8 @@ func convertAll[T, S any](vs []S) ([]*T, error) {
 }
 
 // env is what the API server and queue containers get: the revision's
-// secrets (envFrom its Secret), the port, and the database's addresses.
+// secrets (envFrom its Secret), the port, the database's addresses, and
+// its secret references (each a key of a Secret the namespace holds).
 func (o *objects) env(c *corev1ac.ContainerApplyConfiguration) *corev1ac.ContainerApplyConfiguration {
 	dep := o.w.Deployment.ID
 	c.WithEnvFrom(corev1ac.EnvFromSource().WithSecretRef(corev1ac.SecretEnvSource().WithName(secretName(dep, o.w.Revision.ID))))
@@ -279,6 +280,10 @@ func (o *objects) env(c *corev1ac.ContainerApplyConfiguration) *corev1ac.Contain
 			c.WithEnv(corev1ac.EnvVar().WithName(k).WithValueFrom(corev1ac.EnvVarSource().
 				WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(servicesName(dep)).WithKey(k))))
 		}
+	}
+	for _, r := range o.w.SecretReferences {
+		c.WithEnv(corev1ac.EnvVar().WithName(r.Name).WithValueFrom(corev1ac.EnvVarSource().
+			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(r.SecretName).WithKey(r.SecretKey))))
 	}
 	return c
 }
