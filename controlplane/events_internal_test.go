@@ -128,9 +128,8 @@ func TestEventsSealed(t *testing.T) {
 }
 
 // TestEventsPruned: the log keeps a tenant's newest EventRetention events
-// and none older than EventMaxAge (by the newest's time), pruning every
-// 64th append: the event Options reach the log (eventlog tests the
-// pruning itself).
+// and none older than EventMaxAge (by the newest's time): the event
+// Options reach the log (eventlog tests the pruning itself).
 func TestEventsPruned(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -159,8 +159,9 @@ type Options struct {
 	// loop records is also logged at Info ("revision transition").
 	Observer Observer
 
-	// EventRetention is how many events of each tenant the event log
-	// keeps at least (FollowEvents resumes within them). Default
+	// EventRetention is how many of each tenant's newest events the
+	// event log keeps, no more (FollowEvents resumes within them); each
+	// numbering of events deletes those it pushes out. Default
 	// DefaultEventRetention.
 	EventRetention int
 	// EventMaxAge is how long events are kept at most; older ones are

@@ -43,10 +43,18 @@
 // (the control plane folds its order counts then); the log does not know
 // what that work is, so it stays the caller's.
 //
-// Retention: a batch whose numbers reach a multiple of 64 deletes, oldest
-// first, up to 128 events beyond the tenant's newest Options.Retention or
-// older than Options.MaxAge before the newest. A Stream whose next event
-// was pruned returns a gap first.
+// Retention: a log holds its tenant's newest Options.Retention events, no
+// more. Each batch deletes, by their keys, the events its numbers push out
+// of them, as many as it numbers once the log is full, in the Update that
+// numbers them. A batch whose numbers reach a multiple of 64 also deletes,
+// oldest first, the events older than Options.MaxAge before the newest and
+// any left beyond the retention (by a Log with a larger one), up to 1024
+// an Update; the run goes on with another Update at once until none is
+// left. A Log's first SequenceAll does so for every tenant whose log holds
+// such events, events to number or not. Deletions are Discards in the
+// sequencer's own Updates: two Logs that prune at once delete the same
+// keys, and the store serializes them. A Stream whose next event was
+// pruned returns a gap first.
 package eventlog
 
 import (
@@ -111,11 +119,13 @@ func (m Match) matches(e *Event) bool {
 
 // Options tune a Log. Zero fields take the defaults.
 type Options struct {
-	// Retention is how many events of each tenant the log keeps at
-	// least. Default DefaultRetention.
+	// Retention is how many of each tenant's newest events the log
+	// keeps: no more, and no fewer unless MaxAge prunes them. Default
+	// DefaultRetention.
 	Retention int
 	// MaxAge is how long before the tenant's newest event an event is
-	// kept at most. Default DefaultMaxAge.
+	// kept at most, pruned each time the tenant's numbers reach a
+	// multiple of 64. Default DefaultMaxAge.
 	MaxAge time.Duration
 	// PollInterval is how often a Stream that waits looks in the store
 	// for events committed through other Logs. Default
@@ -153,9 +163,11 @@ type Log struct {
 	gens  map[string]uint64        // tenant -> commits notified since its tail was made
 	tails map[string]*tail         // tenant -> its followers' shared tail
 
-	seqMu   sync.Mutex
-	flights map[string]*flight // tenant -> its sequencer runs here
-	all     flight             // runs of SequenceAll
+	seqMu    sync.Mutex
+	flights  map[string]*flight // tenant -> its sequencer runs here
+	unpruned map[string]bool    // tenants whose next run prunes (SequenceAll's first)
+	all      flight             // runs of SequenceAll
+	swept    bool               // a run of SequenceAll has pruned every tenant (in all's runs only)
 
 	written atomic.Int64 // events committed since the last SequenceAll began
 }
@@ -163,7 +175,7 @@ type Log struct {
 // New returns the Log of st; nil o means the defaults.
 func New(st store.Store, o *Options) *Log {
 	l := &Log{st: st, waits: map[string]chan struct{}{}, gens: map[string]uint64{}, tails: map[string]*tail{},
-		flights: map[string]*flight{},
+		flights: map[string]*flight{}, unpruned: map[string]bool{},
 		// Its own random id: a lease holder's name is nothing else's.
 		id: uuid.NewString()}
 	if o != nil {

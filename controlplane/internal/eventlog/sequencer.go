@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,9 +24,13 @@ const seqBatch = 1024
 // nothing else runs it.
 const SequenceEvery = 512
 
-// pruneEvery: a batch whose numbers reach a multiple of pruneEvery prunes
-// up to 2*pruneEvery events.
+// pruneEvery: a batch whose numbers reach a multiple of pruneEvery looks
+// for events beyond the retention from the tenant's oldest (prune).
 const pruneEvery = 64
+
+// pruneBatch caps the events prune deletes in one Update; a batch that
+// deleted that many is followed by another at once.
+const pruneBatch = 1024
 
 // flight coalesces runs of one function: a caller waits until a run that
 // began after its call has ended, and returns its error.
@@ -82,19 +88,39 @@ func (l *Log) Sequence(ctx context.Context, tenant string) error {
 }
 
 // SequenceAll numbers the events of every tenant that committed before
-// the call. It does not ask for the sequencer lease.
+// the call. A Log's first run also prunes every tenant's log that holds
+// events beyond its retention or age (prune). It does not ask for the
+// sequencer lease.
 func (l *Log) SequenceAll(ctx context.Context) error {
 	return l.all.do(ctx, func(ctx context.Context) error {
 		l.written.Store(0)
-		tenants, err := l.outboxTenants(ctx)
+		tenants, err := l.tenants(ctx, Outbox)
 		if err != nil {
 			return err
+		}
+		if !l.swept {
+			// The first run also prunes the logs that hold more than the
+			// retention without events to number: a store written
+			// before this retention was, or under a larger one.
+			over, err := l.overRetained(ctx)
+			if err != nil {
+				return err
+			}
+			l.seqMu.Lock()
+			for _, t := range over {
+				l.unpruned[t] = true
+			}
+			l.seqMu.Unlock()
+			tenants = append(tenants, over...)
+			slices.Sort(tenants)
+			tenants = slices.Compact(tenants)
 		}
 		for _, t := range tenants {
 			if err := l.Sequence(ctx, t); err != nil {
 				return err
 			}
 		}
+		l.swept = true
 		return nil
 	})
 }
@@ -152,15 +178,16 @@ func (l *Log) claimLease(ctx context.Context) (held bool, err error) {
 	return held, err
 }
 
-// outboxTenants lists the tenants with events in the outbox.
-func (l *Log) outboxTenants(ctx context.Context) ([]string, error) {
+// tenants lists the tenants with records in the collection (Outbox or
+// Events): one seek a tenant.
+func (l *Log) tenants(ctx context.Context, col string) ([]string, error) {
 	var ts []string
 	err := l.st.View(ctx, func(r store.Reader) error {
 		ts = ts[:0]
 		start := ""
 		for {
 			found := ""
-			err := r.Scan(Outbox, "", &store.ScanOptions{Start: start}, func(k string, _ []byte) (bool, error) {
+			err := r.Scan(col, "", &store.ScanOptions{Start: start}, func(k string, _ []byte) (bool, error) {
 				found, _, _ = strings.Cut(k, "/")
 				return false, nil
 			})
@@ -172,6 +199,78 @@ func (l *Log) outboxTenants(ctx context.Context) ([]string, error) {
 		}
 	})
 	return ts, err
+}
+
+// overRetained lists the tenants whose oldest numbered event is beyond
+// their newest Options.Retention or more than Options.MaxAge older than
+// their newest: one seek and two reads a tenant.
+func (l *Log) overRetained(ctx context.Context) ([]string, error) {
+	var over []string
+	err := l.st.View(ctx, func(r store.Reader) error {
+		over = over[:0]
+		start := ""
+		for {
+			var found string
+			var oldest uint64
+			var at int64
+			err := r.Scan(Events, "", &store.ScanOptions{Start: start}, func(k string, v []byte) (bool, error) {
+				found, _, _ = strings.Cut(k, "/")
+				var ok bool
+				if oldest, ok = eventNumber(eventPrefix(found), k); ok {
+					if e, err := decode(v); err == nil {
+						at = e.At.UnixMicro()
+					}
+				}
+				return false, nil
+			})
+			if err != nil || found == "" {
+				return err
+			}
+			start = found + "0" // '0' follows '/': the next tenant's keys
+			if oldest == 0 {
+				continue // the counter alone: no event kept ("e" sorts before "n")
+			}
+			head, err := Head(r, found)
+			if err != nil {
+				return err
+			}
+			newest, err := l.eventTime(r, found, head)
+			if err != nil {
+				return err
+			}
+			if oldest+uint64(l.o.Retention) <= head || at < l.cutoff(newest) {
+				over = append(over, found)
+			}
+		}
+	})
+	return over, err
+}
+
+// cutoff is the time (Unix microseconds) before which events are older
+// than Options.MaxAge before the newest's time, now; none for the least
+// time (eventTime's for an event not kept).
+func (l *Log) cutoff(now int64) int64 {
+	if now == math.MinInt64 {
+		return now
+	}
+	return now - l.o.MaxAge.Microseconds()
+}
+
+// eventTime is the time (Unix microseconds) of the tenant's event n, or
+// the least time when it is not kept.
+func (l *Log) eventTime(r store.Reader, tenant string, n uint64) (int64, error) {
+	b, err := r.Get(Events, eventKey(tenant, n))
+	if errors.Is(err, store.ErrNotFound) {
+		return math.MinInt64, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	e, err := decode(b)
+	if err != nil {
+		return 0, err
+	}
+	return e.At.UnixMicro(), nil
 }
 
 // outboxEvent is an event of the outbox, parsed from its key.
@@ -186,14 +285,17 @@ type outboxEvent struct {
 }
 
 // sequenceTenant numbers the tenant's outbox events, seqBatch per Update,
-// until the outbox holds none of the tenant's, and wakes the tenant's
-// followers here when it numbered some.
+// until the outbox holds none of the tenant's and no pruning is left
+// (prune), and wakes the tenant's followers here when it numbered some.
 func (l *Log) sequenceTenant(ctx context.Context, tenant string) error {
+	l.seqMu.Lock()
+	check := l.unpruned[tenant]
+	l.seqMu.Unlock()
 	for {
-		n := 0
+		n, more := 0, false
 		err := l.st.Update(ctx, func(tx store.Tx) error {
 			var err error
-			n, err = l.sequenceBatch(tx, tenant)
+			n, more, err = l.sequenceBatch(tx, tenant, check)
 			return err
 		})
 		if err != nil {
@@ -202,18 +304,27 @@ func (l *Log) sequenceTenant(ctx context.Context, tenant string) error {
 		if n > 0 {
 			l.notify(tenant)
 		}
-		if n < seqBatch {
+		if n < seqBatch && !more {
+			l.seqMu.Lock()
+			delete(l.unpruned, tenant)
+			l.seqMu.Unlock()
 			return nil
 		}
+		// A full batch numbered, or a full batch pruned: go on at once,
+		// pruning again after the latter.
+		check = more
 	}
 }
 
 // sequenceBatch numbers up to seqBatch of the tenant's outbox events in tx
-// and returns how many it took.
-func (l *Log) sequenceBatch(tx store.Tx, tenant string) (int, error) {
+// and returns how many it took. It deletes the events that its numbers
+// push out of the tenant's newest Options.Retention and, when its numbers
+// reach a multiple of pruneEvery or check is set, prunes; more reports that
+// prune deleted a full batch and may have left some.
+func (l *Log) sequenceBatch(tx store.Tx, tenant string, check bool) (numbered int, more bool, err error) {
 	prefix := tenant + "/"
 	var evs []outboxEvent
-	err := tx.Scan(Outbox, prefix, nil, func(k string, v []byte) (bool, error) {
+	err = tx.Scan(Outbox, prefix, nil, func(k string, v []byte) (bool, error) {
 		parts := strings.Split(k[len(prefix):], "/")
 		if len(parts) != 3 {
 			return false, fmt.Errorf("eventlog: a malformed outbox key %q", k)
@@ -231,12 +342,21 @@ func (l *Log) sequenceBatch(tx store.Tx, tenant string) (int, error) {
 			deleted: l.o.Deleted.matches(&e)})
 		return len(evs) < seqBatch, nil
 	})
-	if err != nil || len(evs) == 0 {
-		return 0, err
+	if err != nil || len(evs) == 0 && !check {
+		return 0, false, err
 	}
 	last, err := Head(tx, tenant)
 	if err != nil {
-		return 0, err
+		return 0, false, err
+	}
+	if len(evs) == 0 {
+		// Nothing to number: prune alone, by the newest event's time.
+		newest, err := l.eventTime(tx, tenant, last)
+		if err != nil {
+			return 0, false, err
+		}
+		more, err = l.prune(tx, tenant, last, newest)
+		return 0, more, err
 	}
 	n := last
 	var newest int64
@@ -247,7 +367,7 @@ func (l *Log) sequenceBatch(tx store.Tx, tenant string) (int, error) {
 	for _, e := range orderOutbox(evs) {
 		n++
 		if err := store.Insert(tx, Events, eventKey(tenant, n), e.value); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		newest = max(newest, e.at)
 	}
@@ -255,38 +375,49 @@ func (l *Log) sequenceBatch(tx store.Tx, tenant string) (int, error) {
 		// Discards, not Deletes: the keys were just read or need not be
 		// there, and a store may send a run of Discards at once.
 		if err := store.Discard(tx, Outbox, e.key); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		if e.deleted {
 			if err := store.Discard(tx, Clocks, clockKey(tenant, e.deployment)); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 		}
 	}
 	if err := tx.Put(Events, counterKey(tenant), []byte(strconv.FormatUint(n, 10))); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	if n/pruneEvery != last/pruneEvery {
-		if err := l.prune(tx, tenant, n, newest); err != nil {
-			return 0, err
+	// The events these numbers push out of the newest Retention, by their
+	// keys, read or not: each batch deletes as many as it numbers once
+	// the log is full, so that it never holds more than the retention.
+	r := uint64(l.o.Retention)
+	for k := max(last, r) - r + 1; k+r <= n; k++ {
+		if err := store.Discard(tx, Events, eventKey(tenant, k)); err != nil {
+			return 0, false, err
 		}
 	}
-	return len(evs), nil
+	if check || n/pruneEvery != last/pruneEvery {
+		if more, err = l.prune(tx, tenant, n, newest); err != nil {
+			return 0, false, err
+		}
+	}
+	return len(evs), more, nil
 }
 
-// prune deletes, oldest first, up to 2*pruneEvery events of the tenant
-// that are beyond the newest Options.Retention (last is the newest's
-// number) or more than Options.MaxAge older than now (Unix microseconds,
-// the newest's time).
-func (l *Log) prune(tx store.Tx, tenant string, last uint64, now int64) error {
+// prune deletes, oldest first, up to pruneBatch events of the tenant that
+// are beyond the newest Options.Retention (last is the newest's number) or
+// more than Options.MaxAge older than now (Unix microseconds, the newest's
+// time): those left by a store written under a larger retention, or
+// before the batches deleted what they pushed out, and those aged out.
+// more reports that it deleted pruneBatch, and may have left some.
+func (l *Log) prune(tx store.Tx, tenant string, last uint64, now int64) (more bool, err error) {
 	var keep uint64 // events numbered keep or less go
 	if last > uint64(l.o.Retention) {
 		keep = last - uint64(l.o.Retention)
 	}
-	cutoff := now - l.o.MaxAge.Microseconds()
+	cutoff := l.cutoff(now)
 	prefix := eventPrefix(tenant)
 	var old []string
-	err := tx.Scan(Events, prefix, nil, func(k string, v []byte) (bool, error) {
+	err = tx.Scan(Events, prefix, nil, func(k string, v []byte) (bool, error) {
 		n, ok := eventNumber(prefix, k)
 		if ok && n > keep {
 			e, err := decode(v)
@@ -295,20 +426,20 @@ func (l *Log) prune(tx store.Tx, tenant string, last uint64, now int64) error {
 			}
 		}
 		old = append(old, k)
-		return len(old) < 2*pruneEvery, nil
+		return len(old) < pruneBatch, nil
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	// Discards, not Deletes: the keys were just read, and a store may
 	// send a run of Discards at once where each Delete waits for its
-	// answer (storepg: 128 round trips a prune).
+	// answer (storepg: one round trip a Delete).
 	for _, k := range old {
 		if err := store.Discard(tx, Events, k); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return len(old) == pruneBatch, nil
 }
 
 // orderOutbox orders outbox events for numbering: each deployment's in
