@@ -27,17 +27,11 @@ const (
 type StatusReporter func(ctx context.Context, tenant, deploymentID string, s controlplane.DeploymentStatus) error
 
 // ScalesToZero reports whether the Deployer stops a deployment's
-// containers while nobody asks for it: its deployment_type is dev_zero or
-// dev_free_zero.
+// containers while nobody asks for it: its deployment_type is one that
+// scales to zero (controlplane.DeploymentType.ScalesToZero: dev_zero,
+// dev_free_zero).
 func ScalesToZero(dep *controlplane.Deployment) bool {
-	if dep == nil || dep.SourceConfig.DeploymentType == nil {
-		return false
-	}
-	switch *dep.SourceConfig.DeploymentType {
-	case "dev_zero", "dev_free_zero":
-		return true
-	}
-	return false
+	return dep != nil && dep.SourceConfig.DeploymentType != nil && dep.SourceConfig.DeploymentType.ScalesToZero()
 }
 
 // newRoute is the route of a deployment's active revision.

@@ -11,8 +11,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/internal/testclock"
 )
+
+// The deployment types that scale to zero are the control plane's.
+func TestScalesToZero(t *testing.T) {
+	of := func(typ controlplane.DeploymentType) *controlplane.Deployment {
+		d := &controlplane.Deployment{}
+		if typ != "" {
+			d.SourceConfig.DeploymentType = &typ
+		}
+		return d
+	}
+	for typ, want := range map[controlplane.DeploymentType]bool{"": false, controlplane.DeploymentTypeDev: false,
+		controlplane.DeploymentTypeDevFree: false, controlplane.DeploymentTypeProd: false,
+		controlplane.DeploymentTypeDevZero: true, controlplane.DeploymentTypeDevFreeZero: true} {
+		if got := ScalesToZero(of(typ)); got != want {
+			t.Errorf("ScalesToZero(%q) = %t", typ, got)
+		}
+	}
+	if ScalesToZero(nil) {
+		t.Error("ScalesToZero(nil)")
+	}
+}
 
 // zeroProxy is the proxy of a Deployer on no daemon, serving deployment
 // "dep-z", asleep, whose start is start, holding requests for at most

@@ -19,8 +19,11 @@ import (
 	"github.com/deployplane/deployplane/internal/testclock"
 )
 
+// The tests' deployments are external_docker (the images they push),
+// which has no deployment_type: the Deployer is shown them as dev_zero.
+
 // devZero is the deployment type the Deployer scales to zero.
-const devZero = controlplane.DeploymentType("dev_zero")
+const devZero = controlplane.DeploymentTypeDevZero
 
 // zeroState is the control plane as a Deployer reads it, every deployment
 // of type dev_zero.
