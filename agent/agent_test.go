@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/agent"
+	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/deploysim"
 	"github.com/deployplane/deployplane/httphandler"
@@ -227,6 +228,49 @@ func TestDeploysThroughTheRoutes(t *testing.T) {
 			_, err := w.cp.GetDeployment(ctx, tenant, d.ID)
 			return err != nil
 		})
+	})
+}
+
+// The Client sets the status of its listener's deployment outside a
+// lease (what a Docker deployer scaling to zero reports): UNUSED, READY
+// again; a status no deployer sets is a refusal, and another listener's
+// deployment is not found.
+func TestClientReportsDeploymentStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		run(t, w.newAgent(sim(), nil))
+		ctx := context.Background()
+		d, rev := w.deploy("a")
+		w.waitFor("DEPLOYED", func() bool { return controlplane.IsTerminal(w.status(d.ID, rev)) })
+		c, err := agent.NewClient(&agent.Options{ControlPlane: "http://cp.test", ListenerID: w.listener, Token: w.token.Token,
+			HTTPClient: w.client()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []controlplane.DeploymentStatus{controlplane.StatusUnused, controlplane.StatusReady} {
+			if err := c.ReportDeploymentStatus(ctx, tenant, d.ID, s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+			if got, err := w.cp.GetDeployment(ctx, tenant, d.ID); err != nil || got.Status != s {
+				t.Errorf("after %s: %v %v", s, got.Status, err)
+			}
+		}
+		if err := c.ReportDeploymentStatus(ctx, tenant, d.ID, controlplane.StatusAwaitingDelete); !controlplane.IsRefusal(err) {
+			t.Errorf("a status no deployer sets: %v, want a refusal", err)
+		}
+		l, err := w.cp.CreateListener(ctx, tenant, &controlplane.CreateListenerRequest{ComputeType: new("k8s"), ComputeID: new("other")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := w.cp.CreateDeployment(ctx, tenant, &controlplane.CreateDeploymentRequest{Name: new("b"),
+			Source: new(controlplane.SourceExternalDocker), SourceConfig: &controlplane.SourceConfig{ListenerID: &l.ID},
+			SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: new("registry.example.com/agent:1")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ReportDeploymentStatus(ctx, tenant, other.ID, controlplane.StatusUnused); !errors.Is(err, apierr.ErrNotFound) {
+			t.Errorf("another listener's deployment: %v, want not found", err)
+		}
 	})
 }
 

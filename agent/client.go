@@ -386,6 +386,20 @@ func (c *Client) AppendLogs(ctx context.Context, _ string, deploymentID, revisio
 	})
 }
 
+// ReportDeploymentStatus sets the status of a deployment of the agent's
+// listener outside any lease, as ControlPlane.ReportDeploymentStatus does
+// in the server: UNUSED once the deployer scaled it to zero, READY once it
+// serves again (deploydocker.Options.StatusReporter). Errors: as
+// GetDeployment, and one matching apierr.ErrInvalidState for a status a
+// deployer may not set, READY before a revision is active, or a
+// deployment being deleted.
+func (c *Client) ReportDeploymentStatus(ctx context.Context, _ string, deploymentID string, s controlplane.DeploymentStatus) error {
+	return c.state(ctx, func(ctx context.Context) error {
+		_, err := c.call(ctx, http.MethodPost, "deployments/"+url.PathEscape(deploymentID)+"/status", nil, statusBody{Status: s}, nil, 0)
+		return named(err, apierr.KindDeployment)
+	})
+}
+
 // ListLogs reads a page of a revision's log, as GET
 // /v2/deployments/{id}/revisions/{id}/logs does. Errors: as GetDeployment,
 // and *apierr.ValidationError for a malformed query.
@@ -478,6 +492,10 @@ type leaseLogsBody struct {
 
 type logsBody struct {
 	Lines []controlplane.LogLine `json:"lines"`
+}
+
+type statusBody struct {
+	Status controlplane.DeploymentStatus `json:"status"`
 }
 
 type releaseBody struct {

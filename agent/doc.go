@@ -54,4 +54,7 @@
 // Client.Reconciling reads the listener's list of deployments, with each
 // one's record digest, and asks only for those that changed: an idle
 // agent's reconciliations cost that list, not a request per deployment.
+// Client.ReportDeploymentStatus sets a deployment's status outside a
+// lease: a Docker agent's deployer reports through it the deployments it
+// scaled to zero (UNUSED) and woke (READY).
 package agent

@@ -530,6 +530,26 @@ func (cp *ControlPlane) AgentDeployment(ctx context.Context, tenant, listenerID,
 	return d.wire(), nil
 }
 
+// AgentReportDeploymentStatus sets the status of a deployment of the
+// tenant placed on the listener on its agent's word, outside any lease:
+// ReportDeploymentStatus for an agent (UNUSED once its Docker deployer
+// scaled the deployment to zero, READY once it serves again). Errors: as
+// ReportDeploymentStatus, and a *apierr.NotFoundError for a deployment
+// placed on another listener (or none).
+func (cp *ControlPlane) AgentReportDeploymentStatus(ctx context.Context, tenant, listenerID, deploymentID string, s DeploymentStatus) error {
+	lid, err := agentListenerID(tenant, listenerID)
+	if err != nil {
+		return err
+	}
+	did, ok := pathID(deploymentID)
+	if !ok {
+		return &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: deploymentID}
+	}
+	return cp.setDeploymentStatus(ctx, tenant, s, func(tx store.Tx) (*deploymentRecord, error) {
+		return cp.agentDeployment(tx, tenant, lid, did)
+	})
+}
+
 // AgentRevision returns a revision of a deployment of the tenant placed
 // on the listener, for an agent's reconcile. Errors: as AgentDeployment,
 // and a *apierr.NotFoundError for a revision that is not the deployment's.

@@ -28,7 +28,8 @@
 //	agents       ClaimAgentWork, WaitAgentWork (long poll), RenewAgentLease,
 //	             ReportAgent, LogAgent, FailAgentWork, ReleaseAgentWork,
 //	             FinishAgentTeardown, FailAgentTeardown; AgentDeployment,
-//	             AgentRevision, ListAgentDeployments; AgentHeartbeat
+//	             AgentRevision, ListAgentDeployments; AgentHeartbeat;
+//	             AgentReportDeploymentStatus
 //	tokens       CreateListenerToken, ListListenerTokens, DeleteListenerToken,
 //	             AuthenticateListenerToken
 //	logs         ListLogs, ListDeploymentLogs (every revision's, from a

@@ -730,12 +730,21 @@ func (cp *ControlPlane) ReportDeploymentStatus(ctx context.Context, tenant, depl
 	if !ok {
 		return &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: deploymentID}
 	}
+	return cp.setDeploymentStatus(ctx, tenant, s, func(tx store.Tx) (*deploymentRecord, error) {
+		return cp.getDeployment(tx, tenant, did)
+	})
+}
+
+// setDeploymentStatus applies a deployer's status s to the deployment
+// read reads, in one Update.
+func (cp *ControlPlane) setDeploymentStatus(ctx context.Context, tenant string, s DeploymentStatus,
+	read func(store.Tx) (*deploymentRecord, error)) error {
 	if err := deployerStatus(s); err != nil {
 		return err
 	}
 	now := cp.now()
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		dep, err := cp.getDeployment(tx, tenant, did)
+		dep, err := read(tx)
 		if err != nil {
 			return err
 		}

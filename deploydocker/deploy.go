@@ -273,12 +273,19 @@ func (d *Deployer) activate(ctx context.Context, x *run, cs []*ctr, image string
 		return x.failf(ctx, "Superseded by revision %s, which became active first.", by)
 	}
 	url := d.URL(w.Deployment.ID) // the deployment answers its custom_url instead, when set (controlplane)
-	if err := x.advance(ctx, controlplane.RevisionDeployed, controlplane.Step{ImageVersion: &image, URL: &url}); err != nil {
+	step := controlplane.Step{ImageVersion: &image, URL: &url}
+	zero := ScalesToZero(&w.Deployment)
+	if zero || w.Deployment.Status == controlplane.StatusUnused {
+		// It may have been scaled to zero (UNUSED) while this revision
+		// was on its way: its containers serve now.
+		step.DeploymentStatus = controlplane.StatusReady
+	}
+	if err := x.advance(ctx, controlplane.RevisionDeployed, step); err != nil {
 		mu.Unlock()
 		return err
 	}
 	x.log.deployed.Store(true) // the containers' output now goes through State
-	old := d.proxy.set(w.Deployment.ID, backendsOf(cs))
+	old := d.proxy.put(w.Deployment.ID, newRoute(w.Tenant, w.Revision.ID, zero, backendsOf(cs)))
 	mu.Unlock()
 	d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, "active at "+url)
 

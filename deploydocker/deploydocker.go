@@ -185,6 +185,32 @@ type Options struct {
 	// HTTPClient makes the health checks. Nil: a client with a short
 	// per-request timeout.
 	HTTPClient *http.Client
+
+	// IdleTimeout is how long a deployment that scales to zero
+	// (ScalesToZero: deployment_type dev_zero or dev_free_zero) may go
+	// without a request through the proxy, none in flight, before its
+	// containers are stopped (DefaultIdleTimeout, 15 minutes). Negative:
+	// never (a deployment found stopped still starts on a request). See
+	// the package documentation.
+	IdleTimeout time.Duration
+	// IdleCheckInterval is how often idle deployments are looked for
+	// (DefaultIdleCheckInterval, or a quarter of IdleTimeout when that is
+	// shorter, at least a second).
+	IdleCheckInterval time.Duration
+	// WakeTimeout bounds how long a request to a stopped deployment is
+	// held while its containers start (DefaultWakeTimeout); then it is
+	// answered 503 with Retry-After, and the start goes on for the next
+	// request. The start itself is bounded by HealthTimeout.
+	WakeTimeout time.Duration
+	// StatusReporter sets the status of a deployment whose containers
+	// were stopped (UNUSED) or started again (READY); cmd/deployplane
+	// wires ControlPlane.ReportDeploymentStatus, or an agent's
+	// Client.ReportDeploymentStatus. Nil: the status is not reported (a
+	// stopped deployment stays READY).
+	StatusReporter StatusReporter
+	// Clock returns the time idleness is measured by: when each request
+	// to the proxy began and ended. Nil: time.Now.
+	Clock func() time.Time
 }
 
 // Deployer runs revisions as Docker containers. It is safe for concurrent
@@ -205,6 +231,9 @@ type Deployer struct {
 	bg        context.Context
 	stopBG    context.CancelFunc
 	followers sync.WaitGroup
+	// background are the idle loop and the starts of sleeping
+	// deployments (goBackground).
+	background sync.WaitGroup
 
 	mu        sync.Mutex
 	locks     map[string]*sync.Mutex // per tenant/deployment
@@ -276,6 +305,18 @@ func New(o *Options) (*Deployer, error) {
 	if opt.Services != nil && opt.Services.DataDir != "" && !filepath.IsAbs(opt.Services.DataDir) {
 		return nil, fmt.Errorf("deploydocker: Services.DataDir %q is not an absolute path", opt.Services.DataDir)
 	}
+	if opt.IdleTimeout == 0 {
+		opt.IdleTimeout = DefaultIdleTimeout
+	}
+	if opt.IdleCheckInterval <= 0 {
+		opt.IdleCheckInterval = min(DefaultIdleCheckInterval, max(opt.IdleTimeout/4, time.Second))
+	}
+	if opt.WakeTimeout <= 0 {
+		opt.WakeTimeout = DefaultWakeTimeout
+	}
+	if opt.Clock == nil {
+		opt.Clock = time.Now
+	}
 	opt.ProxyURL = strings.TrimRight(opt.ProxyURL, "/")
 	d := &Deployer{o: opt, cli: opt.Client, log: opt.Logger, hc: opt.HTTPClient,
 		locks: map[string]*sync.Mutex{}, removed: map[string]bool{}, following: map[string]bool{}}
@@ -298,6 +339,7 @@ func New(o *Options) (*Deployer, error) {
 		d.cli, d.ownClient = cli, true
 	}
 	d.proxy = newProxy(opt.ProxyURL)
+	d.proxy.now, d.proxy.hold, d.proxy.start, d.proxy.spawn = opt.Clock, opt.WakeTimeout, d.wake, d.goBackground
 	d.dbs = opt.Databases
 	if s := opt.Services; s != nil && (s.PostgresImage != "" || s.RedisImage != "") {
 		d.dbs = &containerDatabases{d: d, s: s.withDefaults()}
@@ -306,6 +348,9 @@ func New(o *Options) (*Deployer, error) {
 	// processes) sharing a daemon then rarely reach for the same port in
 	// the moment before either's container exists.
 	d.ports = &ports{first: opt.FirstPort, last: opt.LastPort, next: opt.FirstPort + rand.IntN(opt.LastPort-opt.FirstPort+1)}
+	if opt.IdleTimeout > 0 {
+		d.goBackground(d.idleLoop)
+	}
 	return d, nil
 }
 
@@ -322,14 +367,17 @@ func (d *Deployer) Ping(ctx context.Context) error {
 // the daemon is unreachable.
 func (d *Deployer) Ready(ctx context.Context) error { return d.Ping(ctx) }
 
-// Close stops following containers' logs (writing the lines read so far),
-// and closes the Docker client if New made it. Containers keep running.
+// Close stops following containers' logs (writing the lines read so far)
+// and looking for idle deployments, ends the starts of sleeping ones
+// (their held requests are answered 502), and closes the Docker client if
+// New made it. Containers keep running.
 func (d *Deployer) Close() error {
 	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
 	d.stopBG()
 	d.followers.Wait()
+	d.background.Wait()
 	if d.ownClient {
 		return d.cli.Close()
 	}
@@ -338,8 +386,9 @@ func (d *Deployer) Close() error {
 
 // Proxy is the handler that serves every deployment's url: a request for
 // /{deployment_id}/rest is forwarded, as /rest, to one of the healthy
-// containers of the deployment's active revision, in turn. Mount it at
-// the root of the listener that Options.ProxyURL names.
+// containers of the deployment's active revision, in turn; for a
+// deployment scaled to zero, once they started again. Mount it at the
+// root of the listener that Options.ProxyURL names.
 func (d *Deployer) Proxy() http.Handler { return d.proxy }
 
 // URL is where a deployment answers: Options.ProxyURL/{deployment id}.

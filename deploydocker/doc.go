@@ -50,6 +50,28 @@
 // refused. On "host", each container gets its own port from
 // Options.FirstPort..LastPort.
 //
+// Scale to zero: a deployment of type dev_zero or dev_free_zero
+// (ScalesToZero) that no request through the proxy reached for
+// Options.IdleTimeout (15 minutes by default, on Options.Clock; none in
+// flight either) has its active revision's containers stopped, not
+// removed; its database and Redis run on, keeping their data. Its status
+// becomes UNUSED through Options.StatusReporter (a status event), and a
+// line in the revision's deploy log says why. The next request to its
+// url is held (at most Options.WakeTimeout, then 503 with Retry-After)
+// while one start, shared by every request that comes meanwhile, starts
+// the containers and waits for their health check as a deploy does; then
+// it is forwarded, and the deployment is READY again. A client that goes
+// away ends only its own wait. A start that fails is answered 502, says
+// why in the deploy log at ERROR, leaves the containers stopped, and the
+// next request tries again. A new revision deploys as usual and makes the
+// deployment READY. Asleep is what Docker shows: Reconcile takes a
+// deployment that scales to zero whose active containers are all stopped
+// as asleep (it starts nothing, and sets UNUSED if a restart came before
+// the report), so it stays asleep across restarts and wakes on a
+// request. On the host network a stopped container keeps its port
+// (no other container of any instance is given it), but another program
+// that takes it meanwhile makes the start fail.
+//
 // Crash safety: every container carries LabelInstance (Options.Instance,
 // so several control planes can share a daemon) and the labels of its
 // tenant, deployment, revision and replica. A resumed Deploy adopts the

@@ -233,6 +233,19 @@ type fixture struct {
 // change the Deployer's options.
 func newFixture(t testing.TB, tweak func(*deploydocker.Options)) *fixture {
 	t.Helper()
+	return newFixtureOf(t, tweak, nil)
+}
+
+// wrapping changes what a fixture's Deployer reads (state) and what the
+// control plane's Run drives (run); nil leaves either as it is.
+type wrapping struct {
+	state func(*controlplane.ControlPlane) deploydocker.State
+	run   func(*deploydocker.Deployer) controlplane.Deployer
+}
+
+// newFixtureOf is newFixture with the wrapping w (nil: none).
+func newFixtureOf(t testing.TB, tweak func(*deploydocker.Options), w *wrapping) *fixture {
+	t.Helper()
 	needDocker(t)
 	cli, err := client.New(client.WithHost(dockerHost))
 	if err != nil {
@@ -254,10 +267,18 @@ func newFixture(t testing.TB, tweak func(*deploydocker.Options)) *fixture {
 	}
 	f.cp = controlplane.New(st, &controlplane.Options{PollInterval: 100 * time.Millisecond, Logger: quiet(),
 		CustomURLTemplate: "http://" + l.Addr().String() + "/{id}"})
-	f.d, f.proxyURL = newDeployer(t, f.cp, f.instance, l, tweak)
+	var state deploydocker.State = f.cp
+	if w != nil && w.state != nil {
+		state = w.state(f.cp)
+	}
+	f.d, f.proxyURL = newDeployer(t, state, f.instance, l, tweak)
+	var run controlplane.Deployer = f.d
+	if w != nil && w.run != nil {
+		run = w.run(f.d)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); f.cp.Run(ctx, f.d) }()
+	go func() { defer close(done); f.cp.Run(ctx, run) }()
 	f.stopRun = func() { cancel(); <-done }
 	t.Cleanup(f.stopRun)
 	return f

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // backend is one container the proxy forwards to.
@@ -16,10 +17,44 @@ type backend struct {
 	inflight atomic.Int64
 }
 
-// route is a deployment's backends, taken in turn.
+// route is a deployment's backends, taken in turn, and what scaling it to
+// zero needs: whose it is, which revision's containers serve it, when it
+// was last asked for, and whether its containers are stopped.
 type route struct {
 	backends []*backend
 	next     atomic.Uint64
+
+	tenant   string
+	revision string // the active revision, whose containers these are
+	// zero: it scales to zero (ScalesToZero) when idle; cleared when the
+	// deployment no longer does.
+	zero atomic.Bool
+	// last is when a request last began or ended (Options.Clock, Unix
+	// nanoseconds).
+	last atomic.Int64
+	// asleep: its containers are stopped (backends is empty); a request
+	// starts them (waking) and waits. Both are guarded by proxy.mu.
+	asleep bool
+	waking *wake
+}
+
+// wake is one start of a sleeping deployment's containers, which every
+// request that comes meanwhile waits for: done is closed when it ended,
+// with err nil when the route serves again (or was replaced).
+type wake struct {
+	done chan struct{}
+	err  error
+}
+
+// busy reports whether a request is in flight to one of the route's
+// containers. The caller holds proxy.mu.
+func (rt *route) busy() bool {
+	for _, b := range rt.backends {
+		if b.inflight.Load() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // proxy forwards /{deployment id}/... to the deployment's active
@@ -33,11 +68,23 @@ type route struct {
 // picks its backend and counts itself in flight under the read lock, so
 // once set returns, every request still on an old backend is counted and
 // drain can wait for it.
+//
+// A request for a deployment whose containers are stopped (asleep) is
+// held while start, run once for every request that comes meanwhile,
+// starts them; it is then forwarded, or answered 502 when the start
+// failed, or 503 after hold if the start takes longer. A client that
+// goes away stops only its own wait.
 type proxy struct {
 	mu     sync.RWMutex
 	routes map[string]*route
 	rp     *httputil.ReverseProxy
 	base   string // the path of Options.ProxyURL, without its last '/'
+
+	now   func() time.Time // Options.Clock: when a request was last seen
+	hold  time.Duration    // Options.WakeTimeout
+	start func(dep string, rt *route) error
+	// spawn runs a start in the background, under the Deployer's life.
+	spawn func(f func())
 }
 
 type ctxKey struct{}
@@ -45,7 +92,8 @@ type ctxKey struct{}
 // newProxy returns the proxy of the deployments whose urls are
 // proxyURL/{deployment id}.
 func newProxy(proxyURL string) *proxy {
-	p := &proxy{routes: map[string]*route{}}
+	p := &proxy{routes: map[string]*route{}, now: time.Now, hold: DefaultWakeTimeout,
+		spawn: func(f func()) { go f() }}
 	if u, err := url.Parse(proxyURL); err == nil {
 		p.base = strings.TrimRight(u.EscapedPath(), "/")
 	}
@@ -88,12 +136,19 @@ func backendsOf(cs []*ctr) []*backend {
 
 // set makes bs the deployment's backends and returns the ones it replaced.
 func (p *proxy) set(dep string, bs []*backend) (old []*backend) {
+	return p.put(dep, &route{backends: bs})
+}
+
+// put makes rt the deployment's route, last asked for now, and returns the
+// backends of the route it replaced.
+func (p *proxy) put(dep string, rt *route) (old []*backend) {
+	rt.last.Store(p.now().UnixNano())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if r := p.routes[dep]; r != nil {
 		old = r.backends
 	}
-	p.routes[dep] = &route{backends: bs}
+	p.routes[dep] = rt
 	return old
 }
 
@@ -117,29 +172,152 @@ func (p *proxy) addrs(dep string) []string {
 	return out
 }
 
+// idle lists the routes that scale to zero, serve, have no request in
+// flight and were last asked for before since.
+func (p *proxy) idle(since time.Time) map[string]*route {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := map[string]*route{}
+	for dep, rt := range p.routes {
+		if rt.zero.Load() && !rt.asleep && len(rt.backends) > 0 && !rt.busy() && rt.last.Load() < since.UnixNano() {
+			out[dep] = rt
+		}
+	}
+	return out
+}
+
+// sleep marks rt asleep if it is still the deployment's route, serving,
+// idle since before since: from then on its requests wait for a start.
+// It reports whether it did.
+func (p *proxy) sleep(dep string, rt *route, since time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.routes[dep] != rt || rt.asleep || rt.busy() || rt.last.Load() >= since.UnixNano() {
+		return false
+	}
+	rt.asleep, rt.backends = true, nil
+	return true
+}
+
+// woke makes bs the backends of rt, asleep until now, if it is still the
+// deployment's route; it reports whether it was.
+func (p *proxy) woke(dep string, rt *route, bs []*backend) bool {
+	rt.last.Store(p.now().UnixNano())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.routes[dep] != rt {
+		return false
+	}
+	rt.asleep, rt.backends = false, bs
+	return true
+}
+
+// current reports whether rt is the deployment's route.
+func (p *proxy) current(dep string, rt *route) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.routes[dep] == rt
+}
+
+// wakeOf returns the start that a request for rt waits for, beginning one
+// when none runs; nil when rt serves again or is no longer the
+// deployment's route (the request looks again).
+func (p *proxy) wakeOf(dep string, rt *route) *wake {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.routes[dep] != rt || !rt.asleep {
+		return nil
+	}
+	if rt.waking == nil {
+		wk := &wake{done: make(chan struct{})}
+		rt.waking = wk
+		p.spawn(func() {
+			err := p.start(dep, rt)
+			p.mu.Lock()
+			rt.waking = nil
+			p.mu.Unlock()
+			wk.err = err
+			close(wk.done)
+		})
+	}
+	return rt.waking
+}
+
+// maxWaits bounds the starts one request waits for: a deployment put to
+// sleep again at once after it woke is answered 503 rather than waited on
+// forever.
+const maxWaits = 3
+
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, "/")
 	dep, path, _ := strings.Cut(rest, "/")
 	path = "/" + path
-	p.mu.RLock()
-	rt := p.routes[dep]
-	var b *backend
-	if rt != nil && len(rt.backends) > 0 {
-		b = rt.backends[rt.next.Add(1)%uint64(len(rt.backends))]
-		b.inflight.Add(1)
-	}
-	p.mu.RUnlock()
-	if rt == nil {
-		writeDetail(w, http.StatusNotFound, "No deployment serves here.")
+	for waits := 0; ; waits++ {
+		p.mu.RLock()
+		rt := p.routes[dep]
+		var b *backend
+		asleep := false
+		if rt != nil {
+			rt.last.Store(p.now().UnixNano())
+			asleep = rt.asleep
+			if !asleep && len(rt.backends) > 0 {
+				b = rt.backends[rt.next.Add(1)%uint64(len(rt.backends))]
+				b.inflight.Add(1)
+			}
+		}
+		p.mu.RUnlock()
+		switch {
+		case rt == nil:
+			writeDetail(w, http.StatusNotFound, "No deployment serves here.")
+			return
+		case asleep && waits < maxWaits:
+			if !p.await(w, r, dep, rt) {
+				return
+			}
+			continue
+		case asleep:
+			w.Header().Set("Retry-After", "5")
+			writeDetail(w, http.StatusServiceUnavailable, "The deployment is starting; try again shortly.")
+			return
+		case b == nil:
+			writeDetail(w, http.StatusServiceUnavailable, "The deployment has no running container.")
+			return
+		}
+		defer func() {
+			b.inflight.Add(-1)
+			rt.last.Store(p.now().UnixNano())
+		}()
+		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, &target{addr: b.addr, path: path, prefix: p.base + "/" + dep}))
+		p.rp.ServeHTTP(w, r)
 		return
 	}
-	if b == nil {
-		writeDetail(w, http.StatusServiceUnavailable, "The deployment has no running container.")
-		return
+}
+
+// await holds a request for a sleeping deployment until its containers
+// have started. It reports whether the request should look for the
+// deployment's backends again; otherwise it has answered (502 when the
+// start failed, 503 when it outlasted the hold) or its client went away.
+func (p *proxy) await(w http.ResponseWriter, r *http.Request, dep string, rt *route) bool {
+	wk := p.wakeOf(dep, rt)
+	if wk == nil {
+		return true
 	}
-	defer b.inflight.Add(-1)
-	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, &target{addr: b.addr, path: path, prefix: p.base + "/" + dep}))
-	p.rp.ServeHTTP(w, r)
+	t := time.NewTimer(p.hold)
+	defer t.Stop()
+	select {
+	case <-wk.done:
+		if wk.err != nil {
+			writeDetail(w, http.StatusBadGateway, "The deployment was scaled to zero and its containers failed to start; its deploy log says why.")
+			return false
+		}
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-t.C:
+		w.Header().Set("Retry-After", "5")
+		writeDetail(w, http.StatusServiceUnavailable, "The deployment was scaled to zero and is still starting; try again shortly.")
+		return false
+	}
 }
 
 func writeDetail(w http.ResponseWriter, code int, detail string) {

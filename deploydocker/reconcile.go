@@ -18,7 +18,10 @@ import (
 // deployment and revision its labels name:
 //
 //   - the deployment's active revision: adopted; its running containers
-//     serve the deployment's url again;
+//     serve the deployment's url again; a deployment that scales to zero
+//     whose containers are all stopped stays asleep (not started), and
+//     a request starts them (its status is set UNUSED, or READY again
+//     for one running, if a restart came between the two);
 //   - a revision not yet terminal: left for the Deploy that resumes it,
 //     which adopts its containers (no duplicate is created);
 //   - a deployment being deleted: left for its Teardown;
@@ -92,6 +95,7 @@ func (d *Deployer) reconcileDeployment(ctx context.Context, tenant, depID string
 	}
 	var stale []container.Summary
 	var active []*ctr
+	activeAll, stopped := 0, 0
 	for _, c := range cs {
 		if isService(c.Labels) {
 			continue // the deployment's database or Redis: it stays with the deployment
@@ -100,6 +104,10 @@ func (d *Deployer) reconcileDeployment(ctx context.Context, tenant, depID string
 		st := status[rid]
 		switch {
 		case dep.ActiveRevisionID != nil && *dep.ActiveRevisionID == rid:
+			activeAll++
+			if c.State == container.StateExited || c.State == container.StateCreated {
+				stopped++
+			}
 			if c.State != container.StateRunning {
 				continue // restarting or stopped: not routed; the restart policy may bring it back
 			}
@@ -118,8 +126,25 @@ func (d *Deployer) reconcileDeployment(ctx context.Context, tenant, depID string
 			stale = append(stale, c)
 		}
 	}
+	zero := ScalesToZero(dep)
+	switch {
+	case zero && activeAll > 0 && stopped == activeAll:
+		// Scaled to zero: it stays so, and the next request starts its
+		// containers.
+		rt := newRoute(tenant, *dep.ActiveRevisionID, zero, nil)
+		rt.asleep = true
+		d.proxy.put(depID, rt)
+		if dep.Status != controlplane.StatusUnused {
+			d.reportStatus(ctx, tenant, depID, controlplane.StatusUnused)
+		}
+		d.log.Info("deploydocker: the active revision's containers are stopped (scaled to zero); a request starts them",
+			"deployment", depID, "revision", *dep.ActiveRevisionID)
+	case len(active) > 0 && dep.Status == controlplane.StatusUnused:
+		// Started for a request just before the restart.
+		d.reportStatus(ctx, tenant, depID, controlplane.StatusReady)
+	}
 	if len(active) > 0 {
-		d.proxy.set(depID, backendsOf(active))
+		d.proxy.put(depID, newRoute(tenant, *dep.ActiveRevisionID, zero, backendsOf(active)))
 		// Their output goes on to the active revision's deploy log, from
 		// where it ends (what the earlier run wrote is there).
 		rl := &revLog{d: d, w: &controlplane.Work{Tenant: tenant, Deployment: *dep,

@@ -162,7 +162,7 @@ func (o *objects) items() ([]item, error) {
 		}
 		out = append(out, deployment(dp, o.autoscaled(c)))
 		name := *dp.Name
-		if o.autoscaled(c) {
+		if o.hpaScaled(c) {
 			h := o.hpa(c)
 			out = append(out, item{kind: "HorizontalPodAutoscaler", name: name, ac: h, apply: func(ctx context.Context) error {
 				_, err := d.cli.AutoscalingV2().HorizontalPodAutoscalers(ns).Apply(ctx, h, opts)

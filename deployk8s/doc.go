@@ -22,7 +22,8 @@
 // the Deployments "dp-<id>-api" and "dp-<id>-queue" sized from the
 // resource_spec after controlplane.ResourceSpec.WithDefaults, with
 // readiness on Options.ReadyPath and rolling updates with maxUnavailable
-// 0; HorizontalPodAutoscalers when a maximum scale is above its minimum; a
+// 0; HorizontalPodAutoscalers when a maximum scale is above its minimum
+// (not for a minimum of 0: see below); a
 // PodDisruptionBudget "dp-<id>-api" (minAvailable 1) while min_scale is 2
 // or more; a Service "dp-<id>" (url
 // http://dp-<id>.<namespace>.svc.cluster.local:8000 unless custom_url is
@@ -37,7 +38,12 @@
 // Guarantees:
 //
 //   - DEPLOYED means min_scale replicas of the revision are available and
-//     the database and Redis are ready. A container that fails or cannot
+//     the database and Redis are ready. min_scale 0 (and
+//     queue_min_scale 0) means an external scaler (KEDA-style, the
+//     operator's) scales the Deployment to zero and back: a revision
+//     rolls out one replica, no HorizontalPodAutoscaler is made, and the
+//     replicas are the scaler's from then on (Reconcile leaves them).
+//     The deployment stays READY at zero. A container that fails or cannot
 //     start, an object the API server refuses, or
 //     Options.ProgressDeadline passing ends the revision DEPLOY_FAILED
 //     with a status_message taken from the cluster.

@@ -396,10 +396,31 @@ func (o *objects) deployment(component string) (*appsv1ac.DeploymentApplyConfigu
 	return d.WithSpec(spec), nil
 }
 
-// autoscaled: the component has a maximum above its minimum.
+// autoscaled: the component's replicas are an autoscaler's, not a
+// drift: its own HorizontalPodAutoscaler's (hpaScaled), or an external
+// scaler's (zero).
 func (o *objects) autoscaled(component string) bool {
+	return o.hpaScaled(component) || o.zero(component)
+}
+
+// hpaScaled: the component gets a HorizontalPodAutoscaler, its maximum
+// being above its minimum, unless an external scaler owns its replicas.
+func (o *objects) hpaScaled(component string) bool {
 	lo, hi := o.scale(component)
-	return hi > lo
+	return hi > lo && !o.zero(component)
+}
+
+// zero: the component's minimum is 0 (min_scale 0, or queue_min_scale):
+// it rolls out one replica, and an external scaler (KEDA-style) scales it
+// to zero and back within the maximum; its replicas are that scaler's,
+// and it gets no HorizontalPodAutoscaler of this package's (the scaler
+// makes its own).
+func (o *objects) zero(component string) bool {
+	mn := o.spec.MinScale
+	if component == componentQueue {
+		mn = o.spec.QueueMinScale
+	}
+	return mn != nil && *mn == 0
 }
 
 // hpa scales a component from its minimum to its maximum on CPU.

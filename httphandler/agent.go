@@ -81,6 +81,13 @@ type agentLinesRequest struct {
 	Lines []cp.LogLine `json:"lines"`
 }
 
+// agentStatusRequest is the body of POST
+// .../agent/deployments/{deployment_id}/status.
+type agentStatusRequest struct {
+	// Status is the deployment's new status: READY, UNUSED or UNKNOWN.
+	Status cp.DeploymentStatus `json:"status"`
+}
+
 // agentBody is the body of an agent route: problems lists the members it
 // lacks or has out of range (at ["body", member]), which the transport
 // requires; the ControlPlane checks the rest.
@@ -136,6 +143,13 @@ func (r *agentLogsRequest) problems() []apierr.Problem {
 }
 
 func (r *agentReleaseRequest) problems() []apierr.Problem { return leaseProblems(r.Lease) }
+
+func (r *agentStatusRequest) problems() []apierr.Problem {
+	if r.Status == "" {
+		return []apierr.Problem{missing("status")}
+	}
+	return nil
+}
 
 func (r *agentLinesRequest) problems() []apierr.Problem {
 	if r.Lines == nil {
@@ -328,6 +342,15 @@ func (h *handler) agentRevision(c *call) (int, any, error) {
 	return http.StatusOK, rev, err
 }
 
+func (h *handler) agentDeploymentStatus(c *call) (int, any, error) {
+	var req agentStatusRequest
+	ids, err := h.agentRequest(c, &req, "deployment_id")
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, h.cp.AgentReportDeploymentStatus(c.r.Context(), c.tenant, ids[0], ids[1], req.Status)
+}
+
 func (h *handler) agentAppendLogs(c *call) (int, any, error) {
 	var req agentLinesRequest
 	ids, err := h.agentRequest(c, &req, "deployment_id", "revision_id")
@@ -442,6 +465,12 @@ func agentRoutes() []route {
 			}},
 		{method: http.MethodGet, path: base + "/deployments/{deployment_id}", serve: (*handler).agentDeployment, agent: true,
 			summary: "Get a deployment placed on the listener", status: http.StatusOK, resp: cp.Deployment{}},
+		{method: http.MethodPost, path: base + "/deployments/{deployment_id}/status", serve: (*handler).agentDeploymentStatus, agent: true,
+			summary: "Set the status of a deployment placed on the listener outside a lease: UNUSED once the agent " +
+				"scaled it to zero, READY once it serves again, UNKNOWN when the agent cannot tell",
+			description: "400 for another status, for READY before a revision is active, and for a deployment " +
+				"being deleted; setting the status the deployment has changes nothing.",
+			body: agentStatusRequest{}, status: http.StatusNoContent},
 		{method: http.MethodGet, path: revision, serve: (*handler).agentRevision, agent: true,
 			summary: "Get a revision of a deployment placed on the listener", status: http.StatusOK, resp: cp.Revision{}},
 		{method: http.MethodPost, path: revision + "/logs", serve: (*handler).agentAppendLogs, agent: true,

@@ -340,6 +340,13 @@ func TestAgentFlow(t *testing.T) {
 		t.Errorf("the agent's deployment: %s", r.body)
 	}
 	e.want(token, "GET", agent+"/deployments/"+d.ID+"/revisions/"+rev, "", 200)
+	// Its status outside a lease: scaled to zero, then serving again.
+	for _, st := range []controlplane.DeploymentStatus{controlplane.StatusUnused, controlplane.StatusReady} {
+		e.want(token, "POST", agent+"/deployments/"+d.ID+"/status", `{"status": "`+string(st)+`"}`, 204)
+		if got := must[controlplane.Deployment](t, e.s, keyA, "GET", "/v2/deployments/"+d.ID, "", 200); got.Status != st {
+			t.Errorf("the deployment after the agent set %s: %s", st, got.Status)
+		}
+	}
 	e.want(token, "POST", agent+"/deployments/"+d.ID+"/revisions/"+rev+"/logs",
 		`{"lines": [{"type": "deploy", "level": "ERROR", "message": "server: listening on :8000"}]}`, 204)
 	var page controlplane.LogPage
@@ -446,6 +453,12 @@ func TestAgentErrors(t *testing.T) {
 		{name: "a lease of another listener's work", token: token2, path: "/v2/listeners/" + l2.ID + "/agent/report",
 			body: leaseBody(taken.Lease, `, "step": {}`), status: 404, detail: " not found."},
 		{name: "another listener's deployment", token: token, path: agent + "/deployments/" + d2.ID, method: "GET", status: 404, detail: "Deployment ID "},
+		{name: "another listener's deployment's status", token: token, path: agent + "/deployments/" + d2.ID + "/status",
+			body: `{"status": "UNUSED"}`, status: 404, detail: "Deployment ID "},
+		{name: "a status no deployer sets", token: token, path: agent + "/deployments/" + d.ID + "/status",
+			body: `{"status": "AWAITING_DELETE"}`, status: 400, detail: "may not set the deployment status"},
+		{name: "a status request without its status", token: token, path: agent + "/deployments/" + d.ID + "/status", body: `{}`, status: 422,
+			problems: []problem{{[]any{"body", "status"}, apierr.TypeMissing}}},
 		{name: "another listener's agent routes", token: token, path: "/v2/listeners/" + l2.ID + "/agent/heartbeat", body: `{}`,
 			status: 403, detail: "not for this listener"},
 		{name: "a route not an agent's", token: token, path: "/v2/deployments", method: "GET", status: 403, detail: "only by its listener's agent routes"},
@@ -660,6 +673,9 @@ func checkAgentRoutes(t *testing.T, s *server, c *docChecker) {
 	dep, rev := base+"/deployments/{deployment_id}", base+"/deployments/{deployment_id}/revisions/{revision_id}"
 	at(dep, "GET", agent+"/deployments/"+d.ID, "", 200, b...)
 	at(rev, "GET", agent+"/deployments/"+d.ID+"/revisions/"+*d.LatestRevisionID, "", 200, b...)
+	at(dep+"/status", "POST", agent+"/deployments/"+d.ID+"/status", `{"status": "READY"}`, 400, b...) // no active revision
+	at(dep+"/status", "POST", agent+"/deployments/"+d.ID+"/status", `{"status": "UNKNOWN"}`, 204, b...)
+	at(dep+"/status", "POST", agent+"/deployments/"+d.ID+"/status", `{}`, 422, b...)
 	at(rev+"/logs", "POST", agent+"/deployments/"+d.ID+"/revisions/"+*d.LatestRevisionID+"/logs", `{"lines": []}`, 204, b...)
 	at(rev+"/logs", "GET", agent+"/deployments/"+d.ID+"/revisions/"+*d.LatestRevisionID+"/logs?type=deploy", "", 200, b...)
 	at(base+"/release", "POST", agent+"/release", leaseBody(w.Lease, `, "retry": true`), 204, b...)
@@ -680,6 +696,7 @@ func checkAgentRoutes(t *testing.T, s *server, c *docChecker) {
 		{"/renew", "AgentLeaseRequest"}, {"/report", "AgentReportRequest"}, {"/fail", "AgentFailRequest"}, {"/teardown-failed", "AgentFailRequest"},
 		{"/logs", "AgentLogsRequest"}, {"/release", "AgentReleaseRequest"}, {"/heartbeat", "AgentHeartbeatRequest"},
 		{"/deployments/" + d.ID + "/revisions/" + *d.LatestRevisionID + "/logs", "AgentLinesRequest"},
+		{"/deployments/" + d.ID + "/status", "AgentStatusRequest"},
 	} {
 		r := s.do("POST", agent+tt.path, `{}`, b...)
 		var missing []string

@@ -301,6 +301,7 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[agentLogsRequest]():                   "AgentLogsRequest",
 	reflect.TypeFor[agentReleaseRequest]():                "AgentReleaseRequest",
 	reflect.TypeFor[agentLinesRequest]():                  "AgentLinesRequest",
+	reflect.TypeFor[agentStatusRequest]():                 "AgentStatusRequest",
 	reflect.TypeFor[bulkDelete]():                         "DeleteDeploymentsResponse",
 	reflect.TypeFor[bulkDeleteResult]():                   "DeleteDeploymentResult",
 }
@@ -324,6 +325,7 @@ var requestOnly = map[reflect.Type]bool{
 	reflect.TypeFor[agentLogsRequest]():      true,
 	reflect.TypeFor[agentReleaseRequest]():   true,
 	reflect.TypeFor[agentLinesRequest]():     true,
+	reflect.TypeFor[agentStatusRequest]():    true,
 }
 
 // neverNull are the list and map members of answers that are never null
@@ -380,6 +382,7 @@ var requiredIn = map[string]bool{
 	"agentLeaseRequest.lease": true, "agentReportRequest.lease": true, "agentReportRequest.step": true,
 	"agentFailRequest.lease": true, "agentLogsRequest.lease": true, "agentLogsRequest.lines": true,
 	"agentReleaseRequest.lease": true, "agentLinesRequest.lines": true, "LogLine.type": true,
+	"agentStatusRequest.status": true,
 }
 
 // timeTypes encode as RFC 3339 strings.

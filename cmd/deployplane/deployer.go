@@ -45,6 +45,10 @@ type deployerFlags struct {
 	sharedRedis    string // URL of a shared Redis
 	healthPath     string
 	healthTimeout  time.Duration
+	// idleTimeout is -docker-idle-timeout: how long a dev_zero or
+	// dev_free_zero deployment goes without a request before its
+	// containers stop (0: never).
+	idleTimeout    time.Duration
 	buildBaseImage string
 	build          buildLimits
 	kubeconfig     string // Kubernetes clusters for k8s listeners ('' = home's ~/.kube/config)
@@ -228,6 +232,7 @@ func (f *deployerFlags) registerEngines(fs *flag.FlagSet, getenv func(string) st
 	fs.StringVar(&f.sharedRedis, "shared-redis-url", getenv("DEPLOYPLANE_SHARED_REDIS_URL"), "a shared Redis (redis://:password@host:6379) where each deployment gets an ACL user limited to its key prefix; needs -shared-postgres-dsn (default $DEPLOYPLANE_SHARED_REDIS_URL)")
 	fs.StringVar(&f.healthPath, "docker-health-path", deploydocker.DefaultHealthPath, "path of the containers' health check")
 	fs.DurationVar(&f.healthTimeout, "docker-health-timeout", deploydocker.DefaultHealthTimeout, "how long a new container has to pass its health check")
+	fs.DurationVar(&f.idleTimeout, "docker-idle-timeout", deploydocker.DefaultIdleTimeout, "how long a dev_zero or dev_free_zero deployment goes without a request before its containers stop until the next one (0: never)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig files (several separated by ':' merge as kubectl merges them) whose contexts are the clusters k8s listeners name (default $KUBECONFIG, else ~/.kube/config; in a pod without either, its own cluster as in-cluster)")
 	f.home = getenv("HOME")
 	fs.StringVar(&f.k8sNamespaces, "k8s-namespaces", "", "comma-separated namespaces the Kubernetes deployers work in, and nowhere else (default: every namespace)")
@@ -261,6 +266,9 @@ func (f *deployerFlags) check() string {
 	}
 	if f.healthTimeout <= 0 {
 		return "-docker-health-timeout must be positive"
+	}
+	if f.idleTimeout < 0 {
+		return "-docker-idle-timeout must not be negative (0 never stops idle deployments)"
 	}
 	if f.pullTimeout <= 0 {
 		return "-docker-pull-retry-timeout must be positive"
@@ -423,6 +431,9 @@ type deployerEnv struct {
 	state interface {
 		deploydocker.State
 		deployk8s.State
+		// ReportDeploymentStatus is the Docker deployers'
+		// StatusReporter: the deployments they scale to zero.
+		ReportDeploymentStatus(ctx context.Context, tenant, deploymentID string, s controlplane.DeploymentStatus) error
 	}
 	// cp is the server's ControlPlane (nil in an agent): builds find the
 	// GitHub App installation of a github deployment through it.
@@ -563,7 +574,11 @@ func startDockerDeployer(ctx context.Context, f *deployerFlags, host, instance s
 	}
 	do := &deploydocker.Options{Client: cli, Network: f.dockerNetwork, ProxyURL: env.proxyURL,
 		Instance: instance, State: env.state, Logger: env.log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
-		DatabaseTimeout: f.dbTimeout, PullRetryTimeout: f.pullTimeout, Builder: builder, Credentials: env.credentials}
+		DatabaseTimeout: f.dbTimeout, PullRetryTimeout: f.pullTimeout, Builder: builder, Credentials: env.credentials,
+		IdleTimeout: f.idleTimeout, StatusReporter: env.state.ReportDeploymentStatus}
+	if f.idleTimeout == 0 {
+		do.IdleTimeout = -1 // never; deploydocker's 0 is its default
+	}
 	if shared != nil {
 		do.Databases = shared
 	} else {

@@ -18,6 +18,7 @@ import (
 // when the daemon does not answer.
 func TestDeployerFlags(t *testing.T) {
 	for _, args := range [][]string{{"-deployer", "kubernetes"}, {"-deployer", "docker", "-docker-health-timeout", "0s"},
+		{"-deployer", "docker", "-docker-idle-timeout", "-1m"},
 		{"-docker-endpoint", "east"}, {"-docker-endpoint", "=unix:///x.sock"}, {"-docker-endpoint", "east="},
 		{"-docker-endpoint", "east=unix:///a.sock", "-docker-endpoint", "east=unix:///b.sock"},
 		{"-docker-endpoint", "east=unix:///a.sock", "-docker-network", ""}} {

@@ -74,6 +74,7 @@ Usage:
                 [-docker-database-timeout 3m] [-docker-pull-retry-timeout 3m]
                 [-shared-postgres-dsn DSN [-shared-redis-url URL]]
                 [-docker-health-path /ok] [-docker-health-timeout 3m]
+                [-docker-idle-timeout 15m]
                 [-build-base-image IMAGE] [-workers 16] [-tenant-workers N]
                 [-build-clone-timeout 5m] [-build-timeout 30m]
                 [-build-max-repo-bytes N] [-build-max-bytes N] [-build-max-files N]
@@ -270,6 +271,13 @@ Flags:
                       a new container is healthy once GET PATH answers 200
                       (default /ok, on the port in $PORT); one that does not
                       within D (default 3m) fails its revision (DEPLOY_FAILED)
+    -docker-idle-timeout D
+                      a dev_zero or dev_free_zero deployment that no request
+                      reached for D (default 15m) has its containers stopped
+                      (its database and Redis run on) and is UNUSED; the
+                      next request to its url waits while they start, then
+                      is answered, and the deployment is READY again. 0
+                      never stops them (see docs/docker.md, "Scale to zero")
     -docker-endpoint NAME=ADDRESS
                       a Docker engine (unix:///path.sock or tcp://host:port)
                       that deployments with a docker listener whose
