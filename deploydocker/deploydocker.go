@@ -121,6 +121,14 @@ type Options struct {
 	// ServerPort is the port the server listens on inside a container on
 	// a network other than host (DefaultServerPort, 8000).
 	ServerPort int
+	// SecretRefs maps the secret references a revision may name
+	// (controlplane.SecretReference), by "secret_name/secret_key"
+	// (SecretRefKey), to where the value is read when a container starts:
+	// "file:PATH" (the file's content) or "env:NAME" (a variable of the
+	// deployer's own environment). A reference it maps nothing to fails
+	// the revision; SecretReferenceProblem tells a control plane so
+	// before.
+	SecretRefs map[string]string
 	// PortEnv names the environment variable that tells a container which
 	// port to listen on (DefaultPortEnv, "PORT"; the LangGraph API server
 	// reads it).
@@ -254,6 +262,9 @@ func New(o *Options) (*Deployer, error) {
 		opt.Network = DefaultNetwork
 	case opt.Network == "none" || strings.HasPrefix(opt.Network, "container:"):
 		return nil, fmt.Errorf("deploydocker: Options.Network %q: the proxy could not reach the containers; use \"bridge\", a network of the daemon's or \"host\"", opt.Network)
+	}
+	if err := checkSecretRefs(opt.SecretRefs); err != nil {
+		return nil, err
 	}
 	if opt.ServerPort == 0 {
 		opt.ServerPort = DefaultServerPort

@@ -328,6 +328,10 @@ func (d *Deployer) ctrOf(ci container.InspectResponse) (*ctr, error) {
 // serialized with Teardown per deployment, so a deployment being deleted
 // gets no new container.
 func (d *Deployer) create(ctx context.Context, w *controlplane.Work, image string, replica int, extraEnv []string) (*ctr, error) {
+	refs, err := d.secretRefEnv(w.SecretReferences)
+	if err != nil {
+		return nil, err
+	}
 	port := d.o.ServerPort
 	if d.o.Network == "host" {
 		p, err := d.ports.take(ctx, d)
@@ -336,12 +340,13 @@ func (d *Deployer) create(ctx context.Context, w *controlplane.Work, image strin
 		}
 		port = p
 	}
-	env := make([]string, 0, len(w.Secrets)+1)
+	env := make([]string, 0, len(w.Secrets)+len(refs)+1)
 	for _, s := range w.Secrets {
 		if s.Name != d.o.PortEnv {
 			env = append(env, s.Name+"="+s.Value)
 		}
 	}
+	env = append(env, refs...)
 	env = append(env, extraEnv...)
 	env = append(env, d.o.PortEnv+"="+strconv.Itoa(port))
 	name := d.containerName(w.Revision.ID, replica)

@@ -47,6 +47,7 @@ Usage:
         [-docker-database-timeout 3m] [-docker-pull-retry-timeout 3m]
         [-shared-postgres-dsn DSN [-shared-redis-url URL]]
         [-docker-health-path /ok] [-docker-health-timeout 3m] [-docker-idle-timeout 15m]
+        [-docker-secret-ref NAME/KEY=SRC ...]
         [-build-base-image IMAGE]
         [-build-clone-timeout 5m] [-build-timeout 30m] [-build-max-repo-bytes N]
         [-build-max-bytes N] [-build-max-files N] [-build-max-depth 64]

@@ -49,6 +49,9 @@ type deployerFlags struct {
 	// dev_free_zero deployment goes without a request before its
 	// containers stop (0: never).
 	idleTimeout    time.Duration
+	// secretRefs is -docker-secret-ref, repeated: where the Docker
+	// deployers read secret references' values (deploydocker.Options.SecretRefs).
+	secretRefs     secretRefFlag
 	buildBaseImage string
 	build          buildLimits
 	kubeconfig     string // Kubernetes clusters for k8s listeners ('' = home's ~/.kube/config)
@@ -232,6 +235,8 @@ func (f *deployerFlags) registerEngines(fs *flag.FlagSet, getenv func(string) st
 	fs.StringVar(&f.sharedRedis, "shared-redis-url", getenv("DEPLOYPLANE_SHARED_REDIS_URL"), "a shared Redis (redis://:password@host:6379) where each deployment gets an ACL user limited to its key prefix; needs -shared-postgres-dsn (default $DEPLOYPLANE_SHARED_REDIS_URL)")
 	fs.StringVar(&f.healthPath, "docker-health-path", deploydocker.DefaultHealthPath, "path of the containers' health check")
 	fs.DurationVar(&f.healthTimeout, "docker-health-timeout", deploydocker.DefaultHealthTimeout, "how long a new container has to pass its health check")
+	f.secretRefs = secretRefFlag{}
+	fs.Var(f.secretRefs, "docker-secret-ref", "secret_name/secret_key=file:PATH or =env:NAME, repeated: the value the Docker deployer gives a deployment's secret reference to that secret and key (a reference it has no value for is refused)")
 	fs.DurationVar(&f.idleTimeout, "docker-idle-timeout", deploydocker.DefaultIdleTimeout, "how long a dev_zero or dev_free_zero deployment goes without a request before its containers stop until the next one (0: never)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig files (several separated by ':' merge as kubectl merges them) whose contexts are the clusters k8s listeners name (default $KUBECONFIG, else ~/.kube/config; in a pod without either, its own cluster as in-cluster)")
 	f.home = getenv("HOME")
@@ -575,7 +580,7 @@ func startDockerDeployer(ctx context.Context, f *deployerFlags, host, instance s
 	do := &deploydocker.Options{Client: cli, Network: f.dockerNetwork, ProxyURL: env.proxyURL,
 		Instance: instance, State: env.state, Logger: env.log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
 		DatabaseTimeout: f.dbTimeout, PullRetryTimeout: f.pullTimeout, Builder: builder, Credentials: env.credentials,
-		IdleTimeout: f.idleTimeout, StatusReporter: env.state.ReportDeploymentStatus}
+		IdleTimeout: f.idleTimeout, StatusReporter: env.state.ReportDeploymentStatus, SecretRefs: f.secretRefs}
 	if f.idleTimeout == 0 {
 		do.IdleTimeout = -1 // never; deploydocker's 0 is its default
 	}
@@ -605,4 +610,37 @@ func startDockerDeployer(ctx context.Context, f *deployerFlags, host, instance s
 		return nil, nil, err
 	}
 	return dd, closeD, nil
+}
+
+// secretRefFlag is -docker-secret-ref: secret_name/secret_key=SOURCE,
+// repeated (deploydocker.Options.SecretRefs checks SOURCE).
+type secretRefFlag map[string]string
+
+func (f secretRefFlag) String() string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(f)) {
+		out = append(out, k+"="+f[k])
+	}
+	return strings.Join(out, ",")
+}
+
+func (f secretRefFlag) Set(v string) error {
+	k, src, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("%q is not secret_name/secret_key=file:PATH or =env:NAME", v)
+	}
+	f[k] = src
+	return nil
+}
+
+// secretReferenceProblem is the control plane's check of a secret
+// reference (controlplane.Options.SecretReferenceProblem): the Docker
+// deployer's map for the deployments -deployer docker runs (those without
+// a listener); a deployment on a listener is checked by its deployer when
+// it deploys.
+func (f *deployerFlags) secretReferenceProblem(d *controlplane.Deployment, ref controlplane.SecretReference) string {
+	if f.kind != "docker" || d.SourceConfig.ListenerID != nil {
+		return ""
+	}
+	return deploydocker.SecretRefProblem(f.secretRefs, ref)
 }

@@ -74,7 +74,7 @@ Usage:
                 [-docker-database-timeout 3m] [-docker-pull-retry-timeout 3m]
                 [-shared-postgres-dsn DSN [-shared-redis-url URL]]
                 [-docker-health-path /ok] [-docker-health-timeout 3m]
-                [-docker-idle-timeout 15m]
+                [-docker-idle-timeout 15m] [-docker-secret-ref NAME/KEY=SRC ...]
                 [-build-base-image IMAGE] [-workers 16] [-tenant-workers N]
                 [-build-clone-timeout 5m] [-build-timeout 30m]
                 [-build-max-repo-bytes N] [-build-max-bytes N] [-build-max-files N]
@@ -271,6 +271,12 @@ Flags:
                       a new container is healthy once GET PATH answers 200
                       (default /ok, on the port in $PORT); one that does not
                       within D (default 3m) fails its revision (DEPLOY_FAILED)
+    -docker-secret-ref NAME/KEY=file:PATH, NAME/KEY=env:VAR (repeated)
+                      the value a Docker deployment's secret reference to
+                      secret NAME key KEY gets: the file's content or the
+                      variable of the server's environment, read when a
+                      container starts; a create or PATCH naming a pair
+                      with no value is refused (422)
     -docker-idle-timeout D
                       a dev_zero or dev_free_zero deployment that no request
                       reached for D (default 15m) has its containers stopped
@@ -1164,7 +1170,8 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	}
 	// Uploads are the records of the upload URLs (uploads.go): a
 	// source_tarball_path names a completed upload of the deployment.
-	cpOpts := &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics, Uploads: uploads.Records{}}
+	cpOpts := &controlplane.Options{Logger: log, GitHubApp: githubApp, SecretKey: secretKey, Observer: metrics, Uploads: uploads.Records{},
+		SecretReferenceProblem: c.deployer.secretReferenceProblem}
 	if githubApp != nil {
 		cpOpts.GitHubInstallStates = githubapp.NewStates(st, nil) // in the control plane's store
 	}
