@@ -48,7 +48,7 @@ type deployerFlags struct {
 	// idleTimeout is -docker-idle-timeout: how long a dev_zero or
 	// dev_free_zero deployment goes without a request before its
 	// containers stop (0: never).
-	idleTimeout    time.Duration
+	idleTimeout time.Duration
 	// secretRefs is -docker-secret-ref, repeated: where the Docker
 	// deployers read secret references' values (deploydocker.Options.SecretRefs).
 	secretRefs     secretRefFlag
