@@ -405,3 +405,34 @@ func readAll(resp *http.Response) string {
 		}
 	}
 }
+
+// A dev_zero deployment made through the API (internal_docker, as
+// langgraph deploy makes them, min_scale 0) sleeps and wakes with no
+// wrapper: the type the control plane stored is what decides.
+func TestScaleToZeroThroughTheAPI(t *testing.T) {
+	clock := testclock.New(time.Now(), 0)
+	var cp *controlplane.ControlPlane
+	f := newFixtureOf(t, func(o *deploydocker.Options) { zeroOptions(cp, clock)(o) }, &wrapping{
+		state: func(c *controlplane.ControlPlane) deploydocker.State { cp = c; return c },
+	})
+	name, src, img, typ := uniq("api-zero"), controlplane.SourceInternalDocker, image("server:v1"), controlplane.DeploymentTypeDevZero
+	d, err := f.cp.CreateDeployment(context.Background(), tenant, &controlplane.CreateDeploymentRequest{Name: &name, Source: &src,
+		SourceConfig:         &controlplane.SourceConfig{DeploymentType: &typ, ResourceSpec: &controlplane.ResourceSpec{MinScale: new(int64(0))}},
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: &img}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev := f.wait(d.ID, *d.LatestRevisionID); rev.Status != controlplane.RevisionDeployed {
+		t.Fatalf("revision %s: %s", rev.Status, deref(rev.StatusMessage))
+	}
+	got, err := f.cp.GetDeployment(context.Background(), tenant, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the url answers", func() bool { _, err := get(*got.URL + "/ok"); return err == nil })
+	f.asleep(clock, got)
+	if v, err := get(*got.URL + "/version"); err != nil || v != "v1" {
+		t.Fatalf("the first request to the sleeping deployment: %q, %v; want v1", v, err)
+	}
+	eventually(t, "the deployment is READY again", func() bool { return f.status(d.ID) == controlplane.StatusReady })
+}
