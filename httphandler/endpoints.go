@@ -290,6 +290,16 @@ func (h *handler) redeploy(c *call) (int, any, error) {
 	return http.StatusOK, d, err
 }
 
+func (h *handler) rollback(c *call) (int, any, error) {
+	ids, pathErr := pathIDs(c.r, "deployment_id")
+	var req controlplane.RollbackRequest
+	if err := h.decodeRequest(c, &req, true, pathErr); err != nil {
+		return 0, nil, err
+	}
+	d, err := h.cp.Rollback(c.r.Context(), c.tenant, ids[0], &req)
+	return http.StatusOK, d, err
+}
+
 func (h *handler) interruptRevision(c *call) (int, any, error) {
 	ids, err := pathIDs(c.r, "deployment_id", "revision_id")
 	if err != nil {

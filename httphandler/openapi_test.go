@@ -209,6 +209,24 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	_ = json.Unmarshal(ls.body, &lsd)
 	checkLanggraphDeployRoutes(t, s, c, lsd.ID, ldd.ID, f.docker.ID)
 
+	// Rollback: to the first of two DEPLOYED revisions; none to go back to.
+	var rb controlplane.Deployment
+	_ = json.Unmarshal(as(keyA, "POST", "/v2/deployments", dockerBody("rollback"), 201).body, &rb)
+	waitDeployed := func(revID string) {
+		t.Helper()
+		r := s.as(keyA, "GET", "/v2/deployments/"+rb.ID+"/revisions/"+revID+"?wait=terminal&timeout=60", "")
+		if !strings.Contains(string(r.body), `"status":"DEPLOYED"`) {
+			t.Fatalf("revision %s: %s", revID, r.body)
+		}
+	}
+	waitDeployed(*rb.LatestRevisionID)
+	at("POST", dep+"/rollback", "/v2/deployments/"+rb.ID+"/rollback", "", 400)
+	var rb2 controlplane.Deployment
+	_ = json.Unmarshal(s.as(keyA, "PATCH", "/v2/deployments/"+rb.ID, `{"source_revision_config": {"image_uri": "registry.example/agent:2"}}`).body, &rb2)
+	waitDeployed(*rb2.LatestRevisionID)
+	at("POST", dep+"/rollback", "/v2/deployments/"+rb.ID+"/rollback", `{}`, 200)
+	at("POST", dep+"/rollback", "/v2/deployments/"+rb.ID+"/rollback", `{"revision_id": "00000000-0000-7000-8000-0000000000ff"}`, 404)
+
 	// Revisions and logs.
 	as(keyA, "GET", "/v2/deployments/{deployment_id}/revisions", "", 200)
 	at("POST", "/v2/deployments/{deployment_id}/revisions", docker+"/revisions", "", 201)

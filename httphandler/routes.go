@@ -195,6 +195,13 @@ func (h *handler) routes() []route {
 			query: []param{qEnum("wait", "terminal: answer once the revision's status is terminal (or at the timeout).", "terminal"),
 				qInt("timeout", "With wait: seconds to wait at most.", 0, 60, 30)},
 			errors: []int{http.StatusServiceUnavailable}},
+		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/rollback", serve: (*handler).rollback, op: "rollback_deployment",
+			summary: "Go back to an earlier DEPLOYED revision without a rebuild", body: cp.RollbackRequest{}, bodyOptional: true,
+			description: "Without revision_id, the newest DEPLOYED revision older than the active one; else the one named. A new " +
+				"revision copies its snapshot and the image it ran, skips the build (it starts AWAITING_DEPLOY when the source " +
+				"builds) and is rolled out as any revision is, with no gap. 400 while the deployment is being deleted, without an " +
+				"active revision, for a revision not DEPLOYED or already active, or one whose image is not known.",
+			status: http.StatusOK, resp: cp.Deployment{}, errors: []int{http.StatusBadRequest}},
 		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy", serve: (*handler).redeploy, op: "redeploy_revision",
 			summary: "Redeploy a revision: a new revision copying its snapshot", status: http.StatusOK, resp: cp.Deployment{}},
 		{method: http.MethodPost, path: "/v2/deployments/{deployment_id}/revisions/{revision_id}/interrupt", serve: (*handler).interruptRevision,
