@@ -19,7 +19,8 @@
 //	             UpdateDeployment (PATCH), DeleteDeployment,
 //	             DeleteDeploymentWith (force, delete_tracing_project),
 //	             CountFreeDeployments
-//	revisions    GetRevision, ListRevisions, CreateRevision, RedeployRevision
+//	revisions    GetRevision, ListRevisions, CreateRevision, RedeployRevision,
+//	             Rollback
 //	listeners    CreateListener, GetListener, ListListeners, UpdateListener,
 //	             DeleteListener, DeleteListenerWith (force)
 //	integrations StartGitHubInstall, CompleteGitHubInstall (verified),

@@ -147,6 +147,7 @@ func RunWith(t *testing.T, opts *controlplane.Options, opens ...Opener) {
 			"patch":           func(rt *rapid.T) { m.patch(rt, false) },
 			"create_revision": func(rt *rapid.T) { m.patch(rt, true) },
 			"redeploy":        m.redeploy,
+			"rollback":        m.rollback,
 			"delete":          m.delete,
 			"delete_many":     m.deleteMany,
 			"interrupt":       m.interrupt,
@@ -928,6 +929,72 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 	d.exp = exp
 	if trigger {
 		m.addRevision(rt, d, gotD["latest_revision_id"], jsonValue(rt, tracked))
+	}
+}
+
+// rollback goes back to an earlier DEPLOYED revision (section 11): the one
+// named, or the newest DEPLOYED one older than the active one. A new
+// revision copies its snapshot, as a redeploy's does, and its image, and
+// starts AWAITING_DEPLOY when the source builds.
+func (m *machine) rollback(rt *rapid.T) {
+	tenant, id, d := m.target(rt)
+	var rev *mRev
+	var req *controlplane.RollbackRequest
+	want := okay
+	if rapid.Bool().Draw(rt, "name the revision") {
+		revID, r := m.targetRevision(rt, d, func() string { return unknownID })
+		req, rev = &controlplane.RollbackRequest{RevisionID: &revID}, r
+	}
+	builds := d != nil && slices.Contains([]string{github, internalSource}, d.source())
+	switch {
+	case d == nil:
+		want = notFound
+	case d.deleted():
+		want = invalidState
+	case req != nil && rev == nil:
+		want = notFound
+	case req != nil && (rev.status != "DEPLOYED" || d.exp["active_revision_id"] == rev.id):
+		want = invalidState
+	case req == nil && d.exp["active_revision_id"] == nil:
+		want = invalidState
+	case req == nil:
+		active := slices.IndexFunc(d.revs, func(r mRev) bool { return r.id == d.exp["active_revision_id"] })
+		for i := active - 1; i >= 0 && rev == nil; i-- {
+			if d.revs[i].status == "DEPLOYED" {
+				rev = &d.revs[i]
+			}
+		}
+		if rev == nil {
+			want = invalidState
+		}
+	}
+	if want == okay && builds && rev.image == nil {
+		want = invalidState // the image it ran is not known
+	}
+	if _, got := m.expectOutcome(rt, fmt.Sprintf("rollback %+v", req), want, "", func(cp *controlplane.ControlPlane) (any, error) {
+		return cp.Rollback(m.ctx, tenant, id, req)
+	}); got != okay {
+		return
+	}
+	target := *rev
+	exp := deepCopy(rt, d.exp)
+	exp["source_revision_config"] = jsonValue(rt, target.src)
+	exp["secrets"] = jsonValue(rt, target.secrets)
+	exp["secret_references"] = jsonValue(rt, target.refs)
+	setPath(exp, loc("source_config.resource_spec"), jsonValue(rt, target.spec))
+	got := m.get(rt, d)
+	m.touched[d] = true
+	m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
+	exp["updated_at"], exp["latest_revision_id"] = got["updated_at"], got["latest_revision_id"]
+	if diff := diff(exp, got); diff != "" {
+		rt.Fatalf("rollback: deployment differs from the model (-model +got):\n%s", diff)
+	}
+	d.exp = exp
+	m.addRevision(rt, d, got["latest_revision_id"], target.tracked)
+	r := &d.revs[len(d.revs)-1]
+	r.image = target.image
+	if builds {
+		r.enter("AWAITING_DEPLOY", nil)
 	}
 }
 
