@@ -309,6 +309,16 @@ func (h *Handler) deleteDeployment(q *request) error {
 	return nil
 }
 
+// rollback serves POST /ui/deployments/{id}/revisions/{rid}/rollback.
+func (h *Handler) rollback(q *request) error {
+	id, rid := q.r.PathValue("id"), q.r.PathValue("rid")
+	if _, err := h.cp.Rollback(q.r.Context(), q.tenant(), id, &cp.RollbackRequest{RevisionID: &rid}); err != nil {
+		return err
+	}
+	h.toDeployment(q, id)
+	return nil
+}
+
 // redeploy serves POST /ui/deployments/{id}/revisions/{rid}/redeploy.
 func (h *Handler) redeploy(q *request) error {
 	id := q.r.PathValue("id")

@@ -22,6 +22,8 @@
 //	POST /ui/deployments/{id}/delete         DeleteDeployment, once the name is typed
 //	GET  /ui/deployments/{id}/revisions/{rid}             status history and a log
 //	POST /ui/deployments/{id}/revisions/{rid}/redeploy    RedeployRevision
+//	GET  /ui/deployments/{id}/revisions/{rid}/rollback    what a rollback to it changes
+//	POST /ui/deployments/{id}/revisions/{rid}/rollback    Rollback
 //	GET  /ui/listeners
 //	GET  /ui/stream/events[?deployment=|?ids=]   live status (text/event-stream)
 //	GET  /ui/stream/logs/{id}/{rid}?type=&after=&level=&q=   live log lines

@@ -341,6 +341,71 @@ func (h *Handler) revisionPage(q *request) error {
 	return nil
 }
 
+// rollbackData is the rollback page's: the deployment, the revision it
+// would go back to, and what changes.
+type rollbackData struct {
+	D       *cp.Deployment
+	R       *cp.Revision
+	Changes []rollbackChange
+}
+
+// rollbackChange is a field a rollback changes: its value now (the
+// active revision's) and after.
+type rollbackChange struct {
+	Field, Now, After string
+}
+
+// rollbackPage serves GET /ui/deployments/{id}/revisions/{rid}/rollback:
+// what going back to the revision changes, before the button that does it.
+func (h *Handler) rollbackPage(q *request) error {
+	ctx := q.r.Context()
+	id, rid := q.r.PathValue("id"), q.r.PathValue("rid")
+	dep, err := h.cp.GetDeployment(ctx, q.tenant(), id)
+	if err != nil {
+		return err
+	}
+	target, err := h.cp.GetRevision(ctx, q.tenant(), id, rid)
+	if err != nil {
+		return err
+	}
+	var active *cp.Revision
+	if dep.ActiveRevisionID != nil {
+		if active, err = h.cp.GetRevision(ctx, q.tenant(), id, *dep.ActiveRevisionID); err != nil {
+			return err
+		}
+	}
+	d := rollbackData{D: dep, R: target, Changes: rollbackChanges(dep, active, target)}
+	h.render(q.w, http.StatusOK, "rollback", &view{Title: "Roll back " + dep.Name, Sess: q.sess, Nav: "deployments", Data: d})
+	return nil
+}
+
+// rollbackChanges lists the fields of the revisions' snapshots that
+// differ between the active revision (nil: none) and target.
+func rollbackChanges(dep *cp.Deployment, active, target *cp.Revision) []rollbackChange {
+	var now cp.SourceRevisionConfig
+	if active != nil {
+		now = active.SourceRevisionConfig
+	}
+	after := target.SourceRevisionConfig
+	var out []rollbackChange
+	for _, f := range []struct {
+		name     string
+		now, aft *string
+	}{
+		{"revision", dep.ActiveRevisionID, &target.ID},
+		{"image_uri", now.ImageURI, after.ImageURI},
+		{"repo_ref", now.RepoRef, after.RepoRef},
+		{"repo_commit_sha", now.RepoCommitSHA, after.RepoCommitSHA},
+		{"graph_config_path", now.GraphConfigPath, after.GraphConfigPath},
+		{"source_tarball_path", now.SourceTarballPath, after.SourceTarballPath},
+	} {
+		if str(f.now) != str(f.aft) {
+			out = append(out, rollbackChange{Field: f.name, Now: str(f.now), After: str(f.aft)})
+		}
+	}
+	return out
+}
+
 // timeline pairs each status of a history with the time until the next.
 func timeline(hist []cp.StatusChange) ([]timelineStep, int64) {
 	steps := make([]timelineStep, len(hist))

@@ -129,18 +129,21 @@ func locString(loc []any) string {
 // timeLayout is how the pages show a time.
 const timeLayout = "2006-01-02 15:04:05 UTC"
 
+// str is *p, "" for nil.
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
 var funcs = template.FuncMap{
 	"badge": badgeClass,
 	"when": func(t wiretime.Time) string {
 		return t.Time().UTC().Format(timeLayout)
 	},
 	"iso": func(t wiretime.Time) string { return t.Time().UTC().Format(time.RFC3339Nano) },
-	"str": func(p *string) string {
-		if p == nil {
-			return ""
-		}
-		return *p
-	},
+	"str":   str,
 	"lower": strings.ToLower,
 	"add":   func(a, b int) int { return a + b },
 	"seq": func(n int) []int {
@@ -169,7 +172,7 @@ func badgeClass(status any) string {
 
 // pageNames are the templates of templates/, each executed through
 // layout.html.
-var pageNames = []string{"signin", "workspace", "deployments", "new", "deployment", "revision", "listeners", "error"}
+var pageNames = []string{"signin", "workspace", "deployments", "new", "deployment", "revision", "rollback", "listeners", "error"}
 
 // parsePages parses every page with the layout.
 func parsePages() map[string]*template.Template {
