@@ -142,7 +142,7 @@ var funcs = template.FuncMap{
 	"when": func(t wiretime.Time) string {
 		return t.Time().UTC().Format(timeLayout)
 	},
-	"iso": func(t wiretime.Time) string { return t.Time().UTC().Format(time.RFC3339Nano) },
+	"iso":   func(t wiretime.Time) string { return t.Time().UTC().Format(time.RFC3339Nano) },
 	"str":   str,
 	"lower": strings.ToLower,
 	"add":   func(a, b int) int { return a + b },
