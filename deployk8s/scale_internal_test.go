@@ -144,7 +144,8 @@ func TestScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp := controlplane.New(storemem.New(), &controlplane.Options{PollInterval: 100 * time.Millisecond, Workers: workers, Logger: quietLogger()})
+	cp := controlplane.New(storemem.New(), &controlplane.Options{PollInterval: 100 * time.Millisecond, Workers: workers, TenantWorkers: -1,
+		Logger: quietLogger()})
 	ours, err := New(&Options{Client: ourCli, Cluster: "kube-a", Instance: "scale-ours-" + stamp, Namespace: ourNS, NoServices: true,
 		State: cp, Logger: quietLogger()})
 	if err != nil {
