@@ -64,7 +64,7 @@ type run struct {
 	ns     string
 	status controlplane.RevisionStatus
 	seen   map[string]bool // progress lines written
-	// present: the objects of the rollout read so far (absent).
+	// present: the objects of the rollout the caches have had (absent).
 	present map[string]bool
 	// unsubscribe stops the cluster's Events going to the deploy log.
 	unsubscribe func()
@@ -486,19 +486,23 @@ func (x *run) look(ctx context.Context, r reader) (msg string, done bool, err er
 
 // absent reads the answer err of r for the object name: pending when the
 // caches have not yet seen it (it was applied, and they have never had
-// it), else err (a NotFound error: it is gone).
+// it: what the API server answered meanwhile says nothing of them), else
+// err (a NotFound error: it is gone).
 func (x *run) absent(r reader, name string, err error) (pending bool, _ error) {
-	if x.present == nil {
-		x.present = map[string]bool{}
-	}
+	_, cached := r.(cacheReader)
 	switch {
 	case err == nil:
-		x.present[name] = true
+		if cached {
+			if x.present == nil {
+				x.present = map[string]bool{}
+			}
+			x.present[name] = true
+		}
 		return false, nil
 	case !k8serrors.IsNotFound(err):
 		return false, err
 	}
-	if _, cached := r.(cacheReader); cached && !x.present[name] {
+	if cached && !x.present[name] {
 		return true, nil
 	}
 	return false, err
