@@ -140,7 +140,10 @@ func (o *objects) items() ([]item, error) {
 	}
 	deployment := func(ac *appsv1ac.DeploymentApplyConfiguration, autoscaled bool) item {
 		return item{kind: "Deployment", name: *ac.Name, ac: ac, autoscaled: autoscaled, apply: func(ctx context.Context) error {
-			_, err := d.cli.AppsV1().Deployments(ns).Apply(ctx, ac, opts)
+			dp, err := d.cli.AppsV1().Deployments(ns).Apply(ctx, ac, opts)
+			if err == nil {
+				o.applied(dp.Name, dp.Generation)
+			}
 			return err
 		}}
 	}
@@ -150,7 +153,10 @@ func (o *objects) items() ([]item, error) {
 		rd, rsv := o.redis()
 		out = append(out, secret(o.servicesSecret()),
 			item{kind: "StatefulSet", name: *st.Name, ac: st, apply: func(ctx context.Context) error {
-				_, err := d.cli.AppsV1().StatefulSets(ns).Apply(ctx, st, opts)
+				s, err := d.cli.AppsV1().StatefulSets(ns).Apply(ctx, st, opts)
+				if err == nil {
+					o.applied(s.Name, s.Generation)
+				}
 				return err
 			}},
 			service(sv), deployment(rd, false), service(rsv))
@@ -347,82 +353,21 @@ func (d *Deployer) reapply(ctx context.Context, o *objects) error {
 // namespace/name, listed once per Reconcile.
 type liveObjects map[string]map[string]any
 
-// listLive lists this instance's Secrets, Services, Deployments,
-// StatefulSets, HorizontalPodAutoscalers, PodDisruptionBudgets, Ingresses
-// and HTTPRoutes in the namespaces the Deployer works in.
+// listLive lists this instance's objects of the kinds Reconcile reads
+// (kinds) in the namespaces the Deployer works in.
 func (d *Deployer) listLive(ctx context.Context) (liveObjects, error) {
 	live := liveObjects{}
+	lo := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance}).String()}
 	for _, ns := range d.scopes() {
-		if err := d.listLiveIn(ctx, ns, live); err != nil {
-			return nil, err
+		for i := range kinds {
+			if k := &kinds[i]; k.reconciled() {
+				if err := d.listKind(ctx, k, ns, lo, live); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	return live, nil
-}
-
-// listLiveIn adds to live this instance's objects in namespace all (every
-// namespace when "").
-func (d *Deployer) listLiveIn(ctx context.Context, all string, live liveObjects) error {
-	lo := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance}).String()}
-	add := live.add
-	secrets, err := d.cli.CoreV1().Secrets(all).List(ctx, lo)
-	if err != nil {
-		return err
-	}
-	for i := range secrets.Items {
-		add("Secret", &secrets.Items[i], &secrets.Items[i])
-	}
-	services, err := d.cli.CoreV1().Services(all).List(ctx, lo)
-	if err != nil {
-		return err
-	}
-	for i := range services.Items {
-		add("Service", &services.Items[i], &services.Items[i])
-	}
-	deps, err := d.cli.AppsV1().Deployments(all).List(ctx, lo)
-	if err != nil {
-		return err
-	}
-	for i := range deps.Items {
-		add("Deployment", &deps.Items[i], &deps.Items[i])
-	}
-	sts, err := d.cli.AppsV1().StatefulSets(all).List(ctx, lo)
-	if err != nil {
-		return err
-	}
-	for i := range sts.Items {
-		add("StatefulSet", &sts.Items[i], &sts.Items[i])
-	}
-	hpas, err := d.cli.AutoscalingV2().HorizontalPodAutoscalers(all).List(ctx, lo)
-	if err != nil {
-		return err
-	}
-	for i := range hpas.Items {
-		add("HorizontalPodAutoscaler", &hpas.Items[i], &hpas.Items[i])
-	}
-	// The kinds a grant may lack (absentOK): none of them then.
-	if pdbs, err := d.cli.PolicyV1().PodDisruptionBudgets(all).List(ctx, lo); err == nil {
-		for i := range pdbs.Items {
-			add("PodDisruptionBudget", &pdbs.Items[i], &pdbs.Items[i])
-		}
-	} else if err = absentOK(err); err != nil {
-		return err
-	}
-	if ingresses, err := d.cli.NetworkingV1().Ingresses(all).List(ctx, lo); err == nil {
-		for i := range ingresses.Items {
-			add("Ingress", &ingresses.Items[i], &ingresses.Items[i])
-		}
-	} else if err = absentOK(err); err != nil {
-		return err
-	}
-	routes, err := d.listHTTPRoutes(ctx, all, lo.LabelSelector, 0)
-	if err != nil {
-		return err
-	}
-	for i := range routes {
-		add("HTTPRoute", &routes[i], &routes[i])
-	}
-	return nil
 }
 
 // add adds an object of kind.

@@ -64,6 +64,8 @@ type run struct {
 	ns     string
 	status controlplane.RevisionStatus
 	seen   map[string]bool // progress lines written
+	// present: the objects of the rollout the caches have had (absent).
+	present map[string]bool
 	// unsubscribe stops the cluster's Events going to the deploy log.
 	unsubscribe func()
 	// o is the revision's objects, once applied.
@@ -377,29 +379,65 @@ func (d *Deployer) resizeDatabase(ctx context.Context, x *run, o *objects) (stri
 }
 
 // wait watches the rollout until it completes ("") or fails (a message).
+// It reads the caches (watch.go) and looks again when they say that an
+// object of the deployment changed; while they cannot be trusted it reads
+// the API server every Options.PollInterval instead.
 func (x *run) wait(ctx context.Context) (string, error) {
-	t := time.NewTicker(x.d.o.PollInterval)
-	defer t.Stop()
+	c := x.d.cache
+	c.start()
+	wake, cancel := c.subscribe(x.ns, x.w.Deployment.ID)
+	defer cancel()
 	for {
 		var msg string
 		var done bool
-		err := x.retry(ctx, "watching the rollout", func(ctx context.Context) (err error) {
-			msg, done, err = x.look(ctx)
-			return err
-		})
+		var err error
+		var again time.Duration // 0: when woken
+		if r := c.reader(x.ns); r == nil {
+			err = x.retry(ctx, "watching the rollout", func(ctx context.Context) (err error) {
+				msg, done, err = x.look(ctx, liveReader{x.d})
+				return err
+			})
+			again = x.d.o.PollInterval
+		} else if since, cause := c.unanswered(); !since.IsZero() {
+			// The watches get no answer: the caches stand still until
+			// the API server answers again, which wakes this wait.
+			if err := x.noAnswer(ctx, "watching the rollout", cause, since); err != nil {
+				return "", err
+			}
+			again = max(time.Until(x.outage.since.Add(x.d.o.ProgressDeadline)), time.Millisecond)
+		} else {
+			x.answered(ctx)
+			msg, done, err = x.look(ctx, r)
+		}
 		if err != nil || msg != "" || done {
 			return msg, err
 		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-t.C:
+		if err := sleep(ctx, wake, again); err != nil {
+			return "", err
 		}
 	}
 }
 
-// look looks at the rollout once.
-func (x *run) look(ctx context.Context) (msg string, done bool, err error) {
+// sleep waits until wake receives, or for d when d is not 0, or until
+// ctx ends (its error).
+func sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) error {
+	var after <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		after = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wake:
+	case <-after:
+	}
+	return nil
+}
+
+// look looks at the rollout once, through r.
+func (x *run) look(ctx context.Context, r reader) (msg string, done bool, err error) {
 	ns, dep, rev := x.ns, x.w.Deployment.ID, x.w.Revision.ID
 	done = true
 	for _, c := range []string{componentAPI, componentQueue} {
@@ -407,17 +445,20 @@ func (x *run) look(ctx context.Context) (msg string, done bool, err error) {
 		if c == componentQueue {
 			name = queueName(dep)
 		}
-		dp, err := x.d.cli.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		dp, err := r.deployment(ctx, ns, name)
+		if pending, err := x.absent(r, name, err); err != nil {
 			if k8serrors.IsNotFound(err) {
 				return "", false, fmt.Errorf("%w: Deployment %s is gone", errStop, name)
 			}
 			return "", false, err
+		} else if pending || dp.Generation < x.o.generation(name) {
+			done = false // applied, not yet in the cache
+			continue
 		}
 		if other := dp.Spec.Template.Labels[LabelRevision]; other != rev {
 			return fmt.Sprintf("Superseded by revision %s, which was applied after this one.", other), false, nil
 		}
-		if m := x.d.podFailure(ctx, ns, dep, rev, c); m != "" {
+		if m := x.d.podFailure(ctx, r, ns, dep, rev, c); m != "" {
 			return m, false, nil
 		}
 		for _, cond := range dp.Status.Conditions {
@@ -431,14 +472,40 @@ func (x *run) look(ctx context.Context) (msg string, done bool, err error) {
 		done = done && ok
 	}
 	if !x.d.o.NoServices {
-		ok, progress, err := x.d.servicesReady(ctx, ns, dep)
+		ok, progress, err := x.servicesReady(ctx, r)
 		if err != nil {
 			return "", false, err
 		}
-		x.progress(ctx, progress)
+		if progress != "" {
+			x.progress(ctx, progress)
+		}
 		done = done && ok
 	}
 	return "", done, nil
+}
+
+// absent reads the answer err of r for the object name: pending when the
+// caches have not yet seen it (it was applied, and they have never had
+// it: what the API server answered meanwhile says nothing of them), else
+// err (a NotFound error: it is gone).
+func (x *run) absent(r reader, name string, err error) (pending bool, _ error) {
+	_, cached := r.(cacheReader)
+	switch {
+	case err == nil:
+		if cached {
+			if x.present == nil {
+				x.present = map[string]bool{}
+			}
+			x.present[name] = true
+		}
+		return false, nil
+	case !k8serrors.IsNotFound(err):
+		return false, err
+	}
+	if cached && !x.present[name] {
+		return true, nil
+	}
+	return false, err
 }
 
 // progress writes a progress line once.
@@ -466,14 +533,17 @@ func rolledOut(dp *appsv1.Deployment, least int32) (bool, string) {
 	return ok, fmt.Sprintf("%d/%d updated, %d ready, %d available, %d in all", s.UpdatedReplicas, want, s.ReadyReplicas, s.AvailableReplicas, s.Replicas)
 }
 
-// servicesReady: the database and Redis are ready.
-func (d *Deployer) servicesReady(ctx context.Context, ns, dep string) (bool, string, error) {
-	st, err := d.cli.AppsV1().StatefulSets(ns).Get(ctx, dbName(dep), metav1.GetOptions{})
-	if err != nil {
+// servicesReady: the database and Redis are ready, through r. The
+// progress line is "" while the caches have not yet seen what was
+// applied.
+func (x *run) servicesReady(ctx context.Context, r reader) (bool, string, error) {
+	ns, dep := x.ns, x.w.Deployment.ID
+	st, err := r.statefulSet(ctx, ns, dbName(dep))
+	if pending, err := x.absent(r, dbName(dep), err); err != nil || pending || st.Generation < x.o.generation(dbName(dep)) {
 		return false, "", err
 	}
-	rd, err := d.cli.AppsV1().Deployments(ns).Get(ctx, redisName(dep), metav1.GetOptions{})
-	if err != nil {
+	rd, err := r.deployment(ctx, ns, redisName(dep))
+	if pending, err := x.absent(r, redisName(dep), err); err != nil || pending || rd.Generation < x.o.generation(redisName(dep)) {
 		return false, "", err
 	}
 	dbOK := st.Status.ObservedGeneration >= st.Generation && st.Status.ReadyReplicas >= 1
@@ -485,16 +555,12 @@ func (d *Deployer) servicesReady(ctx context.Context, ns, dep string) (bool, str
 var failingWaits = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
 	"CrashLoopBackOff": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true}
 
-// podFailure reads the revision's pods of a component and says how one of
-// their containers failed, or "".
-func (d *Deployer) podFailure(ctx context.Context, ns, dep, rev, component string) string {
+// podFailure reads the revision's pods of a component through r and says
+// how one of their containers failed, or "".
+func (d *Deployer) podFailure(ctx context.Context, r reader, ns, dep, rev, component string) string {
 	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelDeployment: dep, LabelRevision: rev, LabelComponent: component})
-	pods, err := d.cli.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return ""
-	}
-	for i := range pods.Items {
-		if m := podFailure(&pods.Items[i]); m != "" {
+	for _, p := range r.pods(ctx, ns, dep, sel) {
+		if m := podFailure(p); m != "" {
 			return m
 		}
 	}

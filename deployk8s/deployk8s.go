@@ -90,7 +90,9 @@ type Options struct {
 	// soon after it starts fails its revision instead of passing
 	// (DefaultMinReady; negative: 0).
 	MinReady time.Duration
-	// PollInterval is the time between two looks at a rollout
+	// PollInterval is the time between two looks at a rollout while the
+	// Deployer's caches cannot be trusted (a rollout otherwise looks when
+	// they change), and between two looks at a Teardown's objects
 	// (DefaultPollInterval).
 	PollInterval time.Duration
 	// ReconcileEvery is the period of Start's reconciliation
@@ -119,6 +121,8 @@ type Deployer struct {
 	cli kubernetes.Interface
 	log *slog.Logger
 	ev  *events
+	// cache is the informers rollouts and reconciliations read (watch.go).
+	cache *caches
 	// expose is Options.Expose, validated; nil without.
 	expose *exposure
 
@@ -192,6 +196,7 @@ func New(o *Options) (*Deployer, error) {
 		d.expose = x
 	}
 	d.ev = newEvents(d)
+	d.cache = newCaches(d)
 	return d, nil
 }
 
@@ -233,8 +238,11 @@ const (
 	healthDown
 )
 
-// Close stops the Deployer's watches of cluster Events.
+// Close stops the Deployer's watches: its caches of the cluster's objects
+// (Deploy and Start's reconciliations then read the API server directly)
+// and of its Events.
 func (d *Deployer) Close() error {
+	d.cache.close()
 	d.ev.close()
 	return nil
 }

@@ -58,7 +58,8 @@
 //   - A db_storage_gi the cluster refuses to resize fails that revision
 //     and keeps the database's size; a later revision asking for the same
 //     size deploys with the claim as it is (AnnotationStorageRefused).
-//   - Reconcile (at Start and every Options.ReconcileEvery) removes the
+//   - Reconcile (at Start, and every Options.ReconcileEvery over the
+//     caches: ReconcileCached) removes the
 //     objects of deleted deployments and stale revisions and applies again
 //     active objects changed or deleted by hand. It also gives each
 //     deployment the Ingress or HTTPRoute that Options.Expose asks for now,
@@ -68,25 +69,39 @@
 //   - Teardown returns only once no object labelled for the deployment is
 //     left in any namespace it works in.
 //
+// The Deployer watches what it reads again and again: a shared informer
+// per kind (ConfigMaps, Secrets, Services, Deployments, StatefulSets,
+// Pods, HorizontalPodAutoscalers, PodDisruptionBudgets, Ingresses) and
+// per namespace scope (every namespace, or each of Options.Namespaces),
+// selecting this instance's objects, started by Start or the first
+// rollout and stopped by Close (watch.go). A rollout waits on them, woken
+// when an object of its deployment changes, and ReconcileCached reads
+// them: a cluster whose deployments do not change is asked for the
+// watches' renewals and the HTTPRoutes' list, however many deployments it
+// runs. Where they cannot be trusted (not synced yet, a watch refused,
+// after Close) the Deployer reads the API server instead, a rollout every
+// Options.PollInterval.
+//
 // Each step, the rollout's progress and the cluster's Events about the
 // deployment's objects go to the revision's deploy log. Ready asks the API
 // server (a controlplane.ReadinessChecker). Options.Instance (default
 // "deployplane") marks this installation's objects: two installations
 // sharing a cluster need different ones, replicas of one the same.
 //
-// The client needs, in the namespaces it deploys to: list, create,
-// patch and delete on ConfigMaps; get, list, create, patch and delete on
-// Secrets; list, create and patch on Services; get, list, create and
-// patch on Deployments and StatefulSets; list, create, patch and delete
-// on HorizontalPodAutoscalers and PodDisruptionBudgets; get, list and
-// patch on PersistentVolumeClaims; list on Pods and ReplicaSets; list
-// and watch on Events; list and delete on Ingresses and HTTPRoutes, with
-// create and patch on the kind Options.Expose asks for (server-side
-// apply is a patch, and a create when the object is new). Reconcile and
-// Teardown list by label in every namespace (a ClusterRole), or in
-// Options.Namespaces only (a Role in each). A grant without
-// PodDisruptionBudgets, Ingresses or HTTPRoutes reads as none of them,
-// until a revision needs one. The Helm chart (deploy/helm/deployplane)
+// The client needs, in the namespaces it deploys to: list, watch, create,
+// patch and delete on ConfigMaps; get, list, watch, create, patch and
+// delete on Secrets; list, watch, create and patch on Services; get,
+// list, watch, create and patch on Deployments and StatefulSets; list,
+// watch, create, patch and delete on HorizontalPodAutoscalers and
+// PodDisruptionBudgets; get, list and patch on PersistentVolumeClaims;
+// list and watch on Pods and Events; list on ReplicaSets; list, watch
+// and delete on Ingresses; list and delete on HTTPRoutes; create and
+// patch on the kind Options.Expose asks for (server-side apply is a
+// patch, and a create when the object is new). It lists and watches by
+// label in every namespace (a ClusterRole), or in Options.Namespaces
+// only (a Role in each). A grant without PodDisruptionBudgets, Ingresses
+// or HTTPRoutes reads as none of them, until a revision needs one; one
+// without watch, as the caches not to be trusted. The Helm chart (deploy/helm/deployplane)
 // grants exactly this, and its test proves it. The tests need
 // DEPLOYPLANE_TEST_KUBECONFIG (contexts kube-a and kube-b) and skip
 // without it. Design notes: docs/design-notes.md, "deployk8s".

@@ -96,7 +96,21 @@ type objects struct {
 	replicas map[string]int32
 	dbClaim  *resource.Quantity
 	password string
+	// generations are the Deployments' and the StatefulSet's generations
+	// as applied, by name (a rollout waits for the caches to have them).
+	generations map[string]int64
 }
+
+// applied records the generation of an object as applied.
+func (o *objects) applied(name string, generation int64) {
+	if o.generations == nil {
+		o.generations = map[string]int64{}
+	}
+	o.generations[name] = generation
+}
+
+// generation is an object's generation as applied; 0 when unknown.
+func (o *objects) generation(name string) int64 { return o.generations[name] }
 
 // observe takes from the cluster's current objects (nil where they do not
 // exist) what the revision's objects keep: see objects.

@@ -127,8 +127,28 @@ func (d *Deployer) applyPullSecret(ctx context.Context, o *objects) (string, err
 
 // RefreshPullSecrets replaces the credential of every pull Secret of this
 // instance that expires within PullSecrets.RefreshBefore with a new one.
-// Reconcile calls it.
+// Reconcile does too.
 func (d *Deployer) RefreshPullSecrets(ctx context.Context) error {
+	if p := d.o.PullSecrets; p == nil || p.Credentials == nil {
+		return nil
+	}
+	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelComponent: componentPull})
+	var items []*corev1.Secret
+	for _, ns := range d.scopes() {
+		list, err := d.cli.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return fmt.Errorf("deployk8s: cluster %s: listing pull secrets: %w", d.o.Cluster, err)
+		}
+		for i := range list.Items {
+			items = append(items, &list.Items[i])
+		}
+	}
+	return d.refreshPullSecrets(ctx, items)
+}
+
+// refreshPullSecrets refreshes those of the pull Secrets items that
+// expire within PullSecrets.RefreshBefore.
+func (d *Deployer) refreshPullSecrets(ctx context.Context, items []*corev1.Secret) error {
 	p := d.o.PullSecrets
 	if p == nil || p.Credentials == nil {
 		return nil
@@ -137,18 +157,8 @@ func (d *Deployer) RefreshPullSecrets(ctx context.Context) error {
 	if before <= 0 {
 		before = DefaultPullRefreshBefore
 	}
-	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelComponent: componentPull})
-	var items []corev1.Secret
-	for _, ns := range d.scopes() {
-		list, err := d.cli.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-		if err != nil {
-			return fmt.Errorf("deployk8s: cluster %s: listing pull secrets: %w", d.o.Cluster, err)
-		}
-		items = append(items, list.Items...)
-	}
 	var errs []error
-	for i := range items {
-		s := &items[i]
+	for _, s := range items {
 		exp, err := time.Parse(time.RFC3339, s.Annotations[AnnotationPullExpires])
 		if err == nil && p.now().Add(before).Before(exp) {
 			continue

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -48,23 +50,64 @@ func (d *Deployer) Reconcile(ctx context.Context) error {
 	if d.o.State == nil {
 		return errors.New("deployk8s: Reconcile needs Options.State")
 	}
-	owners, err := d.listOwners(ctx, labels.Set{LabelInstance: d.o.Instance, LabelComponent: componentOwner})
-	if err != nil {
-		return fmt.Errorf("deployk8s: cluster %s: listing deployments: %w", d.o.Cluster, err)
-	}
 	live, err := d.listLive(ctx)
 	if err != nil {
 		return fmt.Errorf("deployk8s: cluster %s: listing objects: %w", d.o.Cluster, err)
 	}
-	for i := range owners {
-		live.add("ConfigMap", &owners[i], &owners[i])
+	return d.reconcile(ctx, ownersOf(live), live)
+}
+
+// ReconcileCached is Reconcile over the Deployer's caches of the cluster
+// (see the package documentation), which it starts when they are not
+// running: it asks the API server only for the kinds they do not hold
+// (HTTPRoutes, and PodDisruptionBudgets and Ingresses where the grant
+// lacks them). While the caches cannot be trusted (not yet synced, or a
+// watch refused) it is Reconcile. A change made a moment before may not
+// be seen yet: the next call sees it.
+func (d *Deployer) ReconcileCached(ctx context.Context) error {
+	if d.o.State == nil {
+		return errors.New("deployk8s: Reconcile needs Options.State")
 	}
+	d.cache.start()
+	live, ok, err := d.cache.snapshot(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("deployk8s: cluster %s: listing objects: %w", d.o.Cluster, err)
+	case !ok:
+		return d.Reconcile(ctx)
+	}
+	return d.reconcile(ctx, ownersOf(live), live)
+}
+
+// reconcile reconciles each deployment of owners over the cluster's
+// objects live, and refreshes the pull Secrets among them.
+func (d *Deployer) reconcile(ctx context.Context, owners []*corev1.ConfigMap, live liveObjects) error {
 	var errs []error
-	for i := range owners {
-		errs = append(errs, d.reconcileDeployment(ctx, &owners[i], live))
+	for _, o := range owners {
+		errs = append(errs, d.reconcileDeployment(ctx, o, live))
 	}
-	errs = append(errs, d.RefreshPullSecrets(ctx)) // pullsecret.go
+	errs = append(errs, d.refreshPullSecrets(ctx, ofComponent[corev1.Secret](live, "Secret", componentPull))) // pullsecret.go
 	return errors.Join(errs...)
+}
+
+// ownersOf are the owner ConfigMaps among live's, by namespace and name.
+func ownersOf(live liveObjects) []*corev1.ConfigMap {
+	return ofComponent[corev1.ConfigMap](live, "ConfigMap", componentOwner)
+}
+
+// ofComponent are live's objects of a kind and component (LabelComponent),
+// by namespace and name.
+func ofComponent[T any, PT interface {
+	*T
+	metav1.Object
+}](live liveObjects, kind, component string) []PT {
+	var out []PT
+	for _, key := range slices.Sorted(maps.Keys(live[kind])) {
+		if o, ok := live[kind][key].(PT); ok && o.GetLabels()[LabelComponent] == component {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 func (d *Deployer) reconcileDeployment(ctx context.Context, owner *corev1.ConfigMap, live liveObjects) error {
@@ -95,13 +138,11 @@ func (d *Deployer) reconcileDeployment(ctx context.Context, owner *corev1.Config
 		}
 		return !controlplane.IsTerminal(r.Status), nil
 	}
-	sel := labels.SelectorFromSet(labels.Set{LabelInstance: d.o.Instance, LabelDeployment: dep, LabelComponent: componentSecrets})
-	secrets, err := d.cli.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return err
-	}
 	var errs []error
-	for _, s := range secrets.Items {
+	for _, s := range ofComponent[corev1.Secret](live, "Secret", componentSecrets) {
+		if s.Namespace != ns || s.Labels[LabelDeployment] != dep {
+			continue
+		}
 		ok, err := keep(s.Labels[LabelRevision])
 		if err != nil {
 			errs = append(errs, err)
@@ -166,11 +207,14 @@ func (d *Deployer) repairDeployment(ctx context.Context, ns, tenant, dep string,
 	return nil
 }
 
-// Start reconciles at once and then every Options.ReconcileEvery until ctx
-// ends, logging failures. It returns the first Reconcile's error (and
-// keeps going in the background either way).
+// Start reconciles at once, starts the Deployer's caches of the cluster
+// (watch.go; Close stops them), and then reconciles every
+// Options.ReconcileEvery until ctx ends, over the caches, logging
+// failures. It returns the first Reconcile's error (and keeps going in
+// the background either way).
 func (d *Deployer) Start(ctx context.Context) error {
 	err := d.Reconcile(ctx)
+	d.cache.start()
 	go func() {
 		t := time.NewTicker(d.o.ReconcileEvery)
 		defer t.Stop()
@@ -179,7 +223,7 @@ func (d *Deployer) Start(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := d.Reconcile(ctx); err != nil && ctx.Err() == nil {
+				if err := d.ReconcileCached(ctx); err != nil && ctx.Err() == nil {
 					d.log.Warn("deployk8s: reconcile", "cluster", d.o.Cluster, "err", err)
 				}
 			}

@@ -89,23 +89,10 @@ func (x *run) retry(ctx context.Context, what string, fn func(context.Context) e
 // returns errUnreachable after Options.ProgressDeadline without an
 // answer, or ctx's error.
 func (x *run) unanswered(ctx context.Context, what string, err error) error {
+	if err := x.noAnswer(ctx, what, err, time.Now()); err != nil {
+		return err
+	}
 	o := &x.outage
-	now := time.Now()
-	if o.since.IsZero() {
-		o.since, o.wait = now, retryFirst
-		// The deploy log is the tenant's: the cause, which names the
-		// API server's address, goes to the server's log.
-		x.d.log.Warn("deployk8s: the cluster did not answer; trying again", "cluster", x.d.o.Cluster,
-			"deployment", x.w.Deployment.ID, "revision", x.w.Revision.ID, "while", what, "err", err)
-		x.logf(ctx, controlplane.LevelWarning, "cluster %s did not answer while %s; trying again until it does", x.d.o.Cluster, what)
-	}
-	if now.Sub(o.since) >= x.d.o.ProgressDeadline {
-		x.d.log.Warn("deployk8s: the cluster has not answered for the progress deadline; the revision waits for it",
-			"cluster", x.d.o.Cluster, "deployment", x.w.Deployment.ID, "revision", x.w.Revision.ID, "err", err)
-		x.logf(ctx, controlplane.LevelWarning, "cluster %s has not answered for %s; the revision waits for it", x.d.o.Cluster,
-			x.d.o.ProgressDeadline)
-		return errUnreachable
-	}
 	t := time.NewTimer(o.wait)
 	defer t.Stop()
 	select {
@@ -114,6 +101,29 @@ func (x *run) unanswered(ctx context.Context, what string, err error) error {
 	case <-t.C:
 	}
 	o.wait = min(2*o.wait, retryMax)
+	return nil
+}
+
+// noAnswer records that the cluster has not answered since since (err
+// the last error), saying so in the logs the first time; it returns
+// errUnreachable once that is Options.ProgressDeadline ago.
+func (x *run) noAnswer(ctx context.Context, what string, err error, since time.Time) error {
+	o := &x.outage
+	if o.since.IsZero() {
+		o.since, o.wait = since, retryFirst
+		// The deploy log is the tenant's: the cause, which names the
+		// API server's address, goes to the server's log.
+		x.d.log.Warn("deployk8s: the cluster did not answer; trying again", "cluster", x.d.o.Cluster,
+			"deployment", x.w.Deployment.ID, "revision", x.w.Revision.ID, "while", what, "err", err)
+		x.logf(ctx, controlplane.LevelWarning, "cluster %s did not answer while %s; trying again until it does", x.d.o.Cluster, what)
+	}
+	if time.Since(o.since) >= x.d.o.ProgressDeadline {
+		x.d.log.Warn("deployk8s: the cluster has not answered for the progress deadline; the revision waits for it",
+			"cluster", x.d.o.Cluster, "deployment", x.w.Deployment.ID, "revision", x.w.Revision.ID, "err", err)
+		x.logf(ctx, controlplane.LevelWarning, "cluster %s has not answered for %s; the revision waits for it", x.d.o.Cluster,
+			x.d.o.ProgressDeadline)
+		return errUnreachable
+	}
 	return nil
 }
 

@@ -316,13 +316,15 @@ func startAgentDeployer(ctx context.Context, c *agentConfig, client *agent.Clien
 		// Reconcile now and then every -reconcile-every, in the
 		// background, each time under a list of the listener's
 		// deployments read then (agent.Client.Reconciling), so that only
-		// those that changed are asked for. A control plane or cluster
-		// that does not answer is tried again the next time.
+		// those that changed are asked for, and over the deployer's
+		// caches of the cluster once they have synced, so that only the
+		// kinds they do not hold are asked for. A control plane or
+		// cluster that does not answer is tried again the next time.
 		go func() {
 			t := time.NewTicker(c.reconcile)
 			defer t.Stop()
 			for {
-				if err := kd.Reconcile(client.Reconciling(ctx)); err != nil && ctx.Err() == nil {
+				if err := kd.ReconcileCached(client.Reconciling(ctx)); err != nil && ctx.Err() == nil {
 					log.Warn("reconciling the cluster", "cluster", name, "err", err)
 				}
 				select {

@@ -509,18 +509,18 @@ func deployerGrants(expose string) map[grant]bool {
 			out[grant(v+" "+group+"/"+resource)] = true
 		}
 	}
-	add("", "configmaps", "list", "create", "patch", "delete")
-	add("", "secrets", "get", "list", "create", "patch", "delete")
-	add("", "services", "list", "create", "patch")
+	add("", "configmaps", "list", "watch", "create", "patch", "delete")
+	add("", "secrets", "get", "list", "watch", "create", "patch", "delete")
+	add("", "services", "list", "watch", "create", "patch")
 	add("", "persistentvolumeclaims", "get", "list", "patch")
-	add("", "pods", "list")
+	add("", "pods", "list", "watch")
 	add("", "events", "list", "watch")
-	add("apps", "deployments", "get", "list", "create", "patch")
-	add("apps", "statefulsets", "get", "list", "create", "patch")
+	add("apps", "deployments", "get", "list", "watch", "create", "patch")
+	add("apps", "statefulsets", "get", "list", "watch", "create", "patch")
 	add("apps", "replicasets", "list")
-	add("autoscaling", "horizontalpodautoscalers", "list", "create", "patch", "delete")
-	add("policy", "poddisruptionbudgets", "list", "create", "patch", "delete")
-	add("networking.k8s.io", "ingresses", "list", "delete")
+	add("autoscaling", "horizontalpodautoscalers", "list", "watch", "create", "patch", "delete")
+	add("policy", "poddisruptionbudgets", "list", "watch", "create", "patch", "delete")
+	add("networking.k8s.io", "ingresses", "list", "watch", "delete")
 	add("gateway.networking.k8s.io", "httproutes", "list", "delete")
 	switch expose {
 	case "ingress":
