@@ -432,6 +432,36 @@ type call struct {
 	r      *http.Request
 	tenant string
 	body   []byte // the request body, read before the endpoint runs (receive)
+	held   ticket // the places the request holds (admit)
+	hdr    replyHeaders
+}
+
+// replyHeaders sets headers of an answer, each value in a slot of an
+// array of the request's own rather than in a slice of its own: a
+// request's few headers cost no allocation each. A header's slice is
+// capped at its one value, so that adding to it (Header.Add) copies it
+// rather than overwrite the next slot.
+type replyHeaders struct {
+	h http.Header
+	v [replySlots]string
+	n int
+}
+
+// replySlots is the number of headers an answer sets without
+// allocating: X-Request-Id, the three RateLimit-* and Retry-After,
+// Content-Type and Content-Length.
+const replySlots = 7
+
+// set sets the header key, which must be in canonical form
+// (http.CanonicalHeaderKey), to the one value v, as Header.Set does.
+func (rh *replyHeaders) set(key, v string) {
+	if rh.n == len(rh.v) {
+		rh.h[key] = []string{v}
+		return
+	}
+	rh.v[rh.n] = v
+	rh.h[key] = rh.v[rh.n : rh.n+1 : rh.n+1]
+	rh.n++
 }
 
 // rawJSON is a response body already encoded.
@@ -466,8 +496,9 @@ func (h *handler) serve(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := h.requestID(r)
-		w.Header().Set("X-Request-Id", id)
 		c := &call{w: w, r: r}
+		c.hdr.h = w.Header()
+		c.hdr.set("X-Request-Id", id)
 		status := 0
 		defer func() {
 			if v := recover(); v != nil {
@@ -497,7 +528,7 @@ func (h *handler) serve(rt route) http.Handler {
 		var body any
 		var err error
 		var held *ticket
-		c.tenant, held, err = h.admit(w, r, rt) // caps, credentials, rate limit, shares
+		c.tenant, held, err = h.admit(c, rt, start) // caps, credentials, rate limit, shares
 		defer held.leave()
 		if err == nil {
 			err = h.receive(c, rt, held, id) // the body, read without a place (body.go)
@@ -522,14 +553,13 @@ func (h *handler) serve(rt route) http.Handler {
 		case nil:
 			w.WriteHeader(code)
 		case rawJSON:
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+			c.hdr.set("Content-Type", "application/json")
+			c.hdr.set("Content-Length", strconv.Itoa(len(b)))
 			w.WriteHeader(code)
 			_, _ = w.Write(b)
 		case jsonLine:
-			hd := w.Header()
-			hd.Set("Content-Type", "application/json")
-			hd["Content-Length"] = []string{strconv.Itoa(len(*b.p) + 1)} // the key is canonical
+			c.hdr.set("Content-Type", "application/json")
+			c.hdr.set("Content-Length", strconv.Itoa(len(*b.p)+1))
 			w.WriteHeader(code)
 			_, _ = w.Write(*b.p)
 			_, _ = w.Write(newline)
