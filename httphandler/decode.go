@@ -280,9 +280,9 @@ func fieldType(t reflect.Type, name string) reflect.Type {
 	return nil
 }
 
-// pathID is pathIDs of one name.
-func pathID(r *http.Request, name string) (string, error) {
-	if c, ok := CanonicalTenant(r.PathValue(name)); ok { // a tenant is a UUID too
+// pathID is pathIDs of the one path value v, of name.
+func pathID(v, name string) (string, error) {
+	if c, ok := CanonicalTenant(v); ok { // a tenant is a UUID too
 		return c, nil
 	}
 	return "", apierr.Validation(apierr.Problem{Loc: []any{"path", name}, Type: apierr.TypeUUIDParsing,

@@ -104,7 +104,11 @@ func (h *handler) listDeployments(c *call) (int, any, error) {
 }
 
 func (h *handler) getDeployment(c *call) (int, any, error) {
-	id, err := pathID(c.r, "deployment_id")
+	v := c.deploymentID // routed by ServeHTTP
+	if v == "" {
+		v = c.r.PathValue("deployment_id")
+	}
+	id, err := pathID(v, "deployment_id")
 	if err != nil {
 		return 0, nil, err
 	}
