@@ -65,7 +65,7 @@ import (
 // unless DEPLOYPLANE_BENCH_LOAD_CLIENT_PROCS sets the generator's.
 //
 // Settings: DEPLOYPLANE_BENCH_LOAD_ROUNDS (default 5),
-// DEPLOYPLANE_BENCH_LOAD_SLICE (a slice's duration, default 500ms),
+// DEPLOYPLANE_BENCH_LOAD_SLICE (a slice's duration, default 300ms),
 // DEPLOYPLANE_BENCH_LOAD_STORES (default "storemem,storebolt"),
 // DEPLOYPLANE_BENCH_LOAD_CPUPROFILE (a directory: a CPU profile of this
 // process for each store, <store>.pprof, whose samples are labelled
@@ -79,7 +79,7 @@ func TestGetLoad(t *testing.T) {
 		t.Skip("set DEPLOYPLANE_BENCH_LOAD=1 to run the GET load measurement")
 	}
 	rounds := envInt(t, "DEPLOYPLANE_BENCH_LOAD_ROUNDS", 5)
-	slice := 500 * time.Millisecond
+	slice := 300 * time.Millisecond
 	if v := os.Getenv("DEPLOYPLANE_BENCH_LOAD_SLICE"); v != "" {
 		var err error
 		if slice, err = time.ParseDuration(v); err != nil || slice <= 0 {
@@ -123,7 +123,7 @@ func TestGetLoad(t *testing.T) {
 const (
 	getLoadConns       = 64
 	getLoadDeployments = 100
-	getLoadSlices      = 6
+	getLoadSlices      = 10
 )
 
 // The sides of the comparison, as the generator numbers them.
