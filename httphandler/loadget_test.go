@@ -94,6 +94,9 @@ func TestGetLoad(t *testing.T) {
 			var paths []string
 			addrs[getLoadAPI], addrs[getLoadBare], paths = getLoadServers(t, openLoadStore(t, name))
 			if profDir != "" {
+				if err := os.MkdirAll(profDir, 0o755); err != nil {
+					t.Fatal(err)
+				}
 				stop := startCPUProfile(t, filepath.Join(profDir, name+".pprof"))
 				defer stop()
 			}
