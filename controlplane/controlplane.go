@@ -50,6 +50,8 @@ type ControlPlane struct {
 	events  *eventlog.Log        // the event log: outbox, sequencer, followers (events.go)
 	renders *renderCache         // the rendered data of recent events (events.go)
 	answers *answercache.Cache   // GetDeploymentJSON's recent answers (records.go)
+	jsons   sync.Pool            // *jsonRead, AppendDeploymentJSON's Views
+	raw     store.Store          // the store New was given, without st's wrappers: AppendDeploymentJSON's Views
 	drives  func(*Listener) bool // Options.Drives; nil: every listener (agentwork.go)
 	// refProblem is Options.SecretReferenceProblem.
 	refProblem func(d *Deployment, ref SecretReference) string
@@ -117,6 +119,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	}
 	cp := &ControlPlane{
 		st:         keyenc.Views(st),
+		raw:        st,
 		clock:      o.Clock,
 		newID:      o.NewID,
 		sources:    slices.Clone(o.Sources),
@@ -630,16 +633,43 @@ func (cp *ControlPlane) AppendDeploymentJSON(ctx context.Context, dst []byte, te
 	if !ok {
 		return dst, &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: id}
 	}
-	out := dst
-	err := cp.st.View(ctx, func(r store.Reader) error {
-		var err error
-		out, err = cp.appendDeploymentJSON(r, dst, tenant, cid)
-		return err
-	})
+	g, _ := cp.jsons.Get().(*jsonRead)
+	if g == nil {
+		g = &jsonRead{cp: cp}
+		g.view = g.run
+	}
+	g.dst, g.tenant, g.id = dst, tenant, cid
+	st := cp.st
+	if tp, ok := cp.tenants.Cached(tenant); ok {
+		// The View needs no mark for the tenant cache, nor anything
+		// else of cp.st's.
+		st, g.tp = cp.raw, tp
+	}
+	err := st.View(ctx, g.view)
+	out := g.out
+	*g = jsonRead{cp: cp, view: g.view} // holding no caller's bytes
+	cp.jsons.Put(g)
 	if err != nil {
 		return dst, cp.storeErr("get deployment", err)
 	}
 	return out, nil
+}
+
+// jsonRead is one AppendDeploymentJSON's View: what it reads, what it
+// answers, and the function the View runs, made once with it, so that a
+// read makes no closure (ControlPlane.jsons keeps them for the next).
+type jsonRead struct {
+	cp         *ControlPlane
+	dst, out   []byte
+	tenant, id string
+	tp         string // the tenant's prefix, when cached; "": read it
+	view       func(store.Reader) error
+}
+
+func (g *jsonRead) run(r store.Reader) error {
+	var err error
+	g.out, err = g.cp.appendDeploymentJSON(r, g.dst, g.tenant, g.tp, g.id)
+	return err
 }
 
 // UpdateDeployment applies a PATCH: immutable fields must equal the stored

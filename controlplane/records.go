@@ -212,7 +212,10 @@ func agentLinkKey(tp string, a *DeploymentAgent) string {
 
 // deploymentKey is the key of a deployment record, and of its name
 // record's value and tracing project: tp + keyenc.ID(id).
-func deploymentKey(tp, id string) string { return tp + keyenc.ID(id) }
+func deploymentKey(tp, id string) string {
+	var b [64]byte // a tenant prefix and a UUID's part fit: the string is the one allocation
+	return string(keyenc.AppendID(append(b[:0], tp...), id))
+}
 
 // revisionKey is the key of a revision record.
 func revisionKey(tp, deploymentID, id string) string {
@@ -522,9 +525,17 @@ func (cp *ControlPlane) getDeployment(r store.Reader, tenant, id string) (*deplo
 // storedDeployment reads the stored record of a deployment of the tenant,
 // as the store holds it (valid during r's transaction only).
 func (cp *ControlPlane) storedDeployment(r store.Reader, tenant, id string) ([]byte, error) {
-	tp, err := cp.readTenant(r, tenant)
-	if err != nil {
-		return nil, err
+	return cp.storedDeploymentIn(r, tenant, "", id)
+}
+
+// storedDeploymentIn is storedDeployment with the tenant's prefix tp
+// when the caller knows it ("": read it).
+func (cp *ControlPlane) storedDeploymentIn(r store.Reader, tenant, tp, id string) ([]byte, error) {
+	if tp == "" {
+		var err error
+		if tp, err = cp.readTenant(r, tenant); err != nil {
+			return nil, err
+		}
 	}
 	b, err := r.Get(colDeployments, deploymentKey(tp, id))
 	if errors.Is(err, store.ErrNotFound) {
@@ -543,8 +554,8 @@ func (cp *ControlPlane) storedDeployment(r store.Reader, tenant, id string) ([]b
 // removal) rewrites or deletes its record. The answers hold secret values
 // in plain text, in this process's memory only, bounded by
 // Options.AnswerCacheBytes.
-func (cp *ControlPlane) appendDeploymentJSON(r store.Reader, dst []byte, tenant, id string) ([]byte, error) {
-	b, err := cp.storedDeployment(r, tenant, id)
+func (cp *ControlPlane) appendDeploymentJSON(r store.Reader, dst []byte, tenant, tp, id string) ([]byte, error) {
+	b, err := cp.storedDeploymentIn(r, tenant, tp, id)
 	if err != nil {
 		if errors.As(err, new(*apierr.NotFoundError)) {
 			cp.answers.Drop(id)

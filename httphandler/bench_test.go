@@ -264,7 +264,10 @@ func spread(b *testing.B, clients int, do func(i int, c *http.Client)) func(n in
 // against:
 //
 //   - vs-bare: a bare net/http handler writing the same body, the same
-//     headers. Goals: 0.85x over storemem, 0.8x over storebolt.
+//     headers. Client and servers share this process (its scheduler,
+//     heap and collector), which flatters the ratio: TestGetLoad measures
+//     the same from a generator in another process, the figure the goals
+//     (0.85x over storemem, 0.8x over storebolt) are of.
 //   - log-cost: the same server with the request log off (no Logger).
 //     Goal: 0.95x, the log costs at most 5% of a GET.
 //   - slog-log-cost: the server off against one whose Logger is an

@@ -280,6 +280,15 @@ func fieldType(t reflect.Type, name string) reflect.Type {
 	return nil
 }
 
+// pathID is pathIDs of the one path value v, of name.
+func pathID(v, name string) (string, error) {
+	if c, ok := CanonicalTenant(v); ok { // a tenant is a UUID too
+		return c, nil
+	}
+	return "", apierr.Validation(apierr.Problem{Loc: []any{"path", name}, Type: apierr.TypeUUIDParsing,
+		Msg: apierr.MsgInvalidUUID})
+}
+
 // pathIDs reads the named path values, each a UUID, as lowercase canonical
 // strings. Malformed ones are a 422 at ["path", name].
 func pathIDs(r *http.Request, names ...string) ([]string, error) {

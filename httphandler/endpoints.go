@@ -104,7 +104,11 @@ func (h *handler) listDeployments(c *call) (int, any, error) {
 }
 
 func (h *handler) getDeployment(c *call) (int, any, error) {
-	ids, err := pathIDs(c.r, "deployment_id")
+	v := c.deploymentID // routed by ServeHTTP
+	if v == "" {
+		v = c.r.PathValue("deployment_id")
+	}
+	id, err := pathID(v, "deployment_id")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -112,7 +116,7 @@ func (h *handler) getDeployment(c *call) (int, any, error) {
 	// for the very record stored): the bytes writeJSON would send for
 	// GetDeployment's result, but for the final newline.
 	p := h.lineBuffer()
-	*p, err = h.cp.AppendDeploymentJSON(c.r.Context(), *p, c.tenant, ids[0])
+	*p, err = h.cp.AppendDeploymentJSON(c.r.Context(), *p, c.tenant, id)
 	if err != nil {
 		h.release(p)
 		return 0, nil, err

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"path"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -182,6 +181,7 @@ type handler struct {
 	log            *slog.Logger
 	reqlog         *requestLog // the request records, written asynchronously
 	mux            *http.ServeMux
+	getRoute       *route         // GET /v2/deployments/{deployment_id}, routed by ServeHTTP itself; nil: by the mux
 	paths          *http.ServeMux // path patterns without methods, to tell 405 from 404
 	unclean        http.Handler   // the 404 of paths that are not clean
 	allow          map[string]string
@@ -338,6 +338,7 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 		}
 	}
 	h.mux.Handle("/", unrouted)
+	h.routeGetDeployment(routes)
 	h.unclean = h.serve(route{public: true, serve: func(*handler, *call) (int, any, error) {
 		return 0, nil, &statusError{status: http.StatusNotFound, detail: "Not Found"}
 	}})
@@ -369,13 +370,66 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// (wire contract section 11): the same handler, auth and limits.
 		r = withPath(r, "/"+rest)
 	}
-	if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p && (h.ui == nil || p != "/ui/") {
+	if p := r.URL.Path; p == "" || p[0] != '/' || !isClean(p) && (h.ui == nil || p != "/ui/") {
 		// The mux would redirect to the cleaned path; no route of this API
 		// has a trailing slash, a "..", or an empty segment.
 		h.unclean.ServeHTTP(w, r)
 		return
 	}
+	if h.getRoute != nil && r.Method == http.MethodGet && r.URL.RawPath == "" {
+		// The most frequent request, routed without the mux's search:
+		// the route the mux would pick (New checked), with the path
+		// value the mux would give it.
+		if id, ok := strings.CutPrefix(r.URL.Path, getDeploymentPrefix); ok && len(id) == 36 && strings.IndexByte(id, '/') < 0 {
+			h.serveRoute(h.getRoute, w, r, id)
+			return
+		}
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// getDeploymentPrefix is the path of GET /v2/deployments/{deployment_id}
+// up to its path value, a UUID's 36 characters.
+const getDeploymentPrefix = "/v2/deployments/"
+
+// getDeploymentRoute is the pattern ServeHTTP routes itself.
+const getDeploymentRoute = "GET " + getDeploymentPrefix + "{deployment_id}"
+
+// routeGetDeployment sets h.getRoute to the route of getDeploymentRoute
+// among routes when the mux routes every GET of a 36-byte path value
+// under getDeploymentPrefix to it (no other route has such a path), as
+// ServeHTTP assumes.
+func (h *handler) routeGetDeployment(routes []route) {
+	probe := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: getDeploymentPrefix + strings.Repeat("0", 36)}}
+	if _, pattern := h.mux.Handler(probe); pattern != getDeploymentRoute {
+		return
+	}
+	for i := range routes {
+		if routes[i].method+" "+routes[i].path == getDeploymentRoute {
+			h.getRoute = &routes[i]
+		}
+	}
+}
+
+// isClean reports whether path.Clean(p) == p, for p that starts with a
+// slash: whether no segment but the first is empty (no "//", no
+// trailing slash but the root's) and none is "." or "..". It does not
+// build the cleaned path, as path.Clean does to compare.
+func isClean(p string) bool {
+	if p == "/" {
+		return true
+	}
+	for i := 0; i < len(p); {
+		j := strings.IndexByte(p[i+1:], '/') // p[i] is a slash
+		if j < 0 {
+			j = len(p) - i - 1
+		}
+		if seg := p[i+1 : i+1+j]; seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+		i += 1 + j
+	}
+	return true
 }
 
 // APIHostPrefix is the path prefix under which the handler serves every
@@ -432,6 +486,39 @@ type call struct {
 	r      *http.Request
 	tenant string
 	body   []byte // the request body, read before the endpoint runs (receive)
+	held   ticket // the places the request holds (admit)
+	hdr    replyHeaders
+	// deploymentID is the path value of a GET of a deployment that
+	// ServeHTTP routed itself ("" when the mux routed the request).
+	deploymentID string
+}
+
+// replyHeaders sets headers of an answer, each value in a slot of an
+// array of the request's own rather than in a slice of its own: a
+// request's few headers cost no allocation each. A header's slice is
+// capped at its one value, so that adding to it (Header.Add) copies it
+// rather than overwrite the next slot.
+type replyHeaders struct {
+	h http.Header
+	v [replySlots]string
+	n int
+}
+
+// replySlots is the number of headers an answer sets without
+// allocating: X-Request-Id, the three RateLimit-* and Retry-After,
+// Content-Type and Content-Length.
+const replySlots = 7
+
+// set sets the header key, which must be in canonical form
+// (http.CanonicalHeaderKey), to the one value v, as Header.Set does.
+func (rh *replyHeaders) set(key, v string) {
+	if rh.n == len(rh.v) {
+		rh.h[key] = []string{v}
+		return
+	}
+	rh.v[rh.n] = v
+	rh.h[key] = rh.v[rh.n : rh.n+1 : rh.n+1]
+	rh.n++
 }
 
 // rawJSON is a response body already encoded.
@@ -463,92 +550,98 @@ var newline = []byte{'\n'}
 // serve adapts an endpoint to net/http: request id, authentication, the
 // one error-to-answer mapping, and the request log.
 func (h *handler) serve(rt route) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		id := h.requestID(r)
-		w.Header().Set("X-Request-Id", id)
-		c := &call{w: w, r: r}
-		status := 0
-		defer func() {
-			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				h.log.Error("httphandler: panic", "request_id", id, "method", r.Method, "path", logPath(r),
-					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				if status == 0 {
-					status = http.StatusInternalServerError
-					h.writeJSON(w, status, errorBody{detailInternal})
-				}
-			}
-			now := time.Now()
-			if h.metrics != nil {
-				h.metrics.ObserveRequest(rt.path, r.Method, status, now.Sub(start))
-			}
-			if ctx := r.Context(); h.log.Enabled(ctx, slog.LevelInfo) {
-				// Formatted and written by the request log's goroutine
-				// (requestlog.go).
-				h.reqlog.add(ctx, &requestRecord{time: now, duration: now.Sub(start), status: status,
-					method: r.Method, path: logPath(r), id: id, tenant: c.tenant})
-			}
-		}()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serveRoute(&rt, w, r, "") })
+}
 
-		var code int
-		var body any
-		var err error
-		var held *ticket
-		c.tenant, held, err = h.admit(w, r, rt) // caps, credentials, rate limit, shares
-		defer held.leave()
-		if err == nil {
-			err = h.receive(c, rt, held, id) // the body, read without a place (body.go)
-		}
-		if err == nil {
-			code, body, err = rt.serve(h, c)
-		}
-		if err != nil {
-			var internal bool
-			code, body, internal = errorReply(err)
-			if internal {
-				h.log.Error("httphandler: internal error", "request_id", id, "method", r.Method,
-					"path", logPath(r), "err", err)
+// serveRoute serves r by rt. deploymentID is the path value of a GET of a
+// deployment that ServeHTTP routed itself, "" when the mux routed r.
+func (h *handler) serveRoute(rt *route, w http.ResponseWriter, r *http.Request, deploymentID string) {
+	start := time.Now()
+	id := h.requestID(r)
+	c := &call{w: w, r: r, deploymentID: deploymentID}
+	c.hdr.h = w.Header()
+	c.hdr.set("X-Request-Id", id)
+	status := 0
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
 			}
-			var se *statusError
-			if errors.As(err, &se) && se.allow != "" {
-				w.Header().Set("Allow", se.allow)
+			h.log.Error("httphandler: panic", "request_id", id, "method", r.Method, "path", logPath(r),
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if status == 0 {
+				status = http.StatusInternalServerError
+				h.writeJSON(w, status, errorBody{detailInternal})
 			}
 		}
-		status = code
-		switch b := body.(type) {
-		case nil:
-			w.WriteHeader(code)
-		case rawJSON:
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-			w.WriteHeader(code)
-			_, _ = w.Write(b)
-		case jsonLine:
-			hd := w.Header()
-			hd.Set("Content-Type", "application/json")
-			hd["Content-Length"] = []string{strconv.Itoa(len(*b.p) + 1)} // the key is canonical
-			w.WriteHeader(code)
-			_, _ = w.Write(*b.p)
-			_, _ = w.Write(newline)
-			h.release(b.p)
-		case htmlPage:
-			writeHTML(w, code, b)
-		case metricsBody:
-			sw := &statusWriter{ResponseWriter: w}
-			h.metrics.ServeHTTP(sw, r)
-			status = cmp.Or(sw.status, http.StatusOK)
-		case servedBy:
-			sw := &statusWriter{ResponseWriter: c.w}
-			b.ServeHTTP(sw, c.r)
-			status = cmp.Or(sw.status, http.StatusOK)
-		case streamed: // the endpoint wrote its answer (events.go)
-		default:
-			h.writeJSON(w, code, b)
+		// The monotonic clock alone: the wall clock is read once, at
+		// the start.
+		took := time.Since(start)
+		if h.metrics != nil {
+			h.metrics.ObserveRequest(rt.path, r.Method, status, took)
 		}
-	})
+		if ctx := r.Context(); h.log.Enabled(ctx, slog.LevelInfo) {
+			// Formatted and written by the request log's goroutine
+			// (requestlog.go).
+			h.reqlog.add(ctx, &requestRecord{time: start.Add(took), duration: took, status: status,
+				method: r.Method, path: logPath(r), id: id, tenant: c.tenant})
+		}
+	}()
+
+	var code int
+	var body any
+	var err error
+	var held *ticket
+	c.tenant, held, err = h.admit(c, *rt, start) // caps, credentials, rate limit, shares
+	defer held.leave()
+	if err == nil {
+		err = h.receive(c, *rt, held, id) // the body, read without a place (body.go)
+	}
+	if err == nil {
+		code, body, err = rt.serve(h, c)
+	}
+	if err != nil {
+		var internal bool
+		code, body, internal = errorReply(err)
+		if internal {
+			h.log.Error("httphandler: internal error", "request_id", id, "method", r.Method,
+				"path", logPath(r), "err", err)
+		}
+		var se *statusError
+		if errors.As(err, &se) && se.allow != "" {
+			w.Header().Set("Allow", se.allow)
+		}
+	}
+	status = code
+	switch b := body.(type) {
+	case nil:
+		w.WriteHeader(code)
+	case rawJSON:
+		c.hdr.set("Content-Type", "application/json")
+		c.hdr.set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(code)
+		_, _ = w.Write(b)
+	case jsonLine:
+		c.hdr.set("Content-Type", "application/json")
+		c.hdr.set("Content-Length", strconv.Itoa(len(*b.p)+1))
+		w.WriteHeader(code)
+		_, _ = w.Write(*b.p)
+		_, _ = w.Write(newline)
+		h.release(b.p)
+	case htmlPage:
+		writeHTML(w, code, b)
+	case metricsBody:
+		sw := &statusWriter{ResponseWriter: w}
+		h.metrics.ServeHTTP(sw, r)
+		status = cmp.Or(sw.status, http.StatusOK)
+	case servedBy:
+		sw := &statusWriter{ResponseWriter: c.w}
+		b.ServeHTTP(sw, c.r)
+		status = cmp.Or(sw.status, http.StatusOK)
+	case streamed: // the endpoint wrote its answer (events.go)
+	default:
+		h.writeJSON(w, code, b)
+	}
 }
 
 // logPath is the request path for the log: never the query (OAuth callbacks

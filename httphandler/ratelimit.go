@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -48,7 +50,8 @@ type RateLimit struct {
 	// function that reads the header the proxy sets (and that clients
 	// cannot forge past it).
 	ClientAddr func(r *http.Request) string
-	// Now is the limiter's clock. Default nil: time.Now.
+	// Now is the limiter's clock. Default nil: time.Now (the time the
+	// request began).
 	Now func() time.Time
 }
 
@@ -57,17 +60,27 @@ type rateLimiter struct {
 	limit      rate.Limit
 	burst      int
 	maxKeys    int
-	now        func() time.Time
+	now        func() time.Time // RateLimit.Now; nil: the request's start
 	clientAddr func(*http.Request) string
 
 	// The RateLimit-Limit and the detail every answer shares.
 	limitHeader string
 	detail      string
+	// counts are the decimal strings of 0 to the burst, when it is small,
+	// for RateLimit-Remaining.
+	counts []string
 
 	mu      sync.Mutex
 	buckets map[string]*rate.Limiter
 	sweepAt int // the table's size at which the next insert sweeps it
+	// failed counts the buckets of failed attempts (keyFailed) in the
+	// table, so that a request need not look for its address's while
+	// there is none.
+	failed atomic.Int64
 }
+
+// maxCounts is the largest burst whose counts are kept.
+const maxCounts = 1024
 
 // minSweep is the smallest table the limiter sweeps for refilled buckets.
 const minSweep = 1024
@@ -91,14 +104,17 @@ func newRateLimiter(o *RateLimit) *rateLimiter {
 	if l.maxKeys <= 0 {
 		l.maxKeys = DefaultMaxRateClients
 	}
-	if l.now == nil {
-		l.now = time.Now
-	}
 	if l.clientAddr == nil {
 		l.clientAddr = remoteAddr
 	}
 	l.sweepAt = min(minSweep, l.maxKeys)
 	l.limitHeader = strconv.Itoa(l.burst)
+	if l.burst <= maxCounts {
+		l.counts = make([]string, l.burst+1)
+		for i := range l.counts {
+			l.counts[i] = strconv.Itoa(i)
+		}
+	}
 	l.detail = fmt.Sprintf("Rate limit exceeded: at most %s requests per second, in bursts of %d, per API key "+
 		"(per client address for requests without valid credentials). Retry after the delay in Retry-After.",
 		strconv.FormatFloat(o.PerSecond, 'f', -1, 64), l.burst)
@@ -124,39 +140,43 @@ func remoteAddr(r *http.Request) string {
 	return a.String()
 }
 
-// The table's keys: a principal, the public requests of an address, and
-// the failed authentication attempts of an address. The last two are
-// apart so that a client reading GET /openapi.json does not lock out the
-// clients with valid keys that share its address.
-func publicKey(addr string) string { return "public " + addr }
-func failedKey(addr string) string { return "failed " + addr }
+// The table's keys, prefixes of a name: a principal (by its ID), one
+// without an ID (an Authenticator may leave it empty; by its address),
+// the public requests of an address, and the failed authentication
+// attempts of an address. The last two are apart so that a client reading
+// GET /openapi.json does not lock out the clients with valid keys that
+// share its address.
+const (
+	keyPrincipal = "principal "
+	keyAnonymous = "anonymous "
+	keyPublic    = "public "
+	keyFailed    = "failed "
+)
 
-// principalKey is the table key of p: its ID, or when it has none (an
-// Authenticator may leave it empty) its address.
-func principalKey(p *Principal, addr string) string {
-	if p.ID == "" {
-		return "anonymous " + addr
-	}
-	return "principal " + p.ID
-}
-
-// take spends a token of key's bucket at now. It sets the RateLimit-*
-// headers on w and, when the bucket is empty, Retry-After, returning the
-// 429.
-func (l *rateLimiter) take(w http.ResponseWriter, key string, now time.Time) error {
+// take spends a token of the bucket of the key prefix+name at now. It
+// sets the RateLimit-* headers on hs and, when the bucket is empty,
+// Retry-After, returning the 429.
+func (l *rateLimiter) take(hs *replyHeaders, prefix, name string, now time.Time) error {
+	var buf [128]byte
+	k := append(append(buf[:0], prefix...), name...)
 	l.mu.Lock()
-	b := l.bucket(key, now)
+	b := l.buckets[string(k)]
+	if b == nil {
+		b = l.insert(string(k), prefix == keyFailed, now)
+	}
 	ok := b.AllowN(now, 1)
 	tokens := b.TokensAt(now)
 	l.mu.Unlock()
-	return l.answer(w, ok, tokens)
+	return l.answer(hs, ok, tokens)
 }
 
-// check is take without spending: it answers the 429 when key's bucket
-// is empty at now, and sets no header otherwise.
-func (l *rateLimiter) check(w http.ResponseWriter, key string, now time.Time) error {
+// check is take without spending: it answers the 429 when the bucket of
+// prefix+name is empty at now, and sets no header otherwise.
+func (l *rateLimiter) check(hs *replyHeaders, prefix, name string, now time.Time) error {
+	var buf [128]byte
+	k := append(append(buf[:0], prefix...), name...)
 	l.mu.Lock()
-	b := l.buckets[key]
+	b := l.buckets[string(k)]
 	tokens := float64(l.burst)
 	if b != nil {
 		tokens = b.TokensAt(now)
@@ -165,21 +185,32 @@ func (l *rateLimiter) check(w http.ResponseWriter, key string, now time.Time) er
 	if tokens >= 1 {
 		return nil
 	}
-	return l.answer(w, false, tokens)
+	return l.answer(hs, false, tokens)
 }
+
+// anyFailed reports whether the table may hold a bucket of failed
+// attempts; while it holds none, check of keyFailed passes.
+func (l *rateLimiter) anyFailed() bool { return l.failed.Load() > 0 }
 
 // answer sets the headers of a bucket holding tokens, and returns the 429
 // when the request was not allowed.
-func (l *rateLimiter) answer(w http.ResponseWriter, ok bool, tokens float64) error {
-	hd := w.Header()
-	hd.Set("RateLimit-Limit", l.limitHeader)
-	hd.Set("RateLimit-Remaining", strconv.Itoa(int(max(tokens, 0))))
-	hd.Set("RateLimit-Reset", l.secondsFor(float64(l.burst)-tokens))
+func (l *rateLimiter) answer(hs *replyHeaders, ok bool, tokens float64) error {
+	hs.set("Ratelimit-Limit", l.limitHeader)
+	hs.set("Ratelimit-Remaining", l.count(int(max(tokens, 0))))
+	hs.set("Ratelimit-Reset", l.secondsFor(float64(l.burst)-tokens))
 	if ok {
 		return nil
 	}
-	hd.Set("Retry-After", l.secondsFor(max(1-tokens, 0)))
+	hs.set("Retry-After", l.secondsFor(max(1-tokens, 0)))
 	return &statusError{status: http.StatusTooManyRequests, detail: l.detail}
+}
+
+// count is n in decimal.
+func (l *rateLimiter) count(n int) string {
+	if n < len(l.counts) {
+		return l.counts[n]
+	}
+	return strconv.Itoa(n)
 }
 
 // secondsFor is how many whole seconds, rounded up, the bucket takes to
@@ -188,22 +219,33 @@ func (l *rateLimiter) secondsFor(n float64) string {
 	if n <= 1e-9 {
 		return "0"
 	}
-	s := math.Ceil(n/float64(l.limit) - 1e-9)
-	return strconv.FormatFloat(max(s, 1), 'f', 0, 64)
+	s := max(math.Ceil(n/float64(l.limit)-1e-9), 1)
+	if s < 1<<31 {
+		return l.count(int(s))
+	}
+	return strconv.FormatFloat(s, 'f', 0, 64)
 }
 
-// bucket returns key's bucket, creating a full one for a new key. l.mu
-// is held.
-func (l *rateLimiter) bucket(key string, now time.Time) *rate.Limiter {
-	if b := l.buckets[key]; b != nil {
-		return b
-	}
+// insert adds a full bucket for key, a new key, and returns it; failed
+// says whether key is of keyFailed. l.mu is held.
+func (l *rateLimiter) insert(key string, failed bool, now time.Time) *rate.Limiter {
 	if len(l.buckets) >= l.sweepAt {
 		l.sweep(now)
 	}
 	b := rate.NewLimiter(l.limit, l.burst)
 	l.buckets[key] = b
+	if failed {
+		l.failed.Add(1)
+	}
 	return b
+}
+
+// remove drops key's bucket. l.mu is held.
+func (l *rateLimiter) remove(key string) {
+	delete(l.buckets, key)
+	if strings.HasPrefix(key, keyFailed) {
+		l.failed.Add(-1)
+	}
 }
 
 // sweep drops the buckets that are full at now: a full bucket is what a
@@ -217,7 +259,7 @@ func (l *rateLimiter) sweep(now time.Time) {
 	full := float64(l.burst)
 	for k, b := range l.buckets {
 		if b.TokensAt(now) >= full {
-			delete(l.buckets, k)
+			l.remove(k)
 		}
 	}
 	if len(l.buckets) >= l.maxKeys {
@@ -226,7 +268,7 @@ func (l *rateLimiter) sweep(now time.Time) {
 			if len(l.buckets) <= keep {
 				break
 			}
-			delete(l.buckets, k)
+			l.remove(k)
 		}
 	}
 	l.sweepAt = min(max(2*len(l.buckets), minSweep), l.maxKeys)

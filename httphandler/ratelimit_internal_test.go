@@ -1,7 +1,7 @@
 package httphandler
 
 import (
-	"net/http/httptest"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
@@ -13,7 +13,7 @@ import (
 func TestRateLimiterDropsRefilledBuckets(t *testing.T) {
 	clock := testclock.New(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), 0)
 	l := newRateLimiter(&RateLimit{PerSecond: 10, Burst: 20, MaxClients: 1 << 20, Now: clock.Now})
-	take := func(key string) error { return l.take(httptest.NewRecorder(), key, clock.Now()) }
+	take := func(key string) error { return l.take(&replyHeaders{h: http.Header{}}, key, "", clock.Now()) }
 	for i := range 5000 {
 		if err := take("client-" + strconv.Itoa(i)); err != nil {
 			t.Fatal(err)
@@ -48,7 +48,7 @@ func TestRateLimiterBounded(t *testing.T) {
 	const maxClients = 100
 	l := newRateLimiter(&RateLimit{PerSecond: 1, Burst: 5, MaxClients: maxClients, Now: clock.Now})
 	for i := range 10_000 {
-		_ = l.take(httptest.NewRecorder(), "client-"+strconv.Itoa(i), clock.Now())
+		_ = l.take(&replyHeaders{h: http.Header{}}, "client-"+strconv.Itoa(i), "", clock.Now())
 		if n := l.len(); n > maxClients {
 			t.Fatalf("%d buckets after %d clients, more than MaxClients %d", n, i+1, maxClients)
 		}

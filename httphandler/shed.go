@@ -175,28 +175,53 @@ type pool struct {
 	what  string // what a place is, for the detail of a 503 when a share is: "requests in progress"
 
 	mu   sync.Mutex
-	held map[string]int // by client key; only keys holding places
+	held map[string]*share // by client key
+	idle int               // the shares of held that hold no place
+}
+
+// maxIdleShares is the most shares holding no place a pool keeps, so that
+// a client's requests find its key: beyond, they are all dropped.
+const maxIdleShares = 1024
+
+// share is the places one client holds of a pool.
+type share struct {
+	key string // the client key, as held's key
+	n   int
 }
 
 // newPool returns a pool of max places (0 or less: no cap) and shares of
-// share (0 or less: none).
-func newPool(max, share int, busy, what string) pool {
-	return pool{total: gate{max: int64(max)}, share: share, busy: busy, what: what, held: map[string]int{}}
+// perClient places (0 or less: none).
+func newPool(max, perClient int, busy, what string) pool {
+	return pool{total: gate{max: int64(max)}, share: perClient, busy: busy, what: what, held: map[string]*share{}}
 }
 
-// enterShare takes a place of key's share; false when key holds its share
-// already.
-func (p *pool) enterShare(key string) bool {
+// enterShare takes a place of the share of the client key prefix+name,
+// and returns that key; ok is false when the client holds its share
+// already. While the client holds places the key is the table's, so that
+// its next requests do not build it again. Without shares it takes
+// nothing and returns "".
+func (p *pool) enterShare(prefix, name string) (key string, ok bool) {
 	if p.share <= 0 {
-		return true
+		return "", true
 	}
+	var buf [96]byte
+	k := append(append(buf[:0], prefix...), name...)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.held[key] >= p.share {
-		return false
+	sh := p.held[string(k)]
+	if sh == nil {
+		sh = &share{key: string(k)}
+		p.held[sh.key] = sh
+		p.idle++
 	}
-	p.held[key]++
-	return true
+	if sh.n >= p.share {
+		return sh.key, false
+	}
+	if sh.n == 0 {
+		p.idle--
+	}
+	sh.n++
+	return sh.key, true
 }
 
 // leaveShare gives back a place of key's share.
@@ -206,10 +231,20 @@ func (p *pool) leaveShare(key string) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if n := p.held[key] - 1; n > 0 {
-		p.held[key] = n
-	} else {
-		delete(p.held, key)
+	sh := p.held[key]
+	if sh == nil || sh.n == 0 {
+		return
+	}
+	if sh.n--; sh.n > 0 {
+		return
+	}
+	if p.idle++; p.idle > maxIdleShares {
+		for k, sh := range p.held {
+			if sh.n == 0 {
+				delete(p.held, k)
+			}
+		}
+		p.idle = 0
 	}
 }
 
@@ -257,9 +292,11 @@ func (t *ticket) take(w http.ResponseWriter) error {
 	if !t.p.total.enter() {
 		return t.p.busyErr(w)
 	}
-	if t.client != "" && !t.p.enterShare(t.client) {
-		t.p.total.leave()
-		return t.p.shareErr(w, t.client)
+	if t.client != "" {
+		if _, ok := t.p.enterShare(t.client, ""); !ok {
+			t.p.total.leave()
+			return t.p.shareErr(w, t.client)
+		}
 	}
 	t.held = true
 	return nil
@@ -391,15 +428,17 @@ func (l *load) poolOf(rt route, r *http.Request) *pool {
 	return &l.inFlight
 }
 
-// admit decides whether the handler serves r, before the endpoint runs:
-// the pool's cap (503), then the credentials (for routes that need them)
-// and the rate limit (429), then the client's share of the pool (503). It
-// returns the tenant of an authenticated request and the ticket of the
-// places the request holds, which the caller must leave (defer
-// t.leave()) when the request is done; nil, which leaves nothing, when it
-// holds none. Headers of the answer (Retry-After, RateLimit-*) are set on
-// w.
-func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt route) (tenant string, t *ticket, err error) {
+// admit decides whether the handler serves c's request, before the
+// endpoint runs: the pool's cap (503), then the credentials (for routes
+// that need them) and the rate limit (429), then the client's share of
+// the pool (503). It returns the tenant of an authenticated request and
+// the ticket of the places the request holds (c.held), which the caller
+// must leave (defer t.leave()) when the request is done; nil, which
+// leaves nothing, when it holds none. Headers of the answer
+// (Retry-After, RateLimit-*) are set on c's. start is when the request
+// began, the rate limit's time unless RateLimit.Now sets its clock.
+func (h *handler) admit(c *call, rt route, start time.Time) (tenant string, t *ticket, err error) {
+	r := c.r
 	p := h.load.poolOf(rt, r)
 	if p == nil {
 		// The health routes: no cap, no rate limit.
@@ -409,38 +448,45 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt route) (tenan
 		return tenant, nil, err
 	}
 	if !p.total.enter() {
-		return "", nil, p.busyErr(w)
+		return "", nil, p.busyErr(c.w)
 	}
-	t = &ticket{p: p, held: true}
-	tenant, err = h.check(w, r, rt)
+	t = &c.held
+	*t = ticket{p: p, held: true}
+	tenant, err = h.check(c, rt, start)
 	if err != nil {
 		return tenant, t, err
 	}
-	client := h.load.clientOf(r, rt, tenant)
-	if !p.enterShare(client) {
-		return "", t, p.shareErr(w, client)
+	prefix, name := h.load.clientOf(r, rt, tenant)
+	client, ok := p.enterShare(prefix, name)
+	if !ok {
+		return "", t, p.shareErr(c.w, client)
 	}
 	t.client = client
 	return tenant, t, nil
 }
 
-// clientOf is the key of r's share: its tenant when it has one, the
-// tenant an upload URL names, the client address otherwise.
-func (l *load) clientOf(r *http.Request, rt route, tenant string) string {
+// clientOf is the key of r's share, as a prefix and a name: its tenant
+// when it has one, the tenant an upload URL names, the client address
+// otherwise.
+func (l *load) clientOf(r *http.Request, rt route, tenant string) (prefix, name string) {
 	if tenant != "" {
-		return tenantClient + tenant
+		return tenantClient, tenant
 	}
 	if rt.upload {
 		if c, ok := CanonicalTenant(r.PathValue("tenant")); ok {
-			return tenantClient + c
+			return tenantClient, c
 		}
 	}
-	return addrClient + l.addr(r)
+	return addrClient, l.addr(r)
 }
 
-// check checks r's credentials (for routes that need them) and the rate
-// limit, and returns the tenant of an authenticated request.
-func (h *handler) check(w http.ResponseWriter, r *http.Request, rt route) (tenant string, err error) {
+// check checks the credentials of c's request (for routes that need
+// them) and the rate limit, and returns the tenant of an authenticated
+// request. The client address is read only when the rate limit needs
+// it: for a public route, while some address has failed attempts in the
+// table, for a failed attempt, and for a principal without an ID.
+func (h *handler) check(c *call, rt route, start time.Time) (tenant string, err error) {
+	r := c.r
 	rl := h.load.rate
 	if rl == nil {
 		if !rt.public {
@@ -448,28 +494,43 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request, rt route) (tenan
 		}
 		return tenant, err
 	}
-	now := rl.now()
-	addr := rl.clientAddr(r)
+	now := start
+	if rl.now != nil {
+		now = rl.now()
+	}
+	addr, haveAddr := "", false
+	clientAddr := func() string {
+		if !haveAddr {
+			addr, haveAddr = rl.clientAddr(r), true
+		}
+		return addr
+	}
 	if rt.public {
-		return "", rl.take(w, publicKey(addr), now)
+		return "", rl.take(&c.hdr, keyPublic, clientAddr(), now)
 	}
 	// An address that has spent its allowance on failed attempts is not
 	// heard again until it refills, valid keys or not: guessing keys costs
 	// an attacker the address's rate, and the server little more.
-	if err := rl.check(w, failedKey(addr), now); err != nil {
-		return "", err
+	if rl.anyFailed() {
+		if err := rl.check(&c.hdr, keyFailed, clientAddr(), now); err != nil {
+			return "", err
+		}
 	}
 	p, tenant, err := h.authenticate(r, rt)
 	if p == nil {
 		if isUnauthorized(err) {
-			_ = rl.take(w, failedKey(addr), now) // the 401 stands; the attempt is charged
+			_ = rl.take(&c.hdr, keyFailed, clientAddr(), now) // the 401 stands; the attempt is charged
 		}
 		return "", err
 	}
 	// Every request of an authenticated principal is charged to it, the
 	// 403s included; its address is not charged, so that clients sharing
 	// one (behind NAT) do not share a bucket.
-	if lerr := rl.take(w, principalKey(p, addr), now); lerr != nil {
+	prefix, name := keyPrincipal, p.ID
+	if p.ID == "" {
+		prefix, name = keyAnonymous, clientAddr()
+	}
+	if lerr := rl.take(&c.hdr, prefix, name, now); lerr != nil {
 		return "", lerr
 	}
 	return tenant, err

@@ -23,20 +23,30 @@ func Canonical(s string) (string, bool) {
 	return u.String(), true
 }
 
-// isCanonical reports whether s is a UUID in the lowercase canonical form.
+// isCanonical reports whether s, 36 bytes long, is a UUID in the
+// lowercase canonical form.
 func isCanonical(s string) bool {
+	if s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return false
+	}
+	return notHex(s[0:8])|notHex(s[9:13])|notHex(s[14:18])|notHex(s[19:23])|notHex(s[24:36]) == 0
+}
+
+// notHex is 0 when every byte of s is a lowercase hex digit.
+func notHex(s string) byte {
+	var bad byte
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-				return false
-			}
+		bad |= notHexDigit[s[i]]
+	}
+	return bad
+}
+
+// notHexDigit is 1 for the bytes that are not lowercase hex digits.
+var notHexDigit = func() (t [256]byte) {
+	for i := range t {
+		if !('0' <= i && i <= '9' || 'a' <= i && i <= 'f') {
+			t[i] = 1
 		}
 	}
-	return true
-}
+	return t
+}()

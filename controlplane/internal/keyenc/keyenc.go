@@ -38,6 +38,7 @@ package keyenc
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"time"
 
 	"github.com/google/uuid"
@@ -88,13 +89,34 @@ func TenantLen(k string) int {
 
 // ID encodes an id as a key part.
 func ID(id string) string {
+	var b [40]byte // a UUID's part fits: the string is the one allocation
+	return string(AppendID(b[:0], id))
+}
+
+// AppendID appends ID(id) to dst.
+func AppendID(dst []byte, id string) []byte {
 	if len(id) == 36 {
-		if u, err := uuid.Parse(id); err == nil && u.String() == id {
-			return string(append([]byte{idUUID}, u[:]...))
+		if u, err := uuid.Parse(id); err == nil && isCanonical(&u, id) {
+			return append(append(dst, idUUID), u[:]...)
 		}
 	}
-	b := binary.AppendUvarint([]byte{idOther}, uint64(len(id)))
-	return string(append(b, id...))
+	dst = binary.AppendUvarint(append(dst, idOther), uint64(len(id)))
+	return append(dst, id...)
+}
+
+// isCanonical reports whether id is u's canonical text (u.String()).
+func isCanonical(u *uuid.UUID, id string) bool {
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], u[10:])
+	return string(b[:]) == id
 }
 
 // IDLen returns the length of the id part that k starts with, or 0 when

@@ -87,6 +87,32 @@ func TestKeyParts(t *testing.T) {
 	}
 }
 
+// TestAppendID: AppendID appends ID's part, which takes a UUID in
+// canonical form only (any byte changed, a letter's case included,
+// makes it an id of the other kind), and ID of a UUID allocates at most
+// its string.
+func TestAppendID(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		u, _ := uuid.FromBytes(rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(rt, "bytes"))
+		b := []byte(u.String())
+		for _, i := range rapid.SliceOfN(rapid.IntRange(0, 35), 0, 2).Draw(rt, "changed") {
+			b[i] = rapid.SampledFrom([]byte("0aAfFgG-{} ")).Draw(rt, "to")
+		}
+		id := string(b)
+		dst := rapid.String().Draw(rt, "dst")
+		got := string(keyenc.AppendID([]byte(dst), id))
+		p, err := uuid.Parse(id)
+		canonical := err == nil && p.String() == id
+		if got[:len(dst)] != dst || got[len(dst):] != keyenc.ID(id) || (len(got)-len(dst) == 17) != canonical {
+			rt.Fatalf("AppendID(%q, %q) = %q; ID: %q; canonical UUID: %v", dst, id, got, keyenc.ID(id), canonical)
+		}
+	})
+	id := "0190a000-0000-7000-8000-0000000000ff"
+	if n := testing.AllocsPerRun(100, func() { _ = keyenc.ID(id) }); n > 1 {
+		t.Errorf("ID of a UUID: %v allocations, want at most 1", n)
+	}
+}
+
 // TestTenantPrefixBytes: the prefixes of a few numbers, byte for byte
 // (the stores already written hold them).
 func TestTenantPrefixBytes(t *testing.T) {

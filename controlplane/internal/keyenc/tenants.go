@@ -78,6 +78,18 @@ func (s viewStore) View(ctx context.Context, fn func(store.Reader) error) error 
 	return s.Store.View(ctx, func(r store.Reader) error { return fn(viewReader{r}) })
 }
 
+// Cached returns the tenant's prefix when it is cached, without a read.
+func (c *Tenants) Cached(tenant string) (string, bool) {
+	if c == nil {
+		return "", false
+	}
+	p, ok := c.byName.Load(tenant)
+	if !ok {
+		return "", false
+	}
+	return p.(string), true
+}
+
 // Prefix returns the tenant's prefix, or NoTenant when it has none. What
 // it reads is cached when r is the Reader of a View of a store Views
 // made.
