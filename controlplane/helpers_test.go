@@ -54,6 +54,23 @@ func newFixture(t *testing.T, opts *controlplane.Options) *fixture {
 	return f
 }
 
+// drainer returns a func that has d drive the fixture's pending work
+// until none is left.
+func (f *fixture) drainer(d controlplane.Deployer) func() {
+	return func() {
+		f.t.Helper()
+		for {
+			ok, err := f.cp.Process(f.ctx, d)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
 // tb is the part of testing.TB that *rapid.T also has.
 type tb interface {
 	Helper()

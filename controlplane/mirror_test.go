@@ -120,19 +120,7 @@ func TestRedeployKeepsTheCommit(t *testing.T) {
 	d := f.create(tenantA, `{"name": "agent", "source": "github",
 		"source_config": {"integration_id": "`+in.ID+`", "repo_url": "https://github.com/acme/agent", "build_on_push": true},
 		"source_revision_config": {"repo_ref": "main", "graph_config_path": "langgraph.json"}}`)
-	sim := deploysim.New(&deploysim.Options{Step: 1})
-	drain := func() {
-		t.Helper()
-		for {
-			ok, err := f.cp.Process(f.ctx, sim)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				return
-			}
-		}
-	}
+	drain := f.drainer(deploysim.New(&deploysim.Options{Step: 1}))
 	drain()
 	built, err := f.cp.GetRevision(f.ctx, tenantA, d.ID, *d.LatestRevisionID) // deploysim reported its commit
 	if err != nil {

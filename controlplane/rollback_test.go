@@ -16,19 +16,7 @@ import (
 // refused.
 func TestRollback(t *testing.T) {
 	f := newFixture(t, nil)
-	sim := deploysim.New(&deploysim.Options{Step: 1})
-	drain := func() {
-		t.Helper()
-		for {
-			ok, err := f.cp.Process(f.ctx, sim)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				return
-			}
-		}
-	}
+	drain := f.drainer(deploysim.New(&deploysim.Options{Step: 1}))
 	in := f.integration(tenantA)
 	d := f.create(tenantA, githubBody("agent", in))
 	first := *d.LatestRevisionID

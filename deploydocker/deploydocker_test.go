@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,26 +105,7 @@ func TestPatchWithoutGap(t *testing.T) {
 	url := f.proxyURL + "/" + d.ID
 	eventually(t, "url answers v1", func() bool { v, _ := get(url + "/version"); return v == "v1" })
 
-	var (
-		mu       sync.Mutex
-		failures []string
-		seen     = map[string]int{}
-		stop     atomic.Bool
-		wg       sync.WaitGroup
-	)
-	wg.Go(func() {
-		for !stop.Load() {
-			v, err := get(url + "/version")
-			mu.Lock()
-			if err != nil {
-				failures = append(failures, err.Error())
-			} else {
-				seen[v]++
-			}
-			mu.Unlock()
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
+	poll := pollVersions(url)
 	img := image("server:v2")
 	patched, err := f.cp.UpdateDeployment(ctx, tenant, d.ID, &controlplane.UpdateDeploymentRequest{
 		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: &img}})
@@ -139,9 +119,8 @@ func TestPatchWithoutGap(t *testing.T) {
 	eventually(t, "the old revision's containers are removed", func() bool {
 		return len(f.containers(deploydocker.LabelRevision+"="+first.ID)) == 0
 	})
-	eventually(t, "the client sees v2 a few times", func() bool { mu.Lock(); defer mu.Unlock(); return seen["v2"] >= 3 })
-	stop.Store(true)
-	wg.Wait()
+	eventually(t, "the client sees v2 a few times", func() bool { return poll.saw("v2") >= 3 })
+	seen, failures := poll.end()
 	if len(failures) > 0 {
 		t.Errorf("%d requests failed during the switch, first: %s", len(failures), failures[0])
 	}

@@ -34,26 +34,7 @@ func TestRollbackWithoutGap(t *testing.T) {
 	url := f.proxyURL + "/" + d.ID
 	eventually(t, "url answers v2", func() bool { v, _ := get(url + "/version"); return v == "v2" })
 
-	var (
-		mu       sync.Mutex
-		failures []string
-		seen     = map[string]int{}
-		stop     atomic.Bool
-		wg       sync.WaitGroup
-	)
-	wg.Go(func() {
-		for !stop.Load() {
-			v, err := get(url + "/version")
-			mu.Lock()
-			if err != nil {
-				failures = append(failures, err.Error())
-			} else {
-				seen[v]++
-			}
-			mu.Unlock()
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
+	poll := pollVersions(url)
 	back, err := f.cp.Rollback(ctx, tenant, d.ID, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -65,9 +46,8 @@ func TestRollbackWithoutGap(t *testing.T) {
 	eventually(t, "the rolled-back revision's containers are removed", func() bool {
 		return len(f.containers(deploydocker.LabelRevision+"="+second.ID)) == 0
 	})
-	eventually(t, "the client sees v1 a few times", func() bool { mu.Lock(); defer mu.Unlock(); return seen["v1"] >= 3 })
-	stop.Store(true)
-	wg.Wait()
+	eventually(t, "the client sees v1 a few times", func() bool { return poll.saw("v1") >= 3 })
+	seen, failures := poll.end()
 	if len(failures) > 0 {
 		t.Errorf("%d requests failed during the rollback, first: %s", len(failures), failures[0])
 	}
@@ -78,4 +58,47 @@ func TestRollbackWithoutGap(t *testing.T) {
 	if deref(got.ActiveRevisionID) != rev.ID || deref(got.ImageVersion) != image("server:v1") {
 		t.Errorf("active %v image %v, want the rollback's revision on v1", deref(got.ActiveRevisionID), deref(got.ImageVersion))
 	}
+}
+
+// versionPoller asks a url's /version every 50 ms until stopped, counting
+// the versions seen and the requests that failed.
+type versionPoller struct {
+	mu       sync.Mutex
+	failures []string
+	seen     map[string]int
+	stop     atomic.Bool
+	wg       sync.WaitGroup
+}
+
+// pollVersions starts a versionPoller on url.
+func pollVersions(url string) *versionPoller {
+	p := &versionPoller{seen: map[string]int{}}
+	p.wg.Go(func() {
+		for !p.stop.Load() {
+			v, err := get(url + "/version")
+			p.mu.Lock()
+			if err != nil {
+				p.failures = append(p.failures, err.Error())
+			} else {
+				p.seen[v]++
+			}
+			p.mu.Unlock()
+			time.Sleep(50 * time.Millisecond) // the client's pace, not a wait for a condition
+		}
+	})
+	return p
+}
+
+// saw is how many times the poller has seen version v.
+func (p *versionPoller) saw(v string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen[v]
+}
+
+// end stops the poller and returns what it saw and the failures.
+func (p *versionPoller) end() (map[string]int, []string) {
+	p.stop.Store(true)
+	p.wg.Wait()
+	return p.seen, p.failures
 }

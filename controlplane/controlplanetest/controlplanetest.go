@@ -976,21 +976,8 @@ func (m *machine) rollback(rt *rapid.T) {
 	}); got != okay {
 		return
 	}
-	target := *rev
-	exp := deepCopy(rt, d.exp)
-	exp["source_revision_config"] = jsonValue(rt, target.src)
-	exp["secrets"] = jsonValue(rt, target.secrets)
-	exp["secret_references"] = jsonValue(rt, target.refs)
-	setPath(exp, loc("source_config.resource_spec"), jsonValue(rt, target.spec))
-	got := m.get(rt, d)
-	m.touched[d] = true
-	m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
-	exp["updated_at"], exp["latest_revision_id"] = got["updated_at"], got["latest_revision_id"]
-	if diff := diff(exp, got); diff != "" {
-		rt.Fatalf("rollback: deployment differs from the model (-model +got):\n%s", diff)
-	}
-	d.exp = exp
-	m.addRevision(rt, d, got["latest_revision_id"], target.tracked)
+	target := *rev // addRevision may move d.revs
+	m.restored(rt, "rollback", d, &target)
 	r := &d.revs[len(d.revs)-1]
 	r.image = target.image
 	if builds {
@@ -1037,8 +1024,15 @@ func (m *machine) redeploy(rt *rapid.T) {
 	}); got != okay {
 		return
 	}
+	m.restored(rt, "redeploy", d, rev)
+}
+
+// restored checks d after a redeploy or a rollback (what) of rev: the
+// deployment has rev's snapshot (its commit too, when it has one) and a
+// new latest revision, which the model adds.
+func (m *machine) restored(rt *rapid.T, what string, d *mDep, rev *mRev) {
 	exp := deepCopy(rt, d.exp)
-	exp["source_revision_config"] = jsonValue(rt, rev.src) // its commit too, when it has one
+	exp["source_revision_config"] = jsonValue(rt, rev.src)
 	exp["secrets"] = jsonValue(rt, rev.secrets)
 	exp["secret_references"] = jsonValue(rt, rev.refs)
 	setPath(exp, loc("source_config.resource_spec"), jsonValue(rt, rev.spec))
@@ -1047,7 +1041,7 @@ func (m *machine) redeploy(rt *rapid.T) {
 	m.checkLater(rt, d.exp["updated_at"], got["updated_at"])
 	exp["updated_at"], exp["latest_revision_id"] = got["updated_at"], got["latest_revision_id"]
 	if diff := diff(exp, got); diff != "" {
-		rt.Fatalf("redeploy: deployment differs from the model (-model +got):\n%s", diff)
+		rt.Fatalf("%s: deployment differs from the model (-model +got):\n%s", what, diff)
 	}
 	d.exp = exp
 	m.addRevision(rt, d, got["latest_revision_id"], rev.tracked)
