@@ -48,3 +48,25 @@ func TestRollbackPage(t *testing.T) {
 		t.Fatalf("after the rollback: image %s, status %s, active %s", *d.SourceRevisionConfig.ImageURI, d.Status, *d.ActiveRevisionID)
 	}
 }
+
+// The deployment page shows its secret references (names, never values)
+// and its agent.
+func TestDeploymentPageNewerFields(t *testing.T) {
+	e := newEnv(t, nil)
+	b := e.browser(t)
+	b.mustSignIn(keyA, "")
+	name, src, img := "fields", controlplane.SourceExternalDocker, "docker.io/acme/a:1"
+	d, err := e.cp.CreateDeployment(context.Background(), tenantA, &controlplane.CreateDeploymentRequest{Name: &name, Source: &src,
+		SourceRevisionConfig: &controlplane.SourceRevisionConfig{ImageURI: &img},
+		SecretReferences:     []controlplane.SecretReference{{Name: "DB_PASSWORD", SecretName: "db-creds", SecretKey: "password"}},
+		Agent:                &controlplane.DeploymentAgent{AgentID: "ag-1", Environment: controlplane.AgentStaging}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := b.get("/ui/deployments/" + d.ID)
+	for _, want := range []string{`<code>DB_PASSWORD</code> from <code>db-creds/password</code>`, `<dt>Agent</dt><dd><code>ag-1</code> · staging</dd>`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+}
