@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"debug/buildinfo"
 	"debug/elf"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -84,27 +85,125 @@ func TestBuildFigures(t *testing.T) {
 	// Cold: each build from an empty build cache, the module cache warm
 	// and no download (GOPROXY=off); the figures are the go command's
 	// and its children's (wait4's rusage: CPU time, and the peak resident
-	// memory of the largest process, the linker or a compile).
-	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "cold build\twall\tCPU (user+sys)\tpeak RSS\tx-baseline (all tags' wall over this)\t")
-	var base time.Duration
-	for _, b := range builds[:3] {
-		cache := filepath.Join(dir, "gocache-"+strings.Fields(b.name)[0])
+	// memory of the largest process, the linker or a compile). The
+	// default build and its baseline run twice, in both orders, so that
+	// the load of a shared machine drifting weighs on both alike; the
+	// bare server once.
+	trace := filepath.Join(dir, "trace.json")
+	var cold [3]struct {
+		walls    []string
+		wall     time.Duration // summed over the rounds
+		cpu, rss []string
+		cpuSum   time.Duration
+	}
+	for n, i := range []int{0, 1, 1, 0, 2} {
+		b := builds[i]
+		cache := filepath.Join(dir, fmt.Sprintf("gocache-%d", n))
 		env := []string{"GOCACHE=" + cache, "GOPROXY=off", "GOTOOLCHAIN=local"}
+		args := append(append([]string{"build"}, b.args...), "-o", filepath.Join(dir, "cold"))
+		if n == 1 { // the default build's actions, for its profile below
+			args = append(args, "-debug-trace="+trace)
+		}
 		start := time.Now()
-		ps := runGo(t, b.dir, env, append(append([]string{"build"}, b.args...), "-o", filepath.Join(dir, "cold"), "."))
-		wall := time.Since(start)
-		base = cmp.Or(base, wall)
-		ru, _ := ps.SysUsage().(*syscall.Rusage)
+		ps := runGo(t, b.dir, env, append(args, "."))
+		wall, cpu := time.Since(start), ps.UserTime()+ps.SystemTime()
 		var rss int64
-		if ru != nil {
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 			rss = ru.Maxrss << 10
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%.2f GB\t%.2f\t\n", b.name, wall.Round(time.Second), (ps.UserTime() + ps.SystemTime()).Round(time.Second),
-			float64(rss)/1e9, float64(base)/float64(wall))
+		c := &cold[i]
+		c.walls, c.cpu, c.rss = append(c.walls, wall.Round(time.Second).String()), append(c.cpu, cpu.Round(time.Second).String()),
+			append(c.rss, fmt.Sprintf("%.2f", float64(rss)/1e9))
+		c.wall, c.cpuSum = c.wall+wall, c.cpuSum+cpu
 		if err := os.RemoveAll(cache); err != nil {
 			t.Log(err)
 		}
+	}
+	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "cold build\twall\tCPU (user+sys)\tpeak RSS, GB\tx-baseline: wall\tCPU\t")
+	for i, c := range cold {
+		rounds := time.Duration(len(c.walls))
+		base, baseRounds := cold[0], time.Duration(len(cold[0].walls))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.2f\t%.2f\t\n", builds[i].name, strings.Join(c.walls, ", "), strings.Join(c.cpu, ", "), strings.Join(c.rss, ", "),
+			float64(base.wall/baseRounds)/float64(c.wall/rounds), float64(base.cpuSum/baseRounds)/float64(c.cpuSum/rounds))
+	}
+	w.Flush()
+	buildProfile(t, here, trace)
+}
+
+// buildProfile logs where the time of the cold build traced in trace
+// (go build -debug-trace) went: its actions' (compiles', the link's)
+// time by module, the shares of their sum (each action's wall time, two
+// at a time on two cores).
+func buildProfile(t *testing.T, dir, trace string) {
+	t.Helper()
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []struct {
+		Name string  `json:"name"`
+		Ph   string  `json:"ph"`
+		Ts   float64 `json:"ts"` // µs
+		Tid  int     `json:"tid"`
+	}
+	if err := json.Unmarshal(b, &events); err != nil {
+		t.Fatalf("%s: %v", trace, err)
+	}
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{with .Module}}{{.Path}}{{end}}", ".")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	module := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, mod, _ := strings.Cut(line, " ")
+		module[pkg] = cmp.Or(mod, "std")
+	}
+	type key struct {
+		name string
+		tid  int
+	}
+	began := map[key]float64{}
+	by := map[string]float64{}
+	var total float64
+	for _, e := range events {
+		action, ok := strings.CutPrefix(e.Name, "Executing action (")
+		if !ok || strings.Contains(action, "->") {
+			continue
+		}
+		action = strings.TrimSuffix(action, ")")
+		var what string
+		switch {
+		case strings.HasPrefix(action, "link "):
+			what = "(link)"
+		case strings.HasPrefix(action, "build ") && !strings.HasPrefix(action, "build check cache "):
+			what = cmp.Or(module[strings.TrimPrefix(action, "build ")], "std")
+		default:
+			continue
+		}
+		k := key{e.Name, e.Tid}
+		switch e.Ph {
+		case "B":
+			began[k] = e.Ts
+		case "E":
+			if ts, ok := began[k]; ok {
+				by[what] += (e.Ts - ts) / 1e6
+				total += (e.Ts - ts) / 1e6
+				delete(began, k)
+			}
+		}
+	}
+	keys := make([]string, 0, len(by))
+	for k := range by {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(by[b], by[a]) })
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "the default cold build's actions by module (%.0f s in all)\tseconds\tshare\t\n", total)
+	for _, k := range keys[:min(len(keys), 20)] {
+		fmt.Fprintf(w, "%s\t%.1f\t%.1f%%\t\n", k, by[k], 100*by[k]/total)
 	}
 	w.Flush()
 }
