@@ -2,7 +2,8 @@
 // langgraph deploy --image pushes internal_docker images to (wire contract
 // section 10). It runs the CNCF Distribution library
 // (github.com/distribution/distribution/v3) over filesystem storage
-// (Options.Dir) or an S3 bucket (Options.S3), on a listener of its own
+// (Options.Dir) or an S3 bucket (Options.S3, in a program built with the
+// s3 build tag: S3Built), on a listener of its own
 // (the OCI API owns the /v2/ path, so it cannot share the control plane's
 // port). cmd/deployplane serves it at -registry-addr.
 //

@@ -19,8 +19,7 @@ import (
 	"github.com/distribution/distribution/v3/registry/storage"
 	storagedriver "github.com/distribution/distribution/v3/registry/storage/driver"
 	"github.com/distribution/distribution/v3/registry/storage/driver/factory"
-	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem" // the default storage
-	_ "github.com/distribution/distribution/v3/registry/storage/driver/s3-aws"     // Options.S3
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem" // the default storage; S3's is in s3.go
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 
@@ -48,7 +47,9 @@ type Options struct {
 	// storage; created if missing).
 	Dir string
 	// S3, when set, keeps the images in an S3 bucket instead of Dir
-	// (several replicas behind one Host share it).
+	// (several replicas behind one Host share it). Only in a program
+	// built with the s3 build tag (S3Built); without it New answers
+	// ErrS3NotBuilt.
 	S3 *S3
 	// Secret signs the registry's upload state; replicas behind one Host
 	// need the same one. Default: a random one per process.
@@ -94,6 +95,11 @@ type S3 struct {
 	AccessKey, SecretKey                    string
 }
 
+// ErrS3NotBuilt is matched (errors.Is) by New's error for Options.S3 in a
+// program built without the s3 build tag, which leaves the S3 storage
+// driver (and the AWS SDK under it) out of the binary.
+var ErrS3NotBuilt = errors.New("built without s3 support; build with -tags s3")
+
 // ParseS3URL reads s3://bucket/root?region=R&endpoint=URL into an S3.
 func ParseS3URL(s string) (*S3, error) {
 	u, err := url.Parse(s)
@@ -137,6 +143,9 @@ func New(ctx context.Context, tokens Tokens, opts *Options) (r *Registry, err er
 	}
 	if opts.S3 == nil && opts.Dir == "" {
 		return nil, errors.New("registry: Options.Dir or Options.S3 is required")
+	}
+	if opts.S3 != nil && !S3Built {
+		return nil, fmt.Errorf("registry: Options.S3: %w", ErrS3NotBuilt)
 	}
 	if opts.UploadMaxAge < 0 || opts.CollectGrace < 0 {
 		return nil, errors.New("registry: Options.UploadMaxAge and Options.CollectGrace must not be negative")

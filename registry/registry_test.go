@@ -257,6 +257,29 @@ func TestNewNeedsStorageAndHost(t *testing.T) {
 	}
 }
 
+// TestS3NeedsTheTag: Options.S3 in a program built without the s3 build
+// tag is refused by New with ErrS3NotBuilt (the driver is not in the
+// binary); with the tag (go test -tags s3) New gets past that check.
+func TestS3NeedsTheTag(t *testing.T) {
+	st := storemem.New()
+	defer st.Close()
+	cp := controlplane.New(st, nil)
+	o := &registry.Options{Host: "127.0.0.1:1", S3: &registry.S3{Bucket: "images", Region: "eu-west-1", Endpoint: "http://127.0.0.1:1",
+		AccessKey: "a", SecretKey: "s"}}
+	r, err := registry.New(context.Background(), registry.NewTokenStore(cp, nil), o)
+	if r != nil {
+		defer r.Close()
+	}
+	switch {
+	case registry.S3Built && errors.Is(err, registry.ErrS3NotBuilt):
+		t.Errorf("New with the s3 tag: %v", err)
+	case !registry.S3Built && !errors.Is(err, registry.ErrS3NotBuilt):
+		t.Errorf("New without the s3 tag: %v, want ErrS3NotBuilt", err)
+	case !registry.S3Built && !strings.Contains(err.Error(), "build with -tags s3"):
+		t.Errorf("New without the s3 tag: %v, want the tag named", err)
+	}
+}
+
 // TestParseS3URL: the -registry-storage form.
 func TestParseS3URL(t *testing.T) {
 	s, err := registry.ParseS3URL("s3://images/prod?region=eu-west-1&endpoint=http://127.0.0.1:9000")

@@ -148,7 +148,11 @@ Flags:
                       environment as those SDKs read them (default: the
                       directory <db>.uploads beside a bbolt file,
                       ./deployplane-uploads with PostgreSQL, a temporary one
-                      with :memory:); replicas must share one bucket
+                      with :memory:); replicas must share one bucket. The
+                      cloud drivers are in the binary only when it is built
+                      with their build tags, -tags s3, gcs or azure (the
+                      container image has all three): without, the server
+                      refuses to start, naming the tag
     -secret-key-file FILE
                       the 32-byte key that encrypts OAuth client secrets and
                       tokens at rest (AES-256-GCM), written in FILE as 64 hex
@@ -422,7 +426,8 @@ Flags:
                       where the registry keeps images (default:
                       deployplane-registry beside -db; a temporary directory
                       with -db :memory:); replicas share an S3 bucket
-                      (credentials from the AWS environment)
+                      (credentials from the AWS environment; only in a
+                      binary built with -tags s3, as the container image is)
     -registry-max-conns N
                       open connections to the registry at most (default
                       256; 0: no cap), apart from -max-conns, so that idle
@@ -854,7 +859,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "graceful shutdown limit")
 	fs.StringVar(&c.publicURL, "public-url", "", "base URL browsers reach the server at")
 	fs.StringVar(&c.secretKeyFile, "secret-key-file", "", "file holding the OAuth secret key")
-	fs.StringVar(&c.blobURL, "blob-url", "", "blob store of uploaded source tarballs (file://, s3://, gs://, azblob://)")
+	fs.StringVar(&c.blobURL, "blob-url", "", "blob store of uploaded source tarballs (file://; s3://, gs://, azblob:// built with -tags s3, gcs, azure)")
 	fs.StringVar(&c.egressAllow, "egress-allow-hosts", "", "hosts requests on a tenant's behalf may reach over http or at non-public addresses")
 	fs.StringVar(&c.pgSchema, "pg-schema", storepg.DefaultSchema, "PostgreSQL schema")
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
@@ -939,6 +944,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		return nil, errUsage
 	}
 	if msg := c.registry.check(); msg != "" {
+		fmt.Fprintln(stderr, "deployplane: "+msg)
+		return nil, errUsage
+	}
+	if msg := checkBlobURL(c.blobURL); msg != "" {
 		fmt.Fprintln(stderr, "deployplane: "+msg)
 		return nil, errUsage
 	}

@@ -61,7 +61,7 @@ const defaultRegistryMaxConns = 256
 func (f *registryFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "registry-addr", "auto", "listen address of the built-in OCI registry; auto: "+defaultRegistryAddr+" with -deployer docker, none otherwise; off: none")
 	fs.StringVar(&f.host, "registry-host", "", "host:port clients reach the registry at (default: its listen address)")
-	fs.StringVar(&f.storage, "registry-storage", "", "where the registry keeps images: a directory, or s3://bucket[/root]?region=&endpoint= (default: deployplane-registry beside -db)")
+	fs.StringVar(&f.storage, "registry-storage", "", "where the registry keeps images: a directory, or s3://bucket[/root]?region=&endpoint= (built with -tags s3) (default: deployplane-registry beside -db)")
 	f.maxConns, f.quota = defaultRegistryMaxConns, registry.DefaultQuota
 	fs.Func("registry-max-conns", "open connections to the registry at most (0: no cap)", func(s string) error {
 		n, err := strconv.Atoi(s)
@@ -112,6 +112,12 @@ func (f *registryFlags) check() string {
 		return "-registry-host and -registry-storage are the built-in registry's: not with -registry-external-url"
 	case f.external != "" && len(f.given) > 0:
 		return strings.Join(f.given, " and ") + ": the built-in registry's, not with -registry-external-url"
+	case strings.HasPrefix(f.storage, "s3://") && !registry.S3Built:
+		u, err := url.Parse(f.storage)
+		if err != nil {
+			return "-registry-storage: " + registry.ErrS3NotBuilt.Error()
+		}
+		return "-registry-storage " + redactedURL(u) + ": " + registry.ErrS3NotBuilt.Error()
 	}
 	if f.external != "" {
 		if _, _, err := parseExternalURL(f.external); err != nil {

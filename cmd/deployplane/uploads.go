@@ -10,14 +10,45 @@ import (
 	"strings"
 
 	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/azureblob" // -blob-url azblob://
-	_ "gocloud.dev/blob/fileblob"  // -blob-url file:// (the default)
-	_ "gocloud.dev/blob/gcsblob"   // -blob-url gs://
-	_ "gocloud.dev/blob/s3blob"    // -blob-url s3://
+	_ "gocloud.dev/blob/fileblob" // -blob-url file:// (the default); the cloud drivers are in uploads_*.go, behind build tags
 
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/uploads"
 )
+
+// blobDriverTag answers the build tag that compiles in the driver of a
+// -blob-url scheme (uploads_s3.go, uploads_gcs.go, uploads_azure.go), ""
+// for a scheme no tag brings.
+func blobDriverTag(scheme string) string {
+	switch scheme {
+	case "s3":
+		return "s3"
+	case "gs":
+		return "gcs"
+	case "azblob":
+		return "azure"
+	}
+	return ""
+}
+
+// checkBlobURL says what is wrong with -blob-url, or "": a scheme whose
+// driver is behind a build tag the binary was built without. Other
+// mistakes are blob.OpenBucket's to report.
+func checkBlobURL(blobURL string) string {
+	u, err := neturl.Parse(blobURL)
+	if blobURL == "" || err != nil {
+		return ""
+	}
+	if tag := blobDriverTag(u.Scheme); tag != "" && !blob.DefaultURLMux().ValidBucketScheme(u.Scheme) {
+		return fmt.Sprintf("-blob-url %s: built without %s support; build with -tags %s", redactedURL(u), tag, tag)
+	}
+	return ""
+}
+
+// redactedURL is u without its password and query, for messages and logs.
+func redactedURL(u *neturl.URL) string {
+	return strings.SplitN(u.Redacted(), "?", 2)[0]
+}
 
 // defaultBlobURL is where tarballs go without -blob-url: a directory
 // beside the bbolt file (<db>.uploads), ./deployplane-uploads with a
@@ -74,7 +105,7 @@ func openUploads(ctx context.Context, c *config, cp *controlplane.ControlPlane, 
 	}
 	desc = blobURL
 	if u, err := neturl.Parse(blobURL); err == nil {
-		desc = strings.SplitN(u.Redacted(), "?", 2)[0]
+		desc = redactedURL(u)
 	}
 	return svc, desc, func() { bucket.Close(); cleanup() }, nil
 }

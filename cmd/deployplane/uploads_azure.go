@@ -1,0 +1,5 @@
+//go:build azure
+
+package main
+
+import _ "gocloud.dev/blob/azureblob" // -blob-url azblob://

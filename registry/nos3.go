@@ -1,0 +1,7 @@
+//go:build !s3
+
+package registry
+
+// S3Built says whether the S3 storage driver of Options.S3 is in the
+// program: it is with the s3 build tag (go build -tags s3).
+const S3Built = false
