@@ -61,64 +61,57 @@ type kindOps struct {
 	watch func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error)
 }
 
+// typedClient is what a typed client of one kind in a namespace offers
+// the caches: its List (of list type L) and Watch.
+type typedClient[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// typed is the kindOps of a kind that client gives the typed client of,
+// in a namespace.
+func typed[L runtime.Object](kind string, example runtime.Object, client func(d *Deployer, ns string) typedClient[L]) kindOps {
+	return kindOps{kind: kind, example: example,
+		list: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
+			return client(d, ns).List(ctx, lo)
+		},
+		watch: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
+			return client(d, ns).Watch(ctx, lo)
+		}}
+}
+
+// withFlags is k with its optional and wakes flags set.
+func (k kindOps) withFlags(optional, wakes bool) kindOps {
+	k.optional, k.wakes = optional, wakes
+	return k
+}
+
 // kinds are the kinds listLive lists and the caches watch, in that order.
 var kinds = []kindOps{
-	{kind: "ConfigMap", example: &corev1.ConfigMap{},
-		list: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
-			return d.cli.CoreV1().ConfigMaps(ns).List(ctx, lo)
-		},
-		watch: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
-			return d.cli.CoreV1().ConfigMaps(ns).Watch(ctx, lo)
-		}},
-	{kind: "Secret", example: &corev1.Secret{},
-		list: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
-			return d.cli.CoreV1().Secrets(ns).List(ctx, lo)
-		},
-		watch: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
-			return d.cli.CoreV1().Secrets(ns).Watch(ctx, lo)
-		}},
-	{kind: "Service", example: &corev1.Service{},
-		list: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
-			return d.cli.CoreV1().Services(ns).List(ctx, lo)
-		},
-		watch: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
-			return d.cli.CoreV1().Services(ns).Watch(ctx, lo)
-		}},
-	{kind: "Deployment", example: &appsv1.Deployment{}, wakes: true,
-		list: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
-			return d.cli.AppsV1().Deployments(ns).List(ctx, lo)
-		},
-		watch: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
-			return d.cli.AppsV1().Deployments(ns).Watch(ctx, lo)
-		}},
-	{kind: "StatefulSet", example: &appsv1.StatefulSet{}, wakes: true,
-		list: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
-			return d.cli.AppsV1().StatefulSets(ns).List(ctx, lo)
-		},
-		watch: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
-			return d.cli.AppsV1().StatefulSets(ns).Watch(ctx, lo)
-		}},
-	{kind: "HorizontalPodAutoscaler", example: &autoscalingv2.HorizontalPodAutoscaler{},
-		list: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
-			return d.cli.AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, lo)
-		},
-		watch: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
-			return d.cli.AutoscalingV2().HorizontalPodAutoscalers(ns).Watch(ctx, lo)
-		}},
-	{kind: "PodDisruptionBudget", example: &policyv1.PodDisruptionBudget{}, optional: true,
-		list: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
-			return d.cli.PolicyV1().PodDisruptionBudgets(ns).List(ctx, lo)
-		},
-		watch: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
-			return d.cli.PolicyV1().PodDisruptionBudgets(ns).Watch(ctx, lo)
-		}},
-	{kind: "Ingress", example: &networkingv1.Ingress{}, optional: true,
-		list: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
-			return d.cli.NetworkingV1().Ingresses(ns).List(ctx, lo)
-		},
-		watch: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
-			return d.cli.NetworkingV1().Ingresses(ns).Watch(ctx, lo)
-		}},
+	typed("ConfigMap", &corev1.ConfigMap{}, func(d *Deployer, ns string) typedClient[*corev1.ConfigMapList] {
+		return d.cli.CoreV1().ConfigMaps(ns)
+	}),
+	typed("Secret", &corev1.Secret{}, func(d *Deployer, ns string) typedClient[*corev1.SecretList] {
+		return d.cli.CoreV1().Secrets(ns)
+	}),
+	typed("Service", &corev1.Service{}, func(d *Deployer, ns string) typedClient[*corev1.ServiceList] {
+		return d.cli.CoreV1().Services(ns)
+	}),
+	typed("Deployment", &appsv1.Deployment{}, func(d *Deployer, ns string) typedClient[*appsv1.DeploymentList] {
+		return d.cli.AppsV1().Deployments(ns)
+	}).withFlags(false, true),
+	typed("StatefulSet", &appsv1.StatefulSet{}, func(d *Deployer, ns string) typedClient[*appsv1.StatefulSetList] {
+		return d.cli.AppsV1().StatefulSets(ns)
+	}).withFlags(false, true),
+	typed("HorizontalPodAutoscaler", &autoscalingv2.HorizontalPodAutoscaler{}, func(d *Deployer, ns string) typedClient[*autoscalingv2.HorizontalPodAutoscalerList] {
+		return d.cli.AutoscalingV2().HorizontalPodAutoscalers(ns)
+	}),
+	typed("PodDisruptionBudget", &policyv1.PodDisruptionBudget{}, func(d *Deployer, ns string) typedClient[*policyv1.PodDisruptionBudgetList] {
+		return d.cli.PolicyV1().PodDisruptionBudgets(ns)
+	}).withFlags(true, false),
+	typed("Ingress", &networkingv1.Ingress{}, func(d *Deployer, ns string) typedClient[*networkingv1.IngressList] {
+		return d.cli.NetworkingV1().Ingresses(ns)
+	}).withFlags(true, false),
 	{kind: "HTTPRoute", optional: true,
 		list: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
 			items, err := d.listHTTPRoutes(ctx, ns, lo.LabelSelector, lo.Limit)
@@ -128,13 +121,9 @@ var kinds = []kindOps{
 			return &unstructured.UnstructuredList{Items: items}, nil
 		}},
 	// Read by rollouts only; not among Reconcile's objects.
-	{kind: "Pod", example: &corev1.Pod{}, wakes: true,
-		list: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
-			return d.cli.CoreV1().Pods(ns).List(ctx, lo)
-		},
-		watch: func(d *Deployer, ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
-			return d.cli.CoreV1().Pods(ns).Watch(ctx, lo)
-		}},
+	typed("Pod", &corev1.Pod{}, func(d *Deployer, ns string) typedClient[*corev1.PodList] {
+		return d.cli.CoreV1().Pods(ns)
+	}).withFlags(false, true),
 }
 
 // reconciled: Reconcile reads objects of the kind (liveObjects).
