@@ -667,8 +667,8 @@ func (m *machine) create(rt *rapid.T) {
 		"id": id, "name": name, "tenant_id": tenant, "source": src, "status": string(controlplane.StatusAwaitingDatabase),
 		"created_at": gotD["created_at"], "updated_at": gotD["created_at"],
 		"latest_revision_id": gotD["latest_revision_id"], "active_revision_id": nil, "image_version": nil,
-		"remote_reconciled": src == externalDocker, // external_docker is; no agent serves anything: the system's Options.Drives is nil
-		"status_message":    nil,
+		"remote_reconciled":  src == externalDocker, // external_docker is; no agent serves anything: the system's Options.Drives is nil
+		"status_message":     nil,
 		"pinned_revision_id": nil,
 	}
 	for _, f := range modelFields {
