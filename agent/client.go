@@ -400,6 +400,22 @@ func (c *Client) ReportDeploymentStatus(ctx context.Context, _ string, deploymen
 	})
 }
 
+// ReportUnhealthy tells the control plane that a revision of the agent's
+// listener failed its health checks after it became active, as
+// ControlPlane.ReportUnhealthy does in the server (the Docker deployer's
+// watch, for automatic rollback: it makes Client a
+// controlplane.UnhealthyReporter). Errors: as GetDeployment, and one
+// matching apierr.ErrInvalidState when nothing is to be done.
+func (c *Client) ReportUnhealthy(ctx context.Context, _ string, deploymentID, revisionID, reason string) error {
+	return c.state(ctx, func(ctx context.Context) error {
+		_, err := c.call(ctx, http.MethodPost, "deployments/"+url.PathEscape(deploymentID)+"/revisions/"+url.PathEscape(revisionID)+"/unhealthy",
+			nil, struct {
+				Reason string `json:"reason"`
+			}{reason}, nil, 0)
+		return named(err, apierr.KindDeployment, apierr.KindRevision)
+	})
+}
+
 // ListLogs reads a page of a revision's log, as GET
 // /v2/deployments/{id}/revisions/{id}/logs does. Errors: as GetDeployment,
 // and *apierr.ValidationError for a malformed query.

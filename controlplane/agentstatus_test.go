@@ -57,3 +57,57 @@ func testAgentReportDeploymentStatus(t *testing.T, st store.Store) {
 	wantErr(t, "a deployment being deleted",
 		f.cp.AgentReportDeploymentStatus(f.ctx, tenantA, edge, d.ID, controlplane.StatusUnused), apierr.ErrInvalidState)
 }
+
+// TestAgentReportUnhealthy: an agent's work asks it to watch a revision of
+// a deployment with auto_rollback, and its report that the revision failed
+// rolls the deployment back; another listener's agent, another tenant and
+// a deployment on another listener are not found.
+func TestAgentReportUnhealthy(t *testing.T) {
+	inBubbleOverStores(t, testAgentReportUnhealthy)
+}
+
+func testAgentReportUnhealthy(t *testing.T, st store.Store) {
+	f := newAgentFixture(t, st)
+	edge, other := f.listener(tenantA, "edge-1"), f.listener(tenantA, "edge-2")
+	d := f.deployment(tenantA, "remote", edge)
+	elsewhere := f.deployment(tenantA, "elsewhere", other)
+	deploy := func() *controlplane.AgentWork {
+		t.Helper()
+		w := f.claim(tenantA, edge)
+		for _, s := range []controlplane.RevisionStatus{controlplane.RevisionQueued, controlplane.RevisionAwaitingDeploy,
+			controlplane.RevisionDeploying, controlplane.RevisionDeployed} {
+			if err := f.cp.ReportAgent(f.ctx, tenantA, edge, w.Lease, controlplane.Step{Status: s}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return w
+	}
+	if w := deploy(); w.Work.HealthWatchSeconds != 0 {
+		t.Fatalf("work without auto_rollback asks for a %d s watch", w.Work.HealthWatchSeconds)
+	}
+	first := *f.get(tenantA, d.ID).ActiveRevisionID
+	if _, err := f.cp.UpdateDeployment(f.ctx, tenantA, d.ID, decode[controlplane.UpdateDeploymentRequest](t,
+		`{"source_config": {"auto_rollback": true}, "source_revision_config": {"image_uri": "registry.example.com/agent:2"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	w := deploy()
+	if w.Work.HealthWatchSeconds != int(controlplane.DefaultAutoRollbackWindow.Seconds()) {
+		t.Fatalf("work with auto_rollback asks for a %d s watch, want the window", w.Work.HealthWatchSeconds)
+	}
+	second := w.Work.Revision.ID
+	for _, tt := range []struct{ name, tenant, listener, dep string }{
+		{"another listener's agent", tenantA, other, d.ID},
+		{"another tenant", tenantB, edge, d.ID},
+		{"a deployment on another listener", tenantA, edge, elsewhere.ID},
+		{"not an id", tenantA, edge, "nope"},
+	} {
+		wantErr(t, tt.name, f.cp.AgentReportUnhealthy(f.ctx, tt.tenant, tt.listener, tt.dep, second, "503"), apierr.ErrNotFound)
+	}
+	if err := f.cp.AgentReportUnhealthy(f.ctx, tenantA, edge, d.ID, second, "GET /ok answered 503"); err != nil {
+		t.Fatal(err)
+	}
+	got := f.get(tenantA, d.ID)
+	if *got.LatestRevisionID == second || deref(got.SourceRevisionConfig.ImageURI) != "registry.example.com/agent:1" {
+		t.Fatalf("after the report: latest %s on %s, want a rollback to %s", *got.LatestRevisionID, deref(got.SourceRevisionConfig.ImageURI), first)
+	}
+}

@@ -550,6 +550,30 @@ func (cp *ControlPlane) AgentReportDeploymentStatus(ctx context.Context, tenant,
 	})
 }
 
+// AgentReportUnhealthy is ReportUnhealthy for an agent: its deployer
+// watched the revision (Work.HealthWatchSeconds) and saw it fail. Errors:
+// as ReportUnhealthy, and a *apierr.NotFoundError for a deployment placed
+// on another listener (or none).
+func (cp *ControlPlane) AgentReportUnhealthy(ctx context.Context, tenant, listenerID, deploymentID, revisionID, reason string) error {
+	lid, err := agentListenerID(tenant, listenerID)
+	if err != nil {
+		return err
+	}
+	did, ok := pathID(deploymentID)
+	if !ok {
+		return &apierr.NotFoundError{Kind: apierr.KindDeployment, ID: deploymentID}
+	}
+	// listener_id is immutable: a deployment on the listener now stays on it.
+	err = cp.st.View(ctx, func(r store.Reader) error {
+		_, err := cp.agentDeployment(r, tenant, lid, did)
+		return err
+	})
+	if err != nil {
+		return cp.storeErr("report unhealthy", err)
+	}
+	return cp.ReportUnhealthy(ctx, tenant, did, revisionID, reason)
+}
+
 // AgentRevision returns a revision of a deployment of the tenant placed
 // on the listener, for an agent's reconcile. Errors: as AgentDeployment,
 // and a *apierr.NotFoundError for a revision that is not the deployment's.

@@ -213,8 +213,8 @@ func TestRedeployKeepsInPlaceFields(t *testing.T) {
 				loc := rapid.SampledFrom(inPlace).Draw(rt, "in-place field")
 				var v any = fmt.Sprintf("value %d", i)
 				switch loc[len(loc)-1] {
-				case "build_on_push":
-					v = rapid.Bool().Draw(rt, "build_on_push")
+				case "build_on_push", "auto_rollback":
+					v = rapid.Bool().Draw(rt, loc[len(loc)-1])
 				case "custom_url":
 					v = fmt.Sprintf("https://agent-%d.example.com", i)
 				case "agent":

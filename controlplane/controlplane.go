@@ -60,6 +60,7 @@ type ControlPlane struct {
 	// lifecycle (worker.go)
 	poll     time.Duration
 	leaseFor time.Duration
+	watchFor time.Duration // Options.AutoRollbackWindow (autorollback.go)
 	workers  int
 	queue    *workqueue.Queue // the pending work, its leases and each tenant's share of the workers (worker.go)
 	wake     chan struct{}
@@ -138,6 +139,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 
 		poll:     o.PollInterval,
 		leaseFor: o.LeaseDuration,
+		watchFor: o.AutoRollbackWindow,
 		workers:  o.Workers,
 		wake:     make(chan struct{}, 1),
 		obs:      o.Observer,
@@ -159,6 +161,9 @@ func New(st store.Store, opts *Options) *ControlPlane {
 	}
 	if cp.leaseFor <= 0 {
 		cp.leaseFor = DefaultLeaseDuration
+	}
+	if cp.watchFor <= 0 {
+		cp.watchFor = DefaultAutoRollbackWindow
 	}
 	if cp.workers <= 0 {
 		cp.workers = DefaultWorkers

@@ -92,6 +92,12 @@ type Work struct {
 	// (Step.ImageVersion), nil until one is: a deployer that built the
 	// image and is resumed after a restart finds its build's output here.
 	ImageVersion *string `json:"image_version"`
+	// HealthWatchSeconds, when not zero, asks the Deployer to keep
+	// checking the revision's health for this many seconds after it
+	// reports it DEPLOYED, and to tell an UnhealthyReporter when it fails
+	// them: the deployment rolls back automatically
+	// (source_config.auto_rollback, Options.AutoRollbackWindow).
+	HealthWatchSeconds int `json:"health_watch_seconds,omitempty"`
 }
 
 // Reporter records a Deployer's progress on one revision. Each Report is

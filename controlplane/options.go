@@ -159,6 +159,13 @@ type Options struct {
 	// loop records is also logged at Info ("revision transition").
 	Observer Observer
 
+	// AutoRollbackWindow is how long after a revision becomes active a
+	// failure of its health checks rolls it back automatically, for the
+	// deployments with source_config.auto_rollback (ReportUnhealthy); the
+	// Deployer watches the revision that long (Work.HealthWatchSeconds).
+	// Default DefaultAutoRollbackWindow.
+	AutoRollbackWindow time.Duration
+
 	// EventRetention is how many of each tenant's newest events the
 	// event log keeps, no more (FollowEvents resumes within them); each
 	// numbering of events deletes those it pushes out. Default
@@ -186,6 +193,9 @@ type Options struct {
 	// hooks is set only by this package's mutation tests (export_test.go).
 	hooks ruleHooks
 }
+
+// DefaultAutoRollbackWindow is the default Options.AutoRollbackWindow.
+const DefaultAutoRollbackWindow = 5 * time.Minute
 
 // Defaults of the lifecycle Options.
 const (

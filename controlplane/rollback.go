@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
@@ -55,29 +56,8 @@ func (cp *ControlPlane) Rollback(ctx context.Context, tenant, deploymentID strin
 		if stored.PinnedRevisionID != nil {
 			return apierr.InvalidStatef("Deployment ID %s is pinned to revision %s: unpin it before rolling back.", did, *stored.PinnedRevisionID)
 		}
-		builds := slices.Contains(HappyPath(stored.Source), RevisionBuilding)
-		if builds && (target.ImageVersion == nil || *target.ImageVersion == "") {
-			return apierr.InvalidStatef("Revision %s cannot be rolled back to: the image it ran is not known.", target.ID)
-		}
-		next := *stored
-		redeployed(&next.Deployment, target)
-		next.LatestRevisionID = &newID
-		next.UpdatedAt = later(now, stored.UpdatedAt)
-		rev := newRevision(&next, newID, next.UpdatedAt)
-		rev.TrackedPackages = slices.Clone(target.TrackedPackages)
-		if target.ImageVersion != nil {
-			rev.ImageVersion = new(*target.ImageVersion)
-		}
-		if builds {
-			// Past the build: the Deployer takes the image it is given,
-			// as one resumed after a build does.
-			rev.enter(RevisionAwaitingDeploy, rev.CreatedAt)
-		}
-		if err := cp.addRevision(tx, tenant, &next, rev); err != nil {
-			return err
-		}
-		out = &next
-		return cp.putDeployment(tx, tenant, stored, &next)
+		out, _, err = cp.rollBackTo(tx, tenant, stored, target, newID, now, "")
+		return err
 	})
 	if err != nil {
 		return nil, cp.storeErr("roll back", err)
@@ -86,6 +66,38 @@ func (cp *ControlPlane) Rollback(ctx context.Context, tenant, deploymentID strin
 	cp.notifyAgent(tenant, &out.Deployment)
 	cp.stopEnded(tenant, did) // the revisions it SKIPPED (interrupt.go)
 	return out.wire(), nil
+}
+
+// rollBackTo writes, in tx, a new revision newID of the stored deployment
+// that goes back to target (a Rollback's), with message as its
+// status_message when not "", and the deployment as it then is.
+func (cp *ControlPlane) rollBackTo(tx store.Tx, tenant string, stored *deploymentRecord, target *revisionRecord, newID string,
+	now time.Time, message string) (*deploymentRecord, *revisionRecord, error) {
+	builds := slices.Contains(HappyPath(stored.Source), RevisionBuilding)
+	if builds && (target.ImageVersion == nil || *target.ImageVersion == "") {
+		return nil, nil, apierr.InvalidStatef("Revision %s cannot be rolled back to: the image it ran is not known.", target.ID)
+	}
+	next := *stored
+	redeployed(&next.Deployment, target)
+	next.LatestRevisionID = &newID
+	next.UpdatedAt = later(now, stored.UpdatedAt)
+	rev := newRevision(&next, newID, next.UpdatedAt)
+	rev.TrackedPackages = slices.Clone(target.TrackedPackages)
+	if target.ImageVersion != nil {
+		rev.ImageVersion = new(*target.ImageVersion)
+	}
+	if message != "" {
+		rev.StatusMessage = &message
+	}
+	if builds {
+		// Past the build: the Deployer takes the image it is given,
+		// as one resumed after a build does.
+		rev.enter(RevisionAwaitingDeploy, rev.CreatedAt)
+	}
+	if err := cp.addRevision(tx, tenant, &next, rev); err != nil {
+		return nil, nil, err
+	}
+	return &next, rev, cp.putDeployment(tx, tenant, stored, &next)
 }
 
 // rollbackTarget reads the deployment did and the revision a rollback

@@ -229,6 +229,10 @@ var rules = []fieldRule{
 	{loc: []string{"source_config", "listener_config"}, create: cCols{na, opt, na, na}, patch: pCols{pNA, pImm, pNA, pNA},
 		get: func(d *Deployment) any { return deref(d.SourceConfig.ListenerConfig) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.ListenerConfig = src.SourceConfig.ListenerConfig }},
+	// auto_rollback: optional, in place, every source (section 11).
+	{loc: []string{"source_config", "auto_rollback"}, create: cCols{opt, opt, opt, opt}, patch: pCols{pIn, pIn, pIn, pIn},
+		get: func(d *Deployment) any { return deref(d.SourceConfig.AutoRollback) },
+		set: func(dst, src *Deployment) { dst.SourceConfig.AutoRollback = src.SourceConfig.AutoRollback }},
 	{loc: []string{"source_config", "install_command"}, create: cCols{opt, na, opt, na}, patch: pCols{pIn, pNA, pIn, pNA}, snap: snapRecorded,
 		get: func(d *Deployment) any { return deref(d.SourceConfig.InstallCommand) },
 		set: func(dst, src *Deployment) { dst.SourceConfig.InstallCommand = src.SourceConfig.InstallCommand }},

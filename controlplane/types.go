@@ -235,6 +235,11 @@ type SourceConfig struct {
 	ListenerConfig *ListenerConfig `json:"listener_config"`
 	InstallCommand *string         `json:"install_command" validate:"omitnil,str"`
 	BuildCommand   *string         `json:"build_command" validate:"omitnil,str"`
+	// AutoRollback, when true, rolls a revision back automatically when it
+	// fails its health checks within Options.AutoRollbackWindow of
+	// becoming active (ReportUnhealthy); null or false: never. It changes
+	// in place, for every source.
+	AutoRollback *bool `json:"auto_rollback"`
 }
 
 // SourceRevisionConfig holds the settings whose change creates a revision.

@@ -357,6 +357,9 @@ func (cp *ControlPlane) loadWork(r store.Reader, j *job) (*Work, error) {
 		SecretReferences: rev.SecretReferences,
 		ResourceSpec:     rev.ResourceSpec, InstallCommand: rev.InstallCommand, BuildCommand: rev.BuildCommand,
 		ImageVersion: rev.ImageVersion}
+	if b := dep.SourceConfig.AutoRollback; b != nil && *b {
+		w.HealthWatchSeconds = int((cp.watchFor + time.Second - 1) / time.Second)
+	}
 	if w.Secrets == nil {
 		w.Secrets = []Secret{}
 	}

@@ -288,6 +288,7 @@ func (d *Deployer) activate(ctx context.Context, x *run, cs []*ctr, image string
 	old := d.proxy.put(w.Deployment.ID, newRoute(w.Tenant, w.Revision.ID, zero, backendsOf(cs)))
 	mu.Unlock()
 	d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, "active at "+url)
+	d.watch(w, cs) // watch.go
 
 	// The old revision's containers stop only now that the new ones serve:
 	// wait for the requests they still answer, then remove them.

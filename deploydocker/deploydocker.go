@@ -146,6 +146,15 @@ type Options struct {
 	HealthTimeout time.Duration
 	// HealthInterval is the time between health checks.
 	HealthInterval time.Duration
+	// WatchInterval is the time between the health checks of a revision
+	// watched after it became active (Work.HealthWatchSeconds, for
+	// automatic rollback): DefaultWatchInterval.
+	WatchInterval time.Duration
+	// WatchFailures is how many of those checks in a row must fail for
+	// the revision to be reported unhealthy to Options.State, when it is
+	// a controlplane.UnhealthyReporter (*controlplane.ControlPlane is):
+	// DefaultWatchFailures.
+	WatchFailures int
 	// DrainTimeout bounds the wait for requests in flight to old containers
 	// before they are stopped (DefaultDrainTimeout).
 	DrainTimeout time.Duration
@@ -286,6 +295,12 @@ func New(o *Options) (*Deployer, error) {
 	}
 	if opt.HealthTimeout <= 0 {
 		opt.HealthTimeout = DefaultHealthTimeout
+	}
+	if opt.WatchInterval <= 0 {
+		opt.WatchInterval = DefaultWatchInterval
+	}
+	if opt.WatchFailures <= 0 {
+		opt.WatchFailures = DefaultWatchFailures
 	}
 	if opt.HealthInterval <= 0 {
 		opt.HealthInterval = DefaultHealthInterval

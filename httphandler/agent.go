@@ -88,6 +88,13 @@ type agentStatusRequest struct {
 	Status cp.DeploymentStatus `json:"status"`
 }
 
+// agentUnhealthyRequest is the body of POST
+// .../agent/deployments/{deployment_id}/revisions/{revision_id}/unhealthy.
+type agentUnhealthyRequest struct {
+	// Reason says how the revision failed its health checks.
+	Reason string `json:"reason"`
+}
+
 // agentBody is the body of an agent route: problems lists the members it
 // lacks or has out of range (at ["body", member]), which the transport
 // requires; the ControlPlane checks the rest.
@@ -147,6 +154,13 @@ func (r *agentReleaseRequest) problems() []apierr.Problem { return leaseProblems
 func (r *agentStatusRequest) problems() []apierr.Problem {
 	if r.Status == "" {
 		return []apierr.Problem{missing("status")}
+	}
+	return nil
+}
+
+func (r *agentUnhealthyRequest) problems() []apierr.Problem {
+	if r.Reason == "" {
+		return []apierr.Problem{missing("reason")}
 	}
 	return nil
 }
@@ -351,6 +365,15 @@ func (h *handler) agentDeploymentStatus(c *call) (int, any, error) {
 	return http.StatusNoContent, nil, h.cp.AgentReportDeploymentStatus(c.r.Context(), c.tenant, ids[0], ids[1], req.Status)
 }
 
+func (h *handler) agentUnhealthy(c *call) (int, any, error) {
+	var req agentUnhealthyRequest
+	ids, err := h.agentRequest(c, &req, "deployment_id", "revision_id")
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, h.cp.AgentReportUnhealthy(c.r.Context(), c.tenant, ids[0], ids[1], ids[2], req.Reason)
+}
+
 func (h *handler) agentAppendLogs(c *call) (int, any, error) {
 	var req agentLinesRequest
 	ids, err := h.agentRequest(c, &req, "deployment_id", "revision_id")
@@ -473,6 +496,14 @@ func agentRoutes() []route {
 			body: agentStatusRequest{}, status: http.StatusNoContent},
 		{method: http.MethodGet, path: revision, serve: (*handler).agentRevision, agent: true,
 			summary: "Get a revision of a deployment placed on the listener", status: http.StatusOK, resp: cp.Revision{}},
+		{method: http.MethodPost, path: revision + "/unhealthy", serve: (*handler).agentUnhealthy, agent: true,
+			summary: "Report that the active revision of a deployment placed on the listener failed its health " +
+				"checks after it became active: the deployment rolls back automatically when source_config.auto_rollback " +
+				"asks for it, within the server's window",
+			description: "Sent by an agent that watches the revisions its work asked it to (health_watch_seconds). " +
+				"400 when nothing is to be done (auto_rollback off, the revision no longer active, past the window, " +
+				"the deployment pinned or being deleted); a repeated report changes nothing.",
+			body: agentUnhealthyRequest{}, status: http.StatusNoContent},
 		{method: http.MethodPost, path: revision + "/logs", serve: (*handler).agentAppendLogs, agent: true,
 			summary: "Write lines to a revision's logs outside a lease (a running server's output)",
 			body:    agentLinesRequest{}, status: http.StatusNoContent},

@@ -439,6 +439,9 @@ type deployerEnv struct {
 		// ReportDeploymentStatus is the Docker deployers'
 		// StatusReporter: the deployments they scale to zero.
 		ReportDeploymentStatus(ctx context.Context, tenant, deploymentID string, s controlplane.DeploymentStatus) error
+		// The Docker deployers' watch of a revision after it became
+		// active tells it here when it fails (automatic rollback).
+		controlplane.UnhealthyReporter
 	}
 	// cp is the server's ControlPlane (nil in an agent): builds find the
 	// GitHub App installation of a github deployment through it.

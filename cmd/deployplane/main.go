@@ -795,22 +795,25 @@ type config struct {
 	maxBody         int64
 	webhookMaxBody  int64
 	shutdownTimeout time.Duration
-	newKey          bool
-	envKey          string
-	publicURL       string
-	blobURL         string
-	secretKeyFile   string
-	egressAllow     string
-	envSecretKey    string
-	pgSchema        string
-	simStep         time.Duration
-	simFailAt       string
-	simAgents       bool
-	workers         int
-	tenantWorkers   int
-	webhookSecret   string
-	deployer        deployerFlags
-	registry        registryFlags // registry.go
+	// autoRollbackWindow is -auto-rollback-window
+	// (controlplane.Options.AutoRollbackWindow).
+	autoRollbackWindow time.Duration
+	newKey             bool
+	envKey             string
+	publicURL          string
+	blobURL            string
+	secretKeyFile      string
+	egressAllow        string
+	envSecretKey       string
+	pgSchema           string
+	simStep            time.Duration
+	simFailAt          string
+	simAgents          bool
+	workers            int
+	tenantWorkers      int
+	webhookSecret      string
+	deployer           deployerFlags
+	registry           registryFlags // registry.go
 
 	// The GitHub App (integrations).
 	githubAppID           int64
@@ -857,6 +860,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.Int64Var(&c.maxBody, "max-body-bytes", httphandler.DefaultMaxBodyBytes, "request body limit")
 	fs.Int64Var(&c.webhookMaxBody, "webhook-max-body-bytes", httphandler.DefaultWebhookMaxBodyBytes, "body limit of a GitHub webhook delivery")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "graceful shutdown limit")
+	fs.DurationVar(&c.autoRollbackWindow, "auto-rollback-window", controlplane.DefaultAutoRollbackWindow,
+		"how long after a revision becomes active a failed health check rolls it back (deployments with source_config.auto_rollback)")
 	fs.StringVar(&c.publicURL, "public-url", "", "base URL browsers reach the server at")
 	fs.StringVar(&c.secretKeyFile, "secret-key-file", "", "file holding the OAuth secret key")
 	fs.StringVar(&c.blobURL, "blob-url", "", "blob store of uploaded source tarballs (file://; s3://, gs://, azblob:// built with -tags s3, gcs, azure)")
@@ -1415,6 +1420,7 @@ func (c *config) checkLoadFlags() string {
 // -tenant-workers.
 func (c *config) workerOptions(o *controlplane.Options) {
 	o.Workers, o.TenantWorkers = c.workers, c.tenantWorkers
+	o.AutoRollbackWindow = c.autoRollbackWindow
 }
 
 // loadLimits are the handler's LoadLimits of the flags.

@@ -311,7 +311,7 @@ func (m *machine) gen(rt *rapid.T, tenant, key string) (any, bool) {
 		return s, s != ""
 	case "source_config.deployment_type":
 		return m.value(rt, "deployment type", pick(rt, "bad type", "staging", "PROD", "zero"), "dev_free", "dev", "prod", "dev_zero", "dev_free_zero")
-	case "source_config.build_on_push":
+	case "source_config.build_on_push", "source_config.auto_rollback":
 		return rapid.Bool().Draw(rt, key), true
 	case "source_config.custom_url":
 		return m.value(rt, "custom url", pick(rt, "bad custom url", "", "javascript:alert(1)", "ftp://a.example/x", "https://", "//a.example"),

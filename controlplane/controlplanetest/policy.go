@@ -112,6 +112,8 @@ var modelFields = []fieldPolicy{
 	{loc("source_config.listener_id"), cc{cNA, cOptional, cNA, cNA}, pp{pNA, pImmutable, pNA, pNA}},
 	{loc("source_config.listener_config"), cc{cNA, cOptional, cNA, cNA}, pp{pNA, pImmutable, pNA, pNA}},
 	// JS builds: github and internal_source (the builds); change in place.
+	// Section 11: auto_rollback is optional, for every source, in place.
+	{loc("source_config.auto_rollback"), cc{cOptional, cOptional, cOptional, cOptional}, pp{pInPlace, pInPlace, pInPlace, pInPlace}},
 	{loc("source_config.install_command"), cc{cOptional, cNA, cOptional, cNA}, pp{pInPlace, pNA, pInPlace, pNA}},
 	{loc("source_config.build_command"), cc{cOptional, cNA, cOptional, cNA}, pp{pInPlace, pNA, pInPlace, pNA}},
 	// Any non-null source_revision_config field makes a revision.

@@ -1,8 +1,9 @@
 // Command server is the test image's program: a tiny HTTP server that
 // listens on $PORT (default 8000) and answers what the tests ask.
 //
-//	GET  /ok        200, unless MODE=unhealthy (503 forever) or MODE=gated
-//	                (503 until POST /ready)
+//	GET  /ok        200, unless MODE=unhealthy (503 forever), MODE=gated
+//	                (503 until POST /ready) or MODE=degrades (200 to the
+//	                first $HEALTHY_CHECKS checks, default 1, then 503)
 //	POST /ready     makes /ok answer 200 (MODE=gated)
 //	GET  /version   $VERSION (set in the image's config)
 //	GET  /env?name= the value of an environment variable
@@ -36,9 +37,12 @@ func main() {
 	}
 	var ready atomic.Bool
 	ready.Store(mode != "gated")
+	healthy := int64(1)
+	fmt.Sscan(os.Getenv("HEALTHY_CHECKS"), &healthy)
+	var checks atomic.Int64
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ok", func(w http.ResponseWriter, r *http.Request) {
-		if mode == "unhealthy" || !ready.Load() {
+		if mode == "unhealthy" || !ready.Load() || mode == "degrades" && checks.Add(1) > healthy {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}

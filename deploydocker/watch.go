@@ -1,0 +1,82 @@
+package deploydocker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/deployplane/deployplane/controlplane"
+)
+
+// Defaults of the watch of a revision after it becomes active.
+const (
+	DefaultWatchInterval = 5 * time.Second
+	DefaultWatchFailures = 3
+)
+
+// serving reports whether dep's route serves rev's containers now (not
+// asleep, not replaced by another revision's, not removed).
+func (p *proxy) serving(dep, rev string) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	r := p.routes[dep]
+	return r != nil && r.revision == rev && !r.asleep
+}
+
+// watch checks the health of w's revision, whose containers cs just became
+// active, every Options.WatchInterval for w.HealthWatchSeconds
+// (automatic rollback, source_config.auto_rollback), and tells
+// Options.State (a controlplane.UnhealthyReporter) once
+// Options.WatchFailures checks in a row have failed. It stops early when
+// the route no longer serves the revision: a newer one is active, the
+// deployment is torn down or asleep.
+func (d *Deployer) watch(w *controlplane.Work, cs []*ctr) {
+	if w.HealthWatchSeconds <= 0 {
+		return
+	}
+	ur, ok := d.o.State.(controlplane.UnhealthyReporter)
+	if !ok {
+		d.log.Warn("deploydocker: automatic rollback asked, but Options.State takes no health reports: not watched",
+			"deployment", w.Deployment.ID, "revision", w.Revision.ID)
+		return
+	}
+	d.goBackground(func() {
+		ctx, cancel := context.WithTimeout(d.bg, time.Duration(w.HealthWatchSeconds)*time.Second)
+		defer cancel()
+		t := time.NewTicker(d.o.WatchInterval)
+		defer t.Stop()
+		failed := 0
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if !d.proxy.serving(w.Deployment.ID, w.Revision.ID) {
+				return
+			}
+			var err error
+			for _, c := range cs {
+				if err = d.healthCheck(ctx, c); err != nil {
+					err = fmt.Errorf("container %s: %w", c.name, err)
+					break
+				}
+			}
+			if ctx.Err() != nil || !d.proxy.serving(w.Deployment.ID, w.Revision.ID) {
+				return // ended meanwhile: the failure may be the end's
+			}
+			if err == nil {
+				failed = 0
+				continue
+			}
+			if failed++; failed < d.o.WatchFailures {
+				continue
+			}
+			reason := fmt.Sprintf("%d health checks in a row failed after it became active, the last: %v", failed, err)
+			if err := ur.ReportUnhealthy(ctx, w.Tenant, w.Deployment.ID, w.Revision.ID, reason); err != nil {
+				d.log.Warn("deploydocker: reporting an unhealthy revision", "deployment", w.Deployment.ID, "revision", w.Revision.ID, "err", err)
+			}
+			return
+		}
+	})
+}
