@@ -319,6 +319,27 @@ func (h *Handler) rollback(q *request) error {
 	return nil
 }
 
+// pin serves POST /ui/deployments/{id}/pin: pins the deployment to the
+// revision the form names (its active one).
+func (h *Handler) pin(q *request) error {
+	id, rid := q.r.PathValue("id"), q.r.PostForm.Get("revision_id")
+	if _, err := h.cp.UpdateDeployment(q.r.Context(), q.tenant(), id, &cp.UpdateDeploymentRequest{PinnedRevisionID: &rid}); err != nil {
+		return err
+	}
+	h.toDeployment(q, id)
+	return nil
+}
+
+// unpin serves POST /ui/deployments/{id}/unpin.
+func (h *Handler) unpin(q *request) error {
+	id := q.r.PathValue("id")
+	if _, err := h.cp.UpdateDeployment(q.r.Context(), q.tenant(), id, &cp.UpdateDeploymentRequest{Remove: []string{"pinned_revision_id"}}); err != nil {
+		return err
+	}
+	h.toDeployment(q, id)
+	return nil
+}
+
 // redeploy serves POST /ui/deployments/{id}/revisions/{rid}/redeploy.
 func (h *Handler) redeploy(q *request) error {
 	id := q.r.PathValue("id")

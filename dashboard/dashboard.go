@@ -226,6 +226,8 @@ func (h *Handler) routes() {
 	m.Handle("POST /ui/deployments/{id}/revisions/{rid}/redeploy", h.action(h.redeploy, true))
 	m.Handle("GET /ui/deployments/{id}/revisions/{rid}/rollback", h.page(h.rollbackPage, true))
 	m.Handle("POST /ui/deployments/{id}/revisions/{rid}/rollback", h.action(h.rollback, true))
+	m.Handle("POST /ui/deployments/{id}/pin", h.action(h.pin, true))
+	m.Handle("POST /ui/deployments/{id}/unpin", h.action(h.unpin, true))
 	m.Handle("GET /ui/listeners", h.page(h.listenersPage, true))
 
 	m.HandleFunc("GET /ui/stream/events", h.eventStream)

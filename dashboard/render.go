@@ -144,6 +144,7 @@ var funcs = template.FuncMap{
 	},
 	"iso":   func(t wiretime.Time) string { return t.Time().UTC().Format(time.RFC3339Nano) },
 	"str":   str,
+	"on":    func(b *bool) bool { return b != nil && *b },
 	"lower": strings.ToLower,
 	"add":   func(a, b int) int { return a + b },
 	"seq": func(n int) []int {

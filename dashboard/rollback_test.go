@@ -70,3 +70,34 @@ func TestDeploymentPageNewerFields(t *testing.T) {
 		}
 	}
 }
+
+// The deployment page pins the active revision and unpins it; while
+// pinned, no Roll back link is offered.
+func TestPinButtons(t *testing.T) {
+	e := newEnv(t, nil)
+	b := e.browser(t)
+	b.mustSignIn(keyA, "")
+	ctx := context.Background()
+	id := b.createDeployment(url.Values{"name": {"pin"}, "source": {"external_docker"}, "image_uri": {"docker.io/acme/a:1"}})
+	var d *controlplane.Deployment
+	waitFor(t, "the first revision to be active", func() bool {
+		var err error
+		d, err = e.cp.GetDeployment(ctx, tenantA, id)
+		return err == nil && d.ActiveRevisionID != nil
+	})
+	if r := b.post("/ui/deployments/"+id+"/pin", url.Values{"csrf": {b.token()}, "revision_id": {*d.ActiveRevisionID}}); r.status != http.StatusSeeOther {
+		t.Fatalf("POST pin: %d\n%s", r.status, r.body)
+	}
+	if got, _ := e.cp.GetDeployment(ctx, tenantA, id); got.PinnedRevisionID == nil || *got.PinnedRevisionID != *d.ActiveRevisionID {
+		t.Fatalf("pinned_revision_id after the pin: %v", got.PinnedRevisionID)
+	}
+	if p := b.get("/ui/deployments/" + id); !strings.Contains(p.body, `/ui/deployments/`+id+`/unpin"`) || strings.Contains(p.body, `/rollback"`) {
+		t.Fatalf("a pinned deployment's page: no Unpin button, or a Roll back link:\n%s", p.body)
+	}
+	if r := b.post("/ui/deployments/"+id+"/unpin", url.Values{"csrf": {b.token()}}); r.status != http.StatusSeeOther {
+		t.Fatalf("POST unpin: %d\n%s", r.status, r.body)
+	}
+	if got, _ := e.cp.GetDeployment(ctx, tenantA, id); got.PinnedRevisionID != nil {
+		t.Fatalf("pinned_revision_id after the unpin: %v", *got.PinnedRevisionID)
+	}
+}
