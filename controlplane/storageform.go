@@ -238,6 +238,7 @@ type storedSourceConfig struct {
 	ListenerConfig *ListenerConfig `json:"lc,omitzero"`
 	InstallCommand *string         `json:"ic,omitzero"`
 	BuildCommand   *string         `json:"bc,omitzero"`
+	Preview        *PreviewConfig  `json:"pre,omitzero"`
 }
 
 // storedRevisionConfig is SourceRevisionConfig without its nulls.
