@@ -55,7 +55,8 @@ type ControlPlane struct {
 	drives  func(*Listener) bool // Options.Drives; nil: every listener (agentwork.go)
 	// refProblem is Options.SecretReferenceProblem.
 	refProblem func(d *Deployment, ref SecretReference) string
-	agents     agentHub // agents waiting for work, and last seen (agentwork.go)
+	agents     agentHub     // agents waiting for work, and last seen (agentwork.go)
+	previews   previewState // previews.go
 
 	// lifecycle (worker.go)
 	poll     time.Duration
@@ -135,6 +136,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		drives:     o.Drives,
 		refProblem: o.SecretReferenceProblem,
 		idx:        index.New(nil),
+		previews:   previewState{forks: o.PreviewForks, reporter: o.PreviewStatus},
 
 		poll:     o.PollInterval,
 		leaseFor: o.LeaseDuration,
