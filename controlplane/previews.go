@@ -128,7 +128,8 @@ type PreviewStatus struct {
 	GitHubDeploymentID int64
 	// State is the status's state.
 	State PreviewState
-	// EnvironmentURL is the preview's url ("" while it has none).
+	// EnvironmentURL is the preview's url, with state success ("" for the
+	// others).
 	EnvironmentURL string
 	// Description says why, in a sentence ("" for none).
 	Description string
@@ -940,10 +941,8 @@ func (cp *ControlPlane) sendPreviewReport(ctx context.Context, r *previewReport)
 		if d.LatestRevisionID == nil || *d.LatestRevisionID != r.revision {
 			return nil // of a revision superseded since
 		}
-		if d.URL != nil {
+		if r.state == PreviewSuccess && d.URL != nil {
 			s.EnvironmentURL = *d.URL
-		} else if r.state == PreviewSuccess && d.SourceConfig.CustomURL != nil {
-			s.EnvironmentURL = *d.SourceConfig.CustomURL
 		}
 		if r.state == PreviewFailure {
 			if rev, err := cp.GetRevision(ctx, r.tenant, r.preview, r.revision); err == nil && rev.StatusMessage != nil {
