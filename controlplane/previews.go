@@ -143,7 +143,8 @@ type PreviewStatus struct {
 type PreviewStatusReporter interface {
 	// ReportPreviewStatus makes the GitHub Deployment when
 	// s.GitHubDeploymentID is 0, adds the status, and returns the
-	// Deployment's id.
+	// Deployment's id (also with an error of the status, once the
+	// Deployment was made; 0 when it was not).
 	ReportPreviewStatus(ctx context.Context, s *PreviewStatus) (githubDeploymentID int64, err error)
 }
 
@@ -179,6 +180,7 @@ type previewState struct {
 	seen     map[string]int64 // tenant/deployment -> the minute RecordActivity last wrote
 	reports  []previewReport  // waiting for the reporter
 	draining bool
+	drained  chan struct{} // closed when the drainer stops
 	swept    time.Time // the last sweep of maintain
 }
 
@@ -874,7 +876,28 @@ func (cp *ControlPlane) reportPreviews(rs ...previewReport) {
 	cp.previews.reports = append(cp.previews.reports, rs...)
 	if !cp.previews.draining {
 		cp.previews.draining = true
+		cp.previews.drained = make(chan struct{})
 		go cp.drainPreviewReports()
+	}
+}
+
+// FlushPreviewStatuses waits until the statuses of previews waiting for
+// the PreviewStatusReporter have been sent (or failed), or ctx is done: a
+// server calls it before it exits, a test before it looks at what
+// GitHub was told.
+func (cp *ControlPlane) FlushPreviewStatuses(ctx context.Context) error {
+	for {
+		cp.previews.mu.Lock()
+		draining, drained := cp.previews.draining, cp.previews.drained
+		cp.previews.mu.Unlock()
+		if !draining {
+			return nil
+		}
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -883,6 +906,7 @@ func (cp *ControlPlane) drainPreviewReports() {
 		cp.previews.mu.Lock()
 		if len(cp.previews.reports) == 0 {
 			cp.previews.draining = false
+			close(cp.previews.drained)
 			cp.previews.mu.Unlock()
 			return
 		}
@@ -960,12 +984,13 @@ func (cp *ControlPlane) sendPreviewReport(ctx context.Context, r *previewReport)
 	if len(s.Description) > 140 { // GitHub's limit
 		s.Description = s.Description[:137] + "..."
 	}
-	id, err := cp.previews.reporter.ReportPreviewStatus(ctx, s)
-	if err != nil || r.link != nil || id == s.GitHubDeploymentID {
-		return err
+	id, rerr := cp.previews.reporter.ReportPreviewStatus(ctx, s)
+	if id == 0 || r.link != nil || id == s.GitHubDeploymentID {
+		return rerr
 	}
-	// Remember the GitHub Deployment of the head commit.
-	err = cp.st.Update(ctx, func(tx store.Tx) error {
+	// Remember the GitHub Deployment of the head commit (made even when
+	// its status failed).
+	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		k := previewKey(r.tenant, parentID, link.Number)
 		b, err := tx.Get(colPreviews, k)
 		if errors.Is(err, store.ErrNotFound) {
@@ -984,5 +1009,5 @@ func (cp *ControlPlane) sendPreviewReport(ctx context.Context, r *previewReport)
 		l.GitHubDeployment, l.GitHubSHA = id, link.HeadSHA
 		return putPreviewLink(tx, r.tenant, parentID, &l)
 	})
-	return cp.storeErr("remember github deployment", err)
+	return errors.Join(rerr, cp.storeErr("remember github deployment", err))
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/githubapp"
+	"github.com/deployplane/deployplane/internal/githubtest"
 	"github.com/deployplane/deployplane/internal/testclock"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -416,4 +418,47 @@ func TestPreviewConfigRules(t *testing.T) {
 	diff(t, "problems of an empty delivery", []string{"body.installation.id: greater_than", "body.number: greater_than",
 		"body.pull_request.base.repo.clone_url: missing", "body.pull_request.base.ref: missing", "body.pull_request.base.repo.full_name: missing",
 		"body.pull_request.head.ref: missing", "body.pull_request.head.sha: missing"}, locTypes(problems(t, err)))
+}
+
+// TestPreviewToldToGitHub: through the GitHub App, a preview's statuses
+// reach the pull request as a Deployment of the head commit and its
+// statuses.
+func TestPreviewToldToGitHub(t *testing.T) {
+	g := githubtest.New(t)
+	g.AddInstallation(prInstallation, "acme")
+	app, err := githubapp.New(&githubapp.Options{AppID: g.AppID(), Slug: g.Slug(), PrivateKeyPEM: g.PrivateKeyPEM(),
+		ClientID: g.ClientID(), ClientSecret: g.ClientSecret(), APIURL: g.APIURL(), WebURL: g.URL(), HTTPClient: g.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _, integ := previewFixture(t, &controlplane.Options{PreviewStatus: app})
+	f.previewParent("agent", integ, `{"mode": "all"}`)
+	p := f.pullRequest(pr(controlplane.PullRequestOpened, 12, "c0ffee"))[0].PreviewID
+	f.drainer(deployOK{})()
+	if err := f.cp.FlushPreviewStatuses(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.cp.GetDeployment(f.ctx, tenantA, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	diff(t, "GitHub deployments", []githubtest.Deployment{{ID: 1, InstallationID: prInstallation, Repo: "acme/agent", Ref: "c0ffee",
+		Environment: "preview/agent", Description: "Preview of the pull request", Transient: true, AutoMerge: &no, RequiredContexts: []string{}}},
+		g.Deployments())
+	var states []string
+	for _, s := range g.DeploymentStatuses() {
+		states = append(states, s.State+" "+s.EnvironmentURL)
+	}
+	diff(t, "GitHub deployment statuses", []string{"queued ", "in_progress ", "in_progress ", "in_progress ", "success " + *d.URL}, states)
+
+	// A GitHub that fails changes nothing of the preview.
+	g.Down(true)
+	got := f.pullRequest(pr(controlplane.PullRequestClosed, 12, "c0ffee"))
+	diff(t, "changes of closed with GitHub down", []string{controlplane.PreviewDeleted}, actions(got))
+	if err := f.cp.FlushPreviewStatuses(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.Down(false)
+	diff(t, "statuses after GitHub was down", 5, len(g.DeploymentStatuses()))
 }
