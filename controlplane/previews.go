@@ -181,7 +181,7 @@ type previewState struct {
 	reports  []previewReport  // waiting for the reporter
 	draining bool
 	drained  chan struct{} // closed when the drainer stops
-	swept    time.Time // the last sweep of maintain
+	swept    time.Time     // the last sweep of maintain
 }
 
 // previewReport is a status waiting for the reporter: of the preview's
