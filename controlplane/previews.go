@@ -67,7 +67,8 @@ type PullRequestEvent struct {
 	BaseRef string
 	// HeadRepoURL is the repository the pull request's commits come from
 	// (pull_request.head.repo's clone_url): another than BaseRepoURL for
-	// a fork's pull request. Empty: the base repository.
+	// a fork's pull request. Empty (a fork since deleted) counts as a
+	// fork.
 	HeadRepoURL string
 	// HeadRef and HeadSHA are the pull request's branch and commit: the
 	// preview's repo_ref and repo_commit_sha.
@@ -181,7 +182,7 @@ type previewState struct {
 	reports  []previewReport  // waiting for the reporter
 	draining bool
 	drained  chan struct{} // closed when the drainer stops
-	swept    time.Time     // the last sweep of maintain
+	swept    time.Time     // the last sweep of Run (sweepPreviewsDue)
 }
 
 // previewReport is a status waiting for the reporter: of the preview's
@@ -313,7 +314,7 @@ func (cp *ControlPlane) HandleGitHubPullRequest(ctx context.Context, ev *PullReq
 		return nil, err
 	}
 	repo := normalizeRepoURL(ev.BaseRepoURL)
-	fork := ev.HeadRepoURL != "" && normalizeRepoURL(ev.HeadRepoURL) != repo
+	fork := ev.HeadRepoURL == "" || normalizeRepoURL(ev.HeadRepoURL) != repo
 	branch := strings.TrimPrefix(ev.BaseRef, "refs/heads/")
 	now := cp.now()
 	ids := map[string][2]string{} // parent id -> preview and revision ids, made outside the closure's reruns

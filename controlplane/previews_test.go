@@ -203,7 +203,7 @@ func TestPreviewOfPullRequest(t *testing.T) {
 		ev.BaseRef = "dev"
 		diff(t, "changes of a pull request against dev", []string(nil), actions(f.pullRequest(ev)))
 		ev = pr(controlplane.PullRequestOpened, 8, "sha-x")
-		ev.BaseRepoURL, ev.HeadRepoURL = "https://github.com/acme/other", ""
+		ev.BaseRepoURL, ev.HeadRepoURL = "https://github.com/acme/other", "https://github.com/acme/other"
 		diff(t, "changes of a pull request of another repository", []string(nil), actions(f.pullRequest(ev)))
 		if l, err := f.cp.GetDeployment(f.ctx, tenantA, other.ID); err != nil || l.LatestRevisionID == nil {
 			t.Fatal(err)
@@ -259,6 +259,10 @@ func TestPreviewOfFork(t *testing.T) {
 				want = []string{controlplane.PreviewCreated}
 			}
 			diff(t, "changes of a fork's pull request", want, actions(f.pullRequest(ev)))
+			// A fork since deleted (no head repository) is a fork too.
+			ev = pr(controlplane.PullRequestOpened, 6, "f01")
+			ev.HeadRepoURL = ""
+			diff(t, "changes of a deleted fork's pull request", want, actions(f.pullRequest(ev)))
 		})
 	}
 }
