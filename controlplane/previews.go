@@ -966,8 +966,12 @@ func (cp *ControlPlane) sendPreviewReport(ctx context.Context, r *previewReport)
 		if d.LatestRevisionID == nil || *d.LatestRevisionID != r.revision {
 			return nil // of a revision superseded since
 		}
-		if r.state == PreviewSuccess && d.URL != nil {
+		switch {
+		case r.state != PreviewSuccess:
+		case d.URL != nil:
 			s.EnvironmentURL = *d.URL
+		case d.SourceConfig.CustomURL != nil: // what its url will be (servedURL)
+			s.EnvironmentURL = *d.SourceConfig.CustomURL
 		}
 		if r.state == PreviewFailure {
 			if rev, err := cp.GetRevision(ctx, r.tenant, r.preview, r.revision); err == nil && rev.StatusMessage != nil {
