@@ -466,3 +466,27 @@ func TestPreviewToldToGitHub(t *testing.T) {
 	g.Down(false)
 	diff(t, "statuses after GitHub was down", 5, len(g.DeploymentStatuses()))
 }
+
+// TestPreviewsTurnedOff: a PATCH that removes source_config.preview (a
+// JSON merge patch's null) turns previews off: the parent's previews are
+// deleted by the next sweep, and pull requests make no more.
+func TestPreviewsTurnedOff(t *testing.T) {
+	f, _, integ := previewFixture(t, nil)
+	parent := f.previewParent("agent", integ, `{"mode": "all"}`)
+	p := f.pullRequest(pr(controlplane.PullRequestOpened, 1, "a"))[0].PreviewID
+	d, err := f.cp.UpdateDeployment(f.ctx, tenantA, parent.ID, &controlplane.UpdateDeploymentRequest{Remove: []string{"source_config.preview"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.SourceConfig.Preview != nil {
+		t.Fatalf("preview after its removal: %+v", d.SourceConfig.Preview)
+	}
+	diff(t, "changes of a pull request after previews were turned off", []string(nil),
+		actions(f.pullRequest(pr(controlplane.PullRequestOpened, 2, "b"))))
+	if n, err := f.cp.SweepPreviews(f.ctx); err != nil || n != 1 {
+		t.Fatalf("SweepPreviews = %d, %v; want 1", n, err)
+	}
+	if _, err := f.cp.GetDeployment(f.ctx, tenantA, p); !errors.Is(err, apierr.ErrNotFound) {
+		t.Errorf("preview after previews were turned off: %v", err)
+	}
+}
