@@ -787,9 +787,26 @@ func (cp *ControlPlane) sweepPreviewsDue(ctx context.Context) {
 // forgets the preview it was; each in an Update of its own after the
 // parent's (SweepPreviews deletes those a crash leaves).
 func (cp *ControlPlane) deletePreviewsOf(ctx context.Context, tenant string, d *deploymentRecord) {
+	// Most deployments are neither a preview nor a parent of one: a read
+	// tells.
+	some := false
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		some = false
+		if d.IsPreview {
+			some = true
+			return nil
+		}
+		return r.Scan(colPreviews, key(tenant, d.ID)+"/", nil, func(string, []byte) (bool, error) {
+			some = true
+			return false, nil
+		})
+	})
+	if err == nil && !some {
+		return
+	}
 	now := cp.now()
 	var done previewDone
-	err := cp.st.Update(ctx, func(tx store.Tx) error {
+	err = cp.st.Update(ctx, func(tx store.Tx) error {
 		done = previewDone{}
 		if d.IsPreview {
 			v, err := tx.Get(colPreviewOf, key(tenant, d.ID))

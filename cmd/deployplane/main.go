@@ -1381,6 +1381,10 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 			log.Error("the reconcile loop failed", "err", err)
 		}
 	}
+	// The pull requests are told the last of their previews' statuses.
+	if err := cp.FlushPreviewStatuses(sctx); err != nil {
+		log.Warn("preview statuses not sent to GitHub at the shutdown timeout", "err", err)
+	}
 	log.Info("stopped")
 	return failed
 }
