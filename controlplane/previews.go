@@ -89,6 +89,8 @@ const (
 
 // PreviewChange is what a pull_request delivery did to one preview.
 type PreviewChange struct {
+	// Tenant holds both deployments: the parent (ParentID), whose
+	// source_config.preview made the preview (PreviewID).
 	Tenant    string
 	ParentID  string
 	PreviewID string
