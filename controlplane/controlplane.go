@@ -765,6 +765,15 @@ func (cp *ControlPlane) patch(ctx context.Context, tenant, id string, req *Updat
 		if err := apierr.Validation(ps...); err != nil {
 			return err
 		}
+		if merged.PinnedRevisionID != nil || stored.PinnedRevisionID != nil {
+			tp, err := cp.readTenant(tx, tenant)
+			if err != nil {
+				return err
+			}
+			if err := cp.checkPin(tx, tenant, tp, stored, &merged); err != nil { // pin.go
+				return err
+			}
+		}
 		if merged.URL != nil { // a custom_url patched in place is the url at once
 			merged.URL = new(merged.servedURL(*merged.URL))
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/deployplane/deployplane/controlplane"
+	"github.com/deployplane/deployplane/deploysim"
 )
 
 // The rules table (FieldRules) is the one declaration of a deployment's
@@ -385,10 +386,21 @@ func TestRowsRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				pin := name == "pinned_revision_id"
+				if pin {
+					// Only the active revision can be pinned.
+					fx.drainer(deploysim.New(&deploysim.Options{Step: 1}))()
+					if d, err = fx.cp.GetDeployment(fx.ctx, tenantA, d.ID); err != nil || d.ActiveRevisionID == nil {
+						t.Fatalf("deployed: %v, %v", d, err)
+					}
+				}
 				var vals []any
 				var revs []string
 				for n := 2; n <= 3; n++ {
 					v, also := rowValue(t, fx, s, r.Loc, n)
+					if pin {
+						v = d.ActiveRevisionID
+					}
 					req := request[controlplane.UpdateDeploymentRequest](t, withRow(map[string]any{}, name, v, also))
 					if err := fx.cp.ValidateUpdateDeployment(fx.ctx, tenantA, d.ID, req); err != nil {
 						t.Fatalf("%s of %s: the dry run of a PATCH refuses %#v: %v", name, s, v, err)

@@ -16,6 +16,9 @@ type CreateDeploymentRequest struct {
 	SecretReferences []SecretReference `json:"secret_references"`
 	// Agent (optional) links the deployment to an agent's environment.
 	Agent *DeploymentAgent `json:"agent"`
+	// PinnedRevisionID is refused on create (422 read_only_field): a
+	// deployment has no revision to pin before its first.
+	PinnedRevisionID *string `json:"pinned_revision_id"`
 	// TagValueIDs (extension, optional) are UUIDs of the tag values the
 	// deployment carries; the list filter tag_value_ids matches them.
 	TagValueIDs []string `json:"tag_value_ids"`
@@ -39,6 +42,10 @@ type UpdateDeploymentRequest struct {
 	SecretReferences []SecretReference `json:"secret_references"`
 	// Agent, when not null, replaces the stored link in place.
 	Agent *DeploymentAgent `json:"agent"`
+	// PinnedRevisionID, when not null, pins the deployment to its active
+	// revision, which it must name (Deployment.PinnedRevisionID); Remove
+	// unpins.
+	PinnedRevisionID *string `json:"pinned_revision_id"`
 	// Remove lists the fields the PATCH removes, by JSON path below the
 	// body ("display_name", "source_config.custom_url", "secrets",
 	// "agent"): a removable field (Removable) becomes null, a list none;

@@ -29,7 +29,7 @@ type RollbackRequest struct {
 //
 // Errors: *apierr.NotFoundError (the deployment, or a revision that is
 // not its own); apierr.ErrInvalidState (400) while the deployment is
-// being deleted, when it has no active revision, when the revision named
+// being deleted or pinned (pinned_revision_id), when it has no active revision, when the revision named
 // is not DEPLOYED or is the active one, when no earlier revision is
 // DEPLOYED, and when the image of a revision that was built is not known.
 func (cp *ControlPlane) Rollback(ctx context.Context, tenant, deploymentID string, req *RollbackRequest) (*Deployment, error) {
@@ -51,6 +51,9 @@ func (cp *ControlPlane) Rollback(ctx context.Context, tenant, deploymentID strin
 		stored, target, err := cp.rollbackTarget(tx, tenant, did, req.RevisionID)
 		if err != nil {
 			return err
+		}
+		if stored.PinnedRevisionID != nil {
+			return apierr.InvalidStatef("Deployment ID %s is pinned to revision %s: unpin it before rolling back.", did, *stored.PinnedRevisionID)
 		}
 		builds := slices.Contains(HappyPath(stored.Source), RevisionBuilding)
 		if builds && (target.ImageVersion == nil || *target.ImageVersion == "") {

@@ -303,6 +303,11 @@ var rules = []fieldRule{
 			return true
 		},
 		set: func(dst, src *Deployment) { dst.IsPreview = src.IsPreview }},
+	// pinned_revision_id: set by a PATCH only (section 11), in place, to
+	// the active revision (pin.go); removed to unpin.
+	{loc: []string{"pinned_revision_id"}, create: cCols{ro, ro, ro, ro}, patch: pCols{pIn, pIn, pIn, pIn}, stored: "pn",
+		get: func(d *Deployment) any { return deref(d.PinnedRevisionID) },
+		set: func(dst, src *Deployment) { dst.PinnedRevisionID = src.PinnedRevisionID }},
 }
 
 // jsonField is the field of struct type t whose JSON name is name.
@@ -571,13 +576,13 @@ func applyPatchTable(stored, patch, merged *Deployment, ps []apierr.Problem, h r
 
 // removable reports whether a PATCH may remove row r's field for the
 // source in column si (UpdateDeploymentRequest.Remove): a field a create
-// may leave null (optional, without a create default) that a PATCH
-// changes, but for those of source_revision_config, which say what a
-// revision is built from.
+// may leave null (optional, without a create default, or one only a
+// PATCH sets) that a PATCH changes, but for those of
+// source_revision_config, which say what a revision is built from.
 func (r *fieldRule) removable(si int) bool {
 	p := r.patch[si]
-	return r.create[si] == CreateOptional && r.def[si] == nil && (p == PatchInPlace || p == PatchRevision) &&
-		r.loc[0] != "source_revision_config"
+	nullOnCreate := r.create[si] == CreateOptional && r.def[si] == nil || r.create[si] == CreateReadOnly
+	return nullOnCreate && (p == PatchInPlace || p == PatchRevision) && r.loc[0] != "source_revision_config"
 }
 
 // Removable reports whether UpdateDeploymentRequest.Remove may name the
@@ -585,7 +590,7 @@ func (r *fieldRule) removable(si int) bool {
 // s: the rules table's optional fields that a PATCH changes and that have
 // no create default, outside source_revision_config (display_name,
 // custom_url of external_docker, resource_spec, the commands, secrets,
-// secret_references, agent).
+// secret_references, agent, pinned_revision_id).
 func Removable(s Source, loc []string) bool {
 	i := ruleIndex(loc)
 	return i >= 0 && knownSource(s) && rules[i].removable(sourceIndex(s))

@@ -25,7 +25,8 @@ func rowFixtures() (a, b *deploymentRecord) {
 			SourceTarballPath: new("uploads/a.tar.gz"), RepoCommitSHA: new("aaaaaaa")},
 		Secrets: []Secret{{Name: "A", Value: "a"}}, URL: new("http://127.0.0.1:1/a"),
 		SecretReferences: []SecretReference{{Name: "A_REF", SecretName: "creds-a", SecretKey: "key-a"}},
-		Agent:            &DeploymentAgent{AgentID: "agent-a", Environment: AgentDevelopment}, IsPreview: true}}
+		Agent:            &DeploymentAgent{AgentID: "agent-a", Environment: AgentDevelopment}, IsPreview: true,
+		PinnedRevisionID: new("0190a2b4-0000-7000-8000-0000000000a3")}}
 	b = &deploymentRecord{Deployment: Deployment{ID: a.ID, Name: "beta", DisplayName: new("Beta"), Source: SourceExternalDocker,
 		Status: StatusReady, CreatedAt: a.CreatedAt,
 		SourceConfig: SourceConfig{IntegrationID: new("0190a2b4-0000-7000-8000-0000000000b1"), RepoURL: new("github.com/o/b"),

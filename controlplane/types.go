@@ -167,6 +167,14 @@ type Deployment struct {
 	// pull request, made by the service from a parent deployment; false
 	// for every deployment a client creates.
 	IsPreview bool `json:"is_preview"`
+	// PinnedRevisionID pins the deployment to its active revision (wire
+	// contract section 11): while it is set, new revisions are still
+	// created and built, but none is deployed, and so none becomes
+	// active: each waits before DEPLOYING, its status_message saying so,
+	// until the pin is removed (a JSON merge patch's null), when the
+	// newest deploys. A PATCH may set it only to the active revision's
+	// id, and not while a revision is DEPLOYING; null when unpinned.
+	PinnedRevisionID *string `json:"pinned_revision_id"`
 	// TagValueIDs are the tag values the deployment carries, matched by the
 	// tag_value_ids list filter. They are set on create and not part of the
 	// wire shape of a deployment.

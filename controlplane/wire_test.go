@@ -44,7 +44,7 @@ func TestWireShapes(t *testing.T) {
 				"image_uri":null,"source_tarball_path":null,"repo_commit_sha":null},
 			"secrets":[],"secret_references":[],"created_at":"2026-11-21T10:00:02.000000Z","updated_at":"2026-11-21T10:00:02.000000Z","status":"AWAITING_DATABASE",
 			"latest_revision_id":"00000000-0000-7000-8000-000000000003","active_revision_id":null,"image_version":null,"url":null,"remote_reconciled":false,
-			"status_message":null,"agent":null,"is_preview":false}`},
+			"status_message":null,"agent":null,"is_preview":false,"pinned_revision_id":null}`},
 		{"revision", rev, `{"id":"00000000-0000-7000-8000-000000000003","created_at":"2026-11-21T10:00:02.000000Z","updated_at":"2026-11-21T10:00:02.000000Z",
 			"status":"CREATING","source":"github",
 			"source_revision_config":{"repo_ref":"main","graph_config_path":"langgraph.json","langgraph_config_path":"langgraph.json",

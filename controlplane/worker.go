@@ -495,10 +495,11 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		}
 	}
 	now := cp.now()
-	var from, to RevisionStatus // the status change committed, if any
-	var entered time.Time       // when the revision entered from
+	var from, to RevisionStatus  // the status change committed, if any
+	var entered time.Time        // when the revision entered from
+	var held *apierr.DetailError // the refusal of a report its deployment's pin holds
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		from, to = "", ""
+		from, to, held = "", "", nil
 		cur, err := workqueue.Own(tx, j.lease) // nil: the work is done
 		if err != nil {
 			return err
@@ -535,6 +536,11 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 		}
 		if step == (Step{}) {
 			return cp.queue.Extend(tx, cur, now)
+		}
+		if step.Status == RevisionDeploying && !fail {
+			if held, err = cp.holdForPin(tx, j, cur, rev); err != nil || held != nil { // pin.go
+				return err
+			}
 		}
 		next := *rev
 		next.UpdatedAt = later(now, rev.UpdatedAt)
@@ -576,6 +582,9 @@ func (cp *ControlPlane) apply(ctx context.Context, j *job, s Step, fail bool) er
 	})
 	if err != nil {
 		return cp.storeErr("report", err)
+	}
+	if held != nil {
+		return held
 	}
 	if to != "" {
 		if j.listener != "" && !entered.IsZero() {

@@ -197,6 +197,9 @@ type mRev struct {
 	msg                any   // nil or the status_message
 	image              any   // nil or the image version reported
 	history            []any // the statuses it entered, oldest first (status_history without the times)
+	// held: its report of DEPLOYING was refused while its deployment was
+	// pinned; nobody claims it until the pin is removed.
+	held bool
 }
 
 // enter moves the model revision to status s, as status_history records.
@@ -346,6 +349,8 @@ const (
 	invalidState = "invalid state"
 	conflict     = "conflict"
 	invalid      = "validation"
+	held         = "held by the pin"
+	leaseLost    = "lease lost"
 )
 
 func classify(err error) string {
@@ -353,6 +358,8 @@ func classify(err error) string {
 	switch {
 	case err == nil:
 		return okay
+	case errors.Is(err, controlplane.ErrRevisionHeld):
+		return held
 	case errors.Is(err, apierr.ErrNotFound):
 		return notFound
 	case errors.Is(err, apierr.ErrInvalidState):
@@ -361,6 +368,8 @@ func classify(err error) string {
 		return conflict
 	case errors.As(err, &ve):
 		return invalid
+	case errors.Is(err, controlplane.ErrLeaseLost):
+		return leaseLost
 	}
 	return "unexpected: " + err.Error()
 }
@@ -658,8 +667,9 @@ func (m *machine) create(rt *rapid.T) {
 		"id": id, "name": name, "tenant_id": tenant, "source": src, "status": string(controlplane.StatusAwaitingDatabase),
 		"created_at": gotD["created_at"], "updated_at": gotD["created_at"],
 		"latest_revision_id": gotD["latest_revision_id"], "active_revision_id": nil, "image_version": nil,
-		"remote_reconciled": src == externalDocker, // external_docker is; no agent serves anything: the system's Options.Drives is nil
-		"status_message":    nil,
+		"remote_reconciled":  src == externalDocker, // external_docker is; no agent serves anything: the system's Options.Drives is nil
+		"status_message":     nil,
+		"pinned_revision_id": nil,
 	}
 	for _, f := range modelFields {
 		if f.key() == "name" || f.key() == "source" {
@@ -792,6 +802,9 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 	for _, f := range modelFields {
 		pol := f.patch[si]
 		include := rarely(rt, 3, "include "+f.key()) || m.faultIn(f.key())
+		if include && f.key() == "pinned_revision_id" {
+			include = rarely(rt, 4, "pin") // most PATCHes change something else
+		}
 		if pol == pNA || pol == pReadOnly {
 			include = m.oops(rt, "refused", 5)
 		}
@@ -809,6 +822,16 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 			val = m.genName(rt, true)
 		case f.key() == "source":
 			val = choose(m, rt, "patch source", sources, "gitlab")
+		case f.key() == "pinned_revision_id":
+			// The active revision mostly; else the latest, or one unknown.
+			val = unknownID
+			if d != nil && len(d.revs) > 0 {
+				ids := []string{d.revs[len(d.revs)-1].id, unknownID}
+				if a, ok := d.exp["active_revision_id"].(string); ok {
+					ids = append(ids, a, a, a, a)
+				}
+				val = pick(rt, "pin", ids...)
+			}
 		default:
 			val, ok = m.gen(rt, tenant, f.key())
 		}
@@ -878,6 +901,12 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 	if tracked != nil {
 		body["tracked_packages"] = tracked
 	}
+	// Section 11: a JSON merge patch's null removes the pin.
+	unpin := d != nil && d.exp["pinned_revision_id"] != nil && rarely(rt, 2, "unpin")
+	if unpin {
+		v.fail(body["pinned_revision_id"] == nil) // both given and removed: 422
+		exp["pinned_revision_id"] = nil
+	}
 	want, alt := v.want(okay)
 	sourceless := exp != nil && !hasRevisionFrom(exp)
 	switch {
@@ -888,6 +917,8 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 	case force && sourceless:
 		// Nothing a revision comes from, in the deployment or the body.
 		want, alt = invalid, ""
+	case want == okay && !pinOK(d, exp):
+		want = invalidState // section 11: only the active revision is pinned, and none is DEPLOYING
 	case want == okay && m.agentHeld(tenant, d, body["agent"]):
 		want = conflict // section 11: one deployment per agent and environment
 	}
@@ -895,7 +926,10 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 		trigger = false // a PATCH changes the deployment in place
 	}
 	req := decodeAs[controlplane.UpdateDeploymentRequest](rt, body)
-	what := fmt.Sprintf("patch (force %v) %v", force, body)
+	if unpin {
+		req.Remove = []string{"pinned_revision_id"}
+	}
+	what := fmt.Sprintf("patch (force %v, unpin %v) %v", force, unpin, body)
 	res, got := m.expectOutcome(rt, what, want, alt, func(cp *controlplane.ControlPlane) (any, error) {
 		if force {
 			return cp.CreateRevision(m.ctx, tenant, id, req)
@@ -926,10 +960,29 @@ func (m *machine) patch(rt *rapid.T, force bool) {
 	if diff := diff(exp, gotD); diff != "" {
 		rt.Fatalf("%s: deployment differs from the model (-model +got):\n%s", what, diff)
 	}
+	if d.exp["pinned_revision_id"] != nil && exp["pinned_revision_id"] == nil {
+		for i := range d.revs {
+			if r := &d.revs[i]; r.held {
+				r.held, r.msg = false, nil // deploys now
+			}
+		}
+	}
 	d.exp = exp
 	if trigger {
 		m.addRevision(rt, d, gotD["latest_revision_id"], jsonValue(rt, tracked))
 	}
+}
+
+// pinOK says whether a PATCH of d that leaves it as exp may pin what exp
+// names (section 11): a new pin names d's active revision, while none of
+// its revisions is DEPLOYING.
+func pinOK(d *mDep, exp map[string]any) bool {
+	pin := exp["pinned_revision_id"]
+	if pin == nil || pin == d.exp["pinned_revision_id"] {
+		return true
+	}
+	return pin == d.exp["active_revision_id"] &&
+		!slices.ContainsFunc(d.revs, func(r mRev) bool { return r.status == "DEPLOYING" })
 }
 
 // rollback goes back to an earlier DEPLOYED revision (section 11): the one
@@ -970,6 +1023,9 @@ func (m *machine) rollback(rt *rapid.T) {
 	}
 	if want == okay && builds && rev.image == nil {
 		want = invalidState // the image it ran is not known
+	}
+	if want == okay && d.exp["pinned_revision_id"] != nil {
+		want = invalidState // pinned: unpin first
 	}
 	if _, got := m.expectOutcome(rt, fmt.Sprintf("rollback %+v", req), want, "", func(cp *controlplane.ControlPlane) (any, error) {
 		return cp.Rollback(m.ctx, tenant, id, req)

@@ -382,6 +382,8 @@ func (m *machine) gen(rt *rapid.T, tenant, key string) (any, bool) {
 		return a, agentOK(a)
 	case "is_preview":
 		return rapid.Bool().Draw(rt, key), true
+	case "pinned_revision_id":
+		return unknownID, true // on a create: refused whatever it names (patch draws its own)
 	}
 	rt.Fatalf("controlplanetest: no generator for field %s: add one", key)
 	return nil, false

@@ -235,7 +235,7 @@ func (s *scripted) Deploy(ctx context.Context, w *controlplane.Work, r controlpl
 		if err == nil && st.Status != "" {
 			cur = string(st.Status)
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, controlplane.ErrRevisionHeld) { // a hold writes the revision's wait
 			if d := diff(before, s.m.dumpStore(s.rt, s.sys.st)); d != "" {
 				s.rt.Fatalf("a refused report (%+v: %v) changed the store (-before +after):\n%s", st, err, d)
 			}
@@ -316,7 +316,7 @@ func (m *machine) pending() []string {
 			out = append(out, "d/"+d.tenant+"/"+d.id())
 		}
 		for _, r := range d.revs {
-			if !modelFinal(r.status) {
+			if !modelFinal(r.status) && !r.held {
 				out = append(out, "r/"+r.id)
 			}
 		}
@@ -406,7 +406,22 @@ func (m *machine) checkDeploy(rt *rapid.T, s *scripted, pending []string) {
 	touched := false // some accepted report changed the deployment (each writes it, and moves updated_at, on its own)
 	for i, st := range s.steps {
 		want := okay
+		if r.held {
+			// Held by the pin: its work is no longer this Deploy's.
+			if s.outcomes[i] != leaseLost {
+				rt.Fatalf("report %d %+v of revision %s after its hold: %s, model says %s", i, st, r.id, s.outcomes[i], leaseLost)
+			}
+			continue
+		}
 		legal := !modelFinal(r.status) && (st.Status == "" || modelLegal(d.source(), r.status, string(st.Status)))
+		if legal && st.Status == "DEPLOYING" && exp["pinned_revision_id"] != nil {
+			// Section 11: pinned, so it waits before DEPLOYING.
+			if s.outcomes[i] != held {
+				rt.Fatalf("report %d %+v of revision %s of a pinned deployment: %s, model says %s", i, st, r.id, s.outcomes[i], held)
+			}
+			r.held, r.msg = true, "Waiting: the deployment is pinned to revision "+exp["pinned_revision_id"].(string)+"; this revision deploys once it is unpinned."
+			continue
+		}
 		// A revision that reaches DEPLOYED becomes active unless a newer
 		// one already is.
 		active := exp["active_revision_id"]
@@ -462,7 +477,7 @@ func (m *machine) checkDeploy(rt *rapid.T, s *scripted, pending []string) {
 		}
 		touched = touched || !cmp.Equal(before, exp)
 	}
-	if s.fail && !modelFinal(r.status) {
+	if s.fail && !modelFinal(r.status) && !r.held {
 		r.enter(modelFailure(r.status), errPlanned.Error())
 	}
 	got := m.get(rt, d)

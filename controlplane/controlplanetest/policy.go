@@ -141,6 +141,10 @@ var modelFields = []fieldPolicy{
 	{loc("agent"), cc{cOptional, cOptional, cOptional, cOptional}, pp{pInPlace, pInPlace, pInPlace, pInPlace}},
 	// Section 11: is_preview is read-only (the service makes previews).
 	{loc("is_preview"), cc{cIgnored, cIgnored, cIgnored, cIgnored}, pp{pIgnored, pIgnored, pIgnored, pIgnored}},
+	// Section 11: pinned_revision_id is set by a PATCH, in place, to the
+	// active revision (400 otherwise, and while a revision is
+	// DEPLOYING); a create has no revision to pin (422 read_only_field).
+	{loc("pinned_revision_id"), cc{cReadOnly, cReadOnly, cReadOnly, cReadOnly}, pp{pInPlace, pInPlace, pInPlace, pInPlace}},
 }
 
 // refsOK checks a secret_references list (section 11): C identifier

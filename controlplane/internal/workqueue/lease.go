@@ -14,6 +14,14 @@ import (
 // nobody holds it, so claiming it once it has expired takes nothing over.
 const retryToken = "retry"
 
+// holdToken is the token of a unit held until Unhold (Hold): no claim
+// takes it, whatever the time.
+const holdToken = "hold"
+
+// holdExpiry is the expiry a held unit's record carries, after every time
+// a claim compares it with.
+var holdExpiry = time.UnixMicro(1<<63 - 1)
+
 // Lease is a claim's hold on a unit.
 type Lease struct {
 	Unit
@@ -88,6 +96,44 @@ func Requeue(tx store.Tx, l *Lease, at time.Time) error {
 		return tx.Put(Collection, l.Key(), free)
 	}
 	return tx.Put(Collection, l.Key(), encodeLease(retryToken, at, l.Failures))
+}
+
+// Hold gives l's unit back in tx, claimable by nobody until Unhold frees
+// it, keeping l's count of failures: work that waits for something the
+// caller decides (a pinned deployment's revision). The caller checked
+// that l holds the unit (Own).
+func Hold(tx store.Tx, l *Lease) error {
+	return tx.Put(Collection, l.Key(), encodeLease(holdToken, holdExpiry, l.Failures))
+}
+
+// Held reports whether u is held (Hold) in r.
+func Held(r store.Reader, u Unit) (bool, error) {
+	v, err := r.Get(Collection, u.Key())
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	tok, _, _ := decodeLease(v)
+	return tok == holdToken, nil
+}
+
+// Unhold frees u in tx when it is held, keeping its count of failures,
+// and reports whether it was; any other unit is left as it is.
+func Unhold(tx store.Tx, u Unit) (bool, error) {
+	v, err := tx.Get(Collection, u.Key())
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	tok, _, failures := decodeLease(v)
+	if tok != holdToken {
+		return false, nil
+	}
+	return true, Requeue(tx, &Lease{Unit: u, Failures: failures}, time.Time{})
 }
 
 // Text names the lease outside this process: its unit's key and its
