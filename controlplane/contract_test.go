@@ -219,6 +219,8 @@ func TestRedeployKeepsInPlaceFields(t *testing.T) {
 					v = fmt.Sprintf("https://agent-%d.example.com", i)
 				case "agent":
 					v = map[string]any{"agent_id": fmt.Sprintf("agent-%d", i), "environment": "staging"}
+				case "preview":
+					v = map[string]any{"mode": "all", "idle_ttl_minutes": i + 1}
 				}
 				got, err := f.cp.UpdateDeployment(f.ctx, tenantA, d.ID, decode[controlplane.UpdateDeploymentRequest](rt, patchBody(loc, v)))
 				if err != nil {

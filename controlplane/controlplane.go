@@ -55,7 +55,8 @@ type ControlPlane struct {
 	drives  func(*Listener) bool // Options.Drives; nil: every listener (agentwork.go)
 	// refProblem is Options.SecretReferenceProblem.
 	refProblem func(d *Deployment, ref SecretReference) string
-	agents     agentHub // agents waiting for work, and last seen (agentwork.go)
+	agents     agentHub     // agents waiting for work, and last seen (agentwork.go)
+	previews   previewState // previews.go
 
 	// lifecycle (worker.go)
 	poll     time.Duration
@@ -136,6 +137,7 @@ func New(st store.Store, opts *Options) *ControlPlane {
 		drives:     o.Drives,
 		refProblem: o.SecretReferenceProblem,
 		idx:        index.New(nil),
+		previews:   previewState{forks: o.PreviewForks, reporter: o.PreviewStatus},
 
 		poll:     o.PollInterval,
 		leaseFor: o.LeaseDuration,
@@ -457,47 +459,7 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 	fnFailed := false // the closure's last run returned an error
 	err := cp.st.Update(ctx, func(tx store.Tx) (err error) {
 		defer func() { fnFailed = err != nil }()
-		ps := slices.Clone(pure)
-		ps = cp.checkReferences(tx, tenant, rec.Source, &rec.SourceConfig, ps)
-		ps = cp.secretRefProblems(tx, tenant, &rec.Deployment, ps)
-		ps, err = cp.checkUpload(tx, tenant, id, rec.Source, rec.SourceRevisionConfig.SourceTarballPath, ps)
-		if err != nil {
-			return err
-		}
-		if err := apierr.Validation(ps...); err != nil {
-			return err
-		}
-		tp, err := cp.writeTenant(tx, tenant)
-		if err != nil {
-			return err
-		}
-		if a := rec.Agent; a != nil {
-			if err := agentLinkFree(tx, tp, a, id); err != nil {
-				return err
-			}
-		}
-		// The name's record is an Insert too: a store that holds Inserts
-		// back (storepg) learns that the name is taken only when it sends
-		// them, after the closure has returned (see below).
-		if err := store.Insert(tx, colDeploymentNames, tp+rec.Name, nil); err != nil {
-			if errors.Is(err, store.ErrAlreadyExists) {
-				return errNameTaken
-			}
-			return err
-		}
-		q, agent, err := cp.queueFor(tx, tenant, tp, rec) // sets rec.RemoteReconciled
-		if err != nil {
-			return err
-		}
-		if err := cp.putDeployment(tx, tenant, nil, rec); err != nil {
-			return err
-		}
-		if withRevision {
-			if err := cp.addFirstRevision(tx, tenant, q, agent, newRevision(rec, revID, rec.CreatedAt)); err != nil {
-				return err
-			}
-		}
-		return cp.tracing.CreateTracingProject(ctx, tx, TracingProject{Tenant: tenant, DeploymentID: id, Name: rec.Name, CreatedAt: now})
+		return cp.insertDeployment(ctx, tx, tenant, rec, revID, withRevision, pure, now)
 	})
 	// Every record the Update inserts has a key that holds the new
 	// deployment's id (a random UUID), but for the name's: an Insert that
@@ -513,6 +475,59 @@ func (cp *ControlPlane) CreateDeployment(ctx context.Context, tenant string, req
 	cp.notify()
 	cp.notifyAgent(tenant, &rec.Deployment)
 	return rec.wire(), nil
+}
+
+// insertDeployment writes the new deployment rec (its id, times, status
+// and defaults set) in tx with everything that derives from it: its name
+// record, index entry, first revision (revID, when withRevision) and its
+// pending work, and its tracing project. pure are the problems found
+// before the transaction; the references are checked here. A name taken
+// is errNameTaken (or an ErrAlreadyExists after the closure, see
+// CreateDeployment).
+func (cp *ControlPlane) insertDeployment(ctx context.Context, tx store.Tx, tenant string, rec *deploymentRecord, revID string,
+	withRevision bool, pure []apierr.Problem, now time.Time) error {
+	id := rec.ID
+	ps := slices.Clone(pure)
+	ps = cp.checkReferences(tx, tenant, rec.Source, &rec.SourceConfig, ps)
+	ps = cp.secretRefProblems(tx, tenant, &rec.Deployment, ps)
+	ps, err := cp.checkUpload(tx, tenant, id, rec.Source, rec.SourceRevisionConfig.SourceTarballPath, ps)
+	if err != nil {
+		return err
+	}
+	if err := apierr.Validation(ps...); err != nil {
+		return err
+	}
+	tp, err := cp.writeTenant(tx, tenant)
+	if err != nil {
+		return err
+	}
+	if a := rec.Agent; a != nil {
+		if err := agentLinkFree(tx, tp, a, id); err != nil {
+			return err
+		}
+	}
+	// The name's record is an Insert too: a store that holds Inserts
+	// back (storepg) learns that the name is taken only when it sends
+	// them, after the closure has returned (see below).
+	if err := store.Insert(tx, colDeploymentNames, tp+rec.Name, nil); err != nil {
+		if errors.Is(err, store.ErrAlreadyExists) {
+			return errNameTaken
+		}
+		return err
+	}
+	q, agent, err := cp.queueFor(tx, tenant, tp, rec) // sets rec.RemoteReconciled
+	if err != nil {
+		return err
+	}
+	if err := cp.putDeployment(tx, tenant, nil, rec); err != nil {
+		return err
+	}
+	if withRevision {
+		if err := cp.addFirstRevision(tx, tenant, q, agent, newRevision(rec, revID, rec.CreatedAt)); err != nil {
+			return err
+		}
+	}
+	return cp.tracing.CreateTracingProject(ctx, tx, TracingProject{Tenant: tenant, DeploymentID: id, Name: rec.Name, CreatedAt: now})
 }
 
 // errNameTaken is what CreateDeployment's closure returns when the name's

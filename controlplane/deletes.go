@@ -98,7 +98,8 @@ func (cp *ControlPlane) DeleteDeploymentWith(ctx context.Context, tenant, id str
 		return cp.storeErr("delete deployment", err)
 	}
 	if done != nil {
-		cp.stopEnded(tenant, cid) // the revisions it INTERRUPTED or removed (interrupt.go)
+		cp.stopEnded(tenant, cid)              // the revisions it INTERRUPTED or removed (interrupt.go)
+		cp.deletePreviewsOf(ctx, tenant, done) // previews.go
 	}
 	switch {
 	case done == nil:

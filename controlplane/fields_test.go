@@ -199,6 +199,9 @@ func rowValue(t *testing.T, fx *fixture, s controlplane.Source, loc []string, n 
 		return &controlplane.ListenerConfig{K8sNamespace: &ns}, map[string]any{"source_config.listener_id": fx.listener(tenantA, ns)}
 	case "source_config.resource_spec":
 		return &controlplane.ResourceSpec{CPU: new(float64(n) + 0.5)}, nil
+	case "source_config.preview":
+		return &controlplane.PreviewConfig{Mode: new(controlplane.PreviewLabel), Label: new(fmt.Sprintf("preview-%d", n)),
+			IdleTTLMinutes: new(int64(n)), MaxConcurrent: new(int64(n))}, nil
 	case "secrets":
 		return []controlplane.Secret{{Name: fmt.Sprintf("GEN_%d", n), Value: fmt.Sprintf("value %d", n)}}, nil
 	case "secret_references":

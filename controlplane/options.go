@@ -85,6 +85,16 @@ type Options struct {
 	// StartGitHubInstall and CompleteGitHubInstall answer
 	// ErrGitHubAppNotConfigured.
 	GitHubInstallStates InstallStates
+	// PreviewForks lets pull requests from forks (head repository other
+	// than the base) have previews (source_config.preview). Default false:
+	// they never do, because a preview runs the pull request's code with
+	// a copy of its parent's secrets, and anyone can open a pull request
+	// from a fork of a public repository.
+	PreviewForks bool
+	// PreviewStatus tells pull requests about their previews (GitHub
+	// Deployments and their statuses); package githubapp's App implements
+	// it. Default nil: they are not told.
+	PreviewStatus PreviewStatusReporter
 	// LogRetention bounds the build and deploy logs of each revision
 	// (zero fields: 10,000 lines and 5 MiB per log); older lines are
 	// dropped and counted.

@@ -100,36 +100,11 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 	now := cp.now()
 	var ids []string // allocated outside the closure's reruns
 	var out []PushedRevision
-	var seen []string // the delivery's keys in cp_webhook_deliveries
-	if ev.DeliveryID != "" {
-		seen = append(seen, "d/"+digestKey(ev.DeliveryID))
-	}
-	if ev.BodyDigest != "" {
-		seen = append(seen, "b/"+digestKey(ev.BodyDigest))
-	}
+	seen := deliveryKeys(ev.DeliveryID, ev.BodyDigest)
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
 		out = out[:0]
-		for _, k := range seen {
-			_, err := tx.Get(colDeliveries, k)
-			if err == nil {
-				return nil // processed before
-			}
-			if !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-		}
-		if len(seen) > 0 {
-			if err := expiry.Sweep(tx, colDeliveries, expiry.Key(now.Add(-DeliveryRetention))); err != nil {
-				return err
-			}
-			for _, k := range seen {
-				if err := tx.Put(colDeliveries, k, []byte(createdKey(now))); err != nil {
-					return err
-				}
-				if err := tx.Put(colDeliveries, expiry.Entry(now, k), nil); err != nil {
-					return err
-				}
-			}
+		if again, err := seenDelivery(tx, seen, now); again || err != nil {
+			return err // processed before, or failed
 		}
 		// The installation's one owner, if any, and its build_on_push
 		// deployments.
@@ -199,6 +174,50 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 	return out, nil
 }
 
+// deliveryKeys are the keys in cp_webhook_deliveries of a delivery's id
+// and body digest (either may be empty: not checked).
+func deliveryKeys(deliveryID, bodyDigest string) []string {
+	var seen []string
+	if deliveryID != "" {
+		seen = append(seen, "d/"+digestKey(deliveryID))
+	}
+	if bodyDigest != "" {
+		seen = append(seen, "b/"+digestKey(bodyDigest))
+	}
+	return seen
+}
+
+// seenDelivery reports whether a delivery whose keys are seen was
+// processed before; when not, it records it as processed in tx (and
+// removes a few older than DeliveryRetention), so that the Update that
+// processes it remembers it.
+func seenDelivery(tx store.Tx, seen []string, now time.Time) (bool, error) {
+	for _, k := range seen {
+		_, err := tx.Get(colDeliveries, k)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return false, err
+		}
+	}
+	if len(seen) == 0 {
+		return false, nil
+	}
+	if err := expiry.Sweep(tx, colDeliveries, expiry.Key(now.Add(-DeliveryRetention))); err != nil {
+		return false, err
+	}
+	for _, k := range seen {
+		if err := tx.Put(colDeliveries, k, []byte(createdKey(now))); err != nil {
+			return false, err
+		}
+		if err := tx.Put(colDeliveries, expiry.Entry(now, k), nil); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
 func pushMatches(d *deploymentRecord, repo, branch string) bool {
 	if d.Status == StatusAwaitingDelete || d.Source != SourceGitHub {
 		return false
@@ -210,6 +229,12 @@ func pushMatches(d *deploymentRecord, repo, branch string) bool {
 		return false
 	}
 	ref := d.SourceRevisionConfig.RepoRef
+	return refIsBranch(ref, branch)
+}
+
+// refIsBranch reports whether a repo_ref names branch (as itself or as
+// refs/heads/<branch>).
+func refIsBranch(ref *string, branch string) bool {
 	return ref != nil && (*ref == branch || *ref == "refs/heads/"+branch)
 }
 

@@ -152,6 +152,7 @@ const (
 	idxTag      = "t" // the value is an id (keyenc.ID)
 	idxListener = "l" // the value is an id (keyenc.ID)
 	idxPush     = "p" // github deployments with build_on_push, by integration id (keyenc.ID)
+	idxPreview  = "v" // github deployments with source_config.preview, by integration id (keyenc.ID)
 	idxAgent    = "a" // deployments linked to an agent, by agent_id
 	idxAgentEnv = "b" // the same, by agent_id and environment (agentLinkTerm)
 	idxEnv      = "e" // the same, by environment
@@ -187,7 +188,7 @@ var indexCodes = map[string]byte{
 // delimits itself, so no term is a prefix of another.
 func indexTerm(field, value string) string {
 	switch field {
-	case idxTag, idxListener, idxPush:
+	case idxTag, idxListener, idxPush, idxPreview:
 		return field + keyenc.ID(value)
 	case idxStatus, idxType, idxSource:
 		if c, ok := indexCodes[value]; ok {
@@ -333,6 +334,9 @@ func (r *deploymentRecord) indexTerms() []string {
 	}
 	if id, bop := r.SourceConfig.IntegrationID, r.SourceConfig.BuildOnPush; r.Source == SourceGitHub && id != nil && bop != nil && *bop {
 		ts = append(ts, indexTerm(idxPush, *id))
+	}
+	if id := r.SourceConfig.IntegrationID; r.Source == SourceGitHub && id != nil && r.SourceConfig.Preview != nil {
+		ts = append(ts, indexTerm(idxPreview, *id))
 	}
 	if a := r.Agent; a != nil {
 		ts = append(ts, indexTerm(idxAgent, a.AgentID), agentLinkTerm(a.AgentID, a.Environment), indexTerm(idxEnv, string(a.Environment)))

@@ -20,6 +20,7 @@ func rowFixtures() (a, b *deploymentRecord) {
 			DeploymentType: new(DeploymentTypeDev), BuildOnPush: new(true), CustomURL: new("https://a.example"),
 			ResourceSpec: &ResourceSpec{CPU: new(1.0)}, ListenerID: new("0190a2b4-0000-7000-8000-0000000000a2"),
 			ListenerConfig: &ListenerConfig{K8sNamespace: new("ns-a")}, InstallCommand: new("pip install a"), BuildCommand: new("make a"),
+			Preview:      &PreviewConfig{Mode: new(PreviewLabel), Label: new("preview"), IdleTTLMinutes: new(int64(60)), MaxConcurrent: new(int64(3))},
 			AutoRollback: new(true)},
 		SourceRevisionConfig: SourceRevisionConfig{RepoRef: new("main"), GraphConfigPath: new("a.json"), ImageURI: new("r/a:1"),
 			SourceTarballPath: new("uploads/a.tar.gz"), RepoCommitSHA: new("aaaaaaa")},

@@ -23,7 +23,8 @@ import (
 // the tags.
 //
 // The tags of this package, beside validator's own (omitnil, omitempty,
-// required, oneof, gt, gte, lte):
+// required, oneof, gt, gte, lte, and required_if and excluded_unless
+// between the members of one object):
 //
 //	depname   a deployment name, namePattern
 //	uuid36    a UUID in its 36-character form
@@ -176,6 +177,10 @@ func shapeMessage(fe validator.FieldError, lim Limits) (typ, msg string) {
 	switch fe.Tag() {
 	case "required":
 		return apierr.TypeMissing, apierr.MsgFieldRequired
+	case "required_if": // preview.label with mode label
+		return apierr.TypeMissing, "Field required when mode is 'label'"
+	case "excluded_unless": // preview.label without mode label
+		return apierr.TypeNotApplicable, "label applies only when mode is 'label'"
 	case "depname":
 		return apierr.TypeStringPatternMismatch, "String should match pattern '" + namePattern + "'"
 	case "dnslabel":

@@ -51,6 +51,7 @@ func TestShapeLocsAreTableRows(t *testing.T) {
 		IntegrationID: bad, RepoURL: new(""), DeploymentType: new(DeploymentType("huge")), CustomURL: new(strings.Repeat("x", 5000)),
 		ResourceSpec: &ResourceSpec{MinScale: new(int64(-1)), CPU: new(0.0), MemoryMB: new(int64(0)), ServiceAccountName: bad},
 		ListenerID:   bad, ListenerConfig: &ListenerConfig{K8sNamespace: bad}, InstallCommand: new(""), BuildCommand: new(""),
+		Preview: &PreviewConfig{Mode: new(PreviewMode("some"))},
 	}, SourceRevisionConfig: SourceRevisionConfig{RepoRef: new(""), GraphConfigPath: new(""), ImageURI: new(""), SourceTarballPath: new("")},
 		Agent: &DeploymentAgent{AgentID: "a", Environment: "qa"}}
 	ps := cp.shapes.problems([]any{"body"}, d)
@@ -93,8 +94,8 @@ func TestShapeLocsAreTableRows(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rows with shape problems (-want +got):\n%s", diff)
 	}
-	if len(ps) != 19 {
-		t.Errorf("%d problems, want 19: %v", len(ps), ps)
+	if len(ps) != 20 {
+		t.Errorf("%d problems, want 20: %v", len(ps), ps)
 	}
 }
 

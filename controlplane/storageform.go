@@ -239,6 +239,7 @@ type storedSourceConfig struct {
 	InstallCommand *string         `json:"ic,omitzero"`
 	BuildCommand   *string         `json:"bc,omitzero"`
 	AutoRollback   *bool           `json:"ar,omitzero"`
+	Preview        *PreviewConfig  `json:"pre,omitzero"`
 }
 
 // storedRevisionConfig is SourceRevisionConfig without its nulls.

@@ -240,6 +240,57 @@ type SourceConfig struct {
 	// becoming active (ReportUnhealthy); null or false: never. It changes
 	// in place, for every source.
 	AutoRollback *bool `json:"auto_rollback"`
+	// Preview turns on preview deployments of pull requests (github
+	// only; wire contract section 11): see PreviewConfig.
+	Preview *PreviewConfig `json:"preview" validate:"omitnil"`
+}
+
+// PreviewConfig is source_config.preview of a github deployment: which
+// pull requests against its repo_ref get a preview deployment (a copy of
+// it at the pull request's head commit, is_preview true), and how long and
+// how many of them live. The stored object is what the client sent;
+// WithDefaults fills the defaults.
+type PreviewConfig struct {
+	// Mode is "all" (every pull request) or "label" (those carrying
+	// Label). Required.
+	Mode *PreviewMode `json:"mode" validate:"required,oneof=all label"`
+	// Label is the label a pull request carries to get a preview; required
+	// with mode "label", refused with "all".
+	Label *string `json:"label" validate:"excluded_unless=Mode label,required_if=Mode label,omitnil,str"`
+	// IdleTTLMinutes: a preview that has served no request and seen no
+	// push for this long is deleted. Default DefaultPreviewIdleTTLMinutes.
+	IdleTTLMinutes *int64 `json:"idle_ttl_minutes" validate:"omitnil,gte=1,lte=525600"`
+	// MaxConcurrent caps the previews of the deployment: a new one beyond
+	// it deletes the one idle longest first. Default
+	// DefaultPreviewMaxConcurrent.
+	MaxConcurrent *int64 `json:"max_concurrent" validate:"omitnil,gte=1,lte=1000"`
+}
+
+// PreviewMode is source_config.preview.mode.
+type PreviewMode string
+
+// The preview modes.
+const (
+	PreviewAll   PreviewMode = "all"
+	PreviewLabel PreviewMode = "label"
+)
+
+// Defaults of PreviewConfig.
+const (
+	DefaultPreviewIdleTTLMinutes = 1440
+	DefaultPreviewMaxConcurrent  = 10
+)
+
+// WithDefaults returns p with its null idle_ttl_minutes and max_concurrent
+// filled with the defaults.
+func (p PreviewConfig) WithDefaults() PreviewConfig {
+	if p.IdleTTLMinutes == nil {
+		p.IdleTTLMinutes = new(int64(DefaultPreviewIdleTTLMinutes))
+	}
+	if p.MaxConcurrent == nil {
+		p.MaxConcurrent = new(int64(DefaultPreviewMaxConcurrent))
+	}
+	return p
 }
 
 // SourceRevisionConfig holds the settings whose change creates a revision.

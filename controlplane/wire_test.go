@@ -39,7 +39,7 @@ func TestWireShapes(t *testing.T) {
 			"source_config":{"integration_id":"00000000-0000-7000-8000-000000000001","repo_url":"https://github.com/acme/agent",
 				"deployment_type":"prod","build_on_push":false,
 				"custom_url":"https://agent-00000000-0000-7000-8000-000000000002.deployplane.local",
-				"resource_spec":null,"listener_id":null,"listener_config":null,"install_command":null,"build_command":null,"auto_rollback":null},
+				"resource_spec":null,"listener_id":null,"listener_config":null,"install_command":null,"build_command":null,"auto_rollback":null,"preview":null},
 			"source_revision_config":{"repo_ref":"main","graph_config_path":"langgraph.json","langgraph_config_path":"langgraph.json",
 				"image_uri":null,"source_tarball_path":null,"repo_commit_sha":null},
 			"secrets":[],"secret_references":[],"created_at":"2026-11-21T10:00:02.000000Z","updated_at":"2026-11-21T10:00:02.000000Z","status":"AWAITING_DATABASE",

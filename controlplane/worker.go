@@ -696,6 +696,7 @@ func (cp *ControlPlane) Run(ctx context.Context, d Deployer) error {
 				cp.log.Error("controlplane: sequencing events failed", "err", err)
 			}
 		}
+		cp.sweepPreviewsDue(ctx) // idle previews, every PreviewSweepInterval (previews.go)
 		for len(sem) < cap(sem) && ctx.Err() == nil {
 			j, err := cp.claim(ctx)
 			if err != nil {

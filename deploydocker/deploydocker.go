@@ -228,7 +228,17 @@ type Options struct {
 	// Clock returns the time idleness is measured by: when each request
 	// to the proxy began and ended. Nil: time.Now.
 	Clock func() time.Time
+	// ActivityRecorder is told that the proxy served a request of a
+	// deployment, at most once a minute per deployment, in the
+	// background; cmd/deployplane wires ControlPlane.RecordActivity, by
+	// which idle previews expire. Its errors are logged. Nil: nobody is
+	// told.
+	ActivityRecorder ActivityRecorder
 }
+
+// ActivityRecorder records that a deployment served a request at a time
+// (ControlPlane.RecordActivity is one).
+type ActivityRecorder func(ctx context.Context, tenant, deploymentID string, at time.Time) error
 
 // Deployer runs revisions as Docker containers. It is safe for concurrent
 // use. Build one with New, serve Proxy, call Reconcile once before the
@@ -366,6 +376,13 @@ func New(o *Options) (*Deployer, error) {
 	}
 	d.proxy = newProxy(opt.ProxyURL)
 	d.proxy.now, d.proxy.hold, d.proxy.start, d.proxy.spawn = opt.Clock, opt.WakeTimeout, d.wake, d.goBackground
+	if rec := opt.ActivityRecorder; rec != nil {
+		d.proxy.activity = func(tenant, dep string, at time.Time) {
+			if err := rec(d.bg, tenant, dep, at); err != nil && d.bg.Err() == nil {
+				d.log.Warn("deploydocker: recording a deployment's activity failed", "deployment", dep, "err", err)
+			}
+		}
+	}
 	d.dbs = opt.Databases
 	if s := opt.Services; s != nil && (s.PostgresImage != "" || s.RedisImage != "") {
 		d.dbs = &containerDatabases{d: d, s: s.withDefaults()}

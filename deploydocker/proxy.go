@@ -32,6 +32,9 @@ type route struct {
 	// last is when a request last began or ended (Options.Clock, Unix
 	// nanoseconds).
 	last atomic.Int64
+	// told is the minute (Unix seconds / 60) of the last request
+	// the proxy's activity was told of.
+	told atomic.Int64
 	// asleep: its containers are stopped (backends is empty); a request
 	// starts them (waking) and waits. Both are guarded by proxy.mu.
 	asleep bool
@@ -85,6 +88,9 @@ type proxy struct {
 	start func(dep string, rt *route) error
 	// spawn runs a start in the background, under the Deployer's life.
 	spawn func(f func())
+	// activity, when set, is told of a served request, at most once a
+	// minute per route, through spawn (Options.ActivityRecorder).
+	activity func(tenant, dep string, at time.Time)
 }
 
 type ctxKey struct{}
@@ -287,6 +293,12 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			b.inflight.Add(-1)
 			rt.last.Store(p.now().UnixNano())
 		}()
+		if p.activity != nil {
+			now := p.now()
+			if m := now.Unix() / 60; rt.told.Load() < m && rt.told.Swap(m) < m {
+				p.spawn(func() { p.activity(rt.tenant, dep, now) })
+			}
+		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, &target{addr: b.addr, path: path, prefix: p.base + "/" + dep}))
 		p.rp.ServeHTTP(w, r)
 		return

@@ -287,11 +287,12 @@ func (h *handler) routes() []route {
 				http.StatusServiceUnavailable}},
 		{method: http.MethodPost, path: webhookPath, public: true, serve: (*handler).githubWebhook, op: "github_webhook",
 			summary: "GitHub App webhook (no API key; X-Hub-Signature-256 is the proof): a push to a branch creates a revision " +
-				"of every build_on_push deployment tracking it; ping and other events are acknowledged and change nothing",
-			body: pushPayload{}, status: http.StatusAccepted, resp: webhookResponse{},
+				"of every build_on_push deployment tracking it; a pull_request creates, moves or deletes the previews of the " +
+				"deployments with source_config.preview it targets; ping and other events are acknowledged and change nothing",
+			body: webhookEvent{}, status: http.StatusAccepted, resp: webhookResponse{},
 			headers: []param{
 				qStr(headerSignature, `"sha256=" and the hex HMAC-SHA256 of the raw body with the webhook secret.`),
-				qStr(headerEvent, "The event: push creates revisions; ping and the others change nothing.")},
+				qStr(headerEvent, "The event: push creates revisions, pull_request previews; ping and the others change nothing.")},
 			errors: []int{http.StatusUnauthorized, http.StatusRequestTimeout, http.StatusRequestEntityTooLarge,
 				http.StatusUnprocessableEntity, http.StatusServiceUnavailable}},
 

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,10 +16,11 @@ import (
 // /v1/integrations/github/webhook takes no API key, because GitHub holds
 // none; the X-Hub-Signature-256 header, an HMAC-SHA256 of the raw body with
 // the webhook secret both sides know, is the proof. Push events go to
-// ControlPlane.HandleGitHubPush, which processes a delivery once (a repeat,
-// with the same X-GitHub-Delivery or the same body, is acknowledged and
-// creates nothing); every other delivery is acknowledged and changes
-// nothing.
+// ControlPlane.HandleGitHubPush and pull_request events (the previews of
+// source_config.preview) to ControlPlane.HandleGitHubPullRequest, each of
+// which processes a delivery once (a repeat, with the same
+// X-GitHub-Delivery or the same body, is acknowledged and creates
+// nothing); every other delivery is acknowledged and changes nothing.
 
 // webhookPath is the webhook's route.
 const webhookPath = "/v1/integrations/github/webhook"
@@ -56,11 +58,71 @@ type pushRepository struct {
 	SSHURL   string `json:"ssh_url"`
 }
 
+// pullRequestPayload is what the webhook reads of a GitHub pull_request
+// event.
+type pullRequestPayload struct {
+	Action       string            `json:"action"`
+	Number       int64             `json:"number"`
+	PullRequest  *pullRequest      `json:"pull_request"`
+	Installation *pushInstallation `json:"installation"`
+}
+
+// pullRequest is the pull request of a pull_request event.
+type pullRequest struct {
+	Head   pullRequestEnd     `json:"head"`
+	Base   pullRequestEnd     `json:"base"`
+	Labels []pullRequestLabel `json:"labels"`
+}
+
+// pullRequestLabel is a label of a pull request.
+type pullRequestLabel struct {
+	Name string `json:"name"`
+}
+
+// webhookEvent is what the webhook reads of the deliveries of both
+// events that act, for the API description: a push's members
+// (pushPayload) and a pull_request's (pullRequestPayload).
+type webhookEvent struct {
+	Ref          string            `json:"ref"`
+	After        string            `json:"after"`
+	Repository   *pushRepository   `json:"repository"`
+	Action       string            `json:"action"`
+	Number       int64             `json:"number"`
+	PullRequest  *pullRequest      `json:"pull_request"`
+	Installation *pushInstallation `json:"installation"`
+}
+
+// pullRequestEnd is the head or the base of a pull request: a branch of a
+// repository (null for the head of a fork since deleted) at a commit.
+type pullRequestEnd struct {
+	Ref  string          `json:"ref"`
+	SHA  string          `json:"sha"`
+	Repo *pushRepository `json:"repo"`
+}
+
 // webhookResponse is the 202 answer of the webhook: what the delivery did,
-// for GitHub's delivery log.
+// for GitHub's delivery log. A pull_request delivery's revisions are its
+// previews' (created or moved to the head commit).
 type webhookResponse struct {
 	Message          string `json:"message"`
 	RevisionsCreated int    `json:"revisions_created"`
+	PreviewsCreated  int    `json:"previews_created,omitempty"`
+	PreviewsUpdated  int    `json:"previews_updated,omitempty"`
+	PreviewsDeleted  int    `json:"previews_deleted,omitempty"`
+}
+
+// cloneURL is a repository's URL to compare: clone_url, else html_url,
+// else ssh_url ("" for none).
+func (r *pushRepository) cloneURL() string {
+	switch {
+	case r == nil:
+		return ""
+	case r.CloneURL != "":
+		return r.CloneURL
+	case r.HTMLURL != "":
+		return r.HTMLURL
+	}
+	return r.SSHURL
 }
 
 // validSignature reports whether header, an X-Hub-Signature-256 value, is
@@ -94,10 +156,12 @@ func (h *handler) githubWebhook(c *call) (int, any, error) {
 	}
 	switch event := c.r.Header.Get(headerEvent); event {
 	case "push":
+	case "pull_request":
+		return h.githubPullRequest(c, body)
 	case "ping":
 		return http.StatusAccepted, webhookResponse{Message: "Ping received."}, nil
 	default:
-		return http.StatusAccepted, webhookResponse{Message: "Event ignored: only push events create revisions."}, nil
+		return http.StatusAccepted, webhookResponse{Message: "Event ignored: only push and pull_request events create revisions."}, nil
 	}
 	var p pushPayload
 	if err := decodeBody(body, &p, false); err != nil {
@@ -114,15 +178,7 @@ func (h *handler) githubWebhook(c *call) (int, any, error) {
 	if p.Installation != nil {
 		ev.InstallationID = p.Installation.ID
 	}
-	if r := p.Repository; r != nil {
-		ev.RepoURL = r.CloneURL
-		if ev.RepoURL == "" {
-			ev.RepoURL = r.HTMLURL
-		}
-		if ev.RepoURL == "" {
-			ev.RepoURL = r.SSHURL
-		}
-	}
+	ev.RepoURL = p.Repository.cloneURL()
 	revs, err := h.cp.HandleGitHubPush(c.r.Context(), ev)
 	if err != nil {
 		return 0, nil, err
@@ -132,4 +188,49 @@ func (h *handler) githubWebhook(c *call) (int, any, error) {
 		msg = "1 revision created."
 	}
 	return http.StatusAccepted, webhookResponse{Message: msg, RevisionsCreated: len(revs)}, nil
+}
+
+// githubPullRequest hands a signed pull_request delivery to the control
+// plane, which decides which actions and pull requests make previews.
+func (h *handler) githubPullRequest(c *call, body []byte) (int, any, error) {
+	var p pullRequestPayload
+	if err := decodeBody(body, &p, false); err != nil {
+		return 0, nil, err
+	}
+	sum := sha256.Sum256(body)
+	ev := &controlplane.PullRequestEvent{Action: p.Action, Number: p.Number,
+		DeliveryID: c.r.Header.Get(headerDelivery), BodyDigest: hex.EncodeToString(sum[:])}
+	if p.Installation != nil {
+		ev.InstallationID = p.Installation.ID
+	}
+	if pr := p.PullRequest; pr != nil {
+		ev.BaseRepoURL, ev.BaseRef = pr.Base.Repo.cloneURL(), pr.Base.Ref
+		if pr.Base.Repo != nil {
+			ev.BaseRepo = pr.Base.Repo.FullName
+		}
+		ev.HeadRepoURL, ev.HeadRef, ev.HeadSHA = pr.Head.Repo.cloneURL(), pr.Head.Ref, pr.Head.SHA
+		for _, l := range pr.Labels {
+			ev.Labels = append(ev.Labels, l.Name)
+		}
+	}
+	changes, err := h.cp.HandleGitHubPullRequest(c.r.Context(), ev)
+	if err != nil {
+		return 0, nil, err
+	}
+	var res webhookResponse
+	for _, ch := range changes {
+		switch ch.Action {
+		case controlplane.PreviewCreated:
+			res.PreviewsCreated++
+		case controlplane.PreviewUpdated:
+			res.PreviewsUpdated++
+		case controlplane.PreviewDeleted:
+			res.PreviewsDeleted++
+		}
+		if ch.Revision != nil {
+			res.RevisionsCreated++
+		}
+	}
+	res.Message = fmt.Sprintf("Previews: %d created, %d updated, %d deleted.", res.PreviewsCreated, res.PreviewsUpdated, res.PreviewsDeleted)
+	return http.StatusAccepted, res, nil
 }

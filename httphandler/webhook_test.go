@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -315,4 +316,101 @@ func TestWebhookLargePush(t *testing.T) {
 	big := pushBody(42, "refs/heads/main", pushed, "https://github.com/acme/agent.git")
 	big = big[:len(big)-1] + `, "padding": "` + strings.Repeat("x", 2<<20) + `"}`
 	diff(t, "revisions created by a 2 MiB push", 1, accepted(t, s.deliver("push", big)))
+}
+
+// pullRequestBody is a pull_request event as GitHub sends it (trimmed,
+// with some of the members the webhook ignores), against acme/agent's
+// main, from headRepo's feature branch at sha.
+func pullRequestBody(installation int64, action string, number int64, sha, headRepo string, labels ...string) string {
+	ls := []map[string]any{}
+	for _, l := range labels {
+		ls = append(ls, map[string]any{"id": 1, "name": l, "color": "ededed"})
+	}
+	repo := func(full string) map[string]any {
+		return map[string]any{"id": 35129377, "name": "agent", "full_name": full, "private": false,
+			"clone_url": "https://github.com/" + full + ".git", "html_url": "https://github.com/" + full,
+			"ssh_url": "git@github.com:" + full + ".git"}
+	}
+	b, _ := json.Marshal(map[string]any{
+		"action": action, "number": number,
+		"pull_request": map[string]any{"id": 1, "number": number, "state": "open", "title": "Fix the agent", "labels": ls,
+			"head": map[string]any{"label": "acme:feature", "ref": "feature", "sha": sha, "repo": repo(headRepo)},
+			"base": map[string]any{"label": "acme:main", "ref": "main", "sha": "6113728f27ae82c7b1a177c8d03f9e96e0adf246", "repo": repo("acme/agent")}},
+		"repository":   repo("acme/agent"),
+		"installation": map[string]any{"id": installation},
+		"sender":       map[string]any{"login": "octocat", "id": 583231},
+	})
+	return string(b)
+}
+
+// TestWebhookPullRequest: the wire details of pull_request deliveries:
+// what each action does to the preview of a deployment with
+// source_config.preview (mode label), in the 202's counts and in the
+// deployments; a repeat changes nothing; a fork gets no preview; a
+// delivery without what its action needs is a 422 at the member's loc.
+func TestWebhookPullRequest(t *testing.T) {
+	s := newLiveServer(t, sim(nil), nil)
+	in := must[controlplane.Integration](t, s, keyA, "POST", "/v1/integrations/github", `{"installation_id": 42, "name": "acme"}`, 201)
+	parent := must[controlplane.Deployment](t, s, keyA, "POST", "/v2/deployments", `{"name": "tracks", "source": "github",
+		"source_config": {"integration_id": "`+in.ID+`", "repo_url": "https://github.com/acme/agent",
+			"preview": {"mode": "label", "label": "preview", "max_concurrent": 3}},
+		"source_revision_config": {"repo_ref": "main", "graph_config_path": "langgraph.json"}}`, 201)
+	diff(t, "the parent's preview", "label", string(*parent.SourceConfig.Preview.Mode))
+	sync := pullRequestBody(42, "synchronize", 7, "b2", "acme/agent", "preview")
+	type counts struct{ Revisions, Created, Updated, Deleted int }
+	for _, c := range []struct {
+		name, body string
+		want       counts
+		previews   map[string]string // name -> repo_commit_sha of the previews after it
+	}{
+		{"opened without the label", pullRequestBody(42, "opened", 7, "a1", "acme/agent"), counts{}, map[string]string{}},
+		{"labeled", pullRequestBody(42, "labeled", 7, "a1", "acme/agent", "preview"), counts{1, 1, 0, 0}, map[string]string{"tracks-pr-7": "a1"}},
+		{"synchronize", sync, counts{1, 0, 1, 0}, map[string]string{"tracks-pr-7": "b2"}},
+		{"the same body again", sync, counts{}, map[string]string{"tracks-pr-7": "b2"}},
+		{"a fork's", pullRequestBody(42, "labeled", 8, "c3", "mallory/agent", "preview"), counts{}, map[string]string{"tracks-pr-7": "b2"}},
+		{"another installation's", pullRequestBody(43, "labeled", 9, "c3", "acme/agent", "preview"), counts{}, map[string]string{"tracks-pr-7": "b2"}},
+		{"edited", pullRequestBody(42, "edited", 7, "d4", "acme/agent", "preview"), counts{}, map[string]string{"tracks-pr-7": "b2"}},
+		{"closed", pullRequestBody(42, "closed", 7, "b2", "acme/agent", "preview"), counts{0, 0, 0, 1}, map[string]string{}},
+	} {
+		r := s.deliver("pull_request", c.body)
+		if r.status != 202 {
+			t.Fatalf("%s: %d %s", c.name, r.status, r.body)
+		}
+		var got struct {
+			Message          string `json:"message"`
+			RevisionsCreated int    `json:"revisions_created"`
+			PreviewsCreated  int    `json:"previews_created"`
+			PreviewsUpdated  int    `json:"previews_updated"`
+			PreviewsDeleted  int    `json:"previews_deleted"`
+		}
+		if err := json.Unmarshal(r.body, &got); err != nil || got.Message == "" {
+			t.Fatalf("%s: answer %s: %v", c.name, r.body, err)
+		}
+		diff(t, c.name+": counts", c.want, counts{got.RevisionsCreated, got.PreviewsCreated, got.PreviewsUpdated, got.PreviewsDeleted})
+		previews := map[string]string{}
+		page := must[controlplane.DeploymentPage](t, s, keyA, "GET", "/v2/deployments?limit=100", "", 200)
+		for _, d := range page.Resources {
+			if d.IsPreview && d.Status != controlplane.StatusAwaitingDelete {
+				previews[d.Name] = fmt.Sprint(deref(d.SourceRevisionConfig.RepoCommitSHA))
+				diff(t, c.name+": the preview's branch", "feature", fmt.Sprint(deref(d.SourceRevisionConfig.RepoRef)))
+			}
+		}
+		diff(t, c.name+": previews", c.previews, previews)
+	}
+	for _, c := range []struct {
+		name, body string
+		loc        []any
+		typ        string
+	}{
+		{"no head commit", pullRequestBody(42, "opened", 7, "", "acme/agent"), []any{"body", "pull_request", "head", "sha"}, "missing"},
+		{"no number", strings.Replace(pullRequestBody(42, "opened", 7, "a1", "acme/agent"), `"number":7`, `"number":0`, 2),
+			[]any{"body", "number"}, "greater_than"},
+		{"number a string", strings.Replace(pullRequestBody(42, "opened", 7, "a1", "acme/agent"), `"number":7,"p`, `"number":"7","p`, 1),
+			[]any{"body", "number"}, "int_type"},
+	} {
+		ps := problems(t, s.deliver("pull_request", c.body))
+		if len(ps) != 1 || !cmpLoc(ps[0].Loc, c.loc) || ps[0].Type != c.typ {
+			t.Errorf("%s: problems %+v, want one %s at %v", c.name, ps, c.typ, c.loc)
+		}
+	}
 }

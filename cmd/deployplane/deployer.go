@@ -584,6 +584,12 @@ func startDockerDeployer(ctx context.Context, f *deployerFlags, host, instance s
 		Instance: instance, State: env.state, Logger: env.log, HealthPath: f.healthPath, HealthTimeout: f.healthTimeout,
 		DatabaseTimeout: f.dbTimeout, PullRetryTimeout: f.pullTimeout, Builder: builder, Credentials: env.credentials,
 		IdleTimeout: f.idleTimeout, StatusReporter: env.state.ReportDeploymentStatus, SecretRefs: f.secretRefs}
+	if env.cp != nil {
+		// The requests its proxy serves keep previews from expiring
+		// (an agent's deployments are never previews: github
+		// deployments run on the server).
+		do.ActivityRecorder = env.cp.RecordActivity
+	}
 	if f.idleTimeout == 0 {
 		do.IdleTimeout = -1 // never; deploydocker's 0 is its default
 	}

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"io"
@@ -12,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/deployplane/deployplane/internal/githubtest"
 )
@@ -115,5 +119,64 @@ func TestGitHubAppFlags(t *testing.T) {
 		if !strings.Contains(help.String(), want) {
 			t.Errorf("-h does not mention %q", want)
 		}
+	}
+}
+
+// TestGitHubPreview: with the GitHub App and the webhook secret, a signed
+// pull_request delivery gives a deployment with source_config.preview a
+// preview, and the pull request is told through the App: a Deployment of
+// the head commit in preview/<name>, whose statuses end in success at the
+// preview's url.
+func TestGitHubPreview(t *testing.T) {
+	gh := githubtest.New(t)
+	gh.AddInstallation(7, "acme")
+	keyFile := filepath.Join(t.TempDir(), "app.pem")
+	if err := os.WriteFile(keyFile, gh.PrivateKeyPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, _, _ := server(t, []string{"-db", ":memory:", "-github-app-id", strconv.FormatInt(gh.AppID(), 10), "-github-app-slug", gh.Slug(),
+		"-github-app-private-key-file", keyFile, "-github-client-id", gh.ClientID(),
+		"-github-api-url", gh.APIURL(), "-github-url", gh.URL(), "-allow-unverified-integrations", "-sim-step", "10ms"},
+		map[string]string{"DEPLOYPLANE_API_KEY": "k", "DEPLOYPLANE_GITHUB_CLIENT_SECRET": gh.ClientSecret(),
+			"DEPLOYPLANE_GITHUB_WEBHOOK_SECRET": "whsec"})
+	status, in := call(t, "POST", url+"/v1/integrations/github", "k", `{"installation_id": 7, "name": "acme"}`)
+	if status != 201 {
+		t.Fatalf("POST /v1/integrations/github: %d %v", status, in)
+	}
+	status, d := call(t, "POST", url+"/v2/deployments", "k", `{"name": "agent", "source": "github",
+		"source_config": {"integration_id": "`+in["id"].(string)+`", "repo_url": "https://github.com/acme/agent", "preview": {"mode": "all"}},
+		"source_revision_config": {"repo_ref": "main", "graph_config_path": "langgraph.json"}}`)
+	if status != 201 {
+		t.Fatalf("POST /v2/deployments: %d %v", status, d)
+	}
+	body := `{"action": "opened", "number": 3, "installation": {"id": 7},
+		"pull_request": {"number": 3, "labels": [],
+			"head": {"ref": "feature", "sha": "c0ffee", "repo": {"full_name": "acme/agent", "clone_url": "https://github.com/acme/agent.git"}},
+			"base": {"ref": "main", "sha": "b0a710ad", "repo": {"full_name": "acme/agent", "clone_url": "https://github.com/acme/agent.git"}}}}`
+	mac := hmac.New(sha256.New, []byte("whsec"))
+	mac.Write([]byte(body))
+	status, res := call(t, "POST", url+"/v1/integrations/github/webhook", "", body, "X-GitHub-Event", "pull_request",
+		"X-GitHub-Delivery", "d-1", "X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	if status != 202 || res["previews_created"] != 1.0 {
+		t.Fatalf("the pull_request delivery: %d %v", status, res)
+	}
+	deadline := nearDeadline(t)
+	for {
+		ss := gh.DeploymentStatuses()
+		if len(ss) > 0 && ss[len(ss)-1].State == "success" {
+			if !strings.HasPrefix(ss[len(ss)-1].EnvironmentURL, "http") {
+				t.Errorf("success without the preview's url: %+v", ss)
+			}
+			break
+		}
+		select {
+		case <-time.After(50 * time.Millisecond): // polling GitHub's side
+		case <-deadline:
+			t.Fatalf("statuses at the test's deadline: %+v", ss)
+		}
+	}
+	ds := gh.Deployments()
+	if len(ds) != 1 || ds[0].Ref != "c0ffee" || ds[0].Environment != "preview/agent" || ds[0].Repo != "acme/agent" || !ds[0].Transient {
+		t.Errorf("GitHub deployments: %+v", ds)
 	}
 }

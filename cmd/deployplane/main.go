@@ -95,7 +95,7 @@ Usage:
                 [-github-webhook-secret SECRET]
                 [-github-app-id ID -github-app-slug SLUG -github-app-private-key-file FILE
                  -github-client-id ID -github-client-secret SECRET]
-                [-allow-unverified-integrations]
+                [-allow-unverified-integrations] [-github-preview-forks]
                 [-max-conns 1024] [-max-in-flight N] [-max-long-polls 256]
                 [-rate-limit 50] [-rate-burst 100]
                 [-max-in-flight-per-tenant N] [-max-long-polls-per-tenant N]
@@ -493,6 +493,11 @@ Flags:
                       also serve POST /v1/integrations/github, which
                       registers a GitHub installation id without asking
                       GitHub (see "GitHub integrations" below)
+    -github-preview-forks
+                      give pull requests from forks preview deployments
+                      too (source_config.preview); off by default, because
+                      a preview runs the pull request's code with a copy of
+                      its parent's secrets (docs/github.md)
     -max-conns N      open connections at most (default 1024; 0: no cap);
                       beyond it new connections wait in the kernel's accept
                       queue until one closes (the registry's port has its
@@ -823,6 +828,7 @@ type config struct {
 	githubClientSecret    string
 	githubAPIURL          string
 	githubURL             string
+	githubPreviewForks    bool // -github-preview-forks: controlplane.Options.PreviewForks
 	allowUnverifiedIntegs bool
 	// Load: connections, concurrency and rate limits.
 	maxConns     int
@@ -885,6 +891,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.githubAPIURL, "github-api-url", githubapp.DefaultAPIURL, "GitHub REST API URL")
 	fs.StringVar(&c.githubURL, "github-url", githubapp.DefaultWebURL, "GitHub web URL")
 	fs.BoolVar(&c.allowUnverifiedIntegs, "allow-unverified-integrations", false, "serve POST /v1/integrations/github")
+	fs.BoolVar(&c.githubPreviewForks, "github-preview-forks", false,
+		"give pull requests from forks previews too (they run the fork's code with the parent's secrets)")
 	fs.IntVar(&c.maxConns, "max-conns", 1024, "open connections at most (0: no cap)")
 	fs.IntVar(&c.maxInFlight, "max-in-flight", 0, "requests in service at once (0: default, -1: no cap)")
 	fs.IntVar(&c.maxLongPolls, "max-long-polls", httphandler.DefaultMaxLongPolls, "long polls open at once (-1: no cap)")
@@ -1189,6 +1197,11 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	if githubApp != nil {
 		cpOpts.GitHubInstallStates = githubapp.NewStates(st, nil) // in the control plane's store
 	}
+	// Previews tell their pull requests through the App (Deployments).
+	if r, ok := githubApp.(controlplane.PreviewStatusReporter); ok {
+		cpOpts.PreviewStatus = r
+	}
+	cpOpts.PreviewForks = c.githubPreviewForks
 	c.workerOptions(cpOpts)
 	// The listeners this server drives are those its deployers' Router
 	// has an engine for (stored below, before anything is served); the
@@ -1372,6 +1385,10 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		if err := <-looped; err != nil {
 			log.Error("the reconcile loop failed", "err", err)
 		}
+	}
+	// The pull requests are told the last of their previews' statuses.
+	if err := cp.FlushPreviewStatuses(sctx); err != nil {
+		log.Warn("preview statuses not sent to GitHub at the shutdown timeout", "err", err)
 	}
 	log.Info("stopped")
 	return failed

@@ -326,6 +326,32 @@ func (m *machine) gen(rt *rapid.T, tenant, key string) (any, bool) {
 		// Checked by the caller, against the listener named beside it (a
 		// clean draw may still name a namespace its listener lacks).
 		return map[string]any{"k8s_namespace": choose(m, rt, "namespace", []string{"ns-a", "ns-b", "ns-z"}, "Bad_NS")}, true
+	case "source_config.preview":
+		p := map[string]any{"mode": "all", "label": nil, "idle_ttl_minutes": nil, "max_concurrent": nil}
+		if rapid.Bool().Draw(rt, "preview by label") {
+			p["mode"], p["label"] = "label", pick(rt, "preview label", "preview", "deploy: preview")
+		}
+		if rapid.Bool().Draw(rt, "preview ttl") {
+			p["idle_ttl_minutes"] = pick(rt, "preview ttl minutes", 1.0, 60.0, 525600.0)
+		}
+		if rapid.Bool().Draw(rt, "preview max") {
+			p["max_concurrent"] = pick(rt, "preview max concurrent", 1.0, 10.0, 1000.0)
+		}
+		if m.oops(rt, "value", 3) {
+			switch pick(rt, "bad preview", 0, 1, 2, 3, 4) {
+			case 0:
+				p["mode"] = pick(rt, "bad preview mode", nil, any("some"), any("ALL"))
+			case 1:
+				p["mode"], p["label"] = "label", nil
+			case 2:
+				p["mode"], p["label"] = "all", "preview"
+			case 3:
+				p["idle_ttl_minutes"] = 0.0
+			case 4:
+				p["max_concurrent"] = 1001.0
+			}
+		}
+		return p, previewOK(p)
 	case "source_config.install_command", "source_config.build_command":
 		return m.value(rt, key, "", "npm ci", "pnpm i --frozen-lockfile", "yarn && yarn build")
 	case "source_revision_config.repo_ref":

@@ -116,6 +116,9 @@ var modelFields = []fieldPolicy{
 	{loc("source_config.auto_rollback"), cc{cOptional, cOptional, cOptional, cOptional}, pp{pInPlace, pInPlace, pInPlace, pInPlace}},
 	{loc("source_config.install_command"), cc{cOptional, cNA, cOptional, cNA}, pp{pInPlace, pNA, pInPlace, pNA}},
 	{loc("source_config.build_command"), cc{cOptional, cNA, cOptional, cNA}, pp{pInPlace, pNA, pInPlace, pNA}},
+	// Section 11: preview deployments of pull requests, github only;
+	// changes in place.
+	{loc("source_config.preview"), cc{cOptional, cNA, cNA, cNA}, pp{pInPlace, pNA, pNA, pNA}},
 	// Any non-null source_revision_config field makes a revision.
 	{loc("source_revision_config.repo_ref"), cc{cRequired, cNA, cNA, cNA}, pp{pRevision, pNA, pNA, pNA}},
 	// internal_source: optional, langgraph.json by default.
@@ -212,6 +215,26 @@ func agentOK(v any) bool {
 	id, _ := m["agent_id"].(string)
 	env, _ := m["environment"].(string)
 	return id != "" && len(id) <= 256 && slices.Contains(agentEnvironments, env)
+}
+
+// previewOK checks a source_config.preview (section 11): mode "all" or
+// "label"; a label (1..2048 bytes) with mode "label" and only then;
+// idle_ttl_minutes 1..525600 and max_concurrent 1..1000 when given.
+func previewOK(v any) bool {
+	m, _ := v.(map[string]any)
+	mode, _ := m["mode"].(string)
+	if mode != "all" && mode != "label" {
+		return false
+	}
+	label, hasLabel := m["label"].(string)
+	if hasLabel != (mode == "label") || hasLabel && (label == "" || len(label) > 2048) {
+		return false
+	}
+	inRange := func(k string, hi float64) bool {
+		n, ok := m[k].(float64)
+		return m[k] == nil || ok && n >= 1 && n <= hi
+	}
+	return inRange("idle_ttl_minutes", 525600) && inRange("max_concurrent", 1000)
 }
 
 // trackedPackagesOK: null, or at most 100 strings of 1..214 characters

@@ -21,6 +21,10 @@
 //   - POST /api/v3/app/installations/{id}/access_tokens (the App's JWT,
 //     checked against its key: RS256, iss the App id, not expired) issues an
 //     installation token.
+//   - POST /api/v3/repos/{owner}/{repo}/deployments and
+//     .../deployments/{id}/statuses (an installation token) make GitHub
+//     Deployments and add their statuses, which Deployments and
+//     DeploymentStatuses return.
 //
 // Code makes a code for a user with access to given installations without
 // the browser round trip; Down makes the server answer 503 to everything.

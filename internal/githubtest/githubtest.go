@@ -39,6 +39,37 @@ type GitHub struct {
 	down      bool
 	secrets   []string
 	counts    Counts
+	tokens    map[string]int64 // installation tokens -> installation
+	deploys   []Deployment
+	statuses  []DeploymentStatus
+}
+
+// Deployment is a GitHub Deployment made through the API: POST
+// /repos/{owner}/{repo}/deployments.
+type Deployment struct {
+	ID             int64
+	InstallationID int64  // whose token made it
+	Repo           string // owner/name
+	Ref            string
+	Environment    string
+	Description    string
+	// Transient, AutoMerge and RequiredContexts are transient_environment,
+	// auto_merge (nil when absent, which GitHub reads as true) and
+	// required_contexts (nil when absent: every context).
+	Transient        bool
+	AutoMerge        *bool
+	RequiredContexts []string
+}
+
+// DeploymentStatus is a status of a Deployment: POST
+// /repos/{owner}/{repo}/deployments/{id}/statuses.
+type DeploymentStatus struct {
+	DeploymentID   int64
+	Repo           string
+	State          string
+	EnvironmentURL string
+	LogURL         string
+	Description    string
 }
 
 // Counts is how many requests of each kind a GitHub answered.
@@ -60,7 +91,7 @@ func New(t testing.TB) *GitHub {
 		appID: 4711, slug: "deployplane-test", key: key,
 		clientID: "Iv1." + strings.ToLower(rand.Text()[:16]), clientSecret: "secret-" + rand.Text(),
 		account: "acme", nextID: 1000,
-		accounts: map[int64]string{}, codes: map[string][]int64{}, users: map[string][]int64{},
+		accounts: map[int64]string{}, codes: map[string][]int64{}, users: map[string][]int64{}, tokens: map[string]int64{},
 	}
 	g.secrets = append(g.secrets, g.clientSecret)
 	mux := http.NewServeMux()
@@ -68,6 +99,8 @@ func New(t testing.TB) *GitHub {
 	mux.HandleFunc("POST /login/oauth/access_token", g.accessToken)
 	mux.HandleFunc("GET /api/v3/user/installations", g.userInstallations)
 	mux.HandleFunc("POST /api/v3/app/installations/{id}/access_tokens", g.installationToken)
+	mux.HandleFunc("POST /api/v3/repos/{owner}/{repo}/deployments", g.createDeployment)
+	mux.HandleFunc("POST /api/v3/repos/{owner}/{repo}/deployments/{id}/statuses", g.createDeploymentStatus)
 	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		down := g.down
@@ -304,6 +337,7 @@ func (g *GitHub) installationToken(w http.ResponseWriter, r *http.Request) {
 	if known {
 		tok = "ghs_" + rand.Text()
 		g.secrets = append(g.secrets, tok)
+		g.tokens[tok] = id
 		g.counts.InstallationTokens++
 	}
 	g.mu.Unlock()
@@ -315,4 +349,107 @@ func (g *GitHub) installationToken(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(map[string]any{"token": tok, "expires_at": "2099-01-01T00:00:00Z"})
+}
+
+// Deployments returns the Deployments made so far, oldest first.
+func (g *GitHub) Deployments() []Deployment {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.deploys)
+}
+
+// DeploymentStatuses returns the Deployment statuses added so far, oldest
+// first.
+func (g *GitHub) DeploymentStatuses() []DeploymentStatus {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.statuses)
+}
+
+// installationOf is the installation whose token authorizes r, or 0
+// (after answering 401).
+func (g *GitHub) installationOf(w http.ResponseWriter, r *http.Request) int64 {
+	auth := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "token ")
+	if !ok {
+		tok, _ = strings.CutPrefix(auth, "Bearer ")
+	}
+	g.mu.Lock()
+	id := g.tokens[tok]
+	g.mu.Unlock()
+	if id == 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_ = json.NewEncoder(w).Encode(map[string]string{"message": "Bad credentials"})
+	}
+	return id
+}
+
+func (g *GitHub) createDeployment(w http.ResponseWriter, r *http.Request) {
+	inst := g.installationOf(w, r)
+	if inst == 0 {
+		return
+	}
+	var req struct {
+		Ref                  string    `json:"ref"`
+		Environment          string    `json:"environment"`
+		Description          string    `json:"description"`
+		TransientEnvironment bool      `json:"transient_environment"`
+		AutoMerge            *bool     `json:"auto_merge"`
+		RequiredContexts     *[]string `json:"required_contexts"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Ref == "" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		_ = json.NewEncoder(w).Encode(map[string]string{"message": "Validation Failed"})
+		return
+	}
+	g.mu.Lock()
+	d := Deployment{ID: int64(len(g.deploys) + 1), InstallationID: inst, Repo: r.PathValue("owner") + "/" + r.PathValue("repo"),
+		Ref: req.Ref, Environment: req.Environment, Description: req.Description, Transient: req.TransientEnvironment, AutoMerge: req.AutoMerge}
+	if req.RequiredContexts != nil {
+		d.RequiredContexts = append([]string{}, *req.RequiredContexts...)
+	}
+	g.deploys = append(g.deploys, d)
+	g.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(map[string]any{"id": d.ID, "ref": d.Ref, "sha": d.Ref, "environment": d.Environment})
+}
+
+func (g *GitHub) createDeploymentStatus(w http.ResponseWriter, r *http.Request) {
+	if g.installationOf(w, r) == 0 {
+		return
+	}
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	repo := r.PathValue("owner") + "/" + r.PathValue("repo")
+	var req struct {
+		State          string `json:"state"`
+		EnvironmentURL string `json:"environment_url"`
+		LogURL         string `json:"log_url"`
+		Description    string `json:"description"`
+	}
+	err := json.NewDecoder(r.Body).Decode(&req)
+	g.mu.Lock()
+	known := id > 0 && id <= int64(len(g.deploys)) && g.deploys[id-1].Repo == repo
+	states := []string{"error", "failure", "inactive", "in_progress", "queued", "pending", "success"}
+	ok := err == nil && known && slices.Contains(states, req.State)
+	if ok {
+		g.statuses = append(g.statuses, DeploymentStatus{DeploymentID: id, Repo: repo, State: req.State,
+			EnvironmentURL: req.EnvironmentURL, LogURL: req.LogURL, Description: req.Description})
+	}
+	n := len(g.statuses)
+	g.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case !known:
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(map[string]string{"message": "Not Found"})
+	case !ok:
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		_ = json.NewEncoder(w).Encode(map[string]string{"message": "Validation Failed"})
+	default:
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": n, "state": req.State, "environment_url": req.EnvironmentURL})
+	}
 }
