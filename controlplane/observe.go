@@ -73,7 +73,7 @@ func (cp *ControlPlane) observeTransition(ctx context.Context, j *job, from, to 
 		slog.String("deployment", t.DeploymentID), slog.String("revision", t.RevisionID),
 		slog.String("from", string(from)), slog.String("to", string(to)), slog.Duration("step", t.Step))
 	cp.obs.RevisionTransition(t)
-	cp.previewTransition(t) // previews.go
+	cp.previewTransition(ctx, t) // previews.go
 }
 
 // ReadinessChecker is implemented by a Deployer that can tell whether the

@@ -861,9 +861,25 @@ func (cp *ControlPlane) deletePreviewsOf(ctx context.Context, tenant string, d *
 }
 
 // previewTransition tells the pull request of a preview about its latest
-// revision's status change, in the background.
-func (cp *ControlPlane) previewTransition(t Transition) {
+// revision's status change, in the background. Other deployments' changes
+// cost one read, and never wait in the queue that previews' reports share.
+func (cp *ControlPlane) previewTransition(ctx context.Context, t Transition) {
 	if cp.previews.reporter == nil {
+		return
+	}
+	preview := false
+	err := cp.st.View(context.WithoutCancel(ctx), func(r store.Reader) error {
+		_, err := r.Get(colPreviewOf, key(t.Tenant, t.DeploymentID))
+		preview = err == nil
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		cp.log.Warn("controlplane: is the deployment a preview", "deployment", t.DeploymentID, "err", err)
+	}
+	if !preview {
 		return
 	}
 	var s PreviewState
