@@ -199,7 +199,11 @@ func (x *run) deploy(ctx context.Context) error {
 	// sees the revision DEPLOYED reads its whole deploy log.
 	x.unsubscribe()
 	x.logf(ctx, controlplane.LevelInfo, "rolled out, active at %s", url)
-	return x.advance(ctx, controlplane.RevisionDeployed, controlplane.Step{ImageVersion: &image, URL: &url})
+	if err := x.advance(ctx, controlplane.RevisionDeployed, controlplane.Step{ImageVersion: &image, URL: &url}); err != nil {
+		return err
+	}
+	x.d.watchHealth(w, x.ns) // health.go
+	return nil
 }
 
 // supersededBy returns the id of a newer revision of the deployment that

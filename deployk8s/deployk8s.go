@@ -98,8 +98,18 @@ type Options struct {
 	// ReconcileEvery is the period of Start's reconciliation
 	// (DefaultReconcileEvery).
 	ReconcileEvery time.Duration
-	// State is the control plane. Needed by Reconcile and Start.
+	// State is the control plane. Needed by Reconcile and Start. When it
+	// is a controlplane.UnhealthyReporter (*controlplane.ControlPlane and
+	// the agent's client are), the revisions a Work asks to watch after
+	// they become active (Work.HealthWatchSeconds, automatic rollback) are
+	// reported to it when their pods fail (health.go).
 	State State
+	// WatchInterval is the time between two looks at a revision watched
+	// after it became active (DefaultWatchInterval); WatchFailures is how
+	// many looks in a row must find it failing for it to be reported
+	// (DefaultWatchFailures).
+	WatchInterval time.Duration
+	WatchFailures int
 	// PullSecrets gives the pods of revisions whose image is in the
 	// server's own registry an image pull secret (pullsecret.go). Default
 	// nil: none.
@@ -125,6 +135,12 @@ type Deployer struct {
 	cache *caches
 	// expose is Options.Expose, validated; nil without.
 	expose *exposure
+
+	// bg is the life of the Deployer (cancelled by Close): the watches
+	// of revisions after they became active run under it (health.go).
+	bg      context.Context
+	stopBG  context.CancelFunc
+	watches sync.WaitGroup
 
 	mu     sync.Mutex
 	locks  map[string]*sync.Mutex // per tenant/deployment
@@ -184,10 +200,17 @@ func New(o *Options) (*Deployer, error) {
 	if opt.ReconcileEvery <= 0 {
 		opt.ReconcileEvery = DefaultReconcileEvery
 	}
+	if opt.WatchInterval <= 0 {
+		opt.WatchInterval = DefaultWatchInterval
+	}
+	if opt.WatchFailures <= 0 {
+		opt.WatchFailures = DefaultWatchFailures
+	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
 	d := &Deployer{o: opt, cli: opt.Client, log: opt.Logger, locks: map[string]*sync.Mutex{}}
+	d.bg, d.stopBG = context.WithCancel(context.Background())
 	if opt.Expose != nil {
 		x, err := compileExpose(opt.Expose)
 		if err != nil {
@@ -242,6 +265,10 @@ const (
 // (Deploy and Start's reconciliations then read the API server directly)
 // and of its Events.
 func (d *Deployer) Close() error {
+	d.mu.Lock() // watchHealth adds a watch under mu while bg lives
+	d.stopBG()
+	d.mu.Unlock()
+	d.watches.Wait()
 	d.cache.close()
 	d.ev.close()
 	return nil
