@@ -73,7 +73,13 @@ type Webhook struct {
 // CreatedWebhook is the answer of CreateWebhook: the webhook, and the
 // secret when the server generated it (the only time it is answered).
 type CreatedWebhook struct {
-	Webhook
+	ID          string        `json:"id"`
+	URL         string        `json:"url"`
+	Events      []string      `json:"events"`
+	Description *string       `json:"description"`
+	Enabled     bool          `json:"enabled"`
+	CreatedAt   wiretime.Time `json:"created_at"`
+	UpdatedAt   wiretime.Time `json:"updated_at"`
 	// Secret is the generated signing secret ("whsec_..."); absent when
 	// the request gave one.
 	Secret string `json:"secret,omitempty"`
@@ -300,7 +306,9 @@ func (s *Service) CreateWebhook(ctx context.Context, tenant string, req *CreateW
 		return nil, err
 	}
 	s.poke()
-	return &CreatedWebhook{Webhook: rec.wire(), Secret: generated}, nil
+	w := rec.wire()
+	return &CreatedWebhook{ID: w.ID, URL: w.URL, Events: w.Events, Description: w.Description, Enabled: w.Enabled,
+		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, Secret: generated}, nil
 }
 
 // ListWebhooks answers a page of the tenant's webhooks, newest first.
