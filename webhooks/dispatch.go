@@ -189,18 +189,45 @@ func (s *Service) dispatch(ctx context.Context, tenant string) {
 	t := time.NewTicker(s.o.PollInterval)
 	defer t.Stop()
 	renewed := s.now()
-	for {
-		if now := s.now(); now.Sub(renewed) >= s.o.LeaseTTL/3 {
-			ok, err := s.acquire(ctx, tenant)
-			if err != nil || !ok {
-				if err != nil && ctx.Err() == nil {
-					s.log.Error("webhooks: renewing a tenant's lease failed", "tenant", tenant, "err", err)
-				}
-				return
-			}
-			renewed = now
+	// renew renews the lease every third of its time (before each
+	// attempt too, so that a slow endpoint does not let it lapse); it
+	// fails with errLost once the lease is another's or the tenant has no
+	// webhook left.
+	renew := func() error {
+		now := s.now()
+		if now.Sub(renewed) < s.o.LeaseTTL/3 {
+			return nil
 		}
-		if err := s.sendDue(ctx, tenant); err != nil {
+		var gone bool
+		err := s.st.View(ctx, func(r store.Reader) error {
+			_, err := getCursor(r, tenant)
+			gone = errors.Is(err, store.ErrNotFound)
+			if gone {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		ok := false
+		if !gone {
+			if ok, err = s.acquire(ctx, tenant); err != nil {
+				return err
+			}
+		}
+		if !ok {
+			return errLost
+		}
+		renewed = now
+		return nil
+	}
+	for {
+		err := renew()
+		if err == nil {
+			err = s.sendDue(ctx, tenant, renew)
+		}
+		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, errLost) {
 				s.log.Error("webhooks: sending deliveries failed", "tenant", tenant, "err", err)
 			}
@@ -473,7 +500,7 @@ func newMessageID() string {
 }
 
 // sendDue makes the tenant's attempts that are due.
-func (s *Service) sendDue(ctx context.Context, tenant string) error {
+func (s *Service) sendDue(ctx context.Context, tenant string, renew func() error) error {
 	type due struct {
 		at             int64
 		webhookID, seq string
@@ -498,6 +525,9 @@ func (s *Service) sendDue(ctx context.Context, tenant string) error {
 		return err
 	}
 	for _, d := range list {
+		if err := renew(); err != nil {
+			return err
+		}
 		if err := s.attempt(ctx, tenant, d.webhookID, d.seq, d.at); err != nil {
 			return err
 		}
