@@ -320,6 +320,7 @@ type fixture struct {
 	token         controlplane.NewListenerToken // a token of the listener
 	provider      oauthflow.Provider            // an OAuth provider (the fake one)
 	authID        string                        // a completed flow of user-a through it
+	webhook       webhooks.CreatedWebhook       // a webhook
 }
 
 func githubBody(name, integrationID string) string {
@@ -353,6 +354,7 @@ func newFixture(t testing.TB, s *server) fixture {
 		t.Fatalf("the fixture's flow: %d %s", page.status, page.body)
 	}
 	f.authID = a.AuthID
+	f.webhook = must[webhooks.CreatedWebhook](t, s, keyA, "POST", "/v2/webhooks", `{"url": "https://hooks.example.com/f", "events": ["*"]}`, 201)
 	return f
 }
 

@@ -25,7 +25,7 @@ func TestWebhookRoutes(t *testing.T) {
 	}{
 		{"no url", `{"events": ["*"]}`, "body.url", apierr.TypeMissing},
 		{"no events", `{"url": "https://hooks.example.com"}`, "body.events", apierr.TypeMissing},
-		{"no event", `{"url": "https://hooks.example.com", "events": []}`, "body.events", apierr.TypeStringTooShort},
+		{"no event", `{"url": "https://hooks.example.com", "events": []}`, "body.events", apierr.TypeTooShort},
 		{"unknown event", `{"url": "https://hooks.example.com", "events": ["deployment.created", "deployment.exploded"]}`, "body.events.1", apierr.TypeLiteralError},
 		{"event twice", `{"url": "https://hooks.example.com", "events": ["*", "*"]}`, "body.events.1", apierr.TypeDuplicate},
 		{"events not a list", `{"url": "https://hooks.example.com", "events": "*"}`, "body.events", apierr.TypeListType},

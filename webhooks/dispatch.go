@@ -26,9 +26,10 @@ import (
 var errLost = errors.New("webhooks: the tenant's dispatch lease was lost")
 
 // Run delivers the events of every tenant with webhooks until ctx is
-// done, and then returns nil (or the store's error when it cannot even be
-// read). Several Services over one store (replicas) share the tenants:
-// each tenant is dispatched by the one that holds its lease.
+// done, then gives back the leases it holds and returns nil (it logs the
+// store's failures and carries on). Several Services over one store
+// (replicas) share the tenants: each tenant is dispatched by the one that
+// holds its lease.
 func (s *Service) Run(ctx context.Context) error {
 	type worker struct {
 		cancel context.CancelFunc
@@ -396,7 +397,8 @@ func (s *Service) record(ctx context.Context, tenant string, at uint64, evs []co
 				return err
 			}
 		}
-		return putJSON(tx, colCursors, tenant, &cursorRecord{After: last})
+		cur.After = last
+		return putJSON(tx, colCursors, tenant, cur)
 	})
 	return last, err
 }

@@ -91,6 +91,7 @@ type webhookRecord struct {
 	Secret      []byte        `json:"secret"` // sealed when the Service has a key
 	After       uint64        `json:"after"`  // events after this one are delivered to it
 	Deliveries  int           `json:"deliveries"`
+	Seq         uint64        `json:"seq"` // its place among the tenant's webhooks (cursorRecord.Made)
 	CreatedAt   wiretime.Time `json:"created_at"`
 	UpdatedAt   wiretime.Time `json:"updated_at"`
 }
@@ -114,6 +115,9 @@ func (r *webhookRecord) wants(t string) bool {
 // deliveries.
 type cursorRecord struct {
 	After uint64 `json:"after"`
+	// Made counts the webhooks the tenant made since its first one (their
+	// order, newest first in lists).
+	Made uint64 `json:"made"`
 }
 
 // leaseRecord says which Service dispatches a tenant, until when.

@@ -292,12 +292,17 @@ func (s *Service) CreateWebhook(ctx context.Context, tenant string, req *CreateW
 		if n >= MaxWebhooks {
 			return apierr.Conflictf("A workspace may have at most %d webhooks.", MaxWebhooks)
 		}
-		if _, err := getCursor(tx, tenant); errors.Is(err, store.ErrNotFound) {
+		c, err := getCursor(tx, tenant)
+		if errors.Is(err, store.ErrNotFound) {
 			// The tenant's first webhook: its events are followed from here.
-			if err := putJSON(tx, colCursors, tenant, &cursorRecord{After: after}); err != nil {
-				return err
-			}
-		} else if err != nil {
+			c, err = &cursorRecord{After: after}, nil
+		}
+		if err != nil {
+			return err
+		}
+		c.Made++
+		rec.Seq = c.Made
+		if err := putJSON(tx, colCursors, tenant, c); err != nil {
 			return err
 		}
 		return putJSON(tx, colWebhooks, webhookKey(tenant, rec.ID), rec)
@@ -323,7 +328,7 @@ func (s *Service) ListWebhooks(ctx context.Context, tenant string, q *ListQuery)
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
-	var all []Webhook
+	var all []webhookRecord
 	err := s.st.View(ctx, func(r store.Reader) error {
 		all = nil
 		return r.Scan(colWebhooks, tenant+"/", nil, func(_ string, v []byte) (bool, error) {
@@ -331,17 +336,17 @@ func (s *Service) ListWebhooks(ctx context.Context, tenant string, q *ListQuery)
 			if err := json.Unmarshal(v, &rec); err != nil {
 				return false, err
 			}
-			all = append(all, rec.wire())
+			all = append(all, rec)
 			return true, nil
 		})
 	})
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].CreatedAt.After(all[j].CreatedAt) })
+	sort.Slice(all, func(i, j int) bool { return all[i].Seq > all[j].Seq })
 	page := []Webhook{}
-	if q.Offset < len(all) {
-		page = all[q.Offset:min(len(all), q.Offset+q.limit())]
+	for i := q.Offset; i < len(all) && len(page) < q.limit(); i++ {
+		page = append(page, all[i].wire())
 	}
 	return &WebhookPage{Resources: page, Offset: q.Offset + len(page)}, nil
 }
@@ -586,7 +591,7 @@ func (s *Service) checkURL(ps []apierr.Problem, raw string) []apierr.Problem {
 
 func checkEvents(ps []apierr.Problem, events []string) []apierr.Problem {
 	if len(events) == 0 {
-		return append(ps, apierr.Problem{Loc: []any{"body", "events"}, Type: apierr.TypeStringTooShort, Msg: "List should have at least 1 item"})
+		return append(ps, apierr.Problem{Loc: []any{"body", "events"}, Type: apierr.TypeTooShort, Msg: "List should have at least 1 item"})
 	}
 	known := EventTypes()
 	for i, e := range events {
