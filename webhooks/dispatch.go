@@ -573,9 +573,14 @@ func (s *Service) attempt(ctx context.Context, tenant, webhookID, seq string, du
 		d.Attempts++
 		stamp := wiretime.New(now)
 		d.LastAttemptAt, d.UpdatedAt = &stamp, stamp
-		if err := setDue(tx, tenant, webhookID, seq, &d, now.Add(s.o.AttemptTimeout+s.o.LeaseTTL)); err != nil {
+		// Should this attempt never be recorded (a crash), the next one
+		// is due when the claim runs out.
+		claimEnd := now.Add(s.o.AttemptTimeout + s.o.LeaseTTL)
+		if err := setDue(tx, tenant, webhookID, seq, &d, claimEnd); err != nil {
 			return err
 		}
+		next := wiretime.New(claimEnd)
+		d.NextAttemptAt = &next
 		url, id, body, attempts, claimed = h.URL, d.ID, d.Body, d.Attempts, true
 		return putJSON(tx, colDeliveries, key, &d)
 	})

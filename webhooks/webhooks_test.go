@@ -127,8 +127,9 @@ func loopback(t *testing.T) *egress.Policy {
 // replica is a control plane with its reconcile loop (the simulated
 // deployer) and a webhooks Service running over st.
 type replica struct {
-	cp  *controlplane.ControlPlane
-	svc *webhooks.Service
+	cp   *controlplane.ControlPlane
+	svc  *webhooks.Service
+	stop func() // stops its loops (also at the test's end)
 }
 
 func startReplica(t *testing.T, st store.Store, clk *testclock.Clock, o *webhooks.Options) *replica {
@@ -153,8 +154,9 @@ func startReplica(t *testing.T, st store.Store, clk *testclock.Clock, o *webhook
 			t.Errorf("Run: %v", err)
 		}
 	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &replica{cp: cp, svc: svc}
+	stop := sync.OnceFunc(func() { cancel(); wg.Wait() })
+	t.Cleanup(stop)
+	return &replica{cp: cp, svc: svc, stop: stop}
 }
 
 // eventually waits until cond holds (the dispatcher polls every few
@@ -619,5 +621,44 @@ func TestCRUD(t *testing.T) {
 	}
 	if _, err := svc.GetWebhook(ctx, tenantA, wh.ID); !errors.Is(err, apierr.ErrNotFound) {
 		t.Fatalf("after delete: %v", err)
+	}
+}
+
+// TestLeaseHandover: a replica that stops gives its tenants' leases back,
+// and another one goes on delivering their events, none twice.
+func TestLeaseHandover(t *testing.T) {
+	st := storemem.New()
+	clk := testclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 0)
+	a := startReplica(t, st, clk, nil)
+	rc := newReceiver(t)
+	ctx := context.Background()
+	wh, err := a.svc.CreateWebhook(ctx, tenantA, &webhooks.CreateWebhookRequest{URL: rc.srv.URL, Events: []string{webhooks.EventDeploymentCreated}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := func(n int) func() bool {
+		return func() bool {
+			page, err := a.svc.ListDeliveries(ctx, tenantA, wh.ID, nil)
+			if err != nil || len(page.Resources) != n {
+				return false
+			}
+			for _, dl := range page.Resources {
+				if dl.Status != webhooks.StatusSucceeded || dl.Attempts != 1 {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	createDeployment(t, a.cp, tenantA, "before")
+	eventually(t, "the first delivery", recorded(1))
+	// b starts while a holds the tenant (the clock stands still: a's
+	// lease never runs out), and takes it over once a stops.
+	b := startReplica(t, st, clk, nil)
+	a.stop()
+	createDeployment(t, b.cp, tenantA, "after")
+	eventually(t, "the second delivery, by the other replica", recorded(2))
+	if n := len(rc.requests()); n != 2 {
+		t.Fatalf("%d requests, want 2", n)
 	}
 }
