@@ -37,10 +37,9 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	workers := map[string]*worker{}
 	defer func() {
-		for tenant, w := range workers {
+		for _, w := range workers {
 			w.cancel()
-			<-w.done
-			s.release(tenant)
+			<-w.done // which gives the lease back
 		}
 	}()
 	t := time.NewTicker(s.o.PollInterval)
@@ -75,6 +74,7 @@ func (s *Service) Run(ctx context.Context) error {
 				defer close(w.done)
 				defer cancel()
 				s.dispatch(wctx, tenant)
+				s.release(tenant) // a no-op when another took it over
 			}()
 		}
 		select {
