@@ -811,8 +811,6 @@ type config struct {
 	blobURL         string
 	secretKeyFile   string
 	egressAllow     string
-	webhookRetries  []time.Duration
-	webhookLease    time.Duration
 	envSecretKey    string
 	pgSchema        string
 	simStep         time.Duration
@@ -854,6 +852,9 @@ type config struct {
 	metricsKey string
 	// ui serves the dashboard under /ui/.
 	ui bool
+	// The tenants' webhooks: -webhook-retries and -webhook-lease.
+	webhookRetries []time.Duration
+	webhookLease   time.Duration
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
