@@ -36,6 +36,7 @@ const (
 	KindIntegration    = "Integration"     // controlplane (an unknown integration_id)
 	KindTracingProject = "Tracing project" // controlplane (TracingProjects hook)
 	KindOAuthProvider  = "OAuth provider"  // oauthflow; the ID is the provider_id
+	KindWebhook        = "Webhook"         // webhooks
 )
 
 // NotFoundError says which kind of resource was not found, and the id the

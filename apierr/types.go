@@ -11,7 +11,8 @@ const (
 	TypeStringPatternMismatch = "string_pattern_mismatch" // a string of the wrong form
 	TypeStringTooShort        = "string_too_short"
 	TypeStringTooLong         = "string_too_long"
-	TypeTooLong               = "too_long" // a list with too many items
+	TypeTooShort              = "too_short" // a list with too few items
+	TypeTooLong               = "too_long"  // a list with too many items
 	TypeGreaterThan           = "greater_than"
 	TypeGreaterThanEqual      = "greater_than_equal"
 	TypeLessThanEqual         = "less_than_equal"

@@ -534,3 +534,27 @@ func (cp *ControlPlane) WaitRevision(ctx context.Context, tenant, deploymentID, 
 		t.Stop()
 	}
 }
+
+// EventHead returns the id of the tenant's newest event ("0" before its
+// first), after numbering the events that committed before the call: a
+// follower that keeps its own cursor (package webhooks) starts from it,
+// and FollowOptions.LastEventID of it follows every event numbered after
+// it, with no gap while they are retained.
+func (cp *ControlPlane) EventHead(ctx context.Context, tenant string) (string, error) {
+	if err := apierr.CheckTenant(tenant); err != nil {
+		return "", err
+	}
+	if err := cp.events.Sequence(ctx, tenant); err != nil {
+		return "", cp.eventErr("event head", err)
+	}
+	var head uint64
+	err := cp.st.View(ctx, func(r store.Reader) error {
+		var err error
+		head, err = eventlog.Head(r, tenant)
+		return err
+	})
+	if err != nil {
+		return "", cp.eventErr("event head", err)
+	}
+	return strconv.FormatUint(head, 10), nil
+}

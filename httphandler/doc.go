@@ -1,7 +1,8 @@
 // Package httphandler is deployplane's HTTP API: the routes of the wire
 // contract (sections 1 to 5) over a controlplane.ControlPlane, the GitHub
 // webhook of build_on_push (section 7), the OAuth helpers (section 8)
-// over an optional oauthflow.Service, and the listener tokens and agent
+// over an optional oauthflow.Service, the tenants' outbound webhooks
+// (/v2/webhooks) over an optional webhooks.Service, and the listener tokens and agent
 // routes of the agents that serve listeners (section 11; a listener
 // token reaches only its own listener's agent routes), as one
 // http.Handler to mount on any mux.

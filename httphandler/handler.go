@@ -23,6 +23,7 @@ import (
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/dashboard"
 	"github.com/deployplane/deployplane/oauthflow"
+	"github.com/deployplane/deployplane/webhooks"
 )
 
 // DefaultMaxBodyBytes is the default limit of a request body (1 MiB).
@@ -98,6 +99,12 @@ type Options struct {
 	// GET /openapi.json, and every request under /v2/auth/ answers 404
 	// with a detail saying that the OAuth helpers are not enabled.
 	OAuth *oauthflow.Service
+	// Webhooks serves the tenants' outbound webhooks, /v2/webhooks
+	// (package webhooks; the server runs its dispatcher beside the
+	// control plane's Run). Default nil: those routes are not served, not
+	// listed in GET /openapi.json, and every request under /v2/webhooks
+	// answers 404 with a detail saying that webhooks are not enabled.
+	Webhooks *webhooks.Service
 	// GitHubWebhookSecret is the secret of the GitHub App's webhook: POST
 	// /v1/integrations/github/webhook accepts a delivery only when its
 	// X-Hub-Signature-256 header is the HMAC-SHA256 of the raw body with
@@ -169,6 +176,7 @@ type handler struct {
 	ui       *dashboard.Handler // /ui/ (dashboard.go); nil: not served
 	cp       *controlplane.ControlPlane
 	oauth    *oauthflow.Service // nil: /v2/auth/* is not served
+	webhooks *webhooks.Service  // nil: /v2/webhooks is not served
 	uploads  Uploads            // nil: no upload routes
 	auth     Authenticator
 	maxBody  int64 // request bodies
@@ -250,11 +258,12 @@ func New(cp *controlplane.ControlPlane, opts *Options) *Handler {
 		o = *opts
 	}
 	h := &handler{
-		cp:      cp,
-		oauth:   o.OAuth,
-		uploads: o.Uploads,
-		auth:    o.Authenticator,
-		maxBody: o.MaxBodyBytes,
+		cp:       cp,
+		oauth:    o.OAuth,
+		webhooks: o.Webhooks,
+		uploads:  o.Uploads,
+		auth:     o.Authenticator,
+		maxBody:  o.MaxBodyBytes,
 
 		maxURL:    o.MaxURLBytes,
 		maxHeader: o.MaxHeaderBytes,
@@ -666,6 +675,9 @@ func (h *handler) unrouted(c *call) (int, any, error) {
 	}
 	if h.oauth == nil && strings.HasPrefix(c.r.URL.Path, "/v2/auth/") {
 		return 0, nil, &statusError{status: http.StatusNotFound, detail: detailOAuthDisabled}
+	}
+	if h.webhooks == nil && (c.r.URL.Path == "/v2/webhooks" || strings.HasPrefix(c.r.URL.Path, "/v2/webhooks/")) {
+		return 0, nil, &statusError{status: http.StatusNotFound, detail: detailWebhooksDisabled}
 	}
 	return 0, nil, &statusError{status: http.StatusNotFound, detail: "Not Found"}
 }

@@ -354,7 +354,7 @@ func TestLogs(t *testing.T) {
 	diff(t, "status", 200, r.status)
 
 	logs := s.logs()
-	for _, secret := range []string{keyA, keyB, "wrong-key-value", "sk-secret-value", "another-secret", "query-secret", f.token.Token} {
+	for _, secret := range []string{keyA, keyB, "wrong-key-value", "sk-secret-value", "another-secret", "query-secret", f.token.Token, f.webhook.Secret} {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the log holds %q:\n%s", secret, logs)
 		}
@@ -369,7 +369,7 @@ func TestLogs(t *testing.T) {
 			n++
 		}
 	}
-	diff(t, "request records", 11, n) // 8 of the fixture (5 + 3 of its OAuth flow), 3 here
+	diff(t, "request records", 12, n) // 9 of the fixture (6 + 3 of its OAuth flow), 3 here
 	want := map[string]any{"method": "PATCH", "path": "/v2/deployments/" + f.github.ID, "status": float64(200),
 		"request_id": r.header.Get("X-Request-Id"), "tenant": tenantA}
 	for k, v := range want {

@@ -25,6 +25,7 @@ import (
 	"github.com/deployplane/deployplane/oauthflow"
 	"github.com/deployplane/deployplane/registry"
 	"github.com/deployplane/deployplane/storemem"
+	"github.com/deployplane/deployplane/webhooks"
 )
 
 // Tenants and keys of the tests. keyA may use tenant A only, keyB tenant B
@@ -102,13 +103,14 @@ func newServerCP(t testing.TB, cp *controlplane.ControlPlane, opts *httphandler.
 
 // serverSetup is what newServerWith may vary.
 type serverSetup struct {
-	cp        *controlplane.ControlPlane // nil: a new one over storemem
-	opts      *httphandler.Options
-	noOAuth   bool                     // leave Options.OAuth nil
-	noWebhook bool                     // leave Options.GitHubWebhookSecret nil
-	verified  bool                     // leave Options.AllowUnverifiedIntegrations false
-	oauth     func(*oauthflow.Options) // adjusts the OAuth service's options
-	http      func(*http.Server)       // adjusts the server before it starts
+	cp         *controlplane.ControlPlane // nil: a new one over storemem
+	opts       *httphandler.Options
+	noOAuth    bool                     // leave Options.OAuth nil
+	noWebhook  bool                     // leave Options.GitHubWebhookSecret nil
+	noWebhooks bool                     // leave Options.Webhooks nil
+	verified   bool                     // leave Options.AllowUnverifiedIntegrations false
+	oauth      func(*oauthflow.Options) // adjusts the OAuth service's options
+	http       func(*http.Server)       // adjusts the server before it starts
 	// inMemory serves the server and the provider on an internal/memnet
 	// network instead of loopback ports, for tests in a synctest bubble
 	// (newServerWith must then be called inside the bubble).
@@ -166,6 +168,14 @@ func newServerWith(t testing.TB, c serverSetup) *server {
 			t.Fatal(err)
 		}
 		o.OAuth = svc
+	}
+	if o.Webhooks == nil && !c.noWebhooks {
+		// The tenants' webhooks, under the strict egress policy.
+		wh, err := webhooks.New(c.cp, &webhooks.Options{Clock: s.clock.Now, Logger: o.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Webhooks = wh
 	}
 	s.api = httphandler.New(c.cp, &o)
 	srv.Config.Handler = s.api
@@ -310,6 +320,7 @@ type fixture struct {
 	token         controlplane.NewListenerToken // a token of the listener
 	provider      oauthflow.Provider            // an OAuth provider (the fake one)
 	authID        string                        // a completed flow of user-a through it
+	webhook       webhooks.CreatedWebhook       // a webhook
 }
 
 func githubBody(name, integrationID string) string {
@@ -343,6 +354,7 @@ func newFixture(t testing.TB, s *server) fixture {
 		t.Fatalf("the fixture's flow: %d %s", page.status, page.body)
 	}
 	f.authID = a.AuthID
+	f.webhook = must[webhooks.CreatedWebhook](t, s, keyA, "POST", "/v2/webhooks", `{"url": "https://hooks.example.com/f", "events": ["*"]}`, 201)
 	return f
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/oauthflow"
+	"github.com/deployplane/deployplane/webhooks"
 	"github.com/deployplane/deployplane/wiretime"
 )
 
@@ -307,6 +308,14 @@ var schemaNames = map[reflect.Type]string{
 	reflect.TypeFor[agentStatusRequest]():                 "AgentStatusRequest",
 	reflect.TypeFor[bulkDelete]():                         "DeleteDeploymentsResponse",
 	reflect.TypeFor[bulkDeleteResult]():                   "DeleteDeploymentResult",
+	// The tenants' webhooks (tenantwebhooks.go).
+	reflect.TypeFor[webhooks.CreateWebhookRequest](): "WebhookCreateRequest",
+	reflect.TypeFor[webhooks.UpdateWebhookRequest](): "WebhookPatchRequest",
+	reflect.TypeFor[webhooks.CreatedWebhook]():       "WebhookCreated",
+	reflect.TypeFor[webhooks.WebhookPage]():          "WebhooksList",
+	reflect.TypeFor[webhooks.Delivery]():             "WebhookDelivery",
+	reflect.TypeFor[webhooks.Attempt]():              "WebhookDeliveryAttempt",
+	reflect.TypeFor[webhooks.DeliveryPage]():         "WebhookDeliveriesList",
 }
 
 // requestOnly are the types read only in requests: their schema keeps its
@@ -330,6 +339,9 @@ var requestOnly = map[reflect.Type]bool{
 	reflect.TypeFor[agentReleaseRequest]():   true,
 	reflect.TypeFor[agentLinesRequest]():     true,
 	reflect.TypeFor[agentStatusRequest]():    true,
+	// The tenants' webhooks.
+	reflect.TypeFor[webhooks.CreateWebhookRequest](): true,
+	reflect.TypeFor[webhooks.UpdateWebhookRequest](): true,
 }
 
 // neverNull are the list and map members of answers that are never null
@@ -342,6 +354,8 @@ var neverNull = map[string]bool{
 	"registryErrors.errors": true, "jwkSet.keys": true,
 	"ListenerTokenPage.resources": true, "AgentDeploymentPage.deployment_ids": true,
 	"bulkDelete.results": true,
+	"Webhook.events":     true, "CreatedWebhook.events": true, "WebhookPage.resources": true,
+	"Delivery.attempt_log": true, "DeliveryPage.resources": true,
 }
 
 // uuidMembers are the string members that hold UUIDs, as "Type.member".
@@ -351,6 +365,7 @@ var uuidMembers = map[string]bool{
 	"SourceConfig.integration_id": true, "SourceConfig.listener_id": true,
 	"CreateDeploymentRequest.tag_value_ids": true, "Provider.id": true, "Provider.organization_id": true,
 	"ListenerToken.id": true, "NewListenerToken.id": true, "AgentDeploymentPage.deployment_ids": true, "Work.tenant": true,
+	"Webhook.id": true, "CreatedWebhook.id": true,
 }
 
 // checkedAs are the request types the ControlPlane checks as a Deployment:
@@ -382,6 +397,8 @@ var requiredIn = map[string]bool{
 	"NewProvider.provider_id": true, "NewProvider.name": true, "NewProvider.client_id": true,
 	"NewProvider.auth_url": true, "NewProvider.token_url": true,
 	"AuthRequest.user_id": true, "AuthRequest.provider": true, "AuthRequest.scopes": true,
+	// webhooks.Service.ValidateCreate.
+	"CreateWebhookRequest.url": true, "CreateWebhookRequest.events": true,
 	// The agent routes' bodies (agent.go's problems) and their log lines.
 	"agentLeaseRequest.lease": true, "agentReportRequest.lease": true, "agentReportRequest.step": true,
 	"agentFailRequest.lease": true, "agentLogsRequest.lease": true, "agentLogsRequest.lines": true,

@@ -281,6 +281,20 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	as(keyA, "POST", "/v2/auth/providers", s.providerBody("other", false), 200)
 	at("DELETE", "/v2/auth/providers/{provider_id}", "/v2/auth/providers/other", "", 200)
 
+	// The tenants' webhooks (tenantwebhooks.go).
+	wh := as(keyA, "POST", "/v2/webhooks", `{"url": "https://hooks.example.com/a", "events": ["*"], "description": "ops"}`, 201)
+	as(keyA, "POST", "/v2/webhooks", `{"url": "http://hooks.example.com/a", "events": ["nope"]}`, 422)
+	var whd struct{ ID string }
+	_ = json.Unmarshal(wh.body, &whd)
+	hook := "/v2/webhooks/" + whd.ID
+	as(keyA, "GET", "/v2/webhooks", "", 200)
+	at("GET", "/v2/webhooks/{webhook_id}", hook, "", 200)
+	at("GET", "/v2/webhooks/{webhook_id}", "/v2/webhooks/00000000-0000-7000-8000-0000000000ff", "", 404)
+	at("PATCH", "/v2/webhooks/{webhook_id}", hook, `{"enabled": false}`, 200)
+	at("GET", "/v2/webhooks/{webhook_id}/deliveries", hook+"/deliveries", "", 200)
+	at("GET", "/v2/webhooks/{webhook_id}/deliveries", hook+"/deliveries?limit=0", "", 422)
+	at("DELETE", "/v2/webhooks/{webhook_id}", hook, "", 204)
+
 	// Operations and the description.
 	for _, p := range []string{"/openapi.json", "/healthz", "/readyz", "/metrics"} {
 		r := s.do("GET", p, "")
@@ -521,6 +535,7 @@ func TestOpenAPIRequiredIsWhatIsMissing(t *testing.T) {
 		{"/v1/integrations/github", "CreateIntegrationRequest"},
 		{"/v2/auth/providers", "OAuthProviderCreate"},
 		{"/v2/auth/authenticate", "AuthenticateRequest"},
+		{"/v2/webhooks", "WebhookCreateRequest"},
 	} {
 		r := s.as(keyA, "POST", tt.path, `{}`)
 		var missing []string

@@ -327,8 +327,9 @@ func (h *handler) routes() []route {
 		}
 		routes = append(routes, rt)
 	}
-	routes = append(routes, h.uploadRoutes()...) // uploads.go
-	routes = append(routes, h.realmRoutes()...)  // pushtoken.go
+	routes = append(routes, h.webhookRoutes(page)...) // tenantwebhooks.go
+	routes = append(routes, h.uploadRoutes()...)      // uploads.go
+	routes = append(routes, h.realmRoutes()...)       // pushtoken.go
 	if h.allowUnverified {
 		routes = append(routes, route{method: http.MethodPost, path: "/v1/integrations/github", serve: (*handler).createIntegration,
 			summary: "Register a GitHub App installation without GitHub's confirmation (served because the server allows unverified integrations)",

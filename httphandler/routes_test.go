@@ -50,7 +50,8 @@ func operations(t *testing.T, s *server) []operation {
 // fill puts the fixture's ids into a path pattern.
 func (f fixture) fill(path string) string {
 	return strings.NewReplacer("{deployment_id}", f.github.ID, "{revision_id}", *f.github.LatestRevisionID,
-		"{listener_id}", f.listener.ID, "{token_id}", f.token.ID, "{project_id}", f.github.ID, "{provider_id}", f.provider.ProviderID, "{auth_id}", f.authID).Replace(path)
+		"{listener_id}", f.listener.ID, "{token_id}", f.token.ID, "{project_id}", f.github.ID, "{provider_id}", f.provider.ProviderID, "{auth_id}", f.authID,
+		"{webhook_id}", f.webhook.ID).Replace(path)
 }
 
 // TestAuthEveryRoute: every route but the public ones answers 401 without
@@ -205,7 +206,7 @@ func snapshot(t *testing.T, s *server, f fixture) []string {
 	var out []string
 	for _, p := range []string{"/v2/deployments/" + f.github.ID, "/v2/deployments/" + f.github.ID + "/revisions",
 		"/v2/listeners/" + f.listener.ID, "/v1/integrations/github",
-		"/v2/auth/providers/" + f.provider.ProviderID, "/v2/auth/wait/" + f.authID} {
+		"/v2/auth/providers/" + f.provider.ProviderID, "/v2/auth/wait/" + f.authID, "/v2/webhooks/" + f.webhook.ID} {
 		out = append(out, string(s.as(keyA, "GET", p, "").body))
 	}
 	return out

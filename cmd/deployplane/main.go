@@ -49,6 +49,7 @@ import (
 	"github.com/deployplane/deployplane/storemem"
 	"github.com/deployplane/deployplane/storepg"
 	"github.com/deployplane/deployplane/uploads"
+	"github.com/deployplane/deployplane/webhooks"
 )
 
 const usage = `deployplane: a deployment control plane for agent servers (the HTTP API of
@@ -161,9 +162,18 @@ Flags:
     -egress-allow-hosts LIST
                       comma-separated hosts that requests made on a tenant's
                       behalf (the OAuth code exchange and token refresh, the
-                      clones of github revisions) may reach although they are not public https services:
+                      clones of github revisions, the deliveries of tenants'
+                      webhooks) may reach although they are not public https services:
                       each a name or an IP address (every port), or
                       HOST:PORT ([::1]:9000 for IPv6); see "OAuth helpers"
+    -webhook-retries LIST
+                      comma-separated waits before each retry of a webhook
+                      delivery that failed (default 5s,30s,2m,10m,30m,1h,1h:
+                      eight attempts, then the delivery fails)
+    -webhook-lease DURATION
+                      how long a replica keeps dispatching a tenant's webhooks
+                      without renewing its lease (default 30s): after a crash,
+                      another replica, or this one restarted, takes over then
     -deployer sim|docker|k8s
                       what makes revisions real (default sim): sim walks the
                       statuses without running anything (see "Revisions");
@@ -851,6 +861,9 @@ type config struct {
 	metricsKey string
 	// ui serves the dashboard under /ui/.
 	ui bool
+	// The tenants' webhooks: -webhook-retries and -webhook-lease.
+	webhookRetries []time.Duration
+	webhookLease   time.Duration
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
@@ -872,6 +885,21 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&c.secretKeyFile, "secret-key-file", "", "file holding the OAuth secret key")
 	fs.StringVar(&c.blobURL, "blob-url", "", "blob store of uploaded source tarballs (file://; s3://, gs://, azblob:// built with -tags s3, gcs, azure)")
 	fs.StringVar(&c.egressAllow, "egress-allow-hosts", "", "hosts requests on a tenant's behalf may reach over http or at non-public addresses")
+	c.webhookRetries = webhooks.DefaultBackoff
+	fs.Func("webhook-retries", "waits before each retry of a webhook delivery", func(v string) error {
+		var ds []time.Duration
+		for e := range strings.SplitSeq(v, ",") {
+			e = strings.TrimSpace(e)
+			d, err := time.ParseDuration(e)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("%q is not a positive duration", e)
+			}
+			ds = append(ds, d)
+		}
+		c.webhookRetries = ds
+		return nil
+	})
+	fs.DurationVar(&c.webhookLease, "webhook-lease", webhooks.DefaultLeaseTTL, "lease of a replica on a tenant's webhook dispatch")
 	fs.StringVar(&c.pgSchema, "pg-schema", storepg.DefaultSchema, "PostgreSQL schema")
 	fs.DurationVar(&c.simStep, "sim-step", deploysim.DefaultStep, "simulated deployer delay per status")
 	fs.StringVar(&c.simFailAt, "sim-fail-at", "", "revision status at which the simulated deployer fails")
@@ -1289,6 +1317,13 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	// draining keeps ctx's values (the tests' hooks) but not its end.
 	draining, drain := context.WithCancel(context.WithoutCancel(ctx))
 	defer drain()
+	// The tenants' outbound webhooks, delivered from the event log
+	// beside the reconcile loop, through the same egress policy.
+	hooks, err := webhooks.New(cp, &webhooks.Options{Egress: egressPolicy, SecretKey: secretKey, Logger: log,
+		Backoff: c.webhookRetries, LeaseTTL: c.webhookLease})
+	if err != nil {
+		return err
+	}
 	var webhookSecret []byte
 	if c.webhookSecret != "" {
 		webhookSecret = []byte(c.webhookSecret)
@@ -1299,6 +1334,7 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 		WebhookMaxBodyBytes: c.webhookMaxBody,
 		Logger:              log,
 		OAuth:               oauth,
+		Webhooks:            hooks,
 		GitHubWebhookSecret: webhookSecret,
 		Load:                c.loadLimits(),
 		Metrics:             metrics,
@@ -1348,6 +1384,14 @@ Try: curl -H 'X-Api-Key: %s' %s/v2/deployments
 	defer stopLoop()
 	looped := make(chan error, 1)
 	go func() { looped <- cp.Run(loopCtx, deployer) }()
+	dispatched := make(chan struct{})
+	go func() {
+		defer close(dispatched)
+		if err := hooks.Run(loopCtx); err != nil {
+			log.Error("the webhooks' dispatcher stopped", "err", err)
+		}
+	}()
+	defer func() { stopLoop(); <-dispatched }() // before the store closes
 	simLoop := startSimAgents(loopCtx, sims)
 	defer simLoop.close()
 	served := make(chan error, 1)
@@ -1429,6 +1473,8 @@ func (c *config) checkLoadFlags() string {
 		return "-upload-max-bytes must be positive"
 	case c.webhookMaxBody <= 0:
 		return "-webhook-max-body-bytes must be positive"
+	case c.webhookLease <= 0:
+		return "-webhook-lease must be positive"
 	}
 	return ""
 }
