@@ -40,10 +40,14 @@ const (
 	// internal_docker without what a revision comes from makes one anyway
 	// (it must make none).
 	MutationSourcelessRevision Mutation = "sourceless-revision"
+	// MutationPinIgnored: a pinned deployment's revision deploys (it must
+	// wait before DEPLOYING until the pin is removed).
+	MutationPinIgnored Mutation = "pin-ignored"
 )
 
 // mutations are the rule hooks (rules.go) that put each defect in.
 var mutations = map[Mutation]ruleHooks{
+	MutationPinIgnored: {pinHolds: func(bool) bool { return false }},
 	MutationSpecInPlace: {patchPolicy: func(loc []string, p PatchPolicy) PatchPolicy {
 		if loc[len(loc)-1] == "resource_spec" && p == PatchRevision {
 			return PatchInPlace

@@ -51,6 +51,9 @@ func TestMutationsCaught(t *testing.T) {
 		// Caught by a create of internal_docker without an image: it has a
 		// latest_revision_id.
 		{controlplane.MutationSourcelessRevision, `created deployment differs from the model`},
+		// Caught by a report of DEPLOYING for a revision of a pinned
+		// deployment: accepted.
+		{controlplane.MutationPinIgnored, `of a pinned deployment: ok, model says held`},
 	} {
 		t.Run(string(c.mutation), func(t *testing.T) {
 			t.Parallel()

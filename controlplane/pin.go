@@ -97,8 +97,15 @@ func (cp *ControlPlane) unhold(tx store.Tx, tenant, tp string, d *deploymentReco
 // committed; nil when the deployment is not pinned.
 func (cp *ControlPlane) holdForPin(tx store.Tx, j *job, cur *workqueue.Lease, rev *revisionRecord) (*apierr.DetailError, error) {
 	dep, err := cp.getDeployment(tx, j.tenant, j.deployment)
-	if err != nil || dep.PinnedRevisionID == nil {
+	if err != nil {
 		return nil, err
+	}
+	pinned := dep.PinnedRevisionID != nil
+	if h := cp.hooks.pinHolds; h != nil {
+		pinned = h(pinned)
+	}
+	if !pinned {
+		return nil, nil
 	}
 	msg := heldMessage(*dep.PinnedRevisionID)
 	if rev.StatusMessage == nil || *rev.StatusMessage != msg {

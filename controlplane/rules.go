@@ -505,6 +505,9 @@ type ruleHooks struct {
 	isTagRef              func(ref *string) bool
 	revisionSourceProblem func(own Source, rs *Source, ps []apierr.Problem) []apierr.Problem
 	hasRevisionSource     func(d *Deployment) bool
+	// pinHolds replaces "a pinned deployment holds a revision before
+	// DEPLOYING" in holdForPin (pin.go).
+	pinHolds func(pinned bool) bool
 }
 
 // applyCreateTable checks d (a create request seen as a Deployment) against
