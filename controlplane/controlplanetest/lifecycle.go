@@ -407,9 +407,16 @@ func (m *machine) checkDeploy(rt *rapid.T, s *scripted, pending []string) {
 	for i, st := range s.steps {
 		want := okay
 		if r.held {
-			// Held by the pin: its work is no longer this Deploy's.
-			if s.outcomes[i] != leaseLost {
-				rt.Fatalf("report %d %+v of revision %s after its hold: %s, model says %s", i, st, r.id, s.outcomes[i], leaseLost)
+			// Held by the pin: its work is no longer this Deploy's. A
+			// deployment status no deployer may set is refused first.
+			want := leaseLost
+			switch st.DeploymentStatus {
+			case "", "READY", "UNUSED", "UNKNOWN":
+			default:
+				want = invalidState
+			}
+			if s.outcomes[i] != want {
+				rt.Fatalf("report %d %+v of revision %s after its hold: %s, model says %s", i, st, r.id, s.outcomes[i], want)
 			}
 			continue
 		}
