@@ -113,8 +113,10 @@ type Check struct {
 	Check func(ctx context.Context) error
 }
 
-// Wait runs each check until it answers nil, every interval, in order.
-// log (may be nil) gets a line when a check starts waiting, when what it
+// Wait runs each check until it answers nil, in order. A check that
+// fails is tried again soon at first and then less often: the wait after
+// its first failure is 5 ms (or interval, when shorter), and each
+// next one twice the one before, up to interval. log (may be nil) gets a line when a check starts waiting, when what it
 // answers changes, at most every progressEvery while it keeps failing the
 // same way, and when it passes. When ctx is done first, Wait returns an
 // error naming the check and its last answer; a check whose error is
@@ -134,6 +136,11 @@ func Wait(ctx context.Context, interval time.Duration, log func(string), checks 
 	return nil
 }
 
+// firstRetry is the wait after a check's first failure in Wait: a server
+// that is not listening yet usually is a few milliseconds later, and a
+// fixed interval would keep the deploy waiting for the rest of it.
+const firstRetry = 5 * time.Millisecond
+
 // progressEvery is how often a check that keeps failing the same way is
 // logged again.
 const progressEvery = 10 * time.Second
@@ -142,6 +149,7 @@ func wait(ctx context.Context, interval time.Duration, log func(string), c Check
 	start := time.Now()
 	var last string
 	var lastLogged time.Time
+	pause := min(firstRetry, interval)
 	for tries := 1; ; tries++ {
 		err := c.Check(ctx)
 		if err == nil {
@@ -162,13 +170,14 @@ func wait(ctx context.Context, interval time.Duration, log func(string), c Check
 			log(fmt.Sprintf("waiting for %s (%s): %s", c.What, time.Since(start).Round(time.Second), msg))
 			last, lastLogged = msg, time.Now()
 		}
-		t := time.NewTimer(interval)
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("%s did not answer: %v", c.What, err)
 		case <-t.C:
 		}
+		pause = min(2*pause, interval)
 	}
 }
 

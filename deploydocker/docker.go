@@ -397,7 +397,8 @@ func (d *Deployer) isRemoved(tenant, dep string) bool {
 }
 
 // waitHealthy runs the container's health check (GET Options.HealthPath)
-// until it answers 200, every Options.HealthInterval. An answer that will
+// until it answers 200: soon after a failure at first, then every
+// Options.HealthInterval (deploydb.Wait's backoff). An answer that will
 // not change fails at once: the container exited (or restarted) or was
 // removed, or the server answered a final 4xx (see healthAnswerFinal).
 // Anything else (no answer yet, 5xx) is waited out until
