@@ -56,6 +56,7 @@ type run struct {
 	log    *revLog
 	status controlplane.RevisionStatus
 	resume time.Time // where the deploy log ended when a resumed Deploy began
+	early  *early    // containers made while the image is pulled; nil: none
 }
 
 // advance reports the statuses of the happy path after the current one up
@@ -76,6 +77,7 @@ func (x *run) failf(ctx context.Context, format string, args ...any) error {
 		typ = controlplane.LogBuild
 	}
 	x.d.logLine(ctx, x.w, typ, controlplane.LevelError, msg)
+	x.early.wait() // what it makes is removed too
 	rctx := context.WithoutCancel(ctx)
 	rmErr := x.d.removeRevision(rctx, x.w.Tenant, x.w.Deployment.ID, x.w.Revision.ID)
 	if rmErr != nil {
@@ -102,12 +104,21 @@ func (x *run) deploy(ctx context.Context) error {
 	}
 	logInfo := func(line string) { x.d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, line) }
 	logInfo("pulling " + image)
+	// With no database to wait for, the containers are created while the
+	// image is pulled: a pull of an image the daemon has still asks the
+	// registry, and a create takes longer. They start only once the pull
+	// has succeeded, from the image it left (startContainers).
+	if x.d.dbs == nil && !built {
+		x.early = x.startEarly(ctx, image)
+		defer x.early.wait() // failf waits too, before it removes the containers
+	}
 	if err := x.d.pull(ctx, w, image, built, logInfo); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return x.failf(ctx, "Pulling image %s failed: %v", image, err)
 	}
+	x.early.pulled(ctx, x.d, image)
 	if err := x.advance(ctx, controlplane.RevisionDeploying, controlplane.Step{}); err != nil {
 		return err
 	}
@@ -117,12 +128,14 @@ func (x *run) deploy(ctx context.Context) error {
 		return x.failf(ctx, "Superseded by revision %s, which became active first.", by)
 	}
 	env, err := x.databases(ctx)
-	if err == nil {
-		x.d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, "starting the revision's containers")
+	cs, pulled, earlyErr := x.early.wait()
+	if err == nil && (x.early == nil || earlyErr != nil) {
+		// Not made early, or that failed (the daemon lacked the image
+		// until the pull): now, finding what the early try made.
+		cs, err = x.d.prepareContainers(ctx, w, image, env, false)
 	}
-	var cs []*ctr
 	if err == nil {
-		cs, err = x.d.ensureContainers(ctx, w, image, env)
+		cs, err = x.startContainers(ctx, image, pulled, cs, env)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -157,6 +170,62 @@ func (x *run) deploy(ctx context.Context) error {
 	}
 	x.d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, fmt.Sprintf("%d container(s) healthy", len(cs)))
 	return x.d.activate(ctx, x, cs, image)
+}
+
+// early is what a Deploy does while its image is pulled: the revision's
+// containers made (prepareContainers), and once the pull has succeeded,
+// the ID of the image it left. A nil *early is none.
+type early struct {
+	done    chan struct{}
+	cs      []*ctr
+	err     error
+	looked  chan struct{} // closed once imageID is known, or not; nil before pulled
+	imageID string
+}
+
+// earlyTimeout bounds what a Deploy does while its image is pulled.
+const earlyTimeout = time.Minute
+
+// startEarly prepares the revision's containers beside the caller.
+func (x *run) startEarly(ctx context.Context, image string) *early {
+	e := &early{done: make(chan struct{})}
+	// Not cut short by the end of ctx (the revision ended, say): a
+	// create the daemon finishes after the client gave up would make a
+	// container after the Deploy removed the revision's.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), earlyTimeout)
+	go func() {
+		defer close(e.done)
+		defer cancel()
+		e.cs, e.err = x.d.prepareContainers(pctx, x.w, image, nil, true)
+	}()
+	return e
+}
+
+// pulled looks up the image the pull left, beside the caller.
+func (e *early) pulled(ctx context.Context, d *Deployer, image string) {
+	if e == nil {
+		return
+	}
+	e.looked = make(chan struct{})
+	go func() {
+		defer close(e.looked)
+		if res, err := d.cli.ImageInspect(ctx, image); err == nil {
+			e.imageID = res.ID
+		}
+	}()
+}
+
+// wait returns the containers made, the ID of the pulled image ("" when
+// not known) and the error that stopped the making, once all is done.
+func (e *early) wait() ([]*ctr, string, error) {
+	if e == nil {
+		return nil, "", nil
+	}
+	<-e.done
+	if e.looked != nil {
+		<-e.looked
+	}
+	return e.cs, e.imageID, e.err
 }
 
 // image returns the image to run: image_uri for external_docker, the
