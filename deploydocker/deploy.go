@@ -77,7 +77,7 @@ func (x *run) failf(ctx context.Context, format string, args ...any) error {
 		typ = controlplane.LogBuild
 	}
 	x.d.logLine(ctx, x.w, typ, controlplane.LevelError, msg)
-	x.early.wait() // what it makes is removed too
+	x.early.stop() // what it makes is removed too
 	rctx := context.WithoutCancel(ctx)
 	rmErr := x.d.removeRevision(rctx, x.w.Tenant, x.w.Deployment.ID, x.w.Revision.ID)
 	if rmErr != nil {
@@ -92,6 +92,17 @@ func (x *run) deploy(ctx context.Context) error {
 	if path == nil {
 		return fmt.Errorf("deploydocker: revisions of source %q are not supported", w.Revision.Source)
 	}
+	// With no database to wait for (whose URIs the containers'
+	// environment holds), a revision that builds nothing pulls its image
+	// from the start, beside its first reports, and creates its
+	// containers meanwhile: a pull of an image the daemon has still asks
+	// the registry, and a create takes longer. They start only once the
+	// pull has succeeded, from the image it left (startContainers).
+	if uri := w.Revision.SourceRevisionConfig.ImageURI; x.d.dbs == nil && uri != nil && *uri != "" &&
+		!slices.Contains(path, controlplane.RevisionBuilding) {
+		x.early = x.startEarly(ctx, *uri)
+		defer x.early.stop() // failf waits too, before it removes the containers
+	}
 	if err := x.advance(ctx, controlplane.RevisionQueued, controlplane.Step{}); err != nil {
 		return err
 	}
@@ -104,21 +115,18 @@ func (x *run) deploy(ctx context.Context) error {
 	}
 	logInfo := func(line string) { x.d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, line) }
 	logInfo("pulling " + image)
-	// With no database to wait for, the containers are created while the
-	// image is pulled: a pull of an image the daemon has still asks the
-	// registry, and a create takes longer. They start only once the pull
-	// has succeeded, from the image it left (startContainers).
-	if x.d.dbs == nil && !built {
-		x.early = x.startEarly(ctx, image)
-		defer x.early.wait() // failf waits too, before it removes the containers
+	var pullErr error
+	if x.early != nil {
+		pullErr = x.early.pull()
+	} else {
+		pullErr = x.d.pull(ctx, w, image, built, logInfo)
 	}
-	if err := x.d.pull(ctx, w, image, built, logInfo); err != nil {
+	if pullErr != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return x.failf(ctx, "Pulling image %s failed: %v", image, err)
+		return x.failf(ctx, "Pulling image %s failed: %v", image, pullErr)
 	}
-	x.early.pulled(ctx, x.d, image)
 	if err := x.advance(ctx, controlplane.RevisionDeploying, controlplane.Step{}); err != nil {
 		return err
 	}
@@ -172,47 +180,69 @@ func (x *run) deploy(ctx context.Context) error {
 	return x.d.activate(ctx, x, cs, image)
 }
 
-// early is what a Deploy does while its image is pulled: the revision's
-// containers made (prepareContainers), and once the pull has succeeded,
-// the ID of the image it left. A nil *early is none.
+// early is what a Deploy of a revision that builds nothing does from its
+// start, beside its first reports: the revision's containers made
+// (prepareContainers) and its image pulled, then the ID of the image the
+// pull left looked up. A nil *early is none.
 type early struct {
-	done    chan struct{}
+	done    chan struct{} // closed once cs and err are set
 	cs      []*ctr
 	err     error
-	looked  chan struct{} // closed once imageID is known, or not; nil before pulled
+	gate    chan struct{} // closed once the "pulling" line is written: the pull's own lines follow it
+	opened  bool
+	pulled  chan struct{} // closed once pullErr is set
+	pullErr error
+	looked  chan struct{} // closed once imageID is known, or not
 	imageID string
+	cancel  context.CancelFunc // ends the pull
 }
 
-// earlyTimeout bounds what a Deploy does while its image is pulled.
+// earlyTimeout bounds the making of the containers of an early.
 const earlyTimeout = time.Minute
 
-// startEarly prepares the revision's containers beside the caller.
+// startEarly starts making the revision's containers and pulling image.
 func (x *run) startEarly(ctx context.Context, image string) *early {
-	e := &early{done: make(chan struct{})}
+	e := &early{done: make(chan struct{}), gate: make(chan struct{}), pulled: make(chan struct{}), looked: make(chan struct{})}
 	// Not cut short by the end of ctx (the revision ended, say): a
 	// create the daemon finishes after the client gave up would make a
 	// container after the Deploy removed the revision's.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), earlyTimeout)
+	mctx, cancelMake := context.WithTimeout(context.WithoutCancel(ctx), earlyTimeout)
 	go func() {
 		defer close(e.done)
-		defer cancel()
-		e.cs, e.err = x.d.prepareContainers(pctx, x.w, image, nil, true)
+		defer cancelMake()
+		e.cs, e.err = x.d.prepareContainers(mctx, x.w, image, nil, true)
+	}()
+	pctx, cancel := context.WithCancel(ctx)
+	e.cancel = cancel
+	go func() {
+		defer close(e.looked)
+		e.pullErr = x.d.pull(pctx, x.w, image, false, func(line string) {
+			select {
+			case <-e.gate:
+				x.d.logLine(ctx, x.w, controlplane.LogDeploy, controlplane.LevelInfo, line)
+			case <-pctx.Done():
+			}
+		})
+		close(e.pulled)
+		if e.pullErr != nil {
+			return
+		}
+		if res, err := x.d.cli.ImageInspect(pctx, image); err == nil {
+			e.imageID = res.ID
+		}
 	}()
 	return e
 }
 
-// pulled looks up the image the pull left, beside the caller.
-func (e *early) pulled(ctx context.Context, d *Deployer, image string) {
-	if e == nil {
-		return
+// pull returns what the pull answered, once the caller has written the
+// "pulling" line: the pull's own lines (its retries) come after it.
+func (e *early) pull() error {
+	if !e.opened {
+		e.opened = true
+		close(e.gate)
 	}
-	e.looked = make(chan struct{})
-	go func() {
-		defer close(e.looked)
-		if res, err := d.cli.ImageInspect(ctx, image); err == nil {
-			e.imageID = res.ID
-		}
-	}()
+	<-e.pulled
+	return e.pullErr
 }
 
 // wait returns the containers made, the ID of the pulled image ("" when
@@ -222,10 +252,17 @@ func (e *early) wait() ([]*ctr, string, error) {
 		return nil, "", nil
 	}
 	<-e.done
-	if e.looked != nil {
-		<-e.looked
-	}
+	<-e.looked
 	return e.cs, e.imageID, e.err
+}
+
+// stop ends the pull, if it still runs, and waits for all.
+func (e *early) stop() {
+	if e == nil {
+		return
+	}
+	e.cancel()
+	e.wait()
 }
 
 // image returns the image to run: image_uri for external_docker, the
