@@ -281,11 +281,12 @@ func (d *Deployer) prepareContainers(ctx context.Context, w *controlplane.Work, 
 
 // startContainers starts the prepared replicas that are not running yet,
 // all at once, once what was done is in the deploy log (one write, before
-// the starts: a crash after them leaves the log complete). A
-// replica created before the pull ended (early), or by an earlier Deploy
-// and never started, runs only the image the pull left under the
-// reference (pulled, its ID, when the caller knows it): one made from
-// another (the tag moved) is removed and created again. It returns the containers to wait for, in replica order.
+// the starts: a crash after them leaves the log complete). A replica
+// created before the pull ended (early), or by an earlier Deploy and
+// never started, runs only the image the pull left under the reference
+// (pulled, its ID, when the caller knows it): one made from another (the
+// tag moved) is removed and created again. It returns the containers to
+// wait for, in replica order.
 func (x *run) startContainers(ctx context.Context, image, pulled string, cs []*ctr, extraEnv []string) ([]*ctr, error) {
 	d, w := x.d, x.w
 	lines := []string{"starting the revision's containers"}
