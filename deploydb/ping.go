@@ -114,13 +114,14 @@ type Check struct {
 }
 
 // Wait runs each check until it answers nil, in order. A check that
-// fails is tried again soon at first and then less often: the wait after
-// its first failure is 5 ms (or interval, when shorter), and each
-// next one twice the one before, up to interval. log (may be nil) gets a line when a check starts waiting, when what it
-// answers changes, at most every progressEvery while it keeps failing the
-// same way, and when it passes. When ctx is done first, Wait returns an
-// error naming the check and its last answer; a check whose error is
-// Permanent returns at once.
+// fails is tried again soon at first and then less often: after 5 ms, or
+// an eighth of the time it has waited so far when that is longer, and at
+// most after interval (so a server that comes up is found within an
+// eighth of its start-up time, or interval). log (may be nil) gets a line
+// when a check starts waiting, when what it answers changes, at most
+// every progressEvery while it keeps failing the same way, and when it
+// passes. When ctx is done first, Wait returns an error naming the check
+// and its last answer; a check whose error is Permanent returns at once.
 func Wait(ctx context.Context, interval time.Duration, log func(string), checks ...Check) error {
 	if log == nil {
 		log = func(string) {}
@@ -136,10 +137,15 @@ func Wait(ctx context.Context, interval time.Duration, log func(string), checks 
 	return nil
 }
 
-// firstRetry is the wait after a check's first failure in Wait: a server
-// that is not listening yet usually is a few milliseconds later, and a
-// fixed interval would keep the deploy waiting for the rest of it.
-const firstRetry = 5 * time.Millisecond
+// firstRetry is the shortest wait after a failed check in Wait: a
+// server that is not listening yet usually is a few milliseconds later,
+// and a fixed interval would keep the deploy waiting for the rest of it.
+// The wait grows with the time waited so far (by retryShare of it), so a
+// slow start is not asked every few milliseconds.
+const (
+	firstRetry = 5 * time.Millisecond
+	retryShare = 8
+)
 
 // progressEvery is how often a check that keeps failing the same way is
 // logged again.
@@ -149,7 +155,6 @@ func wait(ctx context.Context, interval time.Duration, log func(string), c Check
 	start := time.Now()
 	var last string
 	var lastLogged time.Time
-	pause := min(firstRetry, interval)
 	for tries := 1; ; tries++ {
 		err := c.Check(ctx)
 		if err == nil {
@@ -170,14 +175,13 @@ func wait(ctx context.Context, interval time.Duration, log func(string), c Check
 			log(fmt.Sprintf("waiting for %s (%s): %s", c.What, time.Since(start).Round(time.Second), msg))
 			last, lastLogged = msg, time.Now()
 		}
-		t := time.NewTimer(pause)
+		t := time.NewTimer(min(interval, max(firstRetry, time.Since(start)/retryShare)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("%s did not answer: %v", c.What, err)
 		case <-t.C:
 		}
-		pause = min(2*pause, interval)
 	}
 }
 

@@ -146,9 +146,9 @@ type Options struct {
 	HealthTimeout time.Duration
 	// HealthInterval is the longest time between health checks
 	// (DefaultHealthInterval): after a failed check the next comes in
-	// 5 ms, each wait twice the one before, up to HealthInterval, so a
-	// server that starts listening a moment after its container starts
-	// is found at once.
+	// 5 ms, or an eighth of the time waited so far, up to HealthInterval
+	// (deploydb.Wait), so a server that starts listening a moment after
+	// its container starts is found at once.
 	HealthInterval time.Duration
 	// DrainTimeout bounds the wait for requests in flight to old containers
 	// before they are stopped (DefaultDrainTimeout).
