@@ -76,8 +76,8 @@ func (x *run) failf(ctx context.Context, format string, args ...any) error {
 	if x.status == controlplane.RevisionAwaitingBuild || x.status == controlplane.RevisionBuilding {
 		typ = controlplane.LogBuild
 	}
+	x.early.stop() // what it makes is removed too, and its lines come first
 	x.d.logLine(ctx, x.w, typ, controlplane.LevelError, msg)
-	x.early.stop() // what it makes is removed too
 	rctx := context.WithoutCancel(ctx)
 	rmErr := x.d.removeRevision(rctx, x.w.Tenant, x.w.Deployment.ID, x.w.Revision.ID)
 	if rmErr != nil {
@@ -207,13 +207,26 @@ func (x *run) startEarly(ctx context.Context, image string) *early {
 	// create the daemon finishes after the client gave up would make a
 	// container after the Deploy removed the revision's.
 	mctx, cancelMake := context.WithTimeout(context.WithoutCancel(ctx), earlyTimeout)
+	pctx, cancel := context.WithCancel(ctx)
+	e.cancel = cancel
 	go func() {
 		defer close(e.done)
 		defer cancelMake()
 		e.cs, e.err = x.d.prepareContainers(mctx, x.w, image, nil, true)
+		if e.err != nil {
+			return
+		}
+		// What it made goes to the deploy log after the "pulling" line,
+		// beside the pull: not a write more before the containers start.
+		select {
+		case <-e.gate:
+			x.d.logLines(ctx, x.w, containerLines(e.cs)...)
+			for _, c := range e.cs {
+				c.logged = true
+			}
+		case <-pctx.Done():
+		}
 	}()
-	pctx, cancel := context.WithCancel(ctx)
-	e.cancel = cancel
 	go func() {
 		defer close(e.looked)
 		e.pullErr = x.d.pull(pctx, x.w, image, false, func(line string) {

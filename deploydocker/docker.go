@@ -48,6 +48,7 @@ type ctr struct {
 	created bool   // created, never started (when inspected)
 	early   bool   // created while the image was pulled
 	image   string // the ID of the image it was created from
+	logged  bool   // its line (created, adopting) is in the deploy log
 }
 
 // Pull retries: the first after pullBackoff, each next one after twice
@@ -281,7 +282,8 @@ func (d *Deployer) prepareContainers(ctx context.Context, w *controlplane.Work, 
 
 // startContainers starts the prepared replicas that are not running yet,
 // all at once, once what was done is in the deploy log (one write, before
-// the starts: a crash after them leaves the log complete). A replica
+// the starts, of what an early making did not write: a crash after them
+// leaves the log complete). A replica
 // created before the pull ended (early), or by an earlier Deploy and
 // never started, runs only the image the pull left under the reference
 // (pulled, its ID, when the caller knows it): one made from another (the
@@ -289,7 +291,7 @@ func (d *Deployer) prepareContainers(ctx context.Context, w *controlplane.Work, 
 // wait for, in replica order.
 func (x *run) startContainers(ctx context.Context, image, pulled string, cs []*ctr, extraEnv []string) ([]*ctr, error) {
 	d, w := x.d, x.w
-	lines := []string{"starting the revision's containers"}
+	var lines []string
 	for i, c := range cs {
 		if !c.created || !(c.early || c.adopted) {
 			continue
@@ -314,14 +316,15 @@ func (x *run) startContainers(ctx context.Context, image, pulled string, cs []*c
 		lines = append(lines, fmt.Sprintf("container %s was created from what %s named before the pull; created it again from the pulled image", c.name, image))
 		cs[i] = nc
 	}
+	var unlogged []*ctr
 	for _, c := range cs {
-		if c.adopted {
-			lines = append(lines, "adopting container "+c.name)
-		} else {
-			lines = append(lines, fmt.Sprintf("created container %s (port %d)", c.name, c.port))
+		if !c.logged {
+			unlogged = append(unlogged, c)
 		}
 	}
-	d.logLines(ctx, w, lines...)
+	if lines = append(lines, containerLines(unlogged)...); len(lines) > 0 {
+		d.logLines(ctx, w, append([]string{"starting the revision's containers"}, lines...)...)
+	}
 	errs := make([]error, len(cs))
 	var wg sync.WaitGroup
 	for i, c := range cs {
@@ -341,6 +344,19 @@ func (x *run) startContainers(ctx context.Context, image, pulled string, cs []*c
 		}
 	}
 	return cs, nil
+}
+
+// containerLines are the deploy log's lines for prepared containers.
+func containerLines(cs []*ctr) []string {
+	lines := make([]string, 0, len(cs))
+	for _, c := range cs {
+		if c.adopted {
+			lines = append(lines, "adopting container "+c.name)
+		} else {
+			lines = append(lines, fmt.Sprintf("created container %s (port %d)", c.name, c.port))
+		}
+	}
+	return lines
 }
 
 func firstName(names []string) string {
