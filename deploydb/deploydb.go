@@ -62,7 +62,8 @@ type Options struct {
 	// deployment's database and the passwords of its role and Redis user
 	// (DefaultTable). It is created when missing.
 	Table string
-	// Interval is the time between readiness checks (DefaultInterval).
+	// Interval is the longest time between readiness checks
+	// (DefaultInterval); the first ones come sooner (see Wait).
 	Interval time.Duration
 }
 
@@ -218,8 +219,8 @@ type assignment struct {
 // Redis answers PING as the user, and returns DATABASE_URI, REDIS_URI and
 // REDIS_KEY_PREFIX. It is idempotent: a retried or later deploy of the
 // deployment gets the same database, role, user and passwords. While the
-// servers do not answer it tries again every Options.Interval until ctx
-// is done (log gets the progress); Permanent errors return at once. It
+// servers do not answer it tries again, soon at first, then every
+// Options.Interval, until ctx is done (log gets the progress); Permanent errors return at once. It
 // implements deploydocker.Databases.
 func (s *Shared) Ensure(ctx context.Context, w *controlplane.Work, log func(line string)) (map[string]string, error) {
 	if log == nil {

@@ -23,8 +23,9 @@
 // password and the database; the query is kept), REDIS_URI (database 0)
 // and REDIS_KEY_PREFIX, which the agent server puts in front of every key
 // and channel name. Then it waits until both answer (PingPostgres,
-// PingRedis), trying again every Options.Interval until ctx is done;
-// errors that waiting does not cure are Permanent and return at once.
+// PingRedis), trying again (soon at first, then every Options.Interval)
+// until ctx is done; errors that waiting does not cure are Permanent and
+// return at once.
 //
 // Ensure is idempotent: retries, later revisions, restarted control planes
 // and other replicas get the same database, role, user and passwords, so

@@ -113,12 +113,15 @@ type Check struct {
 	Check func(ctx context.Context) error
 }
 
-// Wait runs each check until it answers nil, every interval, in order.
-// log (may be nil) gets a line when a check starts waiting, when what it
-// answers changes, at most every progressEvery while it keeps failing the
-// same way, and when it passes. When ctx is done first, Wait returns an
-// error naming the check and its last answer; a check whose error is
-// Permanent returns at once.
+// Wait runs each check until it answers nil, in order. A check that
+// fails is tried again soon at first and then less often: after 5 ms, or
+// an eighth of the time it has waited so far when that is longer, and at
+// most after interval (so a server that comes up is found within an
+// eighth of its start-up time, or interval). log (may be nil) gets a line
+// when a check starts waiting, when what it answers changes, at most
+// every progressEvery while it keeps failing the same way, and when it
+// passes. When ctx is done first, Wait returns an error naming the check
+// and its last answer; a check whose error is Permanent returns at once.
 func Wait(ctx context.Context, interval time.Duration, log func(string), checks ...Check) error {
 	if log == nil {
 		log = func(string) {}
@@ -133,6 +136,16 @@ func Wait(ctx context.Context, interval time.Duration, log func(string), checks 
 	}
 	return nil
 }
+
+// firstRetry is the shortest wait after a failed check in Wait: a
+// server that is not listening yet usually is a few milliseconds later,
+// and a fixed interval would keep the deploy waiting for the rest of it.
+// The wait grows with the time waited so far (by retryShare of it), so a
+// slow start is not asked every few milliseconds.
+const (
+	firstRetry = 5 * time.Millisecond
+	retryShare = 8
+)
 
 // progressEvery is how often a check that keeps failing the same way is
 // logged again.
@@ -162,7 +175,7 @@ func wait(ctx context.Context, interval time.Duration, log func(string), c Check
 			log(fmt.Sprintf("waiting for %s (%s): %s", c.What, time.Since(start).Round(time.Second), msg))
 			last, lastLogged = msg, time.Now()
 		}
-		t := time.NewTimer(interval)
+		t := time.NewTimer(min(interval, max(firstRetry, time.Since(start)/retryShare)))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -56,6 +56,7 @@ type run struct {
 	log    *revLog
 	status controlplane.RevisionStatus
 	resume time.Time // where the deploy log ended when a resumed Deploy began
+	early  *early    // containers made while the image is pulled; nil: none
 }
 
 // advance reports the statuses of the happy path after the current one up
@@ -75,6 +76,7 @@ func (x *run) failf(ctx context.Context, format string, args ...any) error {
 	if x.status == controlplane.RevisionAwaitingBuild || x.status == controlplane.RevisionBuilding {
 		typ = controlplane.LogBuild
 	}
+	x.early.stop() // what it makes is removed too, and its lines come first
 	x.d.logLine(ctx, x.w, typ, controlplane.LevelError, msg)
 	rctx := context.WithoutCancel(ctx)
 	rmErr := x.d.removeRevision(rctx, x.w.Tenant, x.w.Deployment.ID, x.w.Revision.ID)
@@ -90,6 +92,17 @@ func (x *run) deploy(ctx context.Context) error {
 	if path == nil {
 		return fmt.Errorf("deploydocker: revisions of source %q are not supported", w.Revision.Source)
 	}
+	// With no database to wait for (whose URIs the containers'
+	// environment holds), a revision that builds nothing pulls its image
+	// from the start, beside its first reports, and creates its
+	// containers meanwhile: a pull of an image the daemon has still asks
+	// the registry, and a create takes longer. They start only once the
+	// pull has succeeded, from the image it left (startContainers).
+	if uri := w.Revision.SourceRevisionConfig.ImageURI; x.d.dbs == nil && uri != nil && *uri != "" &&
+		!slices.Contains(path, controlplane.RevisionBuilding) {
+		x.early = x.startEarly(ctx, *uri)
+		defer x.early.stop() // failf waits too, before it removes the containers
+	}
 	if err := x.advance(ctx, controlplane.RevisionQueued, controlplane.Step{}); err != nil {
 		return err
 	}
@@ -102,11 +115,17 @@ func (x *run) deploy(ctx context.Context) error {
 	}
 	logInfo := func(line string) { x.d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, line) }
 	logInfo("pulling " + image)
-	if err := x.d.pull(ctx, w, image, built, logInfo); err != nil {
+	var pullErr error
+	if x.early != nil {
+		pullErr = x.early.pull()
+	} else {
+		pullErr = x.d.pull(ctx, w, image, built, logInfo)
+	}
+	if pullErr != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return x.failf(ctx, "Pulling image %s failed: %v", image, err)
+		return x.failf(ctx, "Pulling image %s failed: %v", image, pullErr)
 	}
 	if err := x.advance(ctx, controlplane.RevisionDeploying, controlplane.Step{}); err != nil {
 		return err
@@ -117,12 +136,14 @@ func (x *run) deploy(ctx context.Context) error {
 		return x.failf(ctx, "Superseded by revision %s, which became active first.", by)
 	}
 	env, err := x.databases(ctx)
-	if err == nil {
-		x.d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, "starting the revision's containers")
+	cs, pulled, earlyErr := x.early.wait()
+	if err == nil && (x.early == nil || earlyErr != nil) {
+		// Not made early, or that failed (the daemon lacked the image
+		// until the pull): now, finding what the early try made.
+		cs, err = x.d.prepareContainers(ctx, w, image, env, false)
 	}
-	var cs []*ctr
 	if err == nil {
-		cs, err = x.d.ensureContainers(ctx, w, image, env)
+		cs, err = x.startContainers(ctx, image, pulled, cs, env)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -157,6 +178,104 @@ func (x *run) deploy(ctx context.Context) error {
 	}
 	x.d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, fmt.Sprintf("%d container(s) healthy", len(cs)))
 	return x.d.activate(ctx, x, cs, image)
+}
+
+// early is what a Deploy of a revision that builds nothing does from its
+// start, beside its first reports: the revision's containers made
+// (prepareContainers) and its image pulled, then the ID of the image the
+// pull left looked up. A nil *early is none.
+type early struct {
+	done    chan struct{} // closed once cs and err are set
+	cs      []*ctr
+	err     error
+	gate    chan struct{} // closed once the "pulling" line is written: the pull's own lines follow it
+	opened  bool
+	pulled  chan struct{} // closed once pullErr is set
+	pullErr error
+	looked  chan struct{} // closed once imageID is known, or not
+	imageID string
+	cancel  context.CancelFunc // ends the pull
+}
+
+// earlyTimeout bounds the making of the containers of an early.
+const earlyTimeout = time.Minute
+
+// startEarly starts making the revision's containers and pulling image.
+func (x *run) startEarly(ctx context.Context, image string) *early {
+	e := &early{done: make(chan struct{}), gate: make(chan struct{}), pulled: make(chan struct{}), looked: make(chan struct{})}
+	// Not cut short by the end of ctx (the revision ended, say): a
+	// create the daemon finishes after the client gave up would make a
+	// container after the Deploy removed the revision's.
+	mctx, cancelMake := context.WithTimeout(context.WithoutCancel(ctx), earlyTimeout)
+	pctx, cancel := context.WithCancel(ctx)
+	e.cancel = cancel
+	go func() {
+		defer close(e.done)
+		defer cancelMake()
+		e.cs, e.err = x.d.prepareContainers(mctx, x.w, image, nil, true)
+		if e.err != nil {
+			return
+		}
+		// What it made goes to the deploy log after the "pulling" line,
+		// beside the pull: not a write more before the containers start.
+		select {
+		case <-e.gate:
+			x.d.logLines(ctx, x.w, containerLines(e.cs)...)
+			for _, c := range e.cs {
+				c.logged = true
+			}
+		case <-pctx.Done():
+		}
+	}()
+	go func() {
+		defer close(e.looked)
+		e.pullErr = x.d.pull(pctx, x.w, image, false, func(line string) {
+			select {
+			case <-e.gate:
+				x.d.logLine(ctx, x.w, controlplane.LogDeploy, controlplane.LevelInfo, line)
+			case <-pctx.Done():
+			}
+		})
+		close(e.pulled)
+		if e.pullErr != nil {
+			return
+		}
+		if res, err := x.d.cli.ImageInspect(pctx, image); err == nil {
+			e.imageID = res.ID
+		}
+	}()
+	return e
+}
+
+// pull returns what the pull answered, once the caller has written the
+// "pulling" line: the pull's own lines (its retries) come after it.
+func (e *early) pull() error {
+	if !e.opened {
+		e.opened = true
+		close(e.gate)
+	}
+	<-e.pulled
+	return e.pullErr
+}
+
+// wait returns the containers made, the ID of the pulled image ("" when
+// not known) and the error that stopped the making, once all is done.
+func (e *early) wait() ([]*ctr, string, error) {
+	if e == nil {
+		return nil, "", nil
+	}
+	<-e.done
+	<-e.looked
+	return e.cs, e.imageID, e.err
+}
+
+// stop ends the pull, if it still runs, and waits for all.
+func (e *early) stop() {
+	if e == nil {
+		return
+	}
+	e.cancel()
+	e.wait()
 }
 
 // image returns the image to run: image_uri for external_docker, the

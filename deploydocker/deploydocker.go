@@ -144,7 +144,11 @@ type Options struct {
 	// DEPLOY_FAILED. An answer that will not change (a 4xx, the container
 	// exited) fails it at once (see the package documentation).
 	HealthTimeout time.Duration
-	// HealthInterval is the time between health checks.
+	// HealthInterval is the longest time between health checks
+	// (DefaultHealthInterval): after a failed check the next comes in
+	// 5 ms, or an eighth of the time waited so far, up to HealthInterval
+	// (deploydb.Wait), so a server that starts listening a moment after
+	// its container starts is found at once.
 	HealthInterval time.Duration
 	// WatchInterval is the time between the health checks of a revision
 	// watched after it became active (Work.HealthWatchSeconds, for

@@ -182,8 +182,15 @@ func TestSupersededWhileStarting(t *testing.T) {
 	ctx := context.Background()
 	d := f.create(uniq("superseded"), image("gated:1"), nil) // never healthy on its own
 	first := *d.LatestRevisionID
+	// Running, not only there: a container may be created while its
+	// revision's image is pulled, before DEPLOYING.
 	eventually(t, "the first revision's container runs", func() bool {
-		return len(f.containers(deploydocker.LabelRevision+"="+first)) == 1
+		ids := f.containers(deploydocker.LabelRevision + "=" + first)
+		if len(ids) != 1 {
+			return false
+		}
+		res, err := f.cli.ContainerInspect(ctx, ids[0], client.ContainerInspectOptions{})
+		return err == nil && res.Container.State != nil && res.Container.State.Running
 	})
 	img := image("server:v1")
 	patched, err := f.cp.UpdateDeployment(ctx, tenant, d.ID, &controlplane.UpdateDeploymentRequest{
@@ -441,5 +448,47 @@ func TestNetworkOptions(t *testing.T) {
 				t.Errorf("New: %v, want an error saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A tag that the registry moved while the daemon still has its old image
+// under it: the container may be created from the old one while the pull
+// runs, but the revision runs the image the pull left (v1 here, where the
+// daemon's copy of the tag said v2).
+func TestTagMovedRunsPulledImage(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	ref := image(uniq("moved") + ":1")
+	layer, err := binaryLayer(serverBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := push(layer, ref, []string{"VERSION=v1"}); err != nil {
+		t.Fatal(err)
+	}
+	old := image("server:v2")
+	pull, err := f.cli.ImagePull(ctx, old, client.ImagePullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pull.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cli.ImageTag(ctx, client.ImageTagOptions{Source: old, Target: ref}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true}) })
+
+	d := f.create(uniq("moved"), ref, nil)
+	if rev := f.wait(d.ID, *d.LatestRevisionID); rev.Status != controlplane.RevisionDeployed {
+		t.Fatalf("revision %s: %s", rev.Status, deref(rev.StatusMessage))
+	}
+	url := f.proxyURL + "/" + d.ID
+	eventually(t, "url answers", func() bool { _, err := get(url + "/version"); return err == nil })
+	if v, err := get(url + "/version"); err != nil || v != "v1" {
+		t.Errorf("GET url/version = %q, %v; want the pulled image's v1", v, err)
+	}
+	if ids := f.containers(deploydocker.LabelDeployment + "=" + d.ID); len(ids) != 1 {
+		t.Errorf("%d containers, want 1", len(ids))
 	}
 }

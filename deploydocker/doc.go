@@ -17,6 +17,9 @@
 // Containers get the revision's secrets, DATABASE_URI and REDIS_URI as
 // environment variables, the port to listen on in $PORT, and Docker limits
 // from the resource_spec after controlplane.ResourceSpec.WithDefaults.
+// With no database to wait for, the containers are created while the
+// image is pulled and started once the pull has succeeded, from the
+// image it left (one made from what the tag named before is made again).
 // Then the revision reports DEPLOYED and the proxy switches to the new
 // containers; older revisions' containers are stopped once their requests
 // in flight are answered (at most Options.DrainTimeout), so a client sees

@@ -42,8 +42,13 @@ type ctr struct {
 	id      string
 	name    string
 	replica int
+	port    int    // LabelPort
 	addr    string // host:port the proxy and the health check reach
 	adopted bool   // made by an earlier Deploy, not this one
+	created bool   // created, never started (when inspected)
+	early   bool   // created while the image was pulled
+	image   string // the ID of the image it was created from
+	logged  bool   // its line (created, adopting) is in the deploy log
 }
 
 // Pull retries: the first after pullBackoff, each next one after twice
@@ -229,10 +234,14 @@ func (d *Deployer) labelsOf(w *controlplane.Work, replica, port int) map[string]
 	return l
 }
 
-// ensureContainers makes the revision's replicas exist and run: it adopts
-// the ones an earlier Deploy created (after a restart), creates and starts
-// the missing ones, and removes any beyond min_scale.
-func (d *Deployer) ensureContainers(ctx context.Context, w *controlplane.Work, image string, extraEnv []string) ([]*ctr, error) {
+// prepareContainers makes the revision's replicas exist, not yet
+// started: it finds the ones an earlier Deploy created (after a restart),
+// creates the missing ones, and removes any beyond min_scale. It writes
+// no log line, so that it may run while the image is pulled
+// (startContainers says what it did). early says that it does: the
+// containers it creates are checked against the pulled image before they
+// start.
+func (d *Deployer) prepareContainers(ctx context.Context, w *controlplane.Work, image string, extraEnv []string, early bool) ([]*ctr, error) {
 	n := replicas(w.ResourceSpec)
 	have, err := d.list(ctx, LabelDeployment+"="+w.Deployment.ID, LabelRevision+"="+w.Revision.ID)
 	if err != nil {
@@ -253,13 +262,15 @@ func (d *Deployer) ensureContainers(ctx context.Context, w *controlplane.Work, i
 	for i := range n {
 		var c *ctr
 		if s, ok := byReplica[i]; ok {
-			d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, fmt.Sprintf("adopting container %s", strings.TrimPrefix(firstName(s.Names), "/")))
-			c, err = d.adopt(ctx, s.ID)
+			c, err = d.inspectCtr(ctx, s.ID)
 			if c != nil {
 				c.adopted = true
 			}
 		} else {
 			c, err = d.create(ctx, w, image, i, extraEnv)
+			if c != nil && !c.adopted {
+				c.early = early
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -269,6 +280,85 @@ func (d *Deployer) ensureContainers(ctx context.Context, w *controlplane.Work, i
 	return out, nil
 }
 
+// startContainers starts the prepared replicas that are not running yet,
+// all at once, once what was done is in the deploy log (one write, before
+// the starts, of what an early making did not write: a crash after them
+// leaves the log complete). A replica
+// created before the pull ended (early), or by an earlier Deploy and
+// never started, runs only the image the pull left under the reference
+// (pulled, its ID, when the caller knows it): one made from another (the
+// tag moved) is removed and created again. It returns the containers to
+// wait for, in replica order.
+func (x *run) startContainers(ctx context.Context, image, pulled string, cs []*ctr, extraEnv []string) ([]*ctr, error) {
+	d, w := x.d, x.w
+	var lines []string
+	for i, c := range cs {
+		if !c.created || !(c.early || c.adopted) {
+			continue
+		}
+		if pulled == "" {
+			res, err := d.cli.ImageInspect(ctx, image)
+			if err != nil {
+				return nil, fmt.Errorf("inspecting image %s: %w", image, err)
+			}
+			pulled = res.ID
+		}
+		if c.image == pulled {
+			continue
+		}
+		if err := d.remove(ctx, c.id, false); err != nil {
+			return nil, err
+		}
+		nc, err := d.create(ctx, w, image, c.replica, extraEnv)
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, fmt.Sprintf("container %s was created from what %s named before the pull; created it again from the pulled image", c.name, image))
+		cs[i] = nc
+	}
+	var unlogged []*ctr
+	for _, c := range cs {
+		if !c.logged {
+			unlogged = append(unlogged, c)
+		}
+	}
+	if lines = append(lines, containerLines(unlogged)...); len(lines) > 0 {
+		d.logLines(ctx, w, append([]string{"starting the revision's containers"}, lines...)...)
+	}
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		if !c.created {
+			continue
+		}
+		wg.Go(func() {
+			if _, err := d.cli.ContainerStart(ctx, c.id, client.ContainerStartOptions{}); err != nil {
+				errs[i] = fmt.Errorf("starting container %s: %w", c.name, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return cs, nil
+}
+
+// containerLines are the deploy log's lines for prepared containers.
+func containerLines(cs []*ctr) []string {
+	lines := make([]string, 0, len(cs))
+	for _, c := range cs {
+		if c.adopted {
+			lines = append(lines, "adopting container "+c.name)
+		} else {
+			lines = append(lines, fmt.Sprintf("created container %s (port %d)", c.name, c.port))
+		}
+	}
+	return lines
+}
+
 func firstName(names []string) string {
 	if len(names) == 0 {
 		return ""
@@ -276,24 +366,20 @@ func firstName(names []string) string {
 	return names[0]
 }
 
-// adopt inspects an existing container, starts it if it was created but
-// not started, and returns it.
-func (d *Deployer) adopt(ctx context.Context, id string) (*ctr, error) {
+// inspectCtr inspects a container of a revision: its replica, address,
+// state and image.
+func (d *Deployer) inspectCtr(ctx context.Context, id string) (*ctr, error) {
 	res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("inspecting container %s: %w", id, err)
 	}
-	ci := res.Container
-	if ci.State != nil && ci.State.Status == container.StateCreated {
-		if _, err := d.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-			return nil, fmt.Errorf("starting container %s: %w", strings.TrimPrefix(ci.Name, "/"), err)
-		}
-		if res, err = d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err != nil {
-			return nil, err
-		}
-		ci = res.Container
+	c, err := d.ctrOf(res.Container)
+	if err != nil {
+		return nil, err
 	}
-	return d.ctrOf(ci)
+	c.created = res.Container.State != nil && res.Container.State.Status == container.StateCreated
+	c.image = res.Container.Image
+	return c, nil
 }
 
 // ctrOf reads a container's replica and address from its labels and
@@ -309,7 +395,7 @@ func (d *Deployer) ctrOf(ci container.InspectResponse) (*ctr, error) {
 		return nil, fmt.Errorf("container %s has no port label", name)
 	}
 	replica, _ := strconv.Atoi(labels[LabelReplica])
-	c := &ctr{id: ci.ID, name: name, replica: replica}
+	c := &ctr{id: ci.ID, name: name, replica: replica, port: port}
 	if d.o.Network == "host" {
 		c.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		return c, nil
@@ -324,7 +410,7 @@ func (d *Deployer) ctrOf(ci container.InspectResponse) (*ctr, error) {
 	return c, nil
 }
 
-// create creates and starts replica i of the revision. Creation is
+// create creates replica i of the revision, not started. Creation is
 // serialized with Teardown per deployment, so a deployment being deleted
 // gets no new container.
 func (d *Deployer) create(ctx context.Context, w *controlplane.Work, image string, replica int, extraEnv []string) (*ctr, error) {
@@ -374,20 +460,18 @@ func (d *Deployer) create(ctx context.Context, w *controlplane.Work, image strin
 	if cerrdefs.IsConflict(err) {
 		// A container of that name exists: an earlier Deploy of this
 		// revision made it after our listing. Adopt it.
-		return d.adopt(ctx, name)
+		c, err := d.inspectCtr(ctx, name)
+		if c != nil {
+			c.adopted = true
+		}
+		return c, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("creating container %s: %w", name, err)
 	}
-	d.logLine(ctx, w, controlplane.LogDeploy, controlplane.LevelInfo, fmt.Sprintf("created container %s (port %d)", name, port))
-	if _, err := d.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
-		return nil, fmt.Errorf("starting container %s: %w", name, err)
-	}
-	ins, err := d.cli.ContainerInspect(ctx, res.ID, client.ContainerInspectOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("inspecting container %s: %w", name, err)
-	}
-	return d.ctrOf(ins.Container)
+	// Its image's ID tells whether it runs what the pull left under the
+	// reference (startContainers).
+	return d.inspectCtr(ctx, res.ID)
 }
 
 func (d *Deployer) isRemoved(tenant, dep string) bool {
@@ -397,7 +481,8 @@ func (d *Deployer) isRemoved(tenant, dep string) bool {
 }
 
 // waitHealthy runs the container's health check (GET Options.HealthPath)
-// until it answers 200, every Options.HealthInterval. An answer that will
+// until it answers 200: soon after a failure at first, then every
+// Options.HealthInterval (deploydb.Wait's backoff). An answer that will
 // not change fails at once: the container exited (or restarted) or was
 // removed, or the server answered a final 4xx (see healthAnswerFinal).
 // Anything else (no answer yet, 5xx) is waited out until
@@ -436,8 +521,18 @@ func (d *Deployer) waitHealthy(ctx context.Context, c *ctr) error {
 }
 
 // healthCheck is one check of a revision's container: nil when it
-// answers 200, an error marked deploydb.Permanent when it will not.
+// answers 200, an error marked deploydb.Permanent when it will not. Its
+// state is inspected and its health path asked at once when its address
+// is known; a state that says it exited or restarted wins over the answer.
 func (d *Deployer) healthCheck(ctx context.Context, c *ctr) error {
+	var answer chan error
+	if c.addr != "" {
+		gctx, cancel := context.WithCancel(ctx)
+		defer cancel() // ends the GET when the state decides
+		answer = make(chan error, 1)
+		addr := c.addr
+		go func() { answer <- d.healthGet(gctx, c, addr) }()
+	}
 	res, err := d.cli.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
@@ -450,15 +545,21 @@ func (d *Deployer) healthCheck(ctx context.Context, c *ctr) error {
 			return deploydb.Permanent(d.exited(ctx, c, res.Container))
 		}
 	}
-	if c.addr == "" {
-		if nc, err := d.ctrOf(res.Container); err == nil {
-			c.addr = nc.addr
-		}
+	if answer != nil {
+		return <-answer
+	}
+	if nc, err := d.ctrOf(res.Container); err == nil {
+		c.addr = nc.addr
 	}
 	if c.addr == "" {
 		return errors.New("the container has no address yet")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.addr+d.o.HealthPath, nil)
+	return d.healthGet(ctx, c, c.addr)
+}
+
+// healthGet asks the container's health path at addr.
+func (d *Deployer) healthGet(ctx context.Context, c *ctr, addr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+d.o.HealthPath, nil)
 	if err != nil {
 		return deploydb.Permanent(err)
 	}

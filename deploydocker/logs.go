@@ -108,6 +108,20 @@ func (d *Deployer) logLine(ctx context.Context, w *controlplane.Work, typ contro
 	}
 }
 
+// logLines is logLine for several INFO lines of the deploy log, in one
+// write.
+func (d *Deployer) logLines(ctx context.Context, w *controlplane.Work, lines ...string) {
+	now := time.Now()
+	ll := make([]controlplane.LogLine, len(lines))
+	for i, line := range lines {
+		d.log.Log(ctx, slog.LevelInfo, "deploydocker: "+line, "tenant", w.Tenant, "deployment", w.Deployment.ID, "revision", w.Revision.ID)
+		ll[i] = controlplane.LogLine{Type: controlplane.LogDeploy, Level: controlplane.LevelInfo, Message: line, Time: now}
+	}
+	if rl, ok := ctx.Value(revLogKey{}).(*revLog); ok {
+		rl.write(ctx, ll)
+	}
+}
+
 func slogLevel(l controlplane.LogLevel) slog.Level {
 	switch l {
 	case controlplane.LevelDebug:
