@@ -686,17 +686,6 @@ func (cp *ControlPlane) Run(ctx context.Context, d Deployer) error {
 	tick := time.NewTicker(cp.poll)
 	defer tick.Stop()
 	for {
-		// Number the outbox's events and fold the order counts
-		// (sequencer.go), for this replica's writes and the others'.
-		if err := cp.maintain(ctx); err != nil {
-			if errors.Is(err, store.ErrClosed) {
-				return errors.New("controlplane: Run: the store is closed")
-			}
-			if ctx.Err() == nil {
-				cp.log.Error("controlplane: sequencing events failed", "err", err)
-			}
-		}
-		cp.sweepPreviewsDue(ctx) // idle previews, every PreviewSweepInterval (previews.go)
 		for len(sem) < cap(sem) && ctx.Err() == nil {
 			j, err := cp.claim(ctx)
 			if err != nil {
@@ -720,6 +709,18 @@ func (cp *ControlPlane) Run(ctx context.Context, d Deployer) error {
 				}
 			})
 		}
+		// Then number the outbox's events and fold the order counts
+		// (sequencer.go), for this replica's writes and the others': after
+		// the claims, so that new work does not wait for them.
+		if err := cp.maintain(ctx); err != nil {
+			if errors.Is(err, store.ErrClosed) {
+				return errors.New("controlplane: Run: the store is closed")
+			}
+			if ctx.Err() == nil {
+				cp.log.Error("controlplane: sequencing events failed", "err", err)
+			}
+		}
+		cp.sweepPreviewsDue(ctx) // idle previews, every PreviewSweepInterval (previews.go)
 		select {
 		case <-ctx.Done():
 			return nil
