@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -130,4 +131,43 @@ func deployedAt(rev *revisionRecord) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// WatchHealth is the watch a Deployer runs for a revision whose Work asks
+// for one (Work.HealthWatchSeconds > 0), once it reported it DEPLOYED: it
+// calls look every interval for that many seconds, until ctx ends or look
+// says the revision no longer serves (live false: a newer one does, or the
+// deployment is gone). When failures looks in a row find a problem, it
+// reports the last one to r (ReportUnhealthy), once, and returns that
+// call's error; nil otherwise.
+func WatchHealth(ctx context.Context, w *Work, interval time.Duration, failures int,
+	look func(ctx context.Context) (problem string, live bool), r UnhealthyReporter) error {
+	if w.HealthWatchSeconds <= 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(w.HealthWatchSeconds)*time.Second)
+	defer cancel()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	failed := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		problem, live := look(ctx)
+		if !live || ctx.Err() != nil {
+			return nil // ended meanwhile: a problem may be the end's
+		}
+		if problem == "" {
+			failed = 0
+			continue
+		}
+		if failed++; failed < failures {
+			continue
+		}
+		return r.ReportUnhealthy(ctx, w.Tenant, w.Deployment.ID, w.Revision.ID,
+			fmt.Sprintf("%d looks in a row found it failing after it became active, the last: %s", failed, problem))
+	}
 }

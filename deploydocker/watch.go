@@ -41,42 +41,19 @@ func (d *Deployer) watch(w *controlplane.Work, cs []*ctr) {
 		return
 	}
 	d.goBackground(func() {
-		ctx, cancel := context.WithTimeout(d.bg, time.Duration(w.HealthWatchSeconds)*time.Second)
-		defer cancel()
-		t := time.NewTicker(d.o.WatchInterval)
-		defer t.Stop()
-		failed := 0
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+		look := func(ctx context.Context) (string, bool) {
 			if !d.proxy.serving(w.Deployment.ID, w.Revision.ID) {
-				return
+				return "", false
 			}
-			var err error
 			for _, c := range cs {
-				if err = d.healthCheck(ctx, c); err != nil {
-					err = fmt.Errorf("container %s: %w", c.name, err)
-					break
+				if err := d.healthCheck(ctx, c); err != nil {
+					return fmt.Sprintf("container %s: health check GET %s: %v", c.name, d.o.HealthPath, err), d.proxy.serving(w.Deployment.ID, w.Revision.ID)
 				}
 			}
-			if ctx.Err() != nil || !d.proxy.serving(w.Deployment.ID, w.Revision.ID) {
-				return // ended meanwhile: the failure may be the end's
-			}
-			if err == nil {
-				failed = 0
-				continue
-			}
-			if failed++; failed < d.o.WatchFailures {
-				continue
-			}
-			reason := fmt.Sprintf("%d health checks in a row failed after it became active, the last: %v", failed, err)
-			if err := ur.ReportUnhealthy(ctx, w.Tenant, w.Deployment.ID, w.Revision.ID, reason); err != nil {
-				d.log.Warn("deploydocker: reporting an unhealthy revision", "deployment", w.Deployment.ID, "revision", w.Revision.ID, "err", err)
-			}
-			return
+			return "", true
+		}
+		if err := controlplane.WatchHealth(d.bg, w, d.o.WatchInterval, d.o.WatchFailures, look, ur); err != nil {
+			d.log.Warn("deploydocker: reporting an unhealthy revision", "deployment", w.Deployment.ID, "revision", w.Revision.ID, "err", err)
 		}
 	})
 }

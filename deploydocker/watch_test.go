@@ -63,7 +63,7 @@ func TestAutoRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg := deref(failed.StatusMessage); !strings.HasPrefix(msg, "Rolled back automatically: 3 health checks in a row failed") {
+	if msg := deref(failed.StatusMessage); !strings.HasPrefix(msg, "Rolled back automatically: 3 looks in a row found it failing") {
 		t.Fatalf("the failed revision's status_message: %q", msg)
 	}
 	logs, err := f.cp.ListLogs(ctx, tenant, d.ID, second.ID, &controlplane.LogQuery{Type: controlplane.LogDeploy, Order: "desc", Limit: new(50)})

@@ -45,33 +45,11 @@ func (d *Deployer) watchHealth(w *controlplane.Work, ns string) {
 	d.mu.Unlock()
 	go func() {
 		defer d.watches.Done()
-		ctx, cancel := context.WithTimeout(d.bg, time.Duration(w.HealthWatchSeconds)*time.Second)
-		defer cancel()
-		t := time.NewTicker(d.o.WatchInterval)
-		defer t.Stop()
-		failed := 0
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			msg, live := d.revisionHealth(ctx, ns, w.Deployment.ID, w.Revision.ID)
-			if !live || ctx.Err() != nil {
-				return
-			}
-			if msg == "" {
-				failed = 0
-				continue
-			}
-			if failed++; failed < d.o.WatchFailures {
-				continue
-			}
-			reason := fmt.Sprintf("%d looks in a row found it failing after it became active, the last: %s", failed, msg)
-			if err := ur.ReportUnhealthy(ctx, w.Tenant, w.Deployment.ID, w.Revision.ID, reason); err != nil {
-				d.log.Warn("deployk8s: reporting an unhealthy revision", "deployment", w.Deployment.ID, "revision", w.Revision.ID, "err", err)
-			}
-			return
+		look := func(ctx context.Context) (string, bool) {
+			return d.revisionHealth(ctx, ns, w.Deployment.ID, w.Revision.ID)
+		}
+		if err := controlplane.WatchHealth(d.bg, w, d.o.WatchInterval, d.o.WatchFailures, look, ur); err != nil {
+			d.log.Warn("deployk8s: reporting an unhealthy revision", "deployment", w.Deployment.ID, "revision", w.Revision.ID, "err", err)
 		}
 	}()
 }
