@@ -326,14 +326,10 @@ func (cp *ControlPlane) HandleGitHubPullRequest(ctx context.Context, ev *PullReq
 		if again, err := seenDelivery(tx, deliveryKeys(ev.DeliveryID, ev.BodyDigest), now); again || err != nil {
 			return err
 		}
-		owner, err := tx.Get(colInstallationOwners, strconv.FormatInt(ev.InstallationID, 10))
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
+		tenant, integID, err := installationOwner(tx, ev.InstallationID) // push.go
+		if tenant == "" || err != nil {
 			return err
 		}
-		tenant, integID, _ := strings.Cut(string(owner), "/")
 		tp, err := cp.readTenant(tx, tenant)
 		if err != nil {
 			return err
@@ -424,6 +420,16 @@ func (cp *ControlPlane) previewOf(tx store.Tx, tenant, parentID string, number i
 	return &link, d, nil
 }
 
+// linkedPreview reads the preview a link names, nil when it is gone (the
+// link is dropped then, in tx).
+func (cp *ControlPlane) linkedPreview(tx store.Tx, tenant, parentID string, l *previewLink) (*deploymentRecord, error) {
+	p, err := cp.getDeployment(tx, tenant, l.PreviewID)
+	if errors.Is(err, apierr.ErrNotFound) {
+		return nil, dropPreviewLink(tx, tenant, parentID, l)
+	}
+	return p, err
+}
+
 // dropPreviewLink removes a preview's records of this file.
 func dropPreviewLink(tx store.Tx, tenant, parentID string, link *previewLink) error {
 	for _, k := range [][2]string{{colPreviews, previewKey(tenant, parentID, link.Number)},
@@ -463,15 +469,12 @@ func (cp *ControlPlane) createPreview(ctx context.Context, tx store.Tx, tenant s
 		}
 		l := links[oldest]
 		links = slices.Delete(links, oldest, oldest+1)
-		prev, err := cp.getDeployment(tx, tenant, l.PreviewID)
-		if errors.Is(err, apierr.ErrNotFound) {
-			if err := dropPreviewLink(tx, tenant, parent.ID, l); err != nil {
-				return err
-			}
-			continue
-		}
+		prev, err := cp.linkedPreview(tx, tenant, parent.ID, l)
 		if err != nil {
 			return err
+		}
+		if prev == nil {
+			continue
 		}
 		why := fmt.Sprintf("preview deleted: parent %s is at max_concurrent %d (pull request #%d needs a preview)", parent.Name, *cfg.MaxConcurrent, ev.Number)
 		if err := cp.deletePreview(ctx, tx, tenant, parent.ID, l, prev, why, now, done); err != nil {
@@ -835,15 +838,12 @@ func (cp *ControlPlane) deletePreviewsOf(ctx context.Context, tenant string, d *
 			return err
 		}
 		for _, l := range links {
-			p, err := cp.getDeployment(tx, tenant, l.PreviewID)
-			if errors.Is(err, apierr.ErrNotFound) {
-				if err := dropPreviewLink(tx, tenant, d.ID, l); err != nil {
-					return err
-				}
-				continue
-			}
+			p, err := cp.linkedPreview(tx, tenant, d.ID, l)
 			if err != nil {
 				return err
+			}
+			if p == nil {
+				continue
 			}
 			why := fmt.Sprintf("preview deleted: its parent %s was deleted", d.Name)
 			if err := cp.deletePreview(ctx, tx, tenant, d.ID, l, p, why, now, &done); err != nil {

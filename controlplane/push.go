@@ -108,14 +108,10 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 		}
 		// The installation's one owner, if any, and its build_on_push
 		// deployments.
-		owner, err := tx.Get(colInstallationOwners, strconv.FormatInt(ev.InstallationID, 10))
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
+		tenant, integID, err := installationOwner(tx, ev.InstallationID)
+		if tenant == "" || err != nil {
 			return err
 		}
-		tenant, integID, _ := strings.Cut(string(owner), "/")
 		var tails []string
 		tp, err := cp.readTenant(tx, tenant)
 		if err != nil {
@@ -258,4 +254,19 @@ func normalizeRepoURL(s string) string {
 	s = strings.TrimRight(s, "/")
 	s = strings.TrimSuffix(s, ".git")
 	return strings.TrimRight(s, "/")
+}
+
+// installationOwner returns the tenant that holds a GitHub App
+// installation and the integration that records it; "" when no tenant
+// does.
+func installationOwner(r store.Reader, installationID int64) (tenant, integrationID string, err error) {
+	owner, err := r.Get(colInstallationOwners, strconv.FormatInt(installationID, 10))
+	if errors.Is(err, store.ErrNotFound) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	tenant, integrationID, _ = strings.Cut(string(owner), "/")
+	return tenant, integrationID, nil
 }
