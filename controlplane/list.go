@@ -372,9 +372,13 @@ func indexQuery(q *ListDeploymentsQuery, f summaryFilter, limit int) *index.Quer
 }
 
 // foldCounts folds the pending changes of the index's order counts in,
-// seqBatch of them per Update (the sequencer runs it).
+// and moves the new entries' gram records into the gram blocks, seqBatch
+// of them per Update (the sequencer runs it).
 func (cp *ControlPlane) foldCounts(ctx context.Context) error {
-	return index.FoldCounts(ctx, cp.st, seqBatch)
+	if err := index.FoldCounts(ctx, cp.st, seqBatch); err != nil {
+		return err
+	}
+	return index.FoldGrams(ctx, cp.st, &index.FoldOptions{Batch: seqBatch})
 }
 
 // listByIDs gets each named deployment and checks every filter on it.

@@ -54,6 +54,7 @@ func fleet(b *testing.B, n int) *benchFleet {
 		})
 	}
 	fold(b, f.st, 1024)
+	foldGrams(b, f.st, 1024, 0)
 	fleets[n] = f
 	return f
 }

@@ -8,7 +8,8 @@
 // caller's transaction. Index.List returns a page of tails, newest first,
 // walking the records of one or more terms, the trigrams of a name
 // substring (grams.go), or the order records, whose offset it skips over
-// counts of time windows (counts.go) that FoldCounts keeps folded in; a
+// counts of time windows (counts.go) that FoldCounts keeps folded in (and
+// FoldGrams packs the gram records into blocks: gramblocks.go); a
 // Query.Keep callback checks on each candidate's summary what the walk
 // does not answer. ScanTerm lists the entries of one term.
 //
@@ -33,7 +34,8 @@
 //	cp_deployment_order         T ts D             -> ""
 //	cp_deployment_summaries     T ts D             -> summary
 //	cp_deployment_index         T term ts D        -> ""
-//	cp_deployment_pgrams        T gram place ts D  -> "" (grams.go)
+//	cp_deployment_pgrams        T gram place ts D  -> "" (grams.go; a new entry's, until FoldGrams)
+//	cp_deployment_gram_blocks   T gram place first -> the list's tails from first, packed (gramblocks.go)
 //	cp_deployment_counts        T n ts[:n]         -> count in the window (counts.go)
 //	cp_deployment_count_changes T ts D +|-         -> "" (a change not yet folded in)
 //
@@ -61,7 +63,7 @@ const (
 
 // Collections returns the names of the index's collections.
 func Collections() []string {
-	return []string{ColOrder, ColSummaries, ColGrams, ColCounts, ColCountChanges, ColTerms}
+	return []string{ColOrder, ColSummaries, ColGrams, ColGramBlocks, ColCounts, ColCountChanges, ColTerms}
 }
 
 // MaxName is the most bytes of a name.

@@ -107,6 +107,15 @@ func fold(t tb, st store.Store, batch int) {
 	}
 }
 
+// foldGrams moves the gram records into blocks of at most blockTails
+// tails, batch records an Update.
+func foldGrams(t tb, st store.Store, batch, blockTails int) {
+	t.Helper()
+	if err := index.FoldGrams(context.Background(), st, &index.FoldOptions{Batch: batch, BlockTails: blockTails}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // list returns the ids of the page q asks for.
 func list(t tb, st store.Store, x *index.Index, tp string, q *index.Query) []int {
 	t.Helper()
