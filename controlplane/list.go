@@ -372,13 +372,10 @@ func indexQuery(q *ListDeploymentsQuery, f summaryFilter, limit int) *index.Quer
 }
 
 // foldCounts folds the pending changes of the index's order counts in,
-// and moves the new entries' gram records into the gram blocks, seqBatch
-// of them per Update (the sequencer runs it).
+// and packs the new entries' gram records into the gram blocks, seqBatch
+// changes per Update (the sequencer runs it).
 func (cp *ControlPlane) foldCounts(ctx context.Context) error {
-	if err := index.FoldCounts(ctx, cp.st, seqBatch); err != nil {
-		return err
-	}
-	return index.FoldGrams(ctx, cp.st, &index.FoldOptions{Batch: seqBatch})
+	return index.Fold(ctx, cp.st, &index.FoldOptions{Batch: seqBatch})
 }
 
 // listByIDs gets each named deployment and checks every filter on it.

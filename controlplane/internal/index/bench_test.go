@@ -54,7 +54,6 @@ func fleet(b *testing.B, n int) *benchFleet {
 		})
 	}
 	fold(b, f.st, 1024)
-	foldGrams(b, f.st, 1024, 0)
 	fleets[n] = f
 	return f
 }

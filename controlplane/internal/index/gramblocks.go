@@ -1,12 +1,12 @@
 package index
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/store"
@@ -19,12 +19,12 @@ import (
 // land at the ends of a dozen lists spread over the collection: about 870
 // bytes an entry at 100k entries named like agent-0001234, more than a
 // third of a deployment's space. A list's tails packed in blocks cost
-// about 15 bytes each: the time key as a delta from the previous tail's,
+// about 14 bytes each: the time key as a delta from the previous tail's,
 // the id part as the bytes it does not share with the previous one's.
 //
 // # Records
 //
-//	cp_deployment_gram_blocks  T gram place first -> block
+//	cp_deployment_pgrams  T gram place 0x00 first -> block
 //
 // A block holds the tails of one list (a gram at a place) from first, its
 // oldest, up to the next block's first, oldest first: a format byte (1),
@@ -33,23 +33,30 @@ import (
 // uvarint of how many bytes of id part it shares with the previous
 // tail's, the uvarint of the count of the other bytes, and those bytes.
 // Blocks hold at most FoldOptions.BlockTails tails (default
-// DefaultBlockTails).
+// DefaultBlockTails). A list's blocks sort before its gram records (no
+// time key of a tail starts with 0x00: Put refuses one), so a list is
+// still every key under its prefix, one seek finds whether a list exists
+// and one seek from each list to the next lists a gram's places, as they
+// did before blocks.
 //
-// Put writes a new entry's gram records as ever (cp_deployment_pgrams,
-// one record per gram and place, written by no other entry: creates do
-// not conflict on a shared block), and FoldGrams moves them into the
-// blocks later, as FoldCounts folds the counts' changes: the caller runs
-// both out of the way of the writes (controlplane's sequencer). A tail is
+// Put writes a new entry's gram records as ever (one record per gram and
+// place, written by no other entry: creates do not conflict on a shared
+// block), and Fold packs them into the blocks later, with the entry's
+// pending change of the order counts (counts.go): for each added entry
+// it reads the summary (for the name), takes each of the name's gram
+// records still there and adds its tail to the list's blocks. A tail is
 // in a gram record or in a block, never both, and every walk of a list
 // (gramList) merges the two, newest first, so a list answers the same
 // whatever has been folded. Remove deletes an entry's gram record, or
 // takes its tail out of its block (a read and a write of the block).
 //
 // A store written before the blocks existed holds gram records only: it
-// reads as it did, and FoldGrams packs its records as it packs new ones.
+// reads as it did; its entries' records stay records (their changes of
+// the counts were folded already) until the entries are removed, and
+// entries added since are packed.
 
-// ColGramBlocks is the collection of the gram blocks.
-const ColGramBlocks = "cp_deployment_gram_blocks"
+// blockMark follows a list's prefix in the key of each of its blocks.
+const blockMark = "\x00"
 
 // DefaultBlockTails is the most tails of a gram block by default.
 const DefaultBlockTails = 64
@@ -59,69 +66,57 @@ const blockFormat = 1
 
 var errCorruptBlock = errors.New("index: a malformed gram block")
 
-// FoldOptions tune FoldGrams. Zero fields take the defaults.
-type FoldOptions struct {
-	// Batch is the most gram records folded in one Update. Default 1024.
-	Batch int
-	// BlockTails is the most tails of a block. Default DefaultBlockTails.
-	BlockTails int
+// packGrams moves the gram records of the entry at tail, if it is still
+// there, into the blocks: the tails of each list go to lists (by list
+// prefix, ascending when changes are read in key order), the records'
+// keys to done.
+func packGrams(tx store.Tx, tp, tail string, lists map[string][]string, done *[]string) error {
+	summary, err := tx.Get(ColSummaries, tp+tail)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil // removed since
+	case err != nil:
+		return err
+	}
+	name, _, _ := strings.Cut(string(summary), "\x00")
+	if name == "" || !nameBytesOK(name) || len(name) > MaxName {
+		return fmt.Errorf("%w: the summary of %q holds no name", errCorruptBlock, tail)
+	}
+	for _, k := range gramKeys(tp, tail, name) {
+		switch _, err := tx.Get(ColGrams, k); {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			return err
+		}
+		l := k[:len(k)-len(tail)]
+		lists[l] = append(lists[l], tail)
+		*done = append(*done, k)
+	}
+	return nil
 }
 
-// FoldGrams moves the gram records of every tenant into the gram blocks,
-// o.Batch of them per Update of st, until none is left; nil o means the
-// defaults.
-func FoldGrams(ctx context.Context, st store.Store, o *FoldOptions) error {
-	batch, most := 1024, DefaultBlockTails
-	if o != nil {
-		batch, most = cmpOr(o.Batch, batch), cmpOr(o.BlockTails, most)
-	}
-	for {
-		n := 0
-		err := st.Update(ctx, func(tx store.Tx) error {
-			lists := map[string][]string{} // list prefix -> tails, oldest first
-			var keys []string
-			err := tx.Scan(ColGrams, "", nil, func(k string, _ []byte) (bool, error) {
-				n := keyenc.TenantLen(k)
-				if n == 0 || len(k) < n+gramLen+1+9 {
-					return false, fmt.Errorf("%w: a malformed gram record %q", errCorruptBlock, k)
-				}
-				l := k[:n+gramLen+1]
-				lists[l] = append(lists[l], k[len(l):])
-				keys = append(keys, k)
-				return len(keys) < batch, nil
-			})
-			if err != nil {
-				return err
-			}
-			n = len(keys)
-			for _, l := range slices.Sorted(maps.Keys(lists)) {
-				if err := insertTails(tx, l, lists[l], most); err != nil {
-					return err
-				}
-			}
-			for _, k := range keys {
-				if err := store.Discard(tx, ColGrams, k); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil || n < batch {
+// putBlocks adds the tails of lists to their blocks and discards the gram
+// records they came from.
+func putBlocks(tx store.Tx, lists map[string][]string, done []string, most int) error {
+	for _, l := range slices.Sorted(maps.Keys(lists)) {
+		tails := lists[l]
+		slices.Sort(tails)
+		if err := insertTails(tx, l+blockMark, slices.Compact(tails), most); err != nil {
 			return err
 		}
 	}
-}
-
-// cmpOr is v, or def when v is not positive.
-func cmpOr(v, def int) int {
-	if v > 0 {
-		return v
+	for _, k := range done {
+		// A Discard: the key was just read.
+		if err := store.Discard(tx, ColGrams, k); err != nil {
+			return err
+		}
 	}
-	return def
+	return nil
 }
 
-// insertTails adds tails (ascending) to the blocks of the list at prefix
-// l, blocks of at most most tails each.
+// insertTails adds tails (ascending) to the blocks at prefix l (a list's
+// prefix and blockMark), blocks of at most most tails each.
 func insertTails(tx store.Tx, l string, tails []string, most int) error {
 	for len(tails) > 0 {
 		// The block of the newest tail left: the one with the newest
@@ -150,13 +145,13 @@ func insertTails(tx store.Tx, l string, tails []string, most int) error {
 		}
 		merged := mergeTails(had, in)
 		if key != "" && key[len(l):] != merged[0] {
-			if err := tx.Delete(ColGramBlocks, key); err != nil {
+			if err := tx.Delete(ColGrams, key); err != nil {
 				return err
 			}
 		}
 		for i := 0; i < len(merged); i += most {
 			chunk := merged[i:min(i+most, len(merged))]
-			if err := tx.Put(ColGramBlocks, l+chunk[0], encodeBlock(chunk)); err != nil {
+			if err := tx.Put(ColGrams, l+chunk[0], encodeBlock(chunk)); err != nil {
 				return err
 			}
 		}
@@ -180,29 +175,29 @@ func mergeTails(a, b []string) []string {
 	return out
 }
 
-// blockAt returns the key and value of the block of the list at prefix l
+// blockAt returns the key and value of the block at prefix l
 // that would hold tail: the one with the newest first not newer than
 // tail; "" when there is none.
 func blockAt(r store.Reader, l, tail string) (key string, val []byte, err error) {
-	err = r.Scan(ColGramBlocks, l, &store.ScanOptions{Reverse: true, Start: l + tail}, func(k string, v []byte) (bool, error) {
+	err = r.Scan(ColGrams, l, &store.ScanOptions{Reverse: true, Start: l + tail}, func(k string, v []byte) (bool, error) {
 		key, val = k, v
 		return false, nil
 	})
 	return key, val, err
 }
 
-// firstBlock returns the key and value of the oldest block of the list at
-// prefix l; "" when there is none.
+// firstBlock returns the key and value of the oldest block at prefix l;
+// "" when there is none.
 func firstBlock(r store.Reader, l string) (key string, val []byte, err error) {
-	err = r.Scan(ColGramBlocks, l, nil, func(k string, v []byte) (bool, error) {
+	err = r.Scan(ColGrams, l, nil, func(k string, v []byte) (bool, error) {
 		key, val = k, v
 		return false, nil
 	})
 	return key, val, err
 }
 
-// removeFromBlock takes tail out of its block of the list at prefix l,
-// if a block holds it.
+// removeFromBlock takes tail out of its block at prefix l, if a block
+// holds it.
 func removeFromBlock(tx store.Tx, l, tail string) error {
 	key, val, err := blockAt(tx, l, tail)
 	if err != nil || key == "" {
@@ -218,14 +213,14 @@ func removeFromBlock(tx store.Tx, l, tail string) error {
 	}
 	tails = slices.Delete(tails, i, i+1)
 	if len(tails) == 0 || i == 0 {
-		if err := tx.Delete(ColGramBlocks, key); err != nil {
+		if err := tx.Delete(ColGrams, key); err != nil {
 			return err
 		}
 	}
 	if len(tails) == 0 {
 		return nil
 	}
-	return tx.Put(ColGramBlocks, l+tails[0], encodeBlock(tails))
+	return tx.Put(ColGrams, l+tails[0], encodeBlock(tails))
 }
 
 // encodeBlock encodes tails (ascending) as a block.
@@ -299,7 +294,7 @@ func decodeBlock(b []byte) ([]string, error) {
 // blockList walks the blocks of one list newest first, at bounds that
 // only go older (gramList merges it with the list's gram records).
 type blockList struct {
-	prefix string
+	prefix string   // the list's prefix and blockMark
 	buf    []string // tails of the block at key not yet passed, newest first
 	key    string   // the key of the last block read; "" before the first
 	end    bool     // no older block
@@ -328,7 +323,7 @@ func (l *blockList) seek(r store.Reader, bound string, strict bool) (string, boo
 		}
 		var val []byte
 		key := ""
-		err := r.Scan(ColGramBlocks, l.prefix, &store.ScanOptions{Reverse: true, Start: start}, func(k string, v []byte) (bool, error) {
+		err := r.Scan(ColGrams, l.prefix, &store.ScanOptions{Reverse: true, Start: start}, func(k string, v []byte) (bool, error) {
 			if k == skip {
 				return true, nil
 			}

@@ -15,40 +15,40 @@ import (
 // TestGramRecordsOfEarlierBuilds reads a store whose gram index an
 // earlier build wrote: one record per trigram and place of each name,
 // written here as that build's bytes (the tenant prefix, the trigram of
-// the lowercased name and a NUL, the place's byte, the tail; an empty
-// value), beside the other records of its entries. Lists answer from
-// those records as they did, FoldGrams moves them all into blocks, and
-// lists answer the same, before and after entries are removed and
-// added.
+// the lowercased name padded with NULs, the place's byte, the tail; an
+// empty value), its entries' changes of the counts folded. Lists answer
+// from those records as they did; entries added since are packed into
+// blocks by Fold, beside the earlier records in the same lists; lists
+// answer the same whatever is removed and added.
 func TestGramRecordsOfEarlierBuilds(t *testing.T) {
 	ctx := context.Background()
 	st := open(t)
 	x := index.New(nil)
 	names := []string{"agent-0001234", "Agent-0001235", "web", "w", "api-gateway", "agent-0099999", "ab"}
 	var live []*entry
-	earlier := map[string]string{}
+	earlier := map[string]bool{}
 	for i, n := range names {
 		e := &entry{id: i + 1, at: t0.Add(time.Duration(i) * time.Minute), name: n}
 		live = append(live, e)
-		// The earlier build's gram records of the name.
 		s := strings.ToLower(n)
 		if len(s) == 1 {
-			earlier[tenantA+s+"\x00\x00\x00"+e.entry().Tail] = ""
+			earlier[tenantA+s+"\x00\x00\x00"+e.entry().Tail] = true
 		}
 		for p, padded := 0, s+"\x00"; len(s) > 1 && p+3 <= len(padded); p++ {
-			earlier[tenantA+padded[p:p+3]+string(rune(p))+e.entry().Tail] = ""
+			earlier[tenantA+padded[p:p+3]+string(rune(p))+e.entry().Tail] = true
 		}
-		update(t, st, func(tx store.Tx) error {
-			if err := index.Put(tx, tenantA, nil, e.entry()); err != nil {
-				return err
-			}
-			// Only the earlier build's records stand for the gram index.
-			return tx.Scan(index.ColGrams, tenantA, nil, func(k string, _ []byte) (bool, error) {
-				return true, tx.Delete(index.ColGrams, k)
-			})
-		})
+		put(t, st, tenantA, nil, e)
 	}
+	// The earlier build folded the counts, and its gram index is the
+	// records alone.
+	fold(t, st, 1024)
 	update(t, st, func(tx store.Tx) error {
+		err := tx.Scan(index.ColGrams, "", nil, func(k string, _ []byte) (bool, error) {
+			return true, tx.Delete(index.ColGrams, k)
+		})
+		if err != nil {
+			return err
+		}
 		for k := range earlier {
 			if err := tx.Put(index.ColGrams, k, nil); err != nil {
 				return err
@@ -56,7 +56,7 @@ func TestGramRecordsOfEarlierBuilds(t *testing.T) {
 		}
 		return nil
 	})
-	needles := []string{"a", "w", "age", "AGENT-00012", "0001235", "99", "gate", "-", "b", "zz", "eb", "agent-0001234"}
+	needles := []string{"a", "w", "age", "AGENT-00012", "0001235", "99", "gate", "-", "b", "zz", "eb", "agent-0001234", "agent-00012"}
 	check := func(when string) {
 		t.Helper()
 		all := slices.Clone(live)
@@ -70,53 +70,66 @@ func TestGramRecordsOfEarlierBuilds(t *testing.T) {
 			}
 		}
 	}
+	// blocks counts the gram index's blocks and records.
+	blocks := func() (blocks, records int) {
+		t.Helper()
+		d, err := storetest.Dump(ctx, st, index.ColGrams)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range d[index.ColGrams] {
+			if k[len(tenantA)+4] == 0 {
+				blocks++
+			} else {
+				records++
+			}
+		}
+		return blocks, records
+	}
 	check("the earlier build's records")
-	// Put writes a new entry's gram records as the earlier build did.
-	fresh := &entry{id: 100, at: t0.Add(time.Hour), name: "Agent-7"}
-	put(t, st, tenantA, nil, fresh)
-	live = append(live, fresh)
+	fold(t, st, 1024)
+	if b, r := blocks(); b != 0 || r != len(earlier) {
+		t.Fatalf("Fold over the earlier build's records: %d blocks, %d records; want none and %d", b, r, len(earlier))
+	}
+	check("the earlier build's records, folded again")
+
+	// Entries added since: their records as the earlier build wrote them,
+	// then packed into blocks of two tails.
+	for i, n := range []string{"Agent-7", "agent-0001236", "web2", "x"} {
+		e := &entry{id: 100 + i, at: t0.Add(time.Hour + time.Duration(i)*time.Second), name: n}
+		put(t, st, tenantA, nil, e)
+		live = append(live, e)
+	}
+	if b, r := blocks(); b != 0 || r != len(earlier)+6+12+3+1 {
+		t.Errorf("new entries named Agent-7, agent-0001236, web2 and x: %d blocks, %d gram records, want none and %d", b, r, len(earlier)+6+12+3+1)
+	}
+	check("the earlier build's records and new ones")
+	foldGrams(t, st, 3, 2)
+	if b, r := blocks(); b == 0 || r != len(earlier) {
+		t.Errorf("after Fold: %d blocks, %d gram records; want some and %d", b, r, len(earlier))
+	}
+	check("the earlier build's records and blocks")
+	// Removed: entries of the earlier build's records, and of blocks.
+	for _, i := range []int{0, 3, 4, 8} {
+		remove(t, st, tenantA, live[i])
+	}
+	live = slices.Delete(live, 8, 9)
+	live = slices.Delete(live, 3, 5)
+	live = live[1:]
+	check("entries removed")
+	older := &entry{id: 200, at: t0.Add(90 * time.Minute), name: "agent-0001237"}
+	put(t, st, tenantA, nil, older)
+	live = append(live, older)
+	foldGrams(t, st, 1024, 2)
+	check("entries removed and added")
+	for _, e := range live {
+		remove(t, st, tenantA, e)
+	}
 	d, err := storetest.Dump(ctx, st, index.ColGrams)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k := range earlier {
-		if _, ok := d[index.ColGrams][k]; !ok {
-			t.Fatalf("the earlier build's record %q is gone before any fold", k)
-		}
-	}
-	if got := len(d[index.ColGrams]) - len(earlier); got != 6 {
-		t.Errorf("a new entry named Agent-7 wrote %d gram records, want 6 as the earlier build", got)
-	}
-	check("the earlier build's records and a new entry's")
-
-	foldGrams(t, st, 5, 2)
-	d, err = storetest.Dump(ctx, st, index.ColGrams, index.ColGramBlocks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(d[index.ColGrams]) != 0 || len(d[index.ColGramBlocks]) == 0 {
-		t.Fatalf("after FoldGrams: %d gram records, %d blocks; want none and some", len(d[index.ColGrams]), len(d[index.ColGramBlocks]))
-	}
-	check("folded")
-	for _, i := range []int{0, 3, 4} { // in blocks now
-		remove(t, st, tenantA, live[i])
-	}
-	live = slices.Delete(live, 3, 5)
-	live = live[1:]
-	more := &entry{id: 101, at: t0.Add(30 * time.Second), name: "agent-0001236"} // older than most: lands inside a block's range when folded
-	put(t, st, tenantA, nil, more)
-	live = append(live, more)
-	check("folded, then entries removed and added")
-	foldGrams(t, st, 1024, 2)
-	check("folded again")
-	for _, e := range live {
-		remove(t, st, tenantA, e)
-	}
-	d, err = storetest.Dump(ctx, st, index.ColGrams, index.ColGramBlocks)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(d) != 0 {
-		t.Errorf("every entry removed, the gram index still holds %v", d)
+		t.Errorf("every entry removed, the gram index still holds %q", d)
 	}
 }

@@ -123,7 +123,7 @@ func deleteGrams(tx store.Tx, tp, tail, name string) error {
 		case err == nil:
 			err = tx.Delete(ColGrams, k)
 		case errors.Is(err, store.ErrNotFound):
-			err = removeFromBlock(tx, k[:len(k)-len(tail)], tail)
+			err = removeFromBlock(tx, k[:len(k)-len(tail)]+blockMark, tail)
 		}
 		if err != nil {
 			return err
@@ -189,33 +189,14 @@ func shortNeedleLists(r store.Reader, tp, needle string, most int) ([]string, er
 }
 
 // gramLists appends to lists the prefix (tenant prefix, gram, place) of
-// every list of the tenant whose gram starts with gramPrefix, in key
-// order, seeking from one list to the next in the gram records and in the
-// gram blocks; when most > 0, it stops once lists holds more than most.
+// every list of the tenant whose gram starts with gramPrefix, seeking
+// from one list to the next (a list's blocks and gram records share its
+// prefix); when most > 0, it stops once lists holds more than most.
 func gramLists(r store.Reader, tp, gramPrefix string, lists []string, most int) ([]string, error) {
-	var found []string
-	for _, col := range []string{ColGrams, ColGramBlocks} {
-		var err error
-		if found, err = listsIn(r, col, tp, gramPrefix, found, most); err != nil {
-			return lists, err
-		}
-	}
-	slices.Sort(found)
-	found = slices.Compact(found)
-	if most > 0 && len(lists)+len(found) > most+1 {
-		found = found[:max(most+1-len(lists), 0)]
-	}
-	return append(lists, found...), nil
-}
-
-// listsIn appends to lists the prefix of every list of the tenant in
-// collection col (ColGrams or ColGramBlocks) whose gram starts with
-// gramPrefix, at most most+1 of them when most > 0.
-func listsIn(r store.Reader, col, tp, gramPrefix string, lists []string, most int) ([]string, error) {
 	start := ""
-	for n := 0; most == 0 || n <= most; n++ {
+	for most == 0 || len(lists) <= most {
 		var list string
-		err := r.Scan(col, tp+gramPrefix, &store.ScanOptions{Start: start}, func(k string, _ []byte) (bool, error) {
+		err := r.Scan(ColGrams, tp+gramPrefix, &store.ScanOptions{Start: start}, func(k string, _ []byte) (bool, error) {
 			list = k[:len(tp)+gramLen+1]
 			return false, nil
 		})
@@ -255,18 +236,15 @@ func (x *Index) needlePlaces(r store.Reader, tp, needle string) ([]tailIter, err
 			// there, rather than list every place it holds.
 			for _, p := range places {
 				found := false
-				for _, col := range []string{ColGrams, ColGramBlocks} {
-					err := r.Scan(col, tp+g+string(rune(p+o)), nil, func(string, []byte) (bool, error) {
-						found = true
-						return false, nil
-					})
-					if err != nil {
-						return nil, err
-					}
-					if found {
-						ps = append(ps, p)
-						break
-					}
+				err := r.Scan(ColGrams, tp+g+string(rune(p+o)), nil, func(string, []byte) (bool, error) {
+					found = true
+					return false, nil
+				})
+				if err != nil {
+					return nil, err
+				}
+				if found {
+					ps = append(ps, p)
 				}
 			}
 		} else {
@@ -317,7 +295,7 @@ type gramList struct {
 // successive calls must not get newer.
 func (l *gramList) seek(r store.Reader, bound string, strict bool) (string, bool, error) {
 	if l.records.prefix == "" {
-		l.records.prefix, l.blocks.prefix = l.prefix, l.prefix
+		l.records.prefix, l.blocks.prefix = l.prefix, l.prefix+blockMark
 	}
 	a, okA, err := l.records.seek(r, bound, strict)
 	if err != nil {
@@ -386,6 +364,9 @@ func (l *recordList) seek(r store.Reader, bound string, strict bool) (string, bo
 	n := 0
 	err := r.Scan(ColGrams, l.prefix, opts, func(k string, _ []byte) (bool, error) {
 		t := k[len(l.prefix):]
+		if t[0] == blockMark[0] {
+			return false, nil // the list's blocks: every record is read
+		}
 		if strict && t == bound {
 			return true, nil
 		}
