@@ -186,6 +186,7 @@ func (f *summaryFilter) match(s string) bool {
 	status, rest, _ := strings.Cut(rest, "\x00")
 	dtype, rest, _ := strings.Cut(rest, "\x00")
 	source, image, _ := strings.Cut(rest, "\x00")
+	status, dtype, source = summaryText(status), summaryText(dtype), summaryText(source)
 	return (f.status == "" || f.status == status) && (f.dtype == "" || f.dtype == dtype) &&
 		(f.source == "" || f.source == source) && (f.notSource == "" || f.notSource != source) && (f.image == "" || f.image == image)
 }

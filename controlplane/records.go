@@ -32,7 +32,7 @@ import (
 //	cp_tenants              "t" tenant -> T;  "p" T -> tenant;  "#" -> last number assigned
 //	cp_deployments          T D                    -> storedDeployment JSON (storageform.go)
 //	cp_deployment_order     T ts D                 -> "" (unfiltered pages skip these small keys; internal/index)
-//	cp_deployment_summaries T ts D                 -> summary (lowercased name, status, type, source, image version; internal/index)
+//	cp_deployment_summaries T ts D                 -> summary (lowercased name, status, type and source codes, image version; internal/index)
 //	cp_deployment_pgrams    T gram place ts D      -> "" (the trigram at each place of the lowercased name + "\x00", until folded; internal/index)
 //	cp_deployment_pgrams    T gram place 0x00 first -> the tails of one trigram's list at one place from first, packed (the sequencer's fold; internal/index)
 //	cp_deployment_counts    T n ts[:n]             -> uvarint count of order records in the window (n = 3, 4, 5, 6; internal/index)
@@ -293,7 +293,10 @@ func (r *deploymentRecord) servedURL(addr string) string {
 // summary is the value of the deployment's summary record: what the list
 // filters other than tags and ids look at, in a form that decodes without
 // allocation. It begins with the lowercased name (as the index requires);
-// the image version comes last so that it may hold any byte.
+// the status, deployment type and source follow, each its one-byte code
+// of indexCodes (summaryCode; summaries written before the codes hold the
+// text, which summaryText reads as well), and the image version comes
+// last so that it may hold any byte.
 func (r *deploymentRecord) summary() string {
 	var t, img string
 	if r.SourceConfig.DeploymentType != nil {
@@ -302,7 +305,34 @@ func (r *deploymentRecord) summary() string {
 	if r.ImageVersion != nil {
 		img = "=" + *r.ImageVersion // "=" marks a non-null version
 	}
-	return strings.ToLower(r.Name) + "\x00" + string(r.Status) + "\x00" + t + "\x00" + string(r.Source) + "\x00" + img
+	return strings.ToLower(r.Name) + "\x00" + summaryCode(string(r.Status)) + "\x00" + summaryCode(t) + "\x00" +
+		summaryCode(string(r.Source)) + "\x00" + img
+}
+
+// summaryCode is an enum value as a summary holds it: its one-byte code
+// (indexCodes), or the value itself when it has none.
+func summaryCode(v string) string {
+	if c, ok := indexCodes[v]; ok {
+		return string([]byte{c})
+	}
+	return v
+}
+
+// codeValues maps each code of indexCodes back to its value.
+var codeValues = func() (m [256]string) {
+	for v, c := range indexCodes {
+		m[c] = v
+	}
+	return m
+}()
+
+// summaryText is the value of an enum field of a summary (summaryCode):
+// a code's value, else the text itself (no value is one byte below 0x20).
+func summaryText(f string) string {
+	if len(f) == 1 && f[0] < 0x20 {
+		return codeValues[f[0]]
+	}
+	return f
 }
 
 // remote is the deployment's remote_reconciled: it is external_docker,

@@ -217,3 +217,62 @@ func oneDeployment(t *testing.T) (*ControlPlane, store.Store, *Deployment) {
 	}
 	return cp, st, d
 }
+
+// TestSummariesOfEarlierBuilds checks that the list's summary filter
+// answers the same of a summary as earlier builds wrote it (the status,
+// deployment type and source as text) and of one with their codes.
+func TestSummariesOfEarlierBuilds(t *testing.T) {
+	r := &deploymentRecord{Deployment: Deployment{Name: "Agent-1", Status: StatusAwaitingDatabase, Source: SourceGitHub,
+		SourceConfig: SourceConfig{DeploymentType: new(DeploymentTypeDev)}, ImageVersion: new("v1")}}
+	earlier := "agent-1\x00AWAITING_DATABASE\x00dev\x00github\x00=v1"
+	if now := r.summary(); now == earlier || len(now) >= len(earlier) {
+		t.Fatalf("summary %q: not the codes", now)
+	}
+	for _, q := range []*ListDeploymentsQuery{
+		{}, {Status: StatusAwaitingDatabase}, {Status: StatusReady}, {DeploymentType: DeploymentTypeDev},
+		{DeploymentType: DeploymentTypeProd}, {RemoteReconciled: new(true)}, {RemoteReconciled: new(false)},
+		{ImageVersion: "v1"}, {ImageVersion: "v2"}, {NameContains: "T-1"}, {Name: "agent-1"}, {Name: "agent-2"},
+		{Status: StatusAwaitingDatabase, DeploymentType: DeploymentTypeDev, RemoteReconciled: new(false), ImageVersion: "v1"},
+	} {
+		f := newSummaryFilter(q)
+		if a, b := f.match(earlier), f.match(r.summary()); a != b {
+			t.Errorf("%+v: the earlier summary matches %v, the current one %v", q, a, b)
+		}
+	}
+}
+
+// TestImpliedHistoryLeftOut checks that a revision's status_history is
+// left out of its record when a record without one answers the same, and
+// kept otherwise.
+func TestImpliedHistoryLeftOut(t *testing.T) {
+	at := wiretime.New(time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC))
+	later := wiretime.New(at.Time().Add(time.Second))
+	for _, tc := range []struct {
+		rev  Revision
+		kept bool
+	}{
+		{Revision{Status: RevisionCreating, CreatedAt: at, UpdatedAt: at,
+			StatusHistory: []StatusChange{{Status: RevisionCreating, At: at}}}, false},
+		{Revision{Status: RevisionQueued, CreatedAt: at, UpdatedAt: later,
+			StatusHistory: []StatusChange{{Status: RevisionCreating, At: at}, {Status: RevisionQueued, At: later}}}, false},
+		{Revision{Status: RevisionDeployed, CreatedAt: at, UpdatedAt: later,
+			StatusHistory: []StatusChange{{Status: RevisionCreating, At: at}, {Status: RevisionQueued, At: at}, {Status: RevisionDeployed, At: later}}}, true},
+	} {
+		rec := &revisionRecord{Revision: tc.rev, revisionSnapshot: revisionSnapshot{DeploymentID: "d"}}
+		rec.ID = "r"
+		b, err := secretCodec{}.encodeRevision("t", rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept := strings.Contains(string(b), `"h":`); kept != tc.kept {
+			t.Errorf("%s: history kept %v, want %v: %s", tc.rev.Status, kept, tc.kept, b)
+		}
+		got, err := secretCodec{}.decodeRevision(b, "t", "d", "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.rev.StatusHistory, got.StatusHistory); diff != "" {
+			t.Errorf("%s: history read back (-want +got):\n%s", tc.rev.Status, diff)
+		}
+	}
+}

@@ -320,7 +320,8 @@ type storedRevision struct {
 	// History is status_history, oldest first. Added to version 1 without
 	// a bump: older builds ignore the member (and drop it when they
 	// rewrite the record), and records without it answer a history made
-	// of created_at and updated_at (historyOf).
+	// of created_at and updated_at (historyOf). It is left out when it is
+	// that history (impliedHistory): a new revision's.
 	History []storedStatusChange `json:"h,omitzero"`
 	// Refs is the snapshot's secret_references (added to version 1
 	// without a bump, as History).
@@ -331,6 +332,22 @@ type storedRevision struct {
 type storedStatusChange struct {
 	S RevisionStatus `json:"s"`
 	T int64          `json:"t"`
+}
+
+// impliedHistory reports whether h is the history historyOf answers for a
+// revision stored without one, which is then left out: a new revision's
+// (CREATING at created_at), or one that moved once, at updated_at.
+func impliedHistory(h []storedStatusChange, rev *Revision) bool {
+	implied := historyOf(nil, rev)
+	if len(h) != len(implied) {
+		return false
+	}
+	for i, c := range implied {
+		if h[i].S != c.Status || h[i].T != micros(c.At) {
+			return false
+		}
+	}
+	return true
 }
 
 // historyOf answers the status_history of a revision stored with h: h, or,
@@ -472,6 +489,9 @@ func (c secretCodec) encodeRevision(tenant string, rev *revisionRecord) ([]byte,
 	hist := make([]storedStatusChange, len(rev.StatusHistory))
 	for i, h := range rev.StatusHistory {
 		hist[i] = storedStatusChange{S: h.Status, T: micros(h.At)}
+	}
+	if impliedHistory(hist, &rev.Revision) {
+		hist = nil // historyOf answers it from created_at and updated_at
 	}
 	return json.Marshal(&storedRevision{
 		V: recordVersion, ID: rev.ID, DeploymentID: rev.DeploymentID,
