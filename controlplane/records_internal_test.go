@@ -37,7 +37,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 	if d := cmp.Diff(&dep, gotDep); d != "" {
 		t.Errorf("deployment round trip (-want +got):\n%s", d)
 	}
-	if want := `{"v":1,"n":"n","dn":"N","s":"github","sec":[{"name":"K","value":"V"}],"c":`; !strings.HasPrefix(string(b), want) || strings.Contains(string(b), "null") {
+	if want := `{"v":2,"n":"n","dn":"N","s":"g","sec":[{"name":"K","value":"V"}],"c":`; !strings.HasPrefix(string(b), want) || strings.Contains(string(b), "null") {
 		t.Errorf("stored deployment record = %s\nwant it to start %s and hold no null", b, want)
 	}
 	b, err = (secretCodec{}).encodeRevision("t", &rev)
@@ -63,22 +63,22 @@ func TestNewerRecordVersion(t *testing.T) {
 	ctx := context.Background()
 	cp, st, d := oneDeployment(t)
 	err := st.Update(ctx, func(tx store.Tx) error {
-		return tx.Put(colDeployments, testDeploymentKey(tx, "t1", d.ID), []byte(`{"v":2,"id":"`+d.ID+`","future":true}`))
+		return tx.Put(colDeployments, testDeploymentKey(tx, "t1", d.ID), []byte(`{"v":3,"id":"`+d.ID+`","future":true}`))
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = cp.GetDeployment(ctx, "t1", d.ID)
 	if !errors.Is(err, ErrNewerRecord) {
-		t.Fatalf("GetDeployment of a version 2 record = %v, want ErrNewerRecord", err)
+		t.Fatalf("GetDeployment of a version 3 record = %v, want ErrNewerRecord", err)
 	}
-	for _, want := range []string{d.ID, "version 2", "version 1"} {
+	for _, want := range []string{d.ID, "version 3", "version 2"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
 	}
 	if _, err := cp.GetDeploymentJSON(ctx, "t1", d.ID); !errors.Is(err, ErrNewerRecord) {
-		t.Errorf("GetDeploymentJSON of a version 2 record = %v, want ErrNewerRecord", err)
+		t.Errorf("GetDeploymentJSON of a version 3 record = %v, want ErrNewerRecord", err)
 	}
 	if _, err := (secretCodec{}).decodeRevision([]byte(`{"v":12,"id":"r"}`), "t", "d", "r"); !errors.Is(err, ErrNewerRecord) {
 		t.Errorf("decodeRevision of a version 12 record = %v, want ErrNewerRecord", err)
@@ -176,7 +176,7 @@ func TestTracingProjectRecords(t *testing.T) {
 	}
 	err = st.View(ctx, func(r store.Reader) error {
 		b, _ := r.Get(colTracingProjects, testDeploymentKey(r, "t1", "d1"))
-		if !strings.HasPrefix(string(b), `{"v":1,`) {
+		if !strings.HasPrefix(string(b), `{"v":2,`) {
 			t.Errorf("stored tracing project = %s, want the versioned form", b)
 		}
 		got, err := StoreTracingProjects{}.Get(r, "t1", p.DeploymentID)
@@ -274,5 +274,50 @@ func TestImpliedHistoryLeftOut(t *testing.T) {
 		if diff := cmp.Diff(tc.rev.StatusHistory, got.StatusHistory); diff != "" {
 			t.Errorf("%s: history read back (-want +got):\n%s", tc.rev.Status, diff)
 		}
+	}
+}
+
+// TestVersion1Records reads records as version 1 wrote them (sources and
+// statuses as text, updated_at always there, a revision's history) and
+// finds what version 2 writes of the same records, which reads the same.
+func TestVersion1Records(t *testing.T) {
+	at := wiretime.New(time.Date(2026, 11, 21, 10, 4, 5, 123_456_000, time.UTC))
+	later := wiretime.New(at.Time().Add(time.Second))
+	dep := deploymentRecord{Deployment: Deployment{ID: "d", Name: "n", TenantID: "t", DisplayName: new("N"), Source: SourceExternalDocker,
+		Secrets: []Secret{{"K", "V"}}, CreatedAt: at, UpdatedAt: at, Status: StatusAwaitingDatabase, LatestRevisionID: new("r")}}
+	rev := revisionRecord{Revision: Revision{ID: "r", CreatedAt: at, UpdatedAt: later, Status: RevisionDeployed, Source: SourceExternalDocker,
+		StatusHistory: []StatusChange{{RevisionCreating, at}, {RevisionQueued, at}, {RevisionDeployed, later}}},
+		revisionSnapshot: revisionSnapshot{DeploymentID: "d", Secrets: []Secret{{"K", "V"}}}}
+	v1Dep := `{"v":1,"n":"n","dn":"N","s":"external_docker","sec":[{"name":"K","value":"V"}],"c":1795255445123456,"u":1795255445123456,"st":"AWAITING_DATABASE","lr":"r"}`
+	v1Rev := `{"v":1,"c":1795255445123456,"u":1795255446123456,"st":"DEPLOYED","s":"external_docker","sec":[{"name":"K","value":"V"}],` +
+		`"h":[{"s":"CREATING","t":1795255445123456},{"s":"QUEUED","t":1795255445123456},{"s":"DEPLOYED","t":1795255446123456}]}`
+	gotDep, err := (secretCodec{}).decodeDeployment([]byte(v1Dep), "t", "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(&dep, gotDep); d != "" {
+		t.Errorf("version 1 deployment (-want +got):\n%s", d)
+	}
+	gotRev, err := (secretCodec{}).decodeRevision([]byte(v1Rev), "t", "d", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(&rev, gotRev, cmp.AllowUnexported(revisionRecord{})); d != "" {
+		t.Errorf("version 1 revision (-want +got):\n%s", d)
+	}
+	b, err := (secretCodec{}).encodeDeployment("t", gotDep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"v":2,"n":"n","dn":"N","s":"e","sec":[{"name":"K","value":"V"}],"c":1795255445123456,"st":"A","lr":"r"}`; string(b) != want {
+		t.Errorf("version 2 of the deployment = %s, want %s", b, want)
+	}
+	b, err = (secretCodec{}).encodeRevision("t", gotRev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"v":2,"c":1795255445123456,"u":1795255446123456,"st":"D","s":"e","sec":[{"name":"K","value":"V"}],` +
+		`"h":[{"s":"C","t":1795255445123456},{"s":"Q","t":1795255445123456},{"s":"D","t":1795255446123456}]}`; string(b) != want {
+		t.Errorf("version 2 of the revision = %s, want %s", b, want)
 	}
 }

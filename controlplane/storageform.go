@@ -20,7 +20,73 @@ import (
 // recordVersion is the storage format version this build writes in every
 // deployment and revision record (the "v" member, always first). A record
 // without one is of another layout and is refused (ErrOldLayout). See the layout comment in records.go.
-const recordVersion = 1
+// Version 2 writes sources and statuses as their codes (storedEnum) and
+// leaves out an updated_at equal to created_at; this build reads both.
+const recordVersion = 2
+
+// storedEnum is a source, a deployment status or a revision status as the
+// storage form keeps it: from version 2, its one-character code
+// (enumCodes), or the value itself when it has none; version 1 records
+// hold the value, which reads as well (no value is one character long).
+type storedEnum string
+
+// enumCodes are the codes of storedEnum. A code is never reused: a new
+// value gets a new code, or none.
+var enumCodes = map[string]string{
+	string(SourceGitHub): "g", string(SourceExternalDocker): "e", string(SourceInternalSource): "s", string(SourceInternalDocker): "d",
+	string(StatusAwaitingDatabase): "A", string(StatusReady): "R", string(StatusUnused): "N", string(StatusAwaitingDelete): "X",
+	string(StatusUnknown):    "U",
+	string(RevisionCreating): "C", string(RevisionQueued): "Q", string(RevisionAwaitingBuild): "W", string(RevisionBuilding): "B",
+	string(RevisionAwaitingDeploy): "V", string(RevisionDeploying): "P", string(RevisionCreateFailed): "1",
+	string(RevisionBuildFailed): "2", string(RevisionDeployFailed): "3", string(RevisionDeployed): "D",
+	string(RevisionSkipped): "S", string(RevisionInterrupted): "I",
+}
+
+// enumValues maps each code of enumCodes back to its value.
+var enumValues = func() map[string]string {
+	m := make(map[string]string, len(enumCodes))
+	for v, c := range enumCodes {
+		m[c] = v
+	}
+	return m
+}()
+
+// MarshalText writes e's code, or e when it has none.
+func (e storedEnum) MarshalText() ([]byte, error) {
+	if c, ok := enumCodes[string(e)]; ok {
+		return []byte(c), nil
+	}
+	return []byte(e), nil
+}
+
+// UnmarshalText reads a code, or a value (version 1, or a value without
+// a code).
+func (e *storedEnum) UnmarshalText(b []byte) error {
+	if v, ok := enumValues[string(b)]; ok {
+		*e = storedEnum(v)
+		return nil
+	}
+	*e = storedEnum(b)
+	return nil
+}
+
+// storedUpdated is updated_at as the storage form keeps it: left out
+// (0) when it equals created_at; updatedOf reads it back.
+func storedUpdated(created, updated int64) int64 {
+	if updated == created {
+		return 0
+	}
+	return updated
+}
+
+// updatedOf is the updated_at of a record stored with created and
+// updated (storedUpdated).
+func updatedOf(created, updated int64) int64 {
+	if updated == 0 {
+		return created
+	}
+	return updated
+}
 
 // ErrNewerRecord is wrapped by the error of any read that meets a record
 // whose storage format version is newer than this build understands: a
@@ -77,15 +143,15 @@ type storedDeployment struct {
 	V       int                  `json:"v"`
 	ID      string               `json:"-"` // the record's key holds it
 	Name    string               `json:"n"`
-	Source  Source               `json:"s"`
+	Source  storedEnum           `json:"s"`
 	Config  storedSourceConfig   `json:"sc,omitzero"`
 	Spec    *storedResourceSpec  `json:"rs,omitzero"`
 	Rev     storedRevisionConfig `json:"rc,omitzero"`
 	Secrets []Secret             `json:"sec,omitempty"` // without Options.SecretKey only
 	Sealed  []byte               `json:"sx,omitzero"`   // the secrets' JSON, sealed (secretsAAD)
 	Created int64                `json:"c"`
-	Updated int64                `json:"u"`
-	Status  DeploymentStatus     `json:"st"`
+	Updated int64                `json:"u,omitzero"` // storedUpdated
+	Status  storedEnum           `json:"st"`
 	Latest  *string              `json:"lr,omitzero"`
 	Active  *string              `json:"ar,omitzero"`
 	Image   *string              `json:"iv,omitzero"`
@@ -303,9 +369,9 @@ type storedRevision struct {
 	ID             string               `json:"-"` // the record's key holds it
 	DeploymentID   string               `json:"-"` // and this`
 	Created        int64                `json:"c"`
-	Updated        int64                `json:"u"`
-	Status         RevisionStatus       `json:"st"`
-	Source         Source               `json:"s"`
+	Updated        int64                `json:"u,omitzero"` // storedUpdated
+	Status         storedEnum           `json:"st"`
+	Source         storedEnum           `json:"s"`
 	Rev            storedRevisionConfig `json:"rc,omitzero"`
 	Message        *string              `json:"msg,omitzero"`
 	Secrets        []Secret             `json:"sec,omitempty"` // without Options.SecretKey only
@@ -330,8 +396,8 @@ type storedRevision struct {
 
 // storedStatusChange is a StatusChange: the status and Unix microseconds.
 type storedStatusChange struct {
-	S RevisionStatus `json:"s"`
-	T int64          `json:"t"`
+	S storedEnum `json:"s"`
+	T int64      `json:"t"`
 }
 
 // impliedHistory reports whether h is the history historyOf answers for a
@@ -343,7 +409,7 @@ func impliedHistory(h []storedStatusChange, rev *Revision) bool {
 		return false
 	}
 	for i, c := range implied {
-		if h[i].S != c.Status || h[i].T != micros(c.At) {
+		if h[i].S != storedEnum(c.Status) || h[i].T != micros(c.At) {
 			return false
 		}
 	}
@@ -363,7 +429,7 @@ func historyOf(h []storedStatusChange, rev *Revision) []StatusChange {
 	}
 	out := make([]StatusChange, len(h))
 	for i, c := range h {
-		out[i] = StatusChange{Status: c.S, At: fromMicros(c.T)}
+		out[i] = StatusChange{Status: RevisionStatus(c.S), At: fromMicros(c.T)}
 	}
 	return out
 }
@@ -433,10 +499,10 @@ func (c secretCodec) encodeDeployment(tenant string, r *deploymentRecord) ([]byt
 	config := storedSourceConfig(d.SourceConfig)
 	config.ResourceSpec = nil // stored as Spec; nil lets an empty config be left out
 	b, err := json.Marshal(&storedDeployment{
-		V: recordVersion, ID: d.ID, Name: d.Name, Source: d.Source,
+		V: recordVersion, ID: d.ID, Name: d.Name, Source: storedEnum(d.Source),
 		Config: config, Spec: (*storedResourceSpec)(d.SourceConfig.ResourceSpec),
 		Rev: storedRevisionConfig(d.SourceRevisionConfig), Secrets: plain, Sealed: sealed,
-		Created: micros(d.CreatedAt), Updated: micros(d.UpdatedAt), Status: d.Status,
+		Created: micros(d.CreatedAt), Updated: storedUpdated(micros(d.CreatedAt), micros(d.UpdatedAt)), Status: storedEnum(d.Status),
 		Latest: d.LatestRevisionID, Active: d.ActiveRevisionID, Image: d.ImageVersion, URL: d.URL, Tags: r.Tags,
 		Remote:  d.RemoteReconciled,
 		Message: d.StatusMessage, KeepTP: r.KeepTracingProject,
@@ -458,9 +524,9 @@ func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentR
 		return nil, fmt.Errorf("controlplane: decoding deployment %s: %w", id, err)
 	}
 	r := deploymentRecord{Deployment: Deployment{
-		ID: id, Name: s.Name, Source: s.Source,
+		ID: id, Name: s.Name, Source: Source(s.Source),
 		SourceConfig: SourceConfig(s.Config), SourceRevisionConfig: SourceRevisionConfig(s.Rev), Secrets: s.Secrets,
-		CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
+		CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(updatedOf(s.Created, s.Updated)), Status: DeploymentStatus(s.Status),
 		LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image, URL: s.URL,
 		RemoteReconciled: s.Remote,
 		StatusMessage:    s.Message,
@@ -488,14 +554,15 @@ func (c secretCodec) encodeRevision(tenant string, rev *revisionRecord) ([]byte,
 	}
 	hist := make([]storedStatusChange, len(rev.StatusHistory))
 	for i, h := range rev.StatusHistory {
-		hist[i] = storedStatusChange{S: h.Status, T: micros(h.At)}
+		hist[i] = storedStatusChange{S: storedEnum(h.Status), T: micros(h.At)}
 	}
 	if impliedHistory(hist, &rev.Revision) {
 		hist = nil // historyOf answers it from created_at and updated_at
 	}
 	return json.Marshal(&storedRevision{
 		V: recordVersion, ID: rev.ID, DeploymentID: rev.DeploymentID,
-		Created: micros(rev.CreatedAt), Updated: micros(rev.UpdatedAt), Status: rev.Status, Source: rev.Source,
+		Created: micros(rev.CreatedAt), Updated: storedUpdated(micros(rev.CreatedAt), micros(rev.UpdatedAt)),
+		Status: storedEnum(rev.Status), Source: storedEnum(rev.Source),
 		Rev: storedRevisionConfig(rev.Revision.SourceRevisionConfig), Message: rev.StatusMessage,
 		Secrets: plain, Sealed: sealed, Spec: (*storedResourceSpec)(rev.revisionSnapshot.ResourceSpec),
 		InstallCommand: rev.revisionSnapshot.InstallCommand, BuildCommand: rev.revisionSnapshot.BuildCommand,
@@ -515,8 +582,8 @@ func (c secretCodec) decodeRevision(b []byte, tenant, deploymentID, id string) (
 		return nil, fmt.Errorf("controlplane: decoding revision %s: %w", id, err)
 	}
 	r := revisionRecord{
-		Revision: Revision{ID: id, CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(s.Updated), Status: s.Status,
-			Source: s.Source, SourceRevisionConfig: SourceRevisionConfig(s.Rev), StatusMessage: s.Message,
+		Revision: Revision{ID: id, CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(updatedOf(s.Created, s.Updated)),
+			Status: RevisionStatus(s.Status), Source: Source(s.Source), SourceRevisionConfig: SourceRevisionConfig(s.Rev), StatusMessage: s.Message,
 			TrackedPackages: s.Tracked},
 		revisionSnapshot: revisionSnapshot{DeploymentID: deploymentID, Secrets: s.Secrets, ResourceSpec: (*ResourceSpec)(s.Spec),
 			InstallCommand: s.InstallCommand, BuildCommand: s.BuildCommand, ImageVersion: s.ImageVersion,
