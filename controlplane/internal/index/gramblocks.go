@@ -19,8 +19,9 @@ import (
 // land at the ends of a dozen lists spread over the collection: about 870
 // bytes an entry at 100k entries named like agent-0001234, more than a
 // third of a deployment's space. A list's tails packed in blocks cost
-// about 14 bytes each: the time key as a delta from the previous tail's,
-// the id part as the bytes it does not share with the previous one's.
+// about 12 bytes each: the time key as a delta from the previous tail's,
+// and of the id part (a version 7 UUID) the 10 bytes the time key does
+// not give.
 //
 // # Records
 //
@@ -29,9 +30,12 @@ import (
 // A block holds the tails of one list (a gram at a place) from first, its
 // oldest, up to the next block's first, oldest first: a format byte (1),
 // then for each tail the uvarint of its time key less the previous tail's
-// (the time keys as big-endian numbers; the first tail's less 0), the
-// uvarint of how many bytes of id part it shares with the previous
-// tail's, the uvarint of the count of the other bytes, and those bytes.
+// (the time keys as big-endian numbers; the first tail's less 0), then
+// its id part: for a version 7 UUID made in the millisecond of the time
+// key (controlplane's ids), a 0 and its last 10 bytes (the tag and the
+// milliseconds follow from the time key); else the uvarint of 1 + how
+// many bytes of id part it shares with the previous tail's, the uvarint
+// of the count of the other bytes, and those bytes.
 // Blocks hold at most FoldOptions.BlockTails tails (default
 // DefaultBlockTails). A list's blocks sort before its gram records (no
 // time key of a tail starts with 0x00: Put refuses one), so a list is
@@ -225,23 +229,42 @@ func removeFromBlock(tx store.Tx, l, tail string) error {
 
 // encodeBlock encodes tails (ascending) as a block.
 func encodeBlock(tails []string) []byte {
-	b := make([]byte, 1, 1+16*len(tails))
+	b := make([]byte, 1, 1+14*len(tails))
 	b[0] = blockFormat
 	var prevTS uint64
 	prevID := ""
 	for _, t := range tails {
 		ts, id := binary.BigEndian.Uint64([]byte(t[:keyenc.TimeLen])), t[keyenc.TimeLen:]
-		shared := 0
-		for shared < len(id) && shared < len(prevID) && id[shared] == prevID[shared] {
-			shared++
-		}
 		b = binary.AppendUvarint(b, ts-prevTS)
-		b = binary.AppendUvarint(b, uint64(shared))
-		b = binary.AppendUvarint(b, uint64(len(id)-shared))
-		b = append(b, id[shared:]...)
+		if ms := uuidTime(ts); len(id) == uuidPartLen && id[0] == uuidTag && id[1:7] == string(ms[:]) {
+			b = append(append(b, 0), id[7:]...)
+		} else {
+			shared := 0
+			for shared < len(id) && shared < len(prevID) && id[shared] == prevID[shared] {
+				shared++
+			}
+			b = binary.AppendUvarint(b, uint64(1+shared))
+			b = binary.AppendUvarint(b, uint64(len(id)-shared))
+			b = append(b, id[shared:]...)
+		}
 		prevTS, prevID = ts, id
 	}
 	return b
+}
+
+// The id part of a UUID (keyenc.ID): its tag, then its 16 bytes.
+const (
+	uuidTag     = 0x01
+	uuidPartLen = 17
+)
+
+// uuidTime returns the first 6 bytes a version 7 UUID made at the time
+// of time key ts holds: its Unix milliseconds, big-endian.
+func uuidTime(ts uint64) (ms [6]byte) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(int64(ts^1<<63)/1000))
+	copy(ms[:], b[2:])
+	return ms
 }
 
 // decodeBlock returns the tails of a block, ascending. They share one
@@ -250,34 +273,46 @@ func decodeBlock(b []byte) ([]string, error) {
 	if len(b) == 0 || b[0] != blockFormat {
 		return nil, errCorruptBlock
 	}
-	var buf []byte
+	buf := make([]byte, 0, (len(b)-1)*2)
 	var ends []int
 	var ts uint64
 	prevID := 0 // where the previous tail's id part starts in buf
 	for p := 1; p < len(b); {
-		d, w1 := binary.Uvarint(b[p:])
-		if w1 <= 0 {
+		d, w := binary.Uvarint(b[p:])
+		if w <= 0 {
 			return nil, errCorruptBlock
 		}
-		shared, w2 := binary.Uvarint(b[p+w1:])
-		if w2 <= 0 {
+		p += w
+		h, w := binary.Uvarint(b[p:])
+		if w <= 0 {
 			return nil, errCorruptBlock
 		}
-		rest, w3 := binary.Uvarint(b[p+w1+w2:])
-		p += w1 + w2 + w3
-		prevLen := 0
-		if len(ends) > 0 {
-			prevLen = ends[len(ends)-1] - prevID
-		}
-		if w3 <= 0 || shared > uint64(prevLen) || rest > uint64(len(b)-p) {
-			return nil, errCorruptBlock
-		}
+		p += w
 		ts += d
 		start := len(buf)
 		buf = binary.BigEndian.AppendUint64(buf, ts)
-		buf = append(buf, buf[prevID:prevID+int(shared)]...)
-		buf = append(buf, b[p:p+int(rest)]...)
-		p += int(rest)
+		if h == 0 { // a version 7 UUID of the tail's time
+			if len(b)-p < uuidPartLen-7 {
+				return nil, errCorruptBlock
+			}
+			ms := uuidTime(ts)
+			buf = append(append(append(buf, uuidTag), ms[:]...), b[p:p+uuidPartLen-7]...)
+			p += uuidPartLen - 7
+		} else {
+			shared := h - 1
+			rest, w := binary.Uvarint(b[p:])
+			p += w
+			prevLen := 0
+			if len(ends) > 0 {
+				prevLen = ends[len(ends)-1] - prevID
+			}
+			if w <= 0 || shared > uint64(prevLen) || rest > uint64(len(b)-p) {
+				return nil, errCorruptBlock
+			}
+			buf = append(buf, buf[prevID:prevID+int(shared)]...)
+			buf = append(buf, b[p:p+int(rest)]...)
+			p += int(rest)
+		}
 		prevID = start + keyenc.TimeLen
 		ends = append(ends, len(buf))
 	}
