@@ -278,17 +278,18 @@ func TestImpliedHistoryLeftOut(t *testing.T) {
 }
 
 // TestVersion1Records reads records as version 1 wrote them (sources and
-// statuses as text, updated_at always there, a revision's history) and
+// statuses as text, updated_at always there, revision ids as text, a
+// revision's history) and
 // finds what version 2 writes of the same records, which reads the same.
 func TestVersion1Records(t *testing.T) {
 	at := wiretime.New(time.Date(2026, 11, 21, 10, 4, 5, 123_456_000, time.UTC))
 	later := wiretime.New(at.Time().Add(time.Second))
 	dep := deploymentRecord{Deployment: Deployment{ID: "d", Name: "n", TenantID: "t", DisplayName: new("N"), Source: SourceExternalDocker,
-		Secrets: []Secret{{"K", "V"}}, CreatedAt: at, UpdatedAt: at, Status: StatusAwaitingDatabase, LatestRevisionID: new("r")}}
+		Secrets: []Secret{{"K", "V"}}, CreatedAt: at, UpdatedAt: at, Status: StatusAwaitingDatabase, LatestRevisionID: new("01a247e6-a424-7d53-91a9-cb9036d3ce44"), ActiveRevisionID: new("r")}}
 	rev := revisionRecord{Revision: Revision{ID: "r", CreatedAt: at, UpdatedAt: later, Status: RevisionDeployed, Source: SourceExternalDocker,
 		StatusHistory: []StatusChange{{RevisionCreating, at}, {RevisionQueued, at}, {RevisionDeployed, later}}},
 		revisionSnapshot: revisionSnapshot{DeploymentID: "d", Secrets: []Secret{{"K", "V"}}}}
-	v1Dep := `{"v":1,"n":"n","dn":"N","s":"external_docker","sec":[{"name":"K","value":"V"}],"c":1795255445123456,"u":1795255445123456,"st":"AWAITING_DATABASE","lr":"r"}`
+	v1Dep := `{"v":1,"n":"n","dn":"N","s":"external_docker","sec":[{"name":"K","value":"V"}],"c":1795255445123456,"u":1795255445123456,"st":"AWAITING_DATABASE","lr":"01a247e6-a424-7d53-91a9-cb9036d3ce44","ar":"r"}`
 	v1Rev := `{"v":1,"c":1795255445123456,"u":1795255446123456,"st":"DEPLOYED","s":"external_docker","sec":[{"name":"K","value":"V"}],` +
 		`"h":[{"s":"CREATING","t":1795255445123456},{"s":"QUEUED","t":1795255445123456},{"s":"DEPLOYED","t":1795255446123456}]}`
 	gotDep, err := (secretCodec{}).decodeDeployment([]byte(v1Dep), "t", "d")
@@ -309,8 +310,11 @@ func TestVersion1Records(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"v":2,"n":"n","dn":"N","s":"e","sec":[{"name":"K","value":"V"}],"c":1795255445123456,"st":"A","lr":"r"}`; string(b) != want {
+	if want := `{"v":2,"n":"n","dn":"N","s":"e","sec":[{"name":"K","value":"V"}],"c":1795255445123456,"st":"A","lr":"AaJH5qQkfVORqcuQNtPORA","ar":"r"}`; string(b) != want {
 		t.Errorf("version 2 of the deployment = %s, want %s", b, want)
+	}
+	if got, err := (secretCodec{}).decodeDeployment(b, "t", "d"); err != nil || !cmp.Equal(got, &dep) {
+		t.Errorf("version 2 of the deployment reads %+v, %v", got, err)
 	}
 	b, err = (secretCodec{}).encodeRevision("t", gotRev)
 	if err != nil {

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/google/uuid"
 
 	"github.com/deployplane/deployplane/internal/seal"
 	"github.com/deployplane/deployplane/wiretime"
@@ -20,8 +22,9 @@ import (
 // recordVersion is the storage format version this build writes in every
 // deployment and revision record (the "v" member, always first). A record
 // without one is of another layout and is refused (ErrOldLayout). See the layout comment in records.go.
-// Version 2 writes sources and statuses as their codes (storedEnum) and
-// leaves out an updated_at equal to created_at; this build reads both.
+// Version 2 writes sources and statuses as their codes (storedEnum),
+// revision ids as their bytes in base64 (storedID), and leaves out an
+// updated_at equal to created_at; this build reads both.
 const recordVersion = 2
 
 // storedEnum is a source, a deployment status or a revision status as the
@@ -67,6 +70,33 @@ func (e *storedEnum) UnmarshalText(b []byte) error {
 		return nil
 	}
 	*e = storedEnum(b)
+	return nil
+}
+
+// storedID is a revision id as the storage form keeps it: from version 2,
+// a UUID (every id NewID makes is one) as the unpadded URL-safe base64 of
+// its 16 bytes, 22 characters; version 1 records hold the 36 characters
+// of its text, which read as well, as does an id that is no UUID.
+type storedID string
+
+// MarshalText writes a UUID's 16 bytes in base64, another id as it is.
+func (id storedID) MarshalText() ([]byte, error) {
+	if u, err := uuid.Parse(string(id)); err == nil && len(id) == 36 && u.String() == string(id) {
+		return base64.RawURLEncoding.AppendEncode(nil, u[:]), nil
+	}
+	return []byte(id), nil
+}
+
+// UnmarshalText reads a UUID's 22 characters of base64, or an id's text.
+func (id *storedID) UnmarshalText(b []byte) error {
+	if len(b) == 22 {
+		var u uuid.UUID
+		if n, err := base64.RawURLEncoding.Decode(u[:], b); err == nil && n == 16 {
+			*id = storedID(u.String())
+			return nil
+		}
+	}
+	*id = storedID(b)
 	return nil
 }
 
@@ -152,8 +182,8 @@ type storedDeployment struct {
 	Created int64                `json:"c"`
 	Updated int64                `json:"u,omitzero"` // storedUpdated
 	Status  storedEnum           `json:"st"`
-	Latest  *string              `json:"lr,omitzero"`
-	Active  *string              `json:"ar,omitzero"`
+	Latest  *storedID            `json:"lr,omitzero"`
+	Active  *storedID            `json:"ar,omitzero"`
 	Image   *string              `json:"iv,omitzero"`
 	URL     *string              `json:"url,omitzero"`
 	Tags    []string             `json:"t,omitzero"`
@@ -503,7 +533,7 @@ func (c secretCodec) encodeDeployment(tenant string, r *deploymentRecord) ([]byt
 		Config: config, Spec: (*storedResourceSpec)(d.SourceConfig.ResourceSpec),
 		Rev: storedRevisionConfig(d.SourceRevisionConfig), Secrets: plain, Sealed: sealed,
 		Created: micros(d.CreatedAt), Updated: storedUpdated(micros(d.CreatedAt), micros(d.UpdatedAt)), Status: storedEnum(d.Status),
-		Latest: d.LatestRevisionID, Active: d.ActiveRevisionID, Image: d.ImageVersion, URL: d.URL, Tags: r.Tags,
+		Latest: (*storedID)(d.LatestRevisionID), Active: (*storedID)(d.ActiveRevisionID), Image: d.ImageVersion, URL: d.URL, Tags: r.Tags,
 		Remote:  d.RemoteReconciled,
 		Message: d.StatusMessage, KeepTP: r.KeepTracingProject,
 	})
@@ -527,7 +557,7 @@ func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentR
 		ID: id, Name: s.Name, Source: Source(s.Source),
 		SourceConfig: SourceConfig(s.Config), SourceRevisionConfig: SourceRevisionConfig(s.Rev), Secrets: s.Secrets,
 		CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(updatedOf(s.Created, s.Updated)), Status: DeploymentStatus(s.Status),
-		LatestRevisionID: s.Latest, ActiveRevisionID: s.Active, ImageVersion: s.Image, URL: s.URL,
+		LatestRevisionID: (*string)(s.Latest), ActiveRevisionID: (*string)(s.Active), ImageVersion: s.Image, URL: s.URL,
 		RemoteReconciled: s.Remote,
 		StatusMessage:    s.Message,
 	}, Tags: s.Tags, KeepTracingProject: s.KeepTP}
