@@ -75,7 +75,9 @@ import (
 // names nothing. Every store accepts any bytes in keys (storepg keeps them
 // as bytea).
 //
-// Only this layout is read, and no other is converted: CheckLayout
+// Beside this layout, the gram records of earlier builds (one per
+// trigram, place and deployment, without blocks) are read, and version 1
+// records; no other layout is read or converted: CheckLayout
 // (layout.go) refuses a store whose deployments have text keys (the
 // tenant's name first, a printable byte, where a tenant prefix is
 // 0x01-0x1f) or that holds name blocks or unpositioned trigrams of another
@@ -102,10 +104,13 @@ import (
 //
 // Deployment and revision records are in a storage form, separate from
 // the wire form (storageform.go): a JSON object whose first member is the
-// format version, {"v":1,...}, with short keys (documented on the fields of
+// format version, {"v":2,...}, with short keys (documented on the fields of
 // storedDeployment and storedRevision), no ids (the key holds them: the
-// record's own id, and a revision's deployment id), timestamps as Unix
-// microseconds, secrets sealed under Options.SecretKey ("sx", the JSON of
+// record's own id, and a revision's deployment id), sources and statuses
+// as one-character codes (storedEnum), a deployment's revision ids as
+// base64 (storedID), timestamps as Unix microseconds (updated_at left out
+// when it is created_at, a revision's status_history when created_at and
+// updated_at answer it), secrets sealed under Options.SecretKey ("sx", the JSON of
 // the secret list sealed with AAD controlplane/<kind>/<tenant>/<ids>, the
 // text ids "id" or "deployment/id" whatever the key layout;
 // "sec" holds them in plain text when there is no key),
@@ -115,9 +120,11 @@ import (
 // the record and both versions; a read of a record without "v" fails
 // with an error wrapping ErrOldLayout. A change to the storage form that
 // older builds would misread bumps recordVersion and keeps decoding the
-// earlier versions. Tracing projects of StoreTracingProjects are
+// earlier versions (version 1: sources, statuses and ids as text,
+// updated_at always there). Tracing projects of StoreTracingProjects are
 // versioned the same way
-// ({"v":1,"n":name,"c":micros}; the key holds tenant and deployment id).
+// ({"v":2,"n":name,"c":micros}, as in version 1; the key holds tenant and
+// deployment id).
 // Listeners, integrations and the other records are still their JSON with
 // wire names.
 // GetDeploymentJSON decodes and encodes a record once: the answer is kept

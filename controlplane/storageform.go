@@ -23,8 +23,9 @@ import (
 // deployment and revision record (the "v" member, always first). A record
 // without one is of another layout and is refused (ErrOldLayout). See the layout comment in records.go.
 // Version 2 writes sources and statuses as their codes (storedEnum),
-// revision ids as their bytes in base64 (storedID), and leaves out an
-// updated_at equal to created_at; this build reads both.
+// revision ids as their bytes in base64 (storedID), the times of a
+// status_history after created_at, and leaves out an updated_at equal to
+// created_at; this build reads both.
 const recordVersion = 2
 
 // storedEnum is a source, a deployment status or a revision status as the
@@ -424,10 +425,12 @@ type storedRevision struct {
 	Refs []SecretReference `json:"srf,omitzero"`
 }
 
-// storedStatusChange is a StatusChange: the status and Unix microseconds.
+// storedStatusChange is a StatusChange: the status and its time, in Unix
+// microseconds (version 1) or microseconds after the revision's
+// created_at (version 2; 0 left out).
 type storedStatusChange struct {
 	S storedEnum `json:"s"`
-	T int64      `json:"t"`
+	T int64      `json:"t,omitzero"`
 }
 
 // impliedHistory reports whether h is the history historyOf answers for a
@@ -589,6 +592,10 @@ func (c secretCodec) encodeRevision(tenant string, rev *revisionRecord) ([]byte,
 	if impliedHistory(hist, &rev.Revision) {
 		hist = nil // historyOf answers it from created_at and updated_at
 	}
+	created := micros(rev.CreatedAt)
+	for i := range hist {
+		hist[i].T -= created // version 2: after created_at
+	}
 	return json.Marshal(&storedRevision{
 		V: recordVersion, ID: rev.ID, DeploymentID: rev.DeploymentID,
 		Created: micros(rev.CreatedAt), Updated: storedUpdated(micros(rev.CreatedAt), micros(rev.UpdatedAt)),
@@ -622,6 +629,11 @@ func (c secretCodec) decodeRevision(b []byte, tenant, deploymentID, id string) (
 	var err error
 	if r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("revision", tenant, deploymentID+"/"+id), "revision", id); err != nil {
 		return nil, err
+	}
+	if s.V >= 2 {
+		for i := range s.History {
+			s.History[i].T += s.Created
+		}
 	}
 	r.StatusHistory = historyOf(s.History, &r.Revision)
 	return &r, nil
