@@ -25,6 +25,7 @@ import (
 //
 // # Records
 //
+//	cp_deployment_pgrams  T gram place 0x00       -> "" (the list has blocks)
 //	cp_deployment_pgrams  T gram place 0x00 first -> block
 //
 // A block holds the tails of one list (a gram at a place) from first, its
@@ -41,7 +42,9 @@ import (
 // time key of a tail starts with 0x00: Put refuses one), so a list is
 // still every key under its prefix, one seek finds whether a list exists
 // and one seek from each list to the next lists a gram's places, as they
-// did before blocks.
+// did before blocks; a list with blocks has a marker record before them,
+// with an empty value, where those seeks land rather than on a block
+// (which a store would copy for nothing).
 //
 // Put writes a new entry's gram records as ever (one record per gram and
 // place, written by no other entry: creates do not conflict on a shared
@@ -146,6 +149,8 @@ func insertTails(tx store.Tx, l string, tails []string, most int) error {
 			if had, err = decodeBlock(val); err != nil {
 				return fmt.Errorf("%w at %q", err, key)
 			}
+		} else if err := tx.Put(ColGrams, l, nil); err != nil { // the list's first block: its marker
+			return err
 		}
 		merged := mergeTails(had, in)
 		if key != "" && key[len(l):] != merged[0] {
@@ -184,7 +189,9 @@ func mergeTails(a, b []string) []string {
 // tail; "" when there is none.
 func blockAt(r store.Reader, l, tail string) (key string, val []byte, err error) {
 	err = r.Scan(ColGrams, l, &store.ScanOptions{Reverse: true, Start: l + tail}, func(k string, v []byte) (bool, error) {
-		key, val = k, v
+		if k != l { // the list's marker: no block is older
+			key, val = k, v
+		}
 		return false, nil
 	})
 	return key, val, err
@@ -194,6 +201,9 @@ func blockAt(r store.Reader, l, tail string) (key string, val []byte, err error)
 // "" when there is none.
 func firstBlock(r store.Reader, l string) (key string, val []byte, err error) {
 	err = r.Scan(ColGrams, l, nil, func(k string, v []byte) (bool, error) {
+		if k == l { // the list's marker
+			return true, nil
+		}
 		key, val = k, v
 		return false, nil
 	})
@@ -221,10 +231,14 @@ func removeFromBlock(tx store.Tx, l, tail string) error {
 			return err
 		}
 	}
-	if len(tails) == 0 {
-		return nil
+	if len(tails) > 0 {
+		return tx.Put(ColGrams, l+tails[0], encodeBlock(tails))
 	}
-	return tx.Put(ColGrams, l+tails[0], encodeBlock(tails))
+	// The list's last block gone, its marker goes.
+	if other, _, err := firstBlock(tx, l); err != nil || other != "" {
+		return err
+	}
+	return tx.Delete(ColGrams, l)
 }
 
 // encodeBlock encodes tails (ascending) as a block.
@@ -362,7 +376,9 @@ func (l *blockList) seek(r store.Reader, bound string, strict bool) (string, boo
 			if k == skip {
 				return true, nil
 			}
-			key, val = k, v
+			if k != l.prefix { // the list's marker: no block is older
+				key, val = k, v
+			}
 			return false, nil
 		})
 		if err != nil {

@@ -364,8 +364,8 @@ func (l *recordList) seek(r store.Reader, bound string, strict bool) (string, bo
 	n := 0
 	err := r.Scan(ColGrams, l.prefix, opts, func(k string, _ []byte) (bool, error) {
 		t := k[len(l.prefix):]
-		if t[0] == blockMark[0] {
-			return false, nil // the list's blocks: every record is read
+		if t == "" || t[0] == blockMark[0] {
+			return false, nil // the list's marker and blocks: every record is read
 		}
 		if strict && t == bound {
 			return true, nil
