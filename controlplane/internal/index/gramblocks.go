@@ -284,80 +284,113 @@ func uuidTime(ts uint64) (ms [6]byte) {
 // decodeBlock returns the tails of a block, ascending. They share one
 // allocation of their bytes.
 func decodeBlock(b []byte) ([]string, error) {
-	if len(b) == 0 || b[0] != blockFormat {
-		return nil, errCorruptBlock
+	data, ends, err := decodeTails(b, "", nil)
+	if err != nil {
+		return nil, err
 	}
-	buf := make([]byte, 0, (len(b)-1)*2)
-	var ends []int
+	tails := make([]string, len(ends))
+	start := 0
+	for i, e := range ends {
+		tails[i] = data[start:e]
+		start = e
+	}
+	return tails, nil
+}
+
+// decodeTails decodes the tails of a block, ascending, up to the last one
+// not newer than bound (every one, when bound is ""): their bytes one
+// after the other, and where each ends, appended to ends.
+func decodeTails(b []byte, bound string, ends []int) (string, []int, error) {
+	if len(b) == 0 || b[0] != blockFormat {
+		return "", nil, errCorruptBlock
+	}
+	var buf strings.Builder
+	buf.Grow(2 * len(b))
+	var prev [keyenc.TimeLen + 64]byte // the previous tail, when it fits
+	var prevTail []byte
 	var ts uint64
-	prevID := 0 // where the previous tail's id part starts in buf
+	var t []byte // the tail being decoded
 	for p := 1; p < len(b); {
 		d, w := binary.Uvarint(b[p:])
 		if w <= 0 {
-			return nil, errCorruptBlock
+			return "", nil, errCorruptBlock
 		}
 		p += w
 		h, w := binary.Uvarint(b[p:])
 		if w <= 0 {
-			return nil, errCorruptBlock
+			return "", nil, errCorruptBlock
 		}
 		p += w
 		ts += d
-		start := len(buf)
-		buf = binary.BigEndian.AppendUint64(buf, ts)
+		t = binary.BigEndian.AppendUint64(t[:0], ts)
 		if h == 0 { // a version 7 UUID of the tail's time
 			if len(b)-p < uuidPartLen-7 {
-				return nil, errCorruptBlock
+				return "", nil, errCorruptBlock
 			}
 			ms := uuidTime(ts)
-			buf = append(append(append(buf, uuidTag), ms[:]...), b[p:p+uuidPartLen-7]...)
+			t = append(append(append(t, uuidTag), ms[:]...), b[p:p+uuidPartLen-7]...)
 			p += uuidPartLen - 7
 		} else {
 			shared := h - 1
 			rest, w := binary.Uvarint(b[p:])
 			p += w
 			prevLen := 0
-			if len(ends) > 0 {
-				prevLen = ends[len(ends)-1] - prevID
+			if len(prevTail) > keyenc.TimeLen {
+				prevLen = len(prevTail) - keyenc.TimeLen
 			}
 			if w <= 0 || shared > uint64(prevLen) || rest > uint64(len(b)-p) {
-				return nil, errCorruptBlock
+				return "", nil, errCorruptBlock
 			}
-			buf = append(buf, buf[prevID:prevID+int(shared)]...)
-			buf = append(buf, b[p:p+int(rest)]...)
+			if shared > 0 {
+				t = append(t, prevTail[keyenc.TimeLen:keyenc.TimeLen+int(shared)]...)
+			}
+			t = append(t, b[p:p+int(rest)]...)
 			p += int(rest)
 		}
-		prevID = start + keyenc.TimeLen
-		ends = append(ends, len(buf))
+		if bound != "" && string(t) > bound {
+			break
+		}
+		buf.Write(t)
+		ends = append(ends, buf.Len())
+		prevTail = append(prev[:0], t...)
 	}
-	s := string(buf)
-	tails := make([]string, len(ends))
-	start := 0
-	for i, e := range ends {
-		tails[i] = s[start:e]
-		start = e
-	}
-	return tails, nil
+	return buf.String(), ends, nil
 }
 
 // blockList walks the blocks of one list newest first, at bounds that
 // only go older (gramList merges it with the list's gram records).
 type blockList struct {
-	prefix string   // the list's prefix and blockMark
-	buf    []string // tails of the block at key not yet passed, newest first
-	key    string   // the key of the last block read; "" before the first
-	end    bool     // no older block
+	prefix string // the list's prefix and blockMark
+	// data and ends are the tails of the block at key, decoded up to the
+	// bound it was read at (decodeTails); the first n are not yet passed.
+	data string
+	ends []int
+	n    int
+	key  string // the key of the last block read; "" before the first
+	end  bool   // no older block
+}
+
+// tail returns the i-th tail of the block read.
+func (l *blockList) tail(i int) string {
+	start := 0
+	if i > 0 {
+		start = l.ends[i-1]
+	}
+	return l.data[start:l.ends[i]]
 }
 
 // seek returns the newest tail of the list's blocks that is not newer
 // than bound (any, when bound is ""), or strictly older when strict.
 func (l *blockList) seek(r store.Reader, bound string, strict bool) (string, bool, error) {
 	for {
-		for len(l.buf) > 0 && bound != "" && (l.buf[0] > bound || strict && l.buf[0] == bound) {
-			l.buf = l.buf[1:]
+		for l.n > 0 && bound != "" {
+			if t := l.tail(l.n - 1); t < bound || !strict && t == bound {
+				break
+			}
+			l.n--
 		}
-		if len(l.buf) > 0 {
-			return l.buf[0], true, nil
+		if l.n > 0 {
+			return l.tail(l.n - 1), true, nil
 		}
 		if l.end {
 			return "", false, nil
@@ -388,11 +421,10 @@ func (l *blockList) seek(r store.Reader, bound string, strict bool) (string, boo
 			l.end = true
 			return "", false, nil
 		}
-		tails, err := decodeBlock(val)
-		if err != nil {
+		// Only the tails up to the bound: later seeks go older.
+		if l.data, l.ends, err = decodeTails(val, bound, l.ends[:0]); err != nil {
 			return "", false, fmt.Errorf("%w at %q", err, key)
 		}
-		slices.Reverse(tails)
-		l.key, l.buf = key, tails
+		l.key, l.n = key, len(l.ends)
 	}
 }

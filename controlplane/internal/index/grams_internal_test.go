@@ -69,6 +69,20 @@ func TestBlockRoundTrip(t *testing.T) {
 		if err != nil || !slices.Equal(got, tails) {
 			rt.Fatalf("decodeBlock(encodeBlock(%q)) = %q, %v", tails, got, err)
 		}
+		// Decoded up to a bound: the tails not newer than it.
+		bound := rapid.SampledFrom(tails).Draw(rt, "bound")
+		if rapid.Bool().Draw(rt, "between") {
+			bound += "\x00"
+		}
+		data, ends, err := decodeTails(b, bound, nil)
+		var upTo []string
+		for i, start := 0, 0; err == nil && i < len(ends); i++ {
+			upTo, start = append(upTo, data[start:ends[i]]), ends[i]
+		}
+		want := slices.DeleteFunc(slices.Clone(tails), func(t string) bool { return t > bound })
+		if err != nil || !slices.Equal(upTo, want) {
+			rt.Fatalf("decodeTails up to %q = %q, %v; want %q", bound, upTo, err, want)
+		}
 		for n := range len(b) {
 			decodeBlock(b[:n]) // an error or tails, never a panic
 		}
