@@ -24,7 +24,9 @@ import (
 // one place are a posting list, newest first in a reverse scan. Names
 // are immutable: the records are written when an entry is new and
 // deleted when it is removed, in the caller's Update, and no two new
-// entries rewrite a shared record (no counter, no hot spot).
+// entries rewrite a shared record (no counter, no hot spot). Fold later
+// packs them into the list's blocks, under the same prefix
+// (gramblocks.go); a list is its blocks and its records, merged.
 //
 // # Needles of 3 bytes or more: exact from the index
 //
