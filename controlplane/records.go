@@ -34,7 +34,8 @@ import (
 //	cp_deployment_order     T ts D                 -> "" (unfiltered pages skip these small keys; internal/index)
 //	cp_deployment_summaries T ts D                 -> summary (lowercased name, status, type and source codes, image version; internal/index)
 //	cp_deployment_pgrams    T gram place ts D      -> "" (the trigram at each place of the lowercased name + "\x00", until folded; internal/index)
-//	cp_deployment_pgrams    T gram place 0x00 first -> the tails of one trigram's list at one place from first, packed (the sequencer's fold; internal/index)
+//	cp_deployment_pgrams    T gram place 0x00      -> "" (the list has blocks; internal/index)
+//	cp_deployment_gram_blocks T gram place first   -> the tails of one trigram's list at one place from first, packed (the sequencer's fold; internal/index)
 //	cp_deployment_counts    T n ts[:n]             -> uvarint count of order records in the window (n = 3, 4, 5, 6; internal/index)
 //	cp_deployment_count_changes T ts D +|-         -> "" (a change of the counts not yet folded in; internal/index)
 //	cp_deployment_index     T field value ts D     -> "" (internal/index; indexTerm: field one byte; value a code, an id or a length-prefixed string)
@@ -720,7 +721,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // Collections returns the names of the store collections the package
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
-	return []string{keyenc.ColTenants, colDeployments, index.ColOrder, index.ColSummaries, index.ColGrams, index.ColCounts, index.ColCountChanges, index.ColTerms, colDeploymentNames, colAgentLinks, colRevisions,
+	return []string{keyenc.ColTenants, colDeployments, index.ColOrder, index.ColSummaries, index.ColGrams, index.ColGramBlocks, index.ColCounts, index.ColCountChanges, index.ColTerms, colDeploymentNames, colAgentLinks, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, tokens.Collection, colIntegrations, colIntegrationInsts,
 		colTracingProjects, workqueue.Collection, colInstallationOwners, colDeliveries, revlog.Collection, eventlog.Events, eventlog.Outbox, eventlog.Clocks,
 		eventlog.Lease}

@@ -25,8 +25,8 @@ import (
 //
 // # Records
 //
-//	cp_deployment_pgrams  T gram place 0x00       -> "" (the list has blocks)
-//	cp_deployment_pgrams  T gram place 0x00 first -> block
+//	cp_deployment_pgrams       T gram place 0x00  -> "" (the list has blocks)
+//	cp_deployment_gram_blocks  T gram place first -> block
 //
 // A block holds the tails of one list (a gram at a place) from first, its
 // oldest, up to the next block's first, oldest first: a format byte (1),
@@ -38,13 +38,15 @@ import (
 // many bytes of id part it shares with the previous tail's, the uvarint
 // of the count of the other bytes, and those bytes.
 // Blocks hold at most FoldOptions.BlockTails tails (default
-// DefaultBlockTails). A list's blocks sort before its gram records (no
-// time key of a tail starts with 0x00: Put refuses one), so a list is
-// still every key under its prefix, one seek finds whether a list exists
-// and one seek from each list to the next lists a gram's places, as they
-// did before blocks; a list with blocks has a marker record before them,
-// with an empty value, where those seeks land rather than on a block
-// (which a store would copy for nothing).
+// DefaultBlockTails). A list with blocks has a marker record among the
+// gram records, before its records (no time key of a tail starts with
+// 0x00: Put refuses one), so that a list is still some key under its
+// prefix in cp_deployment_pgrams: one seek finds whether a list exists
+// and one seek from each list to the next lists a gram's places, as
+// before blocks, and those seeks land on small records. The blocks have a
+// collection of their own, so that a create's gram records go among small
+// records (storemem compresses its nodes: a record put among blocks
+// costs the recompression of a node of blocks).
 //
 // Put writes a new entry's gram records as ever (one record per gram and
 // place, written by no other entry: creates do not conflict on a shared
@@ -62,7 +64,7 @@ import (
 // the counts were folded already) until the entries are removed, and
 // entries added since are packed.
 
-// blockMark follows a list's prefix in the key of each of its blocks.
+// blockMark follows a list's prefix in the key of its marker.
 const blockMark = "\x00"
 
 // DefaultBlockTails is the most tails of a gram block by default.
@@ -109,7 +111,7 @@ func putBlocks(tx store.Tx, lists map[string][]string, done []string, most int) 
 	for _, l := range slices.Sorted(maps.Keys(lists)) {
 		tails := lists[l]
 		slices.Sort(tails)
-		if err := insertTails(tx, l+blockMark, slices.Compact(tails), most); err != nil {
+		if err := insertTails(tx, l, slices.Compact(tails), most); err != nil {
 			return err
 		}
 	}
@@ -122,8 +124,8 @@ func putBlocks(tx store.Tx, lists map[string][]string, done []string, most int) 
 	return nil
 }
 
-// insertTails adds tails (ascending) to the blocks at prefix l (a list's
-// prefix and blockMark), blocks of at most most tails each.
+// insertTails adds tails (ascending) to the blocks of the list at prefix
+// l, blocks of at most most tails each.
 func insertTails(tx store.Tx, l string, tails []string, most int) error {
 	for len(tails) > 0 {
 		// The block of the newest tail left: the one with the newest
@@ -149,18 +151,18 @@ func insertTails(tx store.Tx, l string, tails []string, most int) error {
 			if had, err = decodeBlock(val); err != nil {
 				return fmt.Errorf("%w at %q", err, key)
 			}
-		} else if err := tx.Put(ColGrams, l, nil); err != nil { // the list's first block: its marker
+		} else if err := tx.Put(ColGrams, l+blockMark, nil); err != nil { // the list's first block: its marker
 			return err
 		}
 		merged := mergeTails(had, in)
 		if key != "" && key[len(l):] != merged[0] {
-			if err := tx.Delete(ColGrams, key); err != nil {
+			if err := tx.Delete(ColGramBlocks, key); err != nil {
 				return err
 			}
 		}
 		for i := 0; i < len(merged); i += most {
 			chunk := merged[i:min(i+most, len(merged))]
-			if err := tx.Put(ColGrams, l+chunk[0], encodeBlock(chunk)); err != nil {
+			if err := tx.Put(ColGramBlocks, l+chunk[0], encodeBlock(chunk)); err != nil {
 				return err
 			}
 		}
@@ -184,34 +186,29 @@ func mergeTails(a, b []string) []string {
 	return out
 }
 
-// blockAt returns the key and value of the block at prefix l
+// blockAt returns the key and value of the block of the list at prefix l
 // that would hold tail: the one with the newest first not newer than
 // tail; "" when there is none.
 func blockAt(r store.Reader, l, tail string) (key string, val []byte, err error) {
-	err = r.Scan(ColGrams, l, &store.ScanOptions{Reverse: true, Start: l + tail}, func(k string, v []byte) (bool, error) {
-		if k != l { // the list's marker: no block is older
-			key, val = k, v
-		}
-		return false, nil
-	})
-	return key, val, err
-}
-
-// firstBlock returns the key and value of the oldest block at prefix l;
-// "" when there is none.
-func firstBlock(r store.Reader, l string) (key string, val []byte, err error) {
-	err = r.Scan(ColGrams, l, nil, func(k string, v []byte) (bool, error) {
-		if k == l { // the list's marker
-			return true, nil
-		}
+	err = r.Scan(ColGramBlocks, l, &store.ScanOptions{Reverse: true, Start: l + tail}, func(k string, v []byte) (bool, error) {
 		key, val = k, v
 		return false, nil
 	})
 	return key, val, err
 }
 
-// removeFromBlock takes tail out of its block at prefix l, if a block
-// holds it.
+// firstBlock returns the key and value of the oldest block of the list at
+// prefix l; "" when there is none.
+func firstBlock(r store.Reader, l string) (key string, val []byte, err error) {
+	err = r.Scan(ColGramBlocks, l, nil, func(k string, v []byte) (bool, error) {
+		key, val = k, v
+		return false, nil
+	})
+	return key, val, err
+}
+
+// removeFromBlock takes tail out of its block of the list at prefix l, if
+// a block holds it.
 func removeFromBlock(tx store.Tx, l, tail string) error {
 	key, val, err := blockAt(tx, l, tail)
 	if err != nil || key == "" {
@@ -227,18 +224,18 @@ func removeFromBlock(tx store.Tx, l, tail string) error {
 	}
 	tails = slices.Delete(tails, i, i+1)
 	if len(tails) == 0 || i == 0 {
-		if err := tx.Delete(ColGrams, key); err != nil {
+		if err := tx.Delete(ColGramBlocks, key); err != nil {
 			return err
 		}
 	}
 	if len(tails) > 0 {
-		return tx.Put(ColGrams, l+tails[0], encodeBlock(tails))
+		return tx.Put(ColGramBlocks, l+tails[0], encodeBlock(tails))
 	}
 	// The list's last block gone, its marker goes.
 	if other, _, err := firstBlock(tx, l); err != nil || other != "" {
 		return err
 	}
-	return tx.Delete(ColGrams, l)
+	return tx.Delete(ColGrams, l+blockMark)
 }
 
 // encodeBlock encodes tails (ascending) as a block.
@@ -360,7 +357,7 @@ func decodeTails(b []byte, bound string, ends []int) (string, []int, error) {
 // blockList walks the blocks of one list newest first, at bounds that
 // only go older (gramList merges it with the list's gram records).
 type blockList struct {
-	prefix string // the list's prefix and blockMark
+	prefix string // the list's prefix
 	// data and ends are the tails of the block at key, decoded up to the
 	// bound it was read at (decodeTails); the first n are not yet passed.
 	data string
@@ -405,13 +402,11 @@ func (l *blockList) seek(r store.Reader, bound string, strict bool) (string, boo
 		}
 		var val []byte
 		key := ""
-		err := r.Scan(ColGrams, l.prefix, &store.ScanOptions{Reverse: true, Start: start}, func(k string, v []byte) (bool, error) {
+		err := r.Scan(ColGramBlocks, l.prefix, &store.ScanOptions{Reverse: true, Start: start}, func(k string, v []byte) (bool, error) {
 			if k == skip {
 				return true, nil
 			}
-			if k != l.prefix { // the list's marker: no block is older
-				key, val = k, v
-			}
+			key, val = k, v
 			return false, nil
 		})
 		if err != nil {

@@ -43,11 +43,13 @@ func TestGramRecordsOfEarlierBuilds(t *testing.T) {
 	// records alone.
 	fold(t, st, 1024)
 	update(t, st, func(tx store.Tx) error {
-		err := tx.Scan(index.ColGrams, "", nil, func(k string, _ []byte) (bool, error) {
-			return true, tx.Delete(index.ColGrams, k)
-		})
-		if err != nil {
-			return err
+		for _, col := range []string{index.ColGrams, index.ColGramBlocks} {
+			err := tx.Scan(col, "", nil, func(k string, _ []byte) (bool, error) {
+				return true, tx.Delete(col, k)
+			})
+			if err != nil {
+				return err
+			}
 		}
 		for k := range earlier {
 			if err := tx.Put(index.ColGrams, k, nil); err != nil {
@@ -70,19 +72,32 @@ func TestGramRecordsOfEarlierBuilds(t *testing.T) {
 			}
 		}
 	}
-	// blocks counts the gram index's blocks and records.
+	// blocks counts the gram index's blocks and records (markers left
+	// out: one per list with blocks, checked here).
 	blocks := func() (blocks, records int) {
 		t.Helper()
-		d, err := storetest.Dump(ctx, st, index.ColGrams)
+		d, err := storetest.Dump(ctx, st, index.ColGrams, index.ColGramBlocks)
 		if err != nil {
 			t.Fatal(err)
 		}
+		lists := map[string]bool{}
+		for k := range d[index.ColGramBlocks] {
+			blocks++
+			lists[k[:len(tenantA)+4]] = true
+		}
+		markers := 0
 		for k := range d[index.ColGrams] {
-			if k[len(tenantA)+4] == 0 {
-				blocks++
+			if k[len(tenantA)+4:] == "\x00" {
+				markers++
+				if !lists[k[:len(tenantA)+4]] {
+					t.Errorf("a marker %q of a list without blocks", k)
+				}
 			} else {
 				records++
 			}
+		}
+		if markers != len(lists) {
+			t.Errorf("%d markers of %d lists with blocks", markers, len(lists))
 		}
 		return blocks, records
 	}
@@ -125,7 +140,7 @@ func TestGramRecordsOfEarlierBuilds(t *testing.T) {
 	for _, e := range live {
 		remove(t, st, tenantA, e)
 	}
-	d, err := storetest.Dump(ctx, st, index.ColGrams)
+	d, err := storetest.Dump(ctx, st, index.ColGrams, index.ColGramBlocks)
 	if err != nil {
 		t.Fatal(err)
 	}

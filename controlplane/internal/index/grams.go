@@ -125,7 +125,7 @@ func deleteGrams(tx store.Tx, tp, tail, name string) error {
 		case err == nil:
 			err = tx.Delete(ColGrams, k)
 		case errors.Is(err, store.ErrNotFound):
-			err = removeFromBlock(tx, k[:len(k)-len(tail)]+blockMark, tail)
+			err = removeFromBlock(tx, k[:len(k)-len(tail)], tail)
 		}
 		if err != nil {
 			return err
@@ -297,7 +297,7 @@ type gramList struct {
 // successive calls must not get newer.
 func (l *gramList) seek(r store.Reader, bound string, strict bool) (string, bool, error) {
 	if l.records.prefix == "" {
-		l.records.prefix, l.blocks.prefix = l.prefix, l.prefix+blockMark
+		l.records.prefix, l.blocks.prefix = l.prefix, l.prefix
 	}
 	a, okA, err := l.records.seek(r, bound, strict)
 	if err != nil {
@@ -366,8 +366,8 @@ func (l *recordList) seek(r store.Reader, bound string, strict bool) (string, bo
 	n := 0
 	err := r.Scan(ColGrams, l.prefix, opts, func(k string, _ []byte) (bool, error) {
 		t := k[len(l.prefix):]
-		if t == "" || t[0] == blockMark[0] {
-			return false, nil // the list's marker and blocks: every record is read
+		if t == blockMark {
+			return false, nil // the list's marker: every record is read
 		}
 		if strict && t == bound {
 			return true, nil

@@ -36,7 +36,8 @@
 //	cp_deployment_summaries     T ts D             -> summary
 //	cp_deployment_index         T term ts D        -> ""
 //	cp_deployment_pgrams        T gram place ts D  -> "" (grams.go; a new entry's, until Fold)
-//	cp_deployment_pgrams        T gram place 0x00 first -> the list's tails from first, packed (gramblocks.go)
+//	cp_deployment_pgrams        T gram place 0x00  -> "" (the list has blocks; gramblocks.go)
+//	cp_deployment_gram_blocks   T gram place first -> the list's tails from first, packed (gramblocks.go)
 //	cp_deployment_counts        T n ts[:n]         -> count in the window (counts.go)
 //	cp_deployment_count_changes T ts D +|-         -> "" (a change not yet folded in)
 //
@@ -58,13 +59,14 @@ const (
 	ColSummaries    = "cp_deployment_summaries"
 	ColTerms        = "cp_deployment_index"
 	ColGrams        = "cp_deployment_pgrams"
+	ColGramBlocks   = "cp_deployment_gram_blocks"
 	ColCounts       = "cp_deployment_counts"
 	ColCountChanges = "cp_deployment_count_changes"
 )
 
 // Collections returns the names of the index's collections.
 func Collections() []string {
-	return []string{ColOrder, ColSummaries, ColGrams, ColCounts, ColCountChanges, ColTerms}
+	return []string{ColOrder, ColSummaries, ColGrams, ColGramBlocks, ColCounts, ColCountChanges, ColTerms}
 }
 
 // MaxName is the most bytes of a name.
