@@ -328,3 +328,59 @@ func TestVersion1Records(t *testing.T) {
 		t.Errorf("version 2 of the revision reads %+v, %v", got, err)
 	}
 }
+
+// TestCreatedWithinIDMillisecond: a record whose id is a UUID of its
+// created_at's millisecond keeps only the microseconds within it ("cr"),
+// another keeps created_at ("c"); both read back the same, a deployment's
+// and a revision's, at the first and the last microsecond of the
+// millisecond.
+func TestCreatedWithinIDMillisecond(t *testing.T) {
+	ms := time.Date(2026, 12, 5, 10, 4, 5, 123_000_000, time.UTC)
+	for _, tc := range []struct {
+		at     time.Time
+		id     string
+		within bool
+	}{
+		{ms, "01a245a9-2e83-7000-8000-000000000001", true},
+		{ms.Add(999 * time.Microsecond), "01a245a9-2e83-7000-8000-000000000001", true},
+		{ms.Add(time.Millisecond), "01a245a9-2e83-7000-8000-000000000001", false},
+		{ms, "not-a-uuid", false},
+	} {
+		if got, _ := uuidMillis("01a245a9-2e83-7000-8000-000000000001"); got != ms.UnixMilli() {
+			t.Fatalf("the fixture's id is of millisecond %d, want %d", got, ms.UnixMilli())
+		}
+		at := wiretime.New(tc.at)
+		dep := deploymentRecord{Deployment: Deployment{ID: tc.id, Name: "n", TenantID: "t", Source: SourceGitHub, Secrets: []Secret{},
+			CreatedAt: at, UpdatedAt: at, Status: StatusReady}}
+		rev := revisionRecord{Revision: Revision{ID: tc.id, CreatedAt: at, UpdatedAt: at, Status: RevisionCreating, Source: SourceGitHub,
+			StatusHistory: []StatusChange{{RevisionCreating, at}}}, revisionSnapshot: revisionSnapshot{DeploymentID: "d"}}
+		b, err := (secretCodec{}).encodeDeployment("t", &dep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if within := strings.Contains(string(b), `"cr":`) && !strings.Contains(string(b), `"c":`); within != tc.within {
+			t.Errorf("%s at %v: deployment record %s, within the millisecond %v, want %v", tc.id, tc.at, b, within, tc.within)
+		}
+		got, err := (secretCodec{}).decodeDeployment(b, "t", tc.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(&dep, got); d != "" {
+			t.Errorf("%s at %v: deployment (-want +got):\n%s", tc.id, tc.at, d)
+		}
+		b, err = (secretCodec{}).encodeRevision("t", &rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if within := strings.Contains(string(b), `"cr":`) && !strings.Contains(string(b), `"c":`); within != tc.within {
+			t.Errorf("%s at %v: revision record %s, within the millisecond %v, want %v", tc.id, tc.at, b, within, tc.within)
+		}
+		gotRev, err := (secretCodec{}).decodeRevision(b, "t", "d", tc.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(&rev, gotRev, cmp.AllowUnexported(revisionRecord{})); d != "" {
+			t.Errorf("%s at %v: revision (-want +got):\n%s", tc.id, tc.at, d)
+		}
+	}
+}

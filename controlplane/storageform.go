@@ -23,9 +23,10 @@ import (
 // deployment and revision record (the "v" member, always first). A record
 // without one is of another layout and is refused (ErrOldLayout). See the layout comment in records.go.
 // Version 2 writes sources and statuses as their codes (storedEnum),
-// revision ids as their bytes in base64 (storedID), the times of a
-// status_history after created_at, and leaves out an updated_at equal to
-// created_at; this build reads both.
+// revision ids as their bytes in base64 (storedID), created_at within
+// its id's millisecond (storedCreated), the times of a status_history
+// after created_at, and leaves out an updated_at equal to created_at;
+// this build reads both.
 const recordVersion = 2
 
 // storedEnum is a source, a deployment status or a revision status as the
@@ -101,6 +102,45 @@ func (id *storedID) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// storedCreated is created_at (Unix microseconds c) of the record of id
+// as the storage form keeps it: from version 2, when id is a UUID whose
+// first 48 bits are the millisecond of c (a version 7 UUID made then, as
+// NewID's are), only the microseconds within that millisecond ("cr",
+// with "c" left out); else c ("c"). createdOf reads it back.
+func storedCreated(id string, c int64) (int64, *int64) {
+	if ms, ok := uuidMillis(id); ok && c >= 0 && c/1000 == ms {
+		in := c % 1000
+		return 0, &in
+	}
+	return c, nil
+}
+
+// createdOf is the created_at of the record of id stored with c and in
+// (storedCreated).
+func createdOf(id string, c int64, in *int64) (int64, error) {
+	if in == nil {
+		return c, nil
+	}
+	ms, ok := uuidMillis(id)
+	if !ok || *in < 0 || *in >= 1000 {
+		return 0, errors.New("a created_at within the millisecond of an id that is no UUID")
+	}
+	return ms*1000 + *in, nil
+}
+
+// uuidMillis returns the first 48 bits of the UUID id: a version 7
+// UUID's Unix milliseconds.
+func uuidMillis(id string) (int64, bool) {
+	if len(id) != 36 {
+		return 0, false
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return 0, false
+	}
+	return int64(u[0])<<40 | int64(u[1])<<32 | int64(u[2])<<24 | int64(u[3])<<16 | int64(u[4])<<8 | int64(u[5]), true
+}
+
 // storedUpdated is updated_at as the storage form keeps it: left out
 // (0) when it equals created_at; updatedOf reads it back.
 func storedUpdated(created, updated int64) int64 {
@@ -171,23 +211,24 @@ func fromMicros(us int64) wiretime.Time { return wiretime.New(time.UnixMicro(us)
 // the name and the source come the members of the rows that name their own
 // key (fieldRule.stored; rowMembers): "dn" is display_name.
 type storedDeployment struct {
-	V       int                  `json:"v"`
-	ID      string               `json:"-"` // the record's key holds it
-	Name    string               `json:"n"`
-	Source  storedEnum           `json:"s"`
-	Config  storedSourceConfig   `json:"sc,omitzero"`
-	Spec    *storedResourceSpec  `json:"rs,omitzero"`
-	Rev     storedRevisionConfig `json:"rc,omitzero"`
-	Secrets []Secret             `json:"sec,omitempty"` // without Options.SecretKey only
-	Sealed  []byte               `json:"sx,omitzero"`   // the secrets' JSON, sealed (secretsAAD)
-	Created int64                `json:"c"`
-	Updated int64                `json:"u,omitzero"` // storedUpdated
-	Status  storedEnum           `json:"st"`
-	Latest  *storedID            `json:"lr,omitzero"`
-	Active  *storedID            `json:"ar,omitzero"`
-	Image   *string              `json:"iv,omitzero"`
-	URL     *string              `json:"url,omitzero"`
-	Tags    []string             `json:"t,omitzero"`
+	V         int                  `json:"v"`
+	ID        string               `json:"-"` // the record's key holds it
+	Name      string               `json:"n"`
+	Source    storedEnum           `json:"s"`
+	Config    storedSourceConfig   `json:"sc,omitzero"`
+	Spec      *storedResourceSpec  `json:"rs,omitzero"`
+	Rev       storedRevisionConfig `json:"rc,omitzero"`
+	Secrets   []Secret             `json:"sec,omitempty"` // without Options.SecretKey only
+	Sealed    []byte               `json:"sx,omitzero"`   // the secrets' JSON, sealed (secretsAAD)
+	Created   int64                `json:"c,omitzero"`    // storedCreated
+	CreatedIn *int64               `json:"cr,omitzero"`   // storedCreated
+	Updated   int64                `json:"u,omitzero"`    // storedUpdated
+	Status    storedEnum           `json:"st"`
+	Latest    *storedID            `json:"lr,omitzero"`
+	Active    *storedID            `json:"ar,omitzero"`
+	Image     *string              `json:"iv,omitzero"`
+	URL       *string              `json:"url,omitzero"`
+	Tags      []string             `json:"t,omitzero"`
 	// Remote is remote_reconciled (added to version 1 without a bump:
 	// older builds ignore it and answer false).
 	Remote bool `json:"rr,omitzero"`
@@ -397,10 +438,11 @@ type storedResourceSpec struct {
 // storedRevision is the storage form (version 1) of a revision record.
 type storedRevision struct {
 	V              int                  `json:"v"`
-	ID             string               `json:"-"` // the record's key holds it
-	DeploymentID   string               `json:"-"` // and this`
-	Created        int64                `json:"c"`
-	Updated        int64                `json:"u,omitzero"` // storedUpdated
+	ID             string               `json:"-"`           // the record's key holds it
+	DeploymentID   string               `json:"-"`           // and this`
+	Created        int64                `json:"c,omitzero"`  // storedCreated
+	CreatedIn      *int64               `json:"cr,omitzero"` // storedCreated
+	Updated        int64                `json:"u,omitzero"`  // storedUpdated
 	Status         storedEnum           `json:"st"`
 	Source         storedEnum           `json:"s"`
 	Rev            storedRevisionConfig `json:"rc,omitzero"`
@@ -531,15 +573,17 @@ func (c secretCodec) encodeDeployment(tenant string, r *deploymentRecord) ([]byt
 	}
 	config := storedSourceConfig(d.SourceConfig)
 	config.ResourceSpec = nil // stored as Spec; nil lets an empty config be left out
-	b, err := json.Marshal(&storedDeployment{
+	sd := &storedDeployment{
 		V: recordVersion, ID: d.ID, Name: d.Name, Source: storedEnum(d.Source),
 		Config: config, Spec: (*storedResourceSpec)(d.SourceConfig.ResourceSpec),
 		Rev: storedRevisionConfig(d.SourceRevisionConfig), Secrets: plain, Sealed: sealed,
-		Created: micros(d.CreatedAt), Updated: storedUpdated(micros(d.CreatedAt), micros(d.UpdatedAt)), Status: storedEnum(d.Status),
+		Updated: storedUpdated(micros(d.CreatedAt), micros(d.UpdatedAt)), Status: storedEnum(d.Status),
 		Latest: (*storedID)(d.LatestRevisionID), Active: (*storedID)(d.ActiveRevisionID), Image: d.ImageVersion, URL: d.URL, Tags: r.Tags,
 		Remote:  d.RemoteReconciled,
 		Message: d.StatusMessage, KeepTP: r.KeepTracingProject,
-	})
+	}
+	sd.Created, sd.CreatedIn = storedCreated(d.ID, micros(d.CreatedAt))
+	b, err := json.Marshal(sd)
 	if err != nil {
 		return nil, err
 	}
@@ -559,16 +603,20 @@ func (c secretCodec) decodeDeployment(b []byte, tenant, id string) (*deploymentR
 	r := deploymentRecord{Deployment: Deployment{
 		ID: id, Name: s.Name, Source: Source(s.Source),
 		SourceConfig: SourceConfig(s.Config), SourceRevisionConfig: SourceRevisionConfig(s.Rev), Secrets: s.Secrets,
-		CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(updatedOf(s.Created, s.Updated)), Status: DeploymentStatus(s.Status),
+		Status:           DeploymentStatus(s.Status),
 		LatestRevisionID: (*string)(s.Latest), ActiveRevisionID: (*string)(s.Active), ImageVersion: s.Image, URL: s.URL,
 		RemoteReconciled: s.Remote,
 		StatusMessage:    s.Message,
 	}, Tags: s.Tags, KeepTracingProject: s.KeepTP}
+	created, err := createdOf(id, s.Created, s.CreatedIn)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: decoding deployment %s: %w", id, err)
+	}
+	r.CreatedAt, r.UpdatedAt = fromMicros(created), fromMicros(updatedOf(created, s.Updated))
 	r.SourceConfig.ResourceSpec = (*ResourceSpec)(s.Spec)
 	if err := readRowMembers(b, &r.Deployment); err != nil {
 		return nil, fmt.Errorf("controlplane: decoding deployment %s: %w", id, err)
 	}
-	var err error
 	if r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("deployment", tenant, id), "deployment", id); err != nil {
 		return nil, err
 	}
@@ -596,16 +644,18 @@ func (c secretCodec) encodeRevision(tenant string, rev *revisionRecord) ([]byte,
 	for i := range hist {
 		hist[i].T -= created // version 2: after created_at
 	}
-	return json.Marshal(&storedRevision{
+	sr := &storedRevision{
 		V: recordVersion, ID: rev.ID, DeploymentID: rev.DeploymentID,
-		Created: micros(rev.CreatedAt), Updated: storedUpdated(micros(rev.CreatedAt), micros(rev.UpdatedAt)),
-		Status: storedEnum(rev.Status), Source: storedEnum(rev.Source),
+		Updated: storedUpdated(micros(rev.CreatedAt), micros(rev.UpdatedAt)),
+		Status:  storedEnum(rev.Status), Source: storedEnum(rev.Source),
 		Rev: storedRevisionConfig(rev.Revision.SourceRevisionConfig), Message: rev.StatusMessage,
 		Secrets: plain, Sealed: sealed, Spec: (*storedResourceSpec)(rev.revisionSnapshot.ResourceSpec),
 		InstallCommand: rev.revisionSnapshot.InstallCommand, BuildCommand: rev.revisionSnapshot.BuildCommand,
 		ImageVersion: rev.revisionSnapshot.ImageVersion, Tracked: rev.TrackedPackages, History: hist,
 		Refs: rev.revisionSnapshot.SecretReferences,
-	})
+	}
+	sr.Created, sr.CreatedIn = storedCreated(rev.ID, created)
+	return json.Marshal(sr)
 }
 
 // decodeRevision reads a stored revision record of any version this build
@@ -619,20 +669,24 @@ func (c secretCodec) decodeRevision(b []byte, tenant, deploymentID, id string) (
 		return nil, fmt.Errorf("controlplane: decoding revision %s: %w", id, err)
 	}
 	r := revisionRecord{
-		Revision: Revision{ID: id, CreatedAt: fromMicros(s.Created), UpdatedAt: fromMicros(updatedOf(s.Created, s.Updated)),
+		Revision: Revision{ID: id,
 			Status: RevisionStatus(s.Status), Source: Source(s.Source), SourceRevisionConfig: SourceRevisionConfig(s.Rev), StatusMessage: s.Message,
 			TrackedPackages: s.Tracked},
 		revisionSnapshot: revisionSnapshot{DeploymentID: deploymentID, Secrets: s.Secrets, ResourceSpec: (*ResourceSpec)(s.Spec),
 			InstallCommand: s.InstallCommand, BuildCommand: s.BuildCommand, ImageVersion: s.ImageVersion,
 			SecretReferences: s.Refs},
 	}
-	var err error
+	created, err := createdOf(id, s.Created, s.CreatedIn)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: decoding revision %s: %w", id, err)
+	}
+	r.CreatedAt, r.UpdatedAt = fromMicros(created), fromMicros(updatedOf(created, s.Updated))
 	if r.Secrets, err = c.open(s.Secrets, s.Sealed, secretsAAD("revision", tenant, deploymentID+"/"+id), "revision", id); err != nil {
 		return nil, err
 	}
 	if s.V >= 2 {
 		for i := range s.History {
-			s.History[i].T += s.Created
+			s.History[i].T += created
 		}
 	}
 	r.StatusHistory = historyOf(s.History, &r.Revision)
