@@ -109,9 +109,10 @@ import (
 // storedDeployment and storedRevision), no ids (the key holds them: the
 // record's own id, and a revision's deployment id), sources and statuses
 // as one-character codes (storedEnum), a deployment's revision ids as
-// base64 (storedID), timestamps as Unix microseconds (updated_at left out
-// when it is created_at, a revision's status_history when created_at and
-// updated_at answer it), secrets sealed under Options.SecretKey ("sx", the JSON of
+// base64 (storedID), timestamps as Unix microseconds (a revision's
+// created_at within its id's millisecond, updated_at left out when it is
+// created_at, a status_history's after created_at, and left out when
+// created_at and updated_at answer it), secrets sealed under Options.SecretKey ("sx", the JSON of
 // the secret list sealed with AAD controlplane/<kind>/<tenant>/<ids>, the
 // text ids "id" or "deployment/id" whatever the key layout;
 // "sec" holds them in plain text when there is no key),
