@@ -186,6 +186,7 @@ func (f *summaryFilter) match(s string) bool {
 	status, rest, _ := strings.Cut(rest, "\x00")
 	dtype, rest, _ := strings.Cut(rest, "\x00")
 	source, image, _ := strings.Cut(rest, "\x00")
+	status, dtype, source = summaryText(status), summaryText(dtype), summaryText(source)
 	return (f.status == "" || f.status == status) && (f.dtype == "" || f.dtype == dtype) &&
 		(f.source == "" || f.source == source) && (f.notSource == "" || f.notSource != source) && (f.image == "" || f.image == image)
 }
@@ -372,9 +373,10 @@ func indexQuery(q *ListDeploymentsQuery, f summaryFilter, limit int) *index.Quer
 }
 
 // foldCounts folds the pending changes of the index's order counts in,
-// seqBatch of them per Update (the sequencer runs it).
+// and packs the new entries' gram records into the gram blocks, seqBatch
+// changes per Update (the sequencer runs it).
 func (cp *ControlPlane) foldCounts(ctx context.Context) error {
-	return index.FoldCounts(ctx, cp.st, seqBatch)
+	return index.Fold(ctx, cp.st, &index.FoldOptions{Batch: seqBatch})
 }
 
 // listByIDs gets each named deployment and checks every filter on it.

@@ -108,6 +108,13 @@ func TestListDeploymentsModel(t *testing.T) {
 			if rapid.IntRange(0, 3).Draw(rt, "delete") == 0 {
 				deleted = append(deleted, d.ID)
 			}
+			// The sequencer moves the gram records written so far into
+			// the gram blocks: lists then read both.
+			if rapid.IntRange(0, 5).Draw(rt, "sequence") == 0 {
+				if err := cp.SequenceEvents(ctx); err != nil {
+					rt.Fatal(err)
+				}
+			}
 			all = append([]*controlplane.Deployment{d}, all...)
 		}
 		reachEngine(rt, ctx, cp) // else a delete removes the deployment at once

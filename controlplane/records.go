@@ -32,8 +32,10 @@ import (
 //	cp_tenants              "t" tenant -> T;  "p" T -> tenant;  "#" -> last number assigned
 //	cp_deployments          T D                    -> storedDeployment JSON (storageform.go)
 //	cp_deployment_order     T ts D                 -> "" (unfiltered pages skip these small keys; internal/index)
-//	cp_deployment_summaries T ts D                 -> summary (lowercased name, status, type, source, image version; internal/index)
-//	cp_deployment_pgrams    T gram place ts D      -> "" (the trigram at each place of the lowercased name + "\x00"; internal/index)
+//	cp_deployment_summaries T ts D                 -> summary (lowercased name, status, type and source codes, image version; internal/index)
+//	cp_deployment_pgrams    T gram place ts D      -> "" (the trigram at each place of the lowercased name + "\x00", until folded; internal/index)
+//	cp_deployment_pgrams    T gram place 0x00      -> "" (the list has blocks; internal/index)
+//	cp_deployment_gram_blocks T gram place first   -> the tails of one trigram's list at one place from first, packed (the sequencer's fold; internal/index)
 //	cp_deployment_counts    T n ts[:n]             -> uvarint count of order records in the window (n = 3, 4, 5, 6; internal/index)
 //	cp_deployment_count_changes T ts D +|-         -> "" (a change of the counts not yet folded in; internal/index)
 //	cp_deployment_index     T field value ts D     -> "" (internal/index; indexTerm: field one byte; value a code, an id or a length-prefixed string)
@@ -74,7 +76,9 @@ import (
 // names nothing. Every store accepts any bytes in keys (storepg keeps them
 // as bytea).
 //
-// Only this layout is read, and no other is converted: CheckLayout
+// Beside this layout, the gram records of earlier builds (one per
+// trigram, place and deployment, without blocks) are read, and version 1
+// records; no other layout is read or converted: CheckLayout
 // (layout.go) refuses a store whose deployments have text keys (the
 // tenant's name first, a printable byte, where a tenant prefix is
 // 0x01-0x1f) or that holds name blocks or unpositioned trigrams of another
@@ -101,10 +105,14 @@ import (
 //
 // Deployment and revision records are in a storage form, separate from
 // the wire form (storageform.go): a JSON object whose first member is the
-// format version, {"v":1,...}, with short keys (documented on the fields of
+// format version, {"v":2,...}, with short keys (documented on the fields of
 // storedDeployment and storedRevision), no ids (the key holds them: the
-// record's own id, and a revision's deployment id), timestamps as Unix
-// microseconds, secrets sealed under Options.SecretKey ("sx", the JSON of
+// record's own id, and a revision's deployment id), sources and statuses
+// as one-character codes (storedEnum), a deployment's revision ids as
+// base64 (storedID), timestamps as Unix microseconds (a revision's
+// created_at within its id's millisecond, updated_at left out when it is
+// created_at, a status_history's after created_at, and left out when
+// created_at and updated_at answer it), secrets sealed under Options.SecretKey ("sx", the JSON of
 // the secret list sealed with AAD controlplane/<kind>/<tenant>/<ids>, the
 // text ids "id" or "deployment/id" whatever the key layout;
 // "sec" holds them in plain text when there is no key),
@@ -114,9 +122,11 @@ import (
 // the record and both versions; a read of a record without "v" fails
 // with an error wrapping ErrOldLayout. A change to the storage form that
 // older builds would misread bumps recordVersion and keeps decoding the
-// earlier versions. Tracing projects of StoreTracingProjects are
+// earlier versions (version 1: sources, statuses and ids as text,
+// updated_at always there). Tracing projects of StoreTracingProjects are
 // versioned the same way
-// ({"v":1,"n":name,"c":micros}; the key holds tenant and deployment id).
+// ({"v":2,"n":name,"c":micros}, as in version 1; the key holds tenant and
+// deployment id).
 // Listeners, integrations and the other records are still their JSON with
 // wire names.
 // GetDeploymentJSON decodes and encodes a record once: the answer is kept
@@ -293,7 +303,10 @@ func (r *deploymentRecord) servedURL(addr string) string {
 // summary is the value of the deployment's summary record: what the list
 // filters other than tags and ids look at, in a form that decodes without
 // allocation. It begins with the lowercased name (as the index requires);
-// the image version comes last so that it may hold any byte.
+// the status, deployment type and source follow, each its one-byte code
+// of indexCodes (summaryCode; summaries written before the codes hold the
+// text, which summaryText reads as well), and the image version comes
+// last so that it may hold any byte.
 func (r *deploymentRecord) summary() string {
 	var t, img string
 	if r.SourceConfig.DeploymentType != nil {
@@ -302,7 +315,34 @@ func (r *deploymentRecord) summary() string {
 	if r.ImageVersion != nil {
 		img = "=" + *r.ImageVersion // "=" marks a non-null version
 	}
-	return strings.ToLower(r.Name) + "\x00" + string(r.Status) + "\x00" + t + "\x00" + string(r.Source) + "\x00" + img
+	return strings.ToLower(r.Name) + "\x00" + summaryCode(string(r.Status)) + "\x00" + summaryCode(t) + "\x00" +
+		summaryCode(string(r.Source)) + "\x00" + img
+}
+
+// summaryCode is an enum value as a summary holds it: its one-byte code
+// (indexCodes), or the value itself when it has none.
+func summaryCode(v string) string {
+	if c, ok := indexCodes[v]; ok {
+		return string([]byte{c})
+	}
+	return v
+}
+
+// codeValues maps each code of indexCodes back to its value.
+var codeValues = func() (m [256]string) {
+	for v, c := range indexCodes {
+		m[c] = v
+	}
+	return m
+}()
+
+// summaryText is the value of an enum field of a summary (summaryCode):
+// a code's value, else the text itself (no value is one byte below 0x20).
+func summaryText(f string) string {
+	if len(f) == 1 && f[0] < 0x20 {
+		return codeValues[f[0]]
+	}
+	return f
 }
 
 // remote is the deployment's remote_reconciled: it is external_docker,
@@ -686,7 +726,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // Collections returns the names of the store collections the package
 // writes, for tools that back up, copy or inspect a store.
 func Collections() []string {
-	return []string{keyenc.ColTenants, colDeployments, index.ColOrder, index.ColSummaries, index.ColGrams, index.ColCounts, index.ColCountChanges, index.ColTerms, colDeploymentNames, colAgentLinks, colRevisions,
+	return []string{keyenc.ColTenants, colDeployments, index.ColOrder, index.ColSummaries, index.ColGrams, index.ColGramBlocks, index.ColCounts, index.ColCountChanges, index.ColTerms, colDeploymentNames, colAgentLinks, colRevisions,
 		colRevisionOrder, colListeners, colListenerOrder, colListenerCompute, tokens.Collection, colIntegrations, colIntegrationInsts,
 		colTracingProjects, workqueue.Collection, colInstallationOwners, colDeliveries, revlog.Collection, eventlog.Events, eventlog.Outbox, eventlog.Clocks,
 		eventlog.Lease}

@@ -219,7 +219,7 @@ func TestRowMembersBetweenNameAndSource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := `,"dn":"\"dn\" ,\"s\":","s":"github"`; !strings.Contains(string(b), want) {
+		if want := `,"dn":"\"dn\" ,\"s\":","s":"g"`; !strings.Contains(string(b), want) {
 			t.Errorf("name %q: record %s, want it to hold %s", name, b, want)
 		}
 		got, err := (secretCodec{}).decodeDeployment(b, "t", "d")

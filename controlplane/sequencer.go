@@ -13,7 +13,8 @@ import "context"
 const seqBatch = 1024
 
 // maintain numbers the outbox events of every tenant and folds the
-// pending order count changes.
+// pending order count changes (packing new deployments' gram records
+// into the gram blocks).
 func (cp *ControlPlane) maintain(ctx context.Context) error {
 	if err := cp.events.SequenceAll(ctx); err != nil {
 		return err

@@ -220,6 +220,7 @@ func BenchmarkSpace100k(b *testing.B) {
 			for b.Loop() {
 				path := fleetFile(b, n, &o)
 				size, used, events = fileSize(b, path), usedSize(b, path), bucketSize(b, path, "cp_events")
+				logBuckets(b, path, n)
 			}
 			b.ReportMetric(float64(size)/n, "bytes/deployment")
 			b.ReportMetric(float64(used)/n, "used-bytes/deployment")
@@ -250,6 +251,39 @@ func usedSize(b *testing.B, path string) int64 {
 	}
 	st := db.Stats()
 	return size - int64(st.FreePageN+st.PendingPageN)*int64(db.Info().PageSize)
+}
+
+// logBuckets logs, for each bucket of the bbolt file at path, its bytes
+// per deployment (pages in use, as bucketSize counts them), its bytes of
+// keys and values, and how full its leaf pages are: what takes the space.
+func logBuckets(b *testing.B, path string, n int) {
+	b.Helper()
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ps := int64(db.Info().PageSize)
+	err = db.View(func(tx *bbolt.Tx) error {
+		return tx.ForEach(func(name []byte, bk *bbolt.Bucket) error {
+			st := bk.Stats()
+			pages := int64(st.BranchPageN+st.BranchOverflowN+st.LeafPageN+st.LeafOverflowN)*ps + int64(st.InlineBucketInuse)
+			var kv int64
+			if err := bk.ForEach(func(k, v []byte) error { kv += int64(len(k) + len(v)); return nil }); err != nil {
+				return err
+			}
+			fill := 0.0
+			if st.LeafAlloc > 0 {
+				fill = float64(st.LeafInuse) / float64(st.LeafAlloc)
+			}
+			b.Logf("%-28s %8.1f B/deployment in pages, %8.1f of keys and values, %7d keys, leaves %3.0f%% full",
+				name, float64(pages)/float64(n), float64(kv)/float64(n), st.KeyN, 100*fill)
+			return nil
+		})
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
 }
 
 // bucketSize returns the bytes of the pages a bucket of the bbolt file at

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/controlplane/internal/index"
+	"github.com/deployplane/deployplane/internal/benchcmp"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/storemem"
 )
@@ -28,10 +29,25 @@ var (
 
 // fleet returns the fleet of n entries, built once per process.
 func fleet(b *testing.B, n int) *benchFleet {
+	return buildFleet(b, n, true)
+}
+
+// recordsFleet returns the fleet of n entries with nothing folded: its
+// gram index is a record per gram, place and entry, as earlier builds
+// kept it (the lists below that read names only).
+func recordsFleet(b *testing.B, n int) *benchFleet {
+	return buildFleet(b, n, false)
+}
+
+func buildFleet(b *testing.B, n int, folded bool) *benchFleet {
 	b.Helper()
 	fleetsMu.Lock()
 	defer fleetsMu.Unlock()
-	if f, ok := fleets[n]; ok {
+	id := n
+	if !folded {
+		id = -n
+	}
+	if f, ok := fleets[id]; ok {
 		return f
 	}
 	f := &benchFleet{st: storemem.New(), n: n}
@@ -53,8 +69,10 @@ func fleet(b *testing.B, n int) *benchFleet {
 			return nil
 		})
 	}
-	fold(b, f.st, 1024)
-	fleets[n] = f
+	if folded {
+		fold(b, f.st, 1024)
+	}
+	fleets[id] = f
 	return f
 }
 
@@ -124,6 +142,44 @@ func BenchmarkListFiltered(b *testing.B) {
 				f.list(b, x, &tt.q, tt.want)
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/list")
+		})
+	}
+}
+
+// BenchmarkNameBlocks times name lists at 100k entries over the gram
+// blocks against the same lists over a gram record per gram, place and
+// entry (nothing folded), in alternating rounds: x-baseline is the
+// records' time over the blocks'.
+func BenchmarkNameBlocks(b *testing.B) {
+	blocks, records := fleet(b, 100_000), recordsFleet(b, 100_000)
+	x := index.New(nil)
+	for _, tt := range []struct {
+		name   string
+		needle string
+		want   int
+	}{
+		{"100-matches", "AGENT-0001", 100},
+		{"no-match", "zzz", 0},
+		{"no-match-common-grams", "0000000", 0},
+		{"one-byte", "7", 100},
+		{"deep", "agent-00", 100},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			q := &index.Query{Name: tt.needle, Limit: 100}
+			if tt.name == "deep" {
+				q.Offset = 5000
+			}
+			benchcmp.Interleave(b,
+				func(n int) {
+					for range n {
+						records.list(b, x, q, tt.want)
+					}
+				},
+				func(n int) {
+					for range n {
+						blocks.list(b, x, q, tt.want)
+					}
+				})
 		})
 	}
 }

@@ -36,12 +36,12 @@ import (
 // and which no other entry's change writes. Counts that every create of
 // the same 65 ms (and every create of the same 12.7 days) read and wrote
 // would make creates into one tenant conflict with each other under
-// PostgreSQL's serializable transactions. FoldCounts folds the pending
+// PostgreSQL's serializable transactions. Fold folds the pending
 // changes into the counts in batches (in one Update, it adds them and
 // deletes them), and skipOrder adds the pending changes it reads in its
 // own transaction to the counts it reads: a change is either pending or
 // folded, never both, so the skip stays exact. The caller keeps the
-// pending changes few by running FoldCounts often, out of the way of the
+// pending changes few by running Fold often, out of the way of the
 // writes (controlplane's sequencer does, with the events it numbers).
 
 // countLevels are the prefix lengths of the time key that are counted,
@@ -66,16 +66,37 @@ func countChange(write writeFunc, tp, tail string, added bool) error {
 	return write(ColCountChanges, tp+tail+sign, nil)
 }
 
-// FoldCounts folds the pending changes of the order counts of every
-// tenant into the counts, at most batch of them per Update of st, until
-// none is left.
-func FoldCounts(ctx context.Context, st store.Store, batch int) error {
-	batch = max(batch, 1)
+// FoldOptions tune Fold. Zero fields take the defaults.
+type FoldOptions struct {
+	// Batch is the most pending changes folded in one Update. Default
+	// 1024.
+	Batch int
+	// BlockTails is the most tails of a gram block (gramblocks.go).
+	// Default DefaultBlockTails.
+	BlockTails int
+}
+
+// Fold folds the pending changes of the order counts of every tenant
+// into the counts, and packs the gram records of each entry added into
+// the gram blocks (gramblocks.go), at most o.Batch changes per Update of
+// st, until none is left; nil o means the defaults.
+func Fold(ctx context.Context, st store.Store, o *FoldOptions) error {
+	batch, most := 1024, DefaultBlockTails
+	if o != nil {
+		if o.Batch > 0 {
+			batch = o.Batch
+		}
+		if o.BlockTails > 0 {
+			most = o.BlockTails
+		}
+	}
 	for {
 		n := 0
 		err := st.Update(ctx, func(tx store.Tx) error {
 			sums := map[string]int64{}
 			var keys []string
+			lists := map[string][]string{}
+			var grams []string
 			err := tx.Scan(ColCountChanges, "", nil, func(k string, _ []byte) (bool, error) {
 				tp, ts, delta, err := parseCountChange(k)
 				if err != nil {
@@ -84,6 +105,11 @@ func FoldCounts(ctx context.Context, st store.Store, batch int) error {
 				for _, level := range countLevels {
 					sums[countKey(tp, ts, level)] += delta
 				}
+				if delta > 0 {
+					if err := packGrams(tx, tp, k[len(tp):len(k)-1], lists, &grams); err != nil {
+						return false, err
+					}
+				}
 				keys = append(keys, k)
 				return len(keys) < batch, nil
 			})
@@ -91,6 +117,9 @@ func FoldCounts(ctx context.Context, st store.Store, batch int) error {
 				return err
 			}
 			n = len(keys)
+			if err := putBlocks(tx, lists, grams, most); err != nil {
+				return err
+			}
 			for _, k := range slices.Sorted(maps.Keys(sums)) {
 				if err := addCount(tx, k, sums[k]); err != nil {
 					return err

@@ -14,7 +14,7 @@ import (
 
 // TestOrderCountsPendingAndFolded: deep pages skip exactly over the
 // counts, whatever part of the new entries and removals is still a pending
-// change and whatever part FoldCounts has folded in: random new entries
+// change and whatever part Fold has folded in: random new entries
 // (a clock that stands still or moves by 1 ms to days, so that windows of
 // every level fill and empty), removals, folds (in batches of any size,
 // over tenants whose prefixes take one byte or several), and pages at

@@ -24,7 +24,9 @@ import (
 // one place are a posting list, newest first in a reverse scan. Names
 // are immutable: the records are written when an entry is new and
 // deleted when it is removed, in the caller's Update, and no two new
-// entries rewrite a shared record (no counter, no hot spot).
+// entries rewrite a shared record (no counter, no hot spot). Fold later
+// packs them into the list's blocks, under the same prefix
+// (gramblocks.go); a list is its blocks and its records, merged.
 //
 // # Needles of 3 bytes or more: exact from the index
 //
@@ -114,10 +116,18 @@ func putGrams(write writeFunc, tp, tail, name string) error {
 	return nil
 }
 
-// deleteGrams removes the gram records of an entry.
+// deleteGrams removes the gram records of an entry, or its tails from
+// the gram blocks that hold them (gramblocks.go).
 func deleteGrams(tx store.Tx, tp, tail, name string) error {
 	for _, k := range gramKeys(tp, tail, name) {
-		if err := tx.Delete(ColGrams, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+		_, err := tx.Get(ColGrams, k)
+		switch {
+		case err == nil:
+			err = tx.Delete(ColGrams, k)
+		case errors.Is(err, store.ErrNotFound):
+			err = removeFromBlock(tx, k[:len(k)-len(tail)], tail)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -150,7 +160,7 @@ func (x *Index) scanGrams(r store.Reader, tp, needle string, fn func(tail string
 			return err
 		}
 		for _, l := range lists {
-			its = append(its, &cursor{col: ColGrams, prefix: l})
+			its = append(its, &gramList{prefix: l})
 		}
 	} else {
 		var err error
@@ -182,8 +192,8 @@ func shortNeedleLists(r store.Reader, tp, needle string, most int) ([]string, er
 
 // gramLists appends to lists the prefix (tenant prefix, gram, place) of
 // every list of the tenant whose gram starts with gramPrefix, seeking
-// from one list to the next; when most > 0, it stops once lists holds
-// more than most.
+// from one list to the next (a list's blocks and gram records share its
+// prefix); when most > 0, it stops once lists holds more than most.
 func gramLists(r store.Reader, tp, gramPrefix string, lists []string, most int) ([]string, error) {
 	start := ""
 	for most == 0 || len(lists) <= most {
@@ -271,14 +281,51 @@ type tailIter interface {
 	next(r store.Reader) (tail string, ok bool, err error)
 }
 
-// gramList is one list of a leapfrog, sought at bounds that only go
+// gramList is one list (a gram at a place), walked newest first: its
+// gram records (recordList) and its blocks (blockList) merged. As a
+// tailIter it yields every tail of the list; in a leapfrog it is sought
+// at bounds that only go older.
+type gramList struct {
+	prefix  string
+	records recordList
+	blocks  blockList
+	last    string // the last tail next returned
+}
+
+// seek returns the newest tail of the list that is not newer than bound
+// (any, when bound is ""), or strictly older when strict. The bounds of
+// successive calls must not get newer.
+func (l *gramList) seek(r store.Reader, bound string, strict bool) (string, bool, error) {
+	if l.records.prefix == "" {
+		l.records.prefix, l.blocks.prefix = l.prefix, l.prefix
+	}
+	a, okA, err := l.records.seek(r, bound, strict)
+	if err != nil {
+		return "", false, err
+	}
+	b, okB, err := l.blocks.seek(r, bound, strict)
+	if err != nil || !okA && !okB {
+		return "", false, err
+	}
+	return max(a, b), true, nil
+}
+
+func (l *gramList) next(r store.Reader) (string, bool, error) {
+	t, ok, err := l.seek(r, l.last, l.last != "")
+	if ok {
+		l.last = t
+	}
+	return t, ok, err
+}
+
+// recordList is the gram records of one list, sought at bounds that only go
 // older: buf holds the tails its last Scan read, newest first and
 // contiguous in the list, so that a bound that falls among them is
 // answered without a seek. The matches of a needle are often close to
 // each other in a list (deployments named alike are often created
 // together): the Scan reads more tails at once while they answer the
 // next bounds, and one when they do not.
-type gramList struct {
+type recordList struct {
 	prefix string
 	buf    []string
 	hits   int  // bounds answered from buf since it was read
@@ -286,13 +333,13 @@ type gramList struct {
 	chunk  int  // tails the next Scan reads
 }
 
-// gramListChunk is the most tails a gramList reads in one Scan.
+// gramListChunk is the most tails a recordList reads in one Scan.
 const gramListChunk = 32
 
 // seek returns the newest tail of the list that is not newer than bound
 // (any, when bound is ""), or strictly older when strict. The bounds of
 // successive calls must not get newer.
-func (l *gramList) seek(r store.Reader, bound string, strict bool) (string, bool, error) {
+func (l *recordList) seek(r store.Reader, bound string, strict bool) (string, bool, error) {
 	for len(l.buf) > 0 && bound != "" && (l.buf[0] > bound || strict && l.buf[0] == bound) {
 		l.buf = l.buf[1:]
 	}
@@ -319,6 +366,9 @@ func (l *gramList) seek(r store.Reader, bound string, strict bool) (string, bool
 	n := 0
 	err := r.Scan(ColGrams, l.prefix, opts, func(k string, _ []byte) (bool, error) {
 		t := k[len(l.prefix):]
+		if t == blockMark {
+			return false, nil // the list's marker: every record is read
+		}
 		if strict && t == bound {
 			return true, nil
 		}

@@ -1,6 +1,7 @@
 package index_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -27,8 +28,9 @@ func orNone(n int) int {
 // unfiltered pages at every offset against the obvious filter over every
 // entry, while entries are put at times bunched into one instant or
 // spread over weeks (the order counts' windows), removed, and their counts
-// folded, with the thresholds of the short needles' two paths and of the
-// long needles' place checks drawn small.
+// folded, their gram records moved into blocks in part or in whole, with
+// the thresholds of the short needles' two paths and of the long needles'
+// place checks drawn small.
 func TestNameContainsAndOffsetsModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		st := storemem.New()
@@ -49,6 +51,15 @@ func TestNameContainsAndOffsetsModel(t *testing.T) {
 			PlaceProbes:       orNone(rapid.IntRange(0, 8).Draw(rt, "place probes")),
 		})
 		alpha := rapid.SampledFrom([]rune("abcAB1-._kKi"))
+		// The gram records are moved into blocks (of a few tails, to
+		// have many) at random moments, part of them at a time: a list
+		// is then in records and blocks at once.
+		blockTails := rapid.SampledFrom([]int{1, 2, 3, 64}).Draw(rt, "block tails")
+		maybeFoldGrams := func() {
+			if rapid.IntRange(0, 3).Draw(rt, "fold grams") == 0 {
+				foldGrams(rt, st, rapid.SampledFrom([]int{1, 3, 1024}).Draw(rt, "gram batch"), blockTails)
+			}
+		}
 		var live []*entry
 		n := rapid.IntRange(0, 40).Draw(rt, "n")
 		for i := range n {
@@ -58,6 +69,7 @@ func TestNameContainsAndOffsetsModel(t *testing.T) {
 			e := &entry{id: i + 1, at: tick(), name: name}
 			put(rt, st, tenantA, nil, e)
 			live = append(live, e)
+			maybeFoldGrams()
 		}
 		// Noise in another tenant.
 		put(rt, st, tenantB, nil, &entry{id: 1, at: tick(), name: "abc"})
@@ -65,6 +77,7 @@ func TestNameContainsAndOffsetsModel(t *testing.T) {
 		live = slices.DeleteFunc(live, func(e *entry) bool {
 			if rapid.IntRange(0, 4).Draw(rt, "remove") == 0 {
 				remove(rt, st, tenantA, e)
+				maybeFoldGrams()
 				return true
 			}
 			return false
@@ -119,12 +132,23 @@ func TestNameContainsAndOffsetsModel(t *testing.T) {
 // byte changed (the trigrams either side of the change still agree with
 // the name): the gram index must tell a needle that lies in a name from
 // one whose trigrams are all there but not all in a row.
+// It asks with the gram records as Put wrote them, and with every other
+// one moved into blocks of two tails.
 func TestNameContainsNearMisses(t *testing.T) {
+	for _, folded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("folded=%v", folded), func(t *testing.T) { nearMisses(t, folded) })
+	}
+}
+
+func nearMisses(t *testing.T, folded bool) {
 	st := open(t)
 	x := index.New(nil)
 	names := []string{"abcabcabcabc", "abcabdabcabc", "aaaaaaaaaaab", "ab-ab-ab-ab-", "x1x1x1x1x2x1", "abcdefghijkl", "abcdefgXijkl", "a"}
 	for i, n := range names {
 		put(t, st, tenantA, nil, &entry{id: i, at: t0.Add(time.Duration(i) * time.Second), name: n})
+		if folded && i%2 == 0 {
+			foldGrams(t, st, 1024, 2)
+		}
 	}
 	needles := map[string]bool{}
 	for _, n := range names {

@@ -8,7 +8,8 @@
 // caller's transaction. Index.List returns a page of tails, newest first,
 // walking the records of one or more terms, the trigrams of a name
 // substring (grams.go), or the order records, whose offset it skips over
-// counts of time windows (counts.go) that FoldCounts keeps folded in; a
+// counts of time windows (counts.go) that Fold keeps folded in (and with
+// them packs the gram records into blocks: gramblocks.go); a
 // Query.Keep callback checks on each candidate's summary what the walk
 // does not answer. ScanTerm lists the entries of one term.
 //
@@ -17,15 +18,16 @@
 // and which walk a query takes are the caller's. What it asks of the
 // caller's parts of its keys:
 //
-//   - a tail is 8 bytes of time key (byte order is creation order), then an
-//     id part whose first byte is below 0xff; a term is a field and a value.
-//     Each delimits itself: no tail or term is a prefix of another.
+//   - a tail is 8 bytes of time key (byte order is creation order) whose
+//     first byte is not 0x00, then an id part whose first byte is below
+//     0xff; a term is a field and a value. Each delimits itself: no tail
+//     or term is a prefix of another.
 //   - a name is 1 to MaxName bytes of [A-Za-z0-9._-]; a summary begins with
 //     the lowercased name and a NUL.
 //   - a tenant prefix (tp) is a tenant prefix of internal/keyenc, whose
 //     length the index reads from its first byte (keyenc.TenantLen): a
 //     pending change of the counts is keyed by tenant prefix and tail
-//     alone, in the stores already written, and FoldCounts folds every
+//     alone, in the stores already written, and Fold folds every
 //     tenant's changes in one scan.
 //
 // Storage (T the tenant prefix, ts D the tail):
@@ -33,7 +35,9 @@
 //	cp_deployment_order         T ts D             -> ""
 //	cp_deployment_summaries     T ts D             -> summary
 //	cp_deployment_index         T term ts D        -> ""
-//	cp_deployment_pgrams        T gram place ts D  -> "" (grams.go)
+//	cp_deployment_pgrams        T gram place ts D  -> "" (grams.go; a new entry's, until Fold)
+//	cp_deployment_pgrams        T gram place 0x00  -> "" (the list has blocks; gramblocks.go)
+//	cp_deployment_gram_blocks   T gram place first -> the list's tails from first, packed (gramblocks.go)
 //	cp_deployment_counts        T n ts[:n]         -> count in the window (counts.go)
 //	cp_deployment_count_changes T ts D +|-         -> "" (a change not yet folded in)
 //
@@ -55,13 +59,14 @@ const (
 	ColSummaries    = "cp_deployment_summaries"
 	ColTerms        = "cp_deployment_index"
 	ColGrams        = "cp_deployment_pgrams"
+	ColGramBlocks   = "cp_deployment_gram_blocks"
 	ColCounts       = "cp_deployment_counts"
 	ColCountChanges = "cp_deployment_count_changes"
 )
 
 // Collections returns the names of the index's collections.
 func Collections() []string {
-	return []string{ColOrder, ColSummaries, ColGrams, ColCounts, ColCountChanges, ColTerms}
+	return []string{ColOrder, ColSummaries, ColGrams, ColGramBlocks, ColCounts, ColCountChanges, ColTerms}
 }
 
 // MaxName is the most bytes of a name.
@@ -90,8 +95,8 @@ func (e *Entry) check() error {
 	if !strings.HasPrefix(e.Summary, strings.ToLower(e.Name)+"\x00") {
 		return fmt.Errorf("index: the summary of %q does not begin with its lowercased name and a NUL", e.Name)
 	}
-	if len(e.Tail) < 9 {
-		return fmt.Errorf("index: the tail %q of %q is not a time key and an id", e.Tail, e.Name)
+	if len(e.Tail) < 9 || e.Tail[0] == 0 {
+		return fmt.Errorf("index: the tail %q of %q is not a time key (not starting with 0x00) and an id", e.Tail, e.Name)
 	}
 	return nil
 }

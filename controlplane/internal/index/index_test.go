@@ -102,7 +102,17 @@ func remove(t tb, st store.Store, tp string, e *entry) {
 
 func fold(t tb, st store.Store, batch int) {
 	t.Helper()
-	if err := index.FoldCounts(context.Background(), st, batch); err != nil {
+	if err := index.Fold(context.Background(), st, &index.FoldOptions{Batch: batch}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// foldGrams folds the pending changes (batch an Update) and packs the
+// gram records of the entries added into blocks of at most blockTails
+// tails.
+func foldGrams(t tb, st store.Store, batch, blockTails int) {
+	t.Helper()
+	if err := index.Fold(context.Background(), st, &index.FoldOptions{Batch: batch, BlockTails: blockTails}); err != nil {
 		t.Fatal(err)
 	}
 }
