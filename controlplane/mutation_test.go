@@ -40,14 +40,15 @@ func TestMutationsCaught(t *testing.T) {
 		// Caught by a PATCH of resource_spec alone: no new revision.
 		{controlplane.MutationSpecInPlace, `made no new revision`},
 		// Caught by build_on_push with refs/tags/release-1 (no v): accepted.
-		{controlplane.MutationTagNeedsV, `outcome (ok|conflict) .*model says validation`},
-		{controlplane.MutationBuildOnPushTag, `outcome (ok|conflict) .*model says validation`},
-		// Caught by a PATCH of deployment_type: accepted.
-		{controlplane.MutationTypeMutable, `outcome (ok|conflict) .*model says validation`},
+		{controlplane.MutationTagNeedsV, `outcome (ok|conflict|invalid state) .*model says validation`},
+		{controlplane.MutationBuildOnPushTag, `outcome (ok|conflict|invalid state) .*model says validation`},
+		// Caught by a PATCH of deployment_type: accepted (or refused later,
+		// for a pin that names no active revision: 400, not 422).
+		{controlplane.MutationTypeMutable, `outcome (ok|conflict|invalid state) .*model says validation`},
 		// Caught by a github create with custom_url: accepted.
-		{controlplane.MutationCustomURLSettable, `outcome (ok|conflict) .*model says validation`},
+		{controlplane.MutationCustomURLSettable, `outcome (ok|conflict|invalid state) .*model says validation`},
 		// Caught by a PATCH with another source's revision_source: accepted.
-		{controlplane.MutationRevisionSourceAny, `outcome (ok|conflict) .*model says validation`},
+		{controlplane.MutationRevisionSourceAny, `outcome (ok|conflict|invalid state) .*model says validation`},
 		// Caught by a create of internal_docker without an image: it has a
 		// latest_revision_id.
 		{controlplane.MutationSourcelessRevision, `created deployment differs from the model`},
