@@ -111,3 +111,62 @@ func testAgentReportUnhealthy(t *testing.T, st store.Store) {
 		t.Fatalf("after the report: latest %s on %s, want a rollback to %s", *got.LatestRevisionID, deref(got.SourceRevisionConfig.ImageURI), first)
 	}
 }
+
+// TestAgentPinnedHold: an agent's report of DEPLOYING for a revision of a
+// pinned deployment is refused as held (and as a lost lease), nobody can
+// claim the revision while the pin stays, and the unpin gives it back to
+// the listener's agents where it waited.
+func TestAgentPinnedHold(t *testing.T) {
+	inBubbleOverStores(t, testAgentPinnedHold)
+}
+
+func testAgentPinnedHold(t *testing.T, st store.Store) {
+	f := newAgentFixture(t, st)
+	edge := f.listener(tenantA, "edge-1")
+	d := f.deployment(tenantA, "remote", edge)
+	w := f.claim(tenantA, edge)
+	for _, s := range []controlplane.RevisionStatus{controlplane.RevisionQueued, controlplane.RevisionAwaitingDeploy,
+		controlplane.RevisionDeploying, controlplane.RevisionDeployed} {
+		if err := f.cp.ReportAgent(f.ctx, tenantA, edge, w.Lease, controlplane.Step{Status: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := *f.get(tenantA, d.ID).ActiveRevisionID
+	if _, err := f.cp.UpdateDeployment(f.ctx, tenantA, d.ID, &controlplane.UpdateDeploymentRequest{PinnedRevisionID: &first}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cp.UpdateDeployment(f.ctx, tenantA, d.ID, decode[controlplane.UpdateDeploymentRequest](t,
+		`{"source_revision_config": {"image_uri": "registry.example.com/agent:2"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	w = f.claim(tenantA, edge)
+	if w == nil {
+		t.Fatal("no work for the new revision")
+	}
+	for _, s := range []controlplane.RevisionStatus{controlplane.RevisionQueued, controlplane.RevisionAwaitingDeploy} {
+		if err := f.cp.ReportAgent(f.ctx, tenantA, edge, w.Lease, controlplane.Step{Status: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := f.cp.ReportAgent(f.ctx, tenantA, edge, w.Lease, controlplane.Step{Status: controlplane.RevisionDeploying})
+	wantErr(t, "DEPLOYING while pinned", err, controlplane.ErrRevisionHeld)
+	wantErr(t, "DEPLOYING while pinned", err, controlplane.ErrLeaseLost)
+	if again := f.claim(tenantA, edge); again != nil {
+		t.Fatalf("a held revision was claimed: %+v", again.Work.Revision)
+	}
+	if _, err := f.cp.UpdateDeployment(f.ctx, tenantA, d.ID, &controlplane.UpdateDeploymentRequest{Remove: []string{"pinned_revision_id"}}); err != nil {
+		t.Fatal(err)
+	}
+	again := f.claim(tenantA, edge)
+	if again == nil || again.Work.Revision.ID != w.Work.Revision.ID || again.Work.Revision.Status != controlplane.RevisionAwaitingDeploy {
+		t.Fatalf("after the unpin: %+v, want the held revision back at AWAITING_DEPLOY", again)
+	}
+	for _, s := range []controlplane.RevisionStatus{controlplane.RevisionDeploying, controlplane.RevisionDeployed} {
+		if err := f.cp.ReportAgent(f.ctx, tenantA, edge, again.Lease, controlplane.Step{Status: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := *f.get(tenantA, d.ID).ActiveRevisionID; got != w.Work.Revision.ID {
+		t.Fatalf("active %s, want the revision the pin held", got)
+	}
+}
