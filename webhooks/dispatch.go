@@ -592,7 +592,9 @@ func (s *Service) attempt(ctx context.Context, tenant, webhookID, seq string, du
 		return ctx.Err() // the claim runs out and the attempt is made again
 	}
 	done := s.now()
-	return s.st.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+	gone := false
+	err = s.st.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		gone = false
 		var d deliveryRecord
 		if err := getJSON(tx, colDeliveries, key, &d); errors.Is(err, store.ErrNotFound) {
 			return nil // deleted with its webhook
@@ -615,6 +617,22 @@ func (s *Service) attempt(ctx context.Context, tenant, webhookID, seq string, du
 		}
 		d.AttemptLog = append(d.AttemptLog, a)
 		switch {
+		case code == http.StatusGone:
+			// The endpoint asks to be sent nothing more (as the Standard
+			// Webhooks specification says a 410 means): the webhook is
+			// disabled, this delivery and those pending fail.
+			if err := setDue(tx, tenant, webhookID, seq, &d, time.Time{}); err != nil {
+				return err
+			}
+			d.finish(StatusFailed, done)
+			msg := goneMessage
+			d.Error = &msg
+			if err := putJSON(tx, colDeliveries, key, &d); err != nil {
+				return err
+			}
+			var err error
+			gone, err = s.disableGone(tx, tenant, webhookID, done)
+			return err
 		case sendErr == nil:
 			if err := setDue(tx, tenant, webhookID, seq, &d, time.Time{}); err != nil {
 				return err
@@ -635,6 +653,29 @@ func (s *Service) attempt(ctx context.Context, tenant, webhookID, seq string, du
 		}
 		return putJSON(tx, colDeliveries, key, &d)
 	})
+	if err == nil && gone {
+		s.log.Warn("webhooks: the endpoint answered 410 Gone: the webhook is disabled", "tenant", tenant, "webhook_id", webhookID)
+	}
+	return err
+}
+
+// goneMessage is the error of the deliveries a 410 answer fails.
+const goneMessage = "The endpoint answered 410 Gone: the webhook was disabled."
+
+// disableGone disables a webhook whose endpoint answered 410 Gone and
+// fails its pending deliveries, reporting whether it was enabled; enabling
+// it again (UpdateWebhook) delivers the events that follow.
+func (s *Service) disableGone(tx store.Tx, tenant, webhookID string, now time.Time) (bool, error) {
+	h, err := getWebhook(tx, tenant, webhookID)
+	if err != nil || !h.Enabled {
+		return false, err
+	}
+	if err := failPending(tx, tenant, webhookID, now, goneMessage); err != nil {
+		return false, err
+	}
+	h.Enabled = false
+	h.UpdatedAt = wiretime.New(now)
+	return true, putJSON(tx, colWebhooks, webhookKey(tenant, webhookID), h)
 }
 
 // send posts body to url, signed, within AttemptTimeout; it answers the

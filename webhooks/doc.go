@@ -24,7 +24,8 @@
 // and their ids) with the headers webhook-id (the delivery's id, the same
 // on every attempt), webhook-timestamp and webhook-signature (Sign). An
 // answer other than 2xx, or no answer within AttemptTimeout, is retried
-// after each Backoff in turn; then the delivery fails. Every attempt is
+// after each Backoff in turn; then the delivery fails. A 410 Gone disables
+// the webhook and fails its pending deliveries. Every attempt is
 // recorded in the delivery's log. Delivery is at least once: a replica
 // that dies between sending and recording leaves the attempt to be made
 // again, so a receiver dedupes by webhook-id. Events the event log no

@@ -388,6 +388,70 @@ func TestFailsAfterLastAttempt(t *testing.T) {
 	}
 }
 
+// TestGoneDisables: an endpoint that answers 410 Gone has its webhook
+// disabled, as the Standard Webhooks specification asks: the delivery
+// fails at once (no retry), the events that follow are not delivered, and
+// enabling it again delivers the events after that.
+func TestGoneDisables(t *testing.T) {
+	clk := testclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 0)
+	r := startReplica(t, storemem.New(), clk, nil)
+	rc := newReceiver(t)
+	rc.status = func(n int) int {
+		if n == 1 {
+			return http.StatusGone
+		}
+		return http.StatusOK
+	}
+	ctx := context.Background()
+	wh, err := r.svc.CreateWebhook(ctx, tenantA, &webhooks.CreateWebhookRequest{URL: rc.srv.URL, Events: []string{webhooks.EventDeploymentCreated}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createDeployment(t, r.cp, tenantA, "first")
+	eventually(t, "the webhook disabled", func() bool {
+		w, err := r.svc.GetWebhook(ctx, tenantA, wh.ID)
+		return err == nil && !w.Enabled
+	})
+	page, err := r.svc.ListDeliveries(ctx, tenantA, wh.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Resources) != 1 {
+		t.Fatalf("%d deliveries, want 1", len(page.Resources))
+	}
+	dl := page.Resources[0]
+	if dl.Status != webhooks.StatusFailed || dl.Attempts != 1 || dl.NextAttemptAt != nil || dl.Error == nil ||
+		!strings.Contains(*dl.Error, "410") || *dl.ResponseStatusCode != http.StatusGone {
+		t.Fatalf("the delivery answered 410: %+v", dl)
+	}
+	// Disabled: the next event is not delivered, even after every
+	// backoff. A second webhook of the tenant witnesses that the
+	// dispatcher has read that event (they share the tenant's cursor).
+	witness := newReceiver(t)
+	if _, err := r.svc.CreateWebhook(ctx, tenantA, &webhooks.CreateWebhookRequest{URL: witness.srv.URL, Events: []string{webhooks.EventDeploymentCreated}}); err != nil {
+		t.Fatal(err)
+	}
+	second := createDeployment(t, r.cp, tenantA, "second")
+	eventually(t, "the witness's delivery", func() bool {
+		got := witness.requests()
+		return len(got) > 0 && decode(t, got[len(got)-1].body).Data.DeploymentID == second.ID
+	})
+	clk.Advance(time.Hour)
+	if _, err := r.svc.UpdateWebhook(ctx, tenantA, wh.ID, &webhooks.UpdateWebhookRequest{Enabled: new(true)}); err != nil {
+		t.Fatal(err)
+	}
+	third := createDeployment(t, r.cp, tenantA, "third")
+	eventually(t, "the delivery after enabling", func() bool { return len(rc.requests()) == 2 })
+	got := rc.requests()
+	if b := decode(t, got[1].body); b.Data.DeploymentID != third.ID {
+		t.Fatalf("after enabling, the delivery of %s, want the third deployment %s", b.Data.DeploymentID, third.ID)
+	}
+	page, _ = r.svc.ListDeliveries(ctx, tenantA, wh.ID, nil)
+	if len(page.Resources) != 2 {
+		t.Fatalf("%d deliveries, want 2 (none for the event while disabled)", len(page.Resources))
+	}
+}
+
 // TestTwoDispatchers: two replicas over one store deliver each event of
 // several tenants exactly once.
 func TestTwoDispatchers(t *testing.T) {
