@@ -198,8 +198,12 @@ func (cp *ControlPlane) ListDeploymentLogs(ctx context.Context, tenant string, q
 		} else if _, err := cp.storedDeployment(r, tenant, w.deployment); err != nil {
 			return err
 		}
-		k := logKey(tenant, w.deployment, w.revision, w.typ)
-		p, err := cp.logs.Walk(r, &revlog.Walk{Tenant: tenant, Deployment: w.deployment, Kind: k.Kind,
+		tp, err := cp.readTenant(r, tenant)
+		if err != nil {
+			return err
+		}
+		k := logKey(tenant, tp, w.deployment, w.revision, w.typ)
+		p, err := cp.logs.Walk(r, &revlog.Walk{Tenant: tenant, TenantPrefix: tp, Deployment: w.deployment, Kind: k.Kind,
 			Revision: w.revision, After: w.after, Filter: w.Filter})
 		if err != nil {
 			return err

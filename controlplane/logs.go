@@ -256,9 +256,10 @@ func EncodeLogOffset(desc bool, seq uint64) string { return revlog.EncodeOffset(
 // DecodeLogOffset decodes an EncodeLogOffset string.
 func DecodeLogOffset(s string) (desc bool, seq uint64, ok bool) { return revlog.DecodeOffset(s) }
 
-// logKey is the key of one log of a revision in the revision-log store.
-func logKey(tenant, deploymentID, revisionID string, t LogType) revlog.Key {
-	k := revlog.Key{Tenant: tenant, Deployment: deploymentID, Revision: revisionID, Kind: revlog.Build}
+// logKey is the key of one log of a revision in the revision-log store;
+// tp is the tenant's prefix (readTenant, writeTenant).
+func logKey(tenant, tp, deploymentID, revisionID string, t LogType) revlog.Key {
+	k := revlog.Key{Tenant: tenant, TenantPrefix: tp, Deployment: deploymentID, Revision: revisionID, Kind: revlog.Build}
 	if t == LogDeploy {
 		k.Kind = revlog.Deploy
 	}
@@ -286,11 +287,15 @@ func (cp *ControlPlane) appendLogs(tx store.Tx, tenant, deploymentID, revisionID
 		}
 		byType[l.Type] = append(byType[l.Type], revlog.Line{Time: l.Time, Level: revlog.Level(lvl), Message: l.Message})
 	}
+	tp, err := cp.writeTenant(tx, tenant)
+	if err != nil {
+		return err
+	}
 	for _, t := range []LogType{LogBuild, LogDeploy} {
 		if len(byType[t]) == 0 {
 			continue
 		}
-		stored, err := cp.logs.Append(tx, logKey(tenant, deploymentID, revisionID, t), byType[t])
+		stored, err := cp.logs.Append(tx, logKey(tenant, tp, deploymentID, revisionID, t), byType[t])
 		if err != nil {
 			return err
 		}
@@ -464,7 +469,11 @@ func (cp *ControlPlane) ListLogs(ctx context.Context, tenant, deploymentID, revi
 
 // logPage reads the page f asks for of a revision's log.
 func (cp *ControlPlane) logPage(r store.Reader, tenant, deploymentID, revisionID string, f *logFilter) (*LogPage, error) {
-	es, err := cp.logs.List(r, logKey(tenant, deploymentID, revisionID, f.typ), &f.Filter)
+	tp, err := cp.readTenant(r, tenant)
+	if err != nil {
+		return nil, err
+	}
+	es, err := cp.logs.List(r, logKey(tenant, tp, deploymentID, revisionID, f.typ), &f.Filter)
 	if err != nil {
 		return nil, err
 	}

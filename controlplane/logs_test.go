@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/deployplane/deployplane/apierr"
 	"github.com/deployplane/deployplane/controlplane"
 	"github.com/deployplane/deployplane/controlplane/controlplanetest"
@@ -251,10 +253,17 @@ func TestLogsRemovedWithDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.deployAll() // the teardown
-	for k := range dump(t, f.st)["cp_revision_logs"] {
-		if strings.Contains(k, d.ID) {
-			t.Errorf("log record %s left after the deployment was removed", k)
+	// A key holds the deployment's id as its 16 bytes (or, under the text
+	// keys of earlier builds, as text).
+	id := uuid.MustParse(d.ID)
+	logs := dump(t, f.st)["cp_revision_logs"]
+	for k := range logs {
+		if strings.Contains(k, string(id[:])) || strings.Contains(k, d.ID) {
+			t.Errorf("log record %q left after the deployment was removed", k)
 		}
+	}
+	if len(logs) != 2+4 {
+		t.Errorf("%d log records left, want the other deployment's 6 (two meta records, 3 build lines, 1 deploy line)", len(logs))
 	}
 	if _, err := f.cp.ListLogs(f.ctx, tenantA, d.ID, *d.LatestRevisionID, &controlplane.LogQuery{Type: "build"}); !errors.Is(err, apierr.ErrNotFound) {
 		t.Errorf("ListLogs of a removed deployment: %v, want not found", err)

@@ -47,12 +47,12 @@ import (
 //	cp_pending              "d" T D                -> lease (a deployment AWAITING_DELETE)
 //	cp_pending              "a" T L "r" D ts R     -> lease (the same, for a deployment an agent serves;
 //	cp_pending              "a" T L "d" D          -> lease  L its listener: agentwork.go)
+//	cp_revision_logs        T D R b|d [/ seq]      -> a log's meta record, its lines (internal/revlog; seq 8 bytes)
 //
 // The other collections keep text keys, the tenant's name and "/" first
 // (tenants are [A-Za-z0-9._-]{1,64}, so no tenant's prefix is another's),
 // ts16 being createdKey: 16 hex digits.
 //
-//	cp_revision_logs        tenant/deployment/revision/b|d[/seq] -> a log's meta record, its lines (internal/revlog)
 //	cp_listeners            tenant/id              -> storedListener JSON (the wire JSON less status, and "deleting"; listeners.go)
 //	cp_listener_order       tenant/ts16/id         -> ""
 //	cp_listener_compute_ids tenant/escaped compute id -> id
@@ -77,8 +77,10 @@ import (
 // as bytea).
 //
 // Beside this layout, the gram records of earlier builds (one per
-// trigram, place and deployment, without blocks) are read, and version 1
-// records; no other layout is read or converted: CheckLayout
+// trigram, place and deployment, without blocks) are read, version 1
+// records, and revision logs under the text keys of earlier builds
+// (tenant/deployment/revision/b|d[/seq16], appended to where they are:
+// internal/revlog); no other layout is read or converted: CheckLayout
 // (layout.go) refuses a store whose deployments have text keys (the
 // tenant's name first, a printable byte, where a tenant prefix is
 // 0x01-0x1f) or that holds name blocks or unpositioned trigrams of another
@@ -522,7 +524,7 @@ func (cp *ControlPlane) removeDeployment(tx store.Tx, tenant string, r *deployme
 			return err
 		}
 	}
-	if err := revlog.DeleteDeployment(tx, tenant, r.ID); err != nil {
+	if err := revlog.DeleteDeployment(tx, tenant, tp, r.ID); err != nil {
 		return err
 	}
 	return removePending(tx, tp, r)

@@ -14,7 +14,8 @@ func Example() {
 	st := storemem.New()
 	defer st.Close()
 	logs := revlog.New(&revlog.Options{MaxLines: 2})
-	k := revlog.Key{Tenant: "acme", Deployment: "d1", Revision: "r1", Kind: revlog.Build}
+	// "\x01": the tenant's prefix in the compact key encoding (keyenc).
+	k := revlog.Key{Tenant: "acme", TenantPrefix: "\x01", Deployment: "d1", Revision: "r1", Kind: revlog.Build}
 	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	ctx := context.Background()
 	_ = st.Update(ctx, func(tx store.Tx) error {

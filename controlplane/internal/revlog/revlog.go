@@ -12,16 +12,30 @@
 // causes are the caller's. Append returns the lines it stored, with their
 // places, so that the caller can act on them in the same transaction.
 //
-// Storage:
+// Storage, for a Key with a TenantPrefix (the compact key encoding of
+// keyenc: the tenant's prefix, the ids' parts, the kind's byte):
 //
-//	cp_revision_logs  tenant/deployment/revision/b          -> meta JSON (b: build, d: deploy)
-//	cp_revision_logs  tenant/deployment/revision/b/seq      -> line: 1, level code, 8 bytes Unix micros (big-endian), message
+//	cp_revision_logs  tp id(deployment) id(revision) b           -> meta JSON (b: build, d: deploy)
+//	cp_revision_logs  tp id(deployment) id(revision) b / seq     -> line: 1, level code, 8 bytes Unix micros (big-endian), message
 //
-// seq is 16 hex digits, from 1, so that key order is write order. The meta
-// record holds the next seq, the first seq kept, the bytes of messages kept
-// and what was dropped. A write is one Get of the meta record and one Put
-// per line and of the meta; dropping reads and deletes only the lines it
-// drops. DeleteDeployment deletes a deployment's logs with one prefix scan.
+// seq is the line's place, from 1: a byte counting its big-endian bytes
+// without leading zeros, then those bytes, so that key order is write
+// order.
+// Builds before the compact keys wrote each log under text keys, which
+// are still read and appended to, so that no store needs migrating:
+//
+//	cp_revision_logs  tenant/deployment/revision/b               -> meta JSON
+//	cp_revision_logs  tenant/deployment/revision/b/seq           -> line (seq: 16 hex digits)
+//
+// A log is kept under the keys it was first written under: compact when
+// its Key has a TenantPrefix, else text. The two never meet (a text key
+// starts with a printable byte, a tenant prefix with a byte below 0x20).
+// The meta record holds the next seq, the first seq kept, the bytes of
+// messages kept and what was dropped. A write is one Get of the meta
+// record (two for a log written under neither layout yet) and one Put per
+// line and of the meta; dropping reads and deletes only the lines it
+// drops. DeleteDeployment deletes a deployment's logs with a prefix scan
+// in each layout.
 package revlog
 
 import (
@@ -35,6 +49,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -55,10 +70,93 @@ const (
 type Key struct {
 	Tenant, Deployment, Revision string
 	Kind                         Kind
+	// TenantPrefix is the tenant's prefix in the compact key encoding
+	// (keyenc.Tenants): a log first written with one is kept under
+	// compact keys. Without one, the text keys alone are read and
+	// written, as builds before the compact keys wrote them.
+	TenantPrefix string
 }
 
-func (k Key) prefix() string {
-	return strings.Join([]string{k.Tenant, k.Deployment, k.Revision, string(k.Kind)}, "/")
+// compact reports whether k's logs may be under compact keys.
+func (k Key) compact() bool { return keyenc.TenantLen(k.TenantPrefix) > 0 }
+
+// logAt is where a log's keys are: its meta record's key, and whether its
+// lines' keys are compact.
+type logAt struct {
+	meta    string
+	compact bool
+}
+
+func textAt(k Key) logAt {
+	return logAt{meta: strings.Join([]string{k.Tenant, k.Deployment, k.Revision, string(k.Kind)}, "/")}
+}
+
+func compactAt(k Key) logAt {
+	return logAt{meta: k.TenantPrefix + keyenc.ID(k.Deployment) + keyenc.ID(k.Revision) + string(k.Kind), compact: true}
+}
+
+// lines is the prefix of the log's lines' keys.
+func (a logAt) lines() string { return a.meta + "/" }
+
+// lineKey is the key of the line at seq.
+func (a logAt) lineKey(seq uint64) string {
+	if a.compact {
+		return a.meta + "/" + seqPart(seq)
+	}
+	return fmt.Sprintf("%s/%016x", a.meta, seq)
+}
+
+// seqPart encodes a line's place as a key part that sorts as the number:
+// how many bytes it has without leading zeros (1 to 8), then those bytes,
+// big-endian. Places below 256 take 2 bytes.
+func seqPart(seq uint64) string {
+	var b [9]byte
+	binary.BigEndian.PutUint64(b[1:], seq)
+	i := 1
+	for i < 8 && b[i] == 0 {
+		i++
+	}
+	b[i-1] = byte(9 - i)
+	return string(b[i-1:])
+}
+
+// seq parses the place of the line whose key is k.
+func (a logAt) seq(k string) (uint64, error) {
+	rest := k[len(a.meta)+1:]
+	if a.compact {
+		if len(rest) < 2 || int(rest[0]) != len(rest)-1 || len(rest) > 9 || rest[1] == 0 && len(rest) > 2 {
+			return 0, fmt.Errorf("revlog: malformed log key %q", k)
+		}
+		var seq uint64
+		for i := 1; i < len(rest); i++ {
+			seq = seq<<8 | uint64(rest[i])
+		}
+		return seq, nil
+	}
+	seq, err := strconv.ParseUint(rest, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("revlog: malformed log key %q", k)
+	}
+	return seq, nil
+}
+
+// locate finds the log k names: under the keys it was first written
+// under, or, for a log not written yet, where Append would write it. It
+// answers the log's meta record (the defaults when not found).
+func locate(r store.Reader, k Key) (logAt, meta, bool, error) {
+	if k.compact() {
+		at := compactAt(k)
+		m, found, err := readMeta(r, at.meta)
+		if found || err != nil {
+			return at, m, found, err
+		}
+	}
+	at := textAt(k)
+	m, found, err := readMeta(r, at.meta)
+	if found || err != nil || !k.compact() {
+		return at, m, found, err
+	}
+	return compactAt(k), m, false, nil
 }
 
 // Level is the level of a line.
@@ -178,8 +276,6 @@ type meta struct {
 	DropAt  int64  `json:"dt,omitempty"` // Unix micros of the newest dropped line
 }
 
-func lineKey(prefix string, seq uint64) string { return fmt.Sprintf("%s/%016x", prefix, seq) }
-
 func encodeLine(code byte, at time.Time, msg string) []byte {
 	b := make([]byte, 10, 10+len(msg))
 	b[0], b[1] = lineVersion, code
@@ -244,8 +340,7 @@ func (l *Logs) Append(tx store.Tx, k Key, lines []Line) ([]Entry, error) {
 		codes[i], clean[i] = c, l.clean(ln)
 	}
 	lines = clean
-	prefix := k.prefix()
-	m, _, err := readMeta(tx, prefix)
+	at, m, _, err := locate(tx, k)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +355,7 @@ func (l *Logs) Append(tx store.Tx, k Key, lines []Line) ([]Entry, error) {
 	}
 	if skip := len(lines) - keep; skip > 0 {
 		// Everything kept before this batch goes too.
-		if err := l.drop(tx, prefix, &m, m.Next); err != nil {
+		if err := l.drop(tx, at, &m, m.Next); err != nil {
 			return nil, err
 		}
 		m.Dropped += uint64(skip)
@@ -273,7 +368,7 @@ func (l *Logs) Append(tx store.Tx, k Key, lines []Line) ([]Entry, error) {
 	}
 	stored := make([]Entry, 0, len(lines))
 	for i, ln := range lines {
-		if err := tx.Put(Collection, lineKey(prefix, m.Next), encodeLine(codes[i], ln.Time, ln.Message)); err != nil {
+		if err := tx.Put(Collection, at.lineKey(m.Next), encodeLine(codes[i], ln.Time, ln.Message)); err != nil {
 			return nil, err
 		}
 		stored = append(stored, Entry{Seq: m.Next, Time: ln.Time, Level: ln.Level, Message: ln.Message})
@@ -281,7 +376,7 @@ func (l *Logs) Append(tx store.Tx, k Key, lines []Line) ([]Entry, error) {
 		m.Bytes += len(ln.Message)
 	}
 	if int(m.Next-m.First) > l.o.MaxLines || m.Bytes > l.o.MaxBytes {
-		if err := l.drop(tx, prefix, &m, 0); err != nil {
+		if err := l.drop(tx, at, &m, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -289,15 +384,15 @@ func (l *Logs) Append(tx store.Tx, k Key, lines []Line) ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return stored, tx.Put(Collection, prefix, b)
+	return stored, tx.Put(Collection, at.meta, b)
 }
 
 // drop deletes the oldest lines of a log: those before seq upTo, or, when
 // upTo is 0, as many as it takes to bring the log within its bounds.
-func (l *Logs) drop(tx store.Tx, prefix string, m *meta, upTo uint64) error {
+func (l *Logs) drop(tx store.Tx, at logAt, m *meta, upTo uint64) error {
 	var ks []string
 	count, size := int(m.Next-m.First), m.Bytes
-	err := tx.Scan(Collection, prefix+"/", nil, func(k string, v []byte) (bool, error) {
+	err := tx.Scan(Collection, at.lines(), nil, func(k string, v []byte) (bool, error) {
 		if upTo == 0 && count <= l.o.MaxLines && size <= l.o.MaxBytes {
 			return false, nil
 		}
@@ -325,15 +420,23 @@ func (l *Logs) drop(tx store.Tx, prefix string, m *meta, upTo uint64) error {
 	return nil
 }
 
-// DeleteDeployment deletes every log of every revision of a deployment.
-func DeleteDeployment(tx store.Tx, tenant, deployment string) error {
+// DeleteDeployment deletes every log of every revision of a deployment,
+// under the text keys and, when tenantPrefix is the tenant's prefix, the
+// compact ones.
+func DeleteDeployment(tx store.Tx, tenant, tenantPrefix, deployment string) error {
 	var ks []string
-	err := tx.Scan(Collection, tenant+"/"+deployment+"/", nil, func(k string, _ []byte) (bool, error) {
-		ks = append(ks, k)
-		return true, nil
-	})
-	if err != nil {
-		return err
+	prefixes := []string{tenant + "/" + deployment + "/"}
+	if keyenc.TenantLen(tenantPrefix) > 0 {
+		prefixes = append(prefixes, tenantPrefix+keyenc.ID(deployment))
+	}
+	for _, p := range prefixes {
+		err := tx.Scan(Collection, p, nil, func(k string, _ []byte) (bool, error) {
+			ks = append(ks, k)
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	for _, k := range ks {
 		if err := tx.Delete(Collection, k); err != nil {
@@ -400,13 +503,17 @@ type listed struct {
 
 // list is List reading at most budget stored lines (0: no bound).
 func (l *Logs) list(r store.Reader, k Key, f *Filter, budget int) (listed, error) {
-	res := listed{page: []Entry{}}
-	prefix := k.prefix()
-	m, found, err := readMeta(r, prefix)
+	at, m, found, err := locate(r, k)
 	if err != nil || !found {
-		res.end = true
-		return res, err
+		return listed{page: []Entry{}, end: true}, err
 	}
+	return l.listAt(r, at, m, f, budget)
+}
+
+// listAt is list of the log at loc, whose meta record is m.
+func (l *Logs) listAt(r store.Reader, loc logAt, m meta, f *Filter, budget int) (listed, error) {
+	res := listed{page: []Entry{}}
+	var err error
 	limit := max(f.Limit, 1)
 	query := strings.ToLower(f.Query)
 	marker := func() {
@@ -431,26 +538,26 @@ func (l *Logs) list(r store.Reader, k Key, f *Filter, budget int) (listed, error
 	case f.After != nil && f.Desc && *f.After <= 1:
 		opts = nil // nothing before the first line
 	case f.After != nil && f.Desc:
-		opts.Start = lineKey(prefix, *f.After-1)
+		opts.Start = loc.lineKey(*f.After - 1)
 	case f.After != nil:
-		opts.Start = lineKey(prefix, *f.After+1)
+		opts.Start = loc.lineKey(*f.After + 1)
 	}
 	if !f.Desc {
 		marker()
 	}
 	scanned := opts == nil // the lines were read to the end
 	if opts != nil && len(res.page) < limit {
-		err = r.Scan(Collection, prefix+"/", opts, func(k string, v []byte) (bool, error) {
+		err = r.Scan(Collection, loc.lines(), opts, func(k string, v []byte) (bool, error) {
 			if budget > 0 && res.read == budget {
 				return false, nil // more lines wait: the budget ran out
+			}
+			seq, err := loc.seq(k)
+			if err != nil {
+				return false, err
 			}
 			level, at, msg, err := decodeLine(v)
 			if err != nil {
 				return false, err
-			}
-			seq, err := strconv.ParseUint(k[len(prefix)+1:], 16, 64)
-			if err != nil {
-				return false, fmt.Errorf("revlog: malformed log key %q", k)
 			}
 			res.read++
 			res.last = seq

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +19,15 @@ import (
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
+// tpT and tpU are the tenant prefixes (keyenc) of tenants t and u.
+const tpT, tpU = "\x01", "\x02"
+
 var (
-	buildKey  = revlog.Key{Tenant: "t", Deployment: "d", Revision: "r", Kind: revlog.Build}
-	deployKey = revlog.Key{Tenant: "t", Deployment: "d", Revision: "r", Kind: revlog.Deploy}
+	buildKey  = revlog.Key{Tenant: "t", TenantPrefix: tpT, Deployment: "d", Revision: "r", Kind: revlog.Build}
+	deployKey = revlog.Key{Tenant: "t", TenantPrefix: tpT, Deployment: "d", Revision: "r", Kind: revlog.Deploy}
+	// textKey is buildKey without a tenant prefix: its log is under the
+	// text keys builds before the compact keys wrote.
+	textKey = revlog.Key{Tenant: "t", Deployment: "d", Revision: "r", Kind: revlog.Build}
 )
 
 func open(t *testing.T) store.Store {
@@ -87,20 +94,64 @@ func dump(t *testing.T, st store.Store) map[string]string {
 }
 
 // TestStoredBytes: the keys and values of a log are the documented layout,
-// byte for byte, so that stores written earlier read the same.
+// byte for byte, so that stores written earlier read the same: the
+// compact keys, and the text keys of builds before them.
 func TestStoredBytes(t *testing.T) {
+	write := func(st store.Store, l *revlog.Logs, build, deploy revlog.Key) {
+		appendLines(t, st, l, build, line(1, "a"))
+		appendLines(t, st, l, build, line(2, "hello\r\n"))
+		appendLines(t, st, l, build, revlog.Line{Time: t0.Add(3*time.Second + 1234567*time.Nanosecond), Level: revlog.Error, Message: "bad\xffutf"})
+		appendLines(t, st, l, deploy, revlog.Line{Time: t0.Add(2 * time.Second), Level: revlog.Warning, Message: "dep1"})
+	}
 	st, l := open(t), revlog.New(&revlog.Options{MaxLines: 2})
-	appendLines(t, st, l, buildKey, line(1, "a"))
-	appendLines(t, st, l, buildKey, line(2, "hello\r\n"))
-	appendLines(t, st, l, buildKey, revlog.Line{Time: t0.Add(3*time.Second + 1234567*time.Nanosecond), Level: revlog.Error, Message: "bad\xffutf"})
-	appendLines(t, st, l, deployKey, revlog.Line{Time: t0.Add(2 * time.Second), Level: revlog.Warning, Message: "dep1"})
-	diff(t, "cp_revision_logs", map[string]string{
+	write(st, l, buildKey, deployKey)
+	// "d" and "r" are not UUIDs: an id part of 0x02, the length, the bytes.
+	diff(t, "cp_revision_logs, compact keys", map[string]string{
+		"\x01\x02\x01d\x02\x01rb":          `{"v":1,"n":4,"f":2,"b":14,"d":1,"dt":1795255201000000}`,
+		"\x01\x02\x01d\x02\x01rb/\x01\x02": "\x01\x01\x00\x06`\xc6l\x98\xac\x80hello",
+		"\x01\x02\x01d\x02\x01rb/\x01\x03": "\x01\x03\x00\x06`\xc6l\xa7\xf3\x92bad\uFFFDutf",
+		"\x01\x02\x01d\x02\x01rd":          `{"v":1,"n":2,"f":1,"b":4}`,
+		"\x01\x02\x01d\x02\x01rd/\x01\x01": "\x01\x02\x00\x06`\xc6l\x98\xac\x80dep1",
+	}, dump(t, st))
+
+	st = open(t)
+	write(st, l, textKey, revlog.Key{Tenant: "t", Deployment: "d", Revision: "r", Kind: revlog.Deploy})
+	diff(t, "cp_revision_logs, text keys", map[string]string{
 		"t/d/r/b":                  `{"v":1,"n":4,"f":2,"b":14,"d":1,"dt":1795255201000000}`,
 		"t/d/r/b/0000000000000002": "\x01\x01\x00\x06`\xc6l\x98\xac\x80hello",
 		"t/d/r/b/0000000000000003": "\x01\x03\x00\x06`\xc6l\xa7\xf3\x92bad\uFFFDutf",
 		"t/d/r/d":                  `{"v":1,"n":2,"f":1,"b":4}`,
 		"t/d/r/d/0000000000000001": "\x01\x02\x00\x06`\xc6l\x98\xac\x80dep1",
 	}, dump(t, st))
+}
+
+// TestTextKeysKept: a log an earlier build wrote under text keys is read,
+// appended to, bounded and deleted there by a Key with a tenant prefix,
+// and a new log of the same revision goes under compact keys.
+func TestTextKeysKept(t *testing.T) {
+	st, l := open(t), revlog.New(&revlog.Options{MaxLines: 3})
+	appendLines(t, st, l, textKey, line(1, "old 1"), line(2, "old 2"))
+	appendLines(t, st, l, buildKey, line(3, "new 3"), line(4, "new 4"))
+	appendLines(t, st, l, deployKey, line(5, "deploy 1"))
+	diff(t, "the text log, read with a prefix", []string{"1 earlier lines dropped: this log keeps its last 3 lines and 5242880 bytes of messages", "old 2", "new 3", "new 4"},
+		messages(list(t, st, l, buildKey, revlog.Filter{Limit: 10})))
+	var text, compact int
+	for k := range dump(t, st) {
+		if strings.HasPrefix(k, "t/d/r/b") {
+			text++
+		} else if strings.HasPrefix(k, tpT) {
+			compact++
+		}
+	}
+	if text != 4 || compact != 2 {
+		t.Errorf("%d text keys (want the build log's meta and 3 lines), %d compact (want the deploy log's 2)", text, compact)
+	}
+	if err := st.Update(context.Background(), func(tx store.Tx) error { return revlog.DeleteDeployment(tx, "t", tpT, "d") }); err != nil {
+		t.Fatal(err)
+	}
+	if left := dump(t, st); len(left) != 0 {
+		t.Errorf("keys left after DeleteDeployment: %q", left)
+	}
 }
 
 // TestAppendReturnsStored: Append answers the lines it kept, cleaned, with
@@ -207,50 +258,66 @@ func TestListFilters(t *testing.T) {
 	}
 }
 
-// TestDeleteDeployment: every log of the deployment's revisions goes, and
-// no other deployment's, not even one whose name starts with the same.
+// TestDeleteDeployment: every log of the deployment's revisions goes,
+// under either layout, and no other deployment's, not even one whose name
+// starts with the same.
 func TestDeleteDeployment(t *testing.T) {
 	st, l := open(t), revlog.New(nil)
-	r2 := revlog.Key{Tenant: "t", Deployment: "d", Revision: "r2", Kind: revlog.Deploy}
-	other := revlog.Key{Tenant: "t", Deployment: "d2", Revision: "r", Kind: revlog.Build}
-	otherTenant := revlog.Key{Tenant: "u", Deployment: "d", Revision: "r", Kind: revlog.Build}
-	for _, k := range []revlog.Key{buildKey, deployKey, r2, other, otherTenant} {
+	r2 := revlog.Key{Tenant: "t", Deployment: "d", Revision: "r2", Kind: revlog.Deploy} // text keys
+	other := revlog.Key{Tenant: "t", TenantPrefix: tpT, Deployment: "d2", Revision: "r", Kind: revlog.Build}
+	otherText := revlog.Key{Tenant: "t", Deployment: "d2", Revision: "r", Kind: revlog.Build}
+	otherTenant := revlog.Key{Tenant: "u", TenantPrefix: tpU, Deployment: "d", Revision: "r", Kind: revlog.Build}
+	for _, k := range []revlog.Key{buildKey, deployKey, r2, other, otherText, otherTenant} {
 		appendLines(t, st, l, k, line(1, "x"))
 	}
-	if err := st.Update(context.Background(), func(tx store.Tx) error { return revlog.DeleteDeployment(tx, "t", "d") }); err != nil {
+	if err := st.Update(context.Background(), func(tx store.Tx) error { return revlog.DeleteDeployment(tx, "t", tpT, "d") }); err != nil {
 		t.Fatal(err)
 	}
 	var keys []string
 	for k := range dump(t, st) {
 		keys = append(keys, k)
 	}
-	if len(keys) != 4 {
-		t.Errorf("keys left: %v, want the two of t/d2/r/b and u/d/r/b", keys)
+	if len(keys) != 6 {
+		t.Errorf("keys left: %q, want the two of each other log", keys)
 	}
 	for _, k := range keys {
-		if strings.HasPrefix(k, "t/d/") {
-			t.Errorf("key %s left", k)
+		if strings.HasPrefix(k, "t/d/") || strings.HasPrefix(k, tpT+"\x02\x01d") {
+			t.Errorf("key %q left", k)
 		}
 	}
 	diff(t, "deleted log", []string{}, messages(list(t, st, l, buildKey, revlog.Filter{Limit: 10})))
+	diff(t, "deleted text log", []string{}, messages(list(t, st, l, r2, revlog.Filter{Limit: 10})))
 }
 
-// TestMalformedLine: a stored line the package cannot have written is an
-// error, not a line.
+// TestMalformedLine: a stored line the package cannot have written, or a
+// line's key it cannot have made, is an error, not a line.
 func TestMalformedLine(t *testing.T) {
-	st, l := open(t), revlog.New(nil)
-	appendLines(t, st, l, buildKey, line(1, "x"))
-	if err := st.Update(context.Background(), func(tx store.Tx) error {
-		return tx.Put(revlog.Collection, "t/d/r/b/0000000000000001", []byte{9})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	err := st.View(context.Background(), func(r store.Reader) error {
-		_, err := l.List(r, buildKey, &revlog.Filter{Limit: 10})
-		return err
-	})
-	if err == nil || errors.Is(err, store.ErrNotFound) {
-		t.Errorf("List over a malformed line: %v, want an error", err)
+	compactLine := "\x01\x02\x01d\x02\x01rb/"
+	for _, tt := range []struct {
+		name     string
+		k        revlog.Key
+		key, val string
+	}{
+		{"text keys, a bad line", textKey, "t/d/r/b/0000000000000001", "\x09"},
+		{"text keys, a bad place", textKey, "t/d/r/b/00000000000000zz", "\x01\x01\x00\x06`\xc6l\x98\xac\x80x"},
+		{"compact keys, a bad line", buildKey, compactLine + "\x01\x01", "\x09"},
+		{"compact keys, a bad place", buildKey, compactLine + "\x02\x02", "\x01\x01\x00\x06`\xc6l\x98\xac\x80x"},
+		{"compact keys, a place with a leading zero", buildKey, compactLine + "\x02\x00\x02", "\x01\x01\x00\x06`\xc6l\x98\xac\x80x"},
+	} {
+		st, l := open(t), revlog.New(nil)
+		appendLines(t, st, l, tt.k, line(1, "x"))
+		if err := st.Update(context.Background(), func(tx store.Tx) error {
+			return tx.Put(revlog.Collection, tt.key, []byte(tt.val))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		err := st.View(context.Background(), func(r store.Reader) error {
+			_, err := l.List(r, buildKey, &revlog.Filter{Limit: 10})
+			return err
+		})
+		if err == nil || errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: List: %v, want an error", tt.name, err)
+		}
 	}
 }
 
@@ -301,4 +368,42 @@ func FuzzDecodeOffset(f *testing.F) {
 			t.Fatalf("DecodeOffset(%q) = %v, %d, which encodes as %q", s, desc, seq, revlog.EncodeOffset(desc, seq))
 		}
 	})
+}
+
+// TestPlacesPastOneByte: a compact key's place grows from one byte to two
+// at 256 and still sorts as the number, in both orders and across pages.
+func TestPlacesPastOneByte(t *testing.T) {
+	st, l := open(t), revlog.New(&revlog.Options{MaxLines: 400})
+	for i := 0; i < 600; i += 100 {
+		batch := make([]revlog.Line, 100)
+		for j := range batch {
+			batch[j] = line(i+j, fmt.Sprintf("line %d", i+j+1))
+		}
+		appendLines(t, st, l, buildKey, batch...)
+	}
+	for _, desc := range []bool{false, true} {
+		var seqs []uint64
+		var after *uint64
+		for {
+			page := list(t, st, l, buildKey, revlog.Filter{Desc: desc, Limit: 7, After: after})
+			if len(page) == 0 {
+				break
+			}
+			for _, e := range page {
+				seqs = append(seqs, e.Seq)
+				if e.Dropped == 0 && e.Message != fmt.Sprintf("line %d", e.Seq) {
+					t.Fatalf("place %d holds %q", e.Seq, e.Message)
+				}
+			}
+			after = new(page[len(page)-1].Seq)
+		}
+		want := []uint64{}
+		for seq := uint64(200); seq <= 600; seq++ { // 200: the line counting the dropped
+			want = append(want, seq)
+		}
+		if desc {
+			slices.Reverse(want)
+		}
+		diff(t, fmt.Sprintf("places, desc %v", desc), want, seqs)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
 	"github.com/deployplane/deployplane/store"
 )
 
@@ -26,6 +27,9 @@ type Place struct {
 type Walk struct {
 	Tenant, Deployment string
 	Kind               Kind
+	// TenantPrefix is the tenant's prefix in the compact key encoding, as
+	// in Key: without one, only logs under text keys are walked.
+	TenantPrefix string
 	// Revision, when not "", walks that revision's log alone.
 	Revision string
 	// After, when not nil, is an earlier page's Next: the page starts
@@ -85,12 +89,17 @@ func (l *Logs) Walk(r store.Reader, w *Walk) (*WalkPage, error) {
 		}
 		rev, after = w.After.Revision, new(w.After.Seq)
 	}
+	key := func(rev string) Key {
+		return Key{Tenant: w.Tenant, TenantPrefix: w.TenantPrefix, Deployment: w.Deployment, Revision: rev, Kind: w.Kind}
+	}
+	sk := seeker{r: r, w: w, desc: desc}
+	var at *logAt // rev's log, when a seek found it
 	if rev == "" {
-		first, err := seekRevision(r, w.Tenant, w.Deployment, "", desc)
+		first, a, err := sk.next("")
 		if err != nil || first == "" {
 			return page, err
 		}
-		rev = first
+		rev, at = first, a
 		budget--
 	}
 	for {
@@ -103,7 +112,19 @@ func (l *Logs) Walk(r store.Reader, w *Walk) (*WalkPage, error) {
 		}
 		f := w.Filter
 		f.After, f.Limit = after, limit-len(page.Lines)
-		res, err := l.list(r, Key{Tenant: w.Tenant, Deployment: w.Deployment, Revision: rev, Kind: w.Kind}, &f, budget)
+		var res listed
+		var err error
+		if at != nil {
+			var m meta
+			var found bool
+			if m, found, err = readMeta(r, at.meta); err == nil && found {
+				res, err = l.listAt(r, *at, m, &f, budget)
+			} else if err == nil {
+				res = listed{page: []Entry{}, end: true}
+			}
+		} else {
+			res, err = l.list(r, key(rev), &f, budget)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -118,30 +139,72 @@ func (l *Logs) Walk(r store.Reader, w *Walk) (*WalkPage, error) {
 		if w.Revision != "" {
 			return page, nil
 		}
-		next, err := seekRevision(r, w.Tenant, w.Deployment, rev, desc)
+		next, a, err := sk.next(rev)
 		if err != nil {
 			return nil, err
 		}
 		if next == "" {
 			return page, nil
 		}
-		rev, after = next, nil
+		rev, after, at = next, nil, a
 	}
 }
 
-// startOf is the place before every line of a log in a walk's order: no
-// line is at place 0, nor at the largest.
-func startOf(desc bool) uint64 {
-	if desc {
-		return math.MaxUint64
-	}
-	return 0
+// seeker finds the revisions of a walk's deployment that have logs, in
+// the walk's order, over both layouts: the next under each is remembered
+// until the walk reaches it, so that a step costs one seek. The two
+// orders agree for revision ids of one length, such as UUIDs.
+type seeker struct {
+	r    store.Reader
+	w    *Walk
+	desc bool
+	// The next revision under each layout after the walk's place ("":
+	// none), once sought.
+	text, compact       string
+	textSet, compactSet bool
 }
 
-// seekRevision returns the revision whose logs follow rev's in key order
-// (precede them, with desc) among the deployment's, or the first (the
-// last) when rev is "": "" when there is none. It reads one key.
-func seekRevision(r store.Reader, tenant, deployment, rev string, desc bool) (string, error) {
+// next returns the revision whose logs follow rev's in the walk's order
+// (the first when rev is ""), and where its log of the walk's kind would
+// be: nil when it has logs under both layouts (one kind's written by an
+// earlier build, the other's since), which locate tells apart. It returns
+// "" when there is none.
+func (s *seeker) next(rev string) (string, *logAt, error) {
+	if !s.textSet || s.text == rev && rev != "" {
+		t, err := seekText(s.r, s.w.Tenant, s.w.Deployment, rev, s.desc)
+		if err != nil {
+			return "", nil, err
+		}
+		s.text, s.textSet = t, true
+	}
+	if keyenc.TenantLen(s.w.TenantPrefix) > 0 && (!s.compactSet || s.compact == rev && rev != "") {
+		c, err := seekCompact(s.r, s.w.TenantPrefix, s.w.Deployment, rev, s.desc)
+		if err != nil {
+			return "", nil, err
+		}
+		s.compact, s.compactSet = c, true
+	}
+	k := Key{Tenant: s.w.Tenant, TenantPrefix: s.w.TenantPrefix, Deployment: s.w.Deployment, Kind: s.w.Kind}
+	switch {
+	case s.text == "" && s.compact == "":
+		return "", nil, nil
+	case s.text == s.compact:
+		return s.text, nil, nil
+	case s.compact == "" || s.text != "" && (s.text < s.compact) != s.desc:
+		k.Revision = s.text
+		at := textAt(k)
+		return s.text, &at, nil
+	default:
+		k.Revision = s.compact
+		at := compactAt(k)
+		return s.compact, &at, nil
+	}
+}
+
+// seekText returns the revision whose text-keyed logs follow rev's in key
+// order (precede them, with desc) among the deployment's, or the first
+// (the last) when rev is "": "" when there is none. It reads one key.
+func seekText(r store.Reader, tenant, deployment, rev string, desc bool) (string, error) {
 	prefix := tenant + "/" + deployment + "/"
 	opts := &store.ScanOptions{Reverse: desc}
 	switch {
@@ -160,4 +223,35 @@ func seekRevision(r store.Reader, tenant, deployment, rev string, desc bool) (st
 		return false, nil
 	})
 	return next, err
+}
+
+// seekCompact is seekText over the compact keys.
+func seekCompact(r store.Reader, tenantPrefix, deployment, rev string, desc bool) (string, error) {
+	prefix := tenantPrefix + keyenc.ID(deployment)
+	opts := &store.ScanOptions{Reverse: desc}
+	switch {
+	case rev != "" && desc:
+		opts.Start = prefix + keyenc.ID(rev) // every key of rev's logs extends it
+	case rev != "":
+		opts.Start = prefix + keyenc.ID(rev) + "\xff" // past every key of rev's logs (a kind's byte follows the id)
+	}
+	var next string
+	err := r.Scan(Collection, prefix, opts, func(k string, _ []byte) (bool, error) {
+		id, _, ok := keyenc.ParseID(k[len(prefix):])
+		if !ok {
+			return false, fmt.Errorf("revlog: malformed log key %q", k)
+		}
+		next = id
+		return false, nil
+	})
+	return next, err
+}
+
+// startOf is the place before every line of a log in a walk's order: no
+// line is at place 0, nor at the largest.
+func startOf(desc bool) uint64 {
+	if desc {
+		return math.MaxUint64
+	}
+	return 0
 }

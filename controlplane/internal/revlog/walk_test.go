@@ -52,12 +52,15 @@ func walkPage(t *rapid.T, st store.Store, l *revlog.Logs, w revlog.Walk) (*revlo
 }
 
 // walkState is a deployment's logs for the properties: revisions named
-// with one length (key order is name order), lines of every level.
+// with one length (key order is name order), lines of every level, each
+// revision's logs under compact keys or, as an earlier build wrote them,
+// under text keys (which later writes, with a tenant prefix, keep).
 type walkState struct {
 	st   store.Store
 	l    *revlog.Logs
 	revs []string
-	n    int // lines written so far, for distinct times and messages
+	text map[string]bool // revision (and kind) -> its log is under text keys
+	n    int             // lines written so far, for distinct times and messages
 }
 
 func (s *walkState) write(t *rapid.T, rev string, kind revlog.Kind, n int) {
@@ -68,8 +71,17 @@ func (s *walkState) write(t *rapid.T, rev string, kind revlog.Kind, n int) {
 			Level:   rapid.SampledFrom(revlog.Levels()).Draw(t, "level"),
 			Message: fmt.Sprintf("line %d %s", s.n, rapid.SampledFrom([]string{"ok", "warn", "fail"}).Draw(t, "word"))}
 	}
+	k := revlog.Key{Tenant: "t", TenantPrefix: tpT, Deployment: "d", Revision: rev, Kind: kind}
+	text, seen := s.text[rev+string(kind)]
+	if !seen {
+		text = rapid.Bool().Draw(t, "text keys")
+		s.text[rev+string(kind)] = text
+	}
+	if text && (!seen || rapid.Bool().Draw(t, "as an earlier build")) {
+		k.TenantPrefix = ""
+	}
 	err := s.st.Update(context.Background(), func(tx store.Tx) error {
-		_, err := s.l.Append(tx, revlog.Key{Tenant: "t", Deployment: "d", Revision: rev, Kind: kind}, lines)
+		_, err := s.l.Append(tx, k, lines)
 		return err
 	})
 	if err != nil {
@@ -104,7 +116,7 @@ func (s *walkState) all(t *rapid.T, w revlog.Walk) []revlog.Found {
 	out := []revlog.Found{}
 	err := s.st.View(context.Background(), func(r store.Reader) error {
 		for _, rev := range revs {
-			es, err := s.l.List(r, revlog.Key{Tenant: "t", Deployment: "d", Revision: rev, Kind: w.Kind}, &f)
+			es, err := s.l.List(r, revlog.Key{Tenant: "t", TenantPrefix: tpT, Deployment: "d", Revision: rev, Kind: w.Kind}, &f)
 			if err != nil {
 				return err
 			}
@@ -121,7 +133,7 @@ func (s *walkState) all(t *rapid.T, w revlog.Walk) []revlog.Found {
 }
 
 func drawWalk(t *rapid.T, s *walkState) revlog.Walk {
-	w := revlog.Walk{Tenant: "t", Deployment: "d", Kind: rapid.SampledFrom([]revlog.Kind{revlog.Build, revlog.Deploy}).Draw(t, "walk kind"),
+	w := revlog.Walk{Tenant: "t", TenantPrefix: tpT, Deployment: "d", Kind: rapid.SampledFrom([]revlog.Kind{revlog.Build, revlog.Deploy}).Draw(t, "walk kind"),
 		Filter: revlog.Filter{Desc: rapid.Bool().Draw(t, "desc"), Limit: rapid.IntRange(1, 7).Draw(t, "limit")},
 		Budget: rapid.IntRange(1, 6).Draw(t, "budget")}
 	if len(s.revs) > 0 && rapid.IntRange(0, 3).Draw(t, "one revision") == 0 {
@@ -141,7 +153,7 @@ func drawWalk(t *rapid.T, s *walkState) revlog.Walk {
 
 func newWalkState(t *rapid.T) *walkState {
 	st := storemem.New()
-	s := &walkState{st: st, l: revlog.New(&revlog.Options{MaxLines: rapid.IntRange(3, 40).Draw(t, "max lines")})}
+	s := &walkState{st: st, l: revlog.New(&revlog.Options{MaxLines: rapid.IntRange(3, 40).Draw(t, "max lines")}), text: map[string]bool{}}
 	for range rapid.IntRange(0, 20).Draw(t, "writes") {
 		s.writeSome(t)
 	}
@@ -240,10 +252,15 @@ func TestWalkOneRevision(t *testing.T) {
 	st := open(t)
 	l := revlog.New(nil)
 	for _, rev := range []string{"r1", "r2", "r3"} {
-		appendLines(t, st, l, revlog.Key{Tenant: "t", Deployment: "d", Revision: rev, Kind: revlog.Deploy}, line(1, rev+" a"), line(2, rev+" b"))
+		k := revlog.Key{Tenant: "t", TenantPrefix: tpT, Deployment: "d", Revision: rev, Kind: revlog.Deploy}
+		if rev == "r2" {
+			k.TenantPrefix = "" // under text keys, as an earlier build wrote it
+		}
+		appendLines(t, st, l, k, line(1, rev+" a"), line(2, rev+" b"))
 	}
-	appendLines(t, st, l, revlog.Key{Tenant: "t", Deployment: "other", Revision: "r1", Kind: revlog.Deploy}, line(1, "other deployment"))
-	appendLines(t, st, l, revlog.Key{Tenant: "u", Deployment: "d", Revision: "r1", Kind: revlog.Deploy}, line(1, "other tenant"))
+	appendLines(t, st, l, revlog.Key{Tenant: "t", TenantPrefix: tpT, Deployment: "other", Revision: "r1", Kind: revlog.Deploy}, line(1, "other deployment"))
+	appendLines(t, st, l, revlog.Key{Tenant: "t", Deployment: "other", Revision: "r1", Kind: revlog.Deploy}, line(1, "other deployment, text"))
+	appendLines(t, st, l, revlog.Key{Tenant: "u", TenantPrefix: tpU, Deployment: "d", Revision: "r1", Kind: revlog.Deploy}, line(1, "other tenant"))
 	walk := func(w revlog.Walk) (*revlog.WalkPage, error) {
 		var p *revlog.WalkPage
 		err := st.View(context.Background(), func(r store.Reader) error {
@@ -260,7 +277,7 @@ func TestWalkOneRevision(t *testing.T) {
 		}
 		return out
 	}
-	p, err := walk(revlog.Walk{Tenant: "t", Deployment: "d", Kind: revlog.Deploy, Filter: revlog.Filter{Limit: 10}})
+	p, err := walk(revlog.Walk{Tenant: "t", TenantPrefix: tpT, Deployment: "d", Kind: revlog.Deploy, Filter: revlog.Filter{Limit: 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,16 +285,16 @@ func TestWalkOneRevision(t *testing.T) {
 	if p.Next != nil {
 		t.Errorf("Next %+v at the end", *p.Next)
 	}
-	p, err = walk(revlog.Walk{Tenant: "t", Deployment: "d", Kind: revlog.Deploy, Revision: "r2", Filter: revlog.Filter{Limit: 1, Desc: true}})
+	p, err = walk(revlog.Walk{Tenant: "t", TenantPrefix: tpT, Deployment: "d", Kind: revlog.Deploy, Revision: "r2", Filter: revlog.Filter{Limit: 1, Desc: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	diff(t, "one revision, desc", []string{"r2 b"}, msgs(p))
 	diff(t, "its next place", &revlog.Place{Revision: "r2", Seq: 2}, p.Next)
-	if _, err := walk(revlog.Walk{Tenant: "t", Deployment: "d", Kind: revlog.Deploy, Revision: "r2", After: &revlog.Place{Revision: "r1", Seq: 1}}); err == nil {
+	if _, err := walk(revlog.Walk{Tenant: "t", TenantPrefix: tpT, Deployment: "d", Kind: revlog.Deploy, Revision: "r2", After: &revlog.Place{Revision: "r1", Seq: 1}}); err == nil {
 		t.Error("a place of another revision was taken")
 	}
-	p, err = walk(revlog.Walk{Tenant: "t", Deployment: "d", Kind: revlog.Build, Filter: revlog.Filter{Limit: 10}})
+	p, err = walk(revlog.Walk{Tenant: "t", TenantPrefix: tpT, Deployment: "d", Kind: revlog.Build, Filter: revlog.Filter{Limit: 10}})
 	if err != nil || len(p.Lines) != 0 || p.Next != nil {
 		t.Errorf("the build logs, which none has: %+v, %v", p, err)
 	}
