@@ -113,8 +113,9 @@ import (
 // as one-character codes (storedEnum), a deployment's revision ids as
 // base64 (storedID), timestamps as Unix microseconds (a revision's
 // created_at within its id's millisecond, updated_at left out when it is
-// created_at, a status_history's after created_at, and left out when
-// created_at and updated_at answer it), secrets sealed under Options.SecretKey ("sx", the JSON of
+// created_at, a status_history's after created_at, in one string of
+// codes and times (storedHistory), and left out when created_at and
+// updated_at answer it), secrets sealed under Options.SecretKey ("sx", the JSON of
 // the secret list sealed with AAD controlplane/<kind>/<tenant>/<ids>, the
 // text ids "id" or "deployment/id" whatever the key layout;
 // "sec" holds them in plain text when there is no key),

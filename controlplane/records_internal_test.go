@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/deployplane/deployplane/controlplane/internal/keyenc"
@@ -321,7 +322,7 @@ func TestVersion1Records(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := `{"v":2,"c":1795255445123456,"u":1795255446123456,"st":"D","s":"e","sec":[{"name":"K","value":"V"}],` +
-		`"h":[{"s":"C"},{"s":"Q"},{"s":"D","t":1000000}]}`; string(b) != want {
+		`"h":"C,Q,D1000000"}`; string(b) != want {
 		t.Errorf("version 2 of the revision = %s, want %s", b, want)
 	}
 	if got, err := (secretCodec{}).decodeRevision(b, "t", "d", "r"); err != nil || !cmp.Equal(got, &rev, cmp.AllowUnexported(revisionRecord{})) {
@@ -383,4 +384,64 @@ func TestCreatedWithinIDMillisecond(t *testing.T) {
 			t.Errorf("%s at %v: revision (-want +got):\n%s", tc.id, tc.at, d)
 		}
 	}
+}
+
+// TestStoredHistory: a status_history is written as one string of codes
+// and times, or, with a status that has no code, as the array version 1
+// wrote; both forms, and the array of the earliest version 2 records,
+// read back as written; what no build writes is an error.
+func TestStoredHistory(t *testing.T) {
+	for _, tc := range []struct {
+		h    storedHistory
+		want string
+	}{
+		{storedHistory{{S: "CREATING"}, {S: "QUEUED", T: 1200}, {S: "DEPLOYED", T: 900000}}, `"C,Q1200,D900000"`},
+		{storedHistory{{S: "CREATING"}, {S: "DEPLOY_FAILED", T: -5}}, `"C,3-5"`}, // a clock that went back
+		{storedHistory{{S: "CREATING"}, {S: "SOMEDAY", T: 7}}, `[{"s":"C"},{"s":"SOMEDAY","t":7}]`},
+		{storedHistory{}, `[]`},
+	} {
+		b, err := json.Marshal(tc.h)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("%v written as %s, %v; want %s", tc.h, b, err, tc.want)
+		}
+		for name, unmarshal := range map[string]func([]byte, any) error{"encoding/json": json.Unmarshal,
+			"json v2": func(b []byte, v any) error { return jsonv2.Unmarshal(b, v) }} {
+			var got storedHistory
+			if err := unmarshal(b, &got); err != nil || len(got) != len(tc.h) || len(got) > 0 && !cmp.Equal(got, tc.h) {
+				t.Errorf("%s: %s read back as %v, %v; want %v", name, b, got, err, tc.h)
+			}
+		}
+	}
+	var got storedHistory
+	if err := json.Unmarshal([]byte(`[{"s":"C"},{"s":"Q","t":1200}]`), &got); err != nil ||
+		!cmp.Equal(got, storedHistory{{S: "CREATING"}, {S: "QUEUED", T: 1200}}) {
+		t.Errorf("the array of codes read as %v, %v", got, err)
+	}
+	for _, bad := range []string{`"Z5"`, `"Qx"`, `"C,,Q"`, `"C,"`, `5`} {
+		if err := json.Unmarshal([]byte(bad), &got); err == nil {
+			t.Errorf("%s read as %v, want an error", bad, got)
+		}
+	}
+}
+
+// FuzzStoredHistory: whatever a stored status_history holds, reading it
+// fails or gives a history that is written and read back the same.
+func FuzzStoredHistory(f *testing.F) {
+	for _, s := range []string{`"C,Q1200,D900000"`, `"C,3-5"`, `[{"s":"C"},{"s":"SOMEDAY","t":7}]`, `[]`, `""`, `"Z"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var h storedHistory
+		if err := jsonv2.Unmarshal([]byte(s), &h); err != nil {
+			return
+		}
+		b, err := json.Marshal(h)
+		if err != nil {
+			t.Fatalf("%s read as %v, which writes as an error: %v", s, h, err)
+		}
+		var again storedHistory
+		if err := jsonv2.Unmarshal(b, &again); err != nil || len(again) != len(h) || len(h) > 0 && !cmp.Equal(again, h) {
+			t.Fatalf("%s read as %v, written as %s, read back as %v, %v", s, h, b, again, err)
+		}
+	})
 }

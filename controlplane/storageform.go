@@ -466,8 +466,9 @@ type storedRevision struct {
 	// a bump: older builds ignore the member (and drop it when they
 	// rewrite the record), and records without it answer a history made
 	// of created_at and updated_at (historyOf). It is left out when it is
-	// that history (impliedHistory): a new revision's.
-	History []storedStatusChange `json:"h,omitzero"`
+	// that history (impliedHistory): a new revision's. Version 2 writes
+	// it as one string (storedHistory).
+	History storedHistory `json:"h,omitzero"`
 	// Refs is the snapshot's secret_references (added to version 1
 	// without a bump, as History).
 	Refs []SecretReference `json:"srf,omitzero"`
@@ -479,6 +480,67 @@ type storedRevision struct {
 type storedStatusChange struct {
 	S storedEnum `json:"s"`
 	T int64      `json:"t,omitzero"`
+}
+
+// storedHistory is a status_history as version 2 writes it: one string,
+// each change its status's one-character code (enumCodes) and, unless 0,
+// its time after created_at in decimal microseconds, the changes apart by
+// commas ("C,Q1200,V3400,P150000,D900000": 32 bytes where the array took
+// about 90). A history with a status that has no code is written as the
+// array of storedStatusChange, which version 1 wrote, and which reads too.
+type storedHistory []storedStatusChange
+
+// MarshalJSON writes h as its string, or as the array.
+func (h storedHistory) MarshalJSON() ([]byte, error) {
+	if len(h) == 0 {
+		return []byte("[]"), nil
+	}
+	b := make([]byte, 0, 2+8*len(h))
+	b = append(b, '"')
+	for i, c := range h {
+		code, ok := enumCodes[string(c.S)]
+		if !ok {
+			return json.Marshal([]storedStatusChange(h))
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, code...)
+		if c.T != 0 {
+			b = strconv.AppendInt(b, c.T, 10)
+		}
+	}
+	return append(b, '"'), nil
+}
+
+// UnmarshalJSON reads a history written by MarshalJSON, either form.
+func (h *storedHistory) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || b[0] != '"' {
+		return json.Unmarshal(b, (*[]storedStatusChange)(h))
+	}
+	var str string
+	if err := json.Unmarshal(b, &str); err != nil {
+		return err
+	}
+	*h = nil
+	if str == "" {
+		return nil
+	}
+	for c := range strings.SplitSeq(str, ",") {
+		v, ok := enumValues[c[:min(len(c), 1)]]
+		if !ok {
+			return fmt.Errorf("a status_history entry %q of no known status", c)
+		}
+		var t int64
+		if len(c) > 1 {
+			var err error
+			if t, err = strconv.ParseInt(c[1:], 10, 64); err != nil {
+				return fmt.Errorf("a status_history entry %q: %w", c, err)
+			}
+		}
+		*h = append(*h, storedStatusChange{S: storedEnum(v), T: t})
+	}
+	return nil
 }
 
 // impliedHistory reports whether h is the history historyOf answers for a
@@ -636,7 +698,7 @@ func (c secretCodec) encodeRevision(tenant string, rev *revisionRecord) ([]byte,
 	if err != nil {
 		return nil, err
 	}
-	hist := make([]storedStatusChange, len(rev.StatusHistory))
+	hist := make(storedHistory, len(rev.StatusHistory))
 	for i, h := range rev.StatusHistory {
 		hist[i] = storedStatusChange{S: storedEnum(h.Status), T: micros(h.At)}
 	}
