@@ -2,6 +2,7 @@ package storebolt_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -21,12 +22,19 @@ import (
 // event log keeps a tenant's newest 10,000 events whatever the fleet's
 // size (event-log-bytes): at n=500 it holds every event of every
 // deployment, at n=10000 a share. Run it with -benchtime=1x -v: it logs
-// each collection's share.
+// each collection's share; -deployed100k adds n=100000 (about ten times
+// n=10000's time).
 func BenchmarkSpaceDeployed(b *testing.B) {
-	for _, n := range []int{500, 10_000} {
+	sizes := []int{500, 10_000}
+	if *deployed100k {
+		sizes = append(sizes, 100_000)
+	}
+	for _, n := range sizes {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { spaceDeployed(b, n) })
 	}
 }
+
+var deployed100k = flag.Bool("deployed100k", false, "run BenchmarkSpaceDeployed at 100,000 deployments too")
 
 func spaceDeployed(b *testing.B, n int) {
 	var used, events int64
