@@ -396,28 +396,38 @@ func (cp *ControlPlane) HandleGitHubPullRequest(ctx context.Context, ev *PullReq
 // deployment, or nils when it has none (a link whose deployment is gone
 // is removed).
 func (cp *ControlPlane) previewOf(tx store.Tx, tenant, parentID string, number int64) (*previewLink, *deploymentRecord, error) {
-	k := previewKey(tenant, parentID, number)
-	b, err := tx.Get(colPreviews, k)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, nil
-	}
-	if err != nil {
+	link, err := readPreviewLink(tx, tenant, parentID, number)
+	if link == nil || err != nil {
 		return nil, nil, err
-	}
-	var link previewLink
-	if err := json.Unmarshal(b, &link); err != nil {
-		return nil, nil, fmt.Errorf("controlplane: decoding preview %s: %w", k, err)
 	}
 	d, err := cp.getDeployment(tx, tenant, link.PreviewID)
 	switch {
 	case errors.Is(err, apierr.ErrNotFound):
-		return nil, nil, dropPreviewLink(tx, tenant, parentID, &link)
+		return nil, nil, dropPreviewLink(tx, tenant, parentID, link)
 	case err != nil:
 		return nil, nil, err
 	case d.Status == StatusAwaitingDelete:
-		return nil, nil, dropPreviewLink(tx, tenant, parentID, &link)
+		return nil, nil, dropPreviewLink(tx, tenant, parentID, link)
 	}
-	return &link, d, nil
+	return link, d, nil
+}
+
+// readPreviewLink reads parent's link to its preview of pull request
+// number, nil when there is none.
+func readPreviewLink(r store.Reader, tenant, parentID string, number int64) (*previewLink, error) {
+	k := previewKey(tenant, parentID, number)
+	b, err := r.Get(colPreviews, k)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var link previewLink
+	if err := json.Unmarshal(b, &link); err != nil {
+		return nil, fmt.Errorf("controlplane: decoding preview %s: %w", k, err)
+	}
+	return &link, nil
 }
 
 // linkedPreview reads the preview a link names, nil when it is gone (the
@@ -978,21 +988,14 @@ func (cp *ControlPlane) sendPreviewReport(ctx context.Context, r *previewReport)
 			var num string
 			parentID, num, _ = strings.Cut(string(v), "/")
 			n, _ := strconv.ParseInt(num, 10, 64)
-			b, err := rd.Get(colPreviews, previewKey(r.tenant, parentID, n))
-			if errors.Is(err, store.ErrNotFound) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			var l previewLink
-			if err := json.Unmarshal(b, &l); err != nil {
+			l, err := readPreviewLink(rd, r.tenant, parentID, n)
+			if l == nil || err != nil {
 				return err
 			}
 			if d, err = cp.getDeployment(rd, r.tenant, r.preview); err != nil {
 				return err
 			}
-			link = &l
+			link = l
 			return nil
 		})
 		if err != nil || link == nil {
@@ -1031,23 +1034,12 @@ func (cp *ControlPlane) sendPreviewReport(ctx context.Context, r *previewReport)
 	// Remember the GitHub Deployment of the head commit (made even when
 	// its status failed).
 	err := cp.st.Update(ctx, func(tx store.Tx) error {
-		k := previewKey(r.tenant, parentID, link.Number)
-		b, err := tx.Get(colPreviews, k)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
+		l, err := readPreviewLink(tx, r.tenant, parentID, link.Number)
+		if l == nil || err != nil || l.PreviewID != r.preview || l.HeadSHA != link.HeadSHA {
 			return err
-		}
-		var l previewLink
-		if err := json.Unmarshal(b, &l); err != nil {
-			return err
-		}
-		if l.PreviewID != r.preview || l.HeadSHA != link.HeadSHA {
-			return nil
 		}
 		l.GitHubDeployment, l.GitHubSHA = id, link.HeadSHA
-		return putPreviewLink(tx, r.tenant, parentID, &l)
+		return putPreviewLink(tx, r.tenant, parentID, l)
 	})
 	return errors.Join(rerr, cp.storeErr("remember github deployment", err))
 }
