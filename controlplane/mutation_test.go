@@ -57,8 +57,8 @@ func TestMutationsCaught(t *testing.T) {
 		// Caught by a report of DEPLOYING for a revision of a pinned
 		// deployment: accepted. It takes a chain (a revision made active,
 		// a pin, a newer revision, its deployer's report before an
-		// unpin): caught after 430 runs on average (34 to 1900 over
-		// fourteen seeds), so 2000 would miss it about once in a hundred.
+		// unpin): caught after 425 runs on average (55 to 974 over six
+		// seeds), so 2000 would miss it about once in a hundred.
 		{controlplane.MutationPinIgnored, `of a pinned deployment: ok, model says held`, 10000},
 	} {
 		t.Run(string(c.mutation), func(t *testing.T) {
