@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/deployplane/deployplane/apierr"
-	"github.com/deployplane/deployplane/controlplane/internal/index"
 	"github.com/deployplane/deployplane/store"
 	"github.com/deployplane/deployplane/wiretime"
 )
@@ -330,20 +329,12 @@ func (cp *ControlPlane) HandleGitHubPullRequest(ctx context.Context, ev *PullReq
 		if tenant == "" || err != nil {
 			return err
 		}
-		tp, err := cp.readTenant(tx, tenant)
+		parents, err := cp.termIDs(tx, tenant, indexTerm(idxPreview, integID))
 		if err != nil {
 			return err
 		}
-		var tails []string
-		err = index.ScanTerm(tx, tp, indexTerm(idxPreview, integID), "", func(tail string) (bool, error) {
-			tails = append(tails, tail)
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, t := range tails {
-			d, err := cp.getDeployment(tx, tenant, tailID(t))
+		for _, id := range parents {
+			d, err := cp.getDeployment(tx, tenant, id)
 			if err != nil {
 				return err
 			}

@@ -112,20 +112,11 @@ func (cp *ControlPlane) HandleGitHubPush(ctx context.Context, ev *PushEvent) ([]
 		if tenant == "" || err != nil {
 			return err
 		}
-		var tails []string
-		tp, err := cp.readTenant(tx, tenant)
+		deps, err := cp.termIDs(tx, tenant, indexTerm(idxPush, integID))
 		if err != nil {
 			return err
 		}
-		err = index.ScanTerm(tx, tp, indexTerm(idxPush, integID), "", func(tail string) (bool, error) {
-			tails = append(tails, tail)
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, t := range tails {
-			id := tailID(t)
+		for _, id := range deps {
 			d, err := cp.getDeployment(tx, tenant, id)
 			if err != nil {
 				if errors.Is(err, apierr.ErrNotFound) {
@@ -269,4 +260,20 @@ func installationOwner(r store.Reader, installationID int64) (tenant, integratio
 	}
 	tenant, integrationID, _ = strings.Cut(string(owner), "/")
 	return tenant, integrationID, nil
+}
+
+// termIDs lists the ids of the tenant's deployments an index term names,
+// newest first: the deployments a push or a pull request of an
+// installation concerns.
+func (cp *ControlPlane) termIDs(r store.Reader, tenant, term string) ([]string, error) {
+	tp, err := cp.readTenant(r, tenant)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	err = index.ScanTerm(r, tp, term, "", func(tail string) (bool, error) {
+		ids = append(ids, tailID(tail))
+		return true, nil
+	})
+	return ids, err
 }
